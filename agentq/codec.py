@@ -1,0 +1,94 @@
+"""JSON encoding of everything agentq stores: step outputs, inputs, resume inputs, errors.
+
+What is accepted, exactly (the same for every store):
+
+- ``None``, ``bool``, ``int``, finite ``float``, ``str`` (encodable as UTF-8), and
+  ``list``/``tuple`` and ``dict`` with ``str`` keys of those, nested to any depth.
+  Tuples are stored as lists and come back as lists.
+- Anything else (sets, bytes, datetimes, arbitrary objects, NaN and infinities, non-``str``
+  dict keys, lone surrogates) raises `PayloadError` naming the path of the value and its type,
+  for example ``output['ids'] is a set``. Encode such values yourself (ISO strings for
+  datetimes, lists for sets, base64 for bytes) before returning them.
+- One encoded value may take at most `MAX_PAYLOAD_BYTES` bytes of UTF-8.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from agentq.errors import PayloadError
+
+__all__ = ["JSON", "MAX_PAYLOAD_BYTES", "decode", "encode"]
+
+JSON = Any
+"""A JSON-compatible value (see the module docstring for exactly what is accepted)."""
+
+MAX_PAYLOAD_BYTES = 1_048_576
+"""Largest encoded value (one output, input, or resume input), in bytes of UTF-8: 1 MiB."""
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _find_problem(value: Any, path: str) -> str | None:
+    """Return a description of the first value that is not JSON, or None."""
+    if value is None or isinstance(value, bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path} is {value!r}, not a finite number"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"{path} has a lone surrogate at index {exc.start} and is not UTF-8"
+        return None
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            problem = _find_problem(item, f"{path}[{i}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path} has a key {key!r} of type {type(key).__name__}; keys must be str"
+            problem = _find_problem(key, f"{path} key {key!r}") or _find_problem(
+                item, f"{path}[{key!r}]"
+            )
+            if problem:
+                return problem
+        return None
+    return f"{path} is a {type(value).__name__} ({value!r:.60}), which is not JSON"
+
+
+def encode(value: Any, field: str = "value") -> str:
+    """Encode `value` as compact JSON text.
+
+    Args:
+        value: The value to encode.
+        field: Name used in error messages, e.g. ``"output"``.
+
+    Returns:
+        The JSON text.
+
+    Raises:
+        PayloadError: `value` (or something inside it) is not JSON, or the text is larger than
+            `MAX_PAYLOAD_BYTES`. The message names the path and the type.
+    """
+    problem = _find_problem(value, field)
+    if problem:
+        raise PayloadError(problem, field)
+    text = _ENCODER.encode(value)
+    if len(text) > MAX_PAYLOAD_BYTES // 4 and len(text.encode("utf-8")) > MAX_PAYLOAD_BYTES:
+        raise PayloadError(
+            f"{field} is {len(text.encode('utf-8'))} bytes of JSON; the limit is "
+            f"{MAX_PAYLOAD_BYTES} bytes",
+            field,
+        )
+    return text
+
+
+def decode(text: str | None) -> Any:
+    """Decode JSON text written by `encode`; ``None`` decodes to ``None``."""
+    return None if text is None else json.loads(text)

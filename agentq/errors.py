@@ -1,0 +1,149 @@
+"""The agentq exception tree.
+
+Every error agentq raises on purpose derives from `AgentqError`. Outcomes are named as states,
+faults end in ``Error``; errors about misused arguments also derive from `ValueError` or
+`TypeError` so generic handlers keep working::
+
+    AgentqError
+    ├── QueueFull                 push_nowait: the lane is at capacity
+    ├── QueueClosed               the queue no longer admits jobs
+    ├── JobFailed                 push_and_wait: the job failed (original error is __cause__)
+    ├── JobLost                   the job was abandoned before it ran (cancelled push, close)
+    ├── KeyConflictError          an idempotency key reused for a different call
+    ├── InvalidKeyError           (also ValueError) empty, non-UTF-8 or over-long key
+    ├── DeadlockError             a job would wait on its own saturated lane
+    ├── MissingExtraError         (also ImportError) an optional extra is not installed
+    ├── PayloadError              (also ValueError) a value is not JSON or is too large
+    ├── StoreError                the durable store's backend failed (__cause__ is the original)
+    │   ├── LeaseLostError        fencing: the worker's lease was taken over
+    │   └── SchemaError           the database file has an unknown schema version
+    └── EngineError               a workflow operation is not possible in the current state
+        ├── UnknownWorkflowError
+        ├── UnknownStepError
+        ├── WorkflowMismatchError a workflow id reused with other steps
+        ├── NotWaitingError       resume of a step that is not Waiting
+        └── WorkflowClosedError   the workflow is cancelled, failed or completed
+
+`asyncio.CancelledError` is never swallowed or wrapped.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentqError",
+    "DeadlockError",
+    "EngineError",
+    "InvalidKeyError",
+    "JobFailed",
+    "JobLost",
+    "KeyConflictError",
+    "LeaseLostError",
+    "MissingExtraError",
+    "NotWaitingError",
+    "PayloadError",
+    "QueueClosed",
+    "QueueFull",
+    "SchemaError",
+    "StoreError",
+    "UnknownStepError",
+    "UnknownWorkflowError",
+    "WorkflowClosedError",
+    "WorkflowMismatchError",
+]
+
+
+class AgentqError(Exception):
+    """Root of every error agentq raises on purpose."""
+
+
+class QueueFull(AgentqError):
+    """`Queue.push_nowait` found the job's lane at capacity; nothing was admitted."""
+
+
+class QueueClosed(AgentqError):
+    """The queue is closing or closed and admits no new job."""
+
+
+class JobFailed(AgentqError):
+    """A job ended in `Failed`; the original exception, if any, is ``__cause__``.
+
+    Attributes:
+        key: The job's idempotency key.
+        outcome: The `Failed` outcome (reason, error type, message and traceback text).
+    """
+
+    def __init__(self, key: str, outcome: object) -> None:
+        super().__init__(f"job {key!r} failed: {outcome}")
+        self.key = key
+        self.outcome = outcome
+
+
+class JobLost(AgentqError):
+    """The job was abandoned before it could run (its push was cancelled or the queue closed).
+
+    Callers that joined an abandoned push get this instead of waiting forever.
+    """
+
+
+class KeyConflictError(AgentqError):
+    """An idempotency key was pushed again with a different callable or arguments."""
+
+
+class InvalidKeyError(AgentqError, ValueError):
+    """An idempotency key is empty, not encodable as UTF-8, or longer than allowed."""
+
+
+class DeadlockError(AgentqError):
+    """Waiting here could never end: a job would wait for capacity of its own saturated lane."""
+
+
+class MissingExtraError(AgentqError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+
+class PayloadError(AgentqError, ValueError):
+    """A value cannot be stored: it is not JSON or it exceeds the size limit.
+
+    Attributes:
+        field: Path of the offending value, e.g. ``output['ids']``.
+    """
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class StoreError(AgentqError):
+    """The durable store's backend failed; the original exception is ``__cause__``."""
+
+
+class LeaseLostError(StoreError):
+    """Fencing refused a write: the lease is no longer held by this worker and token."""
+
+
+class SchemaError(StoreError):
+    """The database file has a schema version this agentq cannot read."""
+
+
+class EngineError(AgentqError):
+    """A workflow operation is not possible in the workflow's current state."""
+
+
+class UnknownWorkflowError(EngineError):
+    """No workflow with this id is registered or stored."""
+
+
+class UnknownStepError(EngineError):
+    """The workflow has no step with this name or index."""
+
+
+class WorkflowMismatchError(EngineError):
+    """A workflow id was reused with a different list of steps."""
+
+
+class NotWaitingError(EngineError):
+    """`resume` targeted a step whose status is not `Waiting`; nothing was recorded."""
+
+
+class WorkflowClosedError(EngineError):
+    """The workflow is already cancelled, failed or completed; nothing was recorded."""

@@ -1,0 +1,102 @@
+"""The event log: every workflow transition as an immutable `Event`.
+
+Events are appended by the store (which gives each its sequence number) and never updated or
+deleted. The `steps` projection is a function of the log; `rebuild_projection` recomputes it.
+
+Kind-specific values live in `Event.data` (a JSON object):
+
+=====================  ===========================================================
+kind                   data keys
+=====================  ===========================================================
+WorkflowStarted        steps (list of step names), input
+StepStarted            lease_token, expires_at (Unix seconds), resume_input?
+StepCompleted          output
+StepFailed             reason (error / timeout / cancelled / payload), error {type,
+                       message, traceback}
+RetryScheduled         retry_at (Unix seconds), delay (seconds)
+StepWaiting            reason
+StepResumed            input
+WorkflowCompleted      outputs (list, one per step)
+WorkflowFailed         reason
+WorkflowCancelled      reason
+WorkerRecovered        previous_worker, lease_token, expired_at (Unix seconds)
+=====================  ===========================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["Event", "EventKind"]
+
+
+class EventKind(StrEnum):
+    """The kinds of event in the log (values are stored as text)."""
+
+    WORKFLOW_STARTED = "WorkflowStarted"
+    STEP_STARTED = "StepStarted"
+    STEP_COMPLETED = "StepCompleted"
+    STEP_FAILED = "StepFailed"
+    RETRY_SCHEDULED = "RetryScheduled"
+    STEP_WAITING = "StepWaiting"
+    STEP_RESUMED = "StepResumed"
+    WORKFLOW_COMPLETED = "WorkflowCompleted"
+    WORKFLOW_FAILED = "WorkflowFailed"
+    WORKFLOW_CANCELLED = "WorkflowCancelled"
+    WORKER_RECOVERED = "WorkerRecovered"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of the append-only event log.
+
+    Attributes:
+        seq: Sequence number given by the store: strictly increasing across the whole log.
+        at: When it was recorded (timezone-aware, UTC).
+        kind: What happened.
+        workflow_id: The workflow it belongs to.
+        step_index: 0-based step position, or None for workflow-level events.
+        step_name: The step's name, or None for workflow-level events.
+        attempt: The attempt number (1-based) for step attempt events, else None.
+        worker_id: The worker that caused it, when one did.
+        data: Kind-specific JSON values (see the module docstring).
+    """
+
+    seq: int
+    at: datetime
+    kind: EventKind
+    workflow_id: str
+    step_index: int | None = None
+    step_name: str | None = None
+    attempt: int | None = None
+    worker_id: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def reason(self) -> str | None:
+        """The reason given by failure, waiting and cancellation events."""
+        value = self.data.get("reason")
+        return None if value is None else str(value)
+
+    @property
+    def output(self) -> Any:
+        """The output of a `StepCompleted` event (None otherwise)."""
+        return self.data.get("output")
+
+    @property
+    def input(self) -> Any:
+        """The input of a `StepResumed` or `WorkflowStarted` event (None otherwise)."""
+        return self.data.get("input")
+
+    @property
+    def timestamp(self) -> float:
+        """`at` as Unix seconds."""
+        return self.at.timestamp()
+
+
+def utc(seconds: float) -> datetime:
+    """Convert Unix seconds to an aware UTC datetime."""
+    return datetime.fromtimestamp(seconds, UTC)

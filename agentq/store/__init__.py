@@ -1,0 +1,1 @@
+"""Durable stores: the `DurableStore` protocol and its implementations."""

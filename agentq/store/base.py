@@ -1,0 +1,414 @@
+"""The `DurableStore` protocol: the only way the engine reaches durable state.
+
+A store keeps the append-only event log and the ``steps`` projection, and changes both in one
+atomic transaction per verb. Stores are passive: they are given the time (``now``, Unix
+seconds), never sleep and never start background tasks. Every verb raises `StoreError` (with
+the backend's exception as ``__cause__``) when the backend fails, and `PayloadError` before
+writing anything when a value is not JSON or too large (see `agentq.codec`).
+
+Leases: a claimed step is held by a worker until ``expires_at``; it is *live* while
+``now <= expires_at`` and *expired* once ``now > expires_at``. Each claim gets a new
+``lease_token`` (a fencing token, increasing per step); writes for an attempt name the worker
+and token, and are refused with `LeaseLostError` once another claim has taken the step over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from agentq.events import Event
+from agentq.outcomes import ErrorInfo
+
+__all__ = [
+    "EVENT_COLUMNS",
+    "AlreadyCompleted",
+    "AlreadyWaiting",
+    "ClaimResult",
+    "Claimed",
+    "DurableStore",
+    "Execution",
+    "HeldByOther",
+    "StepRow",
+    "StepState",
+    "WorkflowClosed",
+    "WorkflowRow",
+    "WorkflowState",
+]
+
+
+class StepState(StrEnum):
+    """A step's state in the projection (values are stored)."""
+
+    PENDING = "pending"
+    LEASED = "leased"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class WorkflowState(StrEnum):
+    """A workflow's state in the projection (values are stored)."""
+
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def closed(self) -> bool:
+        """True for completed, failed and cancelled: nothing more will happen."""
+        return self in (WorkflowState.COMPLETED, WorkflowState.FAILED, WorkflowState.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowRow:
+    """A workflow as the projection holds it.
+
+    Attributes:
+        workflow_id: Stable id.
+        state: running, waiting, completed, failed or cancelled.
+        step_names: The step names, in order.
+        input: The workflow input (JSON).
+        reason: Failure or cancellation reason, else None.
+        created_at: Unix seconds of `WorkflowStarted`.
+        updated_at: Unix seconds of its latest event.
+        last_seq: Sequence number of its latest event.
+    """
+
+    workflow_id: str
+    state: WorkflowState
+    step_names: tuple[str, ...]
+    input: Any
+    reason: str | None
+    created_at: float
+    updated_at: float
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """One row of the ``steps`` projection.
+
+    Attributes:
+        workflow_id: The workflow.
+        step_index: 0-based position.
+        step_name: The step's name.
+        state: pending, leased, waiting, completed or failed.
+        attempt: Attempts made since the step started or was last resumed (0 = none yet).
+        worker_id: Lease holder (or last holder), else None.
+        lease_token: Fencing token of the latest claim (0 = never claimed).
+        lease_expires_at: Unix seconds when the lease expires, while leased; else None.
+        output: The output once completed (JSON), else None.
+        reason: Why it waits or failed, else None.
+        error: The last failed attempt's error, else None.
+        resume_input: The input delivered by the latest resume (JSON), else None.
+        resumed: Whether the step was resumed (so `resume_input` is meaningful).
+        retry_at: Unix seconds before which the next attempt should not start, else None.
+        started_at: Unix seconds of the first `StepStarted`, else None.
+        finished_at: Unix seconds of completion or final failure, else None.
+    """
+
+    workflow_id: str
+    step_index: int
+    step_name: str
+    state: StepState
+    attempt: int = 0
+    worker_id: str | None = None
+    lease_token: int = 0
+    lease_expires_at: float | None = None
+    output: Any = None
+    reason: str | None = None
+    error: ErrorInfo | None = None
+    resume_input: Any = None
+    resumed: bool = False
+    retry_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """A claimed step attempt: who holds it, with which fencing token, until when.
+
+    Attributes:
+        workflow_id: The workflow.
+        step_index: 0-based position.
+        step_name: The step's name.
+        worker_id: The lease holder.
+        lease_token: The fencing token to present with every write for this attempt.
+        attempt: 1-based attempt number.
+        expires_at: Unix seconds when the lease expires unless renewed.
+    """
+
+    workflow_id: str
+    step_index: int
+    step_name: str
+    worker_id: str
+    lease_token: int
+    attempt: int
+    expires_at: float
+
+
+class ClaimResult:
+    """What `DurableStore.claim_step` returns.
+
+    One of `ClaimResult.Claimed(execution, resume_input, resumed)`,
+    `ClaimResult.AlreadyCompleted(output)`, `ClaimResult.HeldByOther(worker_id, expires_at)`,
+    `ClaimResult.AlreadyWaiting(reason)` or `ClaimResult.WorkflowClosed(state, reason)`.
+    """
+
+    Claimed: ClassVar[type[Claimed]]
+    AlreadyCompleted: ClassVar[type[AlreadyCompleted]]
+    HeldByOther: ClassVar[type[HeldByOther]]
+    AlreadyWaiting: ClassVar[type[AlreadyWaiting]]
+    WorkflowClosed: ClassVar[type[WorkflowClosed]]
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed(ClaimResult):
+    """The caller now holds the step's lease; run the attempt."""
+
+    execution: Execution
+    resume_input: Any = None
+    resumed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlreadyCompleted(ClaimResult):
+    """The step completed earlier; never run it again."""
+
+    output: Any
+
+
+@dataclass(frozen=True, slots=True)
+class HeldByOther(ClaimResult):
+    """Another worker holds a live lease on the step."""
+
+    worker_id: str
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class AlreadyWaiting(ClaimResult):
+    """The step waits for input; only `resume_step` moves it on."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowClosed(ClaimResult):
+    """The workflow is completed, failed or cancelled (or the step already failed for good)."""
+
+    state: WorkflowState
+    reason: str | None = None
+
+
+ClaimResult.Claimed = Claimed
+ClaimResult.AlreadyCompleted = AlreadyCompleted
+ClaimResult.HeldByOther = HeldByOther
+ClaimResult.AlreadyWaiting = AlreadyWaiting
+ClaimResult.WorkflowClosed = WorkflowClosed
+
+
+EVENT_COLUMNS: tuple[str, ...] = (
+    "seq",
+    "at",
+    "workflow_id",
+    "step_index",
+    "step_name",
+    "kind",
+    "attempt",
+    "worker_id",
+    "reason",
+    "output",
+    "input",
+)
+"""Column order of `DurableStore.event_rows`: ``at`` is Unix seconds; ``output`` and ``input``
+are JSON text (or None)."""
+
+
+@runtime_checkable
+class DurableStore(Protocol):
+    """The durable state behind `WorkflowEngine`: an event log plus a ``steps`` projection.
+
+    Every write verb is one atomic transaction that appends its events and updates the
+    projection together; a refused verb appends nothing. `MemoryStore` is the reference
+    implementation; `tests/store/` is the contract suite any implementation must pass.
+
+    All methods are coroutines to be awaited on one event loop; a store object is not shared
+    between loops or threads.
+    """
+
+    async def start_workflow(
+        self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+    ) -> tuple[WorkflowRow, bool]:
+        """Create the workflow with its steps Pending and append `WorkflowStarted`, once.
+
+        Returns:
+            ``(row, created)``: `created` is False when the workflow already existed (nothing
+            is appended then).
+
+        Raises:
+            WorkflowMismatchError: The id exists with different step names.
+            PayloadError: `input` is not JSON or too large.
+        """
+        ...
+
+    async def claim_step(
+        self, workflow_id: str, step_index: int, worker_id: str, lease_ttl: float, now: float
+    ) -> ClaimResult:
+        """Claim a step for a worker, atomically (compare-and-swap).
+
+        A Pending step, or a Leased one whose lease expired (``now > expires_at``; recorded as
+        `WorkerRecovered` first), becomes Leased by `worker_id` until ``now + lease_ttl`` with
+        the next fencing token and attempt number, and `StepStarted` is appended. A completed
+        step is never claimed again; a live lease is never taken over.
+
+        Returns:
+            `Claimed`, `AlreadyCompleted(output)`, `HeldByOther`, `AlreadyWaiting` or
+            `WorkflowClosed`.
+
+        Raises:
+            UnknownWorkflowError: No such workflow.
+            UnknownStepError: No such step.
+            EngineError: An earlier step has not completed.
+        """
+        ...
+
+    async def renew_lease(self, execution: Execution, lease_ttl: float, now: float) -> Execution:
+        """Extend a held lease to ``now + lease_ttl`` (no event is appended).
+
+        Returns:
+            The execution with its new `expires_at`.
+
+        Raises:
+            LeaseLostError: The lease is no longer held by this worker and token.
+        """
+        ...
+
+    async def complete_step(self, execution: Execution, output: Any, now: float) -> WorkflowRow:
+        """Record the output: `StepCompleted`, plus `WorkflowCompleted` after the last step.
+
+        Raises:
+            LeaseLostError: Fencing: the lease was taken over (the late result is refused).
+            WorkflowClosedError: The workflow was cancelled meanwhile; nothing is recorded.
+            PayloadError: `output` is not JSON or too large; nothing is recorded.
+        """
+        ...
+
+    async def fail_step(
+        self,
+        execution: Execution,
+        reason: str,
+        error: ErrorInfo | None,
+        now: float,
+        retry_at: float | None,
+    ) -> WorkflowRow:
+        """Record a failed attempt: `StepFailed`, then `RetryScheduled` or `WorkflowFailed`.
+
+        Args:
+            execution: The attempt, as claimed.
+            reason: error, timeout, cancelled, payload, or the `NonRetryable` reason.
+            error: The exception's description, if any.
+            now: Unix seconds.
+            retry_at: Unix seconds of the next attempt (the step becomes Pending), or None to
+                fail the step and the workflow for good.
+
+        Raises:
+            LeaseLostError: Fencing refused the write.
+            WorkflowClosedError: The workflow was cancelled meanwhile; nothing is recorded.
+        """
+        ...
+
+    async def wait_step(self, execution: Execution, reason: str, now: float) -> WorkflowRow:
+        """Record `StepWaiting`: the step waits for `resume_step`; the lease is released.
+
+        Raises:
+            LeaseLostError: Fencing refused the write.
+            WorkflowClosedError: The workflow was cancelled meanwhile; nothing is recorded.
+        """
+        ...
+
+    async def resume_step(
+        self, workflow_id: str, step_index: int, input: Any, now: float
+    ) -> WorkflowRow:
+        """Deliver input to a Waiting step: `StepResumed`; the step becomes Pending.
+
+        Exactly one of several concurrent resumes of one wait succeeds.
+
+        Raises:
+            UnknownWorkflowError / UnknownStepError: No such workflow or step.
+            WorkflowClosedError: The workflow is cancelled, failed or completed.
+            NotWaitingError: The step is not Waiting (message names the actual state).
+            PayloadError: `input` is not JSON or too large.
+        """
+        ...
+
+    async def cancel_workflow(self, workflow_id: str, reason: str, now: float) -> bool:
+        """Cancel a running or waiting workflow: `WorkflowCancelled`, once.
+
+        Leases are revoked (a late result is refused) and waiting steps stop waiting.
+
+        Returns:
+            True if this call cancelled it; False if it was already closed (nothing appended).
+
+        Raises:
+            UnknownWorkflowError: No such workflow.
+        """
+        ...
+
+    async def expired_leases(self, now: float) -> list[Execution]:
+        """Return the leases that expired before `now` (``now > expires_at``), oldest first."""
+        ...
+
+    async def release_expired(self, execution: Execution, now: float) -> bool:
+        """Re-admit a step whose lease expired: `WorkerRecovered`; the step becomes Pending.
+
+        Returns:
+            True if released; False if the lease is live, or was renewed or taken meanwhile.
+        """
+        ...
+
+    async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
+        """Return one workflow's row, or None."""
+        ...
+
+    async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
+        """Return workflows (optionally only those in `state`), oldest first."""
+        ...
+
+    async def step_rows(self, workflow_id: str | None = None) -> list[StepRow]:
+        """Return projection rows of one workflow (or all), by workflow then step index."""
+        ...
+
+    async def load_events(
+        self, workflow_id: str | None = None, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Event]:
+        """Return events with ``seq > after_seq`` (of one workflow, or all), by seq."""
+        ...
+
+    async def event_rows(
+        self, workflow_id: str | None = None, *, after_seq: int = 0
+    ) -> list[tuple[Any, ...]]:
+        """Return events as plain tuples in `EVENT_COLUMNS` order (for DataFrames), by seq."""
+        ...
+
+    async def last_seq(self) -> int:
+        """Return the highest sequence number in the log (0 when empty); cheap."""
+        ...
+
+    async def rebuild_projection(self) -> None:
+        """Recompute every workflow and step row by replaying the event log.
+
+        Lease expiry times extended by `renew_lease` are not in the log; a rebuilt lease
+        expires as of its `StepStarted` event.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release the backend's resources; further calls raise `StoreError`."""
+        ...

@@ -1,0 +1,279 @@
+"""The workflow model: `Workflow`, `StepDef`, `StepContext`, and what a run reports.
+
+A workflow is an ordered list of steps under a stable id. A step body receives a
+`StepContext` and returns a JSON value (see `agentq.codec`); it may be an ``async def`` or a
+plain function (run in a worker thread). It signals with exceptions:
+
+- ``raise WaitForInput(reason)``: the step becomes `Waiting` until `WorkflowEngine.resume`
+  delivers input; the step then runs again with ``ctx.resume_input`` set.
+- ``raise NonRetryable(reason)``: the workflow fails at once, without retry.
+- any other exception: the attempt failed; the step's `RetryPolicy` decides what follows.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from agentq.errors import AgentqError
+from agentq.keys import validate_key
+from agentq.retry import RetryPolicy
+
+__all__ = [
+    "NonRetryable",
+    "RunResult",
+    "RunStatus",
+    "StepContext",
+    "StepDef",
+    "StepStatus",
+    "WaitForInput",
+    "Workflow",
+]
+
+
+class WaitForInput(AgentqError):
+    """Raised by a step body to wait for outside input (a human approval, a webhook).
+
+    Args:
+        reason: Shown to whoever must provide the input, e.g. in the approval panel.
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class NonRetryable(AgentqError):
+    """Raised by a step body to fail the workflow at once, without any retry.
+
+    Args:
+        reason: Recorded as the failure reason, verbatim.
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class StepContext:
+    """What a step body receives.
+
+    Attributes:
+        workflow_id: The workflow's stable id.
+        step_index: 0-based position of this step.
+        step_name: This step's name.
+        attempt: 1-based attempt number (counted again from 1 after a resume).
+        input: The workflow's input.
+        outputs: Outputs of the steps before this one, in order.
+        previous: The last output (or the workflow input for step 0).
+        resume_input: The input delivered by `resume`, or None if the step was not resumed.
+    """
+
+    workflow_id: str
+    step_index: int
+    step_name: str
+    attempt: int
+    input: Any
+    outputs: tuple[Any, ...]
+    previous: Any
+    resume_input: Any = None
+
+
+StepFn = Callable[[StepContext], Any] | Callable[[StepContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class StepDef:
+    """One step of a workflow.
+
+    Args:
+        name: Unique within the workflow; a non-empty str.
+        fn: ``fn(ctx) -> JSON``: an async function, or a plain one that runs in a thread.
+        retry: Attempts and backoff; default one attempt.
+        timeout: Seconds one attempt may run, or None for no limit. A timeout cancels an
+            async body and counts as a failed attempt; a thread cannot be interrupted, so the
+            next attempt starts only after the thread has returned.
+
+    Raises:
+        TypeError: `fn` is not callable, or `retry` is not a `RetryPolicy`.
+        ValueError: `name` is empty or `timeout` is not a positive number.
+    """
+
+    name: str
+    fn: StepFn
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        validate_key(self.name, "step name")
+        if not callable(self.fn):
+            raise TypeError(f"step {self.name!r}: fn must be callable, got {self.fn!r}")
+        if not isinstance(self.retry, RetryPolicy):
+            raise TypeError(f"step {self.name!r}: retry must be a RetryPolicy, got {self.retry!r}")
+        if self.timeout is not None and (
+            isinstance(self.timeout, bool)
+            or not isinstance(self.timeout, int | float)
+            or not math.isfinite(self.timeout)
+            or self.timeout <= 0
+        ):
+            raise ValueError(
+                f"step {self.name!r}: timeout must be a positive number of seconds or None, "
+                f"got {self.timeout!r}"
+            )
+
+    @property
+    def is_async(self) -> bool:
+        """Whether `fn` is a coroutine function (else it runs in a worker thread)."""
+        fn = self.fn
+        return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """An ordered list of steps under a stable id.
+
+    Args:
+        id: Stable id (a non-empty str of at most 1024 bytes of UTF-8). Running the same id
+            again continues or returns the stored run; it never starts a second one.
+        steps: The steps, in order; at least one; names unique.
+        input: JSON value given to every step as ``ctx.input``.
+
+    Raises:
+        ValueError: Empty `steps` or duplicate step names.
+        InvalidKeyError: `id` is empty, not UTF-8 or too long.
+
+    Example:
+        >>> wf = Workflow("order-42", [StepDef("fetch", fetch), StepDef("charge", charge)])
+    """
+
+    id: str
+    steps: Sequence[StepDef]
+    input: Any = None
+
+    def __post_init__(self) -> None:
+        validate_key(self.id, "workflow id")
+        steps = tuple(self.steps)
+        if not steps:
+            raise ValueError(f"workflow {self.id!r} has no steps")
+        for step in steps:
+            if not isinstance(step, StepDef):
+                raise TypeError(f"workflow {self.id!r}: steps must be StepDef, got {step!r}")
+        names = [s.name for s in steps]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"workflow {self.id!r} has duplicate step names: {dupes}")
+        object.__setattr__(self, "steps", steps)
+
+    @property
+    def step_names(self) -> tuple[str, ...]:
+        """The step names, in order."""
+        return tuple(s.name for s in self.steps)
+
+    def index_of(self, step: str | int) -> int:
+        """Return the 0-based index of `step` (a name or an index), or raise `KeyError`."""
+        if isinstance(step, int) and not isinstance(step, bool):
+            if 0 <= step < len(self.steps):
+                return step
+            raise KeyError(step)
+        for i, s in enumerate(self.steps):
+            if s.name == step:
+                return i
+        raise KeyError(step)
+
+
+class StepStatus:
+    """A step's status, as `WorkflowEngine.status` reports it.
+
+    One of `StepStatus.Pending`, `StepStatus.Leased(worker_id, expires_at)`,
+    `StepStatus.Completed(output)`, `StepStatus.Failed(reason, attempt)` or
+    `StepStatus.Waiting(reason)`; all frozen dataclasses usable with `match`.
+    """
+
+    Pending: ClassVar[type[StepPending]]
+    Leased: ClassVar[type[StepLeased]]
+    Completed: ClassVar[type[StepCompleted]]
+    Failed: ClassVar[type[StepFailed]]
+    Waiting: ClassVar[type[StepWaiting]]
+
+
+@dataclass(frozen=True, slots=True)
+class StepPending(StepStatus):
+    """Not started yet, or waiting for its next attempt."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepLeased(StepStatus):
+    """Running under a lease held by `worker_id` until `expires_at` (Unix seconds)."""
+
+    worker_id: str
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StepCompleted(StepStatus):
+    """Finished with `output`."""
+
+    output: Any
+
+
+@dataclass(frozen=True, slots=True)
+class StepFailed(StepStatus):
+    """Failed for good after `attempt` attempts, for `reason`."""
+
+    reason: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepWaiting(StepStatus):
+    """Waiting for outside input; `reason` says what for."""
+
+    reason: str
+
+
+StepStatus.Pending = StepPending
+StepStatus.Leased = StepLeased
+StepStatus.Completed = StepCompleted
+StepStatus.Failed = StepFailed
+StepStatus.Waiting = StepWaiting
+
+
+class RunStatus(StrEnum):
+    """How a run ended (from the caller's point of view)."""
+
+    COMPLETED = "completed"
+    WAITING = "waiting"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What `WorkflowEngine.run` and `resume` return.
+
+    Attributes:
+        workflow_id: The workflow.
+        status: completed, waiting, failed or cancelled.
+        step: Name of the step that is waiting or failed (None when completed or cancelled
+            between steps).
+        reason: Why it waits, failed or was cancelled (None when completed).
+        outputs: Outputs of the completed steps, in order.
+    """
+
+    workflow_id: str
+    status: RunStatus
+    step: str | None = None
+    reason: str | None = None
+    outputs: tuple[Any, ...] = ()
+
+    @property
+    def output(self) -> Any:
+        """The last step's output when completed, else None."""
+        return self.outputs[-1] if self.status is RunStatus.COMPLETED and self.outputs else None

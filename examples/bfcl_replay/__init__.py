@@ -1,0 +1,14 @@
+"""Replay the Berkeley Function Calling Leaderboard's multi-turn tasks (see README.md).
+
+Modules, bottom to top:
+
+- `errors`: the `ReplayError` tree.
+- `dataset`: load the 200 tasks and parse their ground-truth calls with `ast`.
+- `snapshot`: encode a service's state as JSON, restore it; convert call results to JSON.
+- `services`: build a task's services as BFCL does, classify functions (read / write /
+  approval), invoke calls.
+- `direct`: the ground truth run in a plain loop (the raw floor) and run comparison.
+- `servicehost`: the services as durable external APIs honouring idempotency keys (SQLite).
+
+Needs the `bfcl` extra: `pip install --no-deps bfcl-eval==2026.3.23 mpmath`.
+"""

@@ -64,7 +64,7 @@ from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from typing import Any
 
-import mpmath  # type: ignore[import-untyped]
+import mpmath
 
 from .dataset import Call, Task
 from .errors import CallArgumentError, DatasetError, ToolCallError, UnknownFunctionError

@@ -185,7 +185,7 @@ def test_the_shared_mutable_default_of_post_tweet_never_leaks() -> None:
 def test_results_are_plain_json_even_for_mpmath_and_decimal_values() -> None:
     import decimal
 
-    import mpmath  # type: ignore[import-untyped]
+    import mpmath
 
     services = Services.fresh(_task(("MathAPI",)))
     dps, prec = mpmath.mp.dps, decimal.getcontext().prec

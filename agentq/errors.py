@@ -12,6 +12,7 @@ faults end in ``Error``; errors about misused arguments also derive from `ValueE
     ├── KeyConflictError          an idempotency key reused for a different call
     ├── InvalidKeyError           (also ValueError) empty, non-UTF-8 or over-long key
     ├── DeadlockError             a job would wait on its own saturated lane
+    ├── WrongLoopError            (also RuntimeError) a queue used from another event loop
     ├── MissingExtraError         (also ImportError) an optional extra is not installed
     ├── PayloadError              (also ValueError) a value is not JSON or is too large
     ├── StoreError                the durable store's backend failed (__cause__ is the original)
@@ -49,6 +50,7 @@ __all__ = [
     "UnknownWorkflowError",
     "WorkflowClosedError",
     "WorkflowMismatchError",
+    "WrongLoopError",
 ]
 
 
@@ -95,6 +97,13 @@ class InvalidKeyError(AgentqError, ValueError):
 
 class DeadlockError(AgentqError):
     """Waiting here could never end: a job would wait for capacity of its own saturated lane."""
+
+
+class WrongLoopError(AgentqError, RuntimeError):
+    """An object bound to one event loop (a `Queue`) was used from another loop.
+
+    A queue starts on the loop that first uses it and belongs to it; create one queue per loop.
+    """
 
 
 class MissingExtraError(AgentqError, ImportError):

@@ -91,12 +91,15 @@ class Backoff:
         elif self.multiplier == 1.0 or exponent == 0:
             capped = min(self.base, self.max)
         else:
-            # Compare in log space first: base * m**e can overflow long before the cap matters.
-            room = math.log(self.max / self.base) / math.log(self.multiplier)
-            if exponent >= room:
+            # Compare in log space first: base * m**e can overflow long before the cap matters,
+            # and so can m**e alone when base is tiny (even though the product would fit).
+            growth = exponent * math.log(self.multiplier)
+            if growth >= math.log(self.max) - math.log(self.base):
                 capped = self.max
-            else:
+            elif growth < 700.0:  # m**e stays finite (e**709 is near the float limit)
                 capped = min(self.max, self.base * self.multiplier**exponent)
+            else:
+                capped = min(self.max, math.exp(math.log(self.base) + growth))
         if self.jitter == 0.0 or capped == 0.0:
             return capped
         draw = (rng or random).random()

@@ -1,0 +1,266 @@
+"""Priority lanes: `Priority`, `LaneConfig`, and the per-lane statistics.
+
+A `Queue` has three lanes, one per `Priority`, and each is independent: its own waiting area
+(``capacity``) and its own permits (``permits`` jobs run at once). A saturated lane never
+starves another, and the priority only names the lane: give the lanes that matter more
+permits. Jobs inside one lane start in the order they were admitted (FIFO).
+
+How many jobs a lane admits, exactly: at most ``permits + capacity`` unfinished jobs, of which
+at most ``permits`` run (each holds a permit) and the others wait. ``push`` waits, and
+``push_nowait`` raises `QueueFull`, while ``queued + running == permits + capacity``. A job
+holds its permit from its first attempt until its body has really stopped: through retries
+and their backoff, and, after a timeout or a cancel, until a thread or a body that ignores
+cancellation has returned. Cached and joined pushes take no room in any lane.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from asyncio import Future, Task
+
+    from agentq.jobs import _Record
+
+__all__ = ["LaneConfig", "LaneStats", "Priority", "QueueStats"]
+
+
+class Priority(StrEnum):
+    """The three lanes. Values are stored as text: ``"low"``, ``"medium"``, ``"high"``.
+
+    Members order by urgency, not alphabetically: ``LOW < MEDIUM < HIGH``. They compare equal
+    to their text value (``Priority.HIGH == "high"``).
+    """
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+    @property
+    def rank(self) -> int:
+        """0 for LOW, 1 for MEDIUM, 2 for HIGH."""
+        return _RANK[self]
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, Priority):
+            return _RANK[self] < _RANK[other]
+        return NotImplemented
+
+    def __le__(self, other: object) -> bool:
+        if isinstance(other, Priority):
+            return _RANK[self] <= _RANK[other]
+        return NotImplemented
+
+    def __gt__(self, other: object) -> bool:
+        if isinstance(other, Priority):
+            return _RANK[self] > _RANK[other]
+        return NotImplemented
+
+    def __ge__(self, other: object) -> bool:
+        if isinstance(other, Priority):
+            return _RANK[self] >= _RANK[other]
+        return NotImplemented
+
+
+_RANK = {Priority.LOW: 0, Priority.MEDIUM: 1, Priority.HIGH: 2}
+LANE_ORDER = (Priority.HIGH, Priority.MEDIUM, Priority.LOW)
+"""The lanes from the most to the least urgent: the order of `QueueStats.lanes`."""
+
+
+def _check_count(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class LaneConfig:
+    """The size of one lane.
+
+    A lane admits at most ``permits + capacity`` unfinished jobs: ``permits`` running and
+    ``capacity`` waiting for a permit.
+
+    Args:
+        capacity: How many admitted jobs may wait for a permit (>= 0). 0 means no waiting
+            area: a job is admitted only when a permit is free.
+        permits: How many jobs of this lane may run at once (>= 1).
+
+    Raises:
+        ValueError: A value is not an int (bools are not accepted) or is out of range; the
+            message names it.
+
+    Example:
+        >>> LaneConfig(capacity=10, permits=2)
+        LaneConfig(capacity=10, permits=2)
+    """
+
+    capacity: int = 100
+    permits: int = 5
+
+    def __post_init__(self) -> None:
+        _check_count("capacity", self.capacity, 0)
+        _check_count("permits", self.permits, 1)
+
+    @property
+    def limit(self) -> int:
+        """The most unfinished jobs the lane admits: ``permits + capacity``."""
+        return self.permits + self.capacity
+
+
+@dataclass(frozen=True, slots=True)
+class LaneStats:
+    """A frozen snapshot of one lane.
+
+    Attributes:
+        priority: Which lane.
+        capacity: Configured size of the waiting area.
+        permits: Configured number of jobs that may run at once.
+        queued: Admitted jobs waiting for a permit.
+        running: Permits in use: jobs running, in backoff between attempts, or whose body has
+            not stopped yet after a timeout or cancel. Never above `permits`.
+        completed: Jobs of this lane that ended `Completed` (since the queue was created).
+        failed: Jobs of this lane that ended `Failed` (errors, timeouts, cancels).
+        cache_hits: Pushes to this lane answered from a completed key without running.
+        joins: Pushes to this lane that joined a job already pending or running.
+    """
+
+    priority: Priority
+    capacity: int
+    permits: int
+    queued: int
+    running: int
+    completed: int
+    failed: int
+    cache_hits: int
+    joins: int
+
+
+_COLUMNS = (
+    ("lane", "priority"),
+    ("capacity", "capacity"),
+    ("permits", "permits"),
+    ("queued", "queued"),
+    ("running", "running"),
+    ("completed", "completed"),
+    ("failed", "failed"),
+    ("cache hits", "cache_hits"),
+    ("joins", "joins"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """A frozen snapshot of every lane, from `Queue.stats`.
+
+    Attributes:
+        lanes: One `LaneStats` per lane, in priority order HIGH, MEDIUM, LOW.
+
+    Index it by priority (``stats[Priority.HIGH]``) or iterate over the lanes. In Jupyter it
+    displays as a small HTML table.
+    """
+
+    lanes: tuple[LaneStats, ...]
+
+    def __getitem__(self, priority: Priority) -> LaneStats:
+        for lane in self.lanes:
+            if lane.priority == priority:
+                return lane
+        raise KeyError(priority)
+
+    def __iter__(self) -> Iterator[LaneStats]:
+        return iter(self.lanes)
+
+    def __len__(self) -> int:
+        return len(self.lanes)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(title)}</th>" for title, _ in _COLUMNS)
+        rows = []
+        for lane in self.lanes:
+            cells = "".join(
+                f"<td>{html.escape(str(getattr(lane, name)))}</td>" for _, name in _COLUMNS
+            )
+            rows.append(f"<tr>{cells}</tr>")
+        return (
+            '<table class="agentq-lanes"><thead><tr>'
+            + head
+            + "</tr></thead><tbody>"
+            + "".join(rows)
+            + "</tbody></table>"
+        )
+
+
+class _Lane:
+    """The mechanism of one lane: a FIFO waiting area and a count of permits in use.
+
+    The waiting area is a deque of admitted records; a record cancelled while it waits stays
+    in the deque as a tombstone (its state changes) and is skipped by the workers, so a
+    cancel is O(1). `queued` counts the live ones. Workers are started lazily, one per permit
+    at most; an idle worker waits on a future and is handed the next record directly.
+    """
+
+    __slots__ = (
+        "cache_hits",
+        "capacity",
+        "completed",
+        "failed",
+        "holders",
+        "idle",
+        "joins",
+        "limit",
+        "permits",
+        "priority",
+        "queued",
+        "running",
+        "space",
+        "waiting",
+        "workers",
+    )
+
+    def __init__(self, priority: Priority, config: LaneConfig) -> None:
+        self.priority = priority
+        self.capacity = config.capacity
+        self.permits = config.permits
+        self.limit = config.permits + config.capacity
+        self.waiting: deque[_Record] = deque()
+        self.queued = 0
+        self.running = 0
+        # Records run by this lane's workers (each holds one permit), for deadlock detection.
+        self.holders: set[_Record] = set()
+        self.idle: list[Future[_Record | None]] = []
+        # Pushes waiting for room, FIFO: (record, future resolved once admitted or settled).
+        self.space: deque[tuple[_Record, Future[Any]]] = deque()
+        self.workers: set[Task[None]] = set()
+        self.completed = 0
+        self.failed = 0
+        self.cache_hits = 0
+        self.joins = 0
+
+    def has_room(self) -> bool:
+        """Whether one more job may be admitted now."""
+        return self.queued + self.running < self.limit
+
+    def is_idle(self) -> bool:
+        """No job waiting, running or being pushed into this lane."""
+        return self.queued == 0 and self.running == 0 and not self.space
+
+    def snapshot(self) -> LaneStats:
+        """A frozen copy of the counters."""
+        return LaneStats(
+            priority=self.priority,
+            capacity=self.capacity,
+            permits=self.permits,
+            queued=self.queued,
+            running=self.running,
+            completed=self.completed,
+            failed=self.failed,
+            cache_hits=self.cache_hits,
+            joins=self.joins,
+        )

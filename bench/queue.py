@@ -1,0 +1,133 @@
+"""Queue throughput and cache hits beside bare asyncio baselines (issue 2's benchmark).
+
+Run: ``python bench/queue.py``. Each figure is the best of a few rounds, each on a fresh event
+loop. Targets: jobs/s at least 0.5x the Semaphore baseline; cache hits at least 0.25x the
+dict-of-futures baseline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gc
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from agentq.jobs import Job, Queued
+from agentq.lanes import LaneConfig, Priority
+from agentq.queue import Queue
+
+N_JOBS = 20_000
+PERMITS = 4
+N_HITS = 100_000
+N_KEYS = 1_000
+ROUNDS = 5
+
+
+async def noop() -> None:
+    return None
+
+
+async def value(key: str) -> str:
+    return key
+
+
+async def semaphore_baseline() -> float:
+    """One task per job behind asyncio.Semaphore(4): seconds for N_JOBS."""
+    sem = asyncio.Semaphore(PERMITS)
+
+    async def one() -> None:
+        async with sem:
+            await noop()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(N_JOBS)))
+    return time.perf_counter() - start
+
+
+async def agentq_jobs(capacity: int) -> float:
+    """N_JOBS no-op jobs with unique keys through one lane with 4 permits."""
+    queue = Queue({Priority.MEDIUM: LaneConfig(capacity=capacity, permits=PERMITS)})
+    start = time.perf_counter()
+    handles = []
+    for i in range(N_JOBS):
+        accepted = await queue.push(Job(f"job-{i}", noop))
+        assert isinstance(accepted, Queued)
+        handles.append(accepted.handle)
+    for handle in handles:
+        await handle
+    elapsed = time.perf_counter() - start
+    await queue.close()
+    return elapsed
+
+
+async def dict_baseline() -> float:
+    """A bare dict of futures answering N_HITS lookups over N_KEYS warm keys."""
+    loop = asyncio.get_running_loop()
+    cache: dict[str, asyncio.Future[str]] = {}
+
+    async def get(key: str) -> str:
+        fut = cache.get(key)
+        if fut is None:
+            fut = cache[key] = loop.create_future()
+            fut.set_result(await value(key))
+        return await fut
+
+    keys = [f"key-{i}" for i in range(N_KEYS)]
+    for key in keys:
+        await get(key)
+    start = time.perf_counter()
+    for i in range(N_HITS):
+        await get(keys[i % N_KEYS])
+    return time.perf_counter() - start
+
+
+async def agentq_hits(build_jobs: bool) -> float:
+    """N_HITS push_and_wait over N_KEYS completed keys (jobs pre-built, or built per call)."""
+    queue = Queue()
+    keys = [f"key-{i}" for i in range(N_KEYS)]
+    fns = [functools.partial(value, key) for key in keys]
+    jobs = [Job(key, fn) for key, fn in zip(keys, fns, strict=True)]
+    for job in jobs:
+        await queue.push_and_wait(job)
+    start = time.perf_counter()
+    if build_jobs:
+        for i in range(N_HITS):
+            await queue.push_and_wait(Job(keys[i % N_KEYS], fns[i % N_KEYS]))
+    else:
+        for i in range(N_HITS):
+            await queue.push_and_wait(jobs[i % N_KEYS])
+    elapsed = time.perf_counter() - start
+    await queue.close()
+    return elapsed
+
+
+def best(measure: Callable[[], Coroutine[Any, Any, float]]) -> float:
+    """The shortest of ROUNDS runs, each on a fresh loop, in seconds."""
+    times: list[float] = []
+    for _ in range(ROUNDS):
+        gc.collect()
+        times.append(asyncio.run(measure()))
+    return min(times)
+
+
+def main() -> None:
+    sem = N_JOBS / best(semaphore_baseline)
+    pooled = N_JOBS / best(lambda: agentq_jobs(capacity=N_JOBS))
+    bounded = N_JOBS / best(lambda: agentq_jobs(capacity=100))
+    print(f"jobs: {N_JOBS:,} no-op async jobs, {PERMITS} permits (best of {ROUNDS})")
+    print(f"  asyncio.Semaphore + task per job  {sem:>12,.0f} jobs/s   1.00x")
+    print(f"  agentq (capacity {N_JOBS:,})        {pooled:>12,.0f} jobs/s   {pooled / sem:.2f}x")
+    print(f"  agentq (capacity 100, push waits) {bounded:>12,.0f} jobs/s   {bounded / sem:.2f}x")
+    base = N_HITS / best(dict_baseline)
+    hits = N_HITS / best(lambda: agentq_hits(build_jobs=False))
+    built = N_HITS / best(lambda: agentq_hits(build_jobs=True))
+    print(f"cache hits: {N_HITS:,} push_and_wait over {N_KEYS:,} completed keys")
+    print(f"  dict of futures                   {base:>12,.0f} hits/s   1.00x")
+    print(f"  agentq (jobs built once)          {hits:>12,.0f} hits/s   {hits / base:.2f}x")
+    print(f"  agentq (a new Job per call)       {built:>12,.0f} hits/s   {built / base:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""An idempotency key reused for a different call raises KeyConflictError (BH-25)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from dataclasses import dataclass
+
+import pytest
+from queue_helpers import BOUND, Gate
+
+from agentq._fingerprint import derive_fingerprint
+from agentq.errors import JobFailed, KeyConflictError
+from agentq.jobs import Cached, InFlight, Job
+from agentq.queue import Queue
+
+sent: list[str] = []
+
+
+async def send_mail(to: str) -> str:
+    sent.append(to)
+    return f"mail sent to {to}"
+
+
+async def other_fn() -> str:
+    return "other"
+
+
+async def test_bh25_a_key_reused_for_another_call_raises_a_conflict() -> None:
+    """BH-25: k completes for alice; k for bob or another function conflicts; alice is cached."""
+    sent.clear()
+    async with Queue() as queue:
+        alice = Job("k", functools.partial(send_mail, "alice"))
+        assert await queue.push_and_wait(alice) == "mail sent to alice"
+        with pytest.raises(KeyConflictError, match=r"'k'.*bob"):
+            await queue.push_and_wait(Job("k", functools.partial(send_mail, "bob")))
+        with pytest.raises(KeyConflictError):
+            await queue.push_and_wait(Job("k", other_fn))
+        with pytest.raises(KeyConflictError):
+            queue.push_nowait(Job("k", other_fn))
+        again = Job("k", functools.partial(send_mail, "alice"))  # an identical call
+        assert await queue.push_and_wait(again) == "mail sent to alice"
+        assert await queue.push(again) == Cached("mail sent to alice")
+    assert sent == ["alice"]
+
+
+async def test_a_conflicting_join_of_a_running_key_is_refused_too() -> None:
+    async with Queue() as queue:
+        gate = Gate()
+        await queue.push(Job("k", gate))
+        with pytest.raises(KeyConflictError):
+            await queue.push(Job("k", other_fn))
+        assert isinstance(await queue.push(Job("k", gate)), InFlight)
+        gate.release.set()
+
+
+async def test_an_explicit_fingerprint_decides() -> None:
+    async with Queue() as queue:
+        first = Job("k", lambda: "first", fingerprint=("mail", "alice"))
+        assert await queue.push_and_wait(first) == "first"
+        same = Job("k", lambda: "second", fingerprint=("mail", "alice"))
+        assert await queue.push_and_wait(same) == "first"
+        with pytest.raises(KeyConflictError, match="bob"):
+            await queue.push_and_wait(Job("k", lambda: "third", fingerprint=("mail", "bob")))
+
+
+async def test_a_failed_key_accepts_any_call() -> None:
+    async def broken() -> None:
+        raise RuntimeError("no")
+
+    async with Queue() as queue:
+        with pytest.raises(JobFailed):
+            await queue.push_and_wait(Job("k", broken))
+        async with asyncio.timeout(BOUND):
+            assert await queue.push_and_wait(Job("k", other_fn)) == "other"
+
+
+def make(name: str) -> Job:
+    return Job(f"mail-{name}", lambda: send_mail(name))
+
+
+def test_closures_capturing_plain_values_compare_by_value() -> None:
+    assert derive_fingerprint(make("alice").fn) == derive_fingerprint(make("alice").fn)
+    assert derive_fingerprint(make("alice").fn) != derive_fingerprint(make("bob").fn)
+    assert derive_fingerprint(lambda: send_mail("a")) != derive_fingerprint(lambda: send_mail("b"))
+
+
+def test_state_a_closure_keeps_is_not_part_of_the_call() -> None:
+    calls = 0
+    results: list[int] = []
+
+    def counter() -> int:
+        nonlocal calls
+        calls += 1
+        results.append(calls)
+        return calls
+
+    before = derive_fingerprint(counter)
+    counter()
+    assert derive_fingerprint(counter) == before
+
+
+class Mailer:
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def send(self, to: str) -> str:
+        self.sent += 1
+        return to
+
+
+@dataclass(frozen=True)
+class SendTo:
+    to: str
+
+    async def __call__(self) -> str:
+        return self.to
+
+
+def test_methods_compare_by_class_and_callable_objects_by_their_repr() -> None:
+    one, two = Mailer(), Mailer()
+    assert derive_fingerprint(functools.partial(one.send, "x")) == derive_fingerprint(
+        functools.partial(two.send, "x")
+    )
+    assert derive_fingerprint(SendTo("a")) == derive_fingerprint(SendTo("a"))
+    assert derive_fingerprint(SendTo("a")) != derive_fingerprint(SendTo("b"))
+    assert derive_fingerprint(len) == derive_fingerprint(len)
+
+
+def test_partial_keyword_arguments_and_broken_reprs() -> None:
+    class Broken:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    a = derive_fingerprint(functools.partial(send_mail, to="a"))
+    assert a != derive_fingerprint(functools.partial(send_mail, to="b"))
+    assert derive_fingerprint(functools.partial(send_mail, Broken()))  # does not raise

@@ -1,0 +1,124 @@
+"""`Job` validation, the `Accepted` values, `JobHandle` and `JobEvent` (agentq.jobs)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import pytest
+
+from agentq.errors import InvalidKeyError
+from agentq.jobs import Accepted, Cached, InFlight, Job, JobEvent, JobEventKind, JobHandle, Queued
+from agentq.keys import MAX_KEY_BYTES
+from agentq.lanes import Priority
+from agentq.outcomes import Completed
+from agentq.queue import Queue
+from agentq.retry import RetryPolicy
+
+
+async def work() -> str:
+    return "done"
+
+
+def test_a_job_has_defaults_and_keyword_only_options() -> None:
+    job = Job("k", work)
+    assert (job.priority, job.timeout, job.retry, job.fingerprint) == (
+        Priority.MEDIUM, None, None, None
+    )
+    with pytest.raises(TypeError):
+        Job("k", work, Priority.HIGH, 5)  # type: ignore[misc]
+    policy = RetryPolicy(max_attempts=2)
+    job = Job("k", work, Priority.LOW, timeout=2, retry=policy, fingerprint="f")
+    assert (job.timeout, job.retry, job.fingerprint) == (2, policy, "f")
+
+
+def test_a_job_is_frozen() -> None:
+    job = Job("k", work)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.key = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("", "must not be empty"),
+        ("\ud800", "lone surrogate"),
+        ("x" * (MAX_KEY_BYTES + 1), "limit"),
+        ("\N{SNAKE}" * (MAX_KEY_BYTES // 4 + 1), "bytes of UTF-8"),
+    ],
+)
+def test_invalid_keys_are_rejected_with_the_problem_named(key: str, message: str) -> None:
+    with pytest.raises(InvalidKeyError, match=message):
+        Job(key, work)
+
+
+def test_a_key_must_be_a_str() -> None:
+    with pytest.raises(TypeError, match="must be a str"):
+        Job(42, work)  # type: ignore[arg-type]
+
+
+def test_fn_must_be_callable_and_is_named_in_the_error() -> None:
+    with pytest.raises(TypeError, match="fn must be callable, got 'not a function'"):
+        Job("k", "not a function")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("timeout", [0, -1, math.inf, math.nan, True, "5"])
+def test_a_timeout_must_be_a_positive_finite_number(timeout: object) -> None:
+    with pytest.raises(ValueError, match=f"timeout must be .* got {timeout!r}"):
+        Job("k", work, timeout=timeout)  # type: ignore[arg-type]
+
+
+def test_retry_must_be_a_retry_policy() -> None:
+    with pytest.raises(TypeError, match="RetryPolicy"):
+        Job("k", work, retry=3)  # type: ignore[arg-type]
+
+
+def test_priority_accepts_members_and_their_values_only() -> None:
+    assert Job("k", work, "high").priority is Priority.HIGH  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'urgent'"):
+        Job("k", work, "urgent")  # type: ignore[arg-type]
+
+
+def describe(accepted: Accepted) -> str:
+    match accepted:
+        case Queued(handle):
+            return f"queued {handle.key}"
+        case InFlight(handle):
+            return f"joined {handle.key}"
+        case Cached(output):
+            return f"cached {output}"
+    return "unreachable"
+
+
+async def test_accepted_values_work_with_match() -> None:
+    async with Queue() as queue:
+        job = Job("k", work)
+        first = await queue.push(job)
+        second = await queue.push(job)
+        assert describe(first) == "queued k"
+        assert describe(second) == "joined k"
+        assert isinstance(first, Queued)
+        await first.handle
+        assert describe(await queue.push(job)) == "cached done"
+
+
+async def test_a_handle_reports_its_job_and_outcome() -> None:
+    async with Queue() as queue:
+        job = Job("k", functools.partial(work))
+        accepted = await queue.push(job)
+        assert isinstance(accepted, Queued)
+        handle: JobHandle = accepted.handle
+        assert handle.job is job and handle.key == "k"
+        assert handle.outcome is None and not handle.done()
+        assert "pending" in repr(handle)
+        assert await handle == Completed("done")
+        assert handle.done() and "completed" in repr(handle)
+        await handle.stopped()  # returns at once
+
+
+def test_job_events_are_frozen_values() -> None:
+    event = JobEvent(JobEventKind.STARTED, "k", Priority.LOW, 1.5, 1)
+    assert event.outcome is None and event.kind == "started"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.key = "x"  # type: ignore[misc]

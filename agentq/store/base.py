@@ -266,7 +266,10 @@ class DurableStore(Protocol):
         A Pending step, or a Leased one whose lease expired (``now > expires_at``; recorded as
         `WorkerRecovered` first), becomes Leased by `worker_id` until ``now + lease_ttl`` with
         the next fencing token and attempt number, and `StepStarted` is appended. A completed
-        step is never claimed again; a live lease is never taken over.
+        step is never claimed again; a live lease is never taken over, not even at the tick it
+        expires and not even by its own worker id (two runs in one worker get `HeldByOther`).
+        Results are checked in this order: completed, workflow closed, waiting, earlier step
+        not completed, live lease.
 
         Returns:
             `Claimed`, `AlreadyCompleted(output)`, `HeldByOther`, `AlreadyWaiting` or
@@ -282,11 +285,15 @@ class DurableStore(Protocol):
     async def renew_lease(self, execution: Execution, lease_ttl: float, now: float) -> Execution:
         """Extend a held lease to ``now + lease_ttl`` (no event is appended).
 
+        A lease that expired but was not taken over (nor released) is still held, and can be
+        renewed.
+
         Returns:
             The execution with its new `expires_at`.
 
         Raises:
-            LeaseLostError: The lease is no longer held by this worker and token.
+            LeaseLostError: The lease is no longer held by this worker and token (taken over,
+                released, or revoked by cancellation).
         """
         ...
 
@@ -294,8 +301,10 @@ class DurableStore(Protocol):
         """Record the output: `StepCompleted`, plus `WorkflowCompleted` after the last step.
 
         Raises:
-            LeaseLostError: Fencing: the lease was taken over (the late result is refused).
-            WorkflowClosedError: The workflow was cancelled meanwhile; nothing is recorded.
+            LeaseLostError: Fencing: another claim took the step over, or the lease was
+                released (the late result is refused; nothing is recorded).
+            WorkflowClosedError: The lease is still this one's but the workflow was cancelled
+                (or is otherwise closed) meanwhile; nothing is recorded.
             PayloadError: `output` is not JSON or too large; nothing is recorded.
         """
         ...
@@ -342,8 +351,9 @@ class DurableStore(Protocol):
 
         Raises:
             UnknownWorkflowError / UnknownStepError: No such workflow or step.
-            WorkflowClosedError: The workflow is cancelled, failed or completed.
-            NotWaitingError: The step is not Waiting (message names the actual state).
+            WorkflowClosedError: The workflow is cancelled or failed.
+            NotWaitingError: The step is not Waiting (message names the actual state), e.g.
+                it was resumed already, or it completed.
             PayloadError: `input` is not JSON or too large.
         """
         ...
@@ -351,7 +361,8 @@ class DurableStore(Protocol):
     async def cancel_workflow(self, workflow_id: str, reason: str, now: float) -> bool:
         """Cancel a running or waiting workflow: `WorkflowCancelled`, once.
 
-        Leases are revoked (a late result is refused) and waiting steps stop waiting.
+        Leases are revoked (a late result is refused) and waiting steps stop waiting: both
+        become failed with reason ``"cancelled"``. A cancelled workflow never completes.
 
         Returns:
             True if this call cancelled it; False if it was already closed (nothing appended).
@@ -362,7 +373,10 @@ class DurableStore(Protocol):
         ...
 
     async def expired_leases(self, now: float) -> list[Execution]:
-        """Return the leases that expired before `now` (``now > expires_at``), oldest first."""
+        """Return the leases that expired before `now` (``now > expires_at``).
+
+        Ordered by ``expires_at``, then workflow id, then step index.
+        """
         ...
 
     async def release_expired(self, execution: Execution, now: float) -> bool:
@@ -378,11 +392,12 @@ class DurableStore(Protocol):
         ...
 
     async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
-        """Return workflows (optionally only those in `state`), oldest first."""
+        """Return workflows (optionally only those in `state`), in the order they started."""
         ...
 
     async def step_rows(self, workflow_id: str | None = None) -> list[StepRow]:
-        """Return projection rows of one workflow (or all), by workflow then step index."""
+        """Return projection rows of one workflow (or all), by workflow start order then step
+        index."""
         ...
 
     async def load_events(
@@ -394,7 +409,12 @@ class DurableStore(Protocol):
     async def event_rows(
         self, workflow_id: str | None = None, *, after_seq: int = 0
     ) -> list[tuple[Any, ...]]:
-        """Return events as plain tuples in `EVENT_COLUMNS` order (for DataFrames), by seq."""
+        """Return events as plain tuples in `EVENT_COLUMNS` order (for DataFrames), by seq.
+
+        ``reason`` is set for StepFailed, StepWaiting, WorkflowFailed and WorkflowCancelled;
+        ``output`` (JSON text) for StepCompleted; ``input`` (JSON text) for WorkflowStarted
+        and StepResumed; else None.
+        """
         ...
 
     async def last_seq(self) -> int:

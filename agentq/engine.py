@@ -1,0 +1,507 @@
+"""`WorkflowEngine`: drives workflows step by step through a `Queue` and a `DurableStore`.
+
+How one step runs:
+
+1. ``claim_step`` (compare-and-swap in the store) gives this worker a lease and a fencing token.
+2. The attempt is pushed through the queue as a job in the engine's lane, so lane permits bound
+   how many step bodies run at once; the lease is renewed every ``lease_ttl / 3`` seconds
+   while the attempt waits for a permit and runs.
+3. The outcome is written with the fencing token: ``complete_step``, ``wait_step`` or
+   ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt). A worker
+   whose lease was taken over meanwhile is refused (`LeaseLostError`) and records nothing.
+
+Every transition is an event in the store's append-only log. Step bodies are code, not data:
+after a restart the program registers its workflows again, then calls `agentq.recover`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from agentq.clock import Clock, SystemClock
+from agentq.errors import (
+    LeaseLostError,
+    PayloadError,
+    UnknownStepError,
+    UnknownWorkflowError,
+    WorkflowClosedError,
+    WorkflowMismatchError,
+)
+from agentq.jobs import Job, JobHandle
+from agentq.lanes import Priority
+from agentq.outcomes import Completed, ErrorInfo, FailureReason
+from agentq.queue import Queue
+from agentq.store.base import (
+    AlreadyCompleted,
+    AlreadyWaiting,
+    Claimed,
+    DurableStore,
+    Execution,
+    HeldByOther,
+    StepRow,
+    StepState,
+    WorkflowClosed,
+    WorkflowRow,
+    WorkflowState,
+)
+from agentq.workflow import (
+    NonRetryable,
+    RunResult,
+    RunStatus,
+    StepContext,
+    StepDef,
+    StepStatus,
+    WaitForInput,
+    Workflow,
+)
+
+__all__ = ["WorkflowEngine"]
+
+_RUN_STATUS = {
+    WorkflowState.COMPLETED: RunStatus.COMPLETED,
+    WorkflowState.FAILED: RunStatus.FAILED,
+    WorkflowState.CANCELLED: RunStatus.CANCELLED,
+    WorkflowState.WAITING: RunStatus.WAITING,
+}
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _job_key(workflow_id: str, step_index: int, lease_token: int) -> str:
+    digest = hashlib.blake2b(workflow_id.encode("utf-8"), digest_size=12).hexdigest()
+    return f"agentq.step:{digest}:{step_index}:{lease_token}"
+
+
+class _Retry:
+    """Marker: the attempt failed and another one is scheduled after `delay` seconds."""
+
+    __slots__ = ("delay",)
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+
+class _Again:
+    """Marker: claim the step again (the lease was lost, or another worker holds it)."""
+
+    __slots__ = ("delay",)
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+
+class WorkflowEngine:
+    """Run workflows durably: one step after another, each attempt through the queue.
+
+    Args:
+        queue: The queue whose lane runs the step bodies (shared with other jobs).
+        store: Where the event log and the steps projection live.
+        worker_id: This worker's id, the lease holder's name; default ``host:pid:random``.
+            Give each process (or engine) its own.
+        lease_ttl: Seconds a claimed step stays leased without renewal (> 0). Renewed every
+            ``lease_ttl / 3`` seconds while the body runs; a crashed worker's steps can be
+            recovered once it has expired.
+        priority: The lane step attempts run in.
+        clock: Time source for leases, backoff and polling; default the system clock.
+        poll_interval: Seconds between checks while another worker holds a step of a
+            workflow this engine runs; default ``min(lease_ttl / 4, 1.0)``.
+
+    Raises:
+        ValueError: `lease_ttl` or `poll_interval` is not a positive number.
+
+    The engine belongs to the event loop it is first used on; it is not thread-safe.
+
+    Example:
+        >>> async with Queue() as queue:
+        ...     engine = WorkflowEngine(queue, MemoryStore())
+        ...     result = await engine.run(Workflow("w1", [StepDef("hello", lambda ctx: "hi")]))
+        ...     result.status
+        <RunStatus.COMPLETED: 'completed'>
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        store: DurableStore,
+        *,
+        worker_id: str | None = None,
+        lease_ttl: float = 30.0,
+        priority: Priority = Priority.MEDIUM,
+        clock: Clock | None = None,
+        poll_interval: float | None = None,
+    ) -> None:
+        if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, int | float) or not (
+            0 < lease_ttl < float("inf")
+        ):
+            raise ValueError(f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}")
+        if poll_interval is not None and not (0 < poll_interval < float("inf")):
+            raise ValueError(f"poll_interval must be positive seconds, got {poll_interval!r}")
+        self.queue = queue
+        self.store = store
+        self.worker_id = worker_id or _default_worker_id()
+        self.lease_ttl = float(lease_ttl)
+        self.priority = priority
+        self.clock: Clock = clock or SystemClock()
+        self.poll_interval = poll_interval or min(self.lease_ttl / 4, 1.0)
+        self._workflows: dict[str, Workflow] = {}
+        self._runs: dict[str, asyncio.Task[RunResult]] = {}
+        self._attempts: dict[str, JobHandle] = {}
+
+    # ----------------------------------------------------------------- registry
+
+    def register_workflow(self, workflow: Workflow) -> None:
+        """Make `workflow`'s step bodies known to this engine (needed by `resume`, `recover`).
+
+        Registering the same id again replaces the bodies (a notebook cell run twice), as
+        long as the step names are the same.
+
+        Raises:
+            TypeError: `workflow` is not a `Workflow`.
+            WorkflowMismatchError: The id is registered with different step names.
+        """
+        if not isinstance(workflow, Workflow):
+            raise TypeError(f"expected a Workflow, got {workflow!r}")
+        known = self._workflows.get(workflow.id)
+        if known is not None and known.step_names != workflow.step_names:
+            raise WorkflowMismatchError(
+                f"workflow {workflow.id!r} is registered with steps {list(known.step_names)}, "
+                f"not {list(workflow.step_names)}"
+            )
+        self._workflows[workflow.id] = workflow
+
+    def registered(self, workflow_id: str) -> Workflow | None:
+        """Return the registered workflow with this id, or None."""
+        return self._workflows.get(workflow_id)
+
+    @property
+    def workflow_ids(self) -> tuple[str, ...]:
+        """Ids of the registered workflows, in registration order."""
+        return tuple(self._workflows)
+
+    def _lookup(self, workflow: Workflow | str) -> Workflow:
+        if isinstance(workflow, Workflow):
+            self.register_workflow(workflow)
+            return workflow
+        found = self._workflows.get(workflow)
+        if found is None:
+            raise UnknownWorkflowError(
+                f"workflow {workflow!r} is not registered with this engine; pass the Workflow "
+                "or call register_workflow() first"
+            )
+        return found
+
+    # ----------------------------------------------------------------- public verbs
+
+    async def run(self, workflow: Workflow | str) -> RunResult:
+        """Run a workflow until it completes, waits, fails or is cancelled.
+
+        Steps that completed earlier are never run again; a workflow that already ended
+        returns its stored result and appends nothing. Concurrent calls for one workflow in
+        this engine share one run (each step executes once). Cancelling the caller does not
+        stop the run: use `cancel` for that.
+
+        Args:
+            workflow: A `Workflow` (registered on the way) or the id of a registered one.
+
+        Returns:
+            A `RunResult` with status completed, waiting, failed or cancelled.
+
+        Raises:
+            UnknownWorkflowError: An id that is not registered.
+            WorkflowMismatchError: The id is stored (or registered) with different steps.
+            PayloadError: The workflow input is not JSON or too large.
+            StoreError: The store failed; the run can be retried (or recovered) later.
+        """
+        wf = self._lookup(workflow)
+        task = self._runs.get(wf.id)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(
+                self._drive(wf), name=f"agentq.run:{wf.id}"
+            )
+            self._runs[wf.id] = task
+            task.add_done_callback(functools.partial(self._forget_run, wf.id))
+        return await asyncio.shield(task)
+
+    async def resume(self, workflow_id: str, step: str | int, input: Any = None) -> RunResult:
+        """Deliver `input` to a `Waiting` step and continue the workflow.
+
+        The step runs again with ``ctx.resume_input == input`` (and ``ctx.attempt`` counted
+        from 1); `StepResumed` records the input. Of concurrent resumes of one wait, exactly
+        one wins; the others raise `NotWaitingError`.
+
+        Args:
+            workflow_id: The workflow (must be registered with this engine).
+            step: The waiting step's name or 0-based index.
+            input: A JSON value.
+
+        Returns:
+            The `RunResult` of the continued run.
+
+        Raises:
+            UnknownWorkflowError: Not registered or not stored.
+            UnknownStepError: No such step.
+            NotWaitingError: The step is not waiting (the message names its status); nothing
+                is recorded, and a step that will wait later can still be resumed then.
+            WorkflowClosedError: The workflow is cancelled, failed or completed.
+            PayloadError: `input` is not JSON or too large; nothing is recorded.
+        """
+        wf = self._lookup(workflow_id)
+        try:
+            index = wf.index_of(step)
+        except KeyError:
+            raise UnknownStepError(
+                f"workflow {workflow_id!r} has no step {step!r}; its steps are "
+                f"{list(wf.step_names)}"
+            ) from None
+        await self.store.resume_step(workflow_id, index, input, self.clock.time())
+        return await self.run(wf)
+
+    async def cancel(self, workflow_id: str, reason: str = "cancelled") -> bool:
+        """Cancel a workflow: no further step starts and a running attempt is interrupted.
+
+        Idempotent: `WorkflowCancelled` is recorded once; cancelling a workflow that already
+        ended records nothing.
+
+        Returns:
+            True if this call cancelled it, False if it had already ended.
+
+        Raises:
+            UnknownWorkflowError: The workflow is not stored.
+        """
+        cancelled = await self.store.cancel_workflow(workflow_id, reason, self.clock.time())
+        handle = self._attempts.get(workflow_id)
+        if cancelled and handle is not None:
+            handle.cancel()
+        return cancelled
+
+    async def status(self, workflow_id: str) -> list[StepStatus]:
+        """Return each step's status, in step order.
+
+        Raises:
+            UnknownWorkflowError: The workflow is not stored.
+        """
+        rows = await self.store.step_rows(workflow_id)
+        if not rows:
+            raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
+        return [_status_of(row) for row in rows]
+
+    async def close(self) -> None:
+        """Cancel this engine's runs in progress and wait for them to stop.
+
+        Their leases are left to expire, so another worker's `recover` can take them over.
+        """
+        tasks = list(self._runs.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def running(self, workflow_id: str) -> bool:
+        """Whether this engine is running the workflow right now."""
+        return workflow_id in self._runs
+
+    # ----------------------------------------------------------------- the driver
+
+    def _forget_run(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
+        if self._runs.get(workflow_id) is task:
+            del self._runs[workflow_id]
+        if not task.cancelled():
+            task.exception()  # retrieved by the awaiting callers; avoid "never retrieved"
+
+    async def _drive(self, wf: Workflow) -> RunResult:
+        row, _ = await self.store.start_workflow(
+            wf.id, wf.step_names, wf.input, self.clock.time()
+        )
+        if row.state.closed:
+            return await self._stored_result(row)
+        outputs: list[Any] = []
+        for index, step in enumerate(wf.steps):
+            result = await self._run_step(wf, index, step, outputs)
+            if isinstance(result, RunResult):
+                return result
+            outputs.append(result.output)
+        return RunResult(wf.id, RunStatus.COMPLETED, outputs=tuple(outputs))
+
+    async def _run_step(
+        self, wf: Workflow, index: int, step: StepDef, outputs: Sequence[Any]
+    ) -> Completed | RunResult:
+        while True:
+            claim = await self.store.claim_step(
+                wf.id, index, self.worker_id, self.lease_ttl, self.clock.time()
+            )
+            if isinstance(claim, AlreadyCompleted):
+                return Completed(claim.output)
+            if isinstance(claim, AlreadyWaiting):
+                return RunResult(
+                    wf.id, RunStatus.WAITING, step.name, claim.reason, tuple(outputs)
+                )
+            if isinstance(claim, WorkflowClosed):
+                return await self._closed_result(wf.id)
+            if isinstance(claim, HeldByOther):
+                await self.clock.sleep(self.poll_interval)
+                continue
+            assert isinstance(claim, Claimed)
+            ctx = StepContext(
+                workflow_id=wf.id,
+                step_index=index,
+                step_name=step.name,
+                attempt=claim.execution.attempt,
+                input=wf.input,
+                outputs=tuple(outputs),
+                previous=outputs[-1] if outputs else wf.input,
+                resume_input=claim.resume_input,
+            )
+            step_result = await self._attempt(wf, step, claim.execution, ctx)
+            if isinstance(step_result, _Retry | _Again):
+                await self.clock.sleep(step_result.delay)
+                continue
+            return step_result
+
+    async def _attempt(
+        self, wf: Workflow, step: StepDef, execution: Execution, ctx: StepContext
+    ) -> Completed | RunResult | _Retry | _Again:
+        job = Job(
+            _job_key(wf.id, execution.step_index, execution.lease_token),
+            functools.partial(step.fn, ctx),
+            self.priority,
+            timeout=step.timeout,
+        )
+        lease = _Lease(self, execution)
+        renewer = asyncio.get_running_loop().create_task(
+            lease.keep(), name=f"agentq.lease:{wf.id}:{execution.step_index}"
+        )
+        try:
+            handle = await self._push(job)
+            self._attempts[wf.id] = handle
+            try:
+                outcome = await handle
+            finally:
+                if self._attempts.get(wf.id) is handle:
+                    del self._attempts[wf.id]
+            # The next attempt must never overlap this one, even when a timeout could not
+            # stop its body (a thread): wait until the body has really returned.
+            await handle.stopped()
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+        execution = lease.execution
+        try:
+            return await self._record(wf, step, execution, outcome, ctx)
+        except LeaseLostError:
+            return _Again(0.0)
+        except WorkflowClosedError:
+            return await self._closed_result(wf.id)
+
+    async def _push(self, job: Job) -> JobHandle:
+        accepted = await self.queue.push(job)
+        handle = getattr(accepted, "handle", None)
+        assert isinstance(handle, JobHandle), f"step attempt keys are unique: {accepted!r}"
+        return handle
+
+    async def _record(
+        self,
+        wf: Workflow,
+        step: StepDef,
+        execution: Execution,
+        outcome: Any,
+        ctx: StepContext,
+    ) -> Completed | RunResult | _Retry:
+        now = self.clock.time()
+        if isinstance(outcome, Completed):
+            try:
+                await self.store.complete_step(execution, outcome.output, now)
+            except PayloadError as bad:
+                reason = f"payload: {bad}"
+                await self.store.fail_step(
+                    execution, reason, ErrorInfo.from_exception(bad), now, None
+                )
+                return RunResult(wf.id, RunStatus.FAILED, step.name, reason, ctx.outputs)
+            return Completed(outcome.output)
+        exc = outcome.exception
+        if isinstance(exc, WaitForInput):
+            await self.store.wait_step(execution, exc.reason, now)
+            return RunResult(wf.id, RunStatus.WAITING, step.name, exc.reason, ctx.outputs)
+        error = outcome.error
+        if isinstance(exc, NonRetryable):
+            await self.store.fail_step(execution, exc.reason, error, now, None)
+            return RunResult(wf.id, RunStatus.FAILED, step.name, exc.reason, ctx.outputs)
+        reason = str(outcome.reason) if outcome.reason is not FailureReason.ERROR else str(error)
+        if step.retry.should_retry(execution.attempt):
+            delay = step.retry.delay(execution.attempt)
+            await self.store.fail_step(execution, reason, error, now, now + delay)
+            return _Retry(delay)
+        await self.store.fail_step(execution, reason, error, now, None)
+        return RunResult(wf.id, RunStatus.FAILED, step.name, reason, ctx.outputs)
+
+    # ----------------------------------------------------------------- results
+
+    async def _closed_result(self, workflow_id: str) -> RunResult:
+        row = await self.store.get_workflow(workflow_id)
+        if row is None:
+            raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
+        return await self._stored_result(row)
+
+    async def _stored_result(self, row: WorkflowRow) -> RunResult:
+        steps = await self.store.step_rows(row.workflow_id)
+        outputs = tuple(s.output for s in steps if s.state is StepState.COMPLETED)
+        status = _RUN_STATUS.get(row.state, RunStatus.WAITING)
+        focus = next(
+            (s for s in steps if s.state in (StepState.FAILED, StepState.WAITING)), None
+        )
+        if status is RunStatus.COMPLETED:
+            return RunResult(row.workflow_id, status, outputs=outputs)
+        return RunResult(
+            row.workflow_id,
+            status,
+            focus.step_name if focus else None,
+            row.reason if row.reason is not None else (focus.reason if focus else None),
+            outputs,
+        )
+
+
+class _Lease:
+    """Keeps one execution's lease alive while its attempt waits and runs."""
+
+    def __init__(self, engine: WorkflowEngine, execution: Execution) -> None:
+        self._engine = engine
+        self.execution = execution
+        self.lost = False
+
+    async def keep(self) -> None:
+        engine = self._engine
+        interval = engine.lease_ttl / 3
+        while True:
+            await engine.clock.sleep(interval)
+            try:
+                self.execution = await engine.store.renew_lease(
+                    self.execution, engine.lease_ttl, engine.clock.time()
+                )
+            except (LeaseLostError, WorkflowClosedError):
+                self.lost = True
+                return
+
+
+def _status_of(row: StepRow) -> StepStatus:
+    match row.state:
+        case StepState.PENDING:
+            return StepStatus.Pending()
+        case StepState.LEASED:
+            return StepStatus.Leased(row.worker_id or "", row.lease_expires_at or 0.0)
+        case StepState.COMPLETED:
+            return StepStatus.Completed(row.output)
+        case StepState.WAITING:
+            return StepStatus.Waiting(row.reason or "")
+        case _:
+            return StepStatus.Failed(row.reason or "", row.attempt)

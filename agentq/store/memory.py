@@ -1,0 +1,243 @@
+"""`MemoryStore`: the reference `DurableStore`, kept in dicts; the test double for users.
+
+It runs the same rules (`agentq.store.rules`) as every other store, so it accepts, refuses and
+records exactly what `SqliteStore` does; only durability differs (nothing outlives the
+process).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from agentq.errors import StoreError
+from agentq.events import Event
+from agentq.keys import validate_key
+from agentq.outcomes import ErrorInfo
+from agentq.store import checks, projection, rules
+from agentq.store.base import ClaimResult, Execution, StepRow, WorkflowRow, WorkflowState
+from agentq.store.projection import replay
+from agentq.store.rules import Draft
+
+__all__ = ["MemoryStore"]
+
+T = TypeVar("T")
+
+
+class _Tx:
+    """A transaction over the store's dicts: writes are staged, applied only on `commit`."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self.new_events: list[Event] = []
+        self.new_workflows: dict[str, tuple[WorkflowRow, int | None]] = {}
+        self.new_steps: dict[tuple[str, int], StepRow] = {}
+
+    def load(
+        self, workflow_id: str, first: int = 0, last: int = -1
+    ) -> tuple[WorkflowRow | None, dict[int, StepRow]]:
+        staged = self.new_workflows.get(workflow_id)
+        wf = staged[0] if staged else self._store._workflows.get(workflow_id)
+        rows = self._store._steps.get(workflow_id, [])
+        count = 0 if wf is None else len(wf.step_names)
+        steps = {}
+        for index in range(max(first, 0), min(last, count - 1) + 1):
+            staged_step = self.new_steps.get((workflow_id, index))
+            steps[index] = staged_step if staged_step is not None else rows[index]
+        return wf, steps
+
+    def append(self, draft: Draft) -> Event:
+        event = draft.event(len(self._store._events) + len(self.new_events) + 1)
+        self.new_events.append(event)
+        return event
+
+    def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
+        self.new_workflows[row.workflow_id] = (row, started_seq)
+
+    def put_step(self, row: StepRow, new: bool) -> None:
+        self.new_steps[(row.workflow_id, row.step_index)] = row
+
+    def commit(self) -> None:
+        store = self._store
+        store._events.extend(self.new_events)
+        for workflow_id, (row, started) in self.new_workflows.items():
+            store._workflows[workflow_id] = row
+            if started is not None:
+                store._steps[workflow_id] = []
+        for (workflow_id, index), step in sorted(self.new_steps.items(), key=lambda kv: kv[0][1]):
+            rows = store._steps[workflow_id]
+            if index == len(rows):
+                rows.append(step)
+            else:
+                rows[index] = step
+
+
+class MemoryStore:
+    """A `DurableStore` in memory: the reference implementation and a test double.
+
+    Every verb is applied all-or-nothing (staged, then committed only if the rule succeeded)
+    and returns copies, so callers never share mutable values with the store. Values read
+    back are exactly what `SqliteStore` returns (JSON: tuples come back as lists).
+
+    Example:
+        >>> store = MemoryStore()
+        >>> engine = WorkflowEngine(queue, store)
+    """
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []
+        self._workflows: dict[str, WorkflowRow] = {}  # in start order
+        self._steps: dict[str, list[StepRow]] = {}
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._workflows)} workflows"
+        return f"MemoryStore({state}, {len(self._events)} events)"
+
+    async def __aenter__(self) -> MemoryStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreError("the MemoryStore is closed")
+
+    def _run(self, rule: Callable[..., T], *args: Any) -> T:
+        self._check()
+        tx = _Tx(self)
+        result = rule(tx, *args)
+        tx.commit()
+        return copy.deepcopy(result)
+
+    # ------------------------------------------------------------ writes
+
+    async def start_workflow(
+        self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+    ) -> tuple[WorkflowRow, bool]:
+        """See `DurableStore.start_workflow`."""
+        return self._run(rules.start_workflow, workflow_id, step_names, input, now)
+
+    async def claim_step(
+        self, workflow_id: str, step_index: int, worker_id: str, lease_ttl: float, now: float
+    ) -> ClaimResult:
+        """See `DurableStore.claim_step`."""
+        return self._run(rules.claim_step, workflow_id, step_index, worker_id, lease_ttl, now)
+
+    async def renew_lease(self, execution: Execution, lease_ttl: float, now: float) -> Execution:
+        """See `DurableStore.renew_lease`."""
+        return self._run(rules.renew_lease, execution, lease_ttl, now)
+
+    async def complete_step(self, execution: Execution, output: Any, now: float) -> WorkflowRow:
+        """See `DurableStore.complete_step`."""
+        return self._run(rules.complete_step, execution, output, now)
+
+    async def fail_step(
+        self,
+        execution: Execution,
+        reason: str,
+        error: ErrorInfo | None,
+        now: float,
+        retry_at: float | None,
+    ) -> WorkflowRow:
+        """See `DurableStore.fail_step`."""
+        return self._run(rules.fail_step, execution, reason, error, now, retry_at)
+
+    async def wait_step(self, execution: Execution, reason: str, now: float) -> WorkflowRow:
+        """See `DurableStore.wait_step`."""
+        return self._run(rules.wait_step, execution, reason, now)
+
+    async def resume_step(
+        self, workflow_id: str, step_index: int, input: Any, now: float
+    ) -> WorkflowRow:
+        """See `DurableStore.resume_step`."""
+        return self._run(rules.resume_step, workflow_id, step_index, input, now)
+
+    async def cancel_workflow(self, workflow_id: str, reason: str, now: float) -> bool:
+        """See `DurableStore.cancel_workflow`."""
+        return self._run(rules.cancel_workflow, workflow_id, reason, now)
+
+    async def release_expired(self, execution: Execution, now: float) -> bool:
+        """See `DurableStore.release_expired`."""
+        return self._run(rules.release_expired, execution, now)
+
+    async def rebuild_projection(self) -> None:
+        """Recompute every workflow and step row by replaying the event log.
+
+        Lease expiry times extended by `renew_lease` are not in the log; a rebuilt lease
+        expires as of its `StepStarted` event.
+        """
+        self._check()
+        rebuilt = replay(self._events)
+        self._workflows = {}
+        self._steps = {}
+        for _, rows in rebuilt:
+            assert rows.workflow is not None
+            self._workflows[rows.workflow.workflow_id] = rows.workflow
+            self._steps[rows.workflow.workflow_id] = [rows.steps[i] for i in sorted(rows.steps)]
+
+    # ------------------------------------------------------------ reads
+
+    async def expired_leases(self, now: float) -> list[Execution]:
+        """See `DurableStore.expired_leases`."""
+        self._check()
+        now, _ = checks.check_now(now)
+        rows = [r for steps in self._steps.values() for r in steps if projection.is_expired(r, now)]
+        rows.sort(key=lambda r: (r.lease_expires_at, r.workflow_id, r.step_index))
+        return [projection.execution_of(r) for r in rows]
+
+    async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
+        """See `DurableStore.get_workflow`."""
+        self._check()
+        return copy.deepcopy(self._workflows.get(validate_key(workflow_id, "workflow id")))
+
+    async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
+        """See `DurableStore.workflows`."""
+        self._check()
+        wanted = checks.check_state(state)
+        rows = [r for r in self._workflows.values() if wanted is None or r.state is wanted]
+        return copy.deepcopy(rows)
+
+    async def step_rows(self, workflow_id: str | None = None) -> list[StepRow]:
+        """See `DurableStore.step_rows`."""
+        self._check()
+        if workflow_id is None:
+            return copy.deepcopy([r for rows in self._steps.values() for r in rows])
+        return copy.deepcopy(self._steps.get(validate_key(workflow_id, "workflow id"), []))
+
+    def _select(self, workflow_id: str | None, after_seq: int) -> list[Event]:
+        if workflow_id is not None:
+            workflow_id = validate_key(workflow_id, "workflow id")
+        return [
+            e
+            for e in self._events[after_seq:]
+            if workflow_id is None or e.workflow_id == workflow_id
+        ]
+
+    async def load_events(
+        self, workflow_id: str | None = None, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Event]:
+        """See `DurableStore.load_events`."""
+        self._check()
+        after_seq, limit = checks.check_seq(after_seq, limit)
+        events = self._select(workflow_id, after_seq)
+        return copy.deepcopy(events if limit is None else events[:limit])
+
+    async def event_rows(
+        self, workflow_id: str | None = None, *, after_seq: int = 0
+    ) -> list[tuple[Any, ...]]:
+        """See `DurableStore.event_rows`."""
+        self._check()
+        after_seq, _ = checks.check_seq(after_seq)
+        return [projection.event_row(e) for e in self._select(workflow_id, after_seq)]
+
+    async def last_seq(self) -> int:
+        """See `DurableStore.last_seq`."""
+        self._check()
+        return len(self._events)
+
+    async def close(self) -> None:
+        """Mark the store closed: further calls raise `StoreError`. Idempotent."""
+        self._closed = True

@@ -1,0 +1,300 @@
+"""The projection as a pure function of the event log: `project` and `replay`.
+
+Every store changes its ``workflows`` and ``steps`` rows only through `project` (via the rules
+in `agentq.store.rules`), and `rebuild_projection` folds the whole log through the same
+function with `replay`; so the projection always equals a replay of the log. The one
+documented exception is a lease's expiry time extended by `renew_lease`, which appends no
+event: a replayed lease expires as of its `StepStarted` event.
+
+What each event does to the rows (besides setting the workflow's ``updated_at`` and
+``last_seq``):
+
+=====================  =================================================================
+WorkflowStarted        creates the workflow (running) and its steps (pending)
+StepStarted            step leased: attempt, worker, lease token and expiry from the event
+StepCompleted          step completed with its output; lease cleared
+StepFailed             step failed with reason and error; lease cleared
+RetryScheduled         the failed step is pending again until ``retry_at``
+StepWaiting            step waiting (reason); workflow waiting; lease cleared
+StepResumed            step pending, attempt back to 0, resume input kept; workflow running
+WorkerRecovered        the expired lease is dropped: step pending
+WorkflowCompleted      workflow completed
+WorkflowFailed         workflow failed with the reason
+WorkflowCancelled      workflow cancelled; leased and waiting steps become failed
+                       ("cancelled") so that nothing holds a lease on a closed workflow
+=====================  =================================================================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agentq.events import Event, EventKind
+from agentq.outcomes import ErrorInfo
+from agentq.store.base import Execution, StepRow, StepState, WorkflowRow, WorkflowState
+
+__all__ = [
+    "CANCELLED_STEP_REASON",
+    "INPUT_KINDS",
+    "REASON_KINDS",
+    "Rows",
+    "event_row",
+    "execution_of",
+    "is_expired",
+    "project",
+    "replay",
+]
+
+CANCELLED_STEP_REASON = "cancelled"
+"""`StepRow.reason` of a step that was leased or waiting when its workflow was cancelled."""
+
+_K = EventKind
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """The projection of one workflow: its row and (some of) its step rows.
+
+    Attributes:
+        workflow: The workflow's row, or None before `WorkflowStarted`.
+        steps: Step rows by step index. A verb loads only the steps its events touch (the
+            step itself; every step for cancellation and for the last completion); a replay
+            holds them all.
+    """
+
+    workflow: WorkflowRow | None
+    steps: Mapping[int, StepRow]
+
+
+def _error(value: Any) -> ErrorInfo | None:
+    if not isinstance(value, dict):
+        return None
+    return ErrorInfo(
+        type=str(value.get("type", "")),
+        message=str(value.get("message", "")),
+        traceback=str(value.get("traceback", "")),
+    )
+
+
+def _step(event: Event, step: StepRow, at: float) -> StepRow:
+    """Return `step` as `event` (a step event) leaves it."""
+    data = event.data
+    match event.kind:
+        case _K.STEP_STARTED:
+            return replace(
+                step,
+                state=StepState.LEASED,
+                attempt=event.attempt or 0,
+                worker_id=event.worker_id,
+                lease_token=int(data["lease_token"]),
+                lease_expires_at=float(data["expires_at"]),
+                reason=None,
+                retry_at=None,
+                started_at=at if step.started_at is None else step.started_at,
+                finished_at=None,
+            )
+        case _K.STEP_COMPLETED:
+            return replace(
+                step,
+                state=StepState.COMPLETED,
+                output=data.get("output"),
+                lease_expires_at=None,
+                reason=None,
+                retry_at=None,
+                finished_at=at,
+            )
+        case _K.STEP_FAILED:
+            return replace(
+                step,
+                state=StepState.FAILED,
+                reason=data.get("reason"),
+                error=_error(data.get("error")),
+                lease_expires_at=None,
+                finished_at=at,
+            )
+        case _K.RETRY_SCHEDULED:
+            return replace(
+                step, state=StepState.PENDING, retry_at=float(data["retry_at"]), finished_at=None
+            )
+        case _K.STEP_WAITING:
+            return replace(
+                step, state=StepState.WAITING, reason=data.get("reason"), lease_expires_at=None
+            )
+        case _K.STEP_RESUMED:
+            return replace(
+                step,
+                state=StepState.PENDING,
+                attempt=0,
+                resume_input=data.get("input"),
+                resumed=True,
+                reason=None,
+                retry_at=None,
+            )
+        case _K.WORKER_RECOVERED:
+            return replace(step, state=StepState.PENDING, lease_expires_at=None)
+    raise ValueError(f"event #{event.seq} of kind {event.kind} is not a step event")
+
+
+_STEP_KINDS = frozenset(
+    {
+        _K.STEP_STARTED,
+        _K.STEP_COMPLETED,
+        _K.STEP_FAILED,
+        _K.RETRY_SCHEDULED,
+        _K.STEP_WAITING,
+        _K.STEP_RESUMED,
+        _K.WORKER_RECOVERED,
+    }
+)
+
+
+def project(event: Event, rows: Rows) -> Rows:
+    """Apply one event to one workflow's rows; pure (returns new rows, shares unchanged ones).
+
+    Args:
+        event: An event of the workflow, with its sequence number.
+        rows: The workflow's rows before the event (the rows the event touches must be
+            present; see `Rows`).
+
+    Returns:
+        The rows after the event. Unchanged step rows are the same objects, so a caller can
+        write only what changed (compare with ``is``).
+
+    Raises:
+        ValueError: The event does not fit the rows (a corrupt log): an unknown workflow or
+            step, or a second `WorkflowStarted`.
+    """
+    at = event.timestamp
+    if event.kind is _K.WORKFLOW_STARTED:
+        if rows.workflow is not None:
+            raise ValueError(f"event #{event.seq}: workflow {event.workflow_id!r} started twice")
+        names = tuple(str(n) for n in event.data["steps"])
+        workflow = WorkflowRow(
+            event.workflow_id,
+            WorkflowState.RUNNING,
+            names,
+            event.data.get("input"),
+            None,
+            at,
+            at,
+            event.seq,
+        )
+        return Rows(
+            workflow,
+            {i: StepRow(event.workflow_id, i, n, StepState.PENDING) for i, n in enumerate(names)},
+        )
+    wf = rows.workflow
+    if wf is None:
+        raise ValueError(f"event #{event.seq} for workflow {event.workflow_id!r} before its start")
+    state, reason = wf.state, wf.reason
+    steps: Mapping[int, StepRow] = rows.steps
+    kind = event.kind
+    if kind in _STEP_KINDS:
+        index = event.step_index
+        if index is None or index not in steps:
+            raise ValueError(f"event #{event.seq} ({kind}) names step {index!r}, not loaded")
+        steps = {**steps, index: _step(event, steps[index], at)}
+        if kind is _K.STEP_WAITING:
+            state = WorkflowState.WAITING
+        elif kind is _K.STEP_RESUMED:
+            state = WorkflowState.RUNNING
+    elif kind is _K.WORKFLOW_COMPLETED:
+        state = WorkflowState.COMPLETED
+    elif kind is _K.WORKFLOW_FAILED:
+        state, reason = WorkflowState.FAILED, event.reason
+    elif kind is _K.WORKFLOW_CANCELLED:
+        state, reason = WorkflowState.CANCELLED, event.reason
+        steps = {
+            i: (
+                replace(
+                    s,
+                    state=StepState.FAILED,
+                    reason=CANCELLED_STEP_REASON,
+                    lease_expires_at=None,
+                    finished_at=at,
+                )
+                if s.state in (StepState.LEASED, StepState.WAITING)
+                else s
+            )
+            for i, s in steps.items()
+        }
+    else:  # pragma: no cover - every kind is handled above
+        raise ValueError(f"event #{event.seq} has an unknown kind {kind!r}")
+    workflow = WorkflowRow(  # not dataclasses.replace: this runs for every event
+        wf.workflow_id, state, wf.step_names, wf.input, reason, wf.created_at, at, event.seq
+    )
+    return Rows(workflow, steps)
+
+
+def replay(events: Iterable[Event]) -> list[tuple[int, Rows]]:
+    """Fold an event log (in sequence order) into the projection.
+
+    Args:
+        events: Every event of the log, or of some workflows, by increasing ``seq``.
+
+    Returns:
+        ``(started_seq, rows)`` per workflow, in the order they were started, where
+        ``started_seq`` is the sequence number of the workflow's `WorkflowStarted`.
+
+    Raises:
+        ValueError: The log is inconsistent (see `project`).
+    """
+    out: dict[str, tuple[int, Rows]] = {}
+    empty = Rows(None, {})
+    for event in events:
+        started, rows = out.get(event.workflow_id, (event.seq, empty))
+        out[event.workflow_id] = (started, project(event, rows))
+    return list(out.values())
+
+
+def execution_of(row: StepRow) -> Execution:
+    """Return the `Execution` a leased step row describes."""
+    return Execution(
+        row.workflow_id,
+        row.step_index,
+        row.step_name,
+        row.worker_id or "",
+        row.lease_token,
+        row.attempt,
+        row.lease_expires_at if row.lease_expires_at is not None else math.inf,
+    )
+
+
+def is_expired(row: StepRow, now: float) -> bool:
+    """Whether `row` is a lease that expired before `now` (``now > expires_at``)."""
+    return (
+        row.state is StepState.LEASED
+        and row.lease_expires_at is not None
+        and now > row.lease_expires_at
+    )
+
+
+REASON_KINDS = frozenset(
+    {_K.STEP_FAILED, _K.STEP_WAITING, _K.WORKFLOW_FAILED, _K.WORKFLOW_CANCELLED}
+)
+"""Kinds whose ``data`` has a ``reason`` (the ``reason`` column of `DurableStore.event_rows`)."""
+INPUT_KINDS = frozenset({_K.WORKFLOW_STARTED, _K.STEP_RESUMED})
+"""Kinds whose ``data`` has an ``input`` (the ``input`` column of `DurableStore.event_rows`)."""
+
+
+def event_row(event: Event) -> tuple[Any, ...]:
+    """Return `event` as a tuple in `EVENT_COLUMNS` order (JSON text for output and input)."""
+    kind, data = event.kind, event.data
+    return (
+        event.seq,
+        event.timestamp,
+        event.workflow_id,
+        event.step_index,
+        event.step_name,
+        str(kind),
+        event.attempt,
+        event.worker_id,
+        data.get("reason") if kind in REASON_KINDS else None,
+        _JSON.encode(data.get("output")) if kind is _K.STEP_COMPLETED else None,
+        _JSON.encode(data.get("input")) if kind in INPUT_KINDS else None,
+    )

@@ -1,0 +1,71 @@
+-- The agentq SQLite schema, as a list of migrations.
+--
+-- Each "-- migration N" section takes a file from version N-1 to version N (the version lives
+-- in PRAGMA user_version). A new file gets every section in order; an older file gets the
+-- sections after its version, all in one transaction. Never edit a released section: append a
+-- new one. The projection tables (workflows, steps) can always be recomputed from the events
+-- log, so a migration that reshapes them may drop and recreate them and then rebuild.
+
+-- migration 1
+-- The append-only event log: one row per Event. data is the kind's JSON object.
+CREATE TABLE events (
+    seq         INTEGER PRIMARY KEY,    -- the sequence number: rowid, never reused
+    at          REAL    NOT NULL,       -- Unix seconds (UTC)
+    workflow_id TEXT    NOT NULL,
+    step_index  INTEGER,
+    step_name   TEXT,
+    kind        TEXT    NOT NULL,
+    attempt     INTEGER,
+    worker_id   TEXT,
+    data        TEXT    NOT NULL        -- JSON object
+);
+CREATE INDEX events_by_workflow ON events (workflow_id, seq);
+
+-- The projection: one row per workflow (its updated_at and last_seq are read from its latest
+-- event, so that only a change of state rewrites the row) ...
+CREATE TABLE workflows (
+    workflow_id TEXT    PRIMARY KEY,
+    started_seq INTEGER NOT NULL,       -- seq of its WorkflowStarted: the start order
+    state       TEXT    NOT NULL,
+    step_names  TEXT    NOT NULL,       -- JSON list of str
+    input       TEXT    NOT NULL,       -- JSON
+    reason      TEXT,
+    created_at  REAL    NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX workflows_by_state ON workflows (state, started_seq);
+
+-- ... and one row per step.
+CREATE TABLE steps (
+    workflow_id      TEXT    NOT NULL,
+    step_index       INTEGER NOT NULL,
+    step_name        TEXT    NOT NULL,
+    state            TEXT    NOT NULL,
+    attempt          INTEGER NOT NULL,
+    worker_id        TEXT,
+    lease_token      INTEGER NOT NULL,
+    lease_expires_at REAL,
+    output           TEXT,              -- JSON
+    reason           TEXT,
+    error            TEXT,              -- JSON {type, message, traceback}
+    resume_input     TEXT,              -- JSON
+    resumed          INTEGER NOT NULL,
+    retry_at         REAL,
+    started_at       REAL,
+    finished_at      REAL,
+    PRIMARY KEY (workflow_id, step_index)
+) WITHOUT ROWID;
+
+-- migration 2
+-- The log is append-only: refuse any UPDATE or DELETE of an event, whoever tries.
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'agentq: the events table is append-only');
+END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'agentq: the events table is append-only');
+END;
+-- expired_leases reads only leased steps, by expiry.
+CREATE INDEX steps_by_lease_expiry ON steps (lease_expires_at) WHERE state = 'leased';
+-- workflows() and step_rows() list workflows in start order.
+CREATE UNIQUE INDEX workflows_by_start ON workflows (started_seq);

@@ -1,0 +1,63 @@
+"""A racer for `test_processes.py`: claims and completes the steps of many workflows.
+
+Run as ``python race_worker.py DB NAME ROUNDS``. It opens two `SqliteStore`s (two
+connections) on DB, prints ``ready``, waits for a line on stdin, then races: each connection
+runs four tasks over every workflow ``wf-0`` … ``wf-{ROUNDS-1}`` (three steps each), starting
+it, claiming each step in turn and completing the steps it claimed; it moves on to the next
+workflow when another racer holds a step. At the end it prints one JSON line: the
+``[workflow_id, step_index, lease_token]`` of every claim it won. Any error exits non-zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from agentq.store.base import AlreadyCompleted, Claimed, HeldByOther
+from agentq.store.sqlite import SqliteStore
+
+STEPS = ["a", "b", "c"]
+TASKS = 4
+
+
+async def race(store: SqliteStore, me: str, rounds: range, won: list[list[object]]) -> None:
+    for r in rounds:
+        wid = f"wf-{r}"
+        await store.start_workflow(wid, STEPS, {"round": r}, time.time())
+        for index in range(len(STEPS)):
+            result = await store.claim_step(wid, index, me, 60.0, time.time())
+            if isinstance(result, Claimed):
+                won.append([wid, index, result.execution.lease_token])
+                await store.complete_step(result.execution, {"by": me}, time.time())
+            elif isinstance(result, HeldByOther):
+                break  # the holder goes on with this workflow
+            elif not isinstance(result, AlreadyCompleted):
+                raise AssertionError(f"{wid}[{index}]: unexpected {result!r}")
+
+
+async def main(path: str, name: str, rounds: int) -> None:
+    stores = [await SqliteStore.open(path) for _ in range(2)]
+    try:
+        print("ready", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)
+        won: list[list[object]] = []
+        await asyncio.gather(
+            *(
+                race(store, f"{name}.{i}.{t}", range(t, rounds, TASKS), won)
+                for i, store in enumerate(stores)
+                for t in range(TASKS)
+            )
+        )
+        print(json.dumps(won), flush=True)
+    finally:
+        for store in stores:
+            await store.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))

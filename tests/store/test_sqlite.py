@@ -1,0 +1,438 @@
+"""SqliteStore only: opening and migrations, group commit, cancel safety, locking, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import pytest
+
+from agentq.errors import (
+    PayloadError,
+    SchemaError,
+    StoreError,
+    WorkflowMismatchError,
+)
+from agentq.store import sqlite_tx
+from agentq.store.base import Claimed, StepState
+from agentq.store.sqlite import SqliteStore
+from agentq.store.sqlite_tx import SCHEMA_VERSION, migrations
+
+from .conftest import T0, claim, kinds, run_step, start
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+def user_version(path: Path) -> int:
+    conn = raw(path)
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------- aiosqlite's private API
+
+
+async def test_aiosqlite_private_api(db_path: Path) -> None:
+    """SqliteStore._on_thread relies on aiosqlite's Connection._execute and ._conn.
+
+    If this fails, aiosqlite changed its internals: adapt SqliteStore._on_thread (the one
+    place agentq uses them) before anything else.
+    """
+    assert inspect.iscoroutinefunction(aiosqlite.Connection._execute), (
+        "aiosqlite.Connection._execute is gone or no longer a coroutine function"
+    )
+    async with SqliteStore(db_path) as store:
+        db = store._db
+        assert db is not None
+        assert isinstance(db._conn, sqlite3.Connection), "aiosqlite.Connection._conn changed"
+
+        def probe(conn: sqlite3.Connection, extra: int = 0) -> tuple[int, bool, int]:
+            return threading.get_ident(), conn is db._conn, extra
+
+        ident, same, _ = await store._on_thread(db, probe)
+        assert ident == db._thread.ident and ident != threading.get_ident() and same
+        assert await db._execute(probe, db._conn, extra=7) == (ident, True, 7)  # type: ignore[no-untyped-call]
+
+
+# ---------------------------------------------------------------- opening
+
+
+async def test_open_sets_wal_and_normal_sync(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        assert store.journal_mode == "wal"
+        db = store._db
+        assert db is not None
+        pragmas = await store._on_thread(
+            db,
+            lambda c: [c.execute(f"PRAGMA {p}").fetchone()[0]
+                       for p in ("synchronous", "busy_timeout", "user_version")],
+        )
+        assert pragmas == [1, 5000, SCHEMA_VERSION]  # 1 = NORMAL
+
+
+async def test_reads_have_their_own_query_only_connection(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        await start(store)
+        reader, writer = store._reader, store._db
+        assert reader is not None and writer is not None
+        assert reader._thread.ident != writer._thread.ident
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            await store._on_thread(reader, lambda c: c.execute("DELETE FROM steps"))
+        gate, blocker = await hold_thread(store)  # the writer is busy ...
+        async with asyncio.timeout(5):
+            assert await kinds(store) == ["WorkflowStarted"]  # ... reads go on
+        gate.set()
+        await blocker
+
+
+async def test_an_in_memory_database_uses_one_connection() -> None:
+    async with SqliteStore(":memory:") as store:
+        assert store.journal_mode == "memory" and store._reader is None
+        await start(store, steps=["a"])
+        await run_step(store)
+        assert (await kinds(store))[-1] == "WorkflowCompleted"
+
+
+async def test_three_ways_to_open(db_path: Path) -> None:
+    lazy = SqliteStore(db_path)
+    assert "not open yet" in repr(lazy)
+    await start(lazy)  # opens on first use
+    await lazy.close()
+    store = await SqliteStore.open(db_path, synchronous="FULL")
+    assert await kinds(store) == ["WorkflowStarted"]
+    await store.close()
+    async with SqliteStore(db_path) as again:
+        assert await again.last_seq() == 1
+    assert "closed" in repr(again)
+    with pytest.raises(ValueError):
+        SqliteStore(db_path, synchronous="OFF")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        SqliteStore(db_path, busy_timeout=-1)
+
+
+async def test_an_older_file_is_migrated_on_open(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        await run_step(store, output={"kept": True})
+    # Turn the file back into a version-1 file, as the first agentq release wrote it.
+    conn = raw(db_path)
+    for kind, name in conn.execute(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'index') "
+        "AND name NOT LIKE 'sqlite_%'"
+    ).fetchall():
+        if f"CREATE {kind.upper()}" in "".join(migrations()[1]) and name in "".join(
+            migrations()[1]
+        ):
+            conn.execute(f"DROP {kind} {name}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute("UPDATE events SET kind = kind")  # version 1 had no append-only trigger
+    conn.close()
+    assert user_version(db_path) == 1
+
+    async with SqliteStore(db_path) as store:
+        assert await kinds(store) == [
+            "WorkflowStarted", "StepStarted", "StepCompleted", "WorkflowCompleted"]
+        assert (await store.step_rows())[0].output == {"kept": True}
+        await start(store, "new")
+    assert user_version(db_path) == SCHEMA_VERSION
+    conn = raw(db_path)
+    try:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("UPDATE events SET kind = kind")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("DELETE FROM events")
+    finally:
+        conn.close()
+
+
+async def test_a_newer_file_is_refused(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        await start(store)
+    conn = raw(db_path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(SchemaError, match=f"version {SCHEMA_VERSION + 1}.*upgrade agentq"):
+        await SqliteStore.open(db_path)
+    assert user_version(db_path) == SCHEMA_VERSION + 1
+
+
+async def test_a_foreign_database_is_refused(db_path: Path) -> None:
+    conn = raw(db_path)
+    conn.execute("CREATE TABLE events (x)")
+    conn.close()
+    with pytest.raises(SchemaError, match="already exists"):
+        await SqliteStore.open(db_path)
+    assert user_version(db_path) == 0
+
+
+async def test_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not a database file at all" * 100)
+    with pytest.raises(StoreError, match="not a database") as info:
+        await SqliteStore.open(path)
+    assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
+
+
+def test_migrations_parse() -> None:
+    steps = migrations()
+    assert len(steps) == SCHEMA_VERSION >= 2
+    assert all(s.endswith(";") for m in steps for s in m)
+    assert any("CREATE TRIGGER" in s and "END;" in s for s in steps[1])
+
+
+# ---------------------------------------------------------------- group commit
+
+
+def spy_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    sizes: list[int] = []
+    real = sqlite_tx.transact
+
+    def spy(conn: sqlite3.Connection, fns: Any) -> Any:
+        sizes.append(len(fns))
+        return real(conn, fns)
+
+    monkeypatch.setattr(sqlite_tx, "transact", spy)
+    return sizes
+
+
+async def test_group_commit_gives_each_verb_its_own_result(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sizes = spy_batches(monkeypatch)
+    async with SqliteStore(db_path) as store:
+        await start(store, "taken", ["a"])
+        sizes.clear()
+
+        def broken(tx: sqlite_tx.SqliteTx) -> None:
+            tx.conn.execute("INSERT INTO events (seq) VALUES (NULL)")  # NOT NULL: fails
+
+        results = await asyncio.gather(
+            *(store.start_workflow(f"wf{i}", ["a", "b"], {"i": i}, T0) for i in range(10)),
+            store.start_workflow("taken", ["other"], None, T0),
+            store.start_workflow("bad", ["a"], {1, 2}, T0),
+            store._write(broken),
+            *(store.start_workflow(f"wf{i}", ["a", "b"], None, T0) for i in range(10, 20)),
+            return_exceptions=True,
+        )
+        assert max(sizes) > 1 and sum(sizes) == 23
+        assert isinstance(results[10], WorkflowMismatchError)
+        assert isinstance(results[11], PayloadError)
+        assert isinstance(results[12], StoreError)
+        assert isinstance(results[12].__cause__, sqlite3.IntegrityError)
+        created = [r for r in results if isinstance(r, tuple)]
+        assert len(created) == 20 and all(c for _, c in created)
+        events = await store.load_events()
+        assert [e.seq for e in events] == list(range(1, 22))
+        assert sorted(r.workflow_id for r, _ in created) == sorted(
+            e.workflow_id for e in events[1:])
+        assert {e.workflow_id: e.input for e in events}["wf3"] == {"i": 3}
+
+
+async def test_group_commit_claims_are_still_compare_and_swap(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        results = await asyncio.gather(
+            *(store.claim_step("wf", 0, f"w{i}", 10.0, T0) for i in range(8))
+        )
+        assert sum(isinstance(r, Claimed) for r in results) == 1
+        assert (await kinds(store)).count("StepStarted") == 1
+
+
+async def hold_thread(store: SqliteStore) -> tuple[threading.Event, asyncio.Task[Any]]:
+    """Block the store's connection thread until the returned event is set."""
+    gate, entered = threading.Event(), threading.Event()
+
+    def block(conn: sqlite3.Connection) -> None:
+        entered.set()
+        gate.wait(10)
+
+    db = store._db
+    assert db is not None
+    task = asyncio.ensure_future(store._on_thread(db, block))
+    await asyncio.to_thread(entered.wait, 10)
+    return gate, task
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_a_verb_cancelled_before_it_was_taken_is_withdrawn(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        gate, blocker = await hold_thread(store)
+        first = asyncio.ensure_future(store.start_workflow("first", ["a"], None, T0))
+        await settle()  # `first` leads; its batch is queued behind the blocker
+        second = asyncio.ensure_future(store.start_workflow("second", ["a"], None, T0))
+        third = asyncio.ensure_future(store.start_workflow("third", ["a"], None, T0))
+        await settle()
+        second.cancel()
+        await settle()
+        gate.set()
+        await blocker
+        async with asyncio.timeout(5):
+            assert (await first)[1] and (await third)[1]
+        with pytest.raises(asyncio.CancelledError):
+            await second
+        assert [w.workflow_id for w in await store.workflows()] == ["first", "third"]
+
+
+async def test_a_cancelled_leader_still_delivers_to_its_batch(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        gate, blocker = await hold_thread(store)
+        first = asyncio.ensure_future(store.start_workflow("first", ["a"], None, T0))
+        await settle()  # `first` leads; its batch is queued behind the blocker
+        second = asyncio.ensure_future(store.start_workflow("second", ["a"], None, T0))
+        await settle()
+        first.cancel()
+        await settle()
+        assert first.cancelled()
+        gate.set()
+        await blocker
+        async with asyncio.timeout(5):
+            assert (await second)[1]  # led the next batch after `first`'s was delivered
+        assert [w.workflow_id for w in await store.workflows()] == ["first", "second"]
+
+
+async def test_a_verb_cancelled_after_it_was_taken_still_commits(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        gate, blocker = await hold_thread(store)
+        first = asyncio.ensure_future(store.start_workflow("first", ["a"], None, T0))
+        await settle()
+        db = store._db
+        assert db is not None
+        gate2 = threading.Event()
+        blocker2 = asyncio.ensure_future(store._on_thread(db, lambda conn: gate2.wait(10)))
+        second = asyncio.ensure_future(store.start_workflow("second", ["a"], None, T0))
+        third = asyncio.ensure_future(store.start_workflow("third", ["a"], None, T0))
+        await settle()
+        gate.set()
+        await blocker
+        assert (await first)[1]
+        await settle()  # `second` leads [second, third], queued behind blocker2
+        third.cancel()
+        gate2.set()
+        await blocker2
+        async with asyncio.timeout(5):
+            assert (await second)[1]
+        with pytest.raises(asyncio.CancelledError):
+            await third
+        assert [w.workflow_id for w in await store.workflows()] == ["first", "second", "third"]
+
+
+async def test_a_next_leader_cancelled_before_it_leads_passes_the_turn_on(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SqliteStore(db_path) as store:
+        gate, blocker = await hold_thread(store)
+        first = asyncio.ensure_future(store.start_workflow("first", ["a"], None, T0))
+        await settle()
+        second = asyncio.ensure_future(store.start_workflow("second", ["a"], None, T0))
+        third = asyncio.ensure_future(store.start_workflow("third", ["a"], None, T0))
+        await settle()
+        handoff, cancelled = store._handoff, list[bool]()
+
+        def handoff_then_cancel() -> None:
+            handoff()  # `second` is told to lead ...
+            if not cancelled:
+                cancelled.append(second.cancel())  # ... and cancelled before it runs
+
+        monkeypatch.setattr(store, "_handoff", handoff_then_cancel)
+        gate.set()
+        await blocker
+        async with asyncio.timeout(5):
+            assert (await first)[1] and (await third)[1]
+        assert cancelled == [True]
+        with pytest.raises(asyncio.CancelledError):
+            await second
+        assert [w.workflow_id for w in await store.workflows()] == ["first", "third"]
+
+
+async def test_close_with_waiting_verbs(db_path: Path) -> None:
+    store = await SqliteStore.open(db_path)
+    gate, blocker = await hold_thread(store)
+    first = asyncio.ensure_future(store.start_workflow("first", ["a"], None, T0))
+    await settle()
+    second = asyncio.ensure_future(store.start_workflow("second", ["a"], None, T0))
+    await settle()
+    closing = asyncio.ensure_future(store.close())
+    await settle()
+    gate.set()
+    await blocker
+    await closing
+    assert (await first)[1]  # in flight: completed
+    with pytest.raises(StoreError, match="closed"):
+        await second
+    async with SqliteStore(db_path) as again:
+        assert [w.workflow_id for w in await again.workflows()] == ["first"]
+
+
+# ---------------------------------------------------------------- locks and errors
+
+
+async def test_a_writer_in_another_connection_is_waited_for(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        other = raw(db_path)
+        other.execute("BEGIN IMMEDIATE")
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.3, other.execute, "COMMIT")
+        ex = await claim(store)  # waits for the lock; no "database is locked"
+        assert ex.lease_token == 1
+        other.close()
+
+
+async def test_a_lock_held_too_long_is_a_store_error(db_path: Path) -> None:
+    async with SqliteStore(db_path, busy_timeout=0.05) as store:
+        await start(store, steps=["a"])
+        other = raw(db_path)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreError, match="locked") as info:
+                await store.claim_step("wf", 0, "w1", 10.0, T0)
+            assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert (await store.step_rows())[0].state is StepState.PENDING
+        await claim(store)
+
+
+async def test_event_rows_without_json_arrows(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"], input=[0.1, {"é": None}])
+        await run_step(store, output=0.30000000000000004)
+        rows = await store.event_rows()
+        monkeypatch.setattr(sqlite_tx, "JSON_ARROWS", False)
+        assert await store.event_rows() == rows
+
+
+async def test_reads_see_committed_writes(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        async def writer(i: int) -> None:
+            await start(store, f"wf{i}", ["a"])
+            await run_step(store, f"wf{i}")
+
+        seen: list[int] = []
+
+        async def reader() -> None:
+            for _ in range(20):
+                seen.append(await store.last_seq())
+                await asyncio.sleep(0)
+
+        await asyncio.gather(*(writer(i) for i in range(10)), reader())
+        assert seen == sorted(seen)
+        assert await store.last_seq() == 40

@@ -21,19 +21,28 @@ demo: $(STAMP)
 test: $(STAMP)
 	bash scripts/ensure-chromium.sh
 	$(VENV)/bin/ruff check agentq tests examples bench
-	$(VENV)/bin/mypy agentq
+	$(VENV)/bin/mypy agentq examples
 	$(PY) -m pytest tests
-	$(PY) -m pytest --nbmake notebooks -p no:randomly
+	$(PY) -m pytest --nbmake notebooks
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check agentq tests examples bench
-	$(VENV)/bin/mypy agentq
+	$(VENV)/bin/mypy agentq examples
 
+## Run the notebooks alone, or the browser suite alone.
+notebooks: $(STAMP)
+	$(PY) -m pytest --nbmake notebooks
+
+browser: $(STAMP)
+	bash scripts/ensure-chromium.sh
+	$(PY) -m pytest tests/browser
+
+## Benchmarks: each prints ratios against a raw baseline measured in the same run.
 bench: $(STAMP)
-	$(PY) bench/queue.py
-	$(PY) bench/workflows.py
-	$(PY) bench/frames.py
-	$(PY) bench/replay.py
+	$(PY) -m bench.queue
+	$(PY) -m bench.workflows
+	$(PY) -m bench.frames
+	$(PY) -m bench.replay
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -23,7 +23,7 @@ import hashlib
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentq.clock import Clock, SystemClock
@@ -80,6 +80,41 @@ def _default_worker_id() -> str:
 def _job_key(workflow_id: str, step_index: int, lease_token: int) -> str:
     digest = hashlib.blake2b(workflow_id.encode("utf-8"), digest_size=12).hexdigest()
     return f"agentq.step:{digest}:{step_index}:{lease_token}"
+
+
+class _Waiting:
+    """The output of an attempt that raised `WaitForInput`: a pause, not a failed job."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
+    """The job body for one attempt: `step.fn(ctx)`, with `WaitForInput` turned into a value.
+
+    A wait is not a failure, so the queue's lane statistics do not count it as one. Async
+    bodies stay async; plain ones stay plain, so the queue runs them in a worker thread.
+    """
+    fn = step.fn
+    if step.is_async:
+
+        async def call_async() -> Any:
+            try:
+                return await fn(ctx)
+            except WaitForInput as wait:
+                return _Waiting(wait.reason)
+
+        return call_async
+
+    def call() -> Any:
+        try:
+            return fn(ctx)
+        except WaitForInput as wait:
+            return _Waiting(wait.reason)
+
+    return call
 
 
 class _Retry:
@@ -373,7 +408,7 @@ class WorkflowEngine:
     ) -> Completed | RunResult | _Retry | _Again:
         job = Job(
             _job_key(wf.id, execution.step_index, execution.lease_token),
-            functools.partial(step.fn, ctx),
+            _step_call(step, ctx),
             self.priority,
             timeout=step.timeout,
         )
@@ -419,6 +454,10 @@ class WorkflowEngine:
         ctx: StepContext,
     ) -> Completed | RunResult | _Retry:
         now = self.clock.time()
+        if isinstance(outcome, Completed) and isinstance(outcome.output, _Waiting):
+            reason = outcome.output.reason
+            await self.store.wait_step(execution, reason, now)
+            return RunResult(wf.id, RunStatus.WAITING, step.name, reason, ctx.outputs)
         if isinstance(outcome, Completed):
             try:
                 await self.store.complete_step(execution, outcome.output, now)
@@ -430,9 +469,6 @@ class WorkflowEngine:
                 return RunResult(wf.id, RunStatus.FAILED, step.name, reason, ctx.outputs)
             return Completed(outcome.output)
         exc = outcome.exception
-        if isinstance(exc, WaitForInput):
-            await self.store.wait_step(execution, exc.reason, now)
-            return RunResult(wf.id, RunStatus.WAITING, step.name, exc.reason, ctx.outputs)
         error = outcome.error
         if isinstance(exc, NonRetryable):
             await self.store.fail_step(execution, exc.reason, error, now, None)

@@ -202,6 +202,14 @@ class StepStatus:
     Failed: ClassVar[type[StepFailed]]
     Waiting: ClassVar[type[StepWaiting]]
 
+    __slots__ = ()
+
+    def _repr_html_(self) -> str:
+        """A status badge, for a bare value at the end of a notebook cell."""
+        from agentq.widgets.html import step_status_html
+
+        return step_status_html(self)
+
 
 @dataclass(frozen=True, slots=True)
 class StepPending(StepStatus):
@@ -277,3 +285,9 @@ class RunResult:
     def output(self) -> Any:
         """The last step's output when completed, else None."""
         return self.outputs[-1] if self.status is RunStatus.COMPLETED and self.outputs else None
+
+    def _repr_html_(self) -> str:
+        """A small card, for a bare value at the end of a notebook cell."""
+        from agentq.widgets.html import run_result_html
+
+        return run_result_html(self)

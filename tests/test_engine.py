@@ -406,3 +406,22 @@ async def test_thread_step_timeout_never_overlaps_next_attempt(
     assert [k for k, _ in spans] == ["start", "end"] * 3
     failed = [e for e in await store.load_events("wf-bh26") if e.kind == EventKind.STEP_FAILED]
     assert [e.reason for e in failed] == ["timeout"] * 3
+
+
+async def test_a_wait_is_not_counted_as_a_failed_job(engine: WorkflowEngine) -> None:
+    async def gate(ctx: StepContext) -> Any:
+        if ctx.resume_input is None:
+            raise WaitForInput("gate")
+        return ctx.resume_input
+
+    def plain_gate(ctx: StepContext) -> Any:  # the same from a worker thread
+        if ctx.resume_input is None:
+            raise WaitForInput("plain gate")
+        return ctx.resume_input
+
+    await engine.run(Workflow("wf-stats", [StepDef("g", gate), StepDef("p", plain_gate)]))
+    await engine.resume("wf-stats", "g", 1)
+    result = await engine.resume("wf-stats", "p", 2)
+    assert result.outputs == (1, 2)
+    lane = engine.queue.stats()[Priority.MEDIUM]
+    assert lane.failed == 0 and lane.completed == 4

@@ -48,12 +48,20 @@ async def test_live_lease_is_renewed_and_never_recovered_bh04(
         e2 = WorkflowEngine(q2, store, worker_id="e2", lease_ttl=1.0, clock=clock)
         e2.register_workflow(wf)
         run = asyncio.ensure_future(e1.run(wf))
-        for _ in range(12):
+        rounds = 0
+        while not run.done():  # 5 s of body at 0.5 s a round, plus the store's thread hops
+            rounds += 1
+            assert rounds <= 40, "the step never finished"
             await clock.advance(0.5)
             report = await recover(e2)
             assert report.recovered == () and report.resumed == {}
-        async with asyncio.timeout(10):
-            result = await run
+            # The renewal may still be in the store's thread: move on only once the body and
+            # the renewer sleep again (or the run ended), so time never outruns the store.
+            sleeping = asyncio.ensure_future(clock.wait_for_sleepers(2))
+            async with asyncio.timeout(10):
+                await asyncio.wait({run, sleeping}, return_when=asyncio.FIRST_COMPLETED)
+            sleeping.cancel()
+        result = run.result()
     assert result.status is RunStatus.COMPLETED and result.output == "long-done"
     ks = [e.kind for e in await store.load_events("bh04-live")]
     assert EventKind.WORKER_RECOVERED not in ks

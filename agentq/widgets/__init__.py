@@ -1,0 +1,49 @@
+"""Live notebook widgets: lanes, steps, the event timeline, approvals, and all four together.
+
+Needs the ``notebook`` extra (``pip install 'agentq[notebook]'``); ipywidgets is imported when
+a widget is first built, so ``import agentq`` (and `agentq.widgets.html`) never needs it.
+
+Every widget runs one refresher task on the kernel's running loop (``start()``), refreshes a few
+times a second only when something changed, and re-raises the refresher's errors from
+``await stop()``. Displaying a widget shows it; ``start()`` returns it, so a cell can end with
+``Dashboard(engine).start()``.
+
+=================  ==========================================================================
+`LaneMonitor`      running/permits and queued/capacity per lane (``queue.stats()``)
+`StepTable`        steps with status badges, attempt, duration, error; status filter
+`EventTimeline`    a Gantt-like row per step: attempts, retries, waits, coloured by outcome
+`ApprovalPanel`    waiting steps with Approve / Reject buttons that schedule ``engine.resume``
+`Dashboard`        the four above under one refresher
+=================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentq.widgets.approvals import ApprovalPanel
+    from agentq.widgets.dashboard import Dashboard
+    from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
+
+__all__ = ["ApprovalPanel", "Dashboard", "EventTimeline", "LaneMonitor", "StepTable"]
+
+_HOMES = {
+    "ApprovalPanel": "agentq.widgets.approvals",
+    "Dashboard": "agentq.widgets.dashboard",
+    "EventTimeline": "agentq.widgets.monitor",
+    "LaneMonitor": "agentq.widgets.monitor",
+    "StepTable": "agentq.widgets.monitor",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'agentq.widgets' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

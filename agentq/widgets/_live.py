@@ -1,0 +1,164 @@
+"""`Live`: the refresher every agentq widget tree runs on the kernel's event loop.
+
+One task per widget tree calls `Live.refresh` every `interval` seconds of its clock. A refresh
+reads only what changed and assigns ``.value`` of existing widgets only when the rendered HTML
+differs, so an idle dashboard costs one ``last_seq()`` per tick and sends nothing to the page.
+An error ends the task, shows a red banner in the widget, and is re-raised by `Live.stop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any, Self
+
+from agentq._extras import require
+from agentq.clock import Clock, SystemClock
+from agentq.widgets.html import error_html
+
+__all__ = ["DEFAULT_INTERVAL", "Live"]
+
+DEFAULT_INTERVAL = 0.25
+"""Seconds between two refreshes (4 Hz): live for a person, light for the browser."""
+
+
+def widgets() -> Any:
+    """Return the ipywidgets module, or raise `MissingExtraError` naming the extra."""
+    return require("ipywidgets", "notebook")
+
+
+def set_value(widget: Any, value: str) -> bool:
+    """Assign ``widget.value`` only when it changes (no message to the page otherwise)."""
+    if widget.value == value:
+        return False
+    widget.value = value
+    return True
+
+
+class Live:
+    """Base of the live widgets: a root ipywidget, a refresher task, start and stop.
+
+    Subclasses build their widgets once in ``__init__`` and implement `refresh`.
+
+    Args:
+        interval: Seconds between refreshes (> 0); default 0.25 (4 Hz).
+        clock: Time source for the interval and for "now" in the views; default the system
+            clock (tests pass a `FakeClock`).
+
+    Raises:
+        ValueError: `interval` is not a positive finite number.
+    """
+
+    widget: Any
+    """The root ipywidget (what a notebook cell displays)."""
+
+    def __init__(self, *, interval: float = DEFAULT_INTERVAL, clock: Clock | None = None) -> None:
+        if (
+            isinstance(interval, bool)
+            or not isinstance(interval, int | float)
+            or not math.isfinite(interval)
+            or interval <= 0
+        ):
+            raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
+        self.interval = float(interval)
+        self.clock: Clock = clock or SystemClock()
+        self._task: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+        self._banner = widgets().HTML("")
+        self._banner.layout.display = "none"
+
+    async def refresh(self) -> bool:
+        """Bring every view up to date once; return whether anything shown changed.
+
+        Reads only what changed since the previous refresh. Safe to await directly (tests,
+        or a cell that wants the latest state right now) while the refresher runs.
+
+        Raises:
+            StoreError: The store failed.
+        """
+        raise NotImplementedError
+
+    @property
+    def running(self) -> bool:
+        """Whether the refresher task is alive."""
+        return self._task is not None and not self._task.done()
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error that ended the refresher, if any (`stop` re-raises it)."""
+        return self._error
+
+    def start(self) -> Self:
+        """Start the refresher task on the running loop; return self (so a cell displays it).
+
+        Idempotent while running. In Jupyter, call it in a cell: the kernel's loop is running.
+
+        Raises:
+            RuntimeError: No event loop is running in this thread (outside Jupyter: call it
+                from async code, or use `agentq.sync.run`).
+        """
+        if self.running:
+            return self
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                f"{type(self).__name__}.start() needs a running event loop: call it in a "
+                "Jupyter cell or from async code"
+            ) from None
+        self._error = None
+        self._banner.layout.display = "none"
+        self._task = loop.create_task(self._loop(), name=f"agentq.{type(self).__name__}")
+        return self
+
+    async def stop(self) -> None:
+        """Stop the refresher, refresh one last time, and re-raise the refresher's error.
+
+        End each notebook with ``await dashboard.stop()``: a background task that fails
+        after its cell ended is otherwise lost silently. Without an error, the views are
+        brought up to date one last time (so the saved notebook shows the final state) and
+        work the widgets started themselves (approvals) is awaited.
+
+        Raises:
+            Exception: Whatever ended the refresher (its traceback included), or what the
+                last refresh raises.
+        """
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # stop() itself was cancelled
+        await self._drain()
+        if self._error is not None:
+            raise self._error
+        await self.refresh()
+
+    async def _drain(self) -> None:
+        """Wait for background work started by the widgets (overridden by the approval panel)."""
+
+    async def _loop(self) -> None:
+        try:
+            while True:
+                await self.refresh()
+                await self.clock.sleep(self.interval)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException, title: str = "refresher stopped") -> None:
+        if self._error is None:
+            self._error = exc
+        self._banner.value = error_html(exc, title)
+        self._banner.layout.display = None
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<{type(self).__name__} {state}, interval={self.interval} s>"

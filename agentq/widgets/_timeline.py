@@ -1,0 +1,223 @@
+"""The timeline model: event rows folded, incrementally, into spans per workflow step.
+
+Pure Python (no ipywidgets, no I/O): `Timeline.apply` takes the rows `DurableStore.event_rows`
+returns (tuples in `EVENT_COLUMNS` order) and updates the tracks; `agentq.widgets.html`
+renders a snapshot of them. Applying rows in ``seq`` order, in any number of batches, gives
+the same tracks as applying them all at once.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentq.events import EventKind
+
+__all__ = ["Span", "SpanKind", "StepTrack", "Timeline", "WorkflowTrack"]
+
+
+class SpanKind:
+    """What a span of a step's track stands for (plain strings, used in ``data-kind``)."""
+
+    RUN = "run"
+    """An attempt: from `StepStarted` to its outcome."""
+    WAIT = "wait"
+    """Waiting for input: from `StepWaiting` to `StepResumed` (or the workflow's end)."""
+    BACKOFF = "backoff"
+    """Between a failed attempt and the next one (`RetryScheduled` → `StepStarted`)."""
+
+
+@dataclass(slots=True)
+class Span:
+    """One bar of a step's track.
+
+    Attributes:
+        kind: `SpanKind.RUN`, `WAIT` or `BACKOFF`.
+        start: Unix seconds.
+        end: Unix seconds, or None while open (drawn up to "now").
+        outcome: For runs: running, completed, failed, timeout, waited (the attempt asked for
+            input), lost (its worker vanished; `WorkerRecovered`) or cancelled. For waits:
+            waiting, resumed or cancelled. For backoffs: backoff.
+        attempt: The attempt number of a run, else None.
+        detail: The failure or wait reason, or None.
+    """
+
+    kind: str
+    start: float
+    end: float | None
+    outcome: str
+    attempt: int | None = None
+    detail: str | None = None
+
+
+@dataclass(slots=True)
+class StepTrack:
+    """The spans of one workflow step, oldest first."""
+
+    step_index: int
+    step_name: str
+    spans: list[Span] = field(default_factory=list)
+
+    def open_span(self, kind: str | None = None) -> Span | None:
+        """Return the last span if it is still open (and of `kind`, when given)."""
+        if self.spans and self.spans[-1].end is None:
+            span = self.spans[-1]
+            if kind is None or span.kind == kind:
+                return span
+        return None
+
+
+@dataclass(slots=True)
+class WorkflowTrack:
+    """One workflow's tracks.
+
+    Attributes:
+        workflow_id: The workflow.
+        state: running, waiting, completed, failed or cancelled (as the events tell).
+        start: Unix seconds of its first event.
+        end: Unix seconds of its closing event, or None.
+        last: Unix seconds of its latest event.
+        steps: Tracks by step index.
+    """
+
+    workflow_id: str
+    state: str
+    start: float
+    end: float | None = None
+    last: float = 0.0
+    steps: dict[int, StepTrack] = field(default_factory=dict)
+
+    def step(self, index: int, name: str | None) -> StepTrack:
+        track = self.steps.get(index)
+        if track is None:
+            track = self.steps[index] = StepTrack(index, name or f"#{index}")
+        return track
+
+    def close_all(self, at: float, outcome: str) -> None:
+        for track in self.steps.values():
+            span = track.open_span()
+            if span is not None:
+                span.end = at
+                span.outcome = outcome
+
+
+_K = EventKind
+
+
+class Timeline:
+    """Tracks of every workflow seen in the log, most recently active last.
+
+    Example:
+        >>> tl = Timeline()
+        >>> tl.apply(await store.event_rows(after_seq=tl.last_seq))
+    """
+
+    def __init__(self) -> None:
+        self._workflows: OrderedDict[str, WorkflowTrack] = OrderedDict()
+        self.last_seq = 0
+        """The highest ``seq`` applied so far."""
+
+    def __len__(self) -> int:
+        return len(self._workflows)
+
+    def get(self, workflow_id: str) -> WorkflowTrack | None:
+        """Return one workflow's tracks, or None."""
+        return self._workflows.get(workflow_id)
+
+    def recent(self, limit: int) -> list[WorkflowTrack]:
+        """Return up to `limit` workflows, the most recently active first."""
+        out: list[WorkflowTrack] = []
+        it: Iterator[WorkflowTrack] = reversed(self._workflows.values())
+        for track in it:
+            if len(out) >= limit:
+                break
+            out.append(track)
+        return out
+
+    def apply(self, rows: Iterable[tuple[Any, ...]]) -> int:
+        """Fold event rows (``seq``-ordered tuples in `EVENT_COLUMNS` order) into the tracks.
+
+        Rows at or below `last_seq` are skipped, so re-reading an overlapping batch is safe.
+
+        Returns:
+            How many rows were applied.
+        """
+        applied = 0
+        for row in rows:
+            seq = row[0]
+            if seq <= self.last_seq:
+                continue
+            self.last_seq = seq
+            applied += 1
+            self._apply_one(row)
+        return applied
+
+    def _workflow(self, workflow_id: str, at: float) -> WorkflowTrack:
+        track = self._workflows.get(workflow_id)
+        if track is None:
+            track = WorkflowTrack(workflow_id, "running", at)
+            self._workflows[workflow_id] = track
+        else:
+            self._workflows.move_to_end(workflow_id)
+        track.last = max(track.last, at)
+        return track
+
+    def _apply_one(self, row: tuple[Any, ...]) -> None:
+        _, at, workflow_id, step_index, step_name, kind, attempt, _, reason = row[:9]
+        wf = self._workflow(workflow_id, at)
+        if step_index is None:
+            self._apply_workflow_event(wf, kind, at)
+            return
+        step = wf.step(step_index, step_name)
+        if kind == _K.STEP_STARTED:
+            self._end(step, SpanKind.BACKOFF, at)
+            self._end(step, SpanKind.RUN, at, "lost")  # a claim that took over a lapsed lease
+            step.spans.append(Span(SpanKind.RUN, at, None, "running", attempt))
+            if wf.state == "waiting":
+                wf.state = "running"
+        elif kind == _K.STEP_COMPLETED:
+            self._end(step, SpanKind.RUN, at, "completed")
+        elif kind == _K.STEP_FAILED:
+            outcome = "timeout" if reason == "timeout" else "failed"
+            self._end(step, SpanKind.RUN, at, outcome, reason)
+        elif kind == _K.RETRY_SCHEDULED:
+            step.spans.append(Span(SpanKind.BACKOFF, at, None, "backoff", attempt, reason))
+        elif kind == _K.STEP_WAITING:
+            self._end(step, SpanKind.RUN, at, "waited", reason)
+            step.spans.append(Span(SpanKind.WAIT, at, None, "waiting", None, reason))
+            wf.state = "waiting"
+        elif kind == _K.STEP_RESUMED:
+            self._end(step, SpanKind.WAIT, at, "resumed")
+            wf.state = "running"
+        elif kind == _K.WORKER_RECOVERED:
+            self._end(step, SpanKind.RUN, at, "lost", reason)
+
+    @staticmethod
+    def _apply_workflow_event(wf: WorkflowTrack, kind: str, at: float) -> None:
+        if kind == _K.WORKFLOW_STARTED:
+            wf.start = min(wf.start, at)
+        elif kind == _K.WORKFLOW_COMPLETED:
+            wf.state, wf.end = "completed", at
+            wf.close_all(at, "completed")
+        elif kind == _K.WORKFLOW_FAILED:
+            wf.state, wf.end = "failed", at
+            wf.close_all(at, "failed")
+        elif kind == _K.WORKFLOW_CANCELLED:
+            wf.state, wf.end = "cancelled", at
+            wf.close_all(at, "cancelled")
+
+    @staticmethod
+    def _end(
+        step: StepTrack, kind: str | None, at: float, outcome: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        span = step.open_span(kind)
+        if span is None:
+            return
+        span.end = at
+        if outcome is not None:
+            span.outcome = outcome
+        if detail is not None:
+            span.detail = detail

@@ -1,0 +1,278 @@
+"""`ApprovalPanel`: approve or reject waiting steps with a click.
+
+Each step that raised `WaitForInput` gets a slot: its workflow, step and reason, a text box
+for a note, and Approve / Reject buttons. A click
+
+1. disables both buttons at once (a second click, however quick, does nothing: one resume),
+2. schedules ``engine.resume(workflow_id, step_name, input)`` as a task on the running loop
+   (the callback never awaits it, so the cell and the kernel stay responsive),
+3. shows the outcome in the slot and in the panel's log: the workflow's new status, or the
+   error (for example `NotWaitingError`, after which the buttons are enabled again).
+
+The resume input is ``{"approved": True, "note": "<text box>"}`` for Approve and
+``{"approved": False, "note": "<text box>"}`` for Reject; pass ``input_for`` to shape it
+differently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from agentq.clock import Clock
+from agentq.errors import AgentqError
+from agentq.store.base import StepRow
+from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
+from agentq.widgets._source import Source, StepKey
+from agentq.widgets.html import approval_html, more_html, outcome_html
+from agentq.workflow import RunResult
+
+__all__ = ["ApprovalPanel", "ApprovalSlot", "default_input"]
+
+_EMPTY = (
+    '<div data-agentq="approvals-empty" style="color:var(--jp-ui-font-color2,#6b7280);'
+    'font-size:12px;padding:4px">Nothing is waiting for approval.</div>'
+)
+
+
+def default_input(approved: bool, note: str) -> dict[str, Any]:
+    """The resume input of a click: ``{"approved": approved, "note": note}``."""
+    return {"approved": approved, "note": note}
+
+
+class ApprovalSlot:
+    """The widgets of one waiting step (built once, reused for the next waiting step).
+
+    Attributes:
+        key: ``(workflow_id, step_index)`` of the step shown, or None when the slot is free.
+        label: HTML: workflow, step and reason.
+        note: Text box whose value goes into the resume input.
+        approve: The Approve button.
+        reject: The Reject button.
+        status: HTML: what the last click did.
+        box: The container (hidden while the slot is free).
+        busy: True while a resume started from this slot runs.
+    """
+
+    def __init__(self, w: Any) -> None:
+        self.key: StepKey | None = None
+        self.step_name = ""
+        self.label = w.HTML("")
+        self.note = w.Text(placeholder="note (optional)", layout=w.Layout(width="220px"))
+        self.approve = w.Button(description="Approve", button_style="success", icon="check")
+        self.reject = w.Button(description="Reject", button_style="danger", icon="times")
+        self.status = w.HTML("")
+        buttons = w.HBox([self.note, self.approve, self.reject])
+        self.box = w.VBox([self.label, buttons, self.status])
+        self.box.add_class("agentq-approval")
+        self.box.layout.display = "none"
+        self.box.layout.border = "1px solid #fcd34d"
+        self.box.layout.padding = "4px 8px"
+        self.box.layout.margin = "0 0 6px 0"
+        self.busy = False
+        self.wait_seq = 0  # seq of the StepWaiting event shown
+        self.clicked_seq = -1  # the wait a click was applied to (buttons stay off for it)
+
+    def bind(self, key: StepKey, row: StepRow, wait_seq: int) -> bool:
+        """Show a newly waiting step in this slot."""
+        self.key, self.step_name = key, row.step_name
+        self.note.value = ""
+        self.status.value = ""
+        self.clicked_seq = -1
+        self.box.layout.display = None
+        self.show(row, wait_seq)
+        return True
+
+    def show(self, row: StepRow, wait_seq: int) -> bool:
+        """Update the label, and enable the buttons for a wait not yet answered."""
+        self.wait_seq = wait_seq
+        changed = set_value(self.label, approval_html(row))
+        return self.set_enabled(not self.busy and self.clicked_seq < wait_seq) or changed
+
+    def release(self) -> bool:
+        """Free the slot (its step no longer waits)."""
+        self.key = None
+        self.box.layout.display = "none"
+        return True
+
+    def set_enabled(self, enabled: bool) -> bool:
+        """Enable or disable both buttons; return whether that changed anything."""
+        changed = False
+        for button in (self.approve, self.reject):
+            if button.disabled == enabled:
+                button.disabled = not enabled
+                changed = True
+        return changed
+
+
+class ApprovalPanel(Live):
+    """Every `Waiting` step with its reason, and Approve / Reject buttons that resume it.
+
+    At most `slots` waiting steps are shown at once (oldest wait first), with a visible
+    "n more"; the slot widgets are built once and reused. See the module docstring for what
+    a click does and the resume input it sends.
+
+    Args:
+        engine: The `WorkflowEngine` that resumes (the workflows must be registered with it).
+        slots: How many waiting steps are shown at once.
+        input_for: ``input_for(approved, note) -> JSON``: the resume input of a click;
+            default `default_input` (``{"approved": bool, "note": str}``).
+        interval: Seconds between refreshes; default 0.25.
+        clock: Time source of the interval; default the engine's clock.
+
+    Raises:
+        MissingExtraError: ipywidgets is not installed.
+        ValueError: `slots` < 1 or a bad `interval`.
+
+    Example:
+        >>> panel = ApprovalPanel(engine).start()
+        >>> panel.slots[0].approve.click()     # what the Approve button does
+    """
+
+    def __init__(
+        self,
+        engine: Any,
+        *,
+        slots: int = 5,
+        input_for: Callable[[bool, str], Any] = default_input,
+        interval: float = DEFAULT_INTERVAL,
+        clock: Clock | None = None,
+        _source: Source | None = None,
+    ) -> None:
+        super().__init__(interval=interval, clock=clock or engine.clock)
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots!r}")
+        w = widgets()
+        self.engine = engine
+        self.input_for = input_for
+        self.source = _source or Source(engine.store)
+        self.steps = self.source.want_steps()
+        self.slots = tuple(ApprovalSlot(w) for _ in range(slots))
+        """The slot widgets, in display order."""
+        for slot in self.slots:
+            slot.approve.on_click(lambda _b, s=slot: self._click(s, True))
+            slot.reject.on_click(lambda _b, s=slot: self._click(s, False))
+        self.empty = w.HTML(_EMPTY)
+        self.more = w.HTML("")
+        self.log = w.HTML("")
+        """HTML: the latest outcomes of clicks, newest first."""
+        self._log: list[str] = []
+        self.widget = w.VBox(
+            [self._banner, self.empty, *(s.box for s in self.slots), self.more, self.log]
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._dirty = False
+        try:
+            self._event_loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._event_loop = None
+
+    @property
+    def waiting(self) -> list[StepRow]:
+        """The waiting steps known at the last refresh, oldest wait first."""
+        seq = self.steps.wait_seq
+        return sorted(self.steps.waiting.values(), key=lambda r: seq.get(_key(r), 0))
+
+    def sync(self) -> bool:
+        """Match the slots to the waiting steps (no I/O); return whether anything changed."""
+        self._dirty = False
+        changed = False
+        waiting = self.waiting
+        keys = {_key(row) for row in waiting}
+        for slot in self.slots:
+            if slot.key is not None and slot.key not in keys and not slot.busy:
+                changed = slot.release() or changed
+        by_key = {slot.key: slot for slot in self.slots if slot.key is not None}
+        free = [slot for slot in self.slots if slot.key is None]
+        hidden = 0
+        for row in waiting:
+            key = _key(row)
+            seq = self.steps.wait_seq.get(key, 0)
+            if key in by_key:
+                changed = by_key[key].show(row, seq) or changed
+            elif free:
+                changed = free.pop(0).bind(key, row, seq) or changed
+            else:
+                hidden += 1
+        changed = set_value(self.more, more_html(hidden, "waiting steps")) or changed
+        display = "none" if any(slot.key is not None for slot in self.slots) else None
+        if self.empty.layout.display != display:
+            self.empty.layout.display = display
+            changed = True
+        return changed
+
+    async def refresh(self) -> bool:
+        """Read what changed in the store and update the slots (see `Live.refresh`)."""
+        if self._event_loop is None:
+            self._event_loop = asyncio.get_running_loop()
+        if await self.source.poll() is None and not self._dirty:
+            return False
+        return self.sync()
+
+    def _click(self, slot: ApprovalSlot, approved: bool) -> None:
+        key = slot.key
+        if key is None or slot.busy or slot.clicked_seq >= slot.wait_seq:
+            return  # a second click on the same wait (BH-19): nothing more to do
+        slot.busy = True
+        slot.clicked_seq = slot.wait_seq
+        slot.set_enabled(False)
+        verb = "approve" if approved else "reject"
+        slot.status.value = outcome_html(verb, key[0], slot.step_name, None)
+        try:
+            value = self.input_for(approved, slot.note.value)
+            loop = self._event_loop or asyncio.get_running_loop()
+            coro = self._resume(slot, key, slot.step_name, verb, value)
+            task = loop.create_task(coro, name=f"agentq.resume:{key[0]}:{key[1]}")
+        except Exception as exc:  # no loop, or input_for failed: show it, allow a retry
+            self._finish(slot, key, verb, None, exc)
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _resume(
+        self, slot: ApprovalSlot, key: StepKey, step: str, verb: str, value: Any
+    ) -> None:
+        try:
+            result = await self.engine.resume(key[0], step, value)
+        except Exception as exc:
+            self._finish(slot, key, verb, None, exc)
+        else:
+            self._finish(slot, key, verb, result, None)
+
+    def _finish(
+        self,
+        slot: ApprovalSlot,
+        key: StepKey,
+        verb: str,
+        result: RunResult | None,
+        error: Exception | None,
+    ) -> None:
+        slot.busy = False
+        text = outcome_html(verb, key[0], slot.step_name, result, error)
+        slot.status.value = text
+        self._log = [text, *self._log][:5]
+        self.log.value = f'<div data-agentq="approval-log">{"".join(self._log)}</div>'
+        if error is not None:
+            slot.clicked_seq = -1  # the wait was not answered: allow another click
+            if not isinstance(error, AgentqError):
+                self._fail(error, "approval failed")  # a bug, not an outcome: stop() raises
+        self._dirty = True
+        self.sync()
+
+    async def join(self) -> None:
+        """Wait until every resume started by a click has finished (its outcome is shown).
+
+        A click returns at once and the resume runs as a task; a cell that wants the result
+        of its own ``slot.approve.click()`` awaits this before reading the workflow's status.
+        Errors of the resumes are shown in the panel, not raised here.
+        """
+        while self._tasks:
+            await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
+
+    async def _drain(self) -> None:
+        await self.join()
+
+
+def _key(row: StepRow) -> StepKey:
+    return (row.workflow_id, row.step_index)

@@ -1,0 +1,100 @@
+"""`Dashboard`: lanes, approvals, steps and the timeline of one engine, under one refresher."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentq.clock import Clock
+from agentq.widgets._live import DEFAULT_INTERVAL, Live, widgets
+from agentq.widgets._source import Source
+from agentq.widgets.approvals import ApprovalPanel
+from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
+
+__all__ = ["Dashboard"]
+
+
+def _section(w: Any, title: str, body: Any, width: str | None = None) -> Any:
+    head = w.HTML(
+        '<div style="font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;'
+        f'font-weight:600;margin:6px 0 2px">{title}</div>'
+    )
+    return w.VBox([head, body], layout=w.Layout(width=width or "auto"))
+
+
+class Dashboard(Live):
+    """Lane bars, the approval panel, the step table and the event timeline of an engine.
+
+    One refresher task on the running loop updates all four: each tick reads
+    ``queue.stats()`` and ``store.last_seq()``; only when the sequence number moved does it
+    read the new events (once, for all views) and the steps of the workflows they touched.
+
+    Args:
+        engine: The `WorkflowEngine` (its ``queue``, ``store`` and ``clock`` are used).
+        interval: Seconds between refreshes; default 0.25 (4 Hz).
+        limit: Maximum step rows in the table.
+        workflows: Maximum workflows in the timeline.
+        slots: Maximum waiting steps shown at once in the approval panel.
+        clock: Time source; default the engine's clock.
+
+    Raises:
+        MissingExtraError: ipywidgets is not installed (``pip install 'agentq[notebook]'``).
+
+    Example:
+        >>> dash = Dashboard(engine).start()   # last line of a cell: shows it, live
+        >>> ...                                  # run workflows; click Approve
+        >>> await dash.stop()                  # last cell: re-raises background errors
+    """
+
+    def __init__(
+        self,
+        engine: Any,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        limit: int = 50,
+        workflows: int = 12,
+        slots: int = 5,
+        clock: Clock | None = None,
+    ) -> None:
+        clock = clock or engine.clock
+        super().__init__(interval=interval, clock=clock)
+        w = widgets()
+        self.engine = engine
+        self.source = Source(engine.store)
+        kw: dict[str, Any] = {"interval": interval, "clock": clock}
+        self.lanes = LaneMonitor(engine.queue, **kw)
+        self.approvals = ApprovalPanel(engine, slots=slots, _source=self.source, **kw)
+        self.steps = StepTable(engine.store, limit=limit, _source=self.source, **kw)
+        self.timeline = EventTimeline(engine.store, limit=workflows, _source=self.source, **kw)
+        top = w.HBox(
+            [
+                _section(w, "Lanes", self.lanes.widget, "52%"),
+                _section(w, "Waiting for approval", self.approvals.widget, "46%"),
+            ],
+            layout=w.Layout(justify_content="space-between"),
+        )
+        self.widget = w.VBox(
+            [
+                self._banner,
+                top,
+                _section(w, "Steps", self.steps.widget),
+                _section(w, "Timeline", self.timeline.widget),
+            ]
+        )
+        self.widget.add_class("agentq-dashboard")
+
+    async def refresh(self) -> bool:
+        """Update every view from what changed (see `Live.refresh`)."""
+        changed = self.lanes.update()
+        rows = await self.source.poll()
+        if rows is not None:
+            changed = self.steps.render() | changed
+            changed = self.timeline.apply(rows) | changed
+            changed = self.approvals.sync() | changed
+        elif self.approvals._dirty:
+            changed = self.approvals.sync() | changed
+        return changed
+
+    async def _drain(self) -> None:
+        await self.approvals._drain()
+        if self._error is None and self.approvals.error is not None:
+            self._error = self.approvals.error

@@ -1,0 +1,142 @@
+"""Small stand-ins for the widget tests: a read-side store with call counts, a queue's stats."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from agentq.events import EventKind
+from agentq.store.base import StepRow, StepState
+
+T0 = 1_767_225_600.0
+
+
+class ReadStore:
+    """The read side of a `DurableStore` over plain lists, counting every call.
+
+    `event` appends an event row; `step` sets a projection row. Only what the notebook layer
+    reads is implemented.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        self.steps: dict[tuple[str, int], StepRow] = {}
+        self.calls: Counter[str] = Counter()
+        self.after: list[int] = []  # after_seq of every event_rows call
+        self.fail_with: Exception | None = None
+
+    def event(
+        self,
+        kind: EventKind,
+        workflow_id: str,
+        step: tuple[int, str] | None = None,
+        *,
+        at: float | None = None,
+        attempt: int | None = None,
+        worker_id: str | None = None,
+        reason: str | None = None,
+        output: Any = None,
+        input: Any = None,
+    ) -> int:
+        seq = len(self.events) + 1
+        index, name = step if step is not None else (None, None)
+        self.events.append(
+            (
+                seq,
+                T0 + seq if at is None else at,
+                workflow_id,
+                index,
+                name,
+                kind.value,
+                attempt,
+                worker_id,
+                reason,
+                None if output is None else json.dumps(output),
+                None if input is None else json.dumps(input),
+            )
+        )
+        return seq
+
+    def step(self, workflow_id: str, index: int, name: str, state: StepState, **kw: Any) -> None:
+        self.steps[(workflow_id, index)] = StepRow(workflow_id, index, name, state, **kw)
+
+    def _check(self, name: str) -> None:
+        self.calls[name] += 1
+        if self.fail_with is not None:
+            raise self.fail_with
+
+    async def last_seq(self) -> int:
+        self._check("last_seq")
+        return len(self.events)
+
+    async def event_rows(
+        self, workflow_id: str | None = None, *, after_seq: int = 0
+    ) -> list[tuple[Any, ...]]:
+        self._check("event_rows")
+        self.after.append(after_seq)
+        return [
+            r for r in self.events[after_seq:] if workflow_id is None or r[2] == workflow_id
+        ]
+
+    async def step_rows(self, workflow_id: str | None = None) -> list[StepRow]:
+        self._check("step_rows" if workflow_id is None else "step_rows(wf)")
+        rows = sorted(self.steps.values(), key=lambda r: (r.workflow_id, r.step_index))
+        return [r for r in rows if workflow_id is None or r.workflow_id == workflow_id]
+
+
+@dataclass(frozen=True)
+class Lane:
+    priority: str
+    capacity: int = 100
+    permits: int = 5
+    queued: int = 0
+    running: int = 0
+    completed: int = 0
+    failed: int = 0
+    cache_hits: int = 0
+    joins: int = 0
+
+
+@dataclass(frozen=True)
+class Stats:
+    lanes: tuple[Lane, ...]
+
+
+class StatsQueue:
+    """Just `stats()`, returning whatever `lanes` holds."""
+
+    def __init__(self) -> None:
+        self.lanes = (Lane("high"), Lane("medium"), Lane("low"))
+        self.calls = 0
+
+    def stats(self) -> Stats:
+        self.calls += 1
+        return Stats(self.lanes)
+
+
+class FakeEngine:
+    """`store`, `queue`, `clock` and a `resume` that records its calls and waits for `gate`."""
+
+    def __init__(self, store: ReadStore, clock: Any) -> None:
+        import asyncio
+
+        self.store = store
+        self.queue = StatsQueue()
+        self.clock = clock
+        self.resumes: list[tuple[str, Any, Any]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.called = asyncio.Event()
+        self.error: Exception | None = None
+
+    async def resume(self, workflow_id: str, step: Any, input: Any) -> Any:
+        from agentq.workflow import RunResult, RunStatus
+
+        self.resumes.append((workflow_id, step, input))
+        self.called.set()
+        await self.gate.wait()
+        if self.error is not None:
+            raise self.error
+        return RunResult(workflow_id, RunStatus.COMPLETED, outputs=("done",))

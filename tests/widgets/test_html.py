@@ -1,0 +1,225 @@
+"""The pure renderers: escaping, caps with "n more", badges and colours, data-* attributes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from agentq.events import EventKind
+from agentq.outcomes import ErrorInfo
+from agentq.store.base import StepRow, StepState
+from agentq.widgets import html as h
+from agentq.widgets._timeline import Timeline
+from agentq.workflow import RunResult, RunStatus, StepStatus
+
+from .fakes import T0, Lane, ReadStore
+
+EVIL = "<img src=x onerror=alert(1)>"
+EVIL_ATTR = '" onmouseover="alert(1)'
+
+
+def no_raw(markup: str) -> None:
+    assert "<img" not in markup
+    assert 'onmouseover="alert' not in markup
+    assert "&lt;img src=x onerror=alert(1)&gt;" in markup or "&quot;" in markup
+
+
+def row(i: int = 0, state: StepState = StepState.COMPLETED, **kw: object) -> StepRow:
+    base: dict[str, object] = {"started_at": T0, "finished_at": T0 + 1.5}
+    base.update(kw)
+    return StepRow(f"wf-{i}", 0, f"step-{i}", state, attempt=1, **base)  # type: ignore[arg-type]
+
+
+def test_step_names_reasons_errors_and_ids_are_escaped_everywhere() -> None:
+    bad = StepRow(
+        EVIL_ATTR, 0, EVIL, StepState.FAILED, attempt=2, worker_id=EVIL, reason=EVIL,
+        error=ErrorInfo("ValueError", EVIL), started_at=T0, finished_at=T0 + 1,
+    )
+    for markup in (
+        h.steps_html([bad], now=T0),
+        h.approval_html(bad),
+        h.run_result_html(RunResult(EVIL_ATTR, RunStatus.FAILED, EVIL, EVIL, (EVIL,))),
+        h.step_status_html(StepStatus.Waiting(EVIL)),
+        h.step_status_html(StepStatus.Failed(EVIL, 3)),
+        h.error_html(ValueError(EVIL)),
+        h.outcome_html("approve", EVIL_ATTR, EVIL, None, ValueError(EVIL)),
+        h.lanes_html([Lane(EVIL)]),
+    ):
+        no_raw(markup)
+
+
+def test_timeline_escapes_names_reasons_in_titles() -> None:
+    store = ReadStore()
+    store.event(EventKind.WORKFLOW_STARTED, EVIL_ATTR)
+    store.event(EventKind.STEP_STARTED, EVIL_ATTR, (0, EVIL), attempt=1)
+    store.event(EventKind.STEP_FAILED, EVIL_ATTR, (0, EVIL), attempt=1, reason=EVIL)
+    tl = Timeline()
+    tl.apply(store.events)
+    markup = h.timeline_html(tl.recent(5), now=T0 + 10)
+    no_raw(markup)
+    assert markup.count("&lt;img") >= 2  # the label and the tooltip
+
+
+def test_step_rows_carry_stable_data_attributes_and_badges() -> None:
+    markup = h.steps_html(
+        [row(1), row(2, StepState.WAITING, finished_at=None, reason="ok?")], now=T0 + 3
+    )
+    assert 'data-agentq="step-row" data-workflow="wf-1" data-step="step-1" data-index="0" ' \
+        'data-status="completed"' in markup
+    assert 'data-status="waiting"' in markup
+    assert "1.50 s" in markup  # finished - started
+    assert "3.00 s …" in markup  # open: counted up to now
+    assert h.COLORS["completed"][0] in markup and h.COLORS["waiting"][0] in markup
+
+
+def test_rows_are_capped_with_a_visible_n_more() -> None:
+    rows = [row(i) for i in range(100)]
+    markup = h.steps_html(rows, now=T0, limit=10)
+    assert markup.count('data-agentq="step-row"') == 10
+    assert 'data-agentq="more" data-hidden="90"' in markup
+    assert "90 more steps" in markup
+    assert "more" not in h.steps_html(rows[:3], now=T0, limit=10).split("</table>")[1]
+    assert 'data-hidden="995"' in h.steps_html(rows[:5], now=T0, limit=5, total=1000)
+
+
+def test_status_summary_counts_every_status_present() -> None:
+    markup = h.steps_html([], now=T0, counts={"completed": 3, "failed": 1, "waiting": 0})
+    assert "completed 3" in markup and "failed 1" in markup and "waiting 0" not in markup
+    assert "no steps" in markup
+
+
+@pytest.mark.parametrize(
+    ("status", "label"), [("leased", "running"), ("waiting", "waiting"), ("failed", "failed")]
+)
+def test_badge_labels_and_colours(status: str, label: str) -> None:
+    markup = h.badge(status)
+    assert f'data-status="{status}"' in markup and f">{label}<" in markup
+    assert h.COLORS[status][0] in markup and h.COLORS[status][1] in markup
+
+
+def test_lanes_show_bars_with_fractions() -> None:
+    markup = h.lanes_html([Lane("high", permits=4, running=2, capacity=10, queued=5,
+                                completed=7, failed=1, cache_hits=3, joins=2)])
+    assert 'data-priority="high" data-running="2" data-permits="4" data-queued="5"' in markup
+    assert "width:50.0%" in markup  # 2 of 4 permits, and 5 of 10 slots
+    assert "2/4 running" in markup and "5/10 queued" in markup
+    assert "✔ 7" in markup and "✖ 1" in markup and "cached 3 · joined 2" in markup
+
+
+def test_timeline_draws_retries_waits_and_outcomes() -> None:
+    store = ReadStore()
+    wf, s = "wf", (0, "fetch")
+    store.event(EventKind.WORKFLOW_STARTED, wf, at=T0)
+    store.event(EventKind.STEP_STARTED, wf, s, at=T0, attempt=1)
+    store.event(EventKind.STEP_FAILED, wf, s, at=T0 + 1, attempt=1, reason="timeout")
+    store.event(EventKind.RETRY_SCHEDULED, wf, s, at=T0 + 1, attempt=1)
+    store.event(EventKind.STEP_STARTED, wf, s, at=T0 + 2, attempt=2)
+    store.event(EventKind.STEP_WAITING, wf, s, at=T0 + 3, attempt=2, reason="ok?")
+    store.event(EventKind.STEP_RESUMED, wf, s, at=T0 + 7, input={"approved": True})
+    store.event(EventKind.STEP_STARTED, wf, s, at=T0 + 7, attempt=1)
+    store.event(EventKind.STEP_COMPLETED, wf, s, at=T0 + 8, attempt=1)
+    store.event(EventKind.STEP_STARTED, wf, (1, "send"), at=T0 + 8, attempt=1)
+    tl = Timeline()
+    tl.apply(store.events)
+    markup = h.timeline_html(tl.recent(5), now=T0 + 10)
+    spans = re.findall(r'data-kind="(\w+)" data-outcome="(\w+)"', markup)
+    assert spans == [
+        ("run", "timeout"), ("backoff", "backoff"), ("run", "waited"), ("wait", "resumed"),
+        ("run", "completed"), ("run", "running"),
+    ]
+    assert "waited for input (resumed) — ok? · 4.00 s" in markup  # tooltip with duration
+    assert "attempt 1: timeout — timeout · 1.00 s" in markup
+    assert "so far" in markup  # the open span
+    assert 'data-state="running"' in markup
+    assert "left:0.00%" in markup  # axis starts at the workflow start
+    assert "+10.00 s" in markup
+
+
+def test_timeline_caps_workflows_and_spans() -> None:
+    store = ReadStore()
+    for i in range(20):
+        store.event(EventKind.WORKFLOW_STARTED, f"wf-{i}")
+    for attempt in range(1, 101):
+        store.event(EventKind.STEP_STARTED, "wf-19", (0, "s"), attempt=attempt)
+        store.event(EventKind.STEP_FAILED, "wf-19", (0, "s"), attempt=attempt, reason="error")
+    tl = Timeline()
+    tl.apply(store.events)
+    markup = h.timeline_html(tl.recent(5), now=T0 + 1000, limit=5, total=len(tl), max_spans=10)
+    assert markup.count('data-agentq="timeline-workflow"') == 5
+    assert 'data-hidden="15"' in markup
+    assert markup.count('data-agentq="span"') == 10 and "(+90 earlier)" in markup
+    assert markup.index('data-workflow="wf-19"') < markup.index('data-workflow="wf-18"')
+
+
+def test_timeline_batches_fold_like_one_batch() -> None:
+    store = ReadStore()
+    store.event(EventKind.WORKFLOW_STARTED, "w")
+    store.event(EventKind.STEP_STARTED, "w", (0, "a"), attempt=1)
+    store.event(EventKind.STEP_WAITING, "w", (0, "a"), attempt=1, reason="r")
+    store.event(EventKind.WORKFLOW_CANCELLED, "w", reason="stop")
+    whole, parts = Timeline(), Timeline()
+    whole.apply(store.events)
+    for r in store.events:
+        parts.apply([r])
+        parts.apply([r])  # re-reading is harmless
+    assert h.timeline_html(whole.recent(3), now=T0 + 9) == h.timeline_html(
+        parts.recent(3), now=T0 + 9
+    )
+    track = whole.get("w")
+    assert track is not None and track.state == "cancelled"
+    assert [s.outcome for s in track.steps[0].spans] == ["waited", "cancelled"]
+
+
+def test_worker_lost_is_drawn_and_a_new_claim_starts_a_new_bar() -> None:
+    store = ReadStore()
+    store.event(EventKind.STEP_STARTED, "w", (0, "a"), attempt=1, worker_id="dead")
+    store.event(EventKind.WORKER_RECOVERED, "w", (0, "a"), attempt=1)
+    store.event(EventKind.STEP_STARTED, "w", (0, "a"), attempt=2, worker_id="new")
+    tl = Timeline()
+    tl.apply(store.events)
+    track = tl.get("w")
+    assert track is not None
+    assert [s.outcome for s in track.steps[0].spans] == ["lost", "running"]
+
+
+def test_run_result_and_step_status_reprs() -> None:
+    done = h.run_result_html(RunResult("w1", RunStatus.COMPLETED, outputs=(1, {"a": [1, 2]})))
+    assert 'data-agentq="run-result" data-workflow="w1" data-status="completed"' in done
+    assert "{&quot;a&quot;: [1, 2]}" in done
+    waiting = h.run_result_html(RunResult("w1", RunStatus.WAITING, "send", "approve?"))
+    assert "approve?" in waiting and "send" in waiting
+    assert "leased" in h.step_status_html(StepStatus.Leased("w9", T0))
+    assert "00:00:00 UTC" in h.step_status_html(StepStatus.Leased("w9", T0))
+    assert "pending" in h.step_status_html(StepStatus.Pending())
+    assert "42" in h.step_status_html(StepStatus.Completed(42))
+
+
+def test_long_text_is_shortened_with_the_full_text_in_a_title() -> None:
+    markup = h.steps_html([row(0, StepState.FAILED, reason="x" * 500)], now=T0)
+    assert "x" * 79 + "…" in markup and f'title="{"x" * 500}"' in markup
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(None, ""), (0, "0 s"), (0.0004, "<1 ms"), (0.25, "250 ms"), (1.234, "1.23 s"),
+     (125, "2 m 05 s"), (7322, "2 h 02 m")],
+)
+def test_fmt_seconds(seconds: float | None, text: str) -> None:
+    assert h.fmt_seconds(seconds) == text
+
+
+def test_html_module_needs_no_ipywidgets() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['ipywidgets'] = None\n"
+        "import agentq.widgets.html, agentq.widgets\n"
+        "from agentq.errors import MissingExtraError\n"
+        "try:\n    agentq.widgets.LaneMonitor(object())\n"
+        "except MissingExtraError as e:\n    assert 'agentq[notebook]' in str(e), e\n"
+        "else:\n    raise SystemExit('no MissingExtraError')\n"
+        "assert 'ipywidgets' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -9,6 +9,10 @@ Modules, bottom to top:
   approval), invoke calls.
 - `direct`: the ground truth run in a plain loop (the raw floor) and run comparison.
 - `servicehost`: the services as durable external APIs honouring idempotency keys (SQLite).
+- `plan`, `approval`, `crash`: ids, keys, lanes and retry policies; approvals; crash injection.
+- `replay`: a task as an agentq workflow, a turn as a step, a call as a queued job.
+- `report`, `export`, `run`: the check against the ground truth, the summary, the exports,
+  and the whole run (`python -m examples.bfcl_replay`).
 
 Needs the `bfcl` extra: `pip install --no-deps bfcl-eval==2026.3.23 mpmath`.
 """

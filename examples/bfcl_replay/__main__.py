@@ -1,0 +1,124 @@
+"""``python -m examples.bfcl_replay``: replay BFCL's 200 multi-turn tasks through agentq.
+
+Examples:
+    python -m examples.bfcl_replay --fresh                  # the demo (make demo)
+    python -m examples.bfcl_replay --fresh --crash-after 400 # dies with SIGKILL mid-way ...
+    python -m examples.bfcl_replay --crash-after 400        # ... the same command finishes it
+
+Exit status: 0 when every task completed and matches the ground truth, 1 otherwise, 2 on a
+usage error, 130 when interrupted (Ctrl-C; the same command then recovers and finishes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .crash import KillPoint
+from .report import format_summary
+from .run import Options, replay
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None = None) -> Options:
+    """Parse the command line into `Options`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.bfcl_replay",
+        description="Replay the Berkeley Function Calling Leaderboard's multi-turn tasks "
+        "through agentq (a workflow per task, a step per turn, a queued job per tool call), "
+        "then check every call result and final service state against the ground truth.",
+    )
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=Path("out/bfcl.db"),
+        help="agentq's SQLite file (default: %(default)s); ':memory:' for a MemoryStore",
+    )
+    parser.add_argument(
+        "--services-db",
+        type=Path,
+        default=None,
+        help="the simulated services' SQLite file (default: <db>-services.db beside --db)",
+    )
+    parser.add_argument("--tasks", type=_count, default=None, help="only the first N tasks")
+    parser.add_argument(
+        "--transient-rate",
+        type=_rate,
+        default=0.05,
+        help="probability a call fails transiently; retried by its job (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--crash-after",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="SIGKILL this process once N calls were applied, at the next state-changing call;"
+        " rerun the same command to recover and finish",
+    )
+    parser.add_argument(
+        "--crash-at",
+        choices=[point.value for point in KillPoint],
+        default=KillPoint.DURING.value,
+        help="where around that call: before it, during it (applied, not committed) or after"
+        " its commit (default: %(default)s)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="fault injector's seed")
+    parser.add_argument(
+        "--fresh", action="store_true", help="delete the databases and exports first"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--reject-all",
+        action="store_true",
+        help="headless policy rejects every approval (those tasks fail) instead of approving",
+    )
+    args = parser.parse_args(argv)
+    memory = str(args.db) == ":memory:"
+    db: Path | None = None if memory else args.db
+    base = Path("out/bfcl") if db is None else db.with_suffix("")
+    services = args.services_db or base.with_name(f"{base.name}-services.db")
+    return Options(
+        db=db,
+        services_db=services,
+        stem=base,
+        tasks=args.tasks,
+        transient_rate=args.transient_rate,
+        crash_after=args.crash_after,
+        crash_at=KillPoint(args.crash_at),
+        seed=args.seed,
+        fresh=args.fresh,
+        quiet=args.quiet,
+        approve=not args.reject_all,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the replay, print the summary, return the exit status."""
+    options = parse_args(argv)
+    try:
+        summary = asyncio.run(replay(options))
+    except KeyboardInterrupt:
+        print("interrupted: run the same command again to recover and finish", file=sys.stderr)
+        return 130
+    print(format_summary(summary), flush=True)
+    return 0 if summary.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

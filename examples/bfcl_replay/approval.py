@@ -1,0 +1,81 @@
+"""Approvals: what a resume input means to a step, and the headless demo's approval policy.
+
+A turn whose calls need approval waits (`WaitForInput`) until someone resumes its step. The
+resume input has the shape agentq's `ApprovalPanel` sends: ``{"approved": bool, "note":
+str}`` (a bare bool is accepted too). A person clicks Approve or Reject in the notebook; the
+headless demo has no person, so an `ApprovalPolicy` answers every wait through the same public
+call, ``engine.resume(workflow_id, step, input)``, and counts what it decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .jsontypes import JsonObject
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a resume input says.
+
+    Attributes:
+        approved: Whether the calls may run.
+        note: The approver's note ('' when none).
+    """
+
+    approved: bool
+    note: str = ""
+
+
+def read_decision(value: object) -> Decision:
+    """Read a resume input: ``{"approved": bool, "note": str}`` or a bare bool.
+
+    Anything else is read as a rejection whose note says what was received, so a malformed
+    input never lets a call through.
+    """
+    if isinstance(value, bool):
+        return Decision(value)
+    if isinstance(value, dict) and isinstance(value.get("approved"), bool):
+        note = value.get("note", "")
+        return Decision(value["approved"], note if isinstance(note, str) else str(note))
+    return Decision(False, f"unreadable approval input {value!r:.80}")
+
+
+@dataclass
+class ApprovalPolicy:
+    """The headless approver: answers every waiting turn the same way, and counts.
+
+    Args:
+        approve: True approves every wait (``approve-all``, the demo's policy); False rejects
+            every one (``reject-all``: those workflows fail, naming the rejection).
+
+    Attributes:
+        approved: Waits approved by this policy (in this process).
+        rejected: Waits rejected by this policy (in this process).
+    """
+
+    approve: bool = True
+    approved: int = 0
+    rejected: int = 0
+
+    @property
+    def name(self) -> str:
+        """``approve-all`` or ``reject-all``."""
+        return "approve-all" if self.approve else "reject-all"
+
+    def describe(self) -> str:
+        """One line for the summary: what the policy does and how it answers."""
+        verb, button = ("approves", "Approve") if self.approve else ("rejects", "Reject")
+        flag = str(self.approve).lower()
+        return (
+            f"{self.name}: {verb} every waiting turn with engine.resume(id, step, "
+            f'{{"approved": {flag}, "note": ...}}), as a click on {button} does'
+        )
+
+    def decide(self, workflow_id: str, step: str, reason: str) -> JsonObject:
+        """Answer one wait; return the resume input to send."""
+        if self.approve:
+            self.approved += 1
+        else:
+            self.rejected += 1
+        return {"approved": self.approve, "note": f"{self.name} policy of the headless demo"}

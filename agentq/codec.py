@@ -6,7 +6,9 @@ What is accepted, exactly (the same for every store):
   ``list``/``tuple`` and ``dict`` with ``str`` keys of those, nested to any depth.
   Tuples are stored as lists and come back as lists.
 - Anything else (sets, bytes, datetimes, arbitrary objects, NaN and infinities, non-``str``
-  dict keys, lone surrogates) raises `PayloadError` naming the path of the value and its type,
+  dict keys, lone surrogates, ints too large to print, containers nested more than
+  `MAX_DEPTH` levels or containing themselves) raises `PayloadError` naming the path of the
+  value and its type,
   for example ``output['ids'] is a set``. Encode such values yourself (ISO strings for
   datetimes, lists for sets, base64 for bytes) before returning them.
 - One encoded value may take at most `MAX_PAYLOAD_BYTES` bytes of UTF-8.
@@ -20,7 +22,7 @@ from typing import Any
 
 from agentq.errors import PayloadError
 
-__all__ = ["JSON", "MAX_PAYLOAD_BYTES", "decode", "encode"]
+__all__ = ["JSON", "MAX_DEPTH", "MAX_PAYLOAD_BYTES", "decode", "encode"]
 
 JSON = Any
 """A JSON-compatible value (see the module docstring for exactly what is accepted)."""
@@ -31,9 +33,21 @@ MAX_PAYLOAD_BYTES = 1_048_576
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def _find_problem(value: Any, path: str) -> str | None:
+MAX_DEPTH = 200
+"""Deepest nesting of lists and dicts accepted in one value."""
+
+_MAX_INT_BITS = 14_000  # about the 4,300 decimal digits Python will convert to text
+
+
+def _find_problem(
+    value: Any, path: str, depth: int = 0, seen: frozenset[int] = frozenset()
+) -> str | None:
     """Return a description of the first value that is not JSON, or None."""
-    if value is None or isinstance(value, bool | int):
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        if value.bit_length() > _MAX_INT_BITS:
+            return f"{path} is an int of {value.bit_length()} bits, too large to store as JSON"
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{path} is {value!r}, not a finite number"
@@ -43,23 +57,39 @@ def _find_problem(value: Any, path: str) -> str | None:
         except UnicodeEncodeError as exc:
             return f"{path} has a lone surrogate at index {exc.start} and is not UTF-8"
         return None
-    if isinstance(value, list | tuple):
+    if isinstance(value, list | tuple | dict):
+        if id(value) in seen:
+            return f"{path} refers to a list or dict that contains it (a cycle)"
+        if depth >= MAX_DEPTH:
+            shown = path if len(path) <= 80 else path[:80] + "…"
+            return f"{shown} is nested more than {MAX_DEPTH} levels deep"
+        inner = seen | {id(value)}
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    return (
+                        f"{path} has a key {_safe_repr(key)} of type {type(key).__name__}; "
+                        "keys must be str"
+                    )
+                problem = _find_problem(key, f"{path} key {key!r:.40}", depth + 1, inner)
+                problem = problem or _find_problem(item, f"{path}[{key!r:.40}]", depth + 1, inner)
+                if problem:
+                    return problem
+            return None
         for i, item in enumerate(value):
-            problem = _find_problem(item, f"{path}[{i}]")
+            problem = _find_problem(item, f"{path}[{i}]", depth + 1, inner)
             if problem:
                 return problem
         return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"{path} has a key {key!r} of type {type(key).__name__}; keys must be str"
-            problem = _find_problem(key, f"{path} key {key!r}") or _find_problem(
-                item, f"{path}[{key!r}]"
-            )
-            if problem:
-                return problem
-        return None
-    return f"{path} is a {type(value).__name__} ({value!r:.60}), which is not JSON"
+    return f"{path} is a {type(value).__name__} ({_safe_repr(value)}), which is not JSON"
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<unprintable {type(value).__name__}>"
+    return text if len(text) <= 60 else text[:60] + "…"
 
 
 def encode(value: Any, field: str = "value") -> str:
@@ -79,7 +109,10 @@ def encode(value: Any, field: str = "value") -> str:
     problem = _find_problem(value, field)
     if problem:
         raise PayloadError(problem, field)
-    text = _ENCODER.encode(value)
+    try:
+        text = _ENCODER.encode(value)
+    except (ValueError, TypeError, RecursionError) as exc:  # defensive: _find_problem agrees
+        raise PayloadError(f"{field} cannot be encoded as JSON: {exc}", field) from exc
     if len(text) > MAX_PAYLOAD_BYTES // 4 and len(text.encode("utf-8")) > MAX_PAYLOAD_BYTES:
         raise PayloadError(
             f"{field} is {len(text.encode('utf-8'))} bytes of JSON; the limit is "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import hashlib
 import os
@@ -28,14 +29,17 @@ from typing import Any
 
 from agentq.clock import Clock, SystemClock
 from agentq.errors import (
+    DeadlockError,
     LeaseLostError,
     PayloadError,
+    QueueClosed,
     UnknownStepError,
     UnknownWorkflowError,
     WorkflowClosedError,
     WorkflowMismatchError,
 )
 from agentq.jobs import Job, JobHandle
+from agentq.keys import validate_key
 from agentq.lanes import Priority
 from agentq.outcomes import Completed, ErrorInfo, FailureReason
 from agentq.queue import Queue
@@ -73,6 +77,12 @@ _RUN_STATUS = {
 }
 
 
+_IN_STEP: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentq_in_step", default=None
+)
+"""The workflow whose step body runs in this context (to refuse a step awaiting its own run)."""
+
+
 def _default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -101,10 +111,13 @@ def _step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
     if step.is_async:
 
         async def call_async() -> Any:
+            token = _IN_STEP.set(ctx.workflow_id)
             try:
                 return await fn(ctx)
             except WaitForInput as wait:
                 return _Waiting(wait.reason)
+            finally:
+                _IN_STEP.reset(token)
 
         return call_async
 
@@ -181,11 +194,22 @@ class WorkflowEngine:
             raise ValueError(f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}")
         if poll_interval is not None and not (0 < poll_interval < float("inf")):
             raise ValueError(f"poll_interval must be positive seconds, got {poll_interval!r}")
+        if not isinstance(queue, Queue):
+            raise TypeError(f"queue must be an agentq.Queue, got {queue!r}")
+        if not isinstance(store, DurableStore):
+            raise TypeError(f"store must implement agentq.DurableStore, got {store!r}")
+        try:
+            self.priority = Priority(priority)
+        except ValueError:
+            raise ValueError(
+                f"priority must be one of {[p.value for p in Priority]}, got {priority!r}"
+            ) from None
         self.queue = queue
         self.store = store
-        self.worker_id = worker_id or _default_worker_id()
+        self.worker_id = (
+            _default_worker_id() if worker_id is None else validate_key(worker_id, "worker_id")
+        )
         self.lease_ttl = float(lease_ttl)
-        self.priority = priority
         self.clock: Clock = clock or SystemClock()
         self.poll_interval = poll_interval or min(self.lease_ttl / 4, 1.0)
         self._workflows: dict[str, Workflow] = {}
@@ -258,6 +282,15 @@ class WorkflowEngine:
             StoreError: The store failed; the run can be retried (or recovered) later.
         """
         wf = self._lookup(workflow)
+        if _IN_STEP.get() == wf.id:
+            raise DeadlockError(
+                f"a step of workflow {wf.id!r} awaits a run of its own workflow, which waits "
+                "for that step: this wait could never end"
+            )
+        return await asyncio.shield(self._start(wf))
+
+    def _start(self, wf: Workflow) -> asyncio.Task[RunResult]:
+        """Return this engine's run of `wf`, starting one if none is in progress."""
         task = self._runs.get(wf.id)
         if task is None:
             task = asyncio.get_running_loop().create_task(
@@ -265,7 +298,7 @@ class WorkflowEngine:
             )
             self._runs[wf.id] = task
             task.add_done_callback(functools.partial(self._forget_run, wf.id))
-        return await asyncio.shield(task)
+        return task
 
     async def resume(self, workflow_id: str, step: str | int, input: Any = None) -> RunResult:
         """Deliver `input` to a `Waiting` step and continue the workflow.
@@ -298,8 +331,16 @@ class WorkflowEngine:
                 f"workflow {workflow_id!r} has no step {step!r}; its steps are "
                 f"{list(wf.step_names)}"
             ) from None
-        await self.store.resume_step(workflow_id, index, input, self.clock.time())
-        return await self.run(wf)
+        loop = asyncio.get_running_loop()
+        deliver = loop.create_task(self._deliver(wf, index, input))
+        # Shielded: once the input is delivered the run starts, even if our caller is
+        # cancelled meanwhile (as with `run`, cancelling the caller never strands a workflow).
+        run = await asyncio.shield(deliver)
+        return await asyncio.shield(run)
+
+    async def _deliver(self, wf: Workflow, index: int, input: Any) -> asyncio.Task[RunResult]:
+        await self.store.resume_step(wf.id, index, input, self.clock.time())
+        return self._start(wf)
 
     async def cancel(self, workflow_id: str, reason: str = "cancelled") -> bool:
         """Cancel a workflow: no further step starts and a running attempt is interrupted.
@@ -324,8 +365,9 @@ class WorkflowEngine:
 
         Raises:
             UnknownWorkflowError: The workflow is not stored.
+            InvalidKeyError / TypeError: `workflow_id` is not a valid id.
         """
-        rows = await self.store.step_rows(workflow_id)
+        rows = await self.store.step_rows(validate_key(workflow_id, "workflow id"))
         if not rows:
             raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
         return [_status_of(row) for row in rows]
@@ -470,6 +512,17 @@ class WorkflowEngine:
             return Completed(outcome.output)
         exc = outcome.exception
         error = outcome.error
+        if outcome.reason is FailureReason.CANCELLED:
+            row = await self.store.get_workflow(wf.id)
+            if row is not None and row.state is WorkflowState.CANCELLED:
+                return await self._stored_result(row)
+            # Not our cancel: the queue closed (or this engine is closing). Record nothing,
+            # as a crash would: the lease expires and `recover` or `run` continues the step.
+            raise QueueClosed(
+                f"step {step.name!r} of workflow {wf.id!r} was interrupted by the queue "
+                "closing; nothing was recorded and the step stays leased until its lease "
+                f"expires ({self.lease_ttl:g} s), then recover() or run() continues it"
+            )
         if isinstance(exc, NonRetryable):
             await self.store.fail_step(execution, exc.reason, error, now, None)
             return RunResult(wf.id, RunStatus.FAILED, step.name, exc.reason, ctx.outputs)

@@ -24,6 +24,7 @@ from agentq.keys import validate_key
 from agentq.retry import RetryPolicy
 
 __all__ = [
+    "MAX_REASON_CHARS",
     "NonRetryable",
     "RunResult",
     "RunStatus",
@@ -35,28 +36,45 @@ __all__ = [
 ]
 
 
+MAX_REASON_CHARS = 4096
+"""Longest reason kept from `WaitForInput` and `NonRetryable`; longer ones are cut with '…'."""
+
+
+def _reason_text(reason: object) -> str:
+    text = reason if isinstance(reason, str) else str(reason)
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+
+
 class WaitForInput(AgentqError):
     """Raised by a step body to wait for outside input (a human approval, a webhook).
 
     Args:
-        reason: Shown to whoever must provide the input, e.g. in the approval panel.
+        reason: Shown to whoever must provide the input, e.g. in the approval panel. A
+            non-str value is converted with `str`; at most `MAX_REASON_CHARS` are kept.
     """
 
-    def __init__(self, reason: str = "") -> None:
-        super().__init__(reason)
-        self.reason = reason
+    retryable = False
+
+    def __init__(self, reason: object = "") -> None:
+        text = _reason_text(reason)
+        super().__init__(text)
+        self.reason = text
 
 
 class NonRetryable(AgentqError):
-    """Raised by a step body to fail the workflow at once, without any retry.
+    """Raised by a step body (or a job) to fail at once, without any retry.
 
     Args:
-        reason: Recorded as the failure reason, verbatim.
+        reason: Recorded as the failure reason, verbatim (a non-str value is converted with
+            `str`; at most `MAX_REASON_CHARS` are kept).
     """
 
-    def __init__(self, reason: str = "") -> None:
-        super().__init__(reason)
-        self.reason = reason
+    retryable = False
+
+    def __init__(self, reason: object = "") -> None:
+        text = _reason_text(reason)
+        super().__init__(text)
+        self.reason = text
 
 
 @dataclass(frozen=True, slots=True)

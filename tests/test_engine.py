@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -15,6 +17,7 @@ from agentq.engine import WorkflowEngine
 from agentq.errors import (
     NotWaitingError,
     PayloadError,
+    QueueClosed,
     UnknownStepError,
     UnknownWorkflowError,
     WorkflowClosedError,
@@ -23,6 +26,7 @@ from agentq.errors import (
 from agentq.events import EventKind
 from agentq.lanes import LaneConfig, Priority
 from agentq.queue import Queue
+from agentq.recovery import recover
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store.base import DurableStore
 from agentq.workflow import (
@@ -425,3 +429,131 @@ async def test_a_wait_is_not_counted_as_a_failed_job(engine: WorkflowEngine) -> 
     assert result.outputs == (1, 2)
     lane = engine.queue.stats()[Priority.MEDIUM]
     assert lane.failed == 0 and lane.completed == 4
+
+
+async def test_queue_closing_mid_step_records_nothing_and_recover_finishes(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    """Review finding: a graceful shutdown must leave work recoverable, like a crash does."""
+    started = asyncio.Event()
+
+    async def slow(ctx: StepContext) -> str:
+        if ctx.attempt == 1 and ctx.step_name == "s" and not started.is_set():
+            started.set()
+            await clock.sleep(1000)
+        return "done"
+
+    wf = Workflow("wf-shutdown", [StepDef("s", slow, retry=RetryPolicy(3))])
+    queue = Queue(clock=clock)
+    engine = WorkflowEngine(queue, store, worker_id="old", lease_ttl=5.0, clock=clock)
+    run = asyncio.ensure_future(engine.run(wf))
+    async with asyncio.timeout(10):
+        await started.wait()
+    await queue.close(drain=False)
+    with pytest.raises(QueueClosed, match="stays leased"):
+        await run
+    assert await kinds(store, "wf-shutdown") == ["WorkflowStarted", "StepStarted"]
+
+    await clock.advance(6.0)
+    async with Queue(clock=clock) as fresh:
+        rescuer = WorkflowEngine(fresh, store, worker_id="new", lease_ttl=5.0, clock=clock)
+        rescuer.register_workflow(wf)
+        report = await recover(rescuer)
+    assert report.resumed["wf-shutdown"].output == "done"
+    assert "StepFailed" not in await kinds(store, "wf-shutdown")
+
+
+@pytest.mark.parametrize(
+    "make_output",
+    [
+        lambda: 10**5000,
+        lambda: (lambda a: (a.append(a), a)[1])([]),
+        lambda: functools.reduce(lambda acc, _: [acc], range(10_000), []),
+    ],
+    ids=["huge-int", "self-reference", "deep-nesting"],
+)
+async def test_unstorable_outputs_fail_the_step_and_never_leave_it_leased(
+    engine: WorkflowEngine, make_output: Any
+) -> None:
+    runs = 0
+
+    async def body(ctx: StepContext) -> Any:
+        nonlocal runs
+        runs += 1
+        return make_output()
+
+    result = await engine.run(Workflow("wf-unstorable", [StepDef("s", body, retry=RetryPolicy(3))]))
+    assert result.status is RunStatus.FAILED and (result.reason or "").startswith("payload:")
+    assert isinstance((await engine.status("wf-unstorable"))[0], StepStatus.Failed)
+    assert (await engine.run("wf-unstorable")).status is RunStatus.FAILED and runs == 1
+
+
+async def test_reasons_that_are_not_str_are_converted(engine: WorkflowEngine) -> None:
+    async def wait(ctx: StepContext) -> Any:
+        if ctx.resume_input is None:
+            raise WaitForInput({"question": 1})
+        raise NonRetryable(None)
+
+    wf = Workflow("wf-reasons", [StepDef("s", wait)])
+    first = await engine.run(wf)
+    assert first.status is RunStatus.WAITING and first.reason == "{'question': 1}"
+    second = await engine.resume("wf-reasons", "s", True)
+    assert second.status is RunStatus.FAILED and second.reason == "None"
+
+
+async def test_a_step_awaiting_its_own_workflow_fails_instead_of_hanging(
+    engine: WorkflowEngine,
+) -> None:
+    async def selfish(ctx: StepContext) -> Any:
+        return await engine.run(ctx.workflow_id)
+
+    result = await asyncio.wait_for(
+        engine.run(Workflow("wf-self", [StepDef("s", selfish)])), 10
+    )
+    assert result.status is RunStatus.FAILED and "DeadlockError" in (result.reason or "")
+
+
+async def test_cancelling_the_caller_of_resume_never_strands_the_workflow(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    """Review finding: cancelled after StepResumed committed, the run must still go on."""
+
+    async def gate(ctx: StepContext) -> Any:
+        if ctx.resume_input is None:
+            raise WaitForInput("gate")
+        return ctx.resume_input
+
+    async with Queue(clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, worker_id="w", clock=clock)
+        for point in range(12):
+            wid = f"wf-cancel-resume-{point}"
+            await engine.run(Workflow(wid, [StepDef("gate", gate), ok("after")]))
+            resume = asyncio.ensure_future(engine.resume(wid, "gate", point))
+            for _ in range(point):
+                await asyncio.sleep(0)
+            resume.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await resume
+            result = await asyncio.wait_for(engine.run(wid), 10)
+            if result.status is RunStatus.WAITING:  # cancelled before the input was stored
+                result = await engine.resume(wid, "gate", point)
+            assert result.status is RunStatus.COMPLETED, (point, result)
+            assert result.outputs == (point, "after")
+
+
+async def test_engine_arguments_are_checked(store: DurableStore) -> None:
+    async with Queue() as queue:
+        with pytest.raises(TypeError, match="queue"):
+            WorkflowEngine(None, store)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="store"):
+            WorkflowEngine(queue, object())  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="priority"):
+            WorkflowEngine(queue, store, priority="urgent")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="lease_ttl"):
+            WorkflowEngine(queue, store, lease_ttl=0)
+        with pytest.raises(ValueError):
+            WorkflowEngine(queue, store, worker_id="")
+        engine = WorkflowEngine(queue, store, priority="high")  # type: ignore[arg-type]
+        assert engine.priority is Priority.HIGH
+        with pytest.raises(TypeError):
+            await engine.status(None)  # type: ignore[arg-type]

@@ -64,6 +64,7 @@ from agentq.store.base import (
 from agentq.store.memory import MemoryStore
 from agentq.store.sqlite import SqliteStore
 from agentq.workflow import (
+    MAX_REASON_CHARS,
     NonRetryable,
     RunResult,
     RunStatus,
@@ -107,6 +108,7 @@ __all__ = [
     "LeaseLostError",
     "MAX_KEY_BYTES",
     "MAX_PAYLOAD_BYTES",
+    "MAX_REASON_CHARS",
     "MemoryStore",
     "MissingExtraError",
     "NonRetryable",

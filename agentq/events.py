@@ -9,7 +9,7 @@ Kind-specific values live in `Event.data` (a JSON object):
 kind                   data keys
 =====================  ===========================================================
 WorkflowStarted        steps (list of step names), input
-StepStarted            lease_token, expires_at (Unix seconds), resume_input?
+StepStarted            lease_token, expires_at (Unix seconds)
 StepCompleted          output
 StepFailed             reason (error / timeout / cancelled / payload), error {type,
                        message, traceback}
@@ -17,10 +17,14 @@ RetryScheduled         retry_at (Unix seconds), delay (seconds)
 StepWaiting            reason
 StepResumed            input
 WorkflowCompleted      outputs (list, one per step)
-WorkflowFailed         reason
+WorkflowFailed         reason (the event names the step that failed)
 WorkflowCancelled      reason
 WorkerRecovered        previous_worker, lease_token, expired_at (Unix seconds)
 =====================  ===========================================================
+
+A resumed step's input is in its `StepResumed` event (and in the step's projection row), not
+repeated in every later `StepStarted`. `WorkerRecovered` is recorded by the worker that took
+the expired lease over (its ``worker_id``), or with no worker by `release_expired`.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ How a write travels (see ``docs/store.md``):
   verb is rolled back alone). No background task: the waiting callers take turns leading.
 - Cancel safety: a caller cancelled before its verb was taken leaves the queue; once taken,
   the transaction completes and the other callers get their results.
+- Reads run on the same thread, after every write submitted before them: straight onto the
+  thread's queue, or, when verbs are waiting for the next batch, in that batch after its
+  commit.
 """
 
 from __future__ import annotations
@@ -44,12 +47,13 @@ _DONE = "done"  # ... or the outcome is in op.outcome
 
 
 class _Op:
-    """One verb waiting for (or inside) a group-commit batch."""
+    """One verb (or a read queued behind verbs) waiting for, or inside, a batch."""
 
-    __slots__ = ("fn", "outcome", "signal", "taken")
+    __slots__ = ("fn", "outcome", "read", "signal", "taken")
 
-    def __init__(self, fn: Callable[[sql.SqliteTx], Any], signal: asyncio.Future[str]) -> None:
-        self.fn = fn
+    def __init__(self, fn: Callable[[Any], Any], read: bool, signal: asyncio.Future[str]) -> None:
+        self.fn = fn  # fn(SqliteTx) for a verb, fn(sqlite3.Connection) for a read
+        self.read = read
         self.signal = signal
         self.taken = False
         self.outcome: sql.Outcome = (False, None)
@@ -84,6 +88,10 @@ class SqliteStore:
     and ``BEGIN IMMEDIATE`` is retried a few times, so "database is locked" does not reach a
     caller unless another writer holds the lock for that long.
 
+    An open store holds one aiosqlite connection and its thread; reads and writes take turns
+    on it, so a read sees every write submitted before it. Use a store from one event loop,
+    and close it: aiosqlite's thread is not a daemon. ``":memory:"`` works too.
+
     Args:
         path: The database file (created if missing).
         busy_timeout: Seconds a statement waits for another connection's lock.
@@ -116,8 +124,7 @@ class SqliteStore:
         self.synchronous = synchronous
         self.journal_mode: str | None = None
         """The journal mode in use once open: ``"wal"`` for a file."""
-        self._db: aiosqlite.Connection | None = None  # the writer (reads too, without WAL)
-        self._reader: aiosqlite.Connection | None = None  # reads, on its own thread (WAL)
+        self._db: aiosqlite.Connection | None = None
         self._opening = asyncio.Lock()
         self._closed = False
         self._waiting: deque[_Op] = deque()
@@ -177,39 +184,37 @@ class SqliteStore:
             if self._closed:
                 raise StoreError(f"{self!r} is closed")
             if self._db is None:
-                self._db, self._reader = await self._start()
+                self._db = await self._start()
             return self._db
 
-    async def _start(self) -> tuple[aiosqlite.Connection, aiosqlite.Connection | None]:
-        """Open the writer (pragmas, migrations) and, with WAL, a second connection for reads.
+    async def _start(self) -> aiosqlite.Connection:
+        """Open the connection, set the pragmas and migrate.
 
-        Reads on their own connection and thread never wait behind a write transaction (WAL
-        lets them read the last commit meanwhile): measured with a reader polling every 2 ms
-        beside 4 writing workflows, p95 read latency 0.4 ms instead of 1.3-1.8 ms, and writes
-        a little faster. After a verb returns, its commit is visible to the next read.
+        Reads and writes share this one connection and its thread, so a read sees every write
+        submitted before it, in submission order (what deterministic tests and `recover` rely
+        on). A second, read-only connection was measured: with a reader polling every 2 ms
+        beside 4 writing workflows, p95 read latency fell from 1.3-1.8 ms to 0.4 ms, but a
+        read could then miss a write submitted just before it; not worth that.
         """
         lib = require("aiosqlite", "sqlite")
-        busy_ms = int(self.busy_timeout * 1000)
-        opened: list[aiosqlite.Connection] = []
         try:
             db: aiosqlite.Connection = await lib.connect(self.path, isolation_level=None)
-            opened.append(db)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self.path!r}: {exc}") from exc
+        try:
             prepare = partial(
-                sql.prepare, name=repr(self.path), busy_ms=busy_ms, synchronous=self.synchronous
+                sql.prepare,
+                name=repr(self.path),
+                busy_ms=int(self.busy_timeout * 1000),
+                synchronous=self.synchronous,
             )
             self.journal_mode = await self._on_thread(db, prepare)
-            if self.journal_mode != "wal":  # e.g. ":memory:": one connection does everything
-                return db, None
-            reader: aiosqlite.Connection = await lib.connect(self.path, isolation_level=None)
-            opened.append(reader)
-            await self._on_thread(reader, partial(sql.prepare_reader, busy_ms=busy_ms))
-            return db, reader
         except BaseException as exc:
-            for conn in opened:
-                await conn.close()
+            await db.close()
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"cannot open {self.path!r}: {exc}") from exc
             raise
+        return db
 
     async def close(self) -> None:
         """Close the file; further calls raise `StoreError`. Idempotent.
@@ -226,19 +231,33 @@ class SqliteStore:
                 op.signal.set_result(_DONE)
         async with self._opening:
             db, self._db = self._db, None
-            reader, self._reader = self._reader, None
         if db is not None:
             await db.close()
-        if reader is not None:
-            await reader.close()
 
     # ------------------------------------------------------------ group commit
 
     async def _write(self, fn: Callable[[sql.SqliteTx], T]) -> T:
         """Run one verb in the next group-commit transaction and return its result."""
+        return await self._submit(fn, False)
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a read on the connection thread, after every write submitted before it."""
+        db = await self._connect()
+        if self._waiting:  # verbs wait for the next batch: read after them, in that batch
+            return await self._submit(fn, True)
+        try:  # else the thread's queue keeps the order: after the batch in flight, if any
+            return await self._on_thread(db, fn)
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite failed: {exc}") from exc
+        except ValueError as exc:
+            if self._closed:
+                raise StoreError(f"{self!r} is closed") from exc
+            raise
+
+    async def _submit(self, fn: Callable[[Any], T], read: bool) -> T:
         await self._connect()
         loop = asyncio.get_running_loop()
-        op = _Op(fn, loop.create_future())
+        op = _Op(fn, read, loop.create_future())
         self._waiting.append(op)
         if not self._busy:
             self._busy = True
@@ -269,13 +288,16 @@ class SqliteStore:
             batch.outcomes = [(False, StoreError(f"{self!r} is closed")) for _ in ops]
             self._finish(batch)
             return
-        fns, lock = [op.fn for op in ops], self._orphans
+        lock = self._orphans
 
         def run(conn: sqlite3.Connection) -> None:
-            # On the connection thread. Normally the leader delivers the outcomes when this
-            # call returns; if the leader was cancelled meanwhile ("orphaned"), they go back
-            # through call_soon_threadsafe instead, so the other callers still get them.
-            outcomes = sql.transact(conn, fns)
+            # On the connection thread: the verbs in one transaction, then the reads. Normally
+            # the leader delivers the outcomes when this call returns; if the leader was
+            # cancelled meanwhile ("orphaned"), they go back through call_soon_threadsafe
+            # instead, so the other callers still get them.
+            verbs = [op.fn for op in ops if not op.read]
+            done = iter(sql.transact(conn, verbs) if verbs else ())
+            outcomes = [sql.read(conn, op.fn) if op.read else next(done) for op in ops]
             with lock:
                 batch.outcomes = outcomes
                 orphaned = batch.orphaned
@@ -325,17 +347,6 @@ class SqliteStore:
         signal = op.signal
         if signal.done() and not signal.cancelled() and signal.result() == _LEAD:
             self._handoff()  # it was its turn to lead: pass the turn on
-
-    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        db = await self._connect()
-        try:
-            return await self._on_thread(self._reader or db, fn)
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite failed: {exc}") from exc
-        except ValueError as exc:
-            if self._closed:
-                raise StoreError(f"{self!r} is closed") from exc
-            raise
 
     # ------------------------------------------------------------ writes
 

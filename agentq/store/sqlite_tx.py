@@ -147,12 +147,6 @@ def prepare(conn: sqlite3.Connection, name: str, busy_ms: int, synchronous: str)
     return mode
 
 
-def prepare_reader(conn: sqlite3.Connection, busy_ms: int) -> None:
-    """Set up a connection that only reads (``query_only``) from a file already prepared."""
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
-    conn.execute("PRAGMA query_only = 1")
-
-
 # ---------------------------------------------------------------- rows
 
 _STEP_COLUMNS = (
@@ -398,6 +392,14 @@ def transact(conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]])
             refused = not ok and not isinstance(value, StoreError)
             failed.append((False, value if refused else store_error(exc)))
         return failed
+
+
+def read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) -> Outcome:
+    """Run a read queued in a batch (after its transaction); errors become outcomes."""
+    try:
+        return True, fn(conn)
+    except Exception as exc:
+        return False, store_error(exc)
 
 
 def rebuild(tx: SqliteTx) -> None:

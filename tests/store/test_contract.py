@@ -626,6 +626,17 @@ async def test_workflows_and_step_rows_in_start_order(store: DurableStore) -> No
         await store.workflows("nope")  # type: ignore[arg-type]
 
 
+async def test_a_read_sees_every_write_started_before_it(store: DurableStore) -> None:
+    await start(store, steps=["a"])
+    *_, steps = await asyncio.gather(
+        store.claim_step("wf", 0, "w1", 10.0, T0),
+        store.start_workflow("wf2", ["a"], None, T0),
+        store.step_rows(),
+    )
+    assert [(s.workflow_id, s.state) for s in steps] == [
+        ("wf", StepState.LEASED), ("wf2", StepState.PENDING)]
+
+
 async def test_returned_values_are_copies(store: DurableStore) -> None:
     value = {"list": [1]}
     await start(store, input=value)

@@ -81,24 +81,9 @@ async def test_open_sets_wal_and_normal_sync(db_path: Path) -> None:
         assert pragmas == [1, 5000, SCHEMA_VERSION]  # 1 = NORMAL
 
 
-async def test_reads_have_their_own_query_only_connection(db_path: Path) -> None:
-    async with SqliteStore(db_path) as store:
-        await start(store)
-        reader, writer = store._reader, store._db
-        assert reader is not None and writer is not None
-        assert reader._thread.ident != writer._thread.ident
-        with pytest.raises(sqlite3.OperationalError, match="readonly"):
-            await store._on_thread(reader, lambda c: c.execute("DELETE FROM steps"))
-        gate, blocker = await hold_thread(store)  # the writer is busy ...
-        async with asyncio.timeout(5):
-            assert await kinds(store) == ["WorkflowStarted"]  # ... reads go on
-        gate.set()
-        await blocker
-
-
-async def test_an_in_memory_database_uses_one_connection() -> None:
+async def test_an_in_memory_database() -> None:
     async with SqliteStore(":memory:") as store:
-        assert store.journal_mode == "memory" and store._reader is None
+        assert store.journal_mode == "memory"
         await start(store, steps=["a"])
         await run_step(store)
         assert (await kinds(store))[-1] == "WorkflowCompleted"

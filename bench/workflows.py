@@ -1,0 +1,244 @@
+"""Durable workflow throughput on SQLite, beside the floors for the same writes.
+
+    python bench/workflows.py [--workflows 500] [--repeat 3]
+
+Every row writes the same durable history for N three-step workflows: 8 events each
+(WorkflowStarted, StepStarted and StepCompleted per step, WorkflowCompleted) into the
+append-only ``events`` table, each committed together with its ``steps`` (or ``workflows``)
+row, on a fresh file with WAL and ``synchronous=NORMAL``. Rows:
+
+- floor, sqlite3: plain synchronous sqlite3 with no event loop, one transaction per event:
+  what the machine can do at all.
+- floor, aiosqlite (the 1x row): one transaction per event as three awaits (insert the event,
+  upsert the row, commit): what a straightforward asyncio program gets.
+- store: the same history through `SqliteStore`'s verbs (start_workflow, then claim_step and
+  complete_step per step), one workflow after another, then 4 at a time (group commit).
+
+To add a row, write ``async def my_row(path: Path, workflows: int) -> int`` that writes the
+history of `workflows` workflows into a new file at `path` and returns the number of events
+written, and add it to `ROWS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+# Run as a script, bench/ comes first on sys.path and its queue.py would shadow the stdlib's.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import aiosqlite  # noqa: E402
+
+from agentq.store.base import Claimed  # noqa: E402
+from agentq.store.sqlite import SqliteStore  # noqa: E402
+from agentq.store.sqlite_tx import migrate  # noqa: E402
+
+STEPS = ("a", "b", "c")
+EVENTS_PER_WORKFLOW = 2 + 2 * len(STEPS)
+T0 = 1_767_225_600.0
+
+Row = Callable[[Path, int], Awaitable[int]]
+
+# ---------------------------------------------------------------- the floors: same writes, bare
+
+_INSERT_EVENT = (
+    "INSERT INTO events (at, workflow_id, step_index, step_name, kind, attempt, worker_id, data)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_UPSERT_WORKFLOW = (
+    "INSERT INTO workflows (workflow_id, started_seq, state, step_names, input, reason, "
+    "created_at) VALUES (?, ?, ?, ?, 'null', NULL, ?) "
+    "ON CONFLICT (workflow_id) DO UPDATE SET state = excluded.state"
+)
+_UPSERT_STEP = (
+    "INSERT INTO steps (workflow_id, step_index, step_name, state, attempt, worker_id, "
+    "lease_token, lease_expires_at, output, resumed, started_at, finished_at) "
+    "VALUES (?, ?, ?, ?, 1, 'bench', 1, ?, ?, 0, ?, ?) "
+    "ON CONFLICT (workflow_id, step_index) DO UPDATE SET state = excluded.state, "
+    "lease_expires_at = excluded.lease_expires_at, output = excluded.output, "
+    "finished_at = excluded.finished_at"
+)
+
+
+def history(workflows: int) -> list[tuple[tuple[object, ...], str, tuple[object, ...]]]:
+    """The floors' transactions: ``(event params, projection SQL, projection params)``."""
+    out: list[tuple[tuple[object, ...], str, tuple[object, ...]]] = []
+    seq = 0
+    for w in range(workflows):
+        wid, now = f"wf-{w}", T0 + w
+
+        def event(
+            kind: str, data: object, index: int | None = None, _wid: str = wid, _now: float = now
+        ) -> tuple[object, ...]:
+            name = None if index is None else STEPS[index]
+            attempt = None if index is None else 1
+            worker = None if index is None else "bench"
+            return (_now, _wid, index, name, kind, attempt, worker, json.dumps(data))
+
+        seq += 1
+        started = seq
+        names = json.dumps(list(STEPS))
+        out.append((
+            event("WorkflowStarted", {"steps": list(STEPS), "input": None}),
+            _UPSERT_WORKFLOW, (wid, started, "running", names, now),
+        ))
+        for i, name in enumerate(STEPS):
+            seq += 1
+            out.append((
+                event("StepStarted", {"lease_token": 1, "expires_at": now + 30}, i),
+                _UPSERT_STEP, (wid, i, name, "leased", now + 30, None, now, None),
+            ))
+            seq += 1
+            out.append((
+                event("StepCompleted", {"output": None}, i),
+                _UPSERT_STEP, (wid, i, name, "completed", None, "null", now, now),
+            ))
+        seq += 1
+        out.append((
+            event("WorkflowCompleted", {"outputs": [None] * len(STEPS)}),
+            _UPSERT_WORKFLOW, (wid, started, "completed", names, now),
+        ))
+    return out
+
+
+def _create(path: Path) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    migrate(conn, str(path))  # the store's schema, so every row writes the same tables
+    conn.close()
+
+
+async def floor_sqlite3(path: Path, workflows: int) -> int:
+    """Plain sqlite3, no event loop: one transaction per event (the machine's limit)."""
+    _create(path)
+    txs = history(workflows)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    start = time.perf_counter()
+    for event, sql, params in txs:
+        conn.execute(_INSERT_EVENT, event)
+        conn.execute(sql, params)
+        conn.commit()
+    _stop(start)
+    conn.close()
+    return len(txs)
+
+
+async def floor_aiosqlite(path: Path, workflows: int) -> int:
+    """aiosqlite, one transaction per event as 3 awaits: insert, upsert, commit (the 1x)."""
+    _create(path)
+    txs = history(workflows)
+    async with aiosqlite.connect(path) as db:
+        await db.execute("PRAGMA synchronous = NORMAL")
+        start = time.perf_counter()
+        for event, sql, params in txs:
+            await db.execute(_INSERT_EVENT, event)
+            await db.execute(sql, params)
+            await db.commit()
+        _stop(start)
+    return len(txs)
+
+
+# ---------------------------------------------------------------- agentq's store
+
+
+async def _one_workflow(store: SqliteStore, w: int) -> None:
+    wid = f"wf-{w}"
+    await store.start_workflow(wid, STEPS, None, T0 + w)
+    for i in range(len(STEPS)):
+        claim = await store.claim_step(wid, i, "bench", 30.0, T0 + w)
+        assert isinstance(claim, Claimed), claim
+        await store.complete_step(claim.execution, None, T0 + w)
+
+
+async def _drive(path: Path, workflows: int, at_a_time: int) -> int:
+    async with SqliteStore(path) as store:
+        todo = iter(range(workflows))
+
+        async def worker() -> None:
+            for w in todo:
+                await _one_workflow(store, w)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(at_a_time)))
+        _stop(start)
+        return await store.last_seq()
+
+
+async def store_sequential(path: Path, workflows: int) -> int:
+    """SqliteStore verbs, one workflow after another."""
+    return await _drive(path, workflows, 1)
+
+
+async def store_4_at_a_time(path: Path, workflows: int) -> int:
+    """SqliteStore verbs, 4 workflows at a time (their verbs share transactions)."""
+    return await _drive(path, workflows, 4)
+
+
+ROWS: list[tuple[str, Row]] = [
+    ("floor: sqlite3, no event loop, 1 tx/event", floor_sqlite3),
+    ("floor: aiosqlite, 3 awaits/event", floor_aiosqlite),
+    ("store: SqliteStore verbs, sequential", store_sequential),
+    ("store: SqliteStore verbs, 4 at a time", store_4_at_a_time),
+]
+BASELINE = "floor: aiosqlite, 3 awaits/event"
+
+# ---------------------------------------------------------------- measuring and printing
+
+_elapsed: list[float] = []
+
+
+def _stop(start: float) -> None:
+    """Record the time since `start` as the current row's measurement."""
+    _elapsed.append(time.perf_counter() - start)
+
+
+async def measure(row: Row, workflows: int) -> tuple[float, int]:
+    """Run `row` once on a fresh file; return its seconds and the number of events."""
+    with tempfile.TemporaryDirectory(prefix="agentq-bench-") as tmp:
+        _elapsed.clear()
+        events = await row(Path(tmp) / "bench.db", workflows)
+        seconds = _elapsed[-1]
+    expected = workflows * EVENTS_PER_WORKFLOW
+    assert events == expected, f"{row.__name__} wrote {events} events, not {expected}"
+    return seconds, events
+
+
+async def main(workflows: int, repeat: int) -> None:
+    print(
+        f"bench/workflows.py: {workflows} workflows x {len(STEPS)} steps = "
+        f"{workflows * EVENTS_PER_WORKFLOW} events per row; SQLite {sqlite3.sqlite_version}, "
+        f"Python {sys.version.split()[0]}, WAL, synchronous=NORMAL, best of {repeat} "
+        "(rows interleaved)"
+    )
+    best: dict[str, tuple[float, int]] = {}
+    for _ in range(repeat):  # round-robin, so that a busy moment does not hit only one row
+        for name, row in ROWS:
+            seconds, events = await measure(row, workflows)
+            if name not in best or seconds < best[name][0]:
+                best[name] = (seconds, events)
+    base = best[BASELINE][1] / best[BASELINE][0]
+    print(f"{'row':<46}{'events/s':>10}{'workflows/s':>13}{'steps/s':>10}{'vs floor':>10}")
+    for name, (seconds, events) in best.items():
+        rate = events / seconds
+        print(
+            f"{name:<46}{rate:>10,.0f}{workflows / seconds:>13,.0f}"
+            f"{workflows * len(STEPS) / seconds:>10,.0f}{rate / base:>9.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workflows", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    asyncio.run(main(args.workflows, args.repeat))

@@ -13,6 +13,8 @@ row, on a fresh file with WAL and ``synchronous=NORMAL``. Rows:
   upsert the row, commit): what a straightforward asyncio program gets.
 - store: the same history through `SqliteStore`'s verbs (start_workflow, then claim_step and
   complete_step per step), one workflow after another, then 4 at a time (group commit).
+- agentq: the whole engine: `WorkflowEngine.run` of no-op three-step workflows, each step a
+  job through the `Queue` with its lease renewer, one workflow after another, then 4 at a time.
 
 To add a row, write ``async def my_row(path: Path, workflows: int) -> int`` that writes the
 history of `workflows` workflows into a new file at `path` and returns the number of events
@@ -38,6 +40,16 @@ sys.path.insert(0, str(_HERE.parent))
 
 import aiosqlite  # noqa: E402
 
+from agentq import (  # noqa: E402
+    LaneConfig,
+    Priority,
+    Queue,
+    RunStatus,
+    StepContext,
+    StepDef,
+    Workflow,
+    WorkflowEngine,
+)
 from agentq.store.base import Claimed  # noqa: E402
 from agentq.store.sqlite import SqliteStore  # noqa: E402
 from agentq.store.sqlite_tx import migrate  # noqa: E402
@@ -184,11 +196,50 @@ async def store_4_at_a_time(path: Path, workflows: int) -> int:
     return await _drive(path, workflows, 4)
 
 
+# ---------------------------------------------------------------- agentq's engine
+
+
+async def _noop(ctx: StepContext) -> None:
+    return None
+
+
+async def _engine(path: Path, workflows: int, at_a_time: int) -> int:
+    lanes = {Priority.MEDIUM: LaneConfig(capacity=workflows, permits=max(at_a_time, 1))}
+    async with Queue(lanes) as queue, SqliteStore(path) as store:
+        engine = WorkflowEngine(queue, store, worker_id="bench")
+        flows = [
+            Workflow(f"wf-{w}", [StepDef(name, _noop) for name in STEPS]) for w in range(workflows)
+        ]
+        todo = iter(flows)
+
+        async def worker() -> None:
+            for wf in todo:
+                result = await engine.run(wf)
+                assert result.status is RunStatus.COMPLETED, result
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(at_a_time)))
+        _stop(start)
+        return await store.last_seq()
+
+
+async def engine_sequential(path: Path, workflows: int) -> int:
+    """WorkflowEngine.run on SqliteStore, one workflow after another."""
+    return await _engine(path, workflows, 1)
+
+
+async def engine_4_at_a_time(path: Path, workflows: int) -> int:
+    """WorkflowEngine.run on SqliteStore, 4 workflows at a time."""
+    return await _engine(path, workflows, 4)
+
+
 ROWS: list[tuple[str, Row]] = [
     ("floor: sqlite3, no event loop, 1 tx/event", floor_sqlite3),
     ("floor: aiosqlite, 3 awaits/event", floor_aiosqlite),
     ("store: SqliteStore verbs, sequential", store_sequential),
     ("store: SqliteStore verbs, 4 at a time", store_4_at_a_time),
+    ("agentq: WorkflowEngine, sequential", engine_sequential),
+    ("agentq: WorkflowEngine, 4 at a time", engine_4_at_a_time),
 ]
 BASELINE = "floor: aiosqlite, 3 awaits/event"
 

@@ -120,6 +120,11 @@ class SqliteStore:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
         self.path = os.fspath(path)
+        if not self.path:
+            raise ValueError(
+                "path must name a database file (or ':memory:'); an empty path would be a "
+                "private temporary database that is lost when it closes"
+            )
         self.busy_timeout = float(busy_timeout)
         self.synchronous = synchronous
         self.journal_mode: str | None = None

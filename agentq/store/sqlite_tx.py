@@ -116,6 +116,19 @@ def migrate(conn: sqlite3.Connection, name: str) -> None:
                 f"{name} has schema version {version}; this agentq reads versions up to "
                 f"{SCHEMA_VERSION}: upgrade agentq"
             )
+        if version == 0:
+            foreign = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                    " AND name NOT LIKE 'sqlite_%'"
+                )
+            ]
+            if foreign:
+                raise SchemaError(
+                    f"{name} is not an agentq database (it has tables {sorted(foreign)[:5]} "
+                    "and no agentq schema version); refusing to add agentq's tables to it"
+                )
         for statements in _MIGRATIONS[version:]:
             for statement in statements:
                 conn.execute(statement)

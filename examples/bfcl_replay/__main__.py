@@ -69,7 +69,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         default=None,
         metavar="N",
         help="SIGKILL this process once N calls were applied, at the next state-changing call;"
-        " rerun the same command to recover and finish",
+        " rerun the same command (without --fresh) to recover and finish",
     )
     parser.add_argument(
         "--crash-at",
@@ -114,7 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         summary = asyncio.run(replay(options))
     except KeyboardInterrupt:
-        print("interrupted: run the same command again to recover and finish", file=sys.stderr)
+        again = "the same command again" + (" without --fresh" if options.fresh else "")
+        print(f"interrupted: run {again} to recover and finish", file=sys.stderr)
         return 130
     print(format_summary(summary), flush=True)
     return 0 if summary.ok else 1

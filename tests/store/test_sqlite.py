@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import sqlite3
 import threading
@@ -150,15 +151,6 @@ async def test_a_newer_file_is_refused(db_path: Path) -> None:
     with pytest.raises(SchemaError, match=f"version {SCHEMA_VERSION + 1}.*upgrade agentq"):
         await SqliteStore.open(db_path)
     assert user_version(db_path) == SCHEMA_VERSION + 1
-
-
-async def test_a_foreign_database_is_refused(db_path: Path) -> None:
-    conn = raw(db_path)
-    conn.execute("CREATE TABLE events (x)")
-    conn.close()
-    with pytest.raises(SchemaError, match="already exists"):
-        await SqliteStore.open(db_path)
-    assert user_version(db_path) == 0
 
 
 async def test_not_a_database(tmp_path: Path) -> None:
@@ -421,3 +413,21 @@ async def test_reads_see_committed_writes(db_path: Path) -> None:
         await asyncio.gather(*(writer(i) for i in range(10)), reader())
         assert seen == sorted(seen)
         assert await store.last_seq() == 40
+
+
+async def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER)")
+        conn.commit()
+    with pytest.raises(SchemaError, match="not an agentq database"):
+        await SqliteStore.open(path)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    assert tables == {"invoices"} and version == 0
+
+
+def test_an_empty_path_is_refused() -> None:
+    with pytest.raises(ValueError, match="empty path"):
+        SqliteStore("")

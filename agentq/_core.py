@@ -58,6 +58,9 @@ class _QueueCore:
         self._max_keys = max_keys
         self._clock: Clock = clock
         self._keys: dict[str, _Record] = {}
+        # Records whose outcome was decided while their body still runs (a timed-out thread,
+        # a body ignoring cancellation), by key: the key's next run waits for them to stop.
+        self._unstopped: dict[str, _Record] = {}
         self._finished: OrderedDict[str, _Record] = OrderedDict()
         self._subscribers: tuple[Callable[[JobEvent], object], ...] = ()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -157,10 +160,19 @@ class _QueueCore:
                 break
         else:
             if lane.running < lane.permits and len(lane.workers) < lane.permits:
+                first = rec
+                if lane.queued:
+                    # Only after a worker was cancelled from outside: the records it left
+                    # waiting go first, so the lane stays FIFO.
+                    rec.state = QUEUED
+                    lane.waiting.append(rec)
+                    lane.queued += 1
+                    first = self._next_queued(lane)  # type: ignore[assignment]
+                else:
+                    rec.state = DISPATCHED
+                    lane.holders.add(rec)
                 lane.running += 1
-                rec.state = DISPATCHED
-                lane.holders.add(rec)
-                self._spawn(lane, rec)
+                self._spawn(lane, first)
             else:
                 rec.state = QUEUED
                 lane.waiting.append(rec)
@@ -226,12 +238,35 @@ class _QueueCore:
             try:
                 if rec.outcome is None:
                     await run_record(self, rec, task)
-            except BaseException:
+            except asyncio.CancelledError:  # from outside (the loop shutting down): stop
                 holders.discard(rec)
                 lane.running -= 1
                 rec.mark_stopped()
                 self._freed(lane)
                 raise
+            except BaseException as exc:
+                # run_record lets out only KeyboardInterrupt (by design), a GeneratorExit of
+                # this coroutine being closed, and faults outside any job body (a broken
+                # clock...); the job is settled. The lane goes on.
+                if type(exc) is GeneratorExit:
+                    raise
+                holders.discard(rec)
+                rec.mark_stopped()
+                if isinstance(exc, KeyboardInterrupt | SystemExit):
+                    rec = self._next_queued(lane)
+                    if rec is None:
+                        lane.running -= 1
+                    else:  # the permit passes to a new worker, in FIFO order
+                        self._spawn(lane, rec)
+                    self._freed(lane)
+                    raise
+                loop.call_exception_handler(
+                    {
+                        "message": f"agentq: job {rec.key!r} ended by an error outside its body",
+                        "exception": exc,
+                        "task": task,
+                    }
+                )
             holders.discard(rec)
             rec.mark_stopped()
             streak += 1
@@ -302,6 +337,8 @@ class _QueueCore:
             kind = JobEventKind.FAILED
         if self._keys.get(rec.key) is rec:
             self._remember(rec)
+        if kind is JobEventKind.FAILED and rec.in_body:
+            self._unstopped[rec.key] = rec  # until mark_stopped: the key's next run waits
         rec.prev = None
         self._resolve(rec, outcome, kind)
         return True

@@ -5,21 +5,33 @@ queue compares fingerprints only when a key is pushed while it is already known,
 fast path when both pushes carry the same callable object: deriving one costs microseconds
 and happens only then.
 
-A derived fingerprint tells apart what identifies a call (the function and its arguments) and
-ignores what is state (counters, caches, clients), unwrapping the callable layer by layer:
+A derived fingerprint is made of what identifies a call, the function and the values it
+uses, unwrapping the callable layer by layer:
 
-- `functools.partial`: the ``repr`` of its positional and keyword arguments, then its func;
-- a bound method: the class of its ``self`` (not its contents), then the function;
-- a Python function: module, qualified name, code object, the ``repr`` of its defaults, and
-  for each value its closure captured: the ``repr`` of a plain value (None, bool, int,
-  float, complex, str, bytes, an Enum member, or a tuple or frozenset of those), or only the
-  type of any other object (a list, a client…). A variable the function rebinds itself
-  (``nonlocal``) is state and is left out;
-- any other callable: its class, plus its ``repr`` when the class defines one (a dataclass).
+- `functools.partial`: its positional and keyword arguments, then its func;
+- a bound method: its ``self``, then the function;
+- a Python function: module, qualified name, code object, its defaults, and each value its
+  closure captured, except a variable the function rebinds itself (``nonlocal`` state such
+  as a counter);
+- any other callable object: the object itself, as a value.
 
-So ``partial(send_mail, "alice")`` and ``partial(send_mail, "bob")`` differ, as do two
-lambdas with different literals, while a job that bumps a captured counter stays "the same
-call". Give ``Job(fingerprint=…)`` explicitly when this is not what you want.
+Each value is compared by a canonical form:
+
+- JSON-like values (None, bool, int, float, str, and lists, tuples and dicts of them; also
+  bytes, complex, enum members, sets and frozensets) by value, type included (``1``,
+  ``1.0`` and ``True`` differ), with dict keys and set items in a canonical order;
+- functions, partials and bound methods by their own fingerprint;
+- any other object by its ``repr`` when its class gives a meaningful one (a dataclass, a
+  pydantic model, a class), otherwise (the default ``<… object at 0x…>``, or a ``repr``
+  that fails) by identity: only the same object is the same value.
+
+And the same object is always the same value, however its contents changed in between: a
+job that fills a shared cache or bumps a counter on its client stays "the same call". So
+``partial(send_mail, "alice")`` and ``partial(send_mail, "bob")`` differ, as do
+``lambda: send(user)`` built for two users, while a re-created ``partial(send_mail,
+"alice")`` or ``lambda: send(params)`` over an equal dict does not. Give
+``Job(fingerprint=…)`` explicitly when this is not what you want (for example for objects
+with the default repr that are re-created for every push).
 """
 
 from __future__ import annotations
@@ -28,19 +40,41 @@ import dis
 import enum
 import functools
 import inspect
+import re
 from types import CodeType
 from typing import Any
 
 __all__ = ["derive_fingerprint"]
 
-_PLAIN = (type(None), bool, int, float, complex, str, bytes, enum.Enum)
+_SCALARS = frozenset({type(None), bool, int, str, bytes})
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # a repr that shows identity, not contents
+_MAX_DEPTH = 32  # deeper values count by identity
+_IDENTITY: Any = object()
 
 
-def _safe_repr(value: object) -> str:
-    try:
-        return repr(value)
-    except Exception:  # a broken __repr__ must not break a push
-        return f"<unrepresentable {_type_name(value)}>"
+class _Value:
+    """One value a call uses: equal to another if it is the same object, or if both have a
+    canonical form and the forms are equal."""
+
+    __slots__ = ("form", "obj")
+
+    def __init__(self, obj: object, form: Any) -> None:
+        self.obj = obj
+        self.form = form
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Value):
+            return NotImplemented
+        return self.obj is other.obj or (
+            self.form is not _IDENTITY and other.form is not _IDENTITY and self.form == other.form
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        if self.form is _IDENTITY:
+            return f"<the object {_type_name(self.obj)} at {id(self.obj):#x}>"
+        return repr(self.form)
 
 
 def _type_name(value: object) -> str:
@@ -48,12 +82,54 @@ def _type_name(value: object) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-def _is_plain(value: object, depth: int = 0) -> bool:
-    if isinstance(value, _PLAIN):
-        return True
-    if isinstance(value, tuple | frozenset) and depth < 4:
-        return all(_is_plain(item, depth + 1) for item in value)
-    return False
+def _is_call(value: object) -> bool:
+    return isinstance(value, functools.partial) or inspect.ismethod(value) or (
+        inspect.isfunction(value)
+    )
+
+
+def _value(value: object, depth: int, stack: set[int]) -> _Value:
+    return _Value(value, _form(value, depth, stack))
+
+
+def _form(value: object, depth: int, stack: set[int]) -> Any:
+    """The canonical form of `value`, or `_IDENTITY` when only the object itself will do."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return (kind.__name__, value)
+    if kind is float or kind is complex:
+        return (kind.__name__, repr(value))  # so that nan equals nan
+    if isinstance(value, enum.Enum):
+        return ("enum", _type_name(value), value.name)
+    if id(value) in stack:
+        return ("cycle",)  # a value that contains itself, or a function that calls itself
+    if depth >= _MAX_DEPTH:
+        return _IDENTITY
+    if kind is list or kind is tuple or kind is dict or kind is set or kind is frozenset:
+        stack.add(id(value))
+        try:
+            if kind is dict:
+                items = [
+                    (_value(k, depth + 1, stack), _value(v, depth + 1, stack))
+                    for k, v in value.items()  # type: ignore[attr-defined]
+                ]
+                items.sort(key=lambda item: repr(item[0]))
+                return ("dict", tuple(items))
+            forms = [_value(item, depth + 1, stack) for item in value]  # type: ignore[attr-defined]
+            if kind is set or kind is frozenset:
+                forms.sort(key=repr)
+            return (kind.__name__, tuple(forms))
+        finally:
+            stack.discard(id(value))
+    if _is_call(value):
+        return ("call", _derive(value, depth + 1, stack))
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not break a push
+        return _IDENTITY
+    if _ADDRESS.search(text):
+        return _IDENTITY
+    return ("repr", _type_name(value), text)
 
 
 @functools.lru_cache(maxsize=512)
@@ -66,10 +142,10 @@ def _rebound(code: CodeType) -> frozenset[str]:
     )
 
 
-def _cells(fn: Any, code: CodeType) -> tuple[tuple[str, str], ...]:
+def _cells(fn: Any, code: CodeType, depth: int, stack: set[int]) -> tuple[Any, ...]:
     closure = getattr(fn, "__closure__", None) or ()
     state = _rebound(code)
-    values = []
+    values: list[Any] = []
     for name, cell in zip(code.co_freevars, closure, strict=False):
         if name in state:
             continue
@@ -78,39 +154,56 @@ def _cells(fn: Any, code: CodeType) -> tuple[tuple[str, str], ...]:
         except ValueError:  # an empty cell (a variable not bound yet)
             values.append((name, "<empty>"))
             continue
-        values.append((name, _safe_repr(value) if _is_plain(value) else _type_name(value)))
+        values.append((name, _value(value, depth, stack)))
     return tuple(values)
+
+
+def _derive(fn: Any, depth: int, stack: set[int]) -> tuple[Any, ...]:
+    parts: list[Any] = []
+    entered: list[int] = []  # the layers being derived, to tell a cycle back to them
+    try:
+        while True:
+            if isinstance(fn, functools.partial):
+                stack.add(id(fn))
+                entered.append(id(fn))
+                args = tuple(_value(a, depth, stack) for a in fn.args)
+                kwargs = tuple(
+                    sorted((k, _value(v, depth, stack)) for k, v in fn.keywords.items())
+                )
+                parts.append(("partial", args, kwargs))
+                fn = fn.func
+            elif inspect.ismethod(fn):
+                parts.append(("self", _value(fn.__self__, depth, stack)))
+                fn = fn.__func__
+            else:
+                break
+        code = getattr(fn, "__code__", None)
+        if inspect.isfunction(fn) and isinstance(code, CodeType):
+            stack.add(id(fn))
+            entered.append(id(fn))
+            defaults = tuple(_value(v, depth, stack) for v in fn.__defaults__ or ())
+            kwdefaults = tuple(
+                sorted((k, _value(v, depth, stack)) for k, v in (fn.__kwdefaults__ or {}).items())
+            )
+            parts.append(
+                (
+                    "function",
+                    fn.__module__,
+                    fn.__qualname__,
+                    code,
+                    defaults,
+                    kwdefaults,
+                    _cells(fn, code, depth, stack),
+                )
+            )
+        else:
+            parts.append(("callable", _value(fn, depth, stack)))
+    finally:
+        for ident in entered:
+            stack.discard(ident)
+    return tuple(parts)
 
 
 def derive_fingerprint(fn: Any) -> tuple[Any, ...]:
     """Return the fingerprint of the call ``fn()`` (see the module docstring)."""
-    parts: list[Any] = []
-    while True:
-        if isinstance(fn, functools.partial):
-            kwargs = sorted((k, _safe_repr(v)) for k, v in fn.keywords.items())
-            parts.append(("partial", tuple(_safe_repr(a) for a in fn.args), tuple(kwargs)))
-            fn = fn.func
-        elif inspect.ismethod(fn):
-            parts.append(("self", _type_name(fn.__self__)))
-            fn = fn.__func__
-        else:
-            break
-    code = getattr(fn, "__code__", None)
-    if inspect.isfunction(fn) and isinstance(code, CodeType):
-        parts.append(
-            (
-                "function",
-                fn.__module__,
-                fn.__qualname__,
-                code,
-                _safe_repr(fn.__defaults__),
-                _safe_repr(fn.__kwdefaults__),
-                _cells(fn, code),
-            )
-        )
-    else:
-        own_repr = not inspect.isbuiltin(fn) and any(
-            "__repr__" in vars(klass) for klass in type(fn).__mro__[:-1]
-        )
-        parts.append(("callable", _type_name(fn), _safe_repr(fn) if own_repr else ""))
-    return tuple(parts)
+    return _derive(fn, 0, set())

@@ -125,7 +125,7 @@ async def push_and_wait(queue: Queue, job: Job, parent: _Record) -> Outcome:
     target = queue._lanes[job.priority]
     root = parent.root
     if target is not root.lane and not _would_block_forever(queue, target, root):
-        return await _through_lane(queue, job, root)
+        return await _through_lane(queue, job, parent)
     rec = queue._claim(job)
     try:
         return await join(queue, rec, parent)
@@ -147,7 +147,7 @@ def _would_block_forever(queue: Queue, target: _Lane, root: _Record) -> bool:
         blocked.remove(target)
 
 
-async def _through_lane(queue: Queue, job: Job, root: _Record) -> Outcome:
+async def _through_lane(queue: Queue, job: Job, parent: _Record) -> Outcome:
     """A nested call into another lane: admitted there, run on one of its permits."""
     rec = queue._claim(job)
     lane = rec.lane
@@ -155,10 +155,13 @@ async def _through_lane(queue: Queue, job: Job, root: _Record) -> Outcome:
         queue._admit(rec)
     else:
         await wait_for_room(queue, rec)
+    root = parent.root
     blocked = root.blocked
     if blocked is None:
         root.blocked = blocked = []
     blocked.append(lane)
+    edges = _edges(parent)
+    edges.append(rec)
     try:
         outcome = rec.outcome
         return outcome if outcome is not None else await queue._wait(rec)
@@ -168,6 +171,7 @@ async def _through_lane(queue: Queue, job: Job, root: _Record) -> Outcome:
         raise
     finally:
         blocked.remove(lane)
+        edges.remove(rec)
 
 
 async def join(queue: Queue, rec: _Record, parent: _Record) -> Outcome:
@@ -179,7 +183,7 @@ async def join(queue: Queue, rec: _Record, parent: _Record) -> Outcome:
         if rec.state == CLAIMED or rec.state == QUEUED:
             await _run_inline(queue, rec, parent)
             continue
-        if _reaches(rec, parent):
+        if rec.waits_for(parent):
             raise DeadlockError(
                 f"job {parent.key!r} would wait for job {rec.key!r}, which is waiting for "
                 f"{parent.key!r}: this wait could never end"
@@ -226,19 +230,3 @@ def _edges(rec: _Record) -> list[_Record]:
     if edges is None:
         edges = rec.waiting_on = []
     return edges
-
-
-def _reaches(start: _Record, target: _Record) -> bool:
-    """Whether `start` waits, directly or through other jobs, for `target`."""
-    stack = [start]
-    seen: set[int] = set()
-    while stack:
-        rec = stack.pop()
-        if rec is target:
-            return True
-        if id(rec) in seen:
-            continue
-        seen.add(id(rec))
-        if rec.waiting_on:
-            stack.extend(rec.waiting_on)
-    return False

@@ -10,6 +10,17 @@ kept in ``record.cancels`` and undone with ``Task.uncancel`` when the body has s
 cancellation that comes from outside (the loop shutting down, a parent job's timeout) is told
 apart and always propagates. A thread is never "cancelled": the task keeps waiting for it, so
 the next attempt and the release of the permit wait until it has really returned.
+
+Whatever a body raises fails that job and nothing else: every exception, including
+``SystemExit``, ``GeneratorExit`` and other `BaseException` subclasses, becomes a failed
+attempt that carries the exception object. Two exceptions are special: a ``CancelledError``
+is told apart as above, and a ``KeyboardInterrupt`` raised on the loop (Ctrl-C) fails the
+job at once and then propagates, so that it still stops the program; raised inside a thread
+job it was not a Ctrl-C (those reach the main thread) and is only recorded.
+
+One body per key at a time: a run whose outcome was decided while its body still runs is
+kept in ``queue._unstopped``; the key's next run waits (holding its permit) until that body
+has stopped before it starts its own.
 """
 
 from __future__ import annotations
@@ -17,15 +28,18 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import sys
 from collections.abc import Callable
 from inspect import CO_COROUTINE
 from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
+from agentq.errors import DeadlockError
 from agentq.jobs import (
     ASYNC_BODY,
     BACKOFF,
     IDLE,
+    PREVIOUS,
     RUNNING,
     THREAD_BODY,
     JobEventKind,
@@ -59,15 +73,46 @@ def cancelled_outcome(message: str, exc: BaseException | None = None) -> Failed:
     return Failed(FailureReason.CANCELLED, ErrorInfo(_CANCELLED_TYPE, message))
 
 
+def error_outcome(exc: BaseException) -> Failed:
+    """A `Failed(error)` carrying `exc` (never raises, whatever `exc` is)."""
+    return Failed(FailureReason.ERROR, ErrorInfo.from_exception(exc), exc)
+
+
+def retryable(failure: Failed) -> bool:
+    """Whether a retry policy may retry `failure`.
+
+    Not when its exception says so with a ``retryable`` attribute that is ``False``, nor for
+    `agentq.workflow.NonRetryable` and `WaitForInput`: the workflow layer sits above the
+    queue, so they are recognised only if that module is loaded, without importing it.
+    """
+    exc = failure.exception
+    if exc is None:
+        return True
+    try:
+        if getattr(exc, "retryable", True) is False:
+            return False
+    except Exception:
+        pass
+    workflow = sys.modules.get("agentq.workflow")
+    if workflow is not None:
+        for name in ("NonRetryable", "WaitForInput"):
+            kind = getattr(workflow, name, None)
+            if isinstance(kind, type) and isinstance(exc, kind):
+                return False
+    return True
+
+
 def interrupt(record: _Record) -> None:
-    """Cancel the task running `record` if it awaits the async body or a backoff.
+    """Cancel the task running `record` if it awaits the async body, a backoff, or the
+    previous run of its key.
 
     Never cancels the current task (a job cancelling itself just records it) nor a thread.
     """
     task = record.task
+    phase = record.phase
     if (
         task is not None
-        and (record.phase == ASYNC_BODY or record.phase == BACKOFF)
+        and phase in (ASYNC_BODY, BACKOFF, PREVIOUS)
         and task is not asyncio.current_task()
     ):
         record.cancels += 1
@@ -127,6 +172,10 @@ async def run_record(queue: Queue, record: _Record, task: asyncio.Task[Any]) -> 
     else:
         body_is_async = is_async(fn)
     try:
+        if queue._unstopped:
+            previous = queue._unstopped.get(record.key)
+            if previous is not None and previous is not record:
+                await _after_previous(queue, record, task, previous)
         while record.outcome is None:
             attempt = record.attempt + 1
             record.attempt = attempt
@@ -139,6 +188,7 @@ async def run_record(queue: Queue, record: _Record, task: asyncio.Task[Any]) -> 
                 watchdog = task.get_loop().create_task(_watch(queue, record, attempt, job.timeout))
             token = CURRENT.set(record)
             base = task.cancelling()
+            raised: BaseException | None = None
             try:
                 if body_is_async:
                     record.phase = ASYNC_BODY
@@ -146,11 +196,18 @@ async def run_record(queue: Queue, record: _Record, task: asyncio.Task[Any]) -> 
                 else:
                     record.phase = THREAD_BODY
                     output = await _in_thread(queue, record, fn)
-                    if inspect.isawaitable(output) and record.pending is None and (
-                        record.outcome is None
-                    ):
-                        record.phase = ASYNC_BODY
-                        output = await output
+                    if type(output) is _Raised:
+                        raised = output.exc  # only recorded, even a KeyboardInterrupt
+                    elif record.pending is None and record.outcome is None:
+                        if inspect.isawaitable(output):
+                            record.phase = ASYNC_BODY
+                            output = await output
+                        elif inspect.isasyncgen(output):
+                            raised = TypeError(
+                                f"job {record.key!r}: fn returned an async generator "
+                                f"({output!r}), not a result; the job's fn must return a "
+                                "value or an awaitable"
+                            )
             except asyncio.CancelledError as exc:
                 _uncancel(record, task)
                 if task.cancelling() > base:  # cancelled from outside: propagate
@@ -163,19 +220,28 @@ async def run_record(queue: Queue, record: _Record, task: asyncio.Task[Any]) -> 
                     failure = cancelled_outcome(message, exc)
                 else:
                     failure = _take_pending(record)
-            except Exception as exc:
+            except BaseException as exc:  # anything else the body raised fails this attempt
+                if type(exc) is GeneratorExit and _closed_from_outside(task):
+                    raise
                 _uncancel(record, task)
+                if isinstance(exc, KeyboardInterrupt):  # Ctrl-C: record it, let it stop us
+                    queue._settle(record, error_outcome(exc))
+                    raise
                 if record.pending is None and record.outcome is None:
-                    failure = Failed(FailureReason.ERROR, ErrorInfo.from_exception(exc), exc)
+                    failure = error_outcome(exc)
                 else:
                     failure = _take_pending(record)
             else:
                 _uncancel(record, task)
                 if record.pending is None and record.outcome is None:
-                    queue._settle(record, Completed(output))
-                    break
-                _discard(output)  # interrupted: the output is discarded
-                failure = _take_pending(record)
+                    if raised is None:
+                        queue._settle(record, Completed(output))
+                        break
+                    failure = error_outcome(raised)
+                else:
+                    if raised is None:
+                        _discard(output)  # interrupted: the output is discarded
+                    failure = _take_pending(record)
             finally:
                 record.phase = IDLE
                 CURRENT.reset(token)
@@ -183,7 +249,7 @@ async def run_record(queue: Queue, record: _Record, task: asyncio.Task[Any]) -> 
                     watchdog.cancel()
             if failure is None or record.outcome is not None:
                 break
-            if policy is None or not policy.should_retry(attempt):
+            if policy is None or not policy.should_retry(attempt) or not retryable(failure):
                 queue._settle(record, failure)
                 break
             if record.retried != attempt:
@@ -192,13 +258,55 @@ async def run_record(queue: Queue, record: _Record, task: asyncio.Task[Any]) -> 
                     queue._emit(JobEventKind.RETRY, record.key, job.priority, attempt, failure)
             await _backoff(queue, record, task, policy.delay(attempt))
     except BaseException as exc:
-        if record.outcome is None:  # KeyboardInterrupt, SystemExit: still one terminal state
-            queue._settle(record, Failed(FailureReason.ERROR, ErrorInfo.from_exception(exc)))
+        if record.outcome is None and not (
+            type(exc) is GeneratorExit and _closed_from_outside(task)
+        ):  # a fault outside the body: still one terminal state
+            queue._settle(record, error_outcome(exc))
         raise
     finally:
         record.task = None
         record.phase = IDLE
         record.mark_stopped()
+
+
+def _closed_from_outside(task: asyncio.Task[Any]) -> bool:
+    """Whether a GeneratorExit was thrown in by ``coroutine.close()`` (the garbage collector
+    finalizing an abandoned task), not raised by a body running in `task`'s own step."""
+    return asyncio.current_task(task.get_loop()) is not task
+
+
+async def _after_previous(
+    queue: Queue, record: _Record, task: asyncio.Task[Any], previous: _Record
+) -> None:
+    """Wait, holding the permit, until the body of the key's previous run has stopped.
+
+    If that body waits (through other jobs) for this run, it could never stop first: this
+    run fails with `DeadlockError` instead.
+    """
+    if previous.waits_for(record):
+        exc = DeadlockError(
+            f"job {record.key!r} cannot start: the previous run of this key, still running "
+            "after its timeout or cancel, waits for it, and one key never runs two bodies "
+            "at once"
+        )
+        queue._settle(record, error_outcome(exc))
+        return
+    edges = record.waiting_on
+    if edges is None:
+        edges = record.waiting_on = []
+    edges.append(previous)
+    record.phase = PREVIOUS
+    base = task.cancelling()
+    try:
+        await previous.until_stopped()
+    except asyncio.CancelledError as exc:
+        _uncancel(record, task)
+        if task.cancelling() > base or record.outcome is None:
+            queue._settle(record, cancelled_outcome(f"job {record.key!r} was cancelled", exc))
+            raise
+    finally:
+        record.phase = IDLE
+        edges.remove(previous)
 
 
 async def _watch(queue: Queue, record: _Record, attempt: int, seconds: float) -> None:
@@ -225,8 +333,21 @@ def _discard(value: Any) -> None:
         value.close()  # a coroutine nobody will await: close it so no warning is raised
 
 
+class _Raised:
+    """What a thread raised, passed back as a value: a future cannot carry every exception
+    (``StopIteration`` is refused), and a ``KeyboardInterrupt`` from a thread is no Ctrl-C."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
 async def _in_thread(queue: Queue, record: _Record, fn: Callable[[], Any]) -> Any:
-    """Run `fn` in a worker thread; if cancelled from outside, wait for it, then re-raise."""
+    """Run `fn` in a worker thread: its result, or `_Raised` with what it raised.
+
+    If cancelled from outside, wait for the thread, then re-raise.
+    """
     loop = queue._loop_or_raise()
     done: asyncio.Future[Any] = loop.create_future()
     loop.run_in_executor(None, _thread_main, loop, done, contextvars.copy_context(), fn)
@@ -241,10 +362,8 @@ async def _in_thread(queue: Queue, record: _Record, fn: Callable[[], Any]) -> An
                 await asyncio.shield(done)
             except asyncio.CancelledError:
                 continue
-            except Exception:
-                break
         if not done.cancelled():
-            done.exception()  # mark it retrieved
+            _discard(done.result())
         raise
 
 
@@ -257,27 +376,15 @@ def _thread_main(
     try:
         result = ctx.run(fn)
     except BaseException as exc:
-        _post(loop, done, None, exc)
-    else:
-        _post(loop, done, result, None)
-
-
-def _post(
-    loop: asyncio.AbstractEventLoop,
-    done: asyncio.Future[Any],
-    result: Any,
-    exc: BaseException | None,
-) -> None:
+        result = _Raised(exc)
     try:
-        loop.call_soon_threadsafe(_resolve, done, result, exc)
+        loop.call_soon_threadsafe(_resolve, done, result)
     except RuntimeError:  # the loop is closed: nobody waits for this thread any more
         _discard(result)
 
 
-def _resolve(done: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+def _resolve(done: asyncio.Future[Any], result: Any) -> None:
     if done.done():
         _discard(result)
-    elif exc is not None:
-        done.set_exception(exc)
     else:
         done.set_result(result)

@@ -7,7 +7,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from agentq._nested import CLOSED
-from agentq.jobs import QUEUED, _Record
+from agentq._runner import CURRENT
+from agentq.errors import DeadlockError
+from agentq.jobs import QUEUED, THREAD_BODY, _Record
 
 if TYPE_CHECKING:
     from agentq._core import _QueueCore as Queue
@@ -21,6 +23,8 @@ async def close(queue: Queue, drain: bool, limit: float | None) -> CloseReport:
     """`Queue.close`: run the shutdown once; later calls get the same report."""
     loop = queue._bind()
     closer = queue._closer
+    if closer is None or not closer.done():
+        _refuse_from_inside(queue)
     if closer is not None:
         return await asyncio.shield(closer)
     closer = queue._closer = loop.create_future()
@@ -32,6 +36,27 @@ async def close(queue: Queue, drain: bool, limit: float | None) -> CloseReport:
         raise
     closer.set_result(report)
     return report
+
+
+def _refuse_from_inside(queue: Queue) -> None:
+    """Raise `DeadlockError` if the caller is a job of `queue` that close would wait for.
+
+    That is a job body awaiting close in its own task (inline children share it), or a
+    thread body, which blocks on the coroutine it submitted to the loop. A task that a job
+    merely starts is not refused: it waits for the job like any other caller.
+    """
+    current = CURRENT.get()
+    if (
+        current is not None
+        and current.queue is queue
+        and current.in_body
+        and (current.phase == THREAD_BODY or current.task is asyncio.current_task())
+    ):
+        raise DeadlockError(
+            f"close() called from inside job {current.key!r} would wait for job "
+            f"{current.key!r} itself to finish; schedule it instead "
+            "(asyncio.get_running_loop().create_task(queue.close()))"
+        )
 
 
 async def _shutdown(queue: Queue, drain: bool, limit: float | None) -> CloseReport:

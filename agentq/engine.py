@@ -29,6 +29,7 @@ from typing import Any
 
 from agentq.clock import Clock, SystemClock
 from agentq.errors import (
+    AgentqError,
     DeadlockError,
     LeaseLostError,
     PayloadError,
@@ -469,6 +470,11 @@ class WorkflowEngine:
             # The next attempt must never overlap this one, even when a timeout could not
             # stop its body (a thread): wait until the body has really returned.
             await handle.stopped()
+        except (asyncio.CancelledError, QueueClosed):
+            # This engine (or the whole program) is shutting down, or the queue closed:
+            # record nothing, as a crash would, but hand the lease back at once.
+            await self._hand_back(lease.execution)
+            raise
         finally:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -517,11 +523,13 @@ class WorkflowEngine:
             if row is not None and row.state is WorkflowState.CANCELLED:
                 return await self._stored_result(row)
             # Not our cancel: the queue closed (or this engine is closing). Record nothing,
-            # as a crash would: the lease expires and `recover` or `run` continues the step.
+            # as a crash would, and hand the lease back so `recover` or `run` can continue
+            # the step at once.
+            await self._hand_back(execution)
             raise QueueClosed(
                 f"step {step.name!r} of workflow {wf.id!r} was interrupted by the queue "
-                "closing; nothing was recorded and the step stays leased until its lease "
-                f"expires ({self.lease_ttl:g} s), then recover() or run() continues it"
+                "closing; nothing was recorded and its lease was handed back, so recover() "
+                "or run() continues it"
             )
         if isinstance(exc, NonRetryable):
             await self.store.fail_step(execution, exc.reason, error, now, None)
@@ -533,6 +541,11 @@ class WorkflowEngine:
             return _Retry(delay)
         await self.store.fail_step(execution, reason, error, now, None)
         return RunResult(wf.id, RunStatus.FAILED, step.name, reason, ctx.outputs)
+
+    async def _hand_back(self, execution: Execution) -> None:
+        """Shorten our lease so that another worker may take the step over at once."""
+        with contextlib.suppress(AgentqError):
+            await self.store.renew_lease(execution, _HAND_BACK_TTL, self.clock.time())
 
     # ----------------------------------------------------------------- results
 
@@ -558,6 +571,10 @@ class WorkflowEngine:
             row.reason if row.reason is not None else (focus.reason if focus else None),
             outputs,
         )
+
+
+_HAND_BACK_TTL = 1e-6
+"""Seconds a handed-back lease stays live: it has expired by the next clock reading."""
 
 
 class _Lease:

@@ -18,10 +18,14 @@ Every change of a job is also published as a `JobEvent` to the queue's subscribe
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from enum import StrEnum
+from inspect import CO_ASYNC_GENERATOR
+from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any
 
 from agentq.keys import validate_key
@@ -54,30 +58,38 @@ class Job:
             bytes of UTF-8, compared byte-exactly (no Unicode normalisation). Keys are global
             across the queue's lanes.
         fn: A zero-argument callable: an ``async def`` function (or a `functools.partial` of
-            one) runs on the event loop; a plain callable runs in a worker thread of the
-            loop's default executor. A plain callable that returns an awaitable (such as
-            ``lambda: fetch(url)``) has it awaited on the loop.
-        priority: The lane to run in.
+            one, or an object with an ``async def __call__``) runs on the event loop; a plain
+            callable runs in a worker thread of the loop's default executor. A plain
+            callable that returns an awaitable (such as ``lambda: fetch(url)``) has it
+            awaited on the loop. An async generator function is refused: it has no result
+            to await.
+        priority: The lane to run in: a `Priority`, or its text value ``"low"``,
+            ``"medium"`` or ``"high"`` (converted to the member).
         timeout: Seconds one attempt may run (measured with the queue's clock), or None for
             no limit. A timeout cancels an async body and counts as a failed attempt (reason
             ``timeout``). A thread cannot be interrupted: the timeout is recorded at once, but
             the next attempt and the lane permit wait until the thread has returned.
-        retry: Attempts and backoff; None means one attempt.
+        retry: Attempts and backoff; None means one attempt. An exception with a
+            ``retryable`` attribute that is ``False`` is never retried, nor are
+            `agentq.workflow.NonRetryable` and `agentq.workflow.WaitForInput`.
         fingerprint: What makes two pushes of one key "the same call", compared with ``==``.
             None (the default) derives it from `fn` when needed: the function's module,
-            qualified name and code, the arguments of a `functools.partial` (by ``repr``),
-            the class of a bound method's ``self``, and the plain values (None, numbers,
-            str, bytes, enums, tuples of those) a closure captured; other captured objects
-            count by type only and ``nonlocal`` state not at all (see
-            ``docs/idempotency.md``). Give it explicitly when that does not tell your calls
-            apart, e.g. ``fingerprint=("send_mail", "alice")``.
+            qualified name and code, and the values the call uses: a `functools.partial`'s
+            arguments, a bound method's ``self``, a closure's captured values and the
+            defaults. JSON-like values (None, bool, int, float, str, and lists, tuples and
+            dicts of them) compare by value (dict key order does not matter), functions by
+            their own fingerprint, other objects by ``repr`` when their class gives a
+            meaningful one, else by identity (the same object); ``nonlocal`` state the
+            function rebinds is left out (see ``docs/idempotency.md``). Give it explicitly
+            when that does not tell your calls apart, e.g.
+            ``fingerprint=("send_mail", "alice")``.
 
     Raises:
-        TypeError: `key` is not a str, `fn` is not callable, or `retry` is not a
-            `RetryPolicy`; the message names the value.
+        TypeError: `key` is not a str, `fn` is not callable or is an async generator
+            function, or `retry` is not a `RetryPolicy`; the message names the value.
         InvalidKeyError: `key` is empty, has a lone surrogate or is too long.
-        ValueError: `priority` is not a `Priority`, or `timeout` is not a positive, finite
-            number of seconds.
+        ValueError: `priority` is neither a `Priority` nor one of its values, or `timeout`
+            is not a positive, finite number of seconds; the message names the value.
 
     Example:
         >>> Job("invoice-42", functools.partial(send_invoice, 42), Priority.HIGH, timeout=30)
@@ -92,23 +104,25 @@ class Job:
 
     def __post_init__(self) -> None:
         validate_key(self.key)
-        if not callable(self.fn):
-            raise TypeError(f"job {self.key!r}: fn must be callable, got {self.fn!r}")
+        fn = self.fn
+        inner = fn.func if type(fn) is functools.partial else fn
+        if type(inner) is FunctionType:  # the common case, checked inline (a hot path)
+            async_generator = bool(inner.__code__.co_flags & CO_ASYNC_GENERATOR)
+        elif not callable(fn):
+            raise TypeError(f"job {self.key!r}: fn must be callable, got {fn!r}")
+        else:
+            async_generator = _is_async_generator(fn)
+        if async_generator:
+            raise TypeError(
+                f"job {self.key!r}: fn is an async generator function ({self.fn!r}), which "
+                "returns no result to await; wrap it, e.g. in an async def that collects "
+                "its items into a list"
+            )
         if type(self.priority) is not Priority:
-            try:
-                object.__setattr__(self, "priority", Priority(self.priority))
-            except ValueError:
-                raise ValueError(
-                    f"job {self.key!r}: priority must be a Priority (low, medium, high), "
-                    f"got {self.priority!r}"
-                ) from None
+            what = f"job {self.key!r}: unknown priority"
+            object.__setattr__(self, "priority", as_priority(self.priority, what))
         timeout = self.timeout
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
+        if timeout is not None and not _positive_seconds(timeout):
             raise ValueError(
                 f"job {self.key!r}: timeout must be a positive, finite number of seconds or "
                 f"None, got {timeout!r}"
@@ -117,6 +131,46 @@ class Job:
             raise TypeError(
                 f"job {self.key!r}: retry must be a RetryPolicy or None, got {self.retry!r}"
             )
+
+
+def as_priority(value: object, what: str) -> Priority:
+    """`value` as a `Priority`: a member, or its text value (``"low"``…).
+
+    Raises:
+        ValueError: Anything else: "<what> <value>: use a Priority or one of 'low', …".
+    """
+    if type(value) is Priority:
+        return value
+    if isinstance(value, str):
+        try:
+            return Priority(value)
+        except ValueError:
+            pass
+    allowed = ", ".join(repr(p.value) for p in Priority)
+    raise ValueError(f"{what} {value!r}: use a Priority or one of {allowed}")
+
+
+def _positive_seconds(value: object) -> bool:
+    """Whether `value` is a positive, finite int or float (ints too large for a float: no)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value) and value > 0
+    except OverflowError:  # an int beyond the float range
+        return False
+
+
+def _is_async_generator(fn: object) -> bool:
+    """Whether calling `fn` returns an async generator (through partials, methods, __call__)."""
+    while type(fn) is functools.partial:
+        fn = fn.func
+    if type(fn) is MethodType:
+        fn = fn.__func__
+    if type(fn) is FunctionType:  # the common case, without inspect's unwrapping
+        return bool(fn.__code__.co_flags & CO_ASYNC_GENERATOR)
+    return inspect.isasyncgenfunction(fn) or inspect.isasyncgenfunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - callable objects
+    )
 
 
 class JobEventKind(StrEnum):
@@ -233,9 +287,10 @@ class JobHandle:
 
         The job ends `Failed` with reason ``cancelled`` at once (its waiters wake now), and
         its key may be pushed again. A thread, or a body that ignores cancellation, keeps
-        its lane permit until it has really returned; its result is discarded. Exactly one
-        terminal state wins a race with completion: if the job finished first, nothing
-        changes.
+        its lane permit until it has really returned; its result is discarded, and a new
+        run of the key starts its body only after that (one body per key at a time).
+        Exactly one terminal state wins a race with completion: if the job finished first,
+        nothing changes.
 
         Returns:
             True if this call cancelled the job, False if it had already finished.
@@ -250,14 +305,7 @@ class JobHandle:
         itself (returns at once for a job that finished normally or never ran). Cancelling
         the wait leaves the job alone.
         """
-        record = self._record
-        if record.stopped:
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if record.stop_waiters is None:
-            record.stop_waiters = []
-        record.stop_waiters.append(fut)
-        await fut
+        await self._record.until_stopped()
 
     def __await__(self) -> Generator[Any, None, Outcome]:
         record = self._record
@@ -285,6 +333,7 @@ IDLE = 0
 ASYNC_BODY = 1
 THREAD_BODY = 2
 BACKOFF = 3
+PREVIOUS = 4  # waiting for the body of the key's previous run to stop
 
 NO_FINGERPRINT: Any = object()
 
@@ -356,12 +405,40 @@ class _Record:
         """The body has really returned (or will never run): wake `JobHandle.stopped` waiters."""
         if self.state != LOST:
             self.state = STOPPED
+        unstopped = self.queue._unstopped
+        if unstopped and unstopped.get(self.key) is self:
+            del unstopped[self.key]
         waiters = self.stop_waiters
         if waiters is not None:
             self.stop_waiters = None
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(None)
+
+    async def until_stopped(self) -> None:
+        """Wait until `stopped`; cancelling the wait leaves the job alone."""
+        if self.stopped:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.stop_waiters is None:
+            self.stop_waiters = []
+        self.stop_waiters.append(fut)
+        await fut
+
+    def waits_for(self, target: _Record) -> bool:
+        """Whether this job waits, directly or through other jobs, for `target`."""
+        stack: list[_Record] = [self]
+        seen: set[int] = set()
+        while stack:
+            rec = stack.pop()
+            if rec is target:
+                return True
+            if id(rec) in seen:
+                continue
+            seen.add(id(rec))
+            if rec.waiting_on:
+                stack.extend(rec.waiting_on)
+        return False
 
     @property
     def in_body(self) -> bool:

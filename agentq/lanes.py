@@ -10,7 +10,9 @@ at most ``permits`` run (each holds a permit) and the others wait. ``push`` wait
 ``push_nowait`` raises `QueueFull`, while ``queued + running == permits + capacity``. A job
 holds its permit from its first attempt until its body has really stopped: through retries
 and their backoff, and, after a timeout or a cancel, until a thread or a body that ignores
-cancellation has returned. Cached and joined pushes take no room in any lane.
+cancellation has returned. A run of a key whose previous run's body still runs holds its
+permit while it waits for that body to stop. Cached and joined pushes take no room in any
+lane.
 """
 
 from __future__ import annotations
@@ -123,8 +125,9 @@ class LaneStats:
         capacity: Configured size of the waiting area.
         permits: Configured number of jobs that may run at once.
         queued: Admitted jobs waiting for a permit.
-        running: Permits in use: jobs running, in backoff between attempts, or whose body has
-            not stopped yet after a timeout or cancel. Never above `permits`.
+        running: Permits in use: jobs running, in backoff between attempts, waiting for the
+            previous run of their key to stop, or whose body has not stopped yet after a
+            timeout or cancel. Never above `permits`.
         completed: Jobs of this lane that ended `Completed` (since the queue was created).
         failed: Jobs of this lane that ended `Failed` (errors, timeouts, cancels).
         cache_hits: Pushes to this lane answered from a completed key without running.

@@ -40,8 +40,9 @@ class ErrorInfo:
     """A JSON-friendly description of an exception.
 
     Attributes:
-        type: Qualified name of the exception class, e.g. ``builtins.ValueError``.
-        message: ``str(exception)``.
+        type: Qualified name of the exception class, e.g. ``mypkg.errors.APIError``; a
+            builtin one without its module (``ValueError``, ``SystemExit``).
+        message: ``str(exception)``, or ``<unprintable TypeName>`` when that fails.
         traceback: The formatted traceback text ('' when there is none).
     """
 
@@ -51,13 +52,27 @@ class ErrorInfo:
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> ErrorInfo:
-        """Describe `exc`, including its traceback text."""
+        """Describe `exc`, including its traceback text; never raises.
+
+        An exception whose ``__str__`` fails (raises, or returns something other than a
+        str) gets the message ``<unprintable TypeName>``; a traceback that cannot be
+        formatted gets a one-line stand-in saying so.
+        """
         kind = type(exc)
-        name = kind.__qualname__ if kind.__module__ == "builtins" else (
-            f"{kind.__module__}.{kind.__qualname__}"
+        module = getattr(kind, "__module__", None)
+        qualname = getattr(kind, "__qualname__", None) or kind.__name__
+        name = qualname if module == "builtins" or not isinstance(module, str) else (
+            f"{module}.{qualname}"
         )
-        text = "".join(_traceback.format_exception(exc))
-        return cls(type=name, message=str(exc), traceback=text)
+        try:
+            message = str(exc)
+        except BaseException:
+            message = f"<unprintable {kind.__name__}>"
+        try:
+            text = "".join(_traceback.format_exception(exc))
+        except BaseException as failure:
+            text = f"{name}: {message}\n(traceback unavailable: {type(failure).__name__})\n"
+        return cls(type=name, message=message, traceback=text)
 
     def to_dict(self) -> dict[str, str]:
         """Return ``{"type": …, "message": …, "traceback": …}``."""

@@ -29,6 +29,7 @@ from agentq.jobs import (
     JobEventKind,
     JobHandle,
     Queued,
+    as_priority,
 )
 from agentq.keys import validate_key
 from agentq.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats
@@ -74,7 +75,11 @@ def _check_ttl(name: str, value: object) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be a number of seconds or None, got {value!r}")
-    if not math.isfinite(value) or value < 0:
+    try:
+        valid = math.isfinite(value) and value >= 0
+    except OverflowError:  # an int beyond the float range
+        valid = False
+    if not valid:
         raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
 
 
@@ -84,7 +89,7 @@ def _unwrap(key: str, outcome: Outcome) -> Any:
     assert isinstance(outcome, Failed)
     exc = outcome.exception
     if isinstance(exc, JobLost):
-        raise JobLost(f"job {key!r} was abandoned before it ran: {outcome.error.message}")
+        raise JobLost(outcome.error.message)  # a fresh one per caller, same message
     raise JobFailed(key, outcome) from exc
 
 
@@ -112,8 +117,8 @@ class Queue(_QueueCore):
     if the block raised), or just push from a notebook cell and `close` it later.
 
     Args:
-        lanes: `LaneConfig` per `Priority`; lanes not named get ``LaneConfig()``
-            (capacity 100, 5 permits).
+        lanes: `LaneConfig` per `Priority` (or per its text value, ``"high"``…); lanes not
+            named get ``LaneConfig()`` (capacity 100, 5 permits).
         key_ttl: Seconds a finished key (Completed or Failed) is remembered after it finished,
             by `clock`; None for no limit.
         max_keys: Most finished keys remembered; beyond it the least recently finished is
@@ -125,7 +130,8 @@ class Queue(_QueueCore):
     Raises:
         TypeError: `lanes` is not a mapping of `Priority` to `LaneConfig`, or `clock` is not a
             `Clock`.
-        ValueError: Unknown priority, or `key_ttl` / `max_keys` negative or not finite.
+        ValueError: Unknown priority (the message names the allowed values), or
+            `key_ttl` / `max_keys` negative or not finite.
 
     Example:
         >>> async def fetch(city: str) -> str:
@@ -156,12 +162,7 @@ class Queue(_QueueCore):
                     f"lanes must be a mapping of Priority to LaneConfig, got {lanes!r}"
                 )
             for name, config in lanes.items():
-                try:
-                    priority = Priority(name)
-                except ValueError:
-                    raise ValueError(
-                        f"unknown lane {name!r}: use Priority.LOW, MEDIUM or HIGH"
-                    ) from None
+                priority = as_priority(name, "unknown lane")
                 if not isinstance(config, LaneConfig):
                     raise TypeError(f"lane {priority}: expected a LaneConfig, got {config!r}")
                 configs[priority] = config
@@ -251,11 +252,22 @@ class Queue(_QueueCore):
     async def push_and_wait(self, job: Job) -> Any:
         """Submit `job` and return its output (cached, joined or freshly run).
 
-        From inside a running job of this same queue (a nested call), the child never waits
-        for lane capacity or a permit: if it must run, or is still waiting in its lane, it
-        runs inline in the calling task on the caller's permit (nested calls that the caller
-        makes concurrently take turns on it). Waiting for a job that (transitively) waits for
-        the caller raises `DeadlockError`. Cancelling the parent cancels an inline child.
+        From inside a running job of this same queue (a nested call), key semantics are the
+        same (a completed child is cached, a pending or running one joined), and a child that
+        must run never waits for a permit that could never come:
+
+        - a child for the caller's own lane runs inline, in the calling task on the caller's
+          permit (which would sit idle anyway); nested calls that the caller makes
+          concurrently take turns on it;
+        - a child for another lane goes through that lane, its capacity and its permits
+          (so a step in MEDIUM can push tool calls into HIGH and LOW), unless that lane
+          could never free a permit (every permit held by a job waiting, directly or through
+          other lanes, on the caller's lane: a cycle); then it too runs inline;
+        - a child still waiting in its lane that the caller joins is taken out and run inline.
+
+        Waiting for a job that (transitively) waits for the caller raises `DeadlockError`.
+        Cancelling the parent cancels an inline child (a child running on another lane's
+        permit runs on, like any dispatched job).
 
         Returns:
             The job's output.
@@ -390,12 +402,12 @@ class Queue(_QueueCore):
         """Stop admitting jobs, finish or cancel the admitted ones, and report what was lost.
 
         From the first call on, `push`, `push_nowait` and `push_and_wait` raise `QueueClosed`
-        (except nested calls from jobs still running, which run inline), and pushes waiting
-        for room raise `QueueClosed`. With `drain`, admitted jobs run to the end; whatever is
-        still unfinished at the deadline (all of it without `drain`) is abandoned: waiting
-        jobs are dropped (`JobLost`), running ones cancelled. Close then waits for cancelled
-        bodies to stop, until the deadline; a thread cannot be stopped, see
-        `CloseReport.unstopped`. Calling close again returns the first report.
+        (except nested `push_and_wait` calls from jobs still running, which are still served
+        as usual), and pushes waiting for room raise `QueueClosed`. With `drain`, admitted
+        jobs run to the end; whatever is still unfinished at the deadline (all of it without
+        `drain`) is abandoned: waiting jobs are dropped (`JobLost`), running ones cancelled.
+        Close then waits for cancelled bodies to stop, until the deadline; a thread cannot be
+        stopped, see `CloseReport.unstopped`. Calling close again returns the first report.
 
         Args:
             drain: Let admitted jobs finish first.
@@ -406,6 +418,10 @@ class Queue(_QueueCore):
 
         Raises:
             ValueError: `timeout` is negative or not finite.
+            DeadlockError: Called (and awaited) from inside a job of this queue, which close
+                would wait for; nothing was changed. Schedule it instead, e.g.
+                ``asyncio.get_running_loop().create_task(queue.close())``: that task waits
+                for the job like any other.
             WrongLoopError: The queue belongs to another event loop.
         """
         _check_ttl("timeout", timeout)

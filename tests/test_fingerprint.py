@@ -117,11 +117,16 @@ class SendTo:
         return self.to
 
 
-def test_methods_compare_by_class_and_callable_objects_by_their_repr() -> None:
+def test_methods_compare_by_their_object_and_callable_objects_by_their_repr() -> None:
     one, two = Mailer(), Mailer()
     assert derive_fingerprint(functools.partial(one.send, "x")) == derive_fingerprint(
-        functools.partial(two.send, "x")
+        functools.partial(one.send, "x")
     )
+    assert derive_fingerprint(functools.partial(one.send, "x")) != derive_fingerprint(
+        functools.partial(two.send, "x")
+    )  # two objects with the default repr: two different senders
+    one.sent += 1  # the object's state is not part of the call
+    assert derive_fingerprint(one.send) == derive_fingerprint(one.send)
     assert derive_fingerprint(SendTo("a")) == derive_fingerprint(SendTo("a"))
     assert derive_fingerprint(SendTo("a")) != derive_fingerprint(SendTo("b"))
     assert derive_fingerprint(len) == derive_fingerprint(len)
@@ -135,3 +140,101 @@ def test_partial_keyword_arguments_and_broken_reprs() -> None:
     a = derive_fingerprint(functools.partial(send_mail, to="a"))
     assert a != derive_fingerprint(functools.partial(send_mail, to="b"))
     assert derive_fingerprint(functools.partial(send_mail, Broken()))  # does not raise
+
+
+# ------------------------------------------------------------------ captured objects by value
+
+
+class User:
+    """An object with the default ``<… object at 0x…>`` repr."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+@dataclass(frozen=True)
+class Account:
+    name: str
+
+
+def send_to(user: object) -> Job:
+    return Job("mail", lambda: send_mail(getattr(user, "name", str(user))))
+
+
+async def test_closures_capturing_different_objects_conflict_instead_of_mixing_results() -> None:
+    """``lambda: send(user)`` for alice then bob: bob must not get alice's result."""
+    sent.clear()
+    async with Queue() as queue:
+        alice, bob = User("alice"), User("bob")
+        assert await queue.push_and_wait(send_to(alice)) == "mail sent to alice"
+        with pytest.raises(KeyConflictError):
+            await queue.push_and_wait(send_to(bob))
+        with pytest.raises(KeyConflictError):
+            await queue.push_and_wait(send_to(Account("bob")))
+        assert await queue.push_and_wait(send_to(alice)) == "mail sent to alice"  # same object
+    assert sent == ["alice"]
+
+
+def test_objects_with_their_own_repr_compare_by_it() -> None:
+    assert derive_fingerprint(send_to(Account("alice")).fn) == derive_fingerprint(
+        send_to(Account("alice")).fn
+    )
+    assert derive_fingerprint(send_to(Account("alice")).fn) != derive_fingerprint(
+        send_to(Account("bob")).fn
+    )
+
+
+def test_a_recreated_object_with_the_default_repr_is_another_call() -> None:
+    """Documented: without a repr of its own, only the same object is the same call."""
+    alice = User("alice")
+    assert derive_fingerprint(send_to(alice).fn) == derive_fingerprint(send_to(alice).fn)
+    assert derive_fingerprint(send_to(alice).fn) != derive_fingerprint(send_to(User("alice")).fn)
+
+
+def test_json_like_values_compare_canonically() -> None:
+    def call(params: object) -> object:
+        return lambda: send_mail(str(params))
+
+    a = {"to": "alice", "cc": ["x", {"b": 1, "a": 2.5}], "n": None}
+    b = {"n": None, "cc": ["x", {"a": 2.5, "b": 1}], "to": "alice"}
+    assert derive_fingerprint(call(a)) == derive_fingerprint(call(b))  # key order is not the call
+    assert derive_fingerprint(call(a)) != derive_fingerprint(call({**a, "to": "bob"}))
+    assert derive_fingerprint(call([1, 2])) != derive_fingerprint(call([1.0, 2]))
+    assert derive_fingerprint(call([True])) != derive_fingerprint(call([1]))
+    assert derive_fingerprint(call(float("nan"))) == derive_fingerprint(call(float("nan")))
+    partial_a = functools.partial(send_mail, a)
+    assert derive_fingerprint(partial_a) == derive_fingerprint(functools.partial(send_mail, b))
+    assert derive_fingerprint(functools.partial(send_mail, to=a)) == derive_fingerprint(
+        functools.partial(send_mail, to=b)
+    )
+    looped: list[object] = []
+    looped.append(looped)
+    assert derive_fingerprint(call(looped)) == derive_fingerprint(call(looped))
+
+
+async def test_state_shared_by_reference_never_makes_a_call_conflict_with_itself() -> None:
+    """A re-created closure over the same mutable object stays the same call as it changes."""
+    seen: list[str] = []
+
+    async def record(to: str) -> str:
+        seen.append(to)
+        return to
+
+    def job() -> Job:
+        return Job("k", lambda: record(str(len(seen))))
+
+    async with Queue() as queue:
+        for _ in range(3):
+            assert await queue.push_and_wait(job()) == "0"
+    assert seen == ["0"]
+
+
+def test_captured_functions_compare_by_their_own_fingerprint() -> None:
+    def outer(name: str) -> object:
+        async def helper() -> str:
+            return name
+
+        return lambda: helper()
+
+    assert derive_fingerprint(outer("a")) == derive_fingerprint(outer("a"))
+    assert derive_fingerprint(outer("a")) != derive_fingerprint(outer("b"))

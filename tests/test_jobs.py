@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import AsyncIterator
 
 import pytest
 
-from agentq.errors import InvalidKeyError
+from agentq.errors import InvalidKeyError, JobFailed
 from agentq.jobs import Accepted, Cached, InFlight, Job, JobEvent, JobEventKind, JobHandle, Queued
 from agentq.keys import MAX_KEY_BYTES
 from agentq.lanes import Priority
@@ -122,3 +123,55 @@ def test_job_events_are_frozen_values() -> None:
     assert event.outcome is None and event.kind == "started"
     with pytest.raises(dataclasses.FrozenInstanceError):
         event.key = "x"  # type: ignore[misc]
+
+
+# ------------------------------------------------------------------ callables that are not jobs
+
+
+async def ticks() -> AsyncIterator[int]:
+    yield 1
+
+
+class Stream:
+    async def __call__(self) -> AsyncIterator[int]:
+        yield 1
+
+    async def items(self) -> AsyncIterator[int]:
+        yield 1
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [ticks, functools.partial(ticks), Stream(), Stream().items, functools.partial(Stream())],
+    ids=["function", "partial", "__call__", "method", "partial-of-__call__"],
+)
+def test_an_async_generator_function_is_refused_at_construction(fn: object) -> None:
+    with pytest.raises(TypeError, match="async generator"):
+        Job("k", fn)  # type: ignore[arg-type]
+
+
+async def test_a_callable_returning_an_async_generator_fails_its_job() -> None:
+    async with Queue() as queue:
+        with pytest.raises(JobFailed) as caught:
+            await queue.push_and_wait(Job("k", lambda: ticks()))
+    assert isinstance(caught.value.__cause__, TypeError)
+    assert "async generator" in str(caught.value.__cause__)
+
+
+# ------------------------------------------------------------------ numbers and priorities
+
+
+@pytest.mark.parametrize("timeout", [10**400, -(10**400)], ids=["1e400", "-1e400"])
+def test_a_timeout_too_large_for_a_float_is_a_value_error(timeout: int) -> None:
+    with pytest.raises(ValueError, match=f"got {timeout!r}"):
+        Job("k", work, timeout=timeout)
+
+
+def test_a_huge_but_finite_timeout_is_accepted() -> None:
+    assert Job("k", work, timeout=10**300).timeout == 10**300
+
+
+@pytest.mark.parametrize("priority", ["urgent", "HIGH", 2, None])
+def test_an_unknown_priority_names_the_allowed_values(priority: object) -> None:
+    with pytest.raises(ValueError, match=f"priority {priority!r}: .*'low', 'medium', 'high'"):
+        Job("k", work, priority)  # type: ignore[arg-type]

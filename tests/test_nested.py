@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 from queue_helpers import BOUND, Gate, until
@@ -271,3 +272,48 @@ async def test_a_cycle_of_lanes_waiting_on_each_other_does_not_hang() -> None:
         high = asyncio.ensure_future(queue.push_and_wait(Job("high", high_job, Priority.HIGH)))
         results = await asyncio.wait_for(asyncio.gather(low, high), 5)
     assert results == ["low+leaf", "high+leaf"]
+
+
+async def test_a_child_in_another_lane_that_waits_for_its_parent_is_refused() -> None:
+    """A (MEDIUM) waits for B, run on HIGH's permits; B joins A: a cycle, not a hang."""
+    async with Queue() as queue:
+
+        async def fn_b() -> str:
+            try:
+                await queue.push_and_wait(Job("A", fn_a))
+            except DeadlockError as exc:
+                return f"refused: {exc}"
+            return "impossible"
+
+        async def fn_a() -> str:
+            return await queue.push_and_wait(Job("B", fn_b, Priority.HIGH))
+
+        async with asyncio.timeout(BOUND):
+            result = await queue.push_and_wait(Job("A", fn_a))
+        assert result.startswith("refused: job 'B' would wait for job 'A'")
+
+
+async def test_a_timed_out_body_pushing_its_own_key_into_another_lane_is_refused(
+    clock: FakeClock,
+) -> None:
+    async def other() -> str:
+        return "other"
+
+    async def stubborn() -> object:
+        with contextlib.suppress(asyncio.CancelledError):
+            await clock.sleep(3600)  # ignores its timeout
+        try:
+            return await queue.push_and_wait(Job("k", other, Priority.HIGH))
+        except JobFailed as exc:
+            return exc.__cause__
+
+    queue = Queue(clock=clock)
+    async with queue:
+        first = await queue.push(Job("k", stubborn, timeout=1))
+        await clock.wait_for_sleepers(2)
+        await clock.advance(1)
+        assert isinstance(first, Queued)
+        async with asyncio.timeout(BOUND):
+            await first.handle.stopped()
+        state = queue.state("k")
+        assert isinstance(state, Failed) and isinstance(state.exception, DeadlockError)

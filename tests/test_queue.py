@@ -12,6 +12,7 @@ from queue_helpers import BOUND, Gate, Recorder, settle, until
 
 from agentq.clock import FakeClock
 from agentq.errors import (
+    DeadlockError,
     InvalidKeyError,
     JobFailed,
     JobLost,
@@ -342,10 +343,12 @@ async def test_joiners_of_an_abandoned_push_get_job_lost() -> None:
         await settle()
         owner.cancel()
         async with asyncio.timeout(BOUND):
-            with pytest.raises(JobLost):
+            with pytest.raises(JobLost) as caught:
                 await joiner
             outcome = await handle
         assert isinstance(outcome, Failed) and isinstance(outcome.exception, JobLost)
+        message = "job 'k' was abandoned before it ran: its push was cancelled"
+        assert outcome.error.message == str(caught.value) == message  # said once, not twice
         assert [e.kind for e in log.terminal("k")] == [K.LOST]
         assert queue.state("k") is None
         gate.release.set()
@@ -519,6 +522,55 @@ async def test_close_refuses_pushes_waiting_for_room() -> None:
         assert (await closing).clean
 
 
+async def test_close_from_inside_a_job_raises_instead_of_waiting_for_itself() -> None:
+    async with Queue() as queue:
+
+        async def closes() -> str:
+            try:
+                await queue.close()
+            except DeadlockError as exc:
+                return str(exc)
+            return "closed"
+
+        async with asyncio.timeout(BOUND):
+            message = await queue.push_and_wait(Job("k", closes))
+        assert "would wait for job 'k' itself" in message
+        assert await queue.push_and_wait(Job("after", constant)) == "out"  # still open
+
+
+async def test_close_from_a_thread_job_raises_instead_of_waiting_for_itself() -> None:
+    loop = asyncio.get_running_loop()
+    async with Queue() as queue:
+
+        def closes() -> str:
+            future = asyncio.run_coroutine_threadsafe(queue.close(), loop)
+            try:
+                future.result(BOUND)
+            except DeadlockError:
+                return "refused"
+            return "closed"
+
+        async with asyncio.timeout(BOUND):
+            assert await queue.push_and_wait(Job("k", closes)) == "refused"
+
+
+async def test_a_job_may_schedule_the_close_of_its_queue() -> None:
+    queue = Queue()
+    closing: list[asyncio.Task[object]] = []
+
+    async def schedules() -> str:
+        closing.append(asyncio.get_running_loop().create_task(queue.close()))
+        await asyncio.sleep(0)
+        return "done"
+
+    async with asyncio.timeout(BOUND):
+        assert await queue.push_and_wait(Job("k", schedules)) == "done"
+        report = await closing[0]
+    assert report.clean  # type: ignore[attr-defined]
+    with pytest.raises(QueueClosed):
+        await queue.push(Job("late", constant))
+
+
 async def test_async_with_cancels_everything_when_the_block_raises() -> None:
     gate = Gate()
     with pytest.raises(RuntimeError, match="stop"):
@@ -598,6 +650,12 @@ async def test_queue_validates_its_arguments() -> None:
     with pytest.raises(TypeError, match="callable"):
         Queue().subscribe("not callable")  # type: ignore[arg-type]
     assert Queue({"high": LaneConfig(permits=1)}).stats()[Priority.HIGH].permits == 1  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match=r"'HIGH'.*'low', 'medium', 'high'"):
+        Queue({"HIGH": LaneConfig()})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match=r"key_ttl .*got 1000000"):
+        Queue(key_ttl=10**400)
+    with pytest.raises(ValueError, match=r"timeout .*got 1000000"):
+        await Queue().close(timeout=10**400)
 
 
 # ------------------------------------------------------------------ remembered keys

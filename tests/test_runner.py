@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import itertools
 import random
+import sys
 import threading
+from collections.abc import Callable
 
 import pytest
 from queue_helpers import BOUND, Gate, Recorder, settle, until
@@ -14,9 +18,10 @@ from agentq.clock import FakeClock
 from agentq.errors import JobFailed, QueueFull
 from agentq.jobs import InFlight, Job, JobEventKind, JobHandle, Queued
 from agentq.lanes import LaneConfig, Priority
-from agentq.outcomes import Completed, Failed, FailureReason, Pending
+from agentq.outcomes import Completed, Failed, FailureReason, Pending, Processing
 from agentq.queue import Queue
 from agentq.retry import Backoff, RetryPolicy
+from agentq.workflow import NonRetryable, WaitForInput
 
 K = JobEventKind
 
@@ -336,3 +341,319 @@ async def test_bh12_cancel_racing_completion_leaves_one_consistent_terminal_stat
             await handle.stopped()
             assert handle.outcome == outcome  # never changes afterwards
     assert wins[True] > 100 and wins[False] > 100  # both sides of the race were exercised
+
+
+# ------------------------------------------------------------------ whatever a body raises
+
+
+class APIError(Exception):
+    """An exception whose ``__str__`` raises: ``code`` is never set."""
+
+    code: str
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class Abort(BaseException):
+    """A custom BaseException that is not an Exception."""
+
+
+def _raiser(exc: BaseException, *, thread: bool) -> object:
+    if thread:
+
+        def in_thread() -> None:
+            raise exc
+
+        return in_thread
+
+    async def on_loop() -> None:
+        raise exc
+
+    return on_loop
+
+
+def _exit_code_2() -> None:
+    sys.exit(2)  # what argparse does on bad arguments
+
+
+@pytest.mark.parametrize("thread", [False, True], ids=["async", "thread"])
+@pytest.mark.parametrize(
+    ("exc", "type_name"),
+    [
+        (APIError(), "test_runner.APIError"),
+        (Abort("stop"), "test_runner.Abort"),
+        (GeneratorExit(), "GeneratorExit"),
+        (SystemExit(2), "SystemExit"),
+    ],
+    ids=["bad-str", "custom-base-exception", "generator-exit", "system-exit"],
+)
+async def test_any_exception_of_a_body_fails_its_job_and_the_lane_goes_on(
+    exc: BaseException, type_name: str, thread: bool
+) -> None:
+    lanes = {Priority.MEDIUM: LaneConfig(capacity=5, permits=1)}
+    async with Queue(lanes) as queue:
+        bad = handle_of(await queue.push(Job("bad", _raiser(exc, thread=thread))))  # type: ignore[arg-type]
+        after = handle_of(await queue.push(Job("after", threading.get_ident)))
+        async with asyncio.timeout(BOUND):
+            outcome = await bad
+            assert isinstance(await after, Completed)
+            with pytest.raises(JobFailed) as caught:
+                await queue.push_and_wait(Job("bad", _raiser(exc, thread=thread)))  # type: ignore[arg-type]
+    assert isinstance(outcome, Failed) and outcome.reason is FailureReason.ERROR
+    assert outcome.exception is exc and type(caught.value.__cause__) is type(exc)
+    assert outcome.error.type == type_name
+    assert outcome.error.traceback  # formatted, even for a __str__ that raises
+    if isinstance(exc, APIError):
+        assert outcome.error.message == "<unprintable APIError>"
+        assert "<unprintable APIError>" in str(caught.value)
+    lane = queue.stats()[Priority.MEDIUM]
+    assert (lane.failed, lane.completed, lane.running) == (2, 1, 0)
+
+
+async def test_sys_exit_in_a_thread_job_fails_the_job_and_never_stops_the_program() -> None:
+    async with Queue() as queue:
+        with pytest.raises(JobFailed) as caught:
+            await queue.push_and_wait(Job("cli", _exit_code_2))
+        assert isinstance(caught.value.__cause__, SystemExit)
+        assert caught.value.__cause__.code == 2
+        assert await queue.push_and_wait(Job("next", lambda: "still running")) == "still running"
+
+
+async def test_a_thread_raising_stop_iteration_fails_its_job_instead_of_hanging() -> None:
+    def stops() -> None:
+        raise StopIteration("cannot be set on a future")
+
+    async with Queue({Priority.MEDIUM: LaneConfig(capacity=1, permits=1)}) as queue:
+        handle = handle_of(await queue.push(Job("k", stops)))
+        async with asyncio.timeout(BOUND):
+            outcome = await handle
+            assert await queue.push_and_wait(Job("next", lambda: "ok")) == "ok"
+    assert isinstance(outcome, Failed) and isinstance(outcome.exception, StopIteration)
+
+
+def test_keyboard_interrupt_in_an_async_body_is_recorded_then_stops_the_loop() -> None:
+    """Ctrl-C in a job on the loop: the job is Failed, the interrupt propagates, the lane
+    serves the jobs queued behind it (in order) when the loop runs again."""
+    order: list[str] = []
+
+    async def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    def behind(name: str) -> object:
+        async def fn() -> str:
+            order.append(name)
+            return name
+
+        return fn
+
+    with asyncio.Runner() as runner:
+        queue = Queue({Priority.MEDIUM: LaneConfig(capacity=5, permits=1)})
+
+        async def push_all() -> list[JobHandle]:
+            jobs = [Job("ki", interrupted)] + [Job(n, behind(n)) for n in ("b", "c")]  # type: ignore[arg-type]
+            handles = [handle_of(await queue.push(job)) for job in jobs]
+            await asyncio.sleep(3600)  # the interrupt stops the loop first
+            return handles
+
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(push_all())
+        state = queue.state("ki")
+        assert isinstance(state, Failed) and isinstance(state.exception, KeyboardInterrupt)
+
+        async def rest() -> object:
+            async with asyncio.timeout(BOUND):
+                return [await queue.push_and_wait(Job(n, behind(n))) for n in ("b", "c")]  # type: ignore[arg-type]
+
+        assert runner.run(rest()) == ["b", "c"]
+        assert order == ["b", "c"]
+        runner.run(queue.close())
+
+
+async def test_keyboard_interrupt_raised_inside_a_thread_job_is_just_recorded() -> None:
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    async with Queue() as queue:
+        with pytest.raises(JobFailed) as caught:
+            await queue.push_and_wait(Job("k", interrupted))
+        assert isinstance(caught.value.__cause__, KeyboardInterrupt)
+        assert await queue.push_and_wait(Job("next", lambda: "ok")) == "ok"
+
+
+class BrokenBackoffClock(FakeClock):
+    """A clock whose sleep fails for one delay: a fault outside any job body."""
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds == 7:
+            raise RuntimeError("the clock broke")
+        await super().sleep(seconds)
+
+
+async def test_a_worker_survives_a_fault_outside_the_body_and_keeps_fifo_order() -> None:
+    reported: list[dict[str, object]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    order: list[str] = []
+
+    def named(name: str) -> object:
+        async def fn() -> str:
+            order.append(name)
+            if name == "a":
+                raise ValueError("retry me")
+            return name
+
+        return fn
+
+    policy = RetryPolicy(max_attempts=3, backoff=Backoff.fixed(7))
+    lanes = {Priority.MEDIUM: LaneConfig(capacity=5, permits=1)}
+    try:
+        async with Queue(lanes, clock=BrokenBackoffClock()) as queue:
+            handles = [
+                handle_of(await queue.push(Job(n, named(n), retry=policy)))  # type: ignore[arg-type]
+                for n in ("a", "b", "c")
+            ]
+            async with asyncio.timeout(BOUND):
+                outcomes = [await h for h in handles]
+    finally:
+        loop.set_exception_handler(None)
+    assert isinstance(outcomes[0], Failed) and outcomes[0].error.type == "RuntimeError"
+    assert isinstance(outcomes[0].exception, RuntimeError)
+    assert outcomes[1:] == [Completed("b"), Completed("c")]
+    assert order == ["a", "b", "c"]
+    assert reported and isinstance(reported[0]["exception"], RuntimeError)
+
+
+# ------------------------------------------------------------------ one body per key at a time
+
+
+@pytest.mark.parametrize("forget", [False, True], ids=["failed-key", "forgotten-key"])
+async def test_a_new_run_of_a_key_waits_for_the_previous_thread_to_stop(
+    clock: FakeClock, forget: bool
+) -> None:
+    """A timed-out thread still runs: the key's next run holds a permit but starts after it."""
+    started = [threading.Event(), threading.Event()]
+    release = [threading.Event(), threading.Event()]
+    log: list[str] = []
+
+    def body(n: int) -> str:
+        log.append(f"start {n}")
+        started[n].set()
+        release[n].wait(BOUND)
+        log.append(f"end {n}")
+        return f"run {n}"
+
+    lanes = {Priority.MEDIUM: LaneConfig(capacity=0, permits=2)}
+    async with Queue(lanes, clock=clock) as queue:
+        first = handle_of(await queue.push(Job("k", functools.partial(body, 0), timeout=1)))
+        await wait_thread_event(started[0])
+        await clock.wait_for_sleepers(1)
+        await clock.advance(1)
+        assert isinstance(first.outcome, Failed)  # decided at once, the thread still runs
+        if forget:
+            assert queue.forget("k")
+        second = handle_of(await queue.push(Job("k", functools.partial(body, 1))))
+        await settle()
+        assert log == ["start 0"]  # the new body has not started
+        assert queue.state("k") == Processing()
+        assert queue.stats()[Priority.MEDIUM].running == 2  # it holds its permit meanwhile
+        release[0].set()
+        await wait_thread_event(started[1])
+        release[1].set()
+        async with asyncio.timeout(BOUND):
+            assert await second == Completed("run 1")
+    assert log == ["start 0", "end 0", "start 1", "end 1"]
+
+
+async def test_cancelling_a_run_that_waits_for_the_previous_body(clock: FakeClock) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def blocking() -> str:
+        started.set()
+        release.wait(BOUND)
+        return "late"
+
+    async with Queue(clock=clock) as queue:
+        first = handle_of(await queue.push(Job("k", blocking, timeout=1)))
+        await wait_thread_event(started)
+        await clock.wait_for_sleepers(1)
+        await clock.advance(1)
+        ran: list[int] = []
+        second = handle_of(await queue.push(Job("k", lambda: ran.append(1))))
+        await settle()
+        assert second.cancel() is True
+        async with asyncio.timeout(BOUND):
+            await second.stopped()  # it never started its body: nothing to wait for
+            release.set()
+            await first.stopped()
+        assert ran == [] and queue.stats()[Priority.MEDIUM].running == 0
+
+
+async def test_a_previous_body_that_waits_for_its_own_key_gets_a_deadlock(
+    clock: FakeClock,
+) -> None:
+    async def other() -> str:
+        return "other"
+
+    async def stubborn() -> object:
+        with contextlib.suppress(asyncio.CancelledError):
+            await clock.sleep(3600)  # ignores its timeout, then asks for its own key again
+        try:
+            return await queue.push_and_wait(Job("k", other))
+        except JobFailed as exc:
+            return type(exc.__cause__).__name__
+
+    queue = Queue(clock=clock)
+    async with queue:
+        first = handle_of(await queue.push(Job("k", stubborn, timeout=1)))
+        await clock.wait_for_sleepers(2)
+        await clock.advance(1)
+        async with asyncio.timeout(BOUND):
+            await first.stopped()
+        assert isinstance(first.outcome, Failed)
+        state = queue.state("k")
+        assert isinstance(state, Failed) and state.error.type == "agentq.errors.DeadlockError"
+
+
+# ------------------------------------------------------------------ what is never retried
+
+
+class Permanent(Exception):
+    retryable = False
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: NonRetryable("bad input"), lambda: WaitForInput("approve?"), Permanent],
+    ids=["NonRetryable", "WaitForInput", "retryable-False"],
+)
+async def test_exceptions_marked_not_retryable_are_never_retried(
+    make: Callable[[], Exception],
+) -> None:
+    calls = 0
+
+    async def fails() -> None:
+        nonlocal calls
+        calls += 1
+        raise make()
+
+    async with Queue() as queue:
+        with pytest.raises(JobFailed):
+            await queue.push_and_wait(Job("k", fails, retry=RetryPolicy(8)))
+    assert calls == 1
+
+
+async def test_other_exceptions_are_still_retried() -> None:
+    calls = 0
+
+    class Flaky(Exception):
+        retryable = True
+
+    async def fails() -> None:
+        nonlocal calls
+        calls += 1
+        raise Flaky if calls % 2 else ValueError
+
+    async with Queue() as queue:
+        with pytest.raises(JobFailed):
+            await queue.push_and_wait(Job("k", fails, retry=RetryPolicy(4)))
+    assert calls == 4

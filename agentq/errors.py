@@ -11,7 +11,7 @@ faults end in ``Error``; errors about misused arguments also derive from `ValueE
     ├── JobLost                   the job was abandoned before it ran (cancelled push, close)
     ├── KeyConflictError          an idempotency key reused for a different call
     ├── InvalidKeyError           (also ValueError) empty, non-UTF-8 or over-long key
-    ├── DeadlockError             a job would wait on its own saturated lane
+    ├── DeadlockError             a wait that could never end (see the class)
     ├── WrongLoopError            (also RuntimeError) a queue used from another event loop
     ├── MissingExtraError         (also ImportError) an optional extra is not installed
     ├── PayloadError              (also ValueError) a value is not JSON or is too large
@@ -96,7 +96,13 @@ class InvalidKeyError(AgentqError, ValueError):
 
 
 class DeadlockError(AgentqError):
-    """Waiting here could never end: a job would wait for capacity of its own saturated lane."""
+    """Waiting here could never end, so agentq refuses to start the wait.
+
+    Raised when a job would wait for room in a full lane whose every permit is held by a job
+    waiting the same way, when a job would wait for a job that (transitively) waits for it,
+    when a job calls `Queue.close` on its own queue, and when a workflow step awaits a run of
+    its own workflow.
+    """
 
 
 class WrongLoopError(AgentqError, RuntimeError):

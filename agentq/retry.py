@@ -16,7 +16,11 @@ __all__ = ["Backoff", "RetryPolicy"]
 def _check_seconds(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0:
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:
+        finite = False
+    if not finite or value < 0:
         raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
     return float(value)
 

@@ -253,7 +253,8 @@ class DurableStore(Protocol):
             is appended then).
 
         Raises:
-            WorkflowMismatchError: The id exists with different step names.
+            WorkflowMismatchError: The id exists with different step names or another input
+                (compared as decoded JSON).
             PayloadError: `input` is not JSON or too large.
         """
         ...

@@ -252,6 +252,11 @@ def _fenced(tx: Tx, execution: object, verb: str) -> tuple[Execution, WorkflowRo
 # ---------------------------------------------------------------- the verbs
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
 def start_workflow(
     tx: Tx, workflow_id: str, step_names: Sequence[str], input: Any, now: float
 ) -> tuple[WorkflowRow, bool]:
@@ -260,6 +265,7 @@ def start_workflow(
     Raises:
         InvalidKeyError / TypeError: A bad workflow id or step name.
         ValueError: No steps, or duplicate step names.
+        WorkflowMismatchError: The id exists with other step names or another input.
     """
     workflow_id = validate_key(workflow_id, "workflow id")
     if isinstance(step_names, str) or not isinstance(step_names, Sequence):
@@ -278,6 +284,12 @@ def start_workflow(
             raise WorkflowMismatchError(
                 f"workflow {workflow_id!r} exists with steps {list(existing.step_names)!r}, "
                 f"not {list(names)!r}"
+            )
+        if existing.input != value:
+            raise WorkflowMismatchError(
+                f"workflow {workflow_id!r} exists with another input "
+                f"({_short(existing.input)}, not {_short(value)}); a workflow id names one "
+                "run: use a new id for new input"
             )
         return existing, False
     draft = _draft(

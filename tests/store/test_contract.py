@@ -75,7 +75,7 @@ async def test_start_creates_the_workflow_and_its_pending_steps(store: DurableSt
 
 async def test_start_again_returns_the_stored_row_and_appends_nothing(store: DurableStore) -> None:
     first, _ = await store.start_workflow("wf", ["a"], 1, T0)
-    again, created = await store.start_workflow("wf", ["a"], 2, T0 + 5)
+    again, created = await store.start_workflow("wf", ["a"], 1, T0 + 5)
     assert not created and again == first
     assert await store.last_seq() == 1
 
@@ -690,3 +690,12 @@ async def test_rebuild_equals_the_live_projection(store: DurableStore) -> None:
     await store.rebuild_projection()
     assert await store.step_rows() == live_steps
     assert await store.workflows() == live_workflows
+
+
+async def test_a_workflow_id_reused_with_another_input_is_refused(store: DurableStore) -> None:
+    await store.start_workflow("wf-in", ["a"], {"user": "alice", "ids": (1, 2)}, T0)
+    row, created = await store.start_workflow("wf-in", ["a"], {"ids": [1, 2], "user": "alice"}, T0)
+    assert not created and row.input == {"user": "alice", "ids": [1, 2]}
+    with pytest.raises(WorkflowMismatchError, match="another input"):
+        await store.start_workflow("wf-in", ["a"], {"user": "bob", "ids": [1, 2]}, T0)
+    assert await kinds(store, "wf-in") == ["WorkflowStarted"]

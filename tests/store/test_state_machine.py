@@ -7,6 +7,7 @@ and a replay of the log equals the live projection (a renewed lease's expiry asi
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import tempfile
 from collections.abc import Coroutine
@@ -33,6 +34,7 @@ from agentq.errors import (
     UnknownStepError,
     UnknownWorkflowError,
     WorkflowClosedError,
+    WorkflowMismatchError,
 )
 from agentq.store.base import (
     AlreadyCompleted,
@@ -93,6 +95,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.store: DurableStore = self.run(make_store(self.kind, Path(self.tmp)))
         self.now = T0
         self.model: dict[str, MWorkflow] = {}
+        self.inputs: dict[str, Any] = {}
         self.events = 0
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -120,10 +123,17 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(wid=st.sampled_from(IDS), value=JSON)
     def start(self, wid: str, value: Any) -> None:
         names = [f"s{i}" for i in range(STEPS[wid])]
+        known = self.inputs.get(wid, value)
+        if json.loads(json.dumps(known)) != json.loads(json.dumps(value)):
+            # A workflow id names one run: another input is refused, appending nothing.
+            self.expect(self.store.start_workflow(wid, names, value, self.now),
+                        WorkflowMismatchError)
+            value = known
         row, created = self.run(self.store.start_workflow(wid, names, value, self.now))
         assert created == (wid not in self.model) and row.workflow_id == wid
         if created:
             self.model[wid] = MWorkflow([MStep() for _ in names])
+            self.inputs[wid] = row.input
             self.events += 1
 
     def pick(self, data: st.DataObject, *states: StepState) -> tuple[str, int]:

@@ -18,15 +18,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
-import hashlib
-import os
-import socket
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from agentq._attempts import (
+    HAND_BACK_TTL,
+    IN_STEP,
+    Again,
+    Lease,
+    Retry,
+    Waiting,
+    default_worker_id,
+    job_key,
+    status_of,
+    step_call,
+    stored_result,
+)
 from agentq.clock import Clock, SystemClock
 from agentq.errors import (
     AgentqError,
@@ -51,10 +59,7 @@ from agentq.store.base import (
     DurableStore,
     Execution,
     HeldByOther,
-    StepRow,
-    StepState,
     WorkflowClosed,
-    WorkflowRow,
     WorkflowState,
 )
 from agentq.workflow import (
@@ -64,90 +69,10 @@ from agentq.workflow import (
     StepContext,
     StepDef,
     StepStatus,
-    WaitForInput,
     Workflow,
 )
 
 __all__ = ["WorkflowEngine"]
-
-_RUN_STATUS = {
-    WorkflowState.COMPLETED: RunStatus.COMPLETED,
-    WorkflowState.FAILED: RunStatus.FAILED,
-    WorkflowState.CANCELLED: RunStatus.CANCELLED,
-    WorkflowState.WAITING: RunStatus.WAITING,
-}
-
-
-_IN_STEP: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "agentq_in_step", default=None
-)
-"""The workflow whose step body runs in this context (to refuse a step awaiting its own run)."""
-
-
-def _default_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def _job_key(workflow_id: str, step_index: int, lease_token: int) -> str:
-    digest = hashlib.blake2b(workflow_id.encode("utf-8"), digest_size=12).hexdigest()
-    return f"agentq.step:{digest}:{step_index}:{lease_token}"
-
-
-class _Waiting:
-    """The output of an attempt that raised `WaitForInput`: a pause, not a failed job."""
-
-    __slots__ = ("reason",)
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-
-def _step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
-    """The job body for one attempt: `step.fn(ctx)`, with `WaitForInput` turned into a value.
-
-    A wait is not a failure, so the queue's lane statistics do not count it as one. Async
-    bodies stay async; plain ones stay plain, so the queue runs them in a worker thread.
-    """
-    fn = step.fn
-    if step.is_async:
-
-        async def call_async() -> Any:
-            token = _IN_STEP.set(ctx.workflow_id)
-            try:
-                return await fn(ctx)
-            except WaitForInput as wait:
-                return _Waiting(wait.reason)
-            finally:
-                _IN_STEP.reset(token)
-
-        return call_async
-
-    def call() -> Any:
-        try:
-            return fn(ctx)
-        except WaitForInput as wait:
-            return _Waiting(wait.reason)
-
-    return call
-
-
-class _Retry:
-    """Marker: the attempt failed and another one is scheduled after `delay` seconds."""
-
-    __slots__ = ("delay",)
-
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
-
-
-class _Again:
-    """Marker: claim the step again (the lease was lost, or another worker holds it)."""
-
-    __slots__ = ("delay",)
-
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
-
 
 class WorkflowEngine:
     """Run workflows durably: one step after another, each attempt through the queue.
@@ -208,7 +133,7 @@ class WorkflowEngine:
         self.queue = queue
         self.store = store
         self.worker_id = (
-            _default_worker_id() if worker_id is None else validate_key(worker_id, "worker_id")
+            default_worker_id() if worker_id is None else validate_key(worker_id, "worker_id")
         )
         self.lease_ttl = float(lease_ttl)
         self.clock: Clock = clock or SystemClock()
@@ -283,7 +208,7 @@ class WorkflowEngine:
             StoreError: The store failed; the run can be retried (or recovered) later.
         """
         wf = self._lookup(workflow)
-        if _IN_STEP.get() == wf.id:
+        if IN_STEP.get() == wf.id:
             raise DeadlockError(
                 f"a step of workflow {wf.id!r} awaits a run of its own workflow, which waits "
                 "for that step: this wait could never end"
@@ -371,7 +296,7 @@ class WorkflowEngine:
         rows = await self.store.step_rows(validate_key(workflow_id, "workflow id"))
         if not rows:
             raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
-        return [_status_of(row) for row in rows]
+        return [status_of(row) for row in rows]
 
     async def close(self) -> None:
         """Cancel this engine's runs in progress and wait for them to stop.
@@ -402,7 +327,7 @@ class WorkflowEngine:
             wf.id, wf.step_names, wf.input, self.clock.time()
         )
         if row.state.closed:
-            return await self._stored_result(row)
+            return await stored_result(self.store, row)
         outputs: list[Any] = []
         for index, step in enumerate(wf.steps):
             result = await self._run_step(wf, index, step, outputs)
@@ -441,21 +366,21 @@ class WorkflowEngine:
                 resume_input=claim.resume_input,
             )
             step_result = await self._attempt(wf, step, claim.execution, ctx)
-            if isinstance(step_result, _Retry | _Again):
+            if isinstance(step_result, Retry | Again):
                 await self.clock.sleep(step_result.delay)
                 continue
             return step_result
 
     async def _attempt(
         self, wf: Workflow, step: StepDef, execution: Execution, ctx: StepContext
-    ) -> Completed | RunResult | _Retry | _Again:
+    ) -> Completed | RunResult | Retry | Again:
         job = Job(
-            _job_key(wf.id, execution.step_index, execution.lease_token),
-            _step_call(step, ctx),
+            job_key(wf.id, execution.step_index, execution.lease_token),
+            step_call(step, ctx),
             self.priority,
             timeout=step.timeout,
         )
-        lease = _Lease(self, execution)
+        lease = Lease(self.store, self.clock, self.lease_ttl, execution)
         renewer = asyncio.get_running_loop().create_task(
             lease.keep(), name=f"agentq.lease:{wf.id}:{execution.step_index}"
         )
@@ -483,7 +408,7 @@ class WorkflowEngine:
         try:
             return await self._record(wf, step, execution, outcome, ctx)
         except LeaseLostError:
-            return _Again(0.0)
+            return Again(0.0)
         except WorkflowClosedError:
             return await self._closed_result(wf.id)
 
@@ -500,9 +425,9 @@ class WorkflowEngine:
         execution: Execution,
         outcome: Any,
         ctx: StepContext,
-    ) -> Completed | RunResult | _Retry:
+    ) -> Completed | RunResult | Retry:
         now = self.clock.time()
-        if isinstance(outcome, Completed) and isinstance(outcome.output, _Waiting):
+        if isinstance(outcome, Completed) and isinstance(outcome.output, Waiting):
             reason = outcome.output.reason
             await self.store.wait_step(execution, reason, now)
             return RunResult(wf.id, RunStatus.WAITING, step.name, reason, ctx.outputs)
@@ -521,7 +446,7 @@ class WorkflowEngine:
         if outcome.reason is FailureReason.CANCELLED:
             row = await self.store.get_workflow(wf.id)
             if row is not None and row.state is WorkflowState.CANCELLED:
-                return await self._stored_result(row)
+                return await stored_result(self.store, row)
             # Not our cancel: the queue closed (or this engine is closing). Record nothing,
             # as a crash would, and hand the lease back so `recover` or `run` can continue
             # the step at once.
@@ -538,14 +463,14 @@ class WorkflowEngine:
         if step.retry.should_retry(execution.attempt):
             delay = step.retry.delay(execution.attempt)
             await self.store.fail_step(execution, reason, error, now, now + delay)
-            return _Retry(delay)
+            return Retry(delay)
         await self.store.fail_step(execution, reason, error, now, None)
         return RunResult(wf.id, RunStatus.FAILED, step.name, reason, ctx.outputs)
 
     async def _hand_back(self, execution: Execution) -> None:
         """Shorten our lease so that another worker may take the step over at once."""
         with contextlib.suppress(AgentqError):
-            await self.store.renew_lease(execution, _HAND_BACK_TTL, self.clock.time())
+            await self.store.renew_lease(execution, HAND_BACK_TTL, self.clock.time())
 
     # ----------------------------------------------------------------- results
 
@@ -553,61 +478,4 @@ class WorkflowEngine:
         row = await self.store.get_workflow(workflow_id)
         if row is None:
             raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
-        return await self._stored_result(row)
-
-    async def _stored_result(self, row: WorkflowRow) -> RunResult:
-        steps = await self.store.step_rows(row.workflow_id)
-        outputs = tuple(s.output for s in steps if s.state is StepState.COMPLETED)
-        status = _RUN_STATUS.get(row.state, RunStatus.WAITING)
-        focus = next(
-            (s for s in steps if s.state in (StepState.FAILED, StepState.WAITING)), None
-        )
-        if status is RunStatus.COMPLETED:
-            return RunResult(row.workflow_id, status, outputs=outputs)
-        return RunResult(
-            row.workflow_id,
-            status,
-            focus.step_name if focus else None,
-            row.reason if row.reason is not None else (focus.reason if focus else None),
-            outputs,
-        )
-
-
-_HAND_BACK_TTL = 1e-6
-"""Seconds a handed-back lease stays live: it has expired by the next clock reading."""
-
-
-class _Lease:
-    """Keeps one execution's lease alive while its attempt waits and runs."""
-
-    def __init__(self, engine: WorkflowEngine, execution: Execution) -> None:
-        self._engine = engine
-        self.execution = execution
-        self.lost = False
-
-    async def keep(self) -> None:
-        engine = self._engine
-        interval = engine.lease_ttl / 3
-        while True:
-            await engine.clock.sleep(interval)
-            try:
-                self.execution = await engine.store.renew_lease(
-                    self.execution, engine.lease_ttl, engine.clock.time()
-                )
-            except (LeaseLostError, WorkflowClosedError):
-                self.lost = True
-                return
-
-
-def _status_of(row: StepRow) -> StepStatus:
-    match row.state:
-        case StepState.PENDING:
-            return StepStatus.Pending()
-        case StepState.LEASED:
-            return StepStatus.Leased(row.worker_id or "", row.lease_expires_at or 0.0)
-        case StepState.COMPLETED:
-            return StepStatus.Completed(row.output)
-        case StepState.WAITING:
-            return StepStatus.Waiting(row.reason or "")
-        case _:
-            return StepStatus.Failed(row.reason or "", row.attempt)
+        return await stored_result(self.store, row)

@@ -588,3 +588,34 @@ async def test_closing_the_engine_mid_step_hands_the_lease_back(
     assert [e.worker_id for e in report.recovered] == ["old"]
     assert report.resumed["wf-engine-close"].output == "done"
     assert "StepFailed" not in await kinds(store, "wf-engine-close")
+
+
+async def test_an_approval_racing_the_waiting_transition_is_never_dropped_bh19(
+    engine: WorkflowEngine,
+) -> None:
+    """BH-19: resume sent before, during and just after the wait commits: applied or refused
+    with "not waiting yet", and the step stays resumable; never silently dropped."""
+
+    async def slow_gate(ctx: StepContext) -> Any:
+        if ctx.resume_input is None:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            raise WaitForInput("approve?")
+        return ctx.resume_input
+
+    for offset in range(0, 40, 3):
+        wid = f"wf-bh19-{offset}"
+        wf = Workflow(wid, [StepDef("gate", slow_gate)])
+        engine.register_workflow(wf)
+        run = asyncio.ensure_future(engine.run(wf))
+        for _ in range(offset):
+            await asyncio.sleep(0)
+        try:
+            result = await engine.resume(wid, "gate", {"ok": offset})
+        except (NotWaitingError, UnknownWorkflowError) as refused:
+            assert "waiting" in str(refused) or wid in str(refused)
+            assert (await run).status is RunStatus.WAITING  # still resumable
+            result = await engine.resume(wid, "gate", {"ok": offset})
+        assert result.status is RunStatus.COMPLETED and result.output == {"ok": offset}
+        await run
+        assert (await kinds(engine.store, wid)).count("StepResumed") == 1

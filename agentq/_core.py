@@ -281,7 +281,7 @@ class _QueueCore:
     def _freed(self, lane: _Lane) -> None:
         """Room was made in `lane`: admit pushes waiting for it, wake a draining close."""
         space = lane.space
-        while space and lane.queued + lane.running < lane.limit:
+        while space and lane.has_room():
             rec, fut = space.popleft()
             if fut.done():
                 continue  # the push was cancelled or settled meanwhile

@@ -102,7 +102,7 @@ def _stuck(queue: Queue, target: _Lane, *, for_room: bool = True) -> bool:
         for lane in tuple(stuck):
             if (
                 lane.running < lane.permits
-                or (for_room and lane.queued + lane.running < lane.limit)
+                or (for_room and lane.has_room())
                 or not all(
                     h.blocked and all(b in stuck for b in h.blocked) for h in lane.holders
                 )
@@ -151,7 +151,7 @@ async def _through_lane(queue: Queue, job: Job, parent: _Record) -> Outcome:
     """A nested call into another lane: admitted there, run on one of its permits."""
     rec = queue._claim(job)
     lane = rec.lane
-    if not lane.space and lane.queued + lane.running < lane.limit:
+    if not lane.space and lane.has_room():
         queue._admit(rec)
     else:
         await wait_for_room(queue, rec)

@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import gc
 import json
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from agentq._extras import require
 from agentq.events import EventKind
-from agentq.lanes import LANE_ORDER
+from agentq.lanes import LANE_ORDER, LaneStats
 from agentq.store.base import EVENT_COLUMNS, DurableStore, StepState
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from agentq.queue import Queue
 
 __all__ = [
     "EVENT_DTYPES",
@@ -101,22 +102,6 @@ assert tuple(EVENT_DTYPES) == EVENT_COLUMNS
 _KINDS = [kind.value for kind in EventKind]
 _STATES = [state.value for state in StepState]
 _NAT = -(2**63)  # the int64 that numpy reads as NaT
-
-
-class _LaneStats(Protocol):
-    priority: Any
-    capacity: int
-    permits: int
-    queued: int
-    running: int
-    completed: int
-    failed: int
-    cache_hits: int
-    joins: int
-
-
-class _QueueLike(Protocol):
-    def stats(self) -> Any: ...
 
 
 def _modules() -> tuple[Any, Any]:
@@ -304,7 +289,7 @@ async def steps_frame(store: DurableStore) -> pd.DataFrame:
     return frame
 
 
-async def lanes_frame(queue: _QueueLike) -> pd.DataFrame:
+async def lanes_frame(queue: Queue) -> pd.DataFrame:
     """Return a snapshot of the queue's lanes (`Queue.stats`) as a DataFrame, one row a lane.
 
     A coroutine like the other frames (``await lanes_frame(queue)``), though it does not wait.
@@ -324,9 +309,8 @@ async def lanes_frame(queue: _QueueLike) -> pd.DataFrame:
         MissingExtraError: pandas is not installed.
     """
     pdm, npm = _modules()
-    clock = getattr(queue, "clock", None)
-    now = clock.time() if clock is not None else time.time()
-    lanes: Sequence[_LaneStats] = tuple(queue.stats().lanes)
+    now = queue.clock.time()
+    lanes: Sequence[LaneStats] = tuple(queue.stats().lanes)
     data: dict[str, pd.Series] = {
         "priority": _categorical(
             pdm, npm, [str(lane.priority) for lane in lanes], [p.value for p in LANE_ORDER]

@@ -204,20 +204,28 @@ class Queue(_QueueCore):
         state comes back); pushes that joined it meanwhile get `JobLost`.
         """
         self._enter(job, nested=False)
-        rec = self._keys.get(job.key)
-        if rec is not None:
-            code = self._hit(job, rec)
-            if code == HIT_CACHED:
-                return Cached(rec.outcome.output)  # type: ignore[union-attr]
-            if code == HIT_JOINED:
-                return InFlight(JobHandle(rec))
+        known = self._known(job)
+        if known is not None:
+            return known
         rec = self._claim(job)
         lane = rec.lane
-        if not lane.space and lane.queued + lane.running < lane.limit:
+        if not lane.space and lane.has_room():
             self._admit(rec)
         else:
             await _nested.wait_for_room(self, rec)
         return Queued(JobHandle(rec))
+
+    def _known(self, job: Job) -> Accepted | None:
+        """Answer a push whose key is known: `Cached`, `InFlight`, or None when it must run."""
+        rec = self._keys.get(job.key)
+        if rec is None:
+            return None
+        code = self._hit(job, rec)
+        if code == HIT_CACHED:
+            return Cached(rec.outcome.output)  # type: ignore[union-attr]
+        if code == HIT_JOINED:
+            return InFlight(JobHandle(rec))
+        return None
 
     def push_nowait(self, job: Job) -> Accepted:
         """Submit `job` without waiting; must be called on the queue's loop.
@@ -232,15 +240,11 @@ class Queue(_QueueCore):
             RuntimeError: No event loop is running.
         """
         self._enter(job, nested=False)
-        rec = self._keys.get(job.key)
-        if rec is not None:
-            code = self._hit(job, rec)
-            if code == HIT_CACHED:
-                return Cached(rec.outcome.output)  # type: ignore[union-attr]
-            if code == HIT_JOINED:
-                return InFlight(JobHandle(rec))
+        known = self._known(job)
+        if known is not None:
+            return known
         lane = self._lanes[job.priority]
-        if lane.space or lane.queued + lane.running >= lane.limit:
+        if lane.space or not lane.has_room():
             raise QueueFull(
                 f"lane {lane.priority} is full ({lane.queued} queued, {lane.running} running; "
                 f"capacity {lane.capacity}, permits {lane.permits}): job {job.key!r} not admitted"
@@ -314,7 +318,7 @@ class Queue(_QueueCore):
                 return _unwrap(job.key, await self._wait(rec))
         rec = self._claim(job)
         lane = rec.lane
-        if not lane.space and lane.queued + lane.running < lane.limit:
+        if not lane.space and lane.has_room():
             self._admit(rec)
         else:
             await _nested.wait_for_room(self, rec)

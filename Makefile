@@ -6,11 +6,14 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck unit notebooks browser bench clean
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every package of the test environment to the versions CI last passed
+# with (tests run with warnings as errors, so an unpinned upgrade could fail them).
+# Refresh it with: .venv/bin/pip freeze --exclude-editable > constraints.txt
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
-	$(PY) -m pip install --quiet --no-deps 'bfcl-eval==2026.3.23' 'mpmath>=1.3'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(PY) -m pip install --quiet --no-deps -c constraints.txt 'bfcl-eval==2026.3.23' 'mpmath>=1.3'
 	touch $(STAMP)
 
 ## Run the main job: replay BFCL's multi-turn agent tasks through agentq on a SQLite file.

@@ -122,10 +122,17 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+_MAX_SECONDS = 9.2e9  # datetime64[ns] spans about ±9.22e9 s around 1970
+
+
 def _utc(npm: Any, pdm: Any, seconds: Sequence[float | None]) -> pd.Series:
-    """Unix seconds (None = missing) → a ``datetime64[ns, UTC]`` Series, microsecond-exact."""
+    """Unix seconds (None = missing) → a ``datetime64[ns, UTC]`` Series, microsecond-exact.
+
+    Times outside what datetime64[ns] can hold (before 1678 or after 2261) become NaT rather
+    than wrapping around.
+    """
     values = npm.asarray(seconds, dtype=npm.float64) if len(seconds) else npm.empty(0)
-    missing = npm.isnan(values)
+    missing = npm.isnan(values) | (npm.abs(values) >= _MAX_SECONDS)
     micros = npm.round(npm.where(missing, 0.0, values) * 1e6).astype(npm.int64)
     nanos = micros * 1000
     nanos[missing] = _NAT

@@ -261,3 +261,12 @@ async def test_lanes_frame_and_the_throughput_recipe(clock: FakeClock) -> None:
     after["at"] = before["at"] + pd.Timedelta(seconds=2)  # as if taken 2 s later
     out = run_recipe("Per-lane throughput", before=before, after=after)
     assert out.per_second.tolist() == [3.0, 0.0, 0.0]
+
+
+async def test_times_beyond_datetime64_become_nat_instead_of_wrapping() -> None:
+    store = MemoryStore()
+    await store.start_workflow("far", ["s"], None, 1_767_225_600.0)
+    await store.claim_step("far", 0, "w", 1e10, 1_767_225_600.0)  # expires around year 2334
+    frame = await steps_frame(store)
+    assert frame["lease_expires_at"].isna().all()
+    assert frame["started_at"].iloc[0].year == 2026

@@ -10,9 +10,10 @@ uses, unwrapping the callable layer by layer:
 
 - `functools.partial`: its positional and keyword arguments, then its func;
 - a bound method: its ``self``, then the function;
-- a Python function: module, qualified name, code object, its defaults, and each value its
+- a Python function: module, qualified name, code object, its defaults, each value its
   closure captured, except a variable the function rebinds itself (``nonlocal`` state such
-  as a counter);
+  as a counter), and each module-level value its code reads (a notebook cell's global
+  ``user``);
 - any other callable object: the object itself, as a value.
 
 Each value is compared by a canonical form:
@@ -22,8 +23,9 @@ Each value is compared by a canonical form:
   ``1.0`` and ``True`` differ), with dict keys and set items in a canonical order;
 - functions, partials and bound methods by their own fingerprint;
 - any other object by its ``repr`` when its class gives a meaningful one (a dataclass, a
-  pydantic model, a class), otherwise (the default ``<… object at 0x…>``, or a ``repr``
-  that fails) by identity: only the same object is the same value.
+  pydantic model, a class), otherwise (the default ``<… object at 0x…>``, a ``repr`` that
+  elides contents with ``...`` as numpy arrays and DataFrames do, or a ``repr`` that fails)
+  by identity: only the same object is the same value.
 
 And the same object is always the same value, however its contents changed in between: a
 job that fills a shared cache or bumps a counter on its client stays "the same call". So
@@ -127,8 +129,8 @@ def _form(value: object, depth: int, stack: set[int]) -> Any:
         text = repr(value)
     except Exception:  # a broken __repr__ must not break a push
         return _IDENTITY
-    if _ADDRESS.search(text):
-        return _IDENTITY
+    if _ADDRESS.search(text) or "..." in text or "…" in text:
+        return _IDENTITY  # identity, or a summary (numpy, pandas) that elides contents
     return ("repr", _type_name(value), text)
 
 
@@ -155,6 +157,35 @@ def _cells(fn: Any, code: CodeType, depth: int, stack: set[int]) -> tuple[Any, .
             values.append((name, "<empty>"))
             continue
         values.append((name, _value(value, depth, stack)))
+    return tuple(values)
+
+
+@functools.lru_cache(maxsize=512)
+def _global_names(code: CodeType) -> tuple[str, ...]:
+    """Names `code` (and the functions defined inside it) may read as globals."""
+    names: set[str] = set()
+    todo = [code]
+    while todo:
+        current = todo.pop()
+        names.update(current.co_names)
+        todo.extend(c for c in current.co_consts if isinstance(c, CodeType))
+    return tuple(sorted(names))
+
+
+def _globals(fn: Any, code: CodeType, depth: int, stack: set[int]) -> tuple[Any, ...]:
+    """The module-level values the function reads: a notebook's ``lambda: send(user)`` over
+    a global ``user`` is another call once ``user`` is rebound."""
+    namespace = getattr(fn, "__globals__", None)
+    if not isinstance(namespace, dict):
+        return ()
+    values: list[Any] = []
+    for name in _global_names(code):
+        if name in namespace:
+            value = namespace[name]
+            if inspect.ismodule(value) or inspect.isclass(value):
+                values.append((name, _type_name(value), getattr(value, "__qualname__", name)))
+            else:
+                values.append((name, _value(value, depth, stack)))
     return tuple(values)
 
 
@@ -194,6 +225,7 @@ def _derive(fn: Any, depth: int, stack: set[int]) -> tuple[Any, ...]:
                     defaults,
                     kwdefaults,
                     _cells(fn, code, depth, stack),
+                    _globals(fn, code, depth, stack),
                 )
             )
         else:

@@ -238,3 +238,36 @@ def test_captured_functions_compare_by_their_own_fingerprint() -> None:
 
     assert derive_fingerprint(outer("a")) == derive_fingerprint(outer("a"))
     assert derive_fingerprint(outer("a")) != derive_fingerprint(outer("b"))
+
+
+async def test_a_notebook_lambda_over_a_rebound_global_is_another_call() -> None:
+    """Review finding: a top-level `lambda: send(user)` reads `user` as a global."""
+    namespace: dict[str, object] = {}
+    cell = "def send(u):\n    return f'sent to {u}'\nuser = {!r}\njob = lambda: send(user)\n"
+    async with Queue() as queue:
+        exec(compile(cell.replace("{!r}", repr("alice")), "<cell-1>", "exec"), namespace)
+        assert await queue.push_and_wait(Job("mail-1", namespace["job"])) == "sent to alice"
+        exec(compile(cell.replace("{!r}", repr("alice")), "<cell-1>", "exec"), namespace)
+        assert await queue.push_and_wait(Job("mail-1", namespace["job"])) == "sent to alice"
+        exec(compile(cell.replace("{!r}", repr("bob")), "<cell-1>", "exec"), namespace)
+        with pytest.raises(KeyConflictError):
+            await queue.push_and_wait(Job("mail-1", namespace["job"]))
+
+
+def test_values_whose_repr_elides_contents_count_by_identity() -> None:
+    class Summary:
+        def __init__(self, data: list[int]) -> None:
+            self.data = data
+
+        def __repr__(self) -> str:
+            return f"Summary([{self.data[0]}, ..., {self.data[-1]}])"
+
+    def call_with(value: Summary) -> object:
+        return lambda: value
+
+    a = Summary([0] * 2000)
+    b = Summary([0] * 2000)
+    b.data[1000] = 5
+    assert repr(a) == repr(b)
+    assert derive_fingerprint(call_with(a)) == derive_fingerprint(call_with(a))
+    assert derive_fingerprint(call_with(a)) != derive_fingerprint(call_with(b))

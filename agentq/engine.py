@@ -36,6 +36,7 @@ from agentq._attempts import (
     stored_result,
 )
 from agentq.clock import Clock, SystemClock
+from agentq.codec import decode, encode
 from agentq.errors import (
     AgentqError,
     DeadlockError,
@@ -73,6 +74,14 @@ from agentq.workflow import (
 )
 
 __all__ = ["WorkflowEngine"]
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two workflow inputs are the same value once stored (as the store compares)."""
+    try:
+        return bool(decode(encode(a, "input")) == decode(encode(b, "input")))
+    except PayloadError:
+        return bool(a == b)  # the store refuses such an input anyway
+
 
 class WorkflowEngine:
     """Run workflows durably: one step after another, each attempt through the queue.
@@ -140,6 +149,7 @@ class WorkflowEngine:
         self.poll_interval = poll_interval or min(self.lease_ttl / 4, 1.0)
         self._workflows: dict[str, Workflow] = {}
         self._runs: dict[str, asyncio.Task[RunResult]] = {}
+        self._delivering: dict[str, asyncio.Task[RunResult]] = {}
         self._attempts: dict[str, JobHandle] = {}
 
     # ----------------------------------------------------------------- registry
@@ -148,11 +158,12 @@ class WorkflowEngine:
         """Make `workflow`'s step bodies known to this engine (needed by `resume`, `recover`).
 
         Registering the same id again replaces the bodies (a notebook cell run twice), as
-        long as the step names are the same.
+        long as the step names and the input are the same.
 
         Raises:
             TypeError: `workflow` is not a `Workflow`.
-            WorkflowMismatchError: The id is registered with different step names.
+            WorkflowMismatchError: The id is registered with different step names or another
+                input (nothing is replaced).
         """
         if not isinstance(workflow, Workflow):
             raise TypeError(f"expected a Workflow, got {workflow!r}")
@@ -161,6 +172,11 @@ class WorkflowEngine:
             raise WorkflowMismatchError(
                 f"workflow {workflow.id!r} is registered with steps {list(known.step_names)}, "
                 f"not {list(workflow.step_names)}"
+            )
+        if known is not None and not _same_json(known.input, workflow.input):
+            raise WorkflowMismatchError(
+                f"workflow {workflow.id!r} is registered with another input; a workflow id "
+                "names one run: use a new id for new input"
             )
         self._workflows[workflow.id] = workflow
 
@@ -213,6 +229,9 @@ class WorkflowEngine:
                 f"a step of workflow {wf.id!r} awaits a run of its own workflow, which waits "
                 "for that step: this wait could never end"
             )
+        delivering = self._delivering.get(wf.id)
+        if delivering is not None:  # a resume in flight continues the workflow: join it
+            await asyncio.wait({delivering})
         return await asyncio.shield(self._start(wf))
 
     def _start(self, wf: Workflow) -> asyncio.Task[RunResult]:
@@ -259,14 +278,32 @@ class WorkflowEngine:
             ) from None
         loop = asyncio.get_running_loop()
         deliver = loop.create_task(self._deliver(wf, index, input))
-        # Shielded: once the input is delivered the run starts, even if our caller is
-        # cancelled meanwhile (as with `run`, cancelling the caller never strands a workflow).
-        run = await asyncio.shield(deliver)
-        return await asyncio.shield(run)
+        self._delivering[wf.id] = deliver
+        deliver.add_done_callback(functools.partial(self._delivered, wf.id))
+        # Shielded: once called, the input is delivered and the run continues even if our
+        # caller is cancelled meanwhile (as with `run`, cancelling never strands a workflow).
+        return await asyncio.shield(deliver)
 
-    async def _deliver(self, wf: Workflow, index: int, input: Any) -> asyncio.Task[RunResult]:
-        await self.store.resume_step(wf.id, index, input, self.clock.time())
-        return self._start(wf)
+    async def _deliver(self, wf: Workflow, index: int, input: Any) -> RunResult:
+        now = self.clock.time()
+        row = await self.store.get_workflow(wf.id)
+        if row is not None:  # the run must be able to continue before the wait is consumed
+            await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
+        await self.store.resume_step(wf.id, index, input, now)
+        previous = self._runs.get(wf.id)
+        if previous is not None:
+            # A run that is still returning from the wait would not see the input: let it
+            # end, then continue with a run of our own (claims keep each step to one run).
+            await asyncio.wait({previous})
+            if self._runs.get(wf.id) is previous:
+                del self._runs[wf.id]
+        return await asyncio.shield(self._start(wf))
+
+    def _delivered(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
+        if self._delivering.get(workflow_id) is task:
+            del self._delivering[workflow_id]
+        if not task.cancelled():
+            task.exception()  # retrieved by the awaiting caller; avoid "never retrieved"
 
     async def cancel(self, workflow_id: str, reason: str = "cancelled") -> bool:
         """Cancel a workflow: no further step starts and a running attempt is interrupted.
@@ -340,6 +377,11 @@ class WorkflowEngine:
         self, wf: Workflow, index: int, step: StepDef, outputs: Sequence[Any]
     ) -> Completed | RunResult:
         while True:
+            if self.queue.closed:  # claiming would record a StepStarted nobody runs
+                raise QueueClosed(
+                    f"the queue is closed: step {step.name!r} of workflow {wf.id!r} was not "
+                    "started"
+                )
             claim = await self.store.claim_step(
                 wf.id, index, self.worker_id, self.lease_ttl, self.clock.time()
             )
@@ -433,14 +475,17 @@ class WorkflowEngine:
             return RunResult(wf.id, RunStatus.WAITING, step.name, reason, ctx.outputs)
         if isinstance(outcome, Completed):
             try:
-                await self.store.complete_step(execution, outcome.output, now)
+                # Later steps see the output exactly as a reload from the store would give it
+                # (tuples as lists, float subclasses as float), live or after a restart.
+                output = decode(encode(outcome.output, "output"))
+                await self.store.complete_step(execution, output, now)
             except PayloadError as bad:
                 reason = f"payload: {bad}"
                 await self.store.fail_step(
                     execution, reason, ErrorInfo.from_exception(bad), now, None
                 )
                 return RunResult(wf.id, RunStatus.FAILED, step.name, reason, ctx.outputs)
-            return Completed(outcome.output)
+            return Completed(output)
         exc = outcome.exception
         error = outcome.error
         if outcome.reason is FailureReason.CANCELLED:

@@ -182,6 +182,11 @@ class Queue(_QueueCore):
         """The clock that measures timeouts, backoff and key expiry."""
         return self._clock
 
+    @property
+    def closed(self) -> bool:
+        """True once `close` has begun: no new job is admitted (`QueueClosed`)."""
+        return self._closing
+
     # ----------------------------------------------------------------- public API
 
     async def push(self, job: Job) -> Accepted:

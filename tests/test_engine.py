@@ -619,3 +619,57 @@ async def test_an_approval_racing_the_waiting_transition_is_never_dropped_bh19(
         assert result.status is RunStatus.COMPLETED and result.output == {"ok": offset}
         await run
         assert (await kinds(engine.store, wid)).count("StepResumed") == 1
+
+
+async def test_a_closed_queue_starts_no_step_and_burns_no_attempt(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    async def fine(ctx: StepContext) -> int:
+        return ctx.attempt
+
+    wf = Workflow("wf-closed", [StepDef("s", fine, retry=RetryPolicy(2))])
+    queue = Queue(clock=clock)
+    engine = WorkflowEngine(queue, store, worker_id="w", clock=clock)
+    await queue.close()
+    for _ in range(3):
+        with pytest.raises(QueueClosed, match="not started"):
+            await engine.run(wf)
+    assert "StepStarted" not in await kinds(store, "wf-closed")
+    async with Queue(clock=clock) as fresh:
+        result = await WorkflowEngine(fresh, store, worker_id="w2", clock=clock).run(wf)
+    assert result.output == 1  # the first real attempt is attempt 1
+
+
+async def test_a_refused_rerun_with_another_input_leaves_the_registration_alone(
+    engine: WorkflowEngine,
+) -> None:
+    """Review finding: the refused run must not replace the registered workflow."""
+
+    async def gate(ctx: StepContext) -> Any:
+        if ctx.resume_input is None:
+            raise WaitForInput("approve")
+        return {"to": ctx.input["user"], "ok": ctx.resume_input}
+
+    def wf(user: str) -> Workflow:
+        return Workflow("wf-input", [StepDef("gate", gate)], input={"user": user})
+
+    assert (await engine.run(wf("alice"))).status is RunStatus.WAITING
+    with pytest.raises(WorkflowMismatchError, match="another input"):
+        await engine.run(wf("bob"))
+    result = await engine.resume("wf-input", "gate", True)
+    assert result.output == {"to": "alice", "ok": True}
+
+
+async def test_later_steps_see_outputs_as_stored_even_live(engine: WorkflowEngine) -> None:
+    """Review finding: a tuple is a list for the next step, on the first run as after a reload."""
+    seen: list[Any] = []
+
+    async def first(ctx: StepContext) -> Any:
+        return {"pair": (1, 2)}
+
+    async def second(ctx: StepContext) -> Any:
+        seen.append(ctx.previous)
+        return None
+
+    result = await engine.run(Workflow("wf-norm", [StepDef("a", first), StepDef("b", second)]))
+    assert seen == [{"pair": [1, 2]}] and result.outputs[0] == {"pair": [1, 2]}

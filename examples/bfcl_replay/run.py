@@ -42,6 +42,7 @@ from agentq import (
     WorkflowEngine,
     recover,
 )
+from agentq.store.base import EVENT_COLUMNS
 
 from .approval import ApprovalPolicy
 from .crash import CrashPlan, KillPoint, marker_path
@@ -343,7 +344,10 @@ def _kinds(tasks: list[Task]) -> Counter[str]:
 
 
 async def _summarize(tasks: list[Task], store: DurableStore, outcome: _Outcome) -> Summary:
-    rows = await store.event_rows()
+    # Count only this run's tasks: the store may hold others (a full run, then --tasks 5).
+    mine = {workflow_id(task.id) for task in tasks}
+    column = EVENT_COLUMNS.index("workflow_id")
+    rows = [row for row in await store.event_rows() if row[column] in mine]
     total = count_events(rows)
     now = count_events(rows, outcome.start_seq)
     steps = {

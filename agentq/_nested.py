@@ -51,9 +51,7 @@ async def wait_for_room(queue: Queue, rec: _Record) -> None:
     root = None
     if parent is not None and parent.queue is queue and parent.in_body:
         root = parent.root
-        blocked = root.blocked
-        if blocked is None:
-            root.blocked = blocked = []
+        blocked = _blocked(root)
         blocked.append(lane)
         if _stuck(queue, lane):
             blocked.remove(lane)
@@ -76,6 +74,17 @@ async def wait_for_room(queue: Queue, rec: _Record) -> None:
             root.blocked.remove(lane)
     if fut.result() is CLOSED:
         raise QueueClosed(f"the queue closed while job {rec.key!r} waited for room")
+
+
+async def enqueue(queue: Queue, job: Job) -> _Record:
+    """Claim `job`'s key and admit it to its lane, waiting for room when the lane is full."""
+    rec = queue._claim(job)
+    lane = rec.lane
+    if not lane.space and lane.has_room():
+        queue._admit(rec)
+    else:
+        await wait_for_room(queue, rec)
+    return rec
 
 
 def release_space(rec: _Record) -> None:
@@ -137,9 +146,7 @@ async def push_and_wait(queue: Queue, job: Job, parent: _Record) -> Outcome:
 
 def _would_block_forever(queue: Queue, target: _Lane, root: _Record) -> bool:
     """Whether `root` waiting for a permit of `target` would close a cycle of lanes."""
-    blocked = root.blocked
-    if blocked is None:
-        root.blocked = blocked = []
+    blocked = _blocked(root)
     blocked.append(target)
     try:
         return _stuck(queue, target, for_room=False)
@@ -149,16 +156,10 @@ def _would_block_forever(queue: Queue, target: _Lane, root: _Record) -> bool:
 
 async def _through_lane(queue: Queue, job: Job, parent: _Record) -> Outcome:
     """A nested call into another lane: admitted there, run on one of its permits."""
-    rec = queue._claim(job)
+    rec = await enqueue(queue, job)
     lane = rec.lane
-    if not lane.space and lane.has_room():
-        queue._admit(rec)
-    else:
-        await wait_for_room(queue, rec)
     root = parent.root
-    blocked = root.blocked
-    if blocked is None:
-        root.blocked = blocked = []
+    blocked = _blocked(root)
     blocked.append(lane)
     edges = _edges(parent)
     edges.append(rec)
@@ -223,6 +224,14 @@ def _take(queue: Queue, rec: _Record) -> None:
     else:
         rec.state = RUNNING
         release_space(rec)
+
+
+def _blocked(root: _Record) -> list[_Lane]:
+    """The lanes `root` (a job holding a permit) waits on for room or a permit."""
+    blocked = root.blocked
+    if blocked is None:
+        blocked = root.blocked = []
+    return blocked
 
 
 def _edges(rec: _Record) -> list[_Record]:

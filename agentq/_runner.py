@@ -29,7 +29,7 @@ import asyncio
 import contextvars
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from inspect import CO_COROUTINE
 from types import FunctionType
 from typing import TYPE_CHECKING, Any
@@ -295,17 +295,9 @@ async def _after_previous(
     if edges is None:
         edges = record.waiting_on = []
     edges.append(previous)
-    record.phase = PREVIOUS
-    base = task.cancelling()
     try:
-        await previous.until_stopped()
-    except asyncio.CancelledError as exc:
-        _uncancel(record, task)
-        if task.cancelling() > base or record.outcome is None:
-            queue._settle(record, cancelled_outcome(f"job {record.key!r} was cancelled", exc))
-            raise
+        await _wait_in_phase(queue, record, task, PREVIOUS, previous.until_stopped())
     finally:
-        record.phase = IDLE
         edges.remove(previous)
 
 
@@ -315,10 +307,22 @@ async def _watch(queue: Queue, record: _Record, attempt: int, seconds: float) ->
 
 
 async def _backoff(queue: Queue, record: _Record, task: asyncio.Task[Any], delay: float) -> None:
-    record.phase = BACKOFF
+    await _wait_in_phase(queue, record, task, BACKOFF, queue._clock.sleep(delay))
+
+
+async def _wait_in_phase(
+    queue: Queue,
+    record: _Record,
+    task: asyncio.Task[Any],
+    phase: int,
+    waiting: Coroutine[Any, Any, None],
+) -> None:
+    """Await `waiting` in `phase`; a cancel from outside (or of an unsettled job) settles the
+    job as cancelled and propagates, while the queue's own interrupt is undone."""
+    record.phase = phase
     base = task.cancelling()
     try:
-        await queue._clock.sleep(delay)
+        await waiting
     except asyncio.CancelledError as exc:
         _uncancel(record, task)
         if task.cancelling() > base or record.outcome is None:

@@ -212,12 +212,7 @@ class Queue(_QueueCore):
         known = self._known(job)
         if known is not None:
             return known
-        rec = self._claim(job)
-        lane = rec.lane
-        if not lane.space and lane.has_room():
-            self._admit(rec)
-        else:
-            await _nested.wait_for_room(self, rec)
+        rec = await _nested.enqueue(self, job)
         return Queued(JobHandle(rec))
 
     def _known(self, job: Job) -> Accepted | None:
@@ -321,12 +316,7 @@ class Queue(_QueueCore):
                 return rec.outcome.output  # type: ignore[union-attr]
             if code == HIT_JOINED:
                 return _unwrap(job.key, await self._wait(rec))
-        rec = self._claim(job)
-        lane = rec.lane
-        if not lane.space and lane.has_room():
-            self._admit(rec)
-        else:
-            await _nested.wait_for_room(self, rec)
+        rec = await _nested.enqueue(self, job)
         outcome = rec.outcome
         if outcome is None:
             try:

@@ -30,8 +30,9 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 # Run as a script, bench/ comes first on sys.path and its queue.py would shadow the stdlib's.
 _HERE = Path(__file__).resolve().parent
@@ -59,6 +60,7 @@ EVENTS_PER_WORKFLOW = 2 + 2 * len(STEPS)
 T0 = 1_767_225_600.0
 
 Row = Callable[[Path, int], Awaitable[int]]
+T = TypeVar("T")
 
 # ---------------------------------------------------------------- the floors: same writes, bare
 
@@ -172,17 +174,22 @@ async def _one_workflow(store: SqliteStore, w: int) -> None:
         await store.complete_step(claim.execution, None, T0 + w)
 
 
+async def _pool(items: Iterable[T], at_a_time: int, fn: Callable[[T], Awaitable[None]]) -> None:
+    """Run `fn` over `items`, `at_a_time` at once, timing the whole as the row's measurement."""
+    todo = iter(items)
+
+    async def worker() -> None:
+        for item in todo:
+            await fn(item)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(at_a_time)))
+    _stop(start)
+
+
 async def _drive(path: Path, workflows: int, at_a_time: int) -> int:
     async with SqliteStore(path) as store:
-        todo = iter(range(workflows))
-
-        async def worker() -> None:
-            for w in todo:
-                await _one_workflow(store, w)
-
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(at_a_time)))
-        _stop(start)
+        await _pool(range(workflows), at_a_time, lambda w: _one_workflow(store, w))
         return await store.last_seq()
 
 
@@ -210,16 +217,12 @@ async def _engine(path: Path, workflows: int, at_a_time: int) -> int:
         flows = [
             Workflow(f"wf-{w}", [StepDef(name, _noop) for name in STEPS]) for w in range(workflows)
         ]
-        todo = iter(flows)
 
-        async def worker() -> None:
-            for wf in todo:
-                result = await engine.run(wf)
-                assert result.status is RunStatus.COMPLETED, result
+        async def run(wf: Workflow) -> None:
+            result = await engine.run(wf)
+            assert result.status is RunStatus.COMPLETED, result
 
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(at_a_time)))
-        _stop(start)
+        await _pool(flows, at_a_time, run)
         return await store.last_seq()
 
 

@@ -30,6 +30,7 @@ from agentq.jobs import (
     JobEvent,
     JobEventKind,
     _Record,
+    wake,
 )
 from agentq.lanes import LANE_ORDER, LaneConfig, Priority, _Lane
 from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason, Outcome
@@ -318,9 +319,7 @@ class _QueueCore:
         waiters = rec.waiters
         if waiters is not None:
             rec.waiters = None
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(outcome)
+            wake(waiters, outcome)
         if self._subscribers:
             self._emit(kind, rec.key, rec.job.priority, rec.attempt or None, outcome)
 

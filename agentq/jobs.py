@@ -411,9 +411,7 @@ class _Record:
         waiters = self.stop_waiters
         if waiters is not None:
             self.stop_waiters = None
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
+            wake(waiters, None)
 
     async def until_stopped(self) -> None:
         """Wait until `stopped`; cancelling the wait leaves the job alone."""
@@ -447,6 +445,13 @@ class _Record:
 
     def __repr__(self) -> str:
         return f"<_Record {self.key!r} state={self.state} outcome={self.outcome!r}>"
+
+
+def wake(waiters: list[asyncio.Future[Any]], value: Any) -> None:
+    """Resolve every waiting future with `value` (skipping those cancelled meanwhile)."""
+    for fut in waiters:
+        if not fut.done():
+            fut.set_result(value)
 
 
 def is_completed(outcome: Outcome | None) -> bool:

@@ -71,6 +71,11 @@ class LaneMonitor(Live):
         return self.update()
 
 
+def _check_limit(limit: int) -> None:
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit!r}")
+
+
 class StepTable(Live):
     """Workflows and their steps: status badges, attempt, worker, duration, reason, error.
 
@@ -99,8 +104,7 @@ class StepTable(Live):
         _source: Source | None = None,
     ) -> None:
         super().__init__(interval=interval, clock=clock)
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit!r}")
+        _check_limit(limit)
         w = widgets()
         self.limit = limit
         self.source = _source or Source(store)
@@ -167,8 +171,7 @@ class EventTimeline(Live):
         _source: Source | None = None,
     ) -> None:
         super().__init__(interval=interval, clock=clock)
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit!r}")
+        _check_limit(limit)
         w = widgets()
         self.limit = limit
         self.source = _source or Source(store, steps=False)

@@ -12,7 +12,6 @@
 
 from agentq.clock import Clock, FakeClock, SystemClock
 from agentq.codec import MAX_PAYLOAD_BYTES
-from agentq.engine import WorkflowEngine
 from agentq.errors import (
     AgentqError,
     DeadlockError,
@@ -36,9 +35,7 @@ from agentq.errors import (
     WrongLoopError,
 )
 from agentq.events import Event, EventKind
-from agentq.jobs import Accepted, Cached, InFlight, Job, JobEvent, JobEventKind, JobHandle, Queued
 from agentq.keys import MAX_KEY_BYTES
-from agentq.lanes import LaneConfig, LaneStats, Priority, QueueStats
 from agentq.outcomes import (
     Completed,
     ErrorInfo,
@@ -49,21 +46,36 @@ from agentq.outcomes import (
     Processing,
     State,
 )
-from agentq.queue import CloseReport, Queue
-from agentq.recovery import RecoveryReport, recover
+from agentq.queue import (
+    Accepted,
+    Cached,
+    CloseReport,
+    InFlight,
+    Job,
+    JobEvent,
+    JobEventKind,
+    JobHandle,
+    LaneConfig,
+    LaneStats,
+    Priority,
+    Queue,
+    Queued,
+    QueueStats,
+)
 from agentq.retry import Backoff, RetryPolicy
-from agentq.store.base import (
+from agentq.store import (
     ClaimResult,
     DurableStore,
     Execution,
+    MemoryStore,
+    SqliteStore,
     StepRow,
     StepState,
     WorkflowRow,
     WorkflowState,
 )
-from agentq.store.memory import MemoryStore
-from agentq.store.sqlite import SqliteStore
-from agentq.workflow import (
+from agentq.workflows.engine import WorkflowEngine
+from agentq.workflows.model import (
     MAX_REASON_CHARS,
     NonRetryable,
     RunResult,
@@ -74,6 +86,7 @@ from agentq.workflow import (
     WaitForInput,
     Workflow,
 )
+from agentq.workflows.recovery import RecoveryReport, recover
 
 __all__ = [
     "Accepted",

@@ -27,10 +27,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from agentq._extras import require
 from agentq.events import EventKind
-from agentq.lanes import LANE_ORDER, LaneStats
-from agentq.store.base import EVENT_COLUMNS, DurableStore, StepState
+from agentq.extras import require
+from agentq.queue import LANE_ORDER, LaneStats
+from agentq.store import EVENT_COLUMNS, DurableStore, StepState
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from agentq._extras import require
+from agentq.extras import require
 
 __all__ = ["run"]
 

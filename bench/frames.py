@@ -37,11 +37,11 @@ from typing import Any
 
 import pandas as pd
 
-from agentq.engine import WorkflowEngine
 from agentq.frames import events_frame
 from agentq.queue import Queue
-from agentq.store.sqlite import SqliteStore
+from agentq.store import SqliteStore
 from agentq.widgets import Dashboard
+from agentq.workflows.engine import WorkflowEngine
 
 T0 = 1_767_225_600.0
 STEPS = ("fetch", "draft", "send")

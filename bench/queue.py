@@ -14,9 +14,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from agentq.jobs import Job, Queued
-from agentq.lanes import LaneConfig, Priority
-from agentq.queue import Queue
+from agentq.queue import Job, LaneConfig, Priority, Queue, Queued
 
 N_JOBS = 20_000
 PERMITS = 4

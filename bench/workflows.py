@@ -51,8 +51,7 @@ from agentq import (  # noqa: E402
     Workflow,
     WorkflowEngine,
 )
-from agentq.store.base import Claimed  # noqa: E402
-from agentq.store.sqlite import SqliteStore  # noqa: E402
+from agentq.store import Claimed, SqliteStore  # noqa: E402
 from agentq.store.sqlite_tx import migrate  # noqa: E402
 
 STEPS = ("a", "b", "c")

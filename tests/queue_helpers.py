@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agentq.jobs import TERMINAL_KINDS, JobEvent, JobEventKind
-from agentq.queue import Queue
+from agentq.queue.jobs import TERMINAL_KINDS, JobEvent, JobEventKind
+from agentq.queue.queue import Queue
 
 BOUND = 5.0
 """Upper bound, in real seconds, of any wait in these tests (they never sleep to wait)."""

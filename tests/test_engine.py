@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from agentq.clock import FakeClock
-from agentq.engine import WorkflowEngine
 from agentq.errors import (
     NotWaitingError,
     PayloadError,
@@ -24,12 +23,12 @@ from agentq.errors import (
     WorkflowMismatchError,
 )
 from agentq.events import EventKind
-from agentq.lanes import LaneConfig, Priority
-from agentq.queue import Queue
-from agentq.recovery import recover
+from agentq.queue.lanes import LaneConfig, Priority
+from agentq.queue.queue import Queue
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store.base import DurableStore
-from agentq.workflow import (
+from agentq.workflows.engine import WorkflowEngine
+from agentq.workflows.model import (
     NonRetryable,
     RunStatus,
     StepContext,
@@ -38,6 +37,7 @@ from agentq.workflow import (
     WaitForInput,
     Workflow,
 )
+from agentq.workflows.recovery import recover
 
 pytestmark = pytest.mark.timeout(60)
 

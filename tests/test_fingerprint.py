@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import pytest
 from queue_helpers import BOUND, Gate
 
-from agentq._fingerprint import derive_fingerprint
 from agentq.errors import JobFailed, KeyConflictError
-from agentq.jobs import Cached, InFlight, Job
-from agentq.queue import Queue
+from agentq.queue.fingerprint import derive_fingerprint
+from agentq.queue.jobs import Cached, InFlight, Job
+from agentq.queue.queue import Queue
 
 sent: list[str] = []
 

@@ -14,7 +14,6 @@ import pytest
 from widgets.fakes import T0, ReadStore
 
 from agentq.clock import FakeClock
-from agentq.engine import WorkflowEngine
 from agentq.events import EventKind
 from agentq.frames import (
     EVENT_DTYPES,
@@ -24,15 +23,16 @@ from agentq.frames import (
     lanes_frame,
     steps_frame,
 )
-from agentq.jobs import Job
-from agentq.lanes import LaneConfig, Priority
 from agentq.outcomes import ErrorInfo
-from agentq.queue import Queue
+from agentq.queue.jobs import Job
+from agentq.queue.lanes import LaneConfig, Priority
+from agentq.queue.queue import Queue
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store.base import EVENT_COLUMNS, StepState
 from agentq.store.memory import MemoryStore
 from agentq.store.sqlite import SqliteStore
-from agentq.workflow import StepContext, StepDef, WaitForInput, Workflow
+from agentq.workflows.engine import WorkflowEngine
+from agentq.workflows.model import StepContext, StepDef, WaitForInput, Workflow
 
 K = EventKind
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "frames.md"

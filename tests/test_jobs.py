@@ -1,4 +1,4 @@
-"""`Job` validation, the `Accepted` values, `JobHandle` and `JobEvent` (agentq.jobs)."""
+"""`Job` validation, the `Accepted` values, `JobHandle` and `JobEvent` (agentq.queue.jobs)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,20 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentq.errors import InvalidKeyError, JobFailed
-from agentq.jobs import Accepted, Cached, InFlight, Job, JobEvent, JobEventKind, JobHandle, Queued
 from agentq.keys import MAX_KEY_BYTES
-from agentq.lanes import Priority
 from agentq.outcomes import Completed
-from agentq.queue import Queue
+from agentq.queue.jobs import (
+    Accepted,
+    Cached,
+    InFlight,
+    Job,
+    JobEvent,
+    JobEventKind,
+    JobHandle,
+    Queued,
+)
+from agentq.queue.lanes import Priority
+from agentq.queue.queue import Queue
 from agentq.retry import RetryPolicy
 
 

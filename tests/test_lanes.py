@@ -1,11 +1,11 @@
-"""`Priority`, `LaneConfig`, `LaneStats` and `QueueStats` (agentq.lanes)."""
+"""`Priority`, `LaneConfig`, `LaneStats` and `QueueStats` (agentq.queue.lanes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from agentq.lanes import LANE_ORDER, LaneConfig, LaneStats, Priority, QueueStats
-from agentq.queue import Queue
+from agentq.queue.lanes import LANE_ORDER, LaneConfig, LaneStats, Priority, QueueStats
+from agentq.queue.queue import Queue
 
 
 def test_priorities_are_text_values_ordered_by_urgency() -> None:

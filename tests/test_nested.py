@@ -10,10 +10,10 @@ from queue_helpers import BOUND, Gate, until
 
 from agentq.clock import FakeClock
 from agentq.errors import DeadlockError, JobFailed
-from agentq.jobs import Job, Queued
-from agentq.lanes import LaneConfig, Priority
 from agentq.outcomes import Completed, Failed, FailureReason
-from agentq.queue import Queue
+from agentq.queue.jobs import Job, Queued
+from agentq.queue.lanes import LaneConfig, Priority
+from agentq.queue.queue import Queue
 
 TIGHT = {Priority.HIGH: LaneConfig(capacity=1, permits=1)}
 

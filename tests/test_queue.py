@@ -20,10 +20,10 @@ from agentq.errors import (
     QueueFull,
     WrongLoopError,
 )
-from agentq.jobs import Cached, InFlight, Job, JobEventKind, JobHandle, Queued
-from agentq.lanes import LaneConfig, Priority
 from agentq.outcomes import Completed, Failed, FailureReason, Pending, Processing
-from agentq.queue import Queue
+from agentq.queue.jobs import Cached, InFlight, Job, JobEventKind, JobHandle, Queued
+from agentq.queue.lanes import LaneConfig, Priority
+from agentq.queue.queue import Queue
 
 K = JobEventKind
 

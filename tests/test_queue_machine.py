@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from agentq.errors import QueueFull
-from agentq.jobs import TERMINAL_KINDS, Cached, InFlight, Job, JobEvent, Queued
-from agentq.lanes import LaneConfig, Priority
 from agentq.outcomes import Completed, Failed, FailureReason, Pending, Processing
-from agentq.queue import Queue
+from agentq.queue.jobs import TERMINAL_KINDS, Cached, InFlight, Job, JobEvent, Queued
+from agentq.queue.lanes import LaneConfig, Priority
+from agentq.queue.queue import Queue
 
 KEYS = ("a", "b", "c", "d", "e")
 PERMITS, CAPACITY = 2, 2

@@ -1,4 +1,4 @@
-"""Running jobs: timeouts, retries with backoff, threads, cancellation (agentq._runner)."""
+"""Running jobs: timeouts, retries with backoff, threads, cancellation (agentq.queue.runner)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from queue_helpers import BOUND, Gate, Recorder, settle, until
 
 from agentq.clock import FakeClock
 from agentq.errors import JobFailed, QueueFull
-from agentq.jobs import InFlight, Job, JobEventKind, JobHandle, Queued
-from agentq.lanes import LaneConfig, Priority
 from agentq.outcomes import Completed, Failed, FailureReason, Pending, Processing
-from agentq.queue import Queue
+from agentq.queue.jobs import InFlight, Job, JobEventKind, JobHandle, Queued
+from agentq.queue.lanes import LaneConfig, Priority
+from agentq.queue.queue import Queue
 from agentq.retry import Backoff, RetryPolicy
-from agentq.workflow import NonRetryable, WaitForInput
+from agentq.workflows.model import NonRetryable, WaitForInput
 
 K = JobEventKind
 

@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from agentq._extras import require
 from agentq.errors import StoreError
 from agentq.events import Event
+from agentq.extras import require
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
 from agentq.store import checks, rules

@@ -12,8 +12,8 @@ import asyncio
 import math
 from typing import Any, Self
 
-from agentq._extras import require
 from agentq.clock import Clock, SystemClock
+from agentq.extras import require
 from agentq.widgets.html import error_html
 
 __all__ = ["DEFAULT_INTERVAL", "Live"]

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agentq.events import EventKind
-from agentq.store.base import DurableStore, StepRow, StepState
+from agentq.store import DurableStore, StepRow, StepState
 
 __all__ = ["FULL_READ_AFTER", "Source", "StepCache"]
 

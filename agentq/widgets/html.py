@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from agentq.store.base import StepRow, StepState
+from agentq.store import StepRow, StepState
 from agentq.widgets._markup import (
     COLORS,
     FONT,
@@ -49,7 +49,7 @@ from agentq.widgets._markup import (
     short,
 )
 from agentq.widgets._timeline import Span, SpanKind, WorkflowTrack
-from agentq.workflow import (
+from agentq.workflows.model import (
     RunResult,
     StepCompleted,
     StepFailed,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.store.base import DurableStore
+from agentq.store import DurableStore
 from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
 from agentq.widgets._source import Source
 from agentq.widgets._timeline import Timeline

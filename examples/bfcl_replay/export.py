@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agentq import DurableStore, EventKind, Queue, StepRow, StepState
-from agentq.store.base import EVENT_COLUMNS
+from agentq.store import EVENT_COLUMNS
 from agentq.widgets._timeline import Timeline, WorkflowTrack
 from agentq.widgets.html import lanes_html, steps_html, timeline_html
 

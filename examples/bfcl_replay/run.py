@@ -42,7 +42,7 @@ from agentq import (
     WorkflowEngine,
     recover,
 )
-from agentq.store.base import EVENT_COLUMNS
+from agentq.store import EVENT_COLUMNS
 
 from .approval import ApprovalPolicy
 from .crash import CrashPlan, KillPoint, marker_path

@@ -132,7 +132,7 @@ class FakeEngine:
         self.error: Exception | None = None
 
     async def resume(self, workflow_id: str, step: Any, input: Any) -> Any:
-        from agentq.workflow import RunResult, RunStatus
+        from agentq.workflows.model import RunResult, RunStatus
 
         self.resumes.append((workflow_id, step, input))
         self.called.set()

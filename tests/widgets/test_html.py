@@ -11,7 +11,7 @@ from agentq.outcomes import ErrorInfo
 from agentq.store.base import StepRow, StepState
 from agentq.widgets import html as h
 from agentq.widgets._timeline import Timeline
-from agentq.workflow import RunResult, RunStatus, StepStatus
+from agentq.workflows.model import RunResult, RunStatus, StepStatus
 
 from .fakes import T0, Lane, ReadStore
 

@@ -21,10 +21,10 @@ from agentq import sync
 SETUP = """
 import asyncio, time
 from agentq import sync
-from agentq.engine import WorkflowEngine
-from agentq.queue import Queue
+from agentq.workflows.engine import WorkflowEngine
+from agentq.queue.queue import Queue
 from agentq.store.memory import MemoryStore
-from agentq.workflow import StepDef, Workflow
+from agentq.workflows.model import StepDef, Workflow
 
 async def slow(ctx):
     await asyncio.sleep(2)

@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 
 from agentq.clock import FakeClock
-from agentq.engine import WorkflowEngine
 from agentq.errors import NotWaitingError, StoreError
 from agentq.events import EventKind
-from agentq.lanes import LaneConfig, Priority
-from agentq.queue import Queue
+from agentq.queue.lanes import LaneConfig, Priority
+from agentq.queue.queue import Queue
 from agentq.store.base import StepState
 from agentq.store.memory import MemoryStore
 from agentq.widgets import ApprovalPanel, Dashboard, EventTimeline, LaneMonitor, StepTable
-from agentq.workflow import StepContext, StepDef, StepStatus, WaitForInput, Workflow
+from agentq.workflows.engine import WorkflowEngine
+from agentq.workflows.model import StepContext, StepDef, StepStatus, WaitForInput, Workflow
 
 from .fakes import FakeEngine, ReadStore, StatsQueue
 

@@ -6,15 +6,15 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from agentq._nested import CLOSED
-from agentq._runner import CURRENT
 from agentq.errors import DeadlockError
-from agentq.jobs import QUEUED, THREAD_BODY, _Record
+from agentq.queue.jobs import QUEUED, THREAD_BODY, _Record
+from agentq.queue.nested import CLOSED
+from agentq.queue.runner import CURRENT
 
 if TYPE_CHECKING:
-    from agentq._core import _QueueCore as Queue
-    from agentq.lanes import _Lane
-    from agentq.queue import CloseReport
+    from agentq.queue.core import _QueueCore as Queue
+    from agentq.queue.lanes import _Lane
+    from agentq.queue.queue import CloseReport
 
 _GRACE_ROUNDS = 10  # loop iterations given to cancelled async bodies to unwind
 
@@ -60,7 +60,7 @@ def _refuse_from_inside(queue: Queue) -> None:
 
 
 async def _shutdown(queue: Queue, drain: bool, limit: float | None) -> CloseReport:
-    from agentq.queue import CloseReport
+    from agentq.queue.queue import CloseReport
 
     queue._closing = True
     loop = queue._loop_or_raise()

@@ -1,8 +1,8 @@
 """How the engine packages one step attempt: the job body, its lease, and the results.
 
-Private to `agentq.engine`: the job body that turns `WaitForInput` into a value (a wait is not
-a failed job), the markers the driver loop acts on, the lease renewer, and the translation of
-stored rows into `RunResult` and `StepStatus`.
+Private to `agentq.workflows.engine`: the job body that turns `WaitForInput` into a value
+(a wait is not a failed job), the markers the driver loop acts on, the lease renewer, and the
+translation of stored rows into `RunResult` and `StepStatus`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from agentq.clock import Clock
 from agentq.errors import LeaseLostError, WorkflowClosedError
-from agentq.store.base import (
+from agentq.store import (
     DurableStore,
     Execution,
     StepRow,
@@ -25,7 +25,14 @@ from agentq.store.base import (
     WorkflowRow,
     WorkflowState,
 )
-from agentq.workflow import RunResult, RunStatus, StepContext, StepDef, StepStatus, WaitForInput
+from agentq.workflows.model import (
+    RunResult,
+    RunStatus,
+    StepContext,
+    StepDef,
+    StepStatus,
+    WaitForInput,
+)
 
 RUN_STATUS = {
     WorkflowState.COMPLETED: RunStatus.COMPLETED,

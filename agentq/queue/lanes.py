@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from asyncio import Future, Task
 
-    from agentq.jobs import _Record
+    from agentq.queue.jobs import _Record
 
 __all__ = ["LaneConfig", "LaneStats", "Priority", "QueueStats"]
 

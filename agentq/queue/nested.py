@@ -24,14 +24,14 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from agentq._runner import CURRENT, run_record
 from agentq.errors import DeadlockError, QueueClosed
-from agentq.jobs import CLAIMED, HIT_CACHED, HIT_JOINED, QUEUED, RUNNING, Job, _Record
 from agentq.outcomes import Outcome
+from agentq.queue.jobs import CLAIMED, HIT_CACHED, HIT_JOINED, QUEUED, RUNNING, Job, _Record
+from agentq.queue.runner import CURRENT, run_record
 
 if TYPE_CHECKING:
-    from agentq._core import _QueueCore as Queue
-    from agentq.lanes import _Lane
+    from agentq.queue.core import _QueueCore as Queue
+    from agentq.queue.lanes import _Lane
 
 CLOSED: Any = object()
 """Result given to a push waiting for room when the queue closes."""

@@ -11,12 +11,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from agentq import _nested, _shutdown
-from agentq._fingerprint import derive_fingerprint
-from agentq._runner import CURRENT, cancelled_outcome, interrupt, run_record
 from agentq.clock import Clock
 from agentq.errors import JobLost, KeyConflictError, QueueClosed, WrongLoopError
-from agentq.jobs import (
+from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason, Outcome
+from agentq.queue import nested as _nested
+from agentq.queue import shutdown as _shutdown
+from agentq.queue.fingerprint import derive_fingerprint
+from agentq.queue.jobs import (
     CLAIMED,
     DISPATCHED,
     HIT_CACHED,
@@ -32,8 +33,8 @@ from agentq.jobs import (
     _Record,
     wake,
 )
-from agentq.lanes import LANE_ORDER, LaneConfig, Priority, _Lane
-from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason, Outcome
+from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority, _Lane
+from agentq.queue.runner import CURRENT, cancelled_outcome, interrupt, run_record
 
 _FAIRNESS = 64  # a worker yields to the loop after this many jobs in a row
 

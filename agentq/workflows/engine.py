@@ -22,19 +22,6 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from agentq._attempts import (
-    HAND_BACK_TTL,
-    IN_STEP,
-    Again,
-    Lease,
-    Retry,
-    Waiting,
-    default_worker_id,
-    job_key,
-    status_of,
-    step_call,
-    stored_result,
-)
 from agentq.clock import Clock, SystemClock
 from agentq.codec import decode, encode
 from agentq.errors import (
@@ -48,12 +35,10 @@ from agentq.errors import (
     WorkflowClosedError,
     WorkflowMismatchError,
 )
-from agentq.jobs import Job, JobHandle
 from agentq.keys import validate_key
-from agentq.lanes import Priority
 from agentq.outcomes import Completed, ErrorInfo, FailureReason
-from agentq.queue import Queue
-from agentq.store.base import (
+from agentq.queue import Job, JobHandle, Priority, Queue
+from agentq.store import (
     AlreadyCompleted,
     AlreadyWaiting,
     Claimed,
@@ -63,7 +48,20 @@ from agentq.store.base import (
     WorkflowClosed,
     WorkflowState,
 )
-from agentq.workflow import (
+from agentq.workflows.attempts import (
+    HAND_BACK_TTL,
+    IN_STEP,
+    Again,
+    Lease,
+    Retry,
+    Waiting,
+    default_worker_id,
+    job_key,
+    status_of,
+    step_call,
+    stored_result,
+)
+from agentq.workflows.model import (
     NonRetryable,
     RunResult,
     RunStatus,

@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from agentq.engine import WorkflowEngine
-from agentq.store.base import Execution, StepState, WorkflowState
-from agentq.workflow import RunResult
+from agentq.store import Execution, StepState, WorkflowState
+from agentq.workflows.engine import WorkflowEngine
+from agentq.workflows.model import RunResult
 
 __all__ = ["RecoveryReport", "recover"]
 

@@ -12,12 +12,16 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from agentq import _nested, _shutdown
-from agentq._core import _QueueCore
-from agentq._runner import CURRENT
 from agentq.clock import Clock, SystemClock
 from agentq.errors import JobFailed, JobLost, QueueFull
-from agentq.jobs import (
+from agentq.keys import validate_key
+from agentq.outcomes import Completed, Failed, Outcome, State
+from agentq.outcomes import Pending as _Pending
+from agentq.outcomes import Processing as _Processing
+from agentq.queue import nested as _nested
+from agentq.queue import shutdown as _shutdown
+from agentq.queue.core import _QueueCore
+from agentq.queue.jobs import (
     HIT_CACHED,
     HIT_JOINED,
     QUEUED,
@@ -31,11 +35,8 @@ from agentq.jobs import (
     Queued,
     as_priority,
 )
-from agentq.keys import validate_key
-from agentq.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats
-from agentq.outcomes import Completed, Failed, Outcome, State
-from agentq.outcomes import Pending as _Pending
-from agentq.outcomes import Processing as _Processing
+from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats
+from agentq.queue.runner import CURRENT
 
 __all__ = ["CloseReport", "Queue"]
 

@@ -35,7 +35,8 @@ from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from agentq.errors import DeadlockError
-from agentq.jobs import (
+from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason
+from agentq.queue.jobs import (
     ASYNC_BODY,
     BACKOFF,
     IDLE,
@@ -45,10 +46,9 @@ from agentq.jobs import (
     JobEventKind,
     _Record,
 )
-from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason
 
 if TYPE_CHECKING:
-    from agentq._core import _QueueCore as Queue
+    from agentq.queue.core import _QueueCore as Queue
 
 CURRENT: contextvars.ContextVar[_Record | None] = contextvars.ContextVar(
     "agentq_current_job", default=None
@@ -82,7 +82,7 @@ def retryable(failure: Failed) -> bool:
     """Whether a retry policy may retry `failure`.
 
     Not when its exception says so with a ``retryable`` attribute that is ``False``, nor for
-    `agentq.workflow.NonRetryable` and `WaitForInput`: the workflow layer sits above the
+    `agentq.workflows.model.NonRetryable` and `WaitForInput`: the workflow layer sits above the
     queue, so they are recognised only if that module is loaded, without importing it.
     """
     exc = failure.exception
@@ -93,7 +93,7 @@ def retryable(failure: Failed) -> bool:
             return False
     except Exception:
         pass
-    workflow = sys.modules.get("agentq.workflow")
+    workflow = sys.modules.get("agentq.workflows.model")
     if workflow is not None:
         for name in ("NonRetryable", "WaitForInput"):
             kind = getattr(workflow, name, None)

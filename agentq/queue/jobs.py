@@ -29,13 +29,13 @@ from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any
 
 from agentq.keys import validate_key
-from agentq.lanes import Priority
 from agentq.outcomes import Completed, Failed, Outcome
+from agentq.queue.lanes import Priority
 from agentq.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from agentq._core import _QueueCore as Queue
-    from agentq.lanes import _Lane
+    from agentq.queue.core import _QueueCore as Queue
+    from agentq.queue.lanes import _Lane
 
 __all__ = [
     "Accepted",
@@ -71,7 +71,7 @@ class Job:
             the next attempt and the lane permit wait until the thread has returned.
         retry: Attempts and backoff; None means one attempt. An exception with a
             ``retryable`` attribute that is ``False`` is never retried, nor are
-            `agentq.workflow.NonRetryable` and `agentq.workflow.WaitForInput`.
+            `agentq.workflows.model.NonRetryable` and `agentq.workflows.model.WaitForInput`.
         fingerprint: What makes two pushes of one key "the same call", compared with ``==``.
             None (the default) derives it from `fn` when needed: the function's module,
             qualified name and code, and the values the call uses: a `functools.partial`'s

@@ -1,0 +1,1 @@
+"""Durable workflows: the model, the engine, attempts and leases, recovery."""

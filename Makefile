@@ -2,46 +2,66 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+
+# Two installs into one virtual environment, each recorded by a stamp file:
+# - the demo's: agentq with its `bfcl` extra (aiosqlite, mpmath), then bfcl-eval itself with
+#   --no-deps (its own requirements pull in model clients, numpy 1.26 and more; the replay
+#   imports only its data files and service classes). A few tens of MB, no pandas, no pyarrow:
+#   the demo writes its event export as CSV unless pyarrow is there (see
+#   examples/bfcl_replay/README.md).
+# - the test toolchain's, on top of the demo's: `.[test]` (JupyterLab, Playwright, mypy,
+#   matplotlib, pyarrow, ...). `make test` needs both; `make demo` only the first. Either
+#   command works first on a fresh machine.
+DEMO_STAMP := $(VENV)/.installed-demo
+TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: demo test lint typecheck unit notebooks browser bench clean
 
-# constraints.txt pins every package of the test environment to the versions CI last passed
-# with (tests run with warnings as errors, so an unpinned upgrade could fail them).
-# Refresh it with: .venv/bin/pip freeze --exclude-editable > constraints.txt
-$(STAMP): pyproject.toml constraints.txt
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
-	$(PY) -m pip install --quiet --no-deps -c constraints.txt 'bfcl-eval==2026.3.23' 'mpmath>=1.3'
-	touch $(STAMP)
+
+# constraints.txt pins every package of the test environment to the versions CI last passed
+# with (tests run with warnings as errors, so an unpinned upgrade could fail them); the demo's
+# packages are pinned by the same file.
+# Refresh it with: .venv/bin/pip freeze --exclude-editable > constraints.txt
+$(DEMO_STAMP): pyproject.toml constraints.txt | $(PY)
+	$(PY) -m pip install --quiet --no-warn-conflicts -c constraints.txt -e '.[bfcl]'
+	$(PY) -m pip install --quiet --no-deps -c constraints.txt 'bfcl-eval==2026.3.23'
+	touch $(DEMO_STAMP)
+
+$(TEST_STAMP): $(DEMO_STAMP) pyproject.toml constraints.txt
+	$(PY) -m pip install --quiet --no-warn-conflicts -c constraints.txt -e '.[bfcl,test]'
+	touch $(TEST_STAMP)
 
 ## Run the main job: replay BFCL's multi-turn agent tasks through agentq on a SQLite file.
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(PY) -m examples.bfcl_replay
 
-## Run every check: ruff, mypy --strict, the test suite, the notebooks and the browser suite.
-test: $(STAMP)
+## Run every check: ruff, mypy --strict, the import contract (layers, no cycles), the test suite, the notebooks and the browser suite.
+test: $(TEST_STAMP)
 	bash scripts/ensure-chromium.sh
 	$(VENV)/bin/ruff check agentq tests examples bench
 	$(VENV)/bin/mypy agentq examples
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest tests
 	$(PY) -m pytest --nbmake notebooks
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check agentq tests examples bench
 	$(VENV)/bin/mypy agentq examples
+	$(VENV)/bin/lint-imports
 
 ## Run the notebooks alone, or the browser suite alone.
-notebooks: $(STAMP)
+notebooks: $(TEST_STAMP)
 	$(PY) -m pytest --nbmake notebooks
 
-browser: $(STAMP)
+browser: $(TEST_STAMP)
 	bash scripts/ensure-chromium.sh
 	$(PY) -m pytest tests/browser
 
 ## Benchmarks: each prints ratios against a raw baseline measured in the same run.
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(PY) -m bench.queue
 	$(PY) -m bench.workflows
 	$(PY) -m bench.frames

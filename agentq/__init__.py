@@ -74,10 +74,10 @@ from agentq.store import (
     WorkflowRow,
     WorkflowState,
 )
-from agentq.workflows.engine import WorkflowEngine
-from agentq.workflows.model import (
+from agentq.workflows import (
     MAX_REASON_CHARS,
     NonRetryable,
+    RecoveryReport,
     RunResult,
     RunStatus,
     StepContext,
@@ -85,8 +85,9 @@ from agentq.workflows.model import (
     StepStatus,
     WaitForInput,
     Workflow,
+    WorkflowEngine,
+    recover,
 )
-from agentq.workflows.recovery import RecoveryReport, recover
 
 __all__ = [
     "Accepted",

@@ -1,4 +1,4 @@
-"""Benchmark: BFCL's 200 multi-turn tasks through agentq beside the same calls in a plain loop.
+"""Benchmark: BFCL's multi-turn tasks through agentq beside the same calls in a plain loop.
 
 Rows, all in this one process on this machine:
 
@@ -10,10 +10,11 @@ Rows, all in this one process on this machine:
   task, a step per turn, a queued job per call, approvals through ``engine.resume``), with
   the service host underneath, on agentq's in-memory store and on a SQLite file on disk.
 
-No transient errors, no crash: each row does the same 1142 calls once. Each row is run
-``--repeat`` times on fresh files; the best time is reported (and the median beside it).
+No transient errors, no crash: each row does the same calls once (1142 for the 200 base tasks).
+Each row is run ``--repeat`` times on fresh files; the best time is reported (and the median
+beside it).
 
-Usage: python bench/replay.py [--repeat 3] [--tasks N]
+Usage: python bench/replay.py [--repeat 3] [--tasks N] [--category base|...|all]
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 # `queue` (which the thread pools import): put the repository root there instead.
 sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from examples.bfcl_replay.dataset import Task, load_tasks  # noqa: E402
+from examples.bfcl_replay.dataset import Task, categories, load_categories  # noqa: E402
 from examples.bfcl_replay.direct import run_tasks  # noqa: E402
 from examples.bfcl_replay.plan import call_key  # noqa: E402
 from examples.bfcl_replay.run import Options, replay  # noqa: E402
@@ -77,9 +78,11 @@ def _agentq(sqlite: bool) -> Callable[[list[Task], Path], float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--tasks", type=int, default=None)
+    parser.add_argument("--tasks", type=int, default=None, help="the first N of each category")
+    parser.add_argument("--category", choices=[*categories(), "all"], default="base")
     args = parser.parse_args()
-    tasks = load_tasks()[: args.tasks]
+    names = list(categories()) if args.category == "all" else [args.category]
+    tasks = [task for name in names for task in load_categories([name])[: args.tasks]]
     calls = sum(len(texts) for task in tasks for texts in task.call_texts)
     steps = sum(len(task.call_texts) for task in tasks)
     rows: list[tuple[str, Callable[[list[Task], Path], float]]] = [
@@ -89,8 +92,8 @@ def main() -> None:
         ("agentq + SqliteStore (file on disk)", _agentq(sqlite=True)),
     ]
     print(
-        f"BFCL replay: {len(tasks)} tasks, {steps} steps, {calls} tool calls · best of "
-        f"{args.repeat} · Python {platform.python_version()} · {os.cpu_count()} CPUs"
+        f"BFCL replay ({args.category}): {len(tasks)} tasks, {steps} steps, {calls} tool calls"
+        f" · best of {args.repeat} · Python {platform.python_version()} · {os.cpu_count()} CPUs"
     )
     print(f"{'':40} {'best':>9} {'median':>9} {'calls/s':>9} {'vs direct':>10} {'vs host':>8}")
     floor: dict[str, float] = {}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentq.clock import FakeClock
-from agentq.store.base import DurableStore
+from agentq.store import DurableStore
 from agentq.store.memory import MemoryStore
 from agentq.store.sqlite import SqliteStore
 

@@ -23,12 +23,10 @@ from agentq.errors import (
     WorkflowMismatchError,
 )
 from agentq.events import EventKind
-from agentq.queue.lanes import LaneConfig, Priority
-from agentq.queue.queue import Queue
+from agentq.queue import LaneConfig, Priority, Queue
 from agentq.retry import Backoff, RetryPolicy
-from agentq.store.base import DurableStore
-from agentq.workflows.engine import WorkflowEngine
-from agentq.workflows.model import (
+from agentq.store import DurableStore
+from agentq.workflows import (
     NonRetryable,
     RunStatus,
     StepContext,
@@ -36,8 +34,9 @@ from agentq.workflows.model import (
     StepStatus,
     WaitForInput,
     Workflow,
+    WorkflowEngine,
+    recover,
 )
-from agentq.workflows.recovery import recover
 
 pytestmark = pytest.mark.timeout(60)
 

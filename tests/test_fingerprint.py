@@ -11,7 +11,8 @@ from queue_helpers import BOUND, Gate
 
 from agentq.errors import JobFailed, KeyConflictError
 from agentq.queue.fingerprint import derive_fingerprint
-from agentq.queue.jobs import Cached, InFlight, Job
+from agentq.queue.handles import Cached, InFlight
+from agentq.queue.jobs import Job
 from agentq.queue.queue import Queue
 
 sent: list[str] = []

@@ -24,15 +24,10 @@ from agentq.frames import (
     steps_frame,
 )
 from agentq.outcomes import ErrorInfo
-from agentq.queue.jobs import Job
-from agentq.queue.lanes import LaneConfig, Priority
-from agentq.queue.queue import Queue
+from agentq.queue import Job, LaneConfig, Priority, Queue
 from agentq.retry import Backoff, RetryPolicy
-from agentq.store.base import EVENT_COLUMNS, StepState
-from agentq.store.memory import MemoryStore
-from agentq.store.sqlite import SqliteStore
-from agentq.workflows.engine import WorkflowEngine
-from agentq.workflows.model import StepContext, StepDef, WaitForInput, Workflow
+from agentq.store import EVENT_COLUMNS, MemoryStore, SqliteStore, StepState
+from agentq.workflows import StepContext, StepDef, WaitForInput, Workflow, WorkflowEngine
 
 K = EventKind
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "frames.md"

@@ -12,16 +12,8 @@ import pytest
 from agentq.errors import InvalidKeyError, JobFailed
 from agentq.keys import MAX_KEY_BYTES
 from agentq.outcomes import Completed
-from agentq.queue.jobs import (
-    Accepted,
-    Cached,
-    InFlight,
-    Job,
-    JobEvent,
-    JobEventKind,
-    JobHandle,
-    Queued,
-)
+from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued
+from agentq.queue.jobs import Job, JobEvent, JobEventKind
 from agentq.queue.lanes import Priority
 from agentq.queue.queue import Queue
 from agentq.retry import RetryPolicy

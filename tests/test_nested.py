@@ -11,7 +11,8 @@ from queue_helpers import BOUND, Gate, until
 from agentq.clock import FakeClock
 from agentq.errors import DeadlockError, JobFailed
 from agentq.outcomes import Completed, Failed, FailureReason
-from agentq.queue.jobs import Job, Queued
+from agentq.queue.handles import Queued
+from agentq.queue.jobs import Job
 from agentq.queue.lanes import LaneConfig, Priority
 from agentq.queue.queue import Queue
 

@@ -24,8 +24,7 @@ def test_all_names_resolve_and_are_documented() -> None:
 def test_every_public_class_or_function_of_the_modules_is_exported() -> None:
     exported = set(agentq.__all__)
     modules = [
-        "clock", "engine", "errors", "events", "jobs", "lanes", "outcomes",
-        "queue", "recovery", "retry", "workflow",
+        "clock", "errors", "events", "outcomes", "queue", "retry", "workflows",
     ]
     missing = []
     for mod in modules:

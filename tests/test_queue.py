@@ -21,7 +21,8 @@ from agentq.errors import (
     WrongLoopError,
 )
 from agentq.outcomes import Completed, Failed, FailureReason, Pending, Processing
-from agentq.queue.jobs import Cached, InFlight, Job, JobEventKind, JobHandle, Queued
+from agentq.queue.handles import Cached, InFlight, JobHandle, Queued
+from agentq.queue.jobs import Job, JobEventKind
 from agentq.queue.lanes import LaneConfig, Priority
 from agentq.queue.queue import Queue
 

@@ -19,7 +19,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from agentq.errors import QueueFull
 from agentq.outcomes import Completed, Failed, FailureReason, Pending, Processing
-from agentq.queue.jobs import TERMINAL_KINDS, Cached, InFlight, Job, JobEvent, Queued
+from agentq.queue.handles import Cached, InFlight, Queued
+from agentq.queue.jobs import TERMINAL_KINDS, Job, JobEvent
 from agentq.queue.lanes import LaneConfig, Priority
 from agentq.queue.queue import Queue
 

@@ -25,8 +25,7 @@ from agentq import (
     recover,
 )
 from agentq.events import EventKind
-from agentq.store.base import Claimed, DurableStore, Execution
-from agentq.store.sqlite import SqliteStore
+from agentq.store import Claimed, DurableStore, Execution, SqliteStore
 
 pytestmark = pytest.mark.timeout(120)
 

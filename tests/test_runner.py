@@ -17,7 +17,8 @@ from queue_helpers import BOUND, Gate, Recorder, settle, until
 from agentq.clock import FakeClock
 from agentq.errors import JobFailed, QueueFull
 from agentq.outcomes import Completed, Failed, FailureReason, Pending, Processing
-from agentq.queue.jobs import InFlight, Job, JobEventKind, JobHandle, Queued
+from agentq.queue.handles import InFlight, JobHandle, Queued
+from agentq.queue.jobs import Job, JobEventKind
 from agentq.queue.lanes import LaneConfig, Priority
 from agentq.queue.queue import Queue
 from agentq.retry import Backoff, RetryPolicy

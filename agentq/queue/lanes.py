@@ -1,4 +1,4 @@
-"""Priority lanes: `Priority`, `LaneConfig`, and the per-lane statistics.
+"""Priority lanes as users see them: `Priority`, `LaneConfig`, and the per-lane statistics.
 
 A `Queue` has three lanes, one per `Priority`, and each is independent: its own waiting area
 (``capacity``) and its own permits (``permits`` jobs run at once). A saturated lane never
@@ -13,21 +13,16 @@ and their backoff, and, after a timeout or a cancel, until a thread or a body th
 cancellation has returned. A run of a key whose previous run's body still runs holds its
 permit while it waits for that body to stop. Cached and joined pushes take no room in any
 lane.
+
+The mechanism of one lane (its permits, waiting area and waiters) is `agentq.queue.lane.Lane`.
 """
 
 from __future__ import annotations
 
 import html
-from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from asyncio import Future, Task
-
-    from agentq.queue.jobs import _Record
 
 __all__ = ["LaneConfig", "LaneStats", "Priority", "QueueStats"]
 
@@ -72,6 +67,42 @@ class Priority(StrEnum):
 _RANK = {Priority.LOW: 0, Priority.MEDIUM: 1, Priority.HIGH: 2}
 LANE_ORDER = (Priority.HIGH, Priority.MEDIUM, Priority.LOW)
 """The lanes from the most to the least urgent: the order of `QueueStats.lanes`."""
+
+
+def as_priority(value: object, what: str) -> Priority:
+    """`value` as a `Priority`: a member, or its text value (``"low"``…).
+
+    Raises:
+        ValueError: Anything else: "<what> <value>: use a Priority or one of 'low', …".
+    """
+    if type(value) is Priority:
+        return value
+    if isinstance(value, str):
+        try:
+            return Priority(value)
+        except ValueError:
+            pass
+    allowed = ", ".join(repr(p.value) for p in Priority)
+    raise ValueError(f"{what} {value!r}: use a Priority or one of {allowed}")
+
+
+def lane_configs(lanes: object) -> dict[Priority, LaneConfig]:
+    """The `LaneConfig` per `Priority` of a queue's ``lanes=`` argument (None: none given).
+
+    Raises:
+        TypeError: `lanes` is not a mapping, or a value is not a `LaneConfig`.
+        ValueError: A key is not a priority (the message names the allowed values).
+    """
+    configs: dict[Priority, LaneConfig] = {}
+    if lanes is not None:
+        if not isinstance(lanes, Mapping):
+            raise TypeError(f"lanes must be a mapping of Priority to LaneConfig, got {lanes!r}")
+        for name, config in lanes.items():
+            priority = as_priority(name, "unknown lane")
+            if not isinstance(config, LaneConfig):
+                raise TypeError(f"lane {priority}: expected a LaneConfig, got {config!r}")
+            configs[priority] = config
+    return configs
 
 
 def _check_count(name: str, value: object, minimum: int) -> int:
@@ -197,73 +228,4 @@ class QueueStats:
             + "</tr></thead><tbody>"
             + "".join(rows)
             + "</tbody></table>"
-        )
-
-
-class _Lane:
-    """The mechanism of one lane: a FIFO waiting area and a count of permits in use.
-
-    The waiting area is a deque of admitted records; a record cancelled while it waits stays
-    in the deque as a tombstone (its state changes) and is skipped by the workers, so a
-    cancel is O(1). `queued` counts the live ones. Workers are started lazily, one per permit
-    at most; an idle worker waits on a future and is handed the next record directly.
-    """
-
-    __slots__ = (
-        "cache_hits",
-        "capacity",
-        "completed",
-        "failed",
-        "holders",
-        "idle",
-        "joins",
-        "limit",
-        "permits",
-        "priority",
-        "queued",
-        "running",
-        "space",
-        "waiting",
-        "workers",
-    )
-
-    def __init__(self, priority: Priority, config: LaneConfig) -> None:
-        self.priority = priority
-        self.capacity = config.capacity
-        self.permits = config.permits
-        self.limit = config.permits + config.capacity
-        self.waiting: deque[_Record] = deque()
-        self.queued = 0
-        self.running = 0
-        # Records run by this lane's workers (each holds one permit), for deadlock detection.
-        self.holders: set[_Record] = set()
-        self.idle: list[Future[_Record | None]] = []
-        # Pushes waiting for room, FIFO: (record, future resolved once admitted or settled).
-        self.space: deque[tuple[_Record, Future[Any]]] = deque()
-        self.workers: set[Task[None]] = set()
-        self.completed = 0
-        self.failed = 0
-        self.cache_hits = 0
-        self.joins = 0
-
-    def has_room(self) -> bool:
-        """Whether one more job may be admitted now."""
-        return self.queued + self.running < self.limit
-
-    def is_idle(self) -> bool:
-        """No job waiting, running or being pushed into this lane."""
-        return self.queued == 0 and self.running == 0 and not self.space
-
-    def snapshot(self) -> LaneStats:
-        """A frozen copy of the counters."""
-        return LaneStats(
-            priority=self.priority,
-            capacity=self.capacity,
-            permits=self.permits,
-            queued=self.queued,
-            running=self.running,
-            completed=self.completed,
-            failed=self.failed,
-            cache_hits=self.cache_hits,
-            joins=self.joins,
         )

@@ -1,42 +1,32 @@
 """The in-process job queue: idempotency keys, priority lanes, backpressure, isolation.
 
-See `Queue`. How a push travels through the queue is told in ``docs/queue-internals.md``.
+See `Queue`: small public methods over the mechanisms below it (the `Ledger` of keys and
+lanes, the `Dispatcher` of workers, the nesting rules, the `Shutdown`). How a push travels
+through the queue is told in ``docs/queue-internals.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from agentq.clock import Clock, SystemClock
-from agentq.errors import JobFailed, JobLost, QueueFull
+from agentq.errors import QueueClosed, QueueFull
 from agentq.keys import validate_key
-from agentq.outcomes import Completed, Failed, Outcome, State
+from agentq.outcomes import Completed, State
 from agentq.outcomes import Pending as _Pending
 from agentq.outcomes import Processing as _Processing
-from agentq.queue import nested as _nested
-from agentq.queue import shutdown as _shutdown
-from agentq.queue.core import _QueueCore
-from agentq.queue.jobs import (
-    HIT_CACHED,
-    HIT_JOINED,
-    QUEUED,
-    Accepted,
-    Cached,
-    InFlight,
-    Job,
-    JobEvent,
-    JobEventKind,
-    JobHandle,
-    Queued,
-    as_priority,
-)
-from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats
-from agentq.queue.runner import CURRENT
+from agentq.queue import nesting
+from agentq.queue.dispatch import Dispatcher
+from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued, output_of
+from agentq.queue.jobs import Job, JobEvent, JobEventKind, check_seconds, short_repr
+from agentq.queue.lane import QUEUED
+from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats, lane_configs
+from agentq.queue.ledger import HIT_CACHED, HIT_JOINED, Ledger
+from agentq.queue.records import CURRENT
+from agentq.queue.shutdown import CloseReport, Shutdown
 
 __all__ = ["CloseReport", "Queue"]
 
@@ -44,57 +34,7 @@ _PENDING = _Pending()
 _PROCESSING = _Processing()
 
 
-@dataclass(frozen=True, slots=True)
-class CloseReport:
-    """What `Queue.close` had to abandon.
-
-    Attributes:
-        dropped: Keys of admitted jobs that never ran. Their handles yield
-            ``Failed(cancelled)`` whose exception is `JobLost`, and their keys were released.
-        cancelled: Keys of running jobs that were cancelled (``Failed(cancelled)``).
-        unstopped: Keys of cancelled jobs whose body had not stopped when close returned (a
-            thread, or a body that ignores cancellation); each keeps its permit until it does.
-    """
-
-    dropped: tuple[str, ...] = ()
-    cancelled: tuple[str, ...] = ()
-    unstopped: tuple[str, ...] = ()
-
-    @property
-    def abandoned(self) -> tuple[str, ...]:
-        """Every job that did not finish on its own: ``dropped + cancelled``."""
-        return self.dropped + self.cancelled
-
-    @property
-    def clean(self) -> bool:
-        """Whether every admitted job finished on its own."""
-        return not (self.dropped or self.cancelled or self.unstopped)
-
-
-def _check_ttl(name: str, value: object) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds or None, got {value!r}")
-    try:
-        valid = math.isfinite(value) and value >= 0
-    except OverflowError:  # an int beyond the float range
-        valid = False
-    if not valid:
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-
-
-def _unwrap(key: str, outcome: Outcome) -> Any:
-    if type(outcome) is Completed:
-        return outcome.output
-    assert isinstance(outcome, Failed)
-    exc = outcome.exception
-    if isinstance(exc, JobLost):
-        raise JobLost(outcome.error.message)  # a fresh one per caller, same message
-    raise JobFailed(key, outcome) from exc
-
-
-class Queue(_QueueCore):
+class Queue:
     """An in-process asyncio job queue with idempotency keys and three priority lanes.
 
     Key semantics (keys are global across lanes):
@@ -156,18 +96,8 @@ class Queue(_QueueCore):
         max_keys: int | None = None,
         clock: Clock | None = None,
     ) -> None:
-        configs: dict[Priority, LaneConfig] = {}
-        if lanes is not None:
-            if not isinstance(lanes, Mapping):
-                raise TypeError(
-                    f"lanes must be a mapping of Priority to LaneConfig, got {lanes!r}"
-                )
-            for name, config in lanes.items():
-                priority = as_priority(name, "unknown lane")
-                if not isinstance(config, LaneConfig):
-                    raise TypeError(f"lane {priority}: expected a LaneConfig, got {config!r}")
-                configs[priority] = config
-        _check_ttl("key_ttl", key_ttl)
+        configs = lane_configs(lanes)
+        check_seconds("key_ttl", key_ttl)
         if max_keys is not None and (
             isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 0
         ):
@@ -176,17 +106,29 @@ class Queue(_QueueCore):
             clock = SystemClock()
         elif not isinstance(clock, Clock):
             raise TypeError(f"clock must be a Clock (time() and sleep()), got {clock!r}")
-        super().__init__(configs, key_ttl, max_keys, clock)
+        ledger = self._ledger = Ledger(configs, key_ttl, max_keys, clock)
+        self._keys = ledger.keys
+        self._lanes = ledger.lanes
+        self._dispatch = Dispatcher(ledger)
+        self._shutdown = Shutdown(self._dispatch)
 
     @property
     def clock(self) -> Clock:
         """The clock that measures timeouts, backoff and key expiry."""
-        return self._clock
+        return self._ledger.clock
 
     @property
     def closed(self) -> bool:
         """True once `close` has begun: no new job is admitted (`QueueClosed`)."""
-        return self._closing
+        return self._dispatch.closing
+
+    def _enter(self, job: Job, *, nested: bool) -> None:
+        if type(job) is not Job and not isinstance(job, Job):
+            raise TypeError(f"expected a Job, got {short_repr(job)}")
+        if asyncio.get_running_loop() is not self._ledger.loop:
+            self._ledger.bind()
+        if self._dispatch.closing and not nested:
+            raise QueueClosed(f"the queue is closed: job {job.key!r} not admitted")
 
     # ----------------------------------------------------------------- public API
 
@@ -213,19 +155,19 @@ class Queue(_QueueCore):
         known = self._known(job)
         if known is not None:
             return known
-        rec = await _nested.enqueue(self, job)
-        return Queued(JobHandle(rec))
+        rec = await nesting.enqueue(self._dispatch, job)
+        return Queued(JobHandle(self._dispatch, rec))
 
     def _known(self, job: Job) -> Accepted | None:
         """Answer a push whose key is known: `Cached`, `InFlight`, or None when it must run."""
         rec = self._keys.get(job.key)
         if rec is None:
             return None
-        code = self._hit(job, rec)
+        code = self._ledger.hit(job, rec)
         if code == HIT_CACHED:
             return Cached(rec.outcome.output)  # type: ignore[union-attr]
         if code == HIT_JOINED:
-            return InFlight(JobHandle(rec))
+            return InFlight(JobHandle(self._dispatch, rec))
         return None
 
     def push_nowait(self, job: Job) -> Accepted:
@@ -250,9 +192,9 @@ class Queue(_QueueCore):
                 f"lane {lane.priority} is full ({lane.queued} queued, {lane.running} running; "
                 f"capacity {lane.capacity}, permits {lane.permits}): job {job.key!r} not admitted"
             )
-        rec = self._claim(job)
-        self._admit(rec)
-        return Queued(JobHandle(rec))
+        rec = self._ledger.claim(job)
+        self._dispatch.admit(rec)
+        return Queued(JobHandle(self._dispatch, rec))
 
     async def push_and_wait(self, job: Job) -> Any:
         """Submit `job` and return its output (cached, joined or freshly run).
@@ -288,45 +230,47 @@ class Queue(_QueueCore):
         Cancelling this call before the job was dispatched releases the key (as `push`);
         once dispatched, the job runs to completion and the output is kept for its key.
         """
+        keys = self._keys
+        ledger = self._ledger
         if type(job) is Job:  # the cache-hit fast path: no loop, lane or context needed
-            rec = self._keys.get(job.key)
+            rec = keys.get(job.key)
             if rec is not None:
                 outcome = rec.outcome
                 if (
                     type(outcome) is Completed
-                    and self._key_ttl is None
-                    and not self._closing
-                    and asyncio.get_running_loop() is self._loop
+                    and keys.ttl is None
+                    and not self._dispatch.closing
+                    and asyncio.get_running_loop() is ledger.loop
                 ):
                     if job is not rec.job:
-                        self._same_call(job, rec)
+                        keys.check_same_call(job, rec)
                     self._lanes[job.priority].cache_hits += 1
-                    if self._subscribers:
-                        self._emit(JobEventKind.CACHED, job.key, job.priority, None, outcome)
+                    if ledger.subscribers:
+                        ledger.emit(JobEventKind.CACHED, job.key, job.priority, None, outcome)
                     return outcome.output
         parent = CURRENT.get()
-        nested = parent is not None and parent.queue is self and parent.in_body
+        nested = parent is not None and parent.owner is ledger and parent.in_body
         self._enter(job, nested=nested)
         if nested:
             assert parent is not None
-            return _unwrap(job.key, await _nested.push_and_wait(self, job, parent))
-        rec = self._keys.get(job.key)
+            return output_of(job.key, await nesting.push_and_wait(self._dispatch, job, parent))
+        rec = keys.get(job.key)
         if rec is not None:
-            code = self._hit(job, rec)
+            code = ledger.hit(job, rec)
             if code == HIT_CACHED:
                 return rec.outcome.output  # type: ignore[union-attr]
             if code == HIT_JOINED:
-                return _unwrap(job.key, await self._wait(rec))
-        rec = await _nested.enqueue(self, job)
+                return output_of(job.key, await rec.wait())
+        rec = await nesting.enqueue(self._dispatch, job)
         outcome = rec.outcome
         if outcome is None:
             try:
-                outcome = await self._wait(rec)
+                outcome = await rec.wait()
             except asyncio.CancelledError:
                 if rec.state == QUEUED and rec.outcome is None:
-                    self._abandon(rec, "its push_and_wait was cancelled")
+                    self._dispatch.abandon(rec, "its push_and_wait was cancelled")
                 raise
-        return _unwrap(job.key, outcome)
+        return output_of(job.key, outcome)
 
     def state(self, key: str) -> State | None:
         """The state of `key`: `Pending`, `Processing`, `Completed(output)`, `Failed`, or None.
@@ -336,13 +280,13 @@ class Queue(_QueueCore):
         Raises:
             TypeError, InvalidKeyError: `key` is not a valid key.
         """
-        rec = self._keys.get(validate_key(key))
+        keys = self._keys
+        rec = keys.get(validate_key(key))
         if rec is None:
             return None
         outcome = rec.outcome
         if outcome is not None:
-            if self._key_ttl is not None and self._expired(rec):
-                self._drop(rec)
+            if keys.ttl is not None and keys.drop_if_expired(rec):
                 return None
             return outcome
         return _PENDING if rec.state <= QUEUED else _PROCESSING
@@ -362,13 +306,7 @@ class Queue(_QueueCore):
         Raises:
             TypeError, InvalidKeyError: `key` is not a valid key.
         """
-        key = validate_key(key)
-        rec = self._keys.get(key)
-        if rec is None or rec.outcome is None:
-            return False
-        del self._keys[key]
-        self._finished.pop(key, None)
-        return True
+        return self._keys.forget(validate_key(key))
 
     def subscribe(self, callback: Callable[[JobEvent], object]) -> Callable[[], None]:
         """Call `callback(event)` for every `JobEvent` from now on, on the queue's loop.
@@ -382,17 +320,7 @@ class Queue(_QueueCore):
         """
         if not callable(callback):
             raise TypeError(f"callback must be callable, got {callback!r}")
-        self._subscribers = (*self._subscribers, callback)
-
-        def unsubscribe() -> None:
-            subs = list(self._subscribers)
-            for i, cb in enumerate(subs):
-                if cb is callback:
-                    del subs[i]
-                    self._subscribers = tuple(subs)
-                    return
-
-        return unsubscribe
+        return self._ledger.subscribe(callback)
 
     async def close(
         self,
@@ -424,11 +352,11 @@ class Queue(_QueueCore):
                 for the job like any other.
             WrongLoopError: The queue belongs to another event loop.
         """
-        _check_ttl("timeout", timeout)
-        return await _shutdown.close(self, drain, timeout)
+        check_seconds("timeout", timeout)
+        return await self._shutdown.close(drain, timeout)
 
     async def __aenter__(self) -> Queue:
-        self._bind()
+        self._ledger.bind()
         return self
 
     async def __aexit__(
@@ -443,6 +371,6 @@ class Queue(_QueueCore):
         lanes = ", ".join(
             f"{p}={lane.queued}q/{lane.running}r" for p, lane in self._lanes.items()
         )
-        status = "closed" if self._closing else "open"
+        status = "closed" if self._dispatch.closing else "open"
         return f"<Queue {status} keys={len(self._keys)} {lanes}>"
 

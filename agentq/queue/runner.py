@@ -19,8 +19,11 @@ job at once and then propagates, so that it still stops the program; raised insi
 job it was not a Ctrl-C (those reach the main thread) and is only recorded.
 
 One body per key at a time: a run whose outcome was decided while its body still runs is
-kept in ``queue._unstopped``; the key's next run waits (holding its permit) until that body
-has stopped before it starts its own.
+kept by the key table (`agentq.queue.keytable.KeyTable.previous_run`); the key's next run
+waits (holding its permit) until that body has stopped before it starts its own.
+
+Everything here works on one `Record` and reports to the queue's `Ledger` (settling the
+record, publishing started and retry events, the clock for timeouts and backoff).
 """
 
 from __future__ import annotations
@@ -32,28 +35,22 @@ import sys
 from collections.abc import Callable, Coroutine
 from inspect import CO_COROUTINE
 from types import FunctionType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentq.errors import DeadlockError
 from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason
-from agentq.queue.jobs import (
+from agentq.queue.jobs import JobEventKind
+from agentq.queue.lane import RUNNING
+from agentq.queue.ledger import Ledger
+from agentq.queue.records import (
     ASYNC_BODY,
     BACKOFF,
+    CURRENT,
     IDLE,
     PREVIOUS,
-    RUNNING,
     THREAD_BODY,
-    JobEventKind,
-    _Record,
+    Record,
 )
-
-if TYPE_CHECKING:
-    from agentq.queue.core import _QueueCore as Queue
-
-CURRENT: contextvars.ContextVar[_Record | None] = contextvars.ContextVar(
-    "agentq_current_job", default=None
-)
-"""The record whose body the current context runs (copied into tasks and threads it starts)."""
 
 _CANCELLED_TYPE = "asyncio.exceptions.CancelledError"
 
@@ -102,24 +99,7 @@ def retryable(failure: Failed) -> bool:
     return True
 
 
-def interrupt(record: _Record) -> None:
-    """Cancel the task running `record` if it awaits the async body, a backoff, or the
-    previous run of its key.
-
-    Never cancels the current task (a job cancelling itself just records it) nor a thread.
-    """
-    task = record.task
-    phase = record.phase
-    if (
-        task is not None
-        and phase in (ASYNC_BODY, BACKOFF, PREVIOUS)
-        and task is not asyncio.current_task()
-    ):
-        record.cancels += 1
-        task.cancel()
-
-
-def on_timeout(queue: Queue, record: _Record, attempt: int) -> None:
+def on_timeout(ledger: Ledger, record: Record, attempt: int) -> None:
     """Record that `attempt` of `record` timed out, then interrupt its body."""
     if (
         record.outcome is not None
@@ -135,27 +115,14 @@ def on_timeout(queue: Queue, record: _Record, attempt: int) -> None:
     record.pending = failure
     if policy is not None and policy.should_retry(attempt):
         record.retried = attempt
-        if queue._subscribers:
-            queue._emit(JobEventKind.RETRY, record.key, record.job.priority, attempt, failure)
+        if ledger.subscribers:
+            ledger.emit(JobEventKind.RETRY, record.key, record.job.priority, attempt, failure)
     else:
-        queue._settle(record, failure)
-    interrupt(record)
+        ledger.settle(record, failure)
+    record.interrupt()
 
 
-def _uncancel(record: _Record, task: asyncio.Task[Any]) -> None:
-    while record.cancels:
-        record.cancels -= 1
-        task.uncancel()
-
-
-def _take_pending(record: _Record) -> Failed | None:
-    """The failure an interrupter decided for this attempt (None: the job is settled)."""
-    pending = record.pending
-    record.pending = None
-    return None if record.outcome is not None else pending
-
-
-async def run_record(queue: Queue, record: _Record, task: asyncio.Task[Any]) -> None:
+async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) -> None:
     """Run `record`'s attempts in `task` (the current one) until it is settled and stopped.
 
     Raises:
@@ -172,20 +139,19 @@ async def run_record(queue: Queue, record: _Record, task: asyncio.Task[Any]) -> 
     else:
         body_is_async = is_async(fn)
     try:
-        if queue._unstopped:
-            previous = queue._unstopped.get(record.key)
-            if previous is not None and previous is not record:
-                await _after_previous(queue, record, task, previous)
+        previous = ledger.keys.previous_run(record)
+        if previous is not None:
+            await _after_previous(ledger, record, task, previous)
         while record.outcome is None:
             attempt = record.attempt + 1
             record.attempt = attempt
-            if queue._subscribers:
-                queue._emit(JobEventKind.STARTED, record.key, job.priority, attempt, None)
+            if ledger.subscribers:
+                ledger.emit(JobEventKind.STARTED, record.key, job.priority, attempt, None)
             # One attempt: its failure, or None once the record is settled.
             failure: Failed | None
             watchdog = None
             if job.timeout is not None:
-                watchdog = task.get_loop().create_task(_watch(queue, record, attempt, job.timeout))
+                watchdog = task.get_loop().create_task(_watch(ledger, record, attempt, job.timeout))
             token = CURRENT.set(record)
             base = task.cancelling()
             raised: BaseException | None = None
@@ -195,7 +161,7 @@ async def run_record(queue: Queue, record: _Record, task: asyncio.Task[Any]) -> 
                     output = await fn()
                 else:
                     record.phase = THREAD_BODY
-                    output = await _in_thread(queue, record, fn)
+                    output = await _in_thread(ledger, record, fn)
                     if type(output) is _Raised:
                         raised = output.exc  # only recorded, even a KeyboardInterrupt
                     elif record.pending is None and record.outcome is None:
@@ -209,39 +175,39 @@ async def run_record(queue: Queue, record: _Record, task: asyncio.Task[Any]) -> 
                                 "value or an awaitable"
                             )
             except asyncio.CancelledError as exc:
-                _uncancel(record, task)
+                record.uncancel(task)
                 if task.cancelling() > base:  # cancelled from outside: propagate
                     message = f"job {record.key!r} was cancelled"
-                    queue._settle(record, cancelled_outcome(message, exc))
+                    ledger.settle(record, cancelled_outcome(message, exc))
                     raise
                 if record.pending is None and record.outcome is None:
                     # The body raised CancelledError although nobody cancelled this task.
                     message = f"job {record.key!r} raised CancelledError"
                     failure = cancelled_outcome(message, exc)
                 else:
-                    failure = _take_pending(record)
+                    failure = record.take_pending()
             except BaseException as exc:  # anything else the body raised fails this attempt
                 if type(exc) is GeneratorExit and _closed_from_outside(task):
                     raise
-                _uncancel(record, task)
+                record.uncancel(task)
                 if isinstance(exc, KeyboardInterrupt):  # Ctrl-C: record it, let it stop us
-                    queue._settle(record, error_outcome(exc))
+                    ledger.settle(record, error_outcome(exc))
                     raise
                 if record.pending is None and record.outcome is None:
                     failure = error_outcome(exc)
                 else:
-                    failure = _take_pending(record)
+                    failure = record.take_pending()
             else:
-                _uncancel(record, task)
+                record.uncancel(task)
                 if record.pending is None and record.outcome is None:
                     if raised is None:
-                        queue._settle(record, Completed(output))
+                        ledger.settle(record, Completed(output))
                         break
                     failure = error_outcome(raised)
                 else:
                     if raised is None:
                         _discard(output)  # interrupted: the output is discarded
-                    failure = _take_pending(record)
+                    failure = record.take_pending()
             finally:
                 record.phase = IDLE
                 CURRENT.reset(token)
@@ -250,23 +216,23 @@ async def run_record(queue: Queue, record: _Record, task: asyncio.Task[Any]) -> 
             if failure is None or record.outcome is not None:
                 break
             if policy is None or not policy.should_retry(attempt) or not retryable(failure):
-                queue._settle(record, failure)
+                ledger.settle(record, failure)
                 break
             if record.retried != attempt:
                 record.retried = attempt
-                if queue._subscribers:
-                    queue._emit(JobEventKind.RETRY, record.key, job.priority, attempt, failure)
-            await _backoff(queue, record, task, policy.delay(attempt))
+                if ledger.subscribers:
+                    ledger.emit(JobEventKind.RETRY, record.key, job.priority, attempt, failure)
+            await _backoff(ledger, record, task, policy.delay(attempt))
     except BaseException as exc:
         if record.outcome is None and not (
             type(exc) is GeneratorExit and _closed_from_outside(task)
         ):  # a fault outside the body: still one terminal state
-            queue._settle(record, error_outcome(exc))
+            ledger.settle(record, error_outcome(exc))
         raise
     finally:
         record.task = None
         record.phase = IDLE
-        record.mark_stopped()
+        ledger.keys.body_stopped(record)
 
 
 def _closed_from_outside(task: asyncio.Task[Any]) -> bool:
@@ -276,7 +242,7 @@ def _closed_from_outside(task: asyncio.Task[Any]) -> bool:
 
 
 async def _after_previous(
-    queue: Queue, record: _Record, task: asyncio.Task[Any], previous: _Record
+    ledger: Ledger, record: Record, task: asyncio.Task[Any], previous: Record
 ) -> None:
     """Wait, holding the permit, until the body of the key's previous run has stopped.
 
@@ -289,30 +255,27 @@ async def _after_previous(
             "after its timeout or cancel, waits for it, and one key never runs two bodies "
             "at once"
         )
-        queue._settle(record, error_outcome(exc))
+        ledger.settle(record, error_outcome(exc))
         return
-    edges = record.waiting_on
-    if edges is None:
-        edges = record.waiting_on = []
-    edges.append(previous)
+    record.wait_on(previous)
     try:
-        await _wait_in_phase(queue, record, task, PREVIOUS, previous.until_stopped())
+        await _wait_in_phase(ledger, record, task, PREVIOUS, previous.until_stopped())
     finally:
-        edges.remove(previous)
+        record.stop_waiting_on(previous)
 
 
-async def _watch(queue: Queue, record: _Record, attempt: int, seconds: float) -> None:
-    await queue._clock.sleep(seconds)
-    on_timeout(queue, record, attempt)
+async def _watch(ledger: Ledger, record: Record, attempt: int, seconds: float) -> None:
+    await ledger.clock.sleep(seconds)
+    on_timeout(ledger, record, attempt)
 
 
-async def _backoff(queue: Queue, record: _Record, task: asyncio.Task[Any], delay: float) -> None:
-    await _wait_in_phase(queue, record, task, BACKOFF, queue._clock.sleep(delay))
+async def _backoff(ledger: Ledger, record: Record, task: asyncio.Task[Any], delay: float) -> None:
+    await _wait_in_phase(ledger, record, task, BACKOFF, ledger.clock.sleep(delay))
 
 
 async def _wait_in_phase(
-    queue: Queue,
-    record: _Record,
+    ledger: Ledger,
+    record: Record,
     task: asyncio.Task[Any],
     phase: int,
     waiting: Coroutine[Any, Any, None],
@@ -324,9 +287,9 @@ async def _wait_in_phase(
     try:
         await waiting
     except asyncio.CancelledError as exc:
-        _uncancel(record, task)
+        record.uncancel(task)
         if task.cancelling() > base or record.outcome is None:
-            queue._settle(record, cancelled_outcome(f"job {record.key!r} was cancelled", exc))
+            ledger.settle(record, cancelled_outcome(f"job {record.key!r} was cancelled", exc))
             raise
     finally:
         record.phase = IDLE
@@ -347,12 +310,12 @@ class _Raised:
         self.exc = exc
 
 
-async def _in_thread(queue: Queue, record: _Record, fn: Callable[[], Any]) -> Any:
+async def _in_thread(ledger: Ledger, record: Record, fn: Callable[[], Any]) -> Any:
     """Run `fn` in a worker thread: its result, or `_Raised` with what it raised.
 
     If cancelled from outside, wait for the thread, then re-raise.
     """
-    loop = queue._loop_or_raise()
+    loop = ledger.running_loop()
     done: asyncio.Future[Any] = loop.create_future()
     loop.run_in_executor(None, _thread_main, loop, done, contextvars.copy_context(), fn)
     try:
@@ -360,7 +323,7 @@ async def _in_thread(queue: Queue, record: _Record, fn: Callable[[], Any]) -> An
     except asyncio.CancelledError as exc:
         # Interrupts never cancel a thread phase, so this comes from outside. The thread
         # cannot be stopped: record the cancel now, keep the permit until it has returned.
-        queue._settle(record, cancelled_outcome(f"job {record.key!r} was cancelled", exc))
+        ledger.settle(record, cancelled_outcome(f"job {record.key!r} was cancelled", exc))
         while not done.done():
             try:
                 await asyncio.shield(done)

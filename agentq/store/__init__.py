@@ -1,21 +1,47 @@
-"""The durable store: the `DurableStore` protocol and its implementations."""
+"""The durable store: the `DurableStore` protocol and its implementations.
 
-from agentq.store.base import (
-    EVENT_COLUMNS,
+Other layers import only from here. Inside, each module has one job; read them in this order
+(each imports only modules above it in the list, plus the foundation modules of `agentq`):
+
+What a store hands out:
+    ``rows``        `WorkflowRow`, `StepRow`, their states, and event rows (`EVENT_COLUMNS`).
+    ``claims``      `Execution` (a held lease) and the `ClaimResult` answers of a claim.
+    ``protocol``    `DurableStore`: every verb, its atomicity and its errors.
+
+The transition rules, shared by every store:
+    ``checks``          argument checks run before anything is read or written.
+    ``projection``      `project` / `replay`: the rows as a pure function of the event log.
+    ``tx``              `Tx` (what a rule needs from a transaction), `Draft`, `apply`.
+    ``rules_workflow``  start a workflow, resume a waiting step, cancel.
+    ``rules_lease``     claim a step, renew its lease, release an expired lease.
+    ``rules_attempt``   complete, fail or wait: the end of an attempt, under fencing.
+
+The stores:
+    ``memory``          `MemoryStore`: the reference store, in dicts; a test double.
+    ``sqlite_rows``     SQLite column lists and decoding a result row.
+    ``sqlite_tx``       the write lock, `SqliteTx` (the rules' `Tx`), a batch's transaction.
+    ``sqlite_schema``   migrations from ``schema.sql``.
+    ``sqlite_reads``    the read verbs as queries.
+    ``sqlite_connection``  opening the aiosqlite connection; running a call on its thread.
+    ``sqlite_batch``    `Batch` and `Op`: the verbs of one group-commit transaction.
+    ``sqlite``          `SqliteStore`: the group-commit queue and the verbs.
+
+Stores are passive: they are given
+the time (``now``, Unix seconds), never sleep and never start tasks.
+"""
+
+from agentq.store.claims import (
     AlreadyCompleted,
     AlreadyWaiting,
     Claimed,
     ClaimResult,
-    DurableStore,
     Execution,
     HeldByOther,
-    StepRow,
-    StepState,
     WorkflowClosed,
-    WorkflowRow,
-    WorkflowState,
 )
 from agentq.store.memory import MemoryStore
+from agentq.store.protocol import DurableStore
+from agentq.store.rows import EVENT_COLUMNS, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.sqlite import SqliteStore
 
 __all__ = [

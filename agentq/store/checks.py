@@ -18,7 +18,8 @@ from typing import Any
 from agentq.codec import decode, encode
 from agentq.events import utc
 from agentq.outcomes import ErrorInfo
-from agentq.store.base import Execution, WorkflowState
+from agentq.store.claims import Execution
+from agentq.store.rows import WorkflowState
 
 __all__ = [
     "MAX_TEXT_CHARS",

@@ -1,6 +1,7 @@
 """`MemoryStore`: the reference `DurableStore`, kept in dicts; the test double for users.
 
-It runs the same rules (`agentq.store.rules`) as every other store, so it accepts, refuses and
+It runs the same transition rules (`rules_workflow`, `rules_lease`, `rules_attempt`) as every
+other store, over its own `Tx` (staged writes, applied on commit), so it accepts, refuses and
 records exactly what `SqliteStore` does; only durability differs (nothing outlives the
 process).
 """
@@ -11,14 +12,18 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import agentq.store.rules_attempt as rules_attempt
+import agentq.store.rules_lease as rules_lease
+import agentq.store.rules_workflow as rules_workflow
 from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
-from agentq.store import checks, projection, rules
-from agentq.store.base import ClaimResult, Execution, StepRow, WorkflowRow, WorkflowState
+from agentq.store.checks import check_now, check_seq, check_state
+from agentq.store.claims import ClaimResult, Execution, execution_of, is_expired
 from agentq.store.projection import replay
-from agentq.store.rules import Draft
+from agentq.store.rows import StepRow, WorkflowRow, WorkflowState, event_row
+from agentq.store.tx import Draft
 
 __all__ = ["MemoryStore"]
 
@@ -118,21 +123,21 @@ class MemoryStore:
         self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
-        return self._run(rules.start_workflow, workflow_id, step_names, input, now)
+        return self._run(rules_workflow.start_workflow, workflow_id, step_names, input, now)
 
     async def claim_step(
         self, workflow_id: str, step_index: int, worker_id: str, lease_ttl: float, now: float
     ) -> ClaimResult:
         """See `DurableStore.claim_step`."""
-        return self._run(rules.claim_step, workflow_id, step_index, worker_id, lease_ttl, now)
+        return self._run(rules_lease.claim_step, workflow_id, step_index, worker_id, lease_ttl, now)
 
     async def renew_lease(self, execution: Execution, lease_ttl: float, now: float) -> Execution:
         """See `DurableStore.renew_lease`."""
-        return self._run(rules.renew_lease, execution, lease_ttl, now)
+        return self._run(rules_lease.renew_lease, execution, lease_ttl, now)
 
     async def complete_step(self, execution: Execution, output: Any, now: float) -> WorkflowRow:
         """See `DurableStore.complete_step`."""
-        return self._run(rules.complete_step, execution, output, now)
+        return self._run(rules_attempt.complete_step, execution, output, now)
 
     async def fail_step(
         self,
@@ -143,25 +148,25 @@ class MemoryStore:
         retry_at: float | None,
     ) -> WorkflowRow:
         """See `DurableStore.fail_step`."""
-        return self._run(rules.fail_step, execution, reason, error, now, retry_at)
+        return self._run(rules_attempt.fail_step, execution, reason, error, now, retry_at)
 
     async def wait_step(self, execution: Execution, reason: str, now: float) -> WorkflowRow:
         """See `DurableStore.wait_step`."""
-        return self._run(rules.wait_step, execution, reason, now)
+        return self._run(rules_attempt.wait_step, execution, reason, now)
 
     async def resume_step(
         self, workflow_id: str, step_index: int, input: Any, now: float
     ) -> WorkflowRow:
         """See `DurableStore.resume_step`."""
-        return self._run(rules.resume_step, workflow_id, step_index, input, now)
+        return self._run(rules_workflow.resume_step, workflow_id, step_index, input, now)
 
     async def cancel_workflow(self, workflow_id: str, reason: str, now: float) -> bool:
         """See `DurableStore.cancel_workflow`."""
-        return self._run(rules.cancel_workflow, workflow_id, reason, now)
+        return self._run(rules_workflow.cancel_workflow, workflow_id, reason, now)
 
     async def release_expired(self, execution: Execution, now: float) -> bool:
         """See `DurableStore.release_expired`."""
-        return self._run(rules.release_expired, execution, now)
+        return self._run(rules_lease.release_expired, execution, now)
 
     async def rebuild_projection(self) -> None:
         """Recompute every workflow and step row by replaying the event log.
@@ -183,10 +188,10 @@ class MemoryStore:
     async def expired_leases(self, now: float) -> list[Execution]:
         """See `DurableStore.expired_leases`."""
         self._check()
-        now, _ = checks.check_now(now)
-        rows = [r for steps in self._steps.values() for r in steps if projection.is_expired(r, now)]
+        now, _ = check_now(now)
+        rows = [r for steps in self._steps.values() for r in steps if is_expired(r, now)]
         rows.sort(key=lambda r: (r.lease_expires_at, r.workflow_id, r.step_index))
-        return [projection.execution_of(r) for r in rows]
+        return [execution_of(r) for r in rows]
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
         """See `DurableStore.get_workflow`."""
@@ -196,7 +201,7 @@ class MemoryStore:
     async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
         """See `DurableStore.workflows`."""
         self._check()
-        wanted = checks.check_state(state)
+        wanted = check_state(state)
         rows = [r for r in self._workflows.values() if wanted is None or r.state is wanted]
         return copy.deepcopy(rows)
 
@@ -221,7 +226,7 @@ class MemoryStore:
     ) -> list[Event]:
         """See `DurableStore.load_events`."""
         self._check()
-        after_seq, limit = checks.check_seq(after_seq, limit)
+        after_seq, limit = check_seq(after_seq, limit)
         events = self._select(workflow_id, after_seq)
         return copy.deepcopy(events if limit is None else events[:limit])
 
@@ -230,8 +235,8 @@ class MemoryStore:
     ) -> list[tuple[Any, ...]]:
         """See `DurableStore.event_rows`."""
         self._check()
-        after_seq, _ = checks.check_seq(after_seq)
-        return [projection.event_row(e) for e in self._select(workflow_id, after_seq)]
+        after_seq, _ = check_seq(after_seq)
+        return [event_row(e) for e in self._select(workflow_id, after_seq)]
 
     async def last_seq(self) -> int:
         """See `DurableStore.last_seq`."""

@@ -1,10 +1,10 @@
 """The projection as a pure function of the event log: `project` and `replay`.
 
-Every store changes its ``workflows`` and ``steps`` rows only through `project` (via the rules
-in `agentq.store.rules`), and `rebuild_projection` folds the whole log through the same
-function with `replay`; so the projection always equals a replay of the log. The one
-documented exception is a lease's expiry time extended by `renew_lease`, which appends no
-event: a replayed lease expires as of its `StepStarted` event.
+Every store changes its ``workflows`` and ``steps`` rows only through `project` (every rule
+writes through `agentq.store.tx.apply`, which calls it), and `rebuild_projection` folds the
+whole log through the same function with `replay`; so the projection always equals a replay
+of the log. The one documented exception is a lease's expiry time extended by `renew_lease`,
+which appends no event: a replayed lease expires as of its `StepStarted` event.
 
 What each event does to the rows (besides setting the workflow's ``updated_at`` and
 ``last_seq``):
@@ -27,33 +27,20 @@ WorkflowCancelled      workflow cancelled; leased and waiting steps become faile
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from agentq.events import Event, EventKind
 from agentq.outcomes import ErrorInfo
-from agentq.store.base import Execution, StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store.rows import StepRow, StepState, WorkflowRow, WorkflowState
 
-__all__ = [
-    "CANCELLED_STEP_REASON",
-    "INPUT_KINDS",
-    "REASON_KINDS",
-    "Rows",
-    "event_row",
-    "execution_of",
-    "is_expired",
-    "project",
-    "replay",
-]
+__all__ = ["CANCELLED_STEP_REASON", "Rows", "project", "replay"]
 
 CANCELLED_STEP_REASON = "cancelled"
 """`StepRow.reason` of a step that was leased or waiting when its workflow was cancelled."""
 
 _K = EventKind
-_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,51 +237,3 @@ def replay(events: Iterable[Event]) -> list[tuple[int, Rows]]:
         started, rows = out.get(event.workflow_id, (event.seq, empty))
         out[event.workflow_id] = (started, project(event, rows))
     return list(out.values())
-
-
-def execution_of(row: StepRow) -> Execution:
-    """Return the `Execution` a leased step row describes."""
-    return Execution(
-        row.workflow_id,
-        row.step_index,
-        row.step_name,
-        row.worker_id or "",
-        row.lease_token,
-        row.attempt,
-        row.lease_expires_at if row.lease_expires_at is not None else math.inf,
-    )
-
-
-def is_expired(row: StepRow, now: float) -> bool:
-    """Whether `row` is a lease that expired before `now` (``now > expires_at``)."""
-    return (
-        row.state is StepState.LEASED
-        and row.lease_expires_at is not None
-        and now > row.lease_expires_at
-    )
-
-
-REASON_KINDS = frozenset(
-    {_K.STEP_FAILED, _K.STEP_WAITING, _K.WORKFLOW_FAILED, _K.WORKFLOW_CANCELLED}
-)
-"""Kinds whose ``data`` has a ``reason`` (the ``reason`` column of `DurableStore.event_rows`)."""
-INPUT_KINDS = frozenset({_K.WORKFLOW_STARTED, _K.STEP_RESUMED})
-"""Kinds whose ``data`` has an ``input`` (the ``input`` column of `DurableStore.event_rows`)."""
-
-
-def event_row(event: Event) -> tuple[Any, ...]:
-    """Return `event` as a tuple in `EVENT_COLUMNS` order (JSON text for output and input)."""
-    kind, data = event.kind, event.data
-    return (
-        event.seq,
-        event.timestamp,
-        event.workflow_id,
-        event.step_index,
-        event.step_name,
-        str(kind),
-        event.attempt,
-        event.worker_id,
-        data.get("reason") if kind in REASON_KINDS else None,
-        _JSON.encode(data.get("output")) if kind is _K.STEP_COMPLETED else None,
-        _JSON.encode(data.get("input")) if kind in INPUT_KINDS else None,
-    )

@@ -1,8 +1,10 @@
-"""The synchronous half of `SqliteStore`: everything that runs on the connection's thread.
+"""Transactions on SQLite's own thread: the write lock, the rules' `Tx`, a batch's transaction.
 
-Schema migrations, the rules' `Tx` over a `sqlite3.Connection`, one group-commit
-transaction for a batch of verbs, and the read queries. Nothing here touches asyncio; the
-async half (`agentq.store.sqlite`) ships these functions to aiosqlite's thread, one call each.
+Everything here is synchronous and runs on the connection's thread (the async half,
+`agentq.store.sqlite`, ships each call there in one hop): `begin` takes the write lock with
+``BEGIN IMMEDIATE`` (retried while another connection holds it); `SqliteTx` is the rules' `Tx`
+over a `sqlite3.Connection`; `transact` runs a group-commit batch of verbs in one transaction,
+each in its own SAVEPOINT; `rebuild` rewrites the projection tables from the log.
 """
 
 from __future__ import annotations
@@ -11,24 +13,33 @@ import contextlib
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
-from importlib import resources
 from typing import Any
 
-from agentq.codec import decode
-from agentq.errors import SchemaError, StoreError
-from agentq.events import Event, EventKind, utc
+from agentq.errors import StoreError
+from agentq.events import Event
 from agentq.outcomes import ErrorInfo
-from agentq.store.base import Execution, StepRow, StepState, WorkflowRow, WorkflowState
-from agentq.store.projection import INPUT_KINDS, REASON_KINDS, event_row, execution_of, replay
-from agentq.store.rules import Draft
+from agentq.store.projection import replay
+from agentq.store.rows import StepRow, WorkflowRow, WorkflowState
+from agentq.store.sqlite_rows import (
+    EVENT_TABLE_COLUMNS,
+    STEP_COLUMNS,
+    WORKFLOW_SELECT,
+    event_of,
+    step_row,
+    workflow_row,
+)
+from agentq.store.tx import Draft
 
 __all__ = [
-    "SCHEMA_VERSION",
+    "BEGIN_ATTEMPTS",
+    "Outcome",
     "SqliteTx",
     "begin",
-    "migrate",
-    "migrations",
+    "is_busy",
+    "read",
     "rebuild",
+    "rollback",
+    "store_error",
     "transact",
 ]
 
@@ -39,34 +50,6 @@ BEGIN_ATTEMPTS = 4
 
 Outcome = tuple[bool, Any]
 """``(True, result)`` or ``(False, exception)`` for one verb of a batch."""
-
-
-# ---------------------------------------------------------------- schema
-
-
-def migrations() -> list[list[str]]:
-    """Return the statements of each migration in ``schema.sql``; index 0 is version 1."""
-    text = resources.files("agentq.store").joinpath("schema.sql").read_text("utf-8")
-    out: list[list[str]] = []
-    statement = ""
-    for line in text.splitlines(keepends=True):
-        if line.startswith("-- migration "):
-            if int(line.split()[2]) != len(out) + 1:
-                raise SchemaError(f"schema.sql: migrations out of order at {line.strip()!r}")
-            out.append([])
-            continue
-        if not out or (not statement and (not line.strip() or line.startswith("--"))):
-            continue
-        statement += line
-        if sqlite3.complete_statement(statement):
-            out[-1].append(statement.strip())
-            statement = ""
-    return out
-
-
-_MIGRATIONS = migrations()
-SCHEMA_VERSION = len(_MIGRATIONS)
-"""The schema version this agentq writes (``PRAGMA user_version``)."""
 
 
 def is_busy(exc: sqlite3.Error) -> bool:
@@ -92,154 +75,21 @@ def begin(conn: sqlite3.Connection) -> None:
                 raise
 
 
-def _rollback(conn: sqlite3.Connection) -> None:
+def rollback(conn: sqlite3.Connection) -> None:
+    """``ROLLBACK`` the transaction in progress, if any (SQLite may have rolled back already)."""
     if conn.in_transaction:
-        with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back on its own
+        with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
 
 
-def migrate(conn: sqlite3.Connection, name: str) -> None:
-    """Bring the file to `SCHEMA_VERSION`, in one transaction.
+# ---------------------------------------------------------------- the rules' Tx
 
-    Raises:
-        SchemaError: The file has a newer version than this agentq knows, or is not an
-            agentq database that can be migrated.
-    """
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version == SCHEMA_VERSION:
-        return
-    begin(conn)
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may
-        if version > SCHEMA_VERSION:  # have migrated while we waited for the lock
-            raise SchemaError(
-                f"{name} has schema version {version}; this agentq reads versions up to "
-                f"{SCHEMA_VERSION}: upgrade agentq"
-            )
-        if version == 0:
-            foreign = [
-                row[0]
-                for row in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'"
-                    " AND name NOT LIKE 'sqlite_%'"
-                )
-            ]
-            if foreign:
-                raise SchemaError(
-                    f"{name} is not an agentq database (it has tables {sorted(foreign)[:5]} "
-                    "and no agentq schema version); refusing to add agentq's tables to it"
-                )
-        for statements in _MIGRATIONS[version:]:
-            for statement in statements:
-                conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
-    except sqlite3.Error as exc:
-        _rollback(conn)
-        raise SchemaError(
-            f"cannot migrate {name} from schema version {version} to {SCHEMA_VERSION}: {exc}"
-        ) from exc
-    except BaseException:
-        _rollback(conn)
-        raise
-
-
-def prepare(conn: sqlite3.Connection, name: str, busy_ms: int, synchronous: str) -> str:
-    """Set the pragmas of a new connection and migrate; return the journal mode in use."""
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
-    mode = "?"
-    for attempt in range(BEGIN_ATTEMPTS):
-        try:
-            mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-            break
-        except sqlite3.OperationalError as exc:
-            if not is_busy(exc) or attempt == BEGIN_ATTEMPTS - 1:
-                raise
-    conn.execute(f"PRAGMA synchronous = {synchronous}")
-    migrate(conn, name)
-    return mode
-
-
-# ---------------------------------------------------------------- rows
-
-_STEP_COLUMNS = (
-    "workflow_id, step_index, step_name, state, attempt, worker_id, lease_token, "
-    "lease_expires_at, output, reason, error, resume_input, resumed, retry_at, started_at, "
-    "finished_at"
-)
-_EVENT_COLUMNS = "seq, at, workflow_id, step_index, step_name, kind, attempt, worker_id, data"
-# A workflow row: updated_at and last_seq come from its latest event (index seek).
-_WORKFLOW_SELECT = (
-    "SELECT w.workflow_id, w.state, w.step_names, w.input, w.reason, w.created_at, e.at, "
-    "e.seq FROM workflows AS w JOIN events AS e ON e.seq = (SELECT seq FROM events WHERE "
-    "workflow_id = w.workflow_id ORDER BY seq DESC LIMIT 1)"
-)
 _LOAD = (
-    _WORKFLOW_SELECT.replace(" FROM workflows", ", "
-    + ", ".join(f"s.{c.strip()}" for c in _STEP_COLUMNS.split(",")) + " FROM workflows")
+    WORKFLOW_SELECT.replace(" FROM workflows", ", "
+    + ", ".join(f"s.{c.strip()}" for c in STEP_COLUMNS.split(",")) + " FROM workflows")
     + " LEFT JOIN steps AS s ON s.workflow_id = w.workflow_id AND s.step_index BETWEEN ? AND ?"
     " WHERE w.workflow_id = ? ORDER BY s.step_index"
 )
-_WORKFLOW_STATES = {s.value: s for s in WorkflowState}
-_STEP_STATES = {s.value: s for s in StepState}
-_KINDS = {k.value: k for k in EventKind}
-_NAMES: dict[str, tuple[str, ...]] = {}  # decoded step_names JSON, by text (few distinct)
-
-
-def _names(text: str) -> tuple[str, ...]:
-    names = _NAMES.get(text)
-    if names is None:
-        names = tuple(json.loads(text))
-        if len(_NAMES) < 1024:
-            _NAMES[text] = names
-    return names
-
-
-def workflow_row(r: Sequence[Any]) -> WorkflowRow:
-    """Build a `WorkflowRow` from a row of `_WORKFLOW_SELECT`."""
-    return WorkflowRow(
-        r[0],
-        _WORKFLOW_STATES[r[1]],
-        _names(r[2]),
-        None if r[3] == "null" else decode(r[3]),
-        r[4],
-        r[5],
-        r[6],
-        r[7],
-    )
-
-
-def _error(text: str | None) -> ErrorInfo | None:
-    if text is None:
-        return None
-    value = json.loads(text)
-    return ErrorInfo(value["type"], value["message"], value["traceback"])
-
-
-def step_row(r: Sequence[Any]) -> StepRow:
-    """Build a `StepRow` from a row of `_STEP_COLUMNS`."""
-    return StepRow(
-        r[0],
-        r[1],
-        r[2],
-        _STEP_STATES[r[3]],
-        r[4],
-        r[5],
-        r[6],
-        r[7],
-        None if r[8] is None else json.loads(r[8]),
-        r[9],
-        _error(r[10]),
-        None if r[11] is None else json.loads(r[11]),
-        bool(r[12]),
-        r[13],
-        r[14],
-        r[15],
-    )
-
-
-def _event(r: Sequence[Any]) -> Event:
-    return Event(r[0], utc(r[1]), _KINDS[r[5]], r[2], r[3], r[4], r[6], r[7], json.loads(r[8]))
 
 
 class SqliteTx:
@@ -340,7 +190,7 @@ class SqliteTx:
         )
         if new:
             self.conn.execute(
-                f"INSERT INTO steps ({_STEP_COLUMNS}) "
+                f"INSERT INTO steps ({STEP_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (row.workflow_id, row.step_index, row.step_name, *values),
             )
@@ -354,7 +204,7 @@ class SqliteTx:
         )
 
 
-# ---------------------------------------------------------------- transactions
+# ---------------------------------------------------------------- a batch's transaction
 
 
 def store_error(exc: BaseException) -> BaseException:
@@ -386,7 +236,7 @@ def transact(conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]])
                 value = fn(tx)
             except Exception as exc:
                 if single:
-                    _rollback(conn)
+                    rollback(conn)
                     return [(False, store_error(exc))]
                 conn.execute("ROLLBACK TO agentq_verb")
                 conn.execute("RELEASE agentq_verb")
@@ -398,7 +248,7 @@ def transact(conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]])
         conn.execute("COMMIT")
         return outcomes
     except BaseException as exc:
-        _rollback(conn)
+        rollback(conn)
         failed = []
         for i in range(len(fns)):
             ok, value = outcomes[i] if i < len(outcomes) else (True, None)
@@ -418,7 +268,8 @@ def read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) -> O
 def rebuild(tx: SqliteTx) -> None:
     """Recompute the ``workflows`` and ``steps`` tables from the log (inside a transaction)."""
     conn = tx.conn
-    events = (_event(r) for r in conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY seq"))
+    cursor = conn.execute(f"SELECT {EVENT_TABLE_COLUMNS} FROM events ORDER BY seq")
+    events = (event_of(r) for r in cursor)
     rebuilt = replay(events)
     conn.execute("DELETE FROM steps")
     conn.execute("DELETE FROM workflows")
@@ -427,99 +278,3 @@ def rebuild(tx: SqliteTx) -> None:
         tx.put_workflow(rows.workflow, started_seq)
         for index in sorted(rows.steps):
             tx.put_step(rows.steps[index], True)
-
-
-# ---------------------------------------------------------------- reads
-
-
-def get_workflow(conn: sqlite3.Connection, workflow_id: str) -> WorkflowRow | None:
-    """Return one workflow's row, or None."""
-    r = conn.execute(f"{_WORKFLOW_SELECT} WHERE w.workflow_id = ?", (workflow_id,)).fetchone()
-    return None if r is None else workflow_row(r)
-
-
-def workflows(conn: sqlite3.Connection, state: WorkflowState | None) -> list[WorkflowRow]:
-    """Return workflows (optionally in `state`) in start order."""
-    if state is None:
-        cursor = conn.execute(f"{_WORKFLOW_SELECT} ORDER BY w.started_seq")
-    else:
-        cursor = conn.execute(
-            f"{_WORKFLOW_SELECT} WHERE w.state = ? ORDER BY w.started_seq", (state.value,)
-        )
-    return [workflow_row(r) for r in cursor]
-
-
-def step_rows(conn: sqlite3.Connection, workflow_id: str | None) -> list[StepRow]:
-    """Return the step rows of one workflow, or of all in start order, by step index."""
-    if workflow_id is not None:
-        cursor = conn.execute(
-            f"SELECT {_STEP_COLUMNS} FROM steps WHERE workflow_id = ? ORDER BY step_index",
-            (workflow_id,),
-        )
-    else:
-        columns = ", ".join(f"s.{c.strip()}" for c in _STEP_COLUMNS.split(","))
-        cursor = conn.execute(
-            f"SELECT {columns} FROM steps AS s JOIN workflows AS w USING (workflow_id) "
-            "ORDER BY w.started_seq, s.step_index"
-        )
-    return [step_row(r) for r in cursor]
-
-
-def expired_leases(conn: sqlite3.Connection, now: float) -> list[Execution]:
-    """Return the leases with ``expires_at < now``, oldest first."""
-    cursor = conn.execute(
-        f"SELECT {_STEP_COLUMNS} FROM steps WHERE state = 'leased' AND lease_expires_at < ? "
-        "ORDER BY lease_expires_at, workflow_id, step_index",
-        (now,),
-    )
-    return [execution_of(step_row(r)) for r in cursor]
-
-
-def _where(workflow_id: str | None, after_seq: int) -> tuple[str, tuple[Any, ...]]:
-    if workflow_id is None:
-        return "seq > ?", (after_seq,)
-    return "workflow_id = ? AND seq > ?", (workflow_id, after_seq)
-
-
-def load_events(
-    conn: sqlite3.Connection, workflow_id: str | None, after_seq: int, limit: int | None
-) -> list[Event]:
-    """Return events after `after_seq` (of one workflow, or all), by seq."""
-    where, params = _where(workflow_id, after_seq)
-    sql = f"SELECT {_EVENT_COLUMNS} FROM events WHERE {where} ORDER BY seq"
-    if limit is not None:
-        sql, params = f"{sql} LIMIT ?", (*params, limit)
-    return [_event(r) for r in conn.execute(sql, params)]
-
-
-def _kinds(kinds: frozenset[EventKind]) -> str:
-    return ", ".join(f"'{k.value}'" for k in sorted(kinds))
-
-
-# `->` (SQLite >= 3.38) returns a member as JSON text exactly as stored; json_extract would
-# turn a top-level number into a REAL and print it back with 15 digits. ->> returns SQL text.
-_EVENT_ROWS_SQL = (
-    "SELECT seq, at, workflow_id, step_index, step_name, kind, attempt, worker_id, "
-    f"CASE WHEN kind IN ({_kinds(REASON_KINDS)}) THEN data ->> '$.reason' END, "
-    f"CASE WHEN kind = '{EventKind.STEP_COMPLETED.value}' THEN data -> '$.output' END, "
-    f"CASE WHEN kind IN ({_kinds(INPUT_KINDS)}) THEN data -> '$.input' END "
-    "FROM events WHERE {where} ORDER BY seq"
-)
-JSON_ARROWS = sqlite3.sqlite_version_info >= (3, 38, 0)
-"""Whether this SQLite has the ``->`` and ``->>`` operators (else rows are built in Python)."""
-
-
-def event_rows(
-    conn: sqlite3.Connection, workflow_id: str | None, after_seq: int
-) -> list[tuple[Any, ...]]:
-    """Return events as tuples in `EVENT_COLUMNS` order, the JSON members extracted in SQL."""
-    where, params = _where(workflow_id, after_seq)
-    if JSON_ARROWS:
-        return conn.execute(_EVENT_ROWS_SQL.format(where=where), params).fetchall()
-    sql = f"SELECT {_EVENT_COLUMNS} FROM events WHERE {where} ORDER BY seq"
-    return [event_row(_event(r)) for r in conn.execute(sql, params)]
-
-
-def last_seq(conn: sqlite3.Connection) -> int:
-    """Return the highest sequence number (0 when the log is empty)."""
-    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])

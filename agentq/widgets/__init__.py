@@ -15,6 +15,18 @@ times a second only when something changed, and re-raises the refresher's errors
 `ApprovalPanel`    waiting steps with Approve / Reject buttons that schedule ``engine.resume``
 `Dashboard`        the four above under one refresher
 =================  ==========================================================================
+
+Reading order (each module imports only the ones above it, and the layers below: the
+foundation modules with `agentq.markup`, the queue, the store, the workflows):
+
+- ``_timeline``: the event log folded into spans per workflow step (pure, no ipywidgets);
+- ``html``: the pure renderers of snapshots, one module per view family (``tables``,
+  ``timeline``, ``results``); its docstring lists the stable ``data-agentq`` attributes;
+- ``_source``: what changed in a store since the last refresh (one read per widget tree);
+- ``_live``: `Live`, the refresher every widget runs on the kernel's loop;
+- ``monitor``: `LaneMonitor`, `StepTable`, `EventTimeline`;
+- ``approvals``: `ApprovalPanel` and its slots;
+- ``dashboard``: `Dashboard`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any, Self
 
 from agentq.clock import Clock, SystemClock
 from agentq.extras import require
-from agentq.widgets.html import error_html
+from agentq.markup import error_html
 
 __all__ = ["DEFAULT_INTERVAL", "Live"]
 

@@ -1,9 +1,9 @@
 """The timeline model: event rows folded, incrementally, into spans per workflow step.
 
 Pure Python (no ipywidgets, no I/O): `Timeline.apply` takes the rows `DurableStore.event_rows`
-returns (tuples in `EVENT_COLUMNS` order) and updates the tracks; `agentq.widgets.html`
-renders a snapshot of them. Applying rows in ``seq`` order, in any number of batches, gives
-the same tracks as applying them all at once.
+returns (tuples in `EVENT_COLUMNS` order) and updates the tracks; `timeline_html`
+(`agentq.widgets.html.timeline`) renders a snapshot of them. Applying rows in ``seq`` order,
+in any number of batches, gives the same tracks as applying them all at once.
 """
 
 from __future__ import annotations

@@ -22,11 +22,12 @@ from typing import Any
 
 from agentq.clock import Clock
 from agentq.errors import AgentqError
+from agentq.markup import more_html
 from agentq.store import StepRow
 from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
 from agentq.widgets._source import Source, StepKey
-from agentq.widgets.html import approval_html, more_html, outcome_html
-from agentq.workflows.model import RunResult
+from agentq.widgets.html.results import approval_html, outcome_html
+from agentq.workflows import RunResult
 
 __all__ = ["ApprovalPanel", "ApprovalSlot", "default_input"]
 

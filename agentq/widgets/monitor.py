@@ -14,7 +14,8 @@ from agentq.store import DurableStore
 from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
 from agentq.widgets._source import Source
 from agentq.widgets._timeline import Timeline
-from agentq.widgets.html import lanes_html, steps_html, timeline_html
+from agentq.widgets.html.tables import lanes_html, steps_html
+from agentq.widgets.html.timeline import timeline_html
 
 __all__ = ["EventTimeline", "LaneMonitor", "StepTable"]
 

@@ -1,1 +1,47 @@
-"""Durable workflows: the model, the engine, attempts and leases, recovery."""
+"""Durable workflows: ordered steps, each attempt a job in the queue, every transition stored.
+
+What is inside, in reading order (each module imports only the ones above it, the foundation
+modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook layer):
+
+==============  ===============================================================================
+``model``       `Workflow`, `StepDef`, `StepContext`, the signals `WaitForInput` and
+                `NonRetryable`, and what a run reports: `StepStatus`, `RunStatus`, `RunResult`
+``attempts``    one step attempt: the job body, its queue key, the lease renewer, the markers
+                the driver acts on
+``results``     stored rows read back as a `StepStatus` or a `RunResult`
+``registry``    the workflows an engine knows by id, and the checks on registering one again
+``driver``      the loop that runs one workflow's steps: claim, attempt, record; the
+                engine's settings
+``engine``      `WorkflowEngine`: run, resume, cancel, status, close; one run per workflow
+``recovery``    `recover` and its `RecoveryReport`: finish what a crashed worker left
+==============  ===============================================================================
+"""
+
+from agentq.workflows.engine import WorkflowEngine
+from agentq.workflows.model import (
+    MAX_REASON_CHARS,
+    NonRetryable,
+    RunResult,
+    RunStatus,
+    StepContext,
+    StepDef,
+    StepStatus,
+    WaitForInput,
+    Workflow,
+)
+from agentq.workflows.recovery import RecoveryReport, recover
+
+__all__ = [
+    "MAX_REASON_CHARS",
+    "NonRetryable",
+    "RecoveryReport",
+    "RunResult",
+    "RunStatus",
+    "StepContext",
+    "StepDef",
+    "StepStatus",
+    "WaitForInput",
+    "Workflow",
+    "WorkflowEngine",
+    "recover",
+]

@@ -1,46 +1,33 @@
-"""How the engine packages one step attempt: the job body, its lease, and the results.
+"""One step attempt as the driver packages it: the job body, its lease, what it asks for next.
 
-Private to `agentq.workflows.engine`: the job body that turns `WaitForInput` into a value
-(a wait is not a failed job), the markers the driver loop acts on, the lease renewer, and the
-translation of stored rows into `RunResult` and `StepStatus`.
+Private to `agentq.workflows.driver`: the job body that turns `WaitForInput` into a value (a
+wait is not a failed job) and marks the context with the workflow it runs (`IN_STEP`), the
+job's key, the markers the driver loop acts on (`Retry`, `Again`), and the lease renewer
+(`Lease`).
 """
 
 from __future__ import annotations
 
 import contextvars
 import hashlib
-import os
-import socket
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
 from agentq.errors import LeaseLostError, WorkflowClosedError
-from agentq.store import (
-    DurableStore,
-    Execution,
-    StepRow,
-    StepState,
-    WorkflowRow,
-    WorkflowState,
-)
-from agentq.workflows.model import (
-    RunResult,
-    RunStatus,
-    StepContext,
-    StepDef,
-    StepStatus,
-    WaitForInput,
-)
+from agentq.store import DurableStore, Execution
+from agentq.workflows.model import StepContext, StepDef, WaitForInput
 
-RUN_STATUS = {
-    WorkflowState.COMPLETED: RunStatus.COMPLETED,
-    WorkflowState.FAILED: RunStatus.FAILED,
-    WorkflowState.CANCELLED: RunStatus.CANCELLED,
-    WorkflowState.WAITING: RunStatus.WAITING,
-}
-
+__all__ = [
+    "HAND_BACK_TTL",
+    "IN_STEP",
+    "Again",
+    "Lease",
+    "Retry",
+    "Waiting",
+    "job_key",
+    "step_call",
+]
 
 IN_STEP: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "agentq_in_step", default=None
@@ -48,11 +35,8 @@ IN_STEP: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 """The workflow whose step body runs in this context (to refuse a step awaiting its own run)."""
 
 
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
 def job_key(workflow_id: str, step_index: int, lease_token: int) -> str:
+    """The queue key of one attempt: a new lease token (a new attempt) makes a new job."""
     digest = hashlib.blake2b(workflow_id.encode("utf-8"), digest_size=12).hexdigest()
     return f"agentq.step:{digest}:{step_index}:{lease_token}"
 
@@ -140,36 +124,3 @@ class Lease:
             except (LeaseLostError, WorkflowClosedError):
                 self.lost = True
                 return
-
-
-def status_of(row: StepRow) -> StepStatus:
-    match row.state:
-        case StepState.PENDING:
-            return StepStatus.Pending()
-        case StepState.LEASED:
-            return StepStatus.Leased(row.worker_id or "", row.lease_expires_at or 0.0)
-        case StepState.COMPLETED:
-            return StepStatus.Completed(row.output)
-        case StepState.WAITING:
-            return StepStatus.Waiting(row.reason or "")
-        case _:
-            return StepStatus.Failed(row.reason or "", row.attempt)
-
-
-async def stored_result(store: DurableStore, row: WorkflowRow) -> RunResult:
-    """The `RunResult` a stored workflow row (and its steps) stands for."""
-    steps = await store.step_rows(row.workflow_id)
-    outputs = tuple(s.output for s in steps if s.state is StepState.COMPLETED)
-    status = RUN_STATUS.get(row.state, RunStatus.WAITING)
-    focus = next(
-        (s for s in steps if s.state in (StepState.FAILED, StepState.WAITING)), None
-    )
-    if status is RunStatus.COMPLETED:
-        return RunResult(row.workflow_id, status, outputs=outputs)
-    return RunResult(
-        row.workflow_id,
-        status,
-        focus.step_name if focus else None,
-        row.reason if row.reason is not None else (focus.reason if focus else None),
-        outputs,
-    )

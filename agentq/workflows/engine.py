@@ -1,17 +1,12 @@
-"""`WorkflowEngine`: drives workflows step by step through a `Queue` and a `DurableStore`.
+"""`WorkflowEngine`: the public verbs over workflows (run, resume, cancel, status, close).
 
-How one step runs:
+The engine keeps one run per workflow: concurrent `run` calls (and the run a `resume`
+continues) share it. Each run is a task executing `Driver.drive` (``driver.py``), which claims,
+attempts and records the steps one after another; a `Registry` (``registry.py``) holds the
+step bodies by workflow id, since step bodies are code, not data: after a restart the program
+registers its workflows again, then calls `agentq.recover`.
 
-1. ``claim_step`` (compare-and-swap in the store) gives this worker a lease and a fencing token.
-2. The attempt is pushed through the queue as a job in the engine's lane, so lane permits bound
-   how many step bodies run at once; the lease is renewed every ``lease_ttl / 3`` seconds
-   while the attempt waits for a permit and runs.
-3. The outcome is written with the fencing token: ``complete_step``, ``wait_step`` or
-   ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt). A worker
-   whose lease was taken over meanwhile is refused (`LeaseLostError`) and records nothing.
-
-Every transition is an event in the store's append-only log. Step bodies are code, not data:
-after a restart the program registers its workflows again, then calls `agentq.recover`.
+Every transition is an event in the store's append-only log.
 """
 
 from __future__ import annotations
@@ -19,66 +14,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Sequence
 from typing import Any
 
-from agentq.clock import Clock, SystemClock
-from agentq.codec import decode, encode
-from agentq.errors import (
-    AgentqError,
-    DeadlockError,
-    LeaseLostError,
-    PayloadError,
-    QueueClosed,
-    UnknownStepError,
-    UnknownWorkflowError,
-    WorkflowClosedError,
-    WorkflowMismatchError,
-)
+from agentq.clock import Clock
+from agentq.errors import DeadlockError, UnknownStepError, UnknownWorkflowError
 from agentq.keys import validate_key
-from agentq.outcomes import Completed, ErrorInfo, FailureReason
-from agentq.queue import Job, JobHandle, Priority, Queue
-from agentq.store import (
-    AlreadyCompleted,
-    AlreadyWaiting,
-    Claimed,
-    DurableStore,
-    Execution,
-    HeldByOther,
-    WorkflowClosed,
-    WorkflowState,
-)
-from agentq.workflows.attempts import (
-    HAND_BACK_TTL,
-    IN_STEP,
-    Again,
-    Lease,
-    Retry,
-    Waiting,
-    default_worker_id,
-    job_key,
-    status_of,
-    step_call,
-    stored_result,
-)
-from agentq.workflows.model import (
-    NonRetryable,
-    RunResult,
-    RunStatus,
-    StepContext,
-    StepDef,
-    StepStatus,
-    Workflow,
-)
+from agentq.queue import Priority, Queue
+from agentq.store import DurableStore
+from agentq.workflows.attempts import IN_STEP
+from agentq.workflows.driver import Driver
+from agentq.workflows.model import RunResult, StepStatus, Workflow
+from agentq.workflows.registry import Registry
+from agentq.workflows.results import status_of
 
 __all__ = ["WorkflowEngine"]
-
-def _same_json(a: Any, b: Any) -> bool:
-    """Whether two workflow inputs are the same value once stored (as the store compares)."""
-    try:
-        return bool(decode(encode(a, "input")) == decode(encode(b, "input")))
-    except PayloadError:
-        return bool(a == b)  # the store refuses such an input anyway
 
 
 class WorkflowEngine:
@@ -98,7 +47,13 @@ class WorkflowEngine:
             workflow this engine runs; default ``min(lease_ttl / 4, 1.0)``.
 
     Raises:
-        ValueError: `lease_ttl` or `poll_interval` is not a positive number.
+        ValueError: `lease_ttl` or `poll_interval` is not a positive number, or `priority`
+            is not a lane.
+        TypeError: `queue` is not a `Queue`, or `store` does not implement `DurableStore`.
+        InvalidKeyError: `worker_id` is empty, not UTF-8 or too long.
+
+    The arguments are kept, read-only, as the attributes of the same names (`worker_id`
+    filled in, `clock` the one in use, `poll_interval` the one computed).
 
     The engine belongs to the event loop it is first used on; it is not thread-safe.
 
@@ -121,34 +76,55 @@ class WorkflowEngine:
         clock: Clock | None = None,
         poll_interval: float | None = None,
     ) -> None:
-        if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, int | float) or not (
-            0 < lease_ttl < float("inf")
-        ):
-            raise ValueError(f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}")
-        if poll_interval is not None and not (0 < poll_interval < float("inf")):
-            raise ValueError(f"poll_interval must be positive seconds, got {poll_interval!r}")
-        if not isinstance(queue, Queue):
-            raise TypeError(f"queue must be an agentq.Queue, got {queue!r}")
-        if not isinstance(store, DurableStore):
-            raise TypeError(f"store must implement agentq.DurableStore, got {store!r}")
-        try:
-            self.priority = Priority(priority)
-        except ValueError:
-            raise ValueError(
-                f"priority must be one of {[p.value for p in Priority]}, got {priority!r}"
-            ) from None
-        self.queue = queue
-        self.store = store
-        self.worker_id = (
-            default_worker_id() if worker_id is None else validate_key(worker_id, "worker_id")
+        self._driver = Driver(
+            queue,
+            store,
+            worker_id=worker_id,
+            lease_ttl=lease_ttl,
+            priority=priority,
+            clock=clock,
+            poll_interval=poll_interval,
         )
-        self.lease_ttl = float(lease_ttl)
-        self.clock: Clock = clock or SystemClock()
-        self.poll_interval = poll_interval or min(self.lease_ttl / 4, 1.0)
-        self._workflows: dict[str, Workflow] = {}
+        self._registry = Registry()
         self._runs: dict[str, asyncio.Task[RunResult]] = {}
         self._delivering: dict[str, asyncio.Task[RunResult]] = {}
-        self._attempts: dict[str, JobHandle] = {}
+
+    # ----------------------------------------------------------------- settings
+
+    @property
+    def queue(self) -> Queue:
+        """The queue whose lane runs the step bodies."""
+        return self._driver.queue
+
+    @property
+    def store(self) -> DurableStore:
+        """Where the event log and the steps projection live."""
+        return self._driver.store
+
+    @property
+    def worker_id(self) -> str:
+        """This worker's id, the lease holder's name."""
+        return self._driver.worker_id
+
+    @property
+    def lease_ttl(self) -> float:
+        """Seconds a claimed step stays leased without renewal."""
+        return self._driver.lease_ttl
+
+    @property
+    def priority(self) -> Priority:
+        """The lane step attempts run in."""
+        return self._driver.priority
+
+    @property
+    def clock(self) -> Clock:
+        """Time source for leases, backoff and polling."""
+        return self._driver.clock
+
+    @property
+    def poll_interval(self) -> float:
+        """Seconds between checks while another worker holds a step of a running workflow."""
+        return self._driver.poll_interval
 
     # ----------------------------------------------------------------- registry
 
@@ -163,41 +139,16 @@ class WorkflowEngine:
             WorkflowMismatchError: The id is registered with different step names or another
                 input (nothing is replaced).
         """
-        if not isinstance(workflow, Workflow):
-            raise TypeError(f"expected a Workflow, got {workflow!r}")
-        known = self._workflows.get(workflow.id)
-        if known is not None and known.step_names != workflow.step_names:
-            raise WorkflowMismatchError(
-                f"workflow {workflow.id!r} is registered with steps {list(known.step_names)}, "
-                f"not {list(workflow.step_names)}"
-            )
-        if known is not None and not _same_json(known.input, workflow.input):
-            raise WorkflowMismatchError(
-                f"workflow {workflow.id!r} is registered with another input; a workflow id "
-                "names one run: use a new id for new input"
-            )
-        self._workflows[workflow.id] = workflow
+        self._registry.add(workflow)
 
     def registered(self, workflow_id: str) -> Workflow | None:
         """Return the registered workflow with this id, or None."""
-        return self._workflows.get(workflow_id)
+        return self._registry.get(workflow_id)
 
     @property
     def workflow_ids(self) -> tuple[str, ...]:
         """Ids of the registered workflows, in registration order."""
-        return tuple(self._workflows)
-
-    def _lookup(self, workflow: Workflow | str) -> Workflow:
-        if isinstance(workflow, Workflow):
-            self.register_workflow(workflow)
-            return workflow
-        found = self._workflows.get(workflow)
-        if found is None:
-            raise UnknownWorkflowError(
-                f"workflow {workflow!r} is not registered with this engine; pass the Workflow "
-                "or call register_workflow() first"
-            )
-        return found
+        return self._registry.ids
 
     # ----------------------------------------------------------------- public verbs
 
@@ -221,7 +172,7 @@ class WorkflowEngine:
             PayloadError: The workflow input is not JSON or too large.
             StoreError: The store failed; the run can be retried (or recovered) later.
         """
-        wf = self._lookup(workflow)
+        wf = self._registry.lookup(workflow)
         if IN_STEP.get() == wf.id:
             raise DeadlockError(
                 f"a step of workflow {wf.id!r} awaits a run of its own workflow, which waits "
@@ -237,11 +188,17 @@ class WorkflowEngine:
         task = self._runs.get(wf.id)
         if task is None:
             task = asyncio.get_running_loop().create_task(
-                self._drive(wf), name=f"agentq.run:{wf.id}"
+                self._driver.drive(wf), name=f"agentq.run:{wf.id}"
             )
             self._runs[wf.id] = task
             task.add_done_callback(functools.partial(self._forget_run, wf.id))
         return task
+
+    def _forget_run(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
+        if self._runs.get(workflow_id) is task:
+            del self._runs[workflow_id]
+        if not task.cancelled():
+            task.exception()  # retrieved by the awaiting callers; avoid "never retrieved"
 
     async def resume(self, workflow_id: str, step: str | int, input: Any = None) -> RunResult:
         """Deliver `input` to a `Waiting` step and continue the workflow.
@@ -266,7 +223,7 @@ class WorkflowEngine:
             WorkflowClosedError: The workflow is cancelled, failed or completed.
             PayloadError: `input` is not JSON or too large; nothing is recorded.
         """
-        wf = self._lookup(workflow_id)
+        wf = self._registry.lookup(workflow_id)
         try:
             index = wf.index_of(step)
         except KeyError:
@@ -316,9 +273,8 @@ class WorkflowEngine:
             UnknownWorkflowError: The workflow is not stored.
         """
         cancelled = await self.store.cancel_workflow(workflow_id, reason, self.clock.time())
-        handle = self._attempts.get(workflow_id)
-        if cancelled and handle is not None:
-            handle.cancel()
+        if cancelled:
+            self._driver.interrupt(workflow_id)
         return cancelled
 
     async def status(self, workflow_id: str) -> list[StepStatus]:
@@ -348,177 +304,3 @@ class WorkflowEngine:
     def running(self, workflow_id: str) -> bool:
         """Whether this engine is running the workflow right now."""
         return workflow_id in self._runs
-
-    # ----------------------------------------------------------------- the driver
-
-    def _forget_run(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
-        if self._runs.get(workflow_id) is task:
-            del self._runs[workflow_id]
-        if not task.cancelled():
-            task.exception()  # retrieved by the awaiting callers; avoid "never retrieved"
-
-    async def _drive(self, wf: Workflow) -> RunResult:
-        row, _ = await self.store.start_workflow(
-            wf.id, wf.step_names, wf.input, self.clock.time()
-        )
-        if row.state.closed:
-            return await stored_result(self.store, row)
-        outputs: list[Any] = []
-        for index, step in enumerate(wf.steps):
-            result = await self._run_step(wf, index, step, outputs)
-            if isinstance(result, RunResult):
-                return result
-            outputs.append(result.output)
-        return RunResult(wf.id, RunStatus.COMPLETED, outputs=tuple(outputs))
-
-    async def _run_step(
-        self, wf: Workflow, index: int, step: StepDef, outputs: Sequence[Any]
-    ) -> Completed | RunResult:
-        while True:
-            if self.queue.closed:  # claiming would record a StepStarted nobody runs
-                raise QueueClosed(
-                    f"the queue is closed: step {step.name!r} of workflow {wf.id!r} was not "
-                    "started"
-                )
-            claim = await self.store.claim_step(
-                wf.id, index, self.worker_id, self.lease_ttl, self.clock.time()
-            )
-            if isinstance(claim, AlreadyCompleted):
-                return Completed(claim.output)
-            if isinstance(claim, AlreadyWaiting):
-                return RunResult(
-                    wf.id, RunStatus.WAITING, step.name, claim.reason, tuple(outputs)
-                )
-            if isinstance(claim, WorkflowClosed):
-                return await self._closed_result(wf.id)
-            if isinstance(claim, HeldByOther):
-                await self.clock.sleep(self.poll_interval)
-                continue
-            assert isinstance(claim, Claimed)
-            ctx = StepContext(
-                workflow_id=wf.id,
-                step_index=index,
-                step_name=step.name,
-                attempt=claim.execution.attempt,
-                input=wf.input,
-                outputs=tuple(outputs),
-                previous=outputs[-1] if outputs else wf.input,
-                resume_input=claim.resume_input,
-            )
-            step_result = await self._attempt(wf, step, claim.execution, ctx)
-            if isinstance(step_result, Retry | Again):
-                await self.clock.sleep(step_result.delay)
-                continue
-            return step_result
-
-    async def _attempt(
-        self, wf: Workflow, step: StepDef, execution: Execution, ctx: StepContext
-    ) -> Completed | RunResult | Retry | Again:
-        job = Job(
-            job_key(wf.id, execution.step_index, execution.lease_token),
-            step_call(step, ctx),
-            self.priority,
-            timeout=step.timeout,
-        )
-        lease = Lease(self.store, self.clock, self.lease_ttl, execution)
-        renewer = asyncio.get_running_loop().create_task(
-            lease.keep(), name=f"agentq.lease:{wf.id}:{execution.step_index}"
-        )
-        try:
-            handle = await self._push(job)
-            self._attempts[wf.id] = handle
-            try:
-                outcome = await handle
-            finally:
-                if self._attempts.get(wf.id) is handle:
-                    del self._attempts[wf.id]
-            # The next attempt must never overlap this one, even when a timeout could not
-            # stop its body (a thread): wait until the body has really returned.
-            await handle.stopped()
-        except (asyncio.CancelledError, QueueClosed):
-            # This engine (or the whole program) is shutting down, or the queue closed:
-            # record nothing, as a crash would, but hand the lease back at once.
-            await self._hand_back(lease.execution)
-            raise
-        finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
-        execution = lease.execution
-        try:
-            return await self._record(wf, step, execution, outcome, ctx)
-        except LeaseLostError:
-            return Again(0.0)
-        except WorkflowClosedError:
-            return await self._closed_result(wf.id)
-
-    async def _push(self, job: Job) -> JobHandle:
-        accepted = await self.queue.push(job)
-        handle = getattr(accepted, "handle", None)
-        assert isinstance(handle, JobHandle), f"step attempt keys are unique: {accepted!r}"
-        return handle
-
-    async def _record(
-        self,
-        wf: Workflow,
-        step: StepDef,
-        execution: Execution,
-        outcome: Any,
-        ctx: StepContext,
-    ) -> Completed | RunResult | Retry:
-        now = self.clock.time()
-        if isinstance(outcome, Completed) and isinstance(outcome.output, Waiting):
-            reason = outcome.output.reason
-            await self.store.wait_step(execution, reason, now)
-            return RunResult(wf.id, RunStatus.WAITING, step.name, reason, ctx.outputs)
-        if isinstance(outcome, Completed):
-            try:
-                # Later steps see the output exactly as a reload from the store would give it
-                # (tuples as lists, float subclasses as float), live or after a restart.
-                output = decode(encode(outcome.output, "output"))
-                await self.store.complete_step(execution, output, now)
-            except PayloadError as bad:
-                reason = f"payload: {bad}"
-                await self.store.fail_step(
-                    execution, reason, ErrorInfo.from_exception(bad), now, None
-                )
-                return RunResult(wf.id, RunStatus.FAILED, step.name, reason, ctx.outputs)
-            return Completed(output)
-        exc = outcome.exception
-        error = outcome.error
-        if outcome.reason is FailureReason.CANCELLED:
-            row = await self.store.get_workflow(wf.id)
-            if row is not None and row.state is WorkflowState.CANCELLED:
-                return await stored_result(self.store, row)
-            # Not our cancel: the queue closed (or this engine is closing). Record nothing,
-            # as a crash would, and hand the lease back so `recover` or `run` can continue
-            # the step at once.
-            await self._hand_back(execution)
-            raise QueueClosed(
-                f"step {step.name!r} of workflow {wf.id!r} was interrupted by the queue "
-                "closing; nothing was recorded and its lease was handed back, so recover() "
-                "or run() continues it"
-            )
-        if isinstance(exc, NonRetryable):
-            await self.store.fail_step(execution, exc.reason, error, now, None)
-            return RunResult(wf.id, RunStatus.FAILED, step.name, exc.reason, ctx.outputs)
-        reason = str(outcome.reason) if outcome.reason is not FailureReason.ERROR else str(error)
-        if step.retry.should_retry(execution.attempt):
-            delay = step.retry.delay(execution.attempt)
-            await self.store.fail_step(execution, reason, error, now, now + delay)
-            return Retry(delay)
-        await self.store.fail_step(execution, reason, error, now, None)
-        return RunResult(wf.id, RunStatus.FAILED, step.name, reason, ctx.outputs)
-
-    async def _hand_back(self, execution: Execution) -> None:
-        """Shorten our lease so that another worker may take the step over at once."""
-        with contextlib.suppress(AgentqError):
-            await self.store.renew_lease(execution, HAND_BACK_TTL, self.clock.time())
-
-    # ----------------------------------------------------------------- results
-
-    async def _closed_result(self, workflow_id: str) -> RunResult:
-        row = await self.store.get_workflow(workflow_id)
-        if row is None:
-            raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
-        return await stored_result(self.store, row)

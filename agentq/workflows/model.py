@@ -8,6 +8,13 @@ plain function (run in a worker thread). It signals with exceptions:
   delivers input; the step then runs again with ``ctx.resume_input`` set.
 - ``raise NonRetryable(reason)``: the workflow fails at once, without retry.
 - any other exception: the attempt failed; the step's `RetryPolicy` decides what follows.
+
+`RunResult` and `StepStatus` show as HTML at the end of a notebook cell; their
+``_repr_html_`` is built from `agentq.markup`, a foundation module, so the model never imports
+the notebook layer (`agentq.widgets`) that shows it.
+
+The queue recognises `NonRetryable` and `WaitForInput` by this module's name
+(``agentq.workflows.model``) without importing it: keep them here.
 """
 
 from __future__ import annotations
@@ -21,6 +28,17 @@ from typing import Any, ClassVar
 
 from agentq.errors import AgentqError
 from agentq.keys import validate_key
+from agentq.markup import (
+    COLORS,
+    FONT,
+    MUTED,
+    badge,
+    clock_text,
+    esc,
+    json_text,
+    more_html,
+    short,
+)
 from agentq.retry import RetryPolicy
 
 __all__ = [
@@ -223,10 +241,19 @@ class StepStatus:
     __slots__ = ()
 
     def _repr_html_(self) -> str:
-        """A status badge, for a bare value at the end of a notebook cell."""
-        from agentq.widgets.html import step_status_html
-
-        return step_status_html(self)
+        """A status badge with its details, for a bare value at the end of a notebook cell."""
+        match self:
+            case StepCompleted(output=output):
+                return f"{badge('completed')} <code>{json_text(output)}</code>"
+            case StepFailed(reason=reason, attempt=attempt):
+                return f"{badge('failed')} after {attempt} attempt(s): {short(reason, 200)}"
+            case StepWaiting(reason=reason):
+                return f"{badge('waiting')} {short(reason, 200)}"
+            case StepLeased(worker_id=worker, expires_at=expires):
+                return f"{badge('leased')} by {short(worker, 60)} until {clock_text(expires)}"
+            case StepPending():
+                return badge("pending")
+        return esc(repr(self))
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +298,10 @@ StepStatus.Failed = StepFailed
 StepStatus.Waiting = StepWaiting
 
 
+_OUTPUTS_SHOWN = 20
+"""Outputs a `RunResult` card lists; the others are counted in an "n more" line."""
+
+
 class RunStatus(StrEnum):
     """How a run ended (from the caller's point of view)."""
 
@@ -305,7 +336,23 @@ class RunResult:
         return self.outputs[-1] if self.status is RunStatus.COMPLETED and self.outputs else None
 
     def _repr_html_(self) -> str:
-        """A small card, for a bare value at the end of a notebook cell."""
-        from agentq.widgets.html import run_result_html
-
-        return run_result_html(self)
+        """A small card (status, step, reason, outputs), for a bare value at the end of a cell."""
+        status = self.status.value
+        lines = [f"<b>{short(self.workflow_id, 80)}</b> {badge(status)}"]
+        if self.step:
+            lines.append(f"step <b>{short(self.step, 60)}</b>")
+        if self.reason:
+            lines.append(f'<span style="{MUTED}">reason:</span> {short(self.reason, 200)}')
+        for i, output in enumerate(self.outputs[:_OUTPUTS_SHOWN]):
+            lines.append(
+                f'<span style="{MUTED}">output {i}:</span> <code>{json_text(output)}</code>'
+            )
+        if len(self.outputs) > _OUTPUTS_SHOWN:
+            lines.append(more_html(len(self.outputs) - _OUTPUTS_SHOWN, "outputs"))
+        return (
+            f'<div data-agentq="run-result" data-workflow="{esc(self.workflow_id)}" '
+            f'data-status="{status}" style="{FONT};border-left:3px solid '
+            f'{COLORS.get(status, COLORS["pending"])[0]};padding:2px 10px">'
+            + "<br>".join(lines)
+            + "</div>"
+        )

@@ -1,7 +1,8 @@
-"""``python -m examples.bfcl_replay``: replay BFCL's 200 multi-turn tasks through agentq.
+"""``python -m examples.bfcl_replay``: replay BFCL's multi-turn tasks through agentq.
 
 Examples:
-    python -m examples.bfcl_replay --fresh                  # the demo (make demo)
+    python -m examples.bfcl_replay --fresh                  # the demo (make demo): 200 base tasks
+    python -m examples.bfcl_replay --category all           # every category bfcl-eval ships
     python -m examples.bfcl_replay --fresh --crash-after 400 # dies with SIGKILL mid-way ...
     python -m examples.bfcl_replay --crash-after 400        # ... the same command finishes it
 
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .crash import KillPoint
+from .dataset import DEFAULT_CATEGORY, categories
 from .report import format_summary
 from .run import Options, replay
 
@@ -56,7 +58,16 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         default=None,
         help="the simulated services' SQLite file (default: <db>-services.db beside --db)",
     )
-    parser.add_argument("--tasks", type=_count, default=None, help="only the first N tasks")
+    known = list(categories())
+    parser.add_argument(
+        "--category",
+        choices=[*known, "all"],
+        default=DEFAULT_CATEGORY,
+        help="the BFCL multi-turn category to replay, or all of them (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--tasks", type=_count, default=None, help="only the first N tasks of each category"
+    )
     parser.add_argument(
         "--transient-rate",
         type=_rate,
@@ -97,6 +108,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         db=db,
         services_db=services,
         stem=base,
+        categories=tuple(known) if args.category == "all" else (args.category,),
         tasks=args.tasks,
         transient_rate=args.transient_rate,
         crash_after=args.crash_after,

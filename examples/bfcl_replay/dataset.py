@@ -1,10 +1,27 @@
-"""Load BFCL's multi-turn tasks and their ground-truth calls.
+"""Load BFCL's multi-turn tasks and their ground-truth calls, for every multi-turn category.
 
-The data ships with `bfcl-eval`: `data/BFCL_v4_multi_turn_base.json` (one task per line: `id`,
-`question` — a list of turns, each a list of `{"role", "content"}` messages —, `initial_config`,
-`involved_classes`, ...) and `data/possible_answer/BFCL_v4_multi_turn_base.json` (one line per
-task: `id` and `ground_truth`, a list per turn of call texts such as
-`"mv(source='a', destination='b')"`).
+The data ships with `bfcl-eval`: one file per category, `data/BFCL_v4_multi_turn_<category>.json`
+(one task per line: `id`, `question` — a list of turns, each a list of `{"role", "content"}`
+messages —, `initial_config`, `involved_classes`, and for `miss_func` `missed_function`), and
+`data/possible_answer/BFCL_v4_multi_turn_<category>.json` (one line per task: `id` and
+`ground_truth`, a list per turn of call texts such as `"mv(source='a', destination='b')"`).
+`categories()` finds the categories the installed package ships (both files present): `base`,
+`miss_func`, `miss_param` and `long_context` in bfcl-eval 2026.3.23, the four BFCL scores
+(`multi_turn_composite` lies in `data/unused_datasets/` with 199 tasks for 200 answers, and BFCL
+leaves it out of its `multi_turn` collection; so does this loader).
+
+What a category changes, as BFCL's own executor (`execute_multi_turn_func_call`) sees it:
+
+- `long_context`: the services are loaded with `_load_scenario(..., long_context=True)` (BFCL
+  passes ``"long_context" in test_category or "composite" in test_category``, the category
+  taken from the task id): extra files, cards, bookings and longer answers. `Task.long_context`.
+- `miss_func`: `missed_function` maps a turn to functions whose *documentation* BFCL withholds
+  from the model until that turn (whose user message is empty). The executor itself offers every
+  public method of the involved classes from the first turn, and the ground truth relies on it
+  (`multi_turn_miss_func_49` calls `tail` at turn 1, two turns before `tail` is handed over).
+  `Task.held_back` keeps the map; the services are built as for `base`.
+- `miss_param`: some turns lack a parameter, and their ground truth is empty (the model should
+  ask). Nothing changes in the services.
 
 Call texts are parsed with `ast` only, never evaluated: the text must be one call of a plain
 name whose arguments are Python literals (`ast.literal_eval` on each argument node).
@@ -19,7 +36,8 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +54,72 @@ QUESTIONS_PATH = DATA_DIR / "BFCL_v4_multi_turn_base.json"
 
 ANSWERS_PATH = DATA_DIR / "possible_answer" / "BFCL_v4_multi_turn_base.json"
 """Their ground-truth calls."""
+
+DEFAULT_CATEGORY = "base"
+"""The category replayed by default (``make demo``)."""
+
+_CATEGORY_FILE = re.compile(r"BFCL_v\d+_multi_turn_(?P<name>[a-z0-9_]+)\.json")
+_ORDER = ("base", "miss_func", "miss_param", "long_context")  # BFCL's MULTI_TURN_CATEGORY order
+
+
+@dataclass(frozen=True)
+class Category:
+    """One multi-turn category shipped with bfcl-eval.
+
+    Attributes:
+        name: The short name, e.g. ``"base"`` or ``"long_context"`` (BFCL's
+            ``multi_turn_<name>``).
+        questions: Its tasks file.
+        answers: Its ground-truth file.
+    """
+
+    name: str
+    questions: Path
+    answers: Path
+
+    @property
+    def long_context(self) -> bool:
+        """Whether BFCL loads this category's services with ``long_context=True``."""
+        return bfcl_long_context(f"multi_turn_{self.name}_0")
+
+
+def bfcl_test_category(task_id: str) -> str:
+    """Return BFCL's test category of a task id, as its executor's callers compute it.
+
+    ``multi_turn_long_context_12`` → ``multi_turn_long_context`` (``id.rsplit("_", 1)[0]``).
+    """
+    return task_id.rsplit("_", 1)[0]
+
+
+def bfcl_long_context(task_id: str) -> bool:
+    """Whether BFCL builds this task's services with ``long_context=True``.
+
+    BFCL's multi-turn checker and handlers pass ``long_context=("long_context" in test_category
+    or "composite" in test_category)`` to `execute_multi_turn_func_call`.
+    """
+    category = bfcl_test_category(task_id)
+    return "long_context" in category or "composite" in category
+
+
+def categories(data_dir: Path = DATA_DIR) -> dict[str, Category]:
+    """Find the multi-turn categories the installed bfcl-eval ships, by short name.
+
+    A category is a ``BFCL_v<N>_multi_turn_<name>.json`` file in `data_dir` with its namesake
+    in ``possible_answer/`` (a file without ground truth cannot be replayed). BFCL's order
+    first (base, miss_func, miss_param, long_context), then any other name, sorted.
+    """
+    found: dict[str, Category] = {}
+    for path in sorted(data_dir.glob("BFCL_v*_multi_turn_*.json")):
+        match = _CATEGORY_FILE.fullmatch(path.name)
+        answers = data_dir / "possible_answer" / path.name
+        if match is None or not answers.is_file():
+            continue
+        found[match["name"]] = Category(match["name"], path, answers)
+
+    def rank(name: str) -> tuple[int, str]:
+        return (_ORDER.index(name) if name in _ORDER else len(_ORDER), name)
+
+    return {name: found[name] for name in sorted(found, key=rank)}
 
 
 @dataclass(frozen=True)
@@ -70,6 +154,10 @@ class Task:
         initial_config: Initial state per service class name (as in the data; never mutate it).
         involved_classes: The service classes the task uses, in the data's order.
         call_texts: The ground-truth call texts of each turn (a turn may have none).
+        held_back: For `miss_func` tasks, the functions whose documentation BFCL hands the
+            model only at a later turn, by that turn (BFCL's `missed_function`); informative
+            only: BFCL's executor, and so `services.Services`, offers every function from the
+            start.
     """
 
     id: str
@@ -77,6 +165,7 @@ class Task:
     initial_config: JsonObject = field(repr=False)
     involved_classes: tuple[str, ...]
     call_texts: tuple[tuple[str, ...], ...]
+    held_back: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     _parsed: tuple[tuple[Call | CallParseError, ...], ...] = field(
         init=False, repr=False, compare=False
     )
@@ -87,6 +176,16 @@ class Task:
             for turn, texts in enumerate(self.call_texts)
         )
         object.__setattr__(self, "_parsed", parsed)
+
+    @property
+    def category(self) -> str:
+        """The short category name from the id: ``multi_turn_miss_func_3`` → ``miss_func``."""
+        return bfcl_test_category(self.id).removeprefix("multi_turn_")
+
+    @property
+    def long_context(self) -> bool:
+        """Whether BFCL builds this task's services with ``long_context=True`` (by its id)."""
+        return bfcl_long_context(self.id)
 
     def turn_calls(self, turn: int) -> tuple[Call, ...]:
         """Return the parsed ground-truth calls of one turn.
@@ -217,6 +316,24 @@ def load_tasks(
     return tasks
 
 
+def load_category(name: str = DEFAULT_CATEGORY, *, strict: bool = True) -> list[Task]:
+    """Load one category's tasks (see `categories`), in the file's order.
+
+    Raises:
+        DatasetError: No such category in the installed bfcl-eval, or a file is malformed.
+        CallParseError: With `strict`, a call text is malformed.
+    """
+    known = categories()
+    if name not in known:
+        raise DatasetError(f"unknown BFCL multi-turn category {name!r}; known: {', '.join(known)}")
+    return load_tasks(known[name].questions, known[name].answers, strict=strict)
+
+
+def load_categories(names: Sequence[str], *, strict: bool = True) -> list[Task]:
+    """Load several categories' tasks, one category after the other."""
+    return [task for name in names for task in load_category(name, strict=strict)]
+
+
 def _parse_or_error(text: str, task_id: str, turn: int, index: int) -> Call | CallParseError:
     try:
         return parse_call(text, task_id=task_id, turn=turn, index=index)
@@ -295,4 +412,19 @@ def _task(record: JsonObject, task_id: str, ground_truth: list[list[str]]) -> Ta
         initial_config=config,
         involved_classes=tuple(name for name in classes if isinstance(name, str)),
         call_texts=tuple(tuple(turn) for turn in ground_truth),
+        held_back=_held_back(record.get("missed_function", {}), task_id, len(turns)),
     )
+
+
+def _held_back(value: JsonValue, task_id: str, turns: int) -> dict[int, tuple[str, ...]]:
+    # BFCL's `missed_function`: {"<turn>": ["name", ...]}.
+    if not isinstance(value, dict):
+        raise DatasetError(f"task {task_id}: missed_function must be an object")
+    held: dict[int, tuple[str, ...]] = {}
+    for key, names in value.items():
+        if not key.isdigit() or not 0 <= int(key) < turns:
+            raise DatasetError(f"task {task_id}: missed_function turn {key!r} is not a turn")
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            raise DatasetError(f"task {task_id}: missed_function[{key!r}] must list names")
+        held[int(key)] = tuple(name for name in names if isinstance(name, str))
+    return dict(sorted(held.items()))

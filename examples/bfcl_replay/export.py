@@ -1,70 +1,119 @@
-"""The replay's exports: the event log as a file pandas reads, and a static dashboard page.
+"""The replay's exports: its events as a file pandas reads, and a static dashboard page.
 
-- `export_events`: agentq's event log (`agentq.frames.events_frame`) as Parquet when pyarrow
-  is installed, else CSV; the JSON payload columns (``output``, ``input``) are written as JSON
-  text. Without pandas at all it writes the same columns as CSV from the store's rows.
-  Read it back with ``pd.read_parquet(path)`` or ``pd.read_csv(path, parse_dates=["at"])``.
+Both are built from what the run read of its own workflows (`selection.read_selection`),
+never from the whole store, and need nothing beyond the demo's own requirements:
+
+- `export_events`: the run's events, columns `agentq.store.EVENT_COLUMNS`, as Parquet when
+  pyarrow is installed (``make test`` installs it; ``pip install pyarrow``), else as CSV with
+  the standard library. The fallback is explicit: the summary names the format and why.
+  ``at`` is a UTC timestamp (Parquet ``timestamp[us, UTC]``; CSV ISO 8601 with microseconds)
+  and the JSON payload columns (``output``, ``input``) are JSON text in both. Read it back
+  with ``pd.read_parquet(path)`` or ``pd.read_csv(path, parse_dates=["at"])``. Neither
+  pandas nor agentq's notebook extra is needed to write it.
 - `write_dashboard`: one self-contained HTML page built with agentq's pure renderers
-  (`agentq.widgets.html`): the summary, the lanes, the steps worth a look, the timeline.
+  (`agentq.widgets.html`, which need neither pandas nor ipywidgets): the summary, the lanes,
+  the steps worth a look, the timeline.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
 import html
+import importlib
 import importlib.util
 import json
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentq import DurableStore, EventKind, Queue, StepRow, StepState
-from agentq.store import EVENT_COLUMNS
+from agentq import EventKind, LaneStats
+from agentq.store import EVENT_COLUMNS, StepRow, StepState
 from agentq.widgets._timeline import Timeline, WorkflowTrack
 from agentq.widgets.html import lanes_html, steps_html, timeline_html
 
 from .approval import read_decision
 from .plan import WORKFLOW_PREFIX
 
-_JSON_COLUMNS = ("output", "input")
+PARQUET_NEEDS = "pyarrow"
+"""The module Parquet output needs; without it the events are written as CSV."""
 
 
 def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-async def export_events(store: DurableStore, stem: Path) -> tuple[Path, int]:
-    """Write the event log next to `stem`: ``<stem>-events.parquet`` (or ``.csv``).
+def events_format() -> tuple[str, str]:
+    """Return the format `export_events` writes here, and why when it is the fallback.
+
+    Returns:
+        ``("parquet", "")`` with pyarrow, else ``("csv", "<why and how to get Parquet>")``.
+    """
+    if _has(PARQUET_NEEDS):
+        return "parquet", ""
+    return "csv", "CSV: pyarrow is not installed; pip install pyarrow for Parquet"
+
+
+def export_events(rows: Sequence[tuple[Any, ...]], stem: Path) -> tuple[Path, str]:
+    """Write events next to `stem`: ``<stem>-events.parquet``, or ``<stem>-events.csv``.
+
+    The file of the other format from an earlier run of the same stem is removed, so the
+    stem never has two disagreeing exports.
 
     Args:
-        store: The store whose log is exported.
+        rows: Events as `EVENT_COLUMNS` tuples (``store.event_rows(...)``), in order.
         stem: Path prefix, e.g. ``out/bfcl`` gives ``out/bfcl-events.parquet``.
 
     Returns:
-        The file written and its number of rows (events).
+        The file written, and the note of `events_format` ('' for Parquet).
     """
     stem.parent.mkdir(parents=True, exist_ok=True)
-    if not _has("pandas"):
-        rows = await store.event_rows()
-        path = stem.with_name(f"{stem.name}-events.csv")
-        with path.open("w", newline="", encoding="utf-8") as file:
-            writer = csv.writer(file)
-            writer.writerow(EVENT_COLUMNS)
-            writer.writerows(rows)
-        return path, len(rows)
-    from agentq.frames import events_frame
-
-    frame = await events_frame(store)
-    for column in _JSON_COLUMNS:
-        frame[column] = [None if v is None else json.dumps(v) for v in frame[column]]
-    if _has("pyarrow"):
-        path = stem.with_name(f"{stem.name}-events.parquet")
-        frame.to_parquet(path, index=False)
+    kind, note = events_format()
+    path = stem.with_name(f"{stem.name}-events.{kind}")
+    other = stem.with_name(f"{stem.name}-events.{'csv' if kind == 'parquet' else 'parquet'}")
+    other.unlink(missing_ok=True)
+    if kind == "parquet":
+        _write_parquet(rows, path)
     else:
-        path = stem.with_name(f"{stem.name}-events.csv")
-        frame.to_csv(path, index=False)
-    return path, len(frame)
+        _write_csv(rows, path)
+    return path, note
+
+
+_AT = EVENT_COLUMNS.index("at")
+_INTS = frozenset(EVENT_COLUMNS.index(name) for name in ("seq", "step_index", "attempt"))
+
+
+def _iso(seconds: float) -> str:
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment.isoformat(timespec="microseconds")
+
+
+def _write_csv(rows: Sequence[tuple[Any, ...]], path: Path) -> None:
+    with path.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(EVENT_COLUMNS)
+        for row in rows:
+            writer.writerow([_iso(value) if i == _AT else value for i, value in enumerate(row)])
+
+
+def _write_parquet(rows: Sequence[tuple[Any, ...]], path: Path) -> None:
+    pa: Any = importlib.import_module("pyarrow")
+    parquet: Any = importlib.import_module("pyarrow.parquet")
+    columns: list[Sequence[Any]] = (
+        list(zip(*rows, strict=True)) if rows else [() for _ in EVENT_COLUMNS]
+    )
+    arrays = []
+    for index, values in enumerate(columns):
+        if index == _AT:
+            micros = [round(float(value) * 1_000_000) for value in values]
+            arrays.append(pa.array(micros, type=pa.timestamp("us", tz="UTC")))
+        elif index in _INTS:
+            arrays.append(pa.array(values, type=pa.int64()))
+        else:
+            arrays.append(pa.array(values, type=pa.string()))
+    parquet.write_table(pa.table(arrays, names=list(EVENT_COLUMNS)), path)
 
 
 def _interesting(rows: list[StepRow]) -> list[StepRow]:
@@ -95,29 +144,36 @@ def _tracks(timeline: Timeline, limit: int) -> list[WorkflowTrack]:
     return chosen
 
 
-async def write_dashboard(
-    store: DurableStore, queue: Queue, path: Path, summary: str, *, now: float | None = None
+def write_dashboard(
+    path: Path,
+    summary: str,
+    lanes: Sequence[LaneStats],
+    steps: Sequence[StepRow],
+    events: Sequence[tuple[Any, ...]],
+    *,
+    now: float | None = None,
 ) -> Path:
     """Write a static HTML snapshot of the dashboard.
 
     Args:
-        store: The replay's store.
-        queue: The replay's queue (its lanes' counters).
         path: The page to write.
         summary: The text summary, shown at the top.
+        lanes: The queue's lanes (``queue.stats().lanes``).
+        steps: The run's step rows.
+        events: The run's events (`EVENT_COLUMNS` tuples, by sequence number).
         now: Unix seconds for open spans; default the current time.
 
     Returns:
         `path`.
     """
     now = time.time() if now is None else now
-    rows = [r for r in await store.step_rows() if r.workflow_id.startswith(WORKFLOW_PREFIX)]
+    rows = [r for r in steps if r.workflow_id.startswith(WORKFLOW_PREFIX)]
     counts = Counter(row.state.value for row in rows)
     timeline = Timeline()
-    timeline.apply(await store.event_rows())
+    timeline.apply(events)
     sections: list[tuple[str, str]] = [
         ("Summary", f"<pre>{html.escape(summary)}</pre>"),
-        ("Lanes", lanes_html(queue.stats().lanes)),
+        ("Lanes", lanes_html(lanes)),
         (
             "Steps (failed, waiting and retried first)",
             steps_html(_interesting(rows), now=now, limit=80, counts=dict(counts)),
@@ -144,7 +200,7 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def count_events(rows: list[tuple[Any, ...]], after_seq: int = 0) -> Counter[str]:
+def count_events(rows: Sequence[tuple[Any, ...]], after_seq: int = 0) -> Counter[str]:
     """Count replay events by kind (only those with ``seq > after_seq``).
 
     Resumes are also counted by decision: ``approved`` and ``rejected`` (see

@@ -186,7 +186,9 @@ def build_workflow(task: Task, env: ReplayEnv) -> Workflow:
     """Return the workflow of a task: one step per turn, in order.
 
     The id and step names depend on the task only (see `plan`), so a restarted process
-    builds the same workflow and finds its stored progress.
+    builds the same workflow and finds its stored progress. The input names the task, its
+    classes and calls per turn, plus ``long_context`` and ``held_back`` (see `dataset`) for
+    the categories that have them.
     """
     steps = [
         StepDef(step_name(turn), functools.partial(run_turn, env, task, turn), retry=STEP_RETRY)
@@ -198,6 +200,12 @@ def build_workflow(task: Task, env: ReplayEnv) -> Workflow:
         "classes": list(task.involved_classes),
         "calls_per_turn": list(calls),
     }
+    # What the category changes, only where it changes something (a base task's input is the
+    # same as before categories existed, so stores written then still match).
+    if task.long_context:
+        task_input["long_context"] = True
+    if task.held_back:
+        task_input["held_back"] = {str(turn): list(names) for turn, names in task.held_back.items()}
     return Workflow(workflow_id(task.id), steps, input=task_input)
 
 

@@ -103,11 +103,17 @@ def check(reference: Mapping[str, TaskRun], runs: Mapping[str, TaskRun]) -> Verd
 class Summary:
     """Everything the summary shows; `to_json` is written next to the exports.
 
-    Counts named ``*_now`` are this process's; the others are totals over the stores (a
-    rerun after a crash adds to what the crashed process did).
+    Every count is about this run's tasks only (the store may hold other runs' workflows).
+    Counts named ``*_now`` are this process's; the others are totals over the stores for
+    these tasks (a rerun after a crash adds to what the crashed process did).
     """
 
     tasks: int = 0
+    selection: str = ""
+    tasks_by_category: dict[str, int] = field(default_factory=dict)
+    matched_by_category: dict[str, int] = field(default_factory=dict)
+    long_context_tasks: int = 0
+    held_back_functions: int = 0
     completed: int = 0
     failed: int = 0
     waiting: int = 0
@@ -136,6 +142,7 @@ class Summary:
     services: str = ""
     events: int = 0
     events_path: str = ""
+    events_note: str = ""
     dashboard_path: str = ""
     crash: str = ""
     matched: int = 0
@@ -167,8 +174,13 @@ class Summary:
         return data
 
 
-def set_verdict(summary: Summary, verdict: Verdict) -> None:
-    """Copy a verdict into the summary."""
+def set_verdict(summary: Summary, verdict: Verdict, tasks: Sequence[Task] = ()) -> None:
+    """Copy a verdict into the summary (and the matches per category of `tasks`)."""
+    matched = set(verdict.matched)
+    by_category: dict[str, int] = dict.fromkeys(summary.tasks_by_category, 0)
+    for task in tasks:
+        by_category[task.category] = by_category.get(task.category, 0) + (task.id in matched)
+    summary.matched_by_category = by_category
     summary.matched = len(verdict.matched)
     summary.match_line = verdict.headline()
     summary.unfinished = dict(verdict.unfinished)
@@ -179,9 +191,27 @@ def format_summary(s: Summary) -> str:
     """Render the summary for a person: one line per subject, the verdict last."""
     kinds = s.calls_by_kind
     causes = ", ".join(f"{n} {name}" for name, n in sorted(s.retry_causes_now.items()))
+    categories = " · ".join(
+        f"{name} {s.matched_by_category.get(name, 0)}/{count}"
+        for name, count in s.tasks_by_category.items()
+    )
     lines = [
-        f"BFCL multi-turn replay through agentq: {s.tasks} tasks",
+        f"BFCL multi-turn replay through agentq: {s.tasks} tasks"
+        + (f" ({s.selection})" if s.selection else ""),
+        f"  categories   {categories or 'none'} match",
         f"  tasks        {s.completed} completed · {s.failed} failed · {s.waiting} waiting",
+    ]
+    notes = []
+    if s.long_context_tasks:
+        notes.append(f"{s.long_context_tasks} tasks on long-context services")
+    if s.held_back_functions:
+        notes.append(
+            f"{s.held_back_functions} functions held back from the model until a later turn "
+            "(callable throughout, as in BFCL's executor)"
+        )
+    if notes:
+        lines.append("               " + " · ".join(notes))
+    lines += [
         f"  steps        {s.steps_completed}/{s.steps} turns completed · "
         f"{s.step_retries} step retries",
         f"  tool calls   {s.calls}: {kinds.get('read', 0)} read (LOW lane), "
@@ -198,11 +228,13 @@ def format_summary(s: Summary) -> str:
         f"{s.duplicates_refused_now} found already applied by the service host · "
         f"{s.duplicates_cached_now} answered from the queue's cache",
         f"  recovery     {s.leases_recovered_now} expired leases re-admitted · "
-        f"{s.workflows_resumed_now} workflows resumed by recover() · "
+        f"{s.workflows_resumed_now} workflows resumed by recovery · "
         f"{s.held_by_dead_worker_now} taken over after their lease expired",
         f"  time         {s.wall_seconds:.2f} s wall · {s.calls_per_second:,.0f} calls/s",
-        f"  stores       {s.store} ({s.events:,} events) · services {s.services}",
-        f"  exports      {s.events_path} · {s.dashboard_path}",
+        f"  stores       {s.store} ({s.events:,} events of these tasks) · services {s.services}",
+        f"  exports      {s.events_path}"
+        + (f" ({s.events_note})" if s.events_note else "")
+        + f" · {s.dashboard_path}",
     ]
     if s.crash:
         lines.append(f"  crash        {s.crash}")

@@ -2,17 +2,23 @@
 
 `replay(options)` is what ``python -m examples.bfcl_replay`` runs:
 
-1. opens the service host (its own SQLite file) and agentq's store (a SQLite file, the
+1. selects the tasks (``--category``, ``--tasks``: `selection.select_tasks`) and runs their
+   ground truth directly (the reference);
+2. opens the service host (its own SQLite file) and agentq's store (a SQLite file, the
    embedded default, or a `MemoryStore`), and a `Queue` with the replay's lanes;
-2. builds and registers one workflow per task, then calls `agentq.recover`: a rerun after a
-   crash re-admits the dead worker's expired leases and resumes its workflows;
-3. drives every workflow to its end, a bounded number at a time, answering approvals with the
+3. builds and registers one workflow per task, then recovers them
+   (`selection.recover_selection`, agentq's `recover` limited to this run's workflows): a
+   rerun after a crash re-admits the dead worker's expired leases and resumes its workflows;
+4. drives every workflow to its end, a bounded number at a time, answering approvals with the
    headless `ApprovalPolicy` through ``engine.resume``; workflows still leased by a dead
    worker are taken over as soon as their lease expires (``engine.run`` waits for that);
-4. checks every task against the ground truth run directly, exports the event log and a
-   static dashboard, and returns the `Summary`.
+5. reads back this run's workflows only (`selection.read_selection`), checks every task
+   against the reference, exports the run's events and a static dashboard under the run's own
+   name (`Selection.export_stem`), and returns the `Summary`.
 
-Run it again on the same files and it finds everything done: no call is applied again.
+Run it again on the same files and it finds everything done: no call is applied again. The
+store may hold other runs (other categories, other programs): nothing here reads them, so the
+work around the replay costs what this run's tasks hold, however large the store grows.
 """
 
 from __future__ import annotations
@@ -29,24 +35,19 @@ from pathlib import Path
 from typing import TextIO
 
 from agentq import (
-    DurableStore,
     JobEvent,
     JobEventKind,
-    MemoryStore,
     Queue,
     RecoveryReport,
     RunResult,
     RunStatus,
-    SqliteStore,
-    StepState,
     WorkflowEngine,
-    recover,
 )
-from agentq.store import EVENT_COLUMNS
+from agentq.store import DurableStore, MemoryStore, SqliteStore, StepState
 
 from .approval import ApprovalPolicy
 from .crash import CrashPlan, KillPoint, marker_path
-from .dataset import Task, load_tasks
+from .dataset import DEFAULT_CATEGORY, Task, categories
 from .direct import run_tasks
 from .errors import CallParseError, UnknownFunctionError
 from .export import count_events, export_events, write_dashboard
@@ -60,6 +61,14 @@ from .plan import (
 )
 from .replay import ReplayEnv, build_workflows, drive_all
 from .report import Summary, check, collect_runs, format_summary, set_verdict
+from .selection import (
+    Selection,
+    SelectionReading,
+    read_selection,
+    recover_selection,
+    select_tasks,
+    tasks_per_category,
+)
 from .servicehost import ServiceHost
 from .services import kind_of
 
@@ -72,8 +81,10 @@ class Options:
         db: agentq's SQLite file; None for a `MemoryStore` (nothing survives the process).
         services_db: The service host's SQLite file.
         stem: Path prefix of the exports (``<stem>-events.parquet``, ``-dashboard.html``,
-            ``-summary.json``); None writes no exports.
-        tasks: Replay only the first N tasks; None for all.
+            ``-summary.json``) of the default run; any other selection adds its name
+            (`Selection.export_stem`); None writes no exports.
+        categories: The BFCL multi-turn categories to replay (see `dataset.categories`).
+        tasks: Replay only the first N tasks of each category; None for all.
         transient_rate: Probability that a call fails transiently before anything is applied.
         crash_after: Kill the process (SIGKILL) once this many calls were applied, at the
             next state-changing call; None never.
@@ -90,6 +101,7 @@ class Options:
     db: Path | None = Path("out/bfcl.db")
     services_db: Path = Path("out/bfcl-services.db")
     stem: Path | None = Path("out/bfcl")
+    categories: tuple[str, ...] = (DEFAULT_CATEGORY,)
     tasks: int | None = None
     transient_rate: float = 0.05
     crash_after: int | None = None
@@ -103,18 +115,24 @@ class Options:
 
 
 EXPORTS = ("-events.parquet", "-events.csv", "-dashboard.html", "-summary.json")
-"""The files a replay writes beside its `Options.stem`."""
+"""The files a replay writes beside its export stem (`Selection.export_stem`)."""
 
 
 def remove_files(options: Options) -> list[Path]:
-    """Delete the replay's files (databases with their WAL, crash markers, exports)."""
+    """Delete the replay's files: databases with their WAL, crash markers, and the exports of
+    every selection under `Options.stem` (they describe the databases being deleted)."""
     paths: list[Path] = []
     for db in (options.db, options.services_db):
         if db is not None:
             paths += [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
     paths += sorted(options.services_db.parent.glob(f"{options.services_db.name}.crashed-*"))
     if options.stem is not None:
-        paths += [options.stem.with_name(options.stem.name + suffix) for suffix in EXPORTS]
+        stem, names = options.stem, [*categories(), "all"]
+        for suffix in EXPORTS:
+            paths.append(stem.with_name(stem.name + suffix))
+            for name in names:
+                paths.append(stem.with_name(f"{stem.name}-{name}{suffix}"))
+                paths += sorted(stem.parent.glob(f"{stem.name}-{name}-first*{suffix}"))
     removed = []
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
@@ -177,7 +195,10 @@ class _Progress:
 
 
 @contextlib.asynccontextmanager
-async def _store(db: Path | None) -> AsyncIterator[DurableStore]:
+async def _store(db: Path | None, given: DurableStore | None) -> AsyncIterator[DurableStore]:
+    if given is not None:  # the caller's store: used, not closed
+        yield given
+        return
     if db is None:
         async with MemoryStore() as memory:
             yield memory
@@ -196,6 +217,7 @@ def _say(options: Options, out: TextIO, text: str) -> None:
 class _Outcome:
     """What driving the workflows left, for the summary."""
 
+    engine: WorkflowEngine
     results: dict[str, RunResult]
     report: RecoveryReport
     wall: float
@@ -205,23 +227,31 @@ class _Outcome:
 
 
 async def replay(
-    options: Options, *, tasks: Sequence[Task] | None = None, out: TextIO = sys.stdout
+    options: Options,
+    *,
+    tasks: Sequence[Task] | None = None,
+    out: TextIO = sys.stdout,
+    store: DurableStore | None = None,
 ) -> Summary:
     """Replay the tasks through agentq and check them against the ground truth.
 
     Args:
-        options: Files, fault injection, policy (see `Options`).
-        tasks: The tasks; default BFCL's 200 (the first ``options.tasks`` of them).
+        options: Files, categories, fault injection, policy (see `Options`).
+        tasks: The tasks to choose from; default the tasks of ``options.categories`` (the
+            first ``options.tasks`` of each category either way).
         out: Where progress lines go.
+        store: An open store to use (and leave open) instead of opening ``options.db``.
 
     Returns:
-        The summary (also written to ``<stem>-summary.json`` when `stem` is set).
+        The summary (also written to ``<export stem>-summary.json`` when `stem` is set).
+
+    Raises:
+        DatasetError: An unknown category or a malformed data file.
     """
     if options.fresh:
         remove_files(options)
-    if tasks is None:
-        tasks = load_tasks(strict=False)
-    tasks = list(tasks)[: options.tasks]
+    selection = select_tasks(options.categories, options.tasks, tasks)
+    tasks = list(selection.tasks)
     reference = run_tasks(tasks)
     crash = None
     if options.crash_after is not None:
@@ -236,9 +266,10 @@ async def replay(
         before_commit=None if crash is None else crash.before_commit,
     ) as host:
         applied_before = sum(len(host.results(task.id)) for task in tasks)
-        async with Queue(LANES) as queue, _store(options.db) as store:
-            outcome = await _drive(options, tasks, host, queue, store, crash, out)
-            summary = await _summarize(tasks, store, outcome)
+        async with Queue(LANES) as queue, _store(options.db, store) as opened:
+            outcome = await _drive(options, tasks, host, queue, opened, crash, out)
+            reading = await read_selection(outcome.engine, [workflow_id(t.id) for t in tasks])
+            summary = _summarize(selection, reading, outcome)
             summary.store = "memory (MemoryStore)" if options.db is None else str(options.db)
             summary.services = str(options.services_db)
             summary.crash = "" if crash is None else crash.describe()
@@ -246,14 +277,18 @@ async def replay(
             stats = host.stats()
             summary.calls_applied_now = stats.applied
             summary.duplicates_refused_now = stats.duplicates
-            set_verdict(summary, check(reference, collect_runs(tasks, outcome.results, host)))
+            verdict = check(reference, collect_runs(tasks, outcome.results, host))
+            set_verdict(summary, verdict, tasks)
             if options.stem is not None:
-                events_path, summary.events = await export_events(store, options.stem)
+                stem = selection.export_stem(options.stem)
+                events_path, summary.events_note = export_events(reading.events, stem)
                 summary.events_path = str(events_path)
-                dashboard = options.stem.with_name(f"{options.stem.name}-dashboard.html")
+                dashboard = stem.with_name(f"{stem.name}-dashboard.html")
                 summary.dashboard_path = str(dashboard)
-                await write_dashboard(store, queue, dashboard, format_summary(summary))
-                write_summary(summary, options.stem)
+                text = format_summary(summary)
+                lanes = queue.stats().lanes
+                write_dashboard(dashboard, text, lanes, reading.steps, reading.events)
+                write_summary(summary, stem)
     return summary
 
 
@@ -274,10 +309,12 @@ async def _drive(
     tally = _Tally()
     calls = sum(len(texts) for task in tasks for texts in task.call_texts)
     where = "memory (MemoryStore)" if options.db is None else str(options.db)
+    groups = ", ".join(f"{name} {n}" for name, n in tasks_per_category(tasks).items())
     _say(
         options,
         out,
-        f"replaying {len(tasks)} BFCL tasks ({calls} tool calls) through agentq · store {where}"
+        f"replaying {len(tasks)} BFCL tasks ({groups}; {calls} tool calls) through agentq"
+        f" · store {where}"
         f" · services {options.services_db} · transient error rate {options.transient_rate:.0%}"
         f" · seed {options.seed}",
     )
@@ -293,7 +330,7 @@ async def _drive(
         tally.done += 1
 
     try:
-        report = await recover(engine)
+        report = await recover_selection(engine, [workflow.id for workflow in workflows])
         if report.recovered or report.resumed or report.held_elsewhere:
             _say(options, out, _recovery_line(report))
         results = await drive_all(
@@ -314,12 +351,12 @@ async def _drive(
         await engine.close()
     if not options.quiet:
         progress.line()
-    return _Outcome(results, report, wall, start_seq, tally, policy)
+    return _Outcome(engine, results, report, wall, start_seq, tally, policy)
 
 
 def _recovery_line(report: RecoveryReport) -> str:
     return (
-        f"recover(): {len(report.recovered)} expired leases re-admitted · "
+        f"recovery: {len(report.recovered)} expired leases re-admitted · "
         f"{len(report.resumed)} workflows resumed · {len(report.held_elsewhere)} still leased "
         "by a worker that may be alive (taken over once the lease expires) · "
         f"{len(report.unregistered)} unregistered · {len(report.errors)} errors"
@@ -343,18 +380,13 @@ def _kinds(tasks: list[Task]) -> Counter[str]:
     return kinds
 
 
-async def _summarize(tasks: list[Task], store: DurableStore, outcome: _Outcome) -> Summary:
-    # Count only this run's tasks: the store may hold others (a full run, then --tasks 5).
-    mine = {workflow_id(task.id) for task in tasks}
-    column = EVENT_COLUMNS.index("workflow_id")
-    rows = [row for row in await store.event_rows() if row[column] in mine]
+def _summarize(selection: Selection, reading: SelectionReading, outcome: _Outcome) -> Summary:
+    # Only this run's tasks: `reading` holds their workflows' events and steps, nothing else.
+    tasks = list(selection.tasks)
+    rows = reading.events
     total = count_events(rows)
     now = count_events(rows, outcome.start_seq)
-    steps = {
-        (row.workflow_id, row.step_index): row
-        for row in await store.step_rows()
-        if row.workflow_id.startswith(WORKFLOW_PREFIX)
-    }
+    steps = {(row.workflow_id, row.step_index): row for row in reading.steps}
     approved_calls = steps_total = steps_completed = 0
     for task in tasks:
         for turn in range(len(task.call_texts)):
@@ -369,6 +401,10 @@ async def _summarize(tasks: list[Task], store: DurableStore, outcome: _Outcome) 
     recovered = len(outcome.report.recovered)
     return Summary(
         tasks=len(tasks),
+        selection=selection.label,
+        tasks_by_category={name: len(group) for name, group in selection.by_category().items()},
+        long_context_tasks=sum(task.long_context for task in tasks),
+        held_back_functions=sum(len(names) for t in tasks for names in t.held_back.values()),
         completed=statuses[RunStatus.COMPLETED],
         failed=statuses[RunStatus.FAILED] + statuses[RunStatus.CANCELLED],
         waiting=statuses[RunStatus.WAITING],

@@ -2,19 +2,31 @@
 
 The eight service classes of the multi-turn category live in
 `bfcl_eval.eval_checker.multi_turn_eval.func_source_code`. A task names the ones it uses in
-`involved_classes`; `Services.fresh` builds them as BFCL's own executor does: `cls()`, then,
-except for the stateless `MathAPI`, `_load_scenario(deepcopy(initial_config.get(name, {})),
-long_context=False)`. A function name maps to the involved class that offers it as a public
-method (no two of the eight classes share a public name; if they did, the later class in
-`involved_classes` would win, as in BFCL).
+`involved_classes`; `Services.fresh` builds them as BFCL's own executor
+(`execute_multi_turn_func_call`) does: `cls()`, then, except for the stateless `MathAPI`,
+`_load_scenario(deepcopy(initial_config.get(name, {})), long_context=task.long_context)`, the
+flag BFCL derives from the task's category (True for `long_context`; see `dataset`). Every
+public method is offered from the first turn, in every category: BFCL's `miss_func` withholds
+functions from the model's documentation only, never from the executor. A function name maps to
+the involved class that offers it as a public method (no two of the eight classes share a public
+name; if they did, the later class in `involved_classes` would win, as in BFCL).
+
+With ``long_context=True`` a loaded instance holds references to BFCL's module-level extension
+tables (`TravelAPI` puts the very dicts of `CREDIT_CARD_EXTENSION` and
+`BOOKING_RECORD_EXTENSION` in its `credit_card_list` and `booking_record`): a call changing
+such a card would change the table, and so every later task of the process, and a service
+restored from its snapshot after a restart would not share it. `Services.fresh` therefore
+deep-copies a long-context instance right after loading it (same state, own objects). The
+ground truth of the 200 long-context tasks leaves every table unchanged except
+`LONG_WEATHER_EXTENSION`, which `get_outside_temperature_from_google` overwrites with its draw
+and returns (converted to JSON at once, under the host's lock in the replay).
 
 Determinism. No service seeds the global `random` module: `MessageAPI`, `TradingBot`,
 `TravelAPI` and `VehicleControlAPI` each own a `random.Random(initial_config.get("random_seed",
 <class default>))` made in `_load_scenario` (defaults 200191, 1053520, 141053 and 141053; no
 task sets a seed), so a fresh instance replays the same ids, tokens, timestamps and
-temperatures; the generator's state is part of the snapshot (see `snapshot`).
-`long_context=False` keeps the module-level extension tables out of play (with `True`,
-`VehicleControlAPI` would write into a module global). What remains, and how it is handled:
+temperatures; the generator's state is part of the snapshot (see `snapshot`). The long-context
+extension tables are handled above. What remains, and how it is handled:
 
 - `TwitterAPI.post_tweet` has mutable defaults (`tags=[]`, `mentions=[]`) that the stored
   tweet keeps, and `mention` extends the tweet's list in place: the shared default would leak
@@ -213,7 +225,9 @@ class Services:
 
     @classmethod
     def fresh(cls, task: Task) -> Services:
-        """Build a task's services from its initial config, exactly as BFCL does.
+        """Build a task's services from its initial config, exactly as BFCL does for its
+        category (``long_context`` as BFCL derives it from the task id; see the module
+        docstring).
 
         Raises:
             DatasetError: The task involves an unknown service class.
@@ -241,7 +255,9 @@ class Services:
             instance = service()
             if name not in STATELESS_CLASSES:
                 config = task.initial_config.get(name, {})
-                instance._load_scenario(copy.deepcopy(config), long_context=False)
+                instance._load_scenario(copy.deepcopy(config), long_context=task.long_context)
+                if task.long_context:  # detach it from BFCL's module-level extension tables
+                    instance = copy.deepcopy(instance)
             instances[name] = instance
         return cls(instances)
 

@@ -16,7 +16,7 @@ from examples.bfcl_replay.direct import (
 )
 from examples.bfcl_replay.jsontypes import JsonObject, JsonValue
 from examples.bfcl_replay.services import Services
-from examples.bfcl_replay.snapshot import canonical_json, snapshot
+from examples.bfcl_replay.snapshot import canonical_json
 
 
 def test_every_task_runs_to_the_end(
@@ -119,36 +119,3 @@ def test_a_malformed_call_stops_its_task() -> None:
     assert run.results == (({"result": 3},),)
     assert run.error is not None
     assert run.error.startswith("task bad turn 1 call 0: cannot parse 'add(a=1,'")
-
-
-def test_bfcl_own_executor_gives_the_same_results_and_states(
-    bfcl_tasks: list[Task], bfcl_direct: dict[str, TaskRun]
-) -> None:
-    # BFCL's executor (which evals the call texts itself) turns a dict result into
-    # json.dumps(dict) and anything else into str(result); four logarithm results hold an mpf,
-    # which json.dumps refuses, so BFCL writes str(dict) with the mpf's repr there.
-    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
-
-    model = "agentq_crosscheck"
-    mpf_results = 0
-    try:
-        for task in bfcl_tasks:
-            run = bfcl_direct[task.id]
-            for turn, texts in enumerate(task.call_texts):
-                answers, instances = multi_turn_utils.execute_multi_turn_func_call(
-                    list(texts), task.initial_config, list(task.involved_classes), model, task.id
-                )
-                for ours, theirs in zip(run.results[turn], answers, strict=True):
-                    if "mpf(" in theirs:
-                        mpf_results += 1
-                        continue
-                    if isinstance(ours, dict):
-                        assert json.dumps(ours) == theirs, task.id
-                    else:
-                        assert str(ours) == theirs, task.id
-            for name, instance in instances.items():
-                assert canonical_json(snapshot(instance)) == canonical_json(run.final_states[name])
-    finally:
-        for name in [name for name in vars(multi_turn_utils) if name.startswith(model)]:
-            delattr(multi_turn_utils, name)
-    assert mpf_results == 4

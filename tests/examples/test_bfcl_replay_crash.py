@@ -59,7 +59,7 @@ def test_a_replay_killed_around_a_state_changing_call_recovers_and_matches(
 
     rerun = _replay(tmp_path, *command)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert "recover(): " in rerun.stdout
+    assert "recovery: " in rerun.stdout
     assert rerun.stdout.rstrip().endswith("✔ 200/200 tasks match the ground truth")
     summary = json.loads((tmp_path / "bfcl-summary.json").read_text())
     assert summary["ok"] is True

@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentq.store.base import Claimed, DurableStore, Execution
-from agentq.store.memory import MemoryStore
-from agentq.store.sqlite import SqliteStore
+from agentq.store import Claimed, DurableStore, Execution, MemoryStore, SqliteStore
 
 T0 = 1_767_225_600.0
 """The time the tests start at (Unix seconds)."""

@@ -20,8 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from agentq.store.base import AlreadyCompleted, Claimed, HeldByOther
-from agentq.store.sqlite import SqliteStore
+from agentq.store import AlreadyCompleted, Claimed, HeldByOther, SqliteStore
 
 STEPS = ["a", "b", "c"]
 TASKS = 4

@@ -29,7 +29,7 @@ from agentq.errors import (
 )
 from agentq.events import EventKind
 from agentq.outcomes import ErrorInfo
-from agentq.store.base import (
+from agentq.store import (
     EVENT_COLUMNS,
     AlreadyCompleted,
     AlreadyWaiting,
@@ -41,7 +41,8 @@ from agentq.store.base import (
     WorkflowState,
 )
 from agentq.store.checks import MAX_TEXT_CHARS
-from agentq.store.projection import event_row, replay
+from agentq.store.projection import replay
+from agentq.store.rows import event_row
 
 from .conftest import T0, claim, kinds, run_step, start
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from agentq.store import SqliteStore
 from agentq.store.projection import replay
-from agentq.store.sqlite import SqliteStore
 
 pytestmark = [pytest.mark.timeout(120)]
 

@@ -19,10 +19,8 @@ from agentq.errors import (
     StoreError,
     WorkflowMismatchError,
 )
-from agentq.store import sqlite_tx
-from agentq.store.base import Claimed, StepState
-from agentq.store.sqlite import SqliteStore
-from agentq.store.sqlite_tx import SCHEMA_VERSION, migrations
+from agentq.store import Claimed, SqliteStore, StepState, sqlite_reads, sqlite_tx
+from agentq.store.sqlite_schema import SCHEMA_VERSION, migrations
 
 from .conftest import T0, claim, kinds, run_step, start
 
@@ -393,7 +391,7 @@ async def test_event_rows_without_json_arrows(
         await start(store, steps=["a"], input=[0.1, {"é": None}])
         await run_step(store, output=0.30000000000000004)
         rows = await store.event_rows()
-        monkeypatch.setattr(sqlite_tx, "JSON_ARROWS", False)
+        monkeypatch.setattr(sqlite_reads, "JSON_ARROWS", False)
         assert await store.event_rows() == rows
 
 

@@ -36,7 +36,7 @@ from agentq.errors import (
     WorkflowClosedError,
     WorkflowMismatchError,
 )
-from agentq.store.base import (
+from agentq.store import (
     AlreadyCompleted,
     AlreadyWaiting,
     Claimed,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentq.events import EventKind
-from agentq.store.base import StepRow, StepState
+from agentq.store import StepRow, StepState
 
 T0 = 1_767_225_600.0
 
@@ -132,7 +132,7 @@ class FakeEngine:
         self.error: Exception | None = None
 
     async def resume(self, workflow_id: str, step: Any, input: Any) -> Any:
-        from agentq.workflows.model import RunResult, RunStatus
+        from agentq.workflows import RunResult, RunStatus
 
         self.resumes.append((workflow_id, step, input))
         self.called.set()

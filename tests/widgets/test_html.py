@@ -8,10 +8,10 @@ import pytest
 
 from agentq.events import EventKind
 from agentq.outcomes import ErrorInfo
-from agentq.store.base import StepRow, StepState
+from agentq.store import StepRow, StepState
 from agentq.widgets import html as h
 from agentq.widgets._timeline import Timeline
-from agentq.workflows.model import RunResult, RunStatus, StepStatus
+from agentq.workflows import RunResult, RunStatus, StepStatus
 
 from .fakes import T0, Lane, ReadStore
 

@@ -21,10 +21,9 @@ from agentq import sync
 SETUP = """
 import asyncio, time
 from agentq import sync
-from agentq.workflows.engine import WorkflowEngine
-from agentq.queue.queue import Queue
-from agentq.store.memory import MemoryStore
-from agentq.workflows.model import StepDef, Workflow
+from agentq.queue import Queue
+from agentq.store import MemoryStore
+from agentq.workflows import StepDef, Workflow, WorkflowEngine
 
 async def slow(ctx):
     await asyncio.sleep(2)

@@ -14,13 +14,17 @@ import pytest
 from agentq.clock import FakeClock
 from agentq.errors import NotWaitingError, StoreError
 from agentq.events import EventKind
-from agentq.queue.lanes import LaneConfig, Priority
-from agentq.queue.queue import Queue
-from agentq.store.base import StepState
-from agentq.store.memory import MemoryStore
+from agentq.queue import LaneConfig, Priority, Queue
+from agentq.store import MemoryStore, StepState
 from agentq.widgets import ApprovalPanel, Dashboard, EventTimeline, LaneMonitor, StepTable
-from agentq.workflows.engine import WorkflowEngine
-from agentq.workflows.model import StepContext, StepDef, StepStatus, WaitForInput, Workflow
+from agentq.workflows import (
+    StepContext,
+    StepDef,
+    StepStatus,
+    WaitForInput,
+    Workflow,
+    WorkflowEngine,
+)
 
 from .fakes import FakeEngine, ReadStore, StatsQueue
 

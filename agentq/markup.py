@@ -1,7 +1,12 @@
 """The small pieces every agentq HTML view is made of: escaping, colours, badges, durations.
 
-Pure functions of their arguments (no widgets, no I/O). `agentq.widgets.html` builds the views
-from them and re-exports the public ones.
+A foundation module: pure functions of their arguments (no widgets, no I/O) that import
+nothing of agentq. The workflow model's ``_repr_html_`` (a `RunResult` or a `StepStatus` at the
+end of a notebook cell) and the renderers of `agentq.widgets.html` are built from them, so the
+model reaches its HTML without importing the notebook layer above it.
+
+Every user-supplied string goes through `esc` (or `short`, which escapes too): a step named
+``<img src=x onerror=alert(1)>`` shows as text.
 """
 
 from __future__ import annotations

@@ -17,46 +17,58 @@ keep such waits from hanging silently:
 3. A plain `Queue.push` from inside a job that must wait for room raises `DeadlockError`
    when the wait could never end: every permit of the full lane is held by a job that is
    itself waiting for room in a full lane in the same situation.
+
+These rules are functions over the queue's `Dispatcher` (which admits, takes and abandons
+records) and its `Ledger` (keys and lanes); the waits themselves are noted on the records
+(`Record.wait_on`, `Record.block`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
 
 from agentq.errors import DeadlockError, QueueClosed
 from agentq.outcomes import Outcome
-from agentq.queue.jobs import CLAIMED, HIT_CACHED, HIT_JOINED, QUEUED, RUNNING, Job, _Record
-from agentq.queue.runner import CURRENT, run_record
-
-if TYPE_CHECKING:
-    from agentq.queue.core import _QueueCore as Queue
-    from agentq.queue.lanes import _Lane
-
-CLOSED: Any = object()
-"""Result given to a push waiting for room when the queue closes."""
+from agentq.queue.dispatch import Dispatcher
+from agentq.queue.jobs import Job
+from agentq.queue.lane import CLAIMED, CLOSED, QUEUED, Lane
+from agentq.queue.ledger import HIT_CACHED, HIT_JOINED
+from agentq.queue.records import CURRENT, Record
+from agentq.queue.runner import run_record
 
 
-async def wait_for_room(queue: Queue, rec: _Record) -> None:
+async def enqueue(dispatch: Dispatcher, job: Job) -> Record:
+    """Claim `job`'s key and admit it to its lane, waiting for room when the lane is full."""
+    rec = dispatch.ledger.claim(job)
+    lane = rec.lane
+    if not lane.space and lane.has_room():
+        dispatch.admit(rec)
+    else:
+        await wait_for_room(dispatch, rec)
+    return rec
+
+
+async def wait_for_room(dispatch: Dispatcher, rec: Record) -> None:
     """Wait until the claimed `rec` is admitted to its lane (or settled meanwhile).
 
     Raises:
         QueueClosed: The queue closed while waiting; the key was released.
         DeadlockError: From inside a job, when the wait could never end (rule 3).
     """
+    ledger = dispatch.ledger
     lane = rec.lane
-    fut: asyncio.Future[Any] = queue._loop_or_raise().create_future()
-    lane.space.append((rec, fut))
+    fut: asyncio.Future[object] = ledger.running_loop().create_future()
+    lane.wait_for_room(rec, fut)
     parent = CURRENT.get()
     root = None
-    if parent is not None and parent.queue is queue and parent.in_body:
+    if parent is not None and parent.owner is ledger and parent.in_body:
         root = parent.root
-        blocked = _blocked(root)
-        blocked.append(lane)
-        if _stuck(queue, lane):
-            blocked.remove(lane)
-            release_space(rec)
-            queue._abandon(rec, "its push would wait forever")
+        root.block(lane)
+        if _stuck(ledger.lanes.values(), lane):
+            root.unblock(lane)
+            lane.release_space(rec)
+            dispatch.abandon(rec, "its push would wait forever")
             raise DeadlockError(
                 f"job {parent.key!r} pushed {rec.key!r} into lane {lane.priority}, which is "
                 f"full (capacity {lane.capacity}, permits {lane.permits}), and every permit is "
@@ -67,44 +79,24 @@ async def wait_for_room(queue: Queue, rec: _Record) -> None:
         await fut
     except asyncio.CancelledError:
         if rec.outcome is None and (rec.state == CLAIMED or rec.state == QUEUED):
-            queue._abandon(rec, "its push was cancelled")
+            dispatch.abandon(rec, "its push was cancelled")
         raise
     finally:
-        if root is not None and root.blocked is not None:
-            root.blocked.remove(lane)
+        if root is not None:
+            root.unblock(lane)
     if fut.result() is CLOSED:
         raise QueueClosed(f"the queue closed while job {rec.key!r} waited for room")
 
 
-async def enqueue(queue: Queue, job: Job) -> _Record:
-    """Claim `job`'s key and admit it to its lane, waiting for room when the lane is full."""
-    rec = queue._claim(job)
-    lane = rec.lane
-    if not lane.space and lane.has_room():
-        queue._admit(rec)
-    else:
-        await wait_for_room(queue, rec)
-    return rec
-
-
-def release_space(rec: _Record) -> None:
-    """Take a claimed record out of its lane's room waiters and let its push return."""
-    space = rec.lane.space
-    for i, (other, fut) in enumerate(space):
-        if other is rec:
-            del space[i]
-            if not fut.done():
-                fut.set_result(None)
-            return
-
-
-def _stuck(queue: Queue, target: _Lane, *, for_room: bool = True) -> bool:
+def _stuck(
+    lanes: Iterable[Lane[Record]], target: Lane[Record], *, for_room: bool = True
+) -> bool:
     """Whether room (or, with ``for_room=False``, a permit) in `target` could never be made.
 
     The greatest fixpoint of rule 3: a lane is stuck when it is full and every permit holder
     waits for room or a permit in stuck lanes.
     """
-    stuck = set(queue._lanes.values())
+    stuck = set(lanes)
     changed = True
     while changed:
         changed = False
@@ -121,121 +113,100 @@ def _stuck(queue: Queue, target: _Lane, *, for_room: bool = True) -> bool:
     return target in stuck
 
 
-async def push_and_wait(queue: Queue, job: Job, parent: _Record) -> Outcome:
+async def push_and_wait(dispatch: Dispatcher, job: Job, parent: Record) -> Outcome:
     """`Queue.push_and_wait` from inside `parent`'s body (rule 1)."""
-    rec = queue._keys.get(job.key)
+    ledger = dispatch.ledger
+    rec = ledger.keys.get(job.key)
     if rec is not None:
-        code = queue._hit(job, rec)
+        code = ledger.hit(job, rec)
         if code == HIT_CACHED:
             assert rec.outcome is not None
             return rec.outcome
         if code == HIT_JOINED:
-            return await join(queue, rec, parent)
-    target = queue._lanes[job.priority]
+            return await join(dispatch, rec, parent)
+    target = ledger.lanes[job.priority]
     root = parent.root
-    if target is not root.lane and not _would_block_forever(queue, target, root):
-        return await _through_lane(queue, job, parent)
-    rec = queue._claim(job)
+    if target is not root.lane and not _would_block_forever(ledger.lanes.values(), target, root):
+        return await _through_lane(dispatch, job, parent)
+    rec = ledger.claim(job)
     try:
-        return await join(queue, rec, parent)
+        return await join(dispatch, rec, parent)
     except asyncio.CancelledError:
         if rec.outcome is None and rec.state == CLAIMED:
-            queue._abandon(rec, "its push_and_wait was cancelled")
+            dispatch.abandon(rec, "its push_and_wait was cancelled")
         raise
 
 
-def _would_block_forever(queue: Queue, target: _Lane, root: _Record) -> bool:
+def _would_block_forever(
+    lanes: Iterable[Lane[Record]], target: Lane[Record], root: Record
+) -> bool:
     """Whether `root` waiting for a permit of `target` would close a cycle of lanes."""
-    blocked = _blocked(root)
-    blocked.append(target)
+    root.block(target)
     try:
-        return _stuck(queue, target, for_room=False)
+        return _stuck(lanes, target, for_room=False)
     finally:
-        blocked.remove(target)
+        root.unblock(target)
 
 
-async def _through_lane(queue: Queue, job: Job, parent: _Record) -> Outcome:
+async def _through_lane(dispatch: Dispatcher, job: Job, parent: Record) -> Outcome:
     """A nested call into another lane: admitted there, run on one of its permits."""
-    rec = await enqueue(queue, job)
+    rec = await enqueue(dispatch, job)
     lane = rec.lane
     root = parent.root
-    blocked = _blocked(root)
-    blocked.append(lane)
-    edges = _edges(parent)
-    edges.append(rec)
+    root.block(lane)
+    parent.wait_on(rec)
     try:
         outcome = rec.outcome
-        return outcome if outcome is not None else await queue._wait(rec)
+        return outcome if outcome is not None else await rec.wait()
     except asyncio.CancelledError:
         if rec.outcome is None and rec.state == QUEUED:
-            queue._abandon(rec, "its push_and_wait was cancelled")
+            dispatch.abandon(rec, "its push_and_wait was cancelled")
         raise
     finally:
-        blocked.remove(lane)
-        edges.remove(rec)
+        root.unblock(lane)
+        parent.stop_waiting_on(rec)
 
 
-async def join(queue: Queue, rec: _Record, parent: _Record) -> Outcome:
+async def await_record(dispatch: Dispatcher, rec: Record) -> Outcome:
+    """`await handle`: a plain wait, or from inside a job of this queue a nested join."""
+    ledger = dispatch.ledger
+    ledger.bind()
+    parent = CURRENT.get()
+    if parent is not None and parent.owner is ledger and parent.in_body:
+        return await join(dispatch, rec, parent)
+    return await rec.wait()
+
+
+async def join(dispatch: Dispatcher, rec: Record, parent: Record) -> Outcome:
     """Wait for `rec` from inside `parent`'s body: run it inline if it has not started."""
     while True:
         outcome = rec.outcome
         if outcome is not None:
             return outcome
         if rec.state == CLAIMED or rec.state == QUEUED:
-            await _run_inline(queue, rec, parent)
+            await _run_inline(dispatch, rec, parent)
             continue
         if rec.waits_for(parent):
             raise DeadlockError(
                 f"job {parent.key!r} would wait for job {rec.key!r}, which is waiting for "
                 f"{parent.key!r}: this wait could never end"
             )
-        edges = _edges(parent)
-        edges.append(rec)
+        parent.wait_on(rec)
         try:
-            return await queue._wait(rec)
+            return await rec.wait()
         finally:
-            edges.remove(rec)
+            parent.stop_waiting_on(rec)
 
 
-async def _run_inline(queue: Queue, rec: _Record, parent: _Record) -> None:
-    edges = _edges(parent)
-    edges.append(rec)
+async def _run_inline(dispatch: Dispatcher, rec: Record, parent: Record) -> None:
+    parent.wait_on(rec)
     try:
-        lock = parent.lend
-        if lock is None:
-            lock = parent.lend = asyncio.Lock()
-        async with lock:
+        async with parent.lend_lock():
             if rec.outcome is None and (rec.state == CLAIMED or rec.state == QUEUED):
-                _take(queue, rec)
+                dispatch.take(rec)
                 rec.root = parent.root
                 task = asyncio.current_task()
                 assert task is not None
-                await run_record(queue, rec, task)
+                await run_record(dispatch.ledger, rec, task)
     finally:
-        edges.remove(rec)
-
-
-def _take(queue: Queue, rec: _Record) -> None:
-    """Take a record that has not started out of its lane, to run it inline."""
-    if rec.state == QUEUED:
-        rec.state = RUNNING
-        rec.lane.queued -= 1
-        queue._freed(rec.lane)
-    else:
-        rec.state = RUNNING
-        release_space(rec)
-
-
-def _blocked(root: _Record) -> list[_Lane]:
-    """The lanes `root` (a job holding a permit) waits on for room or a permit."""
-    blocked = root.blocked
-    if blocked is None:
-        blocked = root.blocked = []
-    return blocked
-
-
-def _edges(rec: _Record) -> list[_Record]:
-    edges = rec.waiting_on
-    if edges is None:
-        edges = rec.waiting_on = []
-    return edges
+        parent.stop_waiting_on(rec)

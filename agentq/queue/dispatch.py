@@ -1,0 +1,207 @@
+"""Dispatch: the lane workers, and every move of a record into or out of its lane.
+
+`Dispatcher` owns the queue's worker tasks and the flags that steer them (whether admission
+has closed, who watches for released permits). It admits claimed records to their lane
+(starting a worker when the lane has a free permit and no idle worker), runs each record on
+a worker through `agentq.queue.runner`, and takes records out of their lane before they ran:
+abandoned (their push was cancelled, or the queue closed), cancelled, or taken to run inline.
+Whenever room is made in a lane, `freed` admits the pushes waiting for it.
+
+A worker holds one permit while it runs a record. A finishing job hands its permit straight
+to the next waiting record; with none waiting, the worker registers as idle *before* room is
+announced, so that a push admitted by that room is handed to it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentq.errors import JobLost, WrongLoopError
+from agentq.outcomes import ErrorInfo, Failed, FailureReason
+from agentq.queue.jobs import JobEventKind
+from agentq.queue.lane import CLAIMED, LOST, QUEUED, RUNNING, STOPPED, Lane
+from agentq.queue.ledger import Ledger
+from agentq.queue.records import Record
+from agentq.queue.runner import cancelled_outcome, run_record
+
+_FAIRNESS = 64  # a worker yields to the loop after this many jobs in a row
+
+
+class Dispatcher:
+    """The workers of a queue's lanes and the moves of records in and out of them.
+
+    Args:
+        ledger: The queue's books (keys, lanes, loop, subscribers).
+    """
+
+    __slots__ = ("_watch", "closing", "ledger")
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.closing = False  # admission has closed: idle workers exit
+        self._watch: asyncio.Future[None] | None = None  # woken when a permit is released
+
+    # ------------------------------------------------------------ into the lane
+
+    def admit(self, rec: Record) -> None:
+        """Put a claimed record into its lane; a free permit goes with it at once."""
+        lane = rec.lane
+        first = lane.admit(rec)
+        if first is not None:
+            self._spawn(lane, first)
+        ledger = self.ledger
+        if ledger.subscribers:
+            ledger.emit(JobEventKind.QUEUED, rec.key, lane.priority, None, None)
+
+    def freed(self, lane: Lane[Record]) -> None:
+        """Room was made in `lane`: admit pushes waiting for it, wake a draining close."""
+        if lane.space:
+            while (waiter := lane.next_admissible()) is not None:
+                rec, fut = waiter
+                self.admit(rec)
+                fut.set_result(None)
+        watch = self._watch
+        if watch is not None and not watch.done():
+            watch.set_result(None)
+
+    def _spawn(self, lane: Lane[Record], first: Record) -> None:
+        loop = self.ledger.running_loop()
+        task = loop.create_task(self._work(lane, first), name=f"agentq-{lane.priority}-worker")
+        lane.add_worker(task)
+
+    async def _work(self, lane: Lane[Record], rec: Record | None) -> None:
+        """A lane worker: holds one permit while it runs a record, then passes it on."""
+        ledger = self.ledger
+        loop = ledger.running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        streak = 0
+        idle: asyncio.Future[Record | None] | None = None
+        while True:
+            if rec is None:
+                if idle is None:
+                    if self.closing:
+                        return
+                    idle = loop.create_future()
+                    lane.park(idle)
+                try:
+                    rec = await idle
+                except asyncio.CancelledError:
+                    lane.worker_cancelled(idle)
+                    raise
+                idle = None
+                if rec is None:
+                    return
+                streak = 0
+            elif streak >= _FAIRNESS:  # jobs that never suspend must not starve the loop
+                streak = 0
+                try:
+                    await asyncio.sleep(0)
+                except asyncio.CancelledError:
+                    lane.requeue(rec)
+                    raise
+            try:
+                if rec.outcome is None:
+                    await run_record(ledger, rec, task)
+            except asyncio.CancelledError:  # from outside (the loop shutting down): stop
+                lane.release_permit(rec)
+                rec.mark_stopped()
+                self.freed(lane)
+                raise
+            except BaseException as exc:
+                # run_record lets out only KeyboardInterrupt (by design), a GeneratorExit of
+                # this coroutine being closed, and faults outside any job body (a broken
+                # clock...); the job is settled. The lane goes on.
+                if type(exc) is GeneratorExit:
+                    raise
+                rec.mark_stopped()
+                if isinstance(exc, KeyboardInterrupt | SystemExit):
+                    rec = lane.hand_on(rec)
+                    if rec is not None:  # the permit passes to a new worker, in FIFO order
+                        self._spawn(lane, rec)
+                    self.freed(lane)
+                    raise
+                loop.call_exception_handler(
+                    {
+                        "message": f"agentq: job {rec.key!r} ended by an error outside its body",
+                        "exception": exc,
+                        "task": task,
+                    }
+                )
+            rec.mark_stopped()
+            streak += 1
+            rec = lane.hand_on(rec)
+            if rec is None and not self.closing:
+                idle = loop.create_future()
+                lane.park(idle)
+            self.freed(lane)
+
+    # ------------------------------------------------------------ out of the lane
+
+    def abandon(self, rec: Record, why: str) -> None:
+        """Give up a record that never ran: release its key and tell its waiters `JobLost`."""
+        if rec.outcome is not None:
+            return
+        lane = rec.lane
+        was_queued = rec.state == QUEUED
+        if was_queued:
+            lane.leave(rec, LOST)
+        else:
+            rec.state = LOST
+        self.ledger.keys.release(rec)
+        rec.mark_stopped()
+        key = rec.key
+        exc = JobLost(f"job {key!r} was abandoned before it ran: {why}")
+        self.ledger.resolve(
+            rec,
+            Failed(FailureReason.CANCELLED, ErrorInfo.from_exception(exc), exc),
+            JobEventKind.LOST,
+        )
+        if was_queued:
+            self.freed(lane)
+
+    def cancel(self, rec: Record) -> bool:
+        """`JobHandle.cancel`: settle as cancelled, then take it out of its lane or interrupt it."""
+        if rec.outcome is not None:
+            return False
+        running = asyncio.events._get_running_loop()
+        loop = self.ledger.loop
+        if running is not None and loop is not None and running is not loop:
+            raise WrongLoopError("this job's queue belongs to another event loop")
+        state = rec.state
+        ran = state == RUNNING
+        message = f"job {rec.key!r} was cancelled " + ("while running" if ran else "before it ran")
+        self.ledger.settle(rec, cancelled_outcome(message))
+        if state == QUEUED:
+            lane = rec.lane
+            lane.leave(rec, STOPPED)
+            rec.mark_stopped()
+            self.freed(lane)
+        elif state == CLAIMED:
+            rec.mark_stopped()
+            rec.lane.release_space(rec)
+        elif ran:
+            rec.interrupt()
+        return True
+
+    def take(self, rec: Record) -> None:
+        """Take a record that has not started out of its lane, to run it inline."""
+        lane = rec.lane
+        if lane.take(rec):
+            self.freed(lane)
+
+    # ------------------------------------------------------------ closing
+
+    def close_admission(self) -> None:
+        """Admit no more pushes (`QueueClosed`); workers that run out of jobs exit."""
+        self.closing = True
+
+    def watch(self) -> asyncio.Future[None]:
+        """A future resolved the next time a permit is released (or room is made)."""
+        watch: asyncio.Future[None] = self.ledger.running_loop().create_future()
+        self._watch = watch
+        return watch
+
+    def unwatch(self) -> None:
+        """Stop watching for released permits."""
+        self._watch = None

@@ -1,0 +1,185 @@
+"""The key table: which record answers each idempotency key, and for how long.
+
+`KeyTable` owns every piece of state that is looked up by key:
+
+- the record of every known key (one `Record` per job that had to run; a new run of a Failed
+  key keeps the Failed record as ``prev``, so that an abandoned push can put it back);
+- what makes two pushes of a key "the same call" (`check_same_call`, with the fingerprints of
+  `agentq.queue.fingerprint`, derived only when a key is pushed again with another callable);
+- the finished keys in finishing order, forgotten after ``key_ttl`` seconds or beyond
+  ``max_keys`` (keys in flight are never evicted);
+- the runs whose outcome was decided while their body still runs (a timed-out thread, a body
+  that ignores cancellation): the key's next run waits for that body to stop, so one key
+  never runs two bodies at once, even after `forget`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+
+from agentq.clock import Clock
+from agentq.errors import KeyConflictError
+from agentq.queue.fingerprint import derive_fingerprint
+from agentq.queue.jobs import Job, short_repr
+from agentq.queue.lane import Lane
+from agentq.queue.records import NO_FINGERPRINT, Record
+
+
+class KeyTable:
+    """The record of every known key, the finished keys' eviction, and unstopped runs.
+
+    Indexing (``table[key]``), ``key in table`` and ``len(table)`` see the known keys.
+
+    Args:
+        ttl: Seconds a finished key is remembered after it finished, by `clock`; None for no
+            limit.
+        max_keys: Most finished keys remembered; None for no limit.
+        clock: Measures `ttl`.
+    """
+
+    __slots__ = ("_clock", "_finished", "_records", "_unstopped", "get", "max_keys", "ttl")
+
+    def __init__(self, ttl: float | None, max_keys: int | None, clock: Clock) -> None:
+        self.ttl = ttl
+        self.max_keys = max_keys
+        self._clock = clock
+        self._records: dict[str, Record] = {}
+        self._finished: OrderedDict[str, Record] = OrderedDict()
+        # Records whose outcome was decided while their body still runs, by key.
+        self._unstopped: dict[str, Record] = {}
+        # The record of a key, or None: the dict lookup itself, as every push starts with it.
+        self.get: Callable[[str], Record | None] = self._records.get
+
+    def __getitem__(self, key: str) -> Record:
+        return self._records[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    # ------------------------------------------------------------ claiming a key
+
+    def claim(self, owner: object, job: Job, lane: Lane[Record]) -> Record:
+        """Make a record for `job` and make it the key's record (keeping a Failed one as prev)."""
+        key = job.key
+        rec = Record(owner, job, lane, self._records.get(key))
+        self._records[key] = rec
+        return rec
+
+    def release(self, rec: Record) -> None:
+        """Release the key of a record abandoned before it ran: it goes back to its earlier
+        Failed record, if that one is still remembered, or is forgotten."""
+        key = rec.key
+        if self._records.get(key) is rec:
+            prev = rec.prev
+            if prev is not None and self._finished.get(key) is prev:
+                self._records[key] = prev
+            else:
+                del self._records[key]
+
+    def check_same_call(self, job: Job, rec: Record) -> None:
+        """Refuse `job` if its key is known (as `rec`) with a different call.
+
+        Raises:
+            KeyConflictError: The fingerprints differ; the message names both calls.
+        """
+        first = rec.job
+        if job is first or (job.fn is first.fn and job.fingerprint == first.fingerprint):
+            return
+        mine = job.fingerprint if job.fingerprint is not None else derive_fingerprint(job.fn)
+        theirs = rec.fp
+        if theirs is NO_FINGERPRINT:
+            theirs = rec.fp = (
+                first.fingerprint if first.fingerprint is not None else derive_fingerprint(first.fn)
+            )
+        if mine != theirs:
+            if first.fingerprint is not None or job.fingerprint is not None:
+                was, now = first.fingerprint, job.fingerprint
+            else:
+                was, now = first.fn, job.fn
+            what = f"{short_repr(was, 80)}, now {short_repr(now, 80)}"
+            raise KeyConflictError(
+                f"idempotency key {job.key!r} is already used for another call (first {what});"
+                " use another key, forget() this one, or give both jobs the same fingerprint="
+            )
+
+    # ------------------------------------------------------------ finished keys
+
+    def remember(self, rec: Record) -> None:
+        """Record a finished key, if `rec` is still its record; then apply `ttl` and `max_keys`."""
+        key = rec.key
+        records = self._records
+        if records.get(key) is not rec:
+            return
+        finished = self._finished
+        if self.ttl is not None:
+            now = rec.finished_at = self._clock.time()
+            self._purge(now)
+        finished.pop(key, None)
+        finished[key] = rec
+        limit = self.max_keys
+        if limit is not None:
+            while len(finished) > limit:
+                old_key, old = finished.popitem(last=False)
+                if records.get(old_key) is old:
+                    del records[old_key]
+
+    def _purge(self, now: float) -> None:
+        ttl = self.ttl
+        assert ttl is not None
+        finished = self._finished
+        records = self._records
+        while finished:
+            old_key = next(iter(finished))
+            old = finished[old_key]
+            if now - old.finished_at < ttl:
+                break
+            del finished[old_key]
+            if records.get(old_key) is old:
+                del records[old_key]
+
+    def drop_if_expired(self, rec: Record) -> bool:
+        """Forget the finished `rec` if its `ttl` is over; True if it was forgotten."""
+        ttl = self.ttl
+        if ttl is None or self._clock.time() - rec.finished_at < ttl:
+            return False
+        key = rec.key
+        if self._records.get(key) is rec:
+            del self._records[key]
+        if self._finished.get(key) is rec:
+            del self._finished[key]
+        return True
+
+    def forget(self, key: str) -> bool:
+        """Forget a finished key; False if it is unknown or in flight."""
+        rec = self._records.get(key)
+        if rec is None or rec.outcome is None:
+            return False
+        del self._records[key]
+        self._finished.pop(key, None)
+        return True
+
+    # ------------------------------------------------------------ bodies still running
+
+    def add_unstopped(self, rec: Record) -> None:
+        """`rec` failed while its body still runs: the key's next run waits for it to stop."""
+        self._unstopped[rec.key] = rec
+
+    def previous_run(self, rec: Record) -> Record | None:
+        """The earlier run of `rec`'s key whose body has not stopped yet, if any."""
+        unstopped = self._unstopped
+        if unstopped:
+            previous = unstopped.get(rec.key)
+            if previous is not rec:
+                return previous
+        return None
+
+    def body_stopped(self, rec: Record) -> None:
+        """`rec`'s body has really returned: forget it as unstopped, wake its stop waiters."""
+        unstopped = self._unstopped
+        if unstopped and unstopped.get(rec.key) is rec:
+            del unstopped[rec.key]
+        rec.mark_stopped()

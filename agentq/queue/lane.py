@@ -1,0 +1,271 @@
+"""One lane's mechanism: its permits, its waiting area, its idle workers and its room waiters.
+
+A `Lane` owns everything that moves records through one priority lane, and nothing else: it
+knows records only through `Entry` (their state and outcome), so it sits below the record
+itself. It never starts a task: `admit` and `hand_on` say which record a permit goes to, and
+the dispatcher (`agentq.queue.dispatch`) starts or wakes the worker that runs it.
+
+The waiting area is a deque of admitted records. A record that leaves it before it ran
+(cancelled, abandoned, taken to run inline) stays in the deque as a tombstone, skipped by
+`next_queued` since its state is no longer `QUEUED`, so leaving is O(1); `queued` counts the
+live ones. Workers are started lazily, one per permit at most; an idle worker waits on a
+future (`idle`) and is handed the next record directly. A push that finds no room waits on a
+future in `space` (FIFO), resolved once it is admitted (None) or refused (`CLOSED`).
+"""
+
+from __future__ import annotations
+
+from asyncio import Future, Task
+from collections import deque
+from typing import Any, Generic, Protocol, TypeVar
+
+from agentq.queue.lanes import LaneConfig, LaneStats, Priority
+
+# Record states: where a record is on its way through its lane.
+CLAIMED = 0  # a push claimed the key and waits for room in the lane (or to run inline)
+QUEUED = 1  # admitted: in the lane's waiting area
+DISPATCHED = 2  # handed to an idle worker that has not picked it up yet
+RUNNING = 3  # attempts in progress (worker or inline)
+STOPPED = 4  # the body has really stopped; the permit is released
+LOST = 5  # abandoned before it ran
+
+CLOSED: Any = object()
+"""Result given to a push waiting for room when the queue closes."""
+
+
+class Entry(Protocol):
+    """What a lane needs of the records it moves (`agentq.queue.records.Record`)."""
+
+    state: int
+
+    @property
+    def outcome(self) -> object | None: ...
+
+
+R = TypeVar("R", bound=Entry)
+
+
+class Lane(Generic[R]):
+    """The permits, waiting area, idle workers and room waiters of one priority lane.
+
+    Attributes are read by the other mechanisms (counters, `holders` for deadlock detection,
+    `waiting` when the queue closes); they are changed only by these methods, except the
+    statistics counters (`completed`, `failed`, `cache_hits`, `joins`).
+    """
+
+    __slots__ = (
+        "cache_hits",
+        "capacity",
+        "completed",
+        "failed",
+        "holders",
+        "idle",
+        "joins",
+        "limit",
+        "permits",
+        "priority",
+        "queued",
+        "running",
+        "space",
+        "waiting",
+        "workers",
+    )
+
+    def __init__(self, priority: Priority, config: LaneConfig) -> None:
+        self.priority = priority
+        self.capacity = config.capacity
+        self.permits = config.permits
+        self.limit = config.permits + config.capacity
+        self.waiting: deque[R] = deque()
+        self.queued = 0
+        self.running = 0
+        # Records run by this lane's workers (each holds one permit), for deadlock detection.
+        self.holders: set[R] = set()
+        self.idle: list[Future[R | None]] = []
+        # Pushes waiting for room, FIFO: (record, future resolved once admitted or settled).
+        self.space: deque[tuple[R, Future[Any]]] = deque()
+        self.workers: set[Task[None]] = set()
+        self.completed = 0
+        self.failed = 0
+        self.cache_hits = 0
+        self.joins = 0
+
+    def has_room(self) -> bool:
+        """Whether one more job may be admitted now."""
+        return self.queued + self.running < self.limit
+
+    def snapshot(self) -> LaneStats:
+        """A frozen copy of the counters."""
+        return LaneStats(
+            priority=self.priority,
+            capacity=self.capacity,
+            permits=self.permits,
+            queued=self.queued,
+            running=self.running,
+            completed=self.completed,
+            failed=self.failed,
+            cache_hits=self.cache_hits,
+            joins=self.joins,
+        )
+
+    # ------------------------------------------------------------ permits and workers
+
+    def admit(self, rec: R) -> R | None:
+        """Put a claimed record into the lane; return the record a new worker must start with.
+
+        A free permit goes with it at once: to an idle worker (returns None), or, with no
+        idle worker but a permit free, to a new worker the caller starts (returns the record
+        it starts with). Only when every permit is in use does it wait in the deque (returns
+        None). So ``queued > 0`` implies ``running == permits`` at every point another piece
+        of code can observe.
+        """
+        idle = self.idle
+        while idle:
+            worker = idle.pop()
+            if not worker.done():  # skip a worker cancelled while idle
+                self.running += 1
+                rec.state = DISPATCHED
+                self.holders.add(rec)
+                worker.set_result(rec)
+                return None
+        if self.running < self.permits and len(self.workers) < self.permits:
+            first: R | None = rec
+            if self.queued:
+                # Only after a worker was cancelled from outside: the records it left
+                # waiting go first, so the lane stays FIFO.
+                rec.state = QUEUED
+                self.waiting.append(rec)
+                self.queued += 1
+                first = self.next_queued()
+            else:
+                rec.state = DISPATCHED
+                self.holders.add(rec)
+            self.running += 1
+            return first
+        rec.state = QUEUED
+        self.waiting.append(rec)
+        self.queued += 1
+        return None
+
+    def next_queued(self) -> R | None:
+        """Take the next live record from the waiting area (the caller passes it a permit)."""
+        waiting = self.waiting
+        while waiting:
+            rec = waiting.popleft()
+            if rec.state == QUEUED:  # else: a tombstone of a cancelled or stolen record
+                self.queued -= 1
+                rec.state = DISPATCHED
+                self.holders.add(rec)
+                return rec
+        return None
+
+    def hand_on(self, done: R) -> R | None:
+        """A worker finished `done`: pass its permit to the next waiting record (returned), or
+        release the permit (None)."""
+        holders = self.holders
+        holders.discard(done)
+        waiting = self.waiting
+        while waiting:  # as next_queued, inline: this runs once per job
+            rec = waiting.popleft()
+            if rec.state == QUEUED:
+                self.queued -= 1
+                rec.state = DISPATCHED
+                holders.add(rec)
+                return rec
+        self.running -= 1
+        return None
+
+    def release_permit(self, rec: R) -> None:
+        """Give back the permit `rec` held (its worker stops)."""
+        self.holders.discard(rec)
+        self.running -= 1
+
+    def add_worker(self, task: Task[None]) -> None:
+        """Count a worker task started for this lane, until it ends."""
+        self.workers.add(task)
+        task.add_done_callback(self.workers.discard)
+
+    def park(self, idle: Future[R | None]) -> None:
+        """Register an idle worker: `admit` hands it the next record through `idle`."""
+        self.idle.append(idle)
+
+    def dismiss_idle(self) -> None:
+        """Tell every idle worker to exit (the queue is closing)."""
+        for idle in self.idle:
+            if not idle.done():
+                idle.set_result(None)
+        self.idle.clear()
+
+    def worker_cancelled(self, idle: Future[R | None]) -> None:
+        """An idle worker was cancelled from outside: leave the lane consistent."""
+        if idle in self.idle:
+            self.idle.remove(idle)
+        elif idle.done() and not idle.cancelled():
+            rec = idle.result()
+            if rec is not None:  # handed a record just before: put it back, first in line
+                self.requeue(rec)
+
+    def requeue(self, rec: R) -> None:
+        """Give back the permit of a record a cancelled worker had not started."""
+        self.release_permit(rec)
+        if rec.outcome is None:
+            rec.state = QUEUED
+            self.waiting.appendleft(rec)
+            self.queued += 1
+
+    # ------------------------------------------------------------ the waiting area
+
+    def leave(self, rec: R, state: int) -> None:
+        """`rec` leaves the waiting area before it ran, for `state` (`STOPPED` or `LOST`); its
+        deque entry stays as a tombstone."""
+        rec.state = state
+        self.queued -= 1
+
+    def take(self, rec: R) -> bool:
+        """Take a record that has not started (claimed or waiting) out of the lane, to run it
+        elsewhere (inline); True if it left the waiting area, which made room."""
+        if rec.state == QUEUED:
+            rec.state = RUNNING
+            self.queued -= 1
+            return True
+        rec.state = RUNNING
+        self.release_space(rec)
+        return False
+
+    def clear_waiting(self) -> None:
+        """Forget the waiting area (the queue closed; every live record was abandoned)."""
+        self.waiting.clear()
+
+    # ------------------------------------------------------------ pushes waiting for room
+
+    def wait_for_room(self, rec: R, fut: Future[Any]) -> None:
+        """Queue a claimed record's push for room; `fut` is resolved once it is admitted."""
+        self.space.append((rec, fut))
+
+    def next_admissible(self) -> tuple[R, Future[Any]] | None:
+        """Take the first push still waiting for room, if there is room for it now."""
+        space = self.space
+        while space and self.has_room():
+            rec, fut = space.popleft()
+            if not fut.done():  # else: the push was cancelled or settled meanwhile
+                return rec, fut
+        return None
+
+    def next_room_waiter(self) -> tuple[R, Future[Any]] | None:
+        """Take the first push still waiting for room, room or not (the queue is closing)."""
+        space = self.space
+        while space:
+            rec, fut = space.popleft()
+            if not fut.done():
+                return rec, fut
+        return None
+
+    def release_space(self, rec: R) -> None:
+        """Take a claimed record out of the room waiters and let its push return."""
+        space = self.space
+        for i, (other, fut) in enumerate(space):
+            if other is rec:
+                del space[i]
+                if not fut.done():
+                    fut.set_result(None)
+                return

@@ -1,0 +1,166 @@
+"""The ledger: the state every mechanism of a queue shares, and the transitions of its books.
+
+`Ledger` owns the key table, the three lanes, the clock, the event loop the queue belongs to
+and the event subscribers. Every change of a job's books goes through it: a push of a known
+key is answered (`hit`), an unknown or Failed key is claimed (`claim`), and a record gets its
+terminal outcome exactly once (`settle`), which counts it in its lane, remembers its key,
+wakes its waiters and publishes the event. The mechanisms above it (running a body,
+dispatching records to workers, the nesting rules, shutdown) take the ledger and use these
+methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from agentq.clock import Clock
+from agentq.errors import WrongLoopError
+from agentq.outcomes import Completed, Outcome
+from agentq.queue.jobs import Job, JobEvent, JobEventKind
+from agentq.queue.keytable import KeyTable
+from agentq.queue.lane import Lane
+from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority
+from agentq.queue.records import Record
+
+# How a push of a known key is answered (`Ledger.hit`).
+HIT_RUN = 0
+HIT_CACHED = 1
+HIT_JOINED = 2
+
+
+class Ledger:
+    """The books of one queue: keys, lanes, clock, loop and subscribers (see the module doc)."""
+
+    __slots__ = ("clock", "keys", "lanes", "loop", "subscribers")
+
+    def __init__(
+        self,
+        configs: dict[Priority, LaneConfig],
+        key_ttl: float | None,
+        max_keys: int | None,
+        clock: Clock,
+    ) -> None:
+        self.lanes: dict[Priority, Lane[Record]] = {
+            p: Lane(p, configs.get(p, LaneConfig())) for p in LANE_ORDER
+        }
+        self.keys = KeyTable(key_ttl, max_keys, clock)
+        self.clock: Clock = clock
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.subscribers: tuple[Callable[[JobEvent], object], ...] = ()
+
+    # ------------------------------------------------------------ the event loop
+
+    def bind(self) -> asyncio.AbstractEventLoop:
+        """The running loop, which the queue belongs to from its first use on.
+
+        Raises:
+            WrongLoopError: The queue belongs to another event loop.
+        """
+        loop = asyncio.get_running_loop()
+        if loop is not self.loop:
+            if self.loop is not None:
+                raise WrongLoopError(
+                    "this Queue started on another event loop and belongs to it; "
+                    "create one Queue per event loop"
+                )
+            self.loop = loop
+        return loop
+
+    def running_loop(self) -> asyncio.AbstractEventLoop:
+        """The queue's loop (the queue has started)."""
+        if self.loop is None:
+            raise RuntimeError("the queue has not started")
+        return self.loop
+
+    # ------------------------------------------------------------ pushes
+
+    def hit(self, job: Job, rec: Record) -> int:
+        """Answer a push of a known key (`rec`): HIT_RUN, HIT_CACHED or HIT_JOINED.
+
+        Raises:
+            KeyConflictError: The key is pending, running or completed with another call.
+        """
+        outcome = rec.outcome
+        if outcome is None:
+            self.keys.check_same_call(job, rec)
+            self.lanes[job.priority].joins += 1
+            if self.subscribers:
+                self.emit(JobEventKind.JOINED, job.key, job.priority, None, None)
+            return HIT_JOINED
+        if type(outcome) is Completed:
+            keys = self.keys
+            if keys.ttl is not None and keys.drop_if_expired(rec):
+                return HIT_RUN
+            keys.check_same_call(job, rec)
+            self.lanes[job.priority].cache_hits += 1
+            if self.subscribers:
+                self.emit(JobEventKind.CACHED, job.key, job.priority, None, outcome)
+            return HIT_CACHED
+        return HIT_RUN
+
+    def claim(self, job: Job) -> Record:
+        """Make a record for `job`, the key's record from now on, in the lane of its priority."""
+        return self.keys.claim(self, job, self.lanes[job.priority])
+
+    # ------------------------------------------------------------ outcomes
+
+    def settle(self, rec: Record, outcome: Outcome) -> bool:
+        """Give `rec` its terminal outcome, once; later calls lose the race and return False."""
+        if rec.outcome is not None:
+            return False
+        lane = rec.lane
+        if type(outcome) is Completed:
+            lane.completed += 1
+            kind = JobEventKind.COMPLETED
+        else:
+            lane.failed += 1
+            kind = JobEventKind.FAILED
+        keys = self.keys
+        keys.remember(rec)
+        if kind is JobEventKind.FAILED and rec.in_body:
+            keys.add_unstopped(rec)  # until its body stops: the key's next run waits
+        self.resolve(rec, outcome, kind)
+        return True
+
+    def resolve(self, rec: Record, outcome: Outcome, kind: JobEventKind) -> None:
+        """Set `rec`'s outcome, wake its waiters and publish the terminal event `kind`."""
+        rec.resolve(outcome)
+        if self.subscribers:
+            self.emit(kind, rec.key, rec.job.priority, rec.attempt or None, outcome)
+
+    # ------------------------------------------------------------ events
+
+    def subscribe(self, callback: Callable[[JobEvent], object]) -> Callable[[], None]:
+        """Call `callback(event)` for every `JobEvent` from now on; returns the unsubscriber."""
+        self.subscribers = (*self.subscribers, callback)
+
+        def unsubscribe() -> None:
+            subs = list(self.subscribers)
+            for i, cb in enumerate(subs):
+                if cb is callback:
+                    del subs[i]
+                    self.subscribers = tuple(subs)
+                    return
+
+        return unsubscribe
+
+    def emit(
+        self,
+        kind: JobEventKind,
+        key: str,
+        priority: Priority,
+        attempt: int | None,
+        outcome: Outcome | None,
+    ) -> None:
+        """Publish one `JobEvent` to every subscriber (callers check `subscribers` first)."""
+        event = JobEvent(kind, key, priority, self.clock.time(), attempt, outcome)
+        for callback in self.subscribers:
+            try:
+                callback(event)
+            except Exception as exc:
+                loop = self.loop
+                if loop is None:
+                    raise
+                message = f"agentq: a job event subscriber raised on {kind}"
+                loop.call_exception_handler({"message": message, "exception": exc})

@@ -1,0 +1,234 @@
+"""Records: the queue's bookkeeping for one job, shared by its handles and joiners.
+
+A `Record` is made when a push has to run something (`agentq.queue.keytable.KeyTable.claim`)
+and lives as long as its key remembers it. It owns what belongs to one job: its state in its
+lane (`agentq.queue.lane`), its outcome and the futures waiting for it, the phase of the
+attempt that runs it, the interrupts sent to that attempt, and the waits it makes on other
+jobs (``waiting_on`` edges, the lanes its root is ``blocked`` on), read by the nesting rules.
+
+`CURRENT` names the record whose body the current context runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from typing import Any
+
+from agentq.outcomes import Failed, Outcome
+from agentq.queue.jobs import Job
+from agentq.queue.lane import CLAIMED, LOST, STOPPED, Lane
+
+# Phases of a running record: what its task is awaiting.
+IDLE = 0
+ASYNC_BODY = 1
+THREAD_BODY = 2
+BACKOFF = 3
+PREVIOUS = 4  # waiting for the body of the key's previous run to stop
+
+NO_FINGERPRINT: Any = object()
+"""`Record.fp` until the key table derives the fingerprint of the record's call."""
+
+
+class Record:
+    """The queue's bookkeeping for one job (one push that had to run something).
+
+    Handles and joiners share it. `outcome` is set exactly once, by `resolve` (through
+    `agentq.queue.ledger.Ledger.settle` or an abandon). `owner` is the ledger of the queue
+    that made it, compared by identity to tell this queue's jobs from another's.
+    """
+
+    __slots__ = (
+        "attempt",
+        "blocked",
+        "cancels",
+        "finished_at",
+        "fp",
+        "job",
+        "key",
+        "lane",
+        "lend",
+        "outcome",
+        "owner",
+        "pending",
+        "phase",
+        "prev",
+        "retried",
+        "root",
+        "state",
+        "stop_waiters",
+        "task",
+        "waiters",
+        "waiting_on",
+    )
+
+    def __init__(self, owner: object, job: Job, lane: Lane[Record], prev: Record | None) -> None:
+        self.owner = owner
+        self.job = job
+        self.key = job.key
+        self.lane = lane
+        self.prev = prev
+        self.state = CLAIMED
+        self.outcome: Outcome | None = None
+        self.waiters: list[asyncio.Future[Outcome]] | None = None
+        self.attempt = 0
+        self.task: asyncio.Task[Any] | None = None
+        self.phase = IDLE
+        self.cancels = 0
+        self.pending: Failed | None = None
+        self.retried = 0
+        self.finished_at = 0.0
+        self.fp: Any = NO_FINGERPRINT
+        self.root: Record = self
+        self.waiting_on: list[Record] | None = None
+        self.blocked: list[Lane[Record]] | None = None
+        self.lend: asyncio.Lock | None = None
+        self.stop_waiters: list[asyncio.Future[None]] | None = None
+
+    # ------------------------------------------------------------ outcome
+
+    def resolve(self, outcome: Outcome) -> None:
+        """Set the outcome and wake everyone waiting for it (`prev` is no longer needed)."""
+        self.outcome = outcome
+        self.prev = None
+        waiters = self.waiters
+        if waiters is not None:
+            self.waiters = None
+            wake(waiters, outcome)
+
+    async def wait(self) -> Outcome:
+        """Wait for the outcome; cancelling the wait leaves the job alone."""
+        fut: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        waiters = self.waiters
+        if waiters is None:
+            self.waiters = waiters = []
+        waiters.append(fut)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut in waiters:
+                waiters.remove(fut)
+            raise
+
+    # ------------------------------------------------------------ the body
+
+    @property
+    def in_body(self) -> bool:
+        """Whether the job's body is executing (a nested call from it is a nested call)."""
+        return self.phase == ASYNC_BODY or self.phase == THREAD_BODY
+
+    @property
+    def stopped(self) -> bool:
+        """Whether nothing of this job runs any more (it never ran, or its body returned)."""
+        return self.state == STOPPED or self.state == LOST
+
+    def mark_stopped(self) -> None:
+        """The body has really returned (or will never run): wake `until_stopped` waiters."""
+        if self.state != LOST:
+            self.state = STOPPED
+        waiters = self.stop_waiters
+        if waiters is not None:
+            self.stop_waiters = None
+            wake(waiters, None)
+
+    async def until_stopped(self) -> None:
+        """Wait until `stopped`; cancelling the wait leaves the job alone."""
+        if self.stopped:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.stop_waiters is None:
+            self.stop_waiters = []
+        self.stop_waiters.append(fut)
+        await fut
+
+    def interrupt(self) -> None:
+        """Cancel the task running this record if it awaits the async body, a backoff, or the
+        previous run of its key.
+
+        Never cancels the current task (a job cancelling itself just records it) nor a thread.
+        Each cancel is counted in `cancels`, to be undone by `uncancel`.
+        """
+        task = self.task
+        if (
+            task is not None
+            and self.phase in (ASYNC_BODY, BACKOFF, PREVIOUS)
+            and task is not asyncio.current_task()
+        ):
+            self.cancels += 1
+            task.cancel()
+
+    def uncancel(self, task: asyncio.Task[Any]) -> None:
+        """Undo this record's own interrupts of `task`, so that only outside cancels remain."""
+        while self.cancels:
+            self.cancels -= 1
+            task.uncancel()
+
+    def take_pending(self) -> Failed | None:
+        """The failure an interrupter decided for this attempt (None: the job is settled)."""
+        pending = self.pending
+        self.pending = None
+        return None if self.outcome is not None else pending
+
+    # ------------------------------------------------------------ waits on other jobs
+
+    def wait_on(self, other: Record) -> None:
+        """Add a ``waiting_on`` edge: this job waits for `other`."""
+        edges = self.waiting_on
+        if edges is None:
+            edges = self.waiting_on = []
+        edges.append(other)
+
+    def stop_waiting_on(self, other: Record) -> None:
+        """Remove one ``waiting_on`` edge added by `wait_on`."""
+        assert self.waiting_on is not None
+        self.waiting_on.remove(other)
+
+    def waits_for(self, target: Record) -> bool:
+        """Whether this job waits, directly or through other jobs, for `target`."""
+        stack: list[Record] = [self]
+        seen: set[int] = set()
+        while stack:
+            rec = stack.pop()
+            if rec is target:
+                return True
+            if id(rec) in seen:
+                continue
+            seen.add(id(rec))
+            if rec.waiting_on:
+                stack.extend(rec.waiting_on)
+        return False
+
+    def block(self, lane: Lane[Record]) -> None:
+        """Note that this job (a root holding a permit) waits for room or a permit in `lane`."""
+        blocked = self.blocked
+        if blocked is None:
+            blocked = self.blocked = []
+        blocked.append(lane)
+
+    def unblock(self, lane: Lane[Record]) -> None:
+        """Remove one note added by `block`."""
+        if self.blocked is not None:
+            self.blocked.remove(lane)
+
+    def lend_lock(self) -> asyncio.Lock:
+        """The lock by which this job's concurrent inline children take turns on its permit."""
+        lock = self.lend
+        if lock is None:
+            lock = self.lend = asyncio.Lock()
+        return lock
+
+    def __repr__(self) -> str:
+        return f"<Record {self.key!r} state={self.state} outcome={self.outcome!r}>"
+
+
+CURRENT: contextvars.ContextVar[Record | None] = contextvars.ContextVar(
+    "agentq_current_job", default=None
+)
+"""The record whose body the current context runs (copied into tasks and threads it starts)."""
+
+
+def wake(waiters: list[asyncio.Future[Any]], value: Any) -> None:
+    """Resolve every waiting future with `value` (skipping those cancelled meanwhile)."""
+    for fut in waiters:
+        if not fut.done():
+            fut.set_result(value)

@@ -1,0 +1,162 @@
+"""Transition rules of a step's lease: take it (claim), extend it (renew), release it.
+
+A lease is live while ``now <= expires_at`` and expired once ``now > expires_at``; each claim
+gets the next fencing token (``lease_token``). Each function is the rule of the `DurableStore`
+verb of the same name, run by a store inside one transaction (see `agentq.store.tx` for the
+order every rule works in).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from agentq.errors import EngineError, LeaseLostError
+from agentq.events import EventKind
+from agentq.keys import validate_key
+from agentq.store.checks import check_execution, check_index, check_now, check_ttl
+from agentq.store.claims import (
+    AlreadyCompleted,
+    AlreadyWaiting,
+    Claimed,
+    ClaimResult,
+    Execution,
+    HeldByOther,
+    WorkflowClosed,
+)
+from agentq.store.projection import Rows
+from agentq.store.rows import StepState
+from agentq.store.tx import Draft, Tx, apply, describe_closed, describe_step, load_step
+
+__all__ = ["claim_step", "release_expired", "renew_lease"]
+
+_K = EventKind
+
+
+def claim_step(
+    tx: Tx, workflow_id: str, step_index: int, worker_id: str, lease_ttl: float, now: float
+) -> ClaimResult:
+    """Rule of `DurableStore.claim_step`: a compare-and-swap on the step's row.
+
+    A lease is live while ``now <= expires_at``, so it is never taken over at the tick it
+    expires. A step can be claimed only once every earlier step has completed.
+    """
+    workflow_id = validate_key(workflow_id, "workflow id")
+    index = check_index(step_index)
+    worker_id = validate_key(worker_id, "worker id")
+    ttl = check_ttl(lease_ttl)
+    now, at = check_now(now)
+    expires_at = now + ttl
+    if not math.isfinite(expires_at):
+        raise ValueError(f"now + lease_ttl overflows: {now!r} + {ttl!r}")
+    wf, steps = load_step(tx, workflow_id, index, first=max(index - 1, 0))
+    step = steps[index]
+    if step.state is StepState.COMPLETED:
+        return AlreadyCompleted(step.output)
+    if wf.state.closed or step.state is StepState.FAILED:
+        return WorkflowClosed(wf.state, wf.reason)
+    if step.state is StepState.WAITING:
+        return AlreadyWaiting(step.reason or "")
+    if index > 0 and steps[index - 1].state is not StepState.COMPLETED:
+        before = steps[index - 1]
+        raise EngineError(
+            f"cannot claim {describe_step(workflow_id, index, step.step_name)}: the step "
+            f"before it, {before.step_name!r} (#{index - 1}), is {before.state}, not completed"
+        )
+    drafts: list[Draft] = []
+    if step.state is StepState.LEASED:
+        held_until = step.lease_expires_at if step.lease_expires_at is not None else math.inf
+        if now <= held_until:
+            return HeldByOther(step.worker_id or "", held_until)
+        drafts.append(
+            Draft.build(
+                _K.WORKER_RECOVERED,
+                workflow_id,
+                at,
+                {
+                    "previous_worker": step.worker_id,
+                    "lease_token": step.lease_token,
+                    "expired_at": held_until,
+                },
+                step=step,
+                attempt=step.attempt,
+                worker_id=worker_id,
+            )
+        )
+    token, attempt = step.lease_token + 1, step.attempt + 1
+    drafts.append(
+        Draft.build(
+            _K.STEP_STARTED,
+            workflow_id,
+            at,
+            {"lease_token": token, "expires_at": expires_at},
+            step=step,
+            attempt=attempt,
+            worker_id=worker_id,
+            raw={"lease_token": str(token), "expires_at": repr(expires_at)},
+        )
+    )
+    apply(tx, Rows(wf, {index: step}), drafts)
+    execution = Execution(
+        workflow_id, index, step.step_name, worker_id, token, attempt, expires_at
+    )
+    return Claimed(execution, step.resume_input, step.resumed)
+
+
+def renew_lease(tx: Tx, execution: Execution, lease_ttl: float, now: float) -> Execution:
+    """Rule of `DurableStore.renew_lease`: a lease still held (even expired but not yet taken
+    over) is extended; no event is appended."""
+    ttl = check_ttl(lease_ttl)
+    now, _ = check_now(now)
+    ex = check_execution(execution)
+    wf, steps = load_step(tx, ex.workflow_id, ex.step_index)
+    step = steps[ex.step_index]
+    held = (
+        step.state is StepState.LEASED
+        and step.lease_token == ex.lease_token
+        and step.worker_id == ex.worker_id
+    )
+    if not held:
+        why = describe_closed(wf) if wf.state.closed else (
+            f"the step is {step.state} under lease #{step.lease_token} of worker "
+            f"{step.worker_id!r}"
+        )
+        raise LeaseLostError(
+            f"cannot renew lease #{ex.lease_token} of worker {ex.worker_id!r} on "
+            f"{describe_step(ex.workflow_id, ex.step_index, step.step_name)}: {why}"
+        )
+    expires_at = now + ttl
+    tx.put_step(replace(step, lease_expires_at=expires_at), False)
+    return replace(ex, expires_at=expires_at)
+
+
+def release_expired(tx: Tx, execution: Execution, now: float) -> bool:
+    """Rule of `DurableStore.release_expired`: `WorkerRecovered` if the lease named by
+    `execution` is still the step's and has expired (``now > expires_at``, using the stored
+    expiry, which a renewal may have moved)."""
+    now, at = check_now(now)
+    ex = check_execution(execution)
+    wf, steps = load_step(tx, ex.workflow_id, ex.step_index)
+    step = steps[ex.step_index]
+    if (
+        step.state is not StepState.LEASED
+        or step.lease_token != ex.lease_token
+        or step.worker_id != ex.worker_id
+        or step.lease_expires_at is None
+        or now <= step.lease_expires_at
+    ):
+        return False
+    draft = Draft.build(
+        _K.WORKER_RECOVERED,
+        ex.workflow_id,
+        at,
+        {
+            "previous_worker": step.worker_id,
+            "lease_token": step.lease_token,
+            "expired_at": step.lease_expires_at,
+        },
+        step=step,
+        attempt=step.attempt,
+    )
+    apply(tx, Rows(wf, steps), [draft])
+    return True

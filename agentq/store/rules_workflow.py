@@ -1,0 +1,122 @@
+"""Transition rules a caller makes by workflow id: start a workflow, resume a step, cancel.
+
+These verbs hold no lease: they come from whoever drives the workflow (the engine starting a
+run, a person approving a wait, a cancel button), not from the worker running a step. Each is
+the rule of the `DurableStore` verb of the same name, run by a store inside one transaction
+(see `agentq.store.tx` for the order every rule works in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentq.errors import (
+    NotWaitingError,
+    UnknownWorkflowError,
+    WorkflowClosedError,
+    WorkflowMismatchError,
+)
+from agentq.events import EventKind
+from agentq.keys import validate_key
+from agentq.store.checks import check_index, check_now, check_payload, check_text
+from agentq.store.projection import Rows
+from agentq.store.rows import StepState, WorkflowRow, WorkflowState
+from agentq.store.tx import Draft, Tx, apply, describe_closed, describe_step, load_step
+
+__all__ = ["cancel_workflow", "resume_step", "start_workflow"]
+
+_K = EventKind
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
+def start_workflow(
+    tx: Tx, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+) -> tuple[WorkflowRow, bool]:
+    """Rule of `DurableStore.start_workflow`; also checks the ids and names.
+
+    Raises:
+        InvalidKeyError / TypeError: A bad workflow id or step name.
+        ValueError: No steps, or duplicate step names.
+        WorkflowMismatchError: The id exists with other step names or another input.
+    """
+    workflow_id = validate_key(workflow_id, "workflow id")
+    if isinstance(step_names, str) or not isinstance(step_names, Sequence):
+        raise TypeError(f"step_names must be a sequence of str, got {step_names!r:.80}")
+    names = tuple(validate_key(n, "step name") for n in step_names)
+    if not names:
+        raise ValueError(f"workflow {workflow_id!r} has no steps")
+    if len(set(names)) != len(names):
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"workflow {workflow_id!r} has duplicate step names: {dupes}")
+    now, at = check_now(now)
+    value, text = check_payload(input, "input")
+    existing, _ = tx.load(workflow_id)
+    if existing is not None:
+        if existing.step_names != names:
+            raise WorkflowMismatchError(
+                f"workflow {workflow_id!r} exists with steps {list(existing.step_names)!r}, "
+                f"not {list(names)!r}"
+            )
+        if existing.input != value:
+            raise WorkflowMismatchError(
+                f"workflow {workflow_id!r} exists with another input "
+                f"({_short(existing.input)}, not {_short(value)}); a workflow id names one "
+                "run: use a new id for new input"
+            )
+        return existing, False
+    draft = Draft.build(
+        _K.WORKFLOW_STARTED,
+        workflow_id,
+        at,
+        {"steps": list(names), "input": value},
+        raw={"input": text},
+    )
+    return apply(tx, Rows(None, {}), [draft]), True
+
+
+def resume_step(
+    tx: Tx, workflow_id: str, step_index: int, input: Any, now: float
+) -> WorkflowRow:
+    """Rule of `DurableStore.resume_step`: `StepResumed`; the step is pending with attempt 0
+    (its next claim is attempt 1) while its fencing token keeps increasing.
+
+    A step that is not waiting raises `NotWaitingError` naming its state, except in a
+    cancelled or failed workflow, which raises `WorkflowClosedError` (a waiting step never
+    belongs to a closed workflow: cancellation ends the wait).
+    """
+    workflow_id = validate_key(workflow_id, "workflow id")
+    index = check_index(step_index)
+    now, at = check_now(now)
+    value, text = check_payload(input, "input")
+    wf, steps = load_step(tx, workflow_id, index)
+    step = steps[index]
+    if step.state is not StepState.WAITING:
+        where = describe_step(workflow_id, index, step.step_name)
+        if wf.state in (WorkflowState.CANCELLED, WorkflowState.FAILED):
+            raise WorkflowClosedError(f"cannot resume {where}: {describe_closed(wf)}")
+        raise NotWaitingError(f"cannot resume {where}: it is {step.state}, not waiting")
+    draft = Draft.build(
+        _K.STEP_RESUMED, workflow_id, at, {"input": value}, step=step, raw={"input": text}
+    )
+    return apply(tx, Rows(wf, steps), [draft])
+
+
+def cancel_workflow(tx: Tx, workflow_id: str, reason: str, now: float) -> bool:
+    """Rule of `DurableStore.cancel_workflow`: `WorkflowCancelled` once; leased and waiting
+    steps become failed ("cancelled"), which revokes their leases."""
+    workflow_id = validate_key(workflow_id, "workflow id")
+    reason = check_text(reason, "reason")
+    now, at = check_now(now)
+    wf, steps = tx.load(workflow_id, 0, 1 << 30)
+    if wf is None:
+        raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
+    if wf.state.closed:
+        return False
+    draft = Draft.build(_K.WORKFLOW_CANCELLED, workflow_id, at, {"reason": reason})
+    apply(tx, Rows(wf, steps), [draft])
+    return True

@@ -1,0 +1,87 @@
+"""The store's aiosqlite connection: opening it, and running a function on its thread.
+
+`connect` opens the file, sets the pragmas (`prepare`: WAL, ``synchronous``, the busy timeout)
+and migrates it, all in one call on the connection's thread. `on_thread` runs any function
+over the raw `sqlite3` connection on that thread, in one hop: every transaction and every
+read of `SqliteStore` goes through it.
+
+Reads and writes share this one connection and its thread, so a read sees every write
+submitted before it, in submission order (what deterministic tests and `recover` rely on). A
+second, read-only connection was measured: with a reader polling every 2 ms beside 4 writing
+workflows, p95 read latency fell from 1.3-1.8 ms to 0.4 ms, but a read could then miss a write
+submitted just before it; not worth that.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, TypeVar, cast
+
+from agentq.errors import StoreError
+from agentq.extras import require
+from agentq.store.sqlite_schema import migrate
+from agentq.store.sqlite_tx import BEGIN_ATTEMPTS, is_busy
+
+if TYPE_CHECKING:
+    import aiosqlite
+
+__all__ = ["connect", "on_thread", "prepare"]
+
+T = TypeVar("T")
+
+
+async def on_thread(db: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``fn(raw sqlite3 connection)`` on the connection's thread: one hop in all.
+
+    This is the one use of aiosqlite's private API: `Connection._execute(fn, *args)`, the
+    dispatch under all its public methods, and `Connection._conn`, the `sqlite3` connection it
+    serves. Going through the public API would cost a thread hop per statement.
+    ``tests/store/test_sqlite.py::test_aiosqlite_private_api`` fails loudly if aiosqlite
+    changes either.
+    """
+    return cast(T, await db._execute(fn, db._conn))  # type: ignore[no-untyped-call]
+
+
+def prepare(conn: sqlite3.Connection, name: str, busy_ms: int, synchronous: str) -> str:
+    """Set the pragmas of a new connection and migrate; return the journal mode in use."""
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+    mode = "?"
+    for attempt in range(BEGIN_ATTEMPTS):
+        try:
+            mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            break
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or attempt == BEGIN_ATTEMPTS - 1:
+                raise
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    migrate(conn, name)
+    return mode
+
+
+async def connect(
+    path: str, busy_timeout: float, synchronous: str
+) -> tuple[aiosqlite.Connection, str]:
+    """Open `path`, set the pragmas and migrate; return the connection and its journal mode.
+
+    Raises:
+        SchemaError: The file has a newer or foreign schema.
+        StoreError: SQLite failed (not a database, no permission, …).
+        MissingExtraError: aiosqlite is not installed (``pip install 'agentq[sqlite]'``).
+    """
+    lib = require("aiosqlite", "sqlite")
+    try:
+        db: aiosqlite.Connection = await lib.connect(path, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open {path!r}: {exc}") from exc
+    try:
+        opening = partial(
+            prepare, name=repr(path), busy_ms=int(busy_timeout * 1000), synchronous=synchronous
+        )
+        return db, await on_thread(db, opening)
+    except BaseException as exc:
+        await db.close()
+        if isinstance(exc, sqlite3.Error):
+            raise StoreError(f"cannot open {path!r}: {exc}") from exc
+        raise

@@ -1,0 +1,104 @@
+"""How agentq's rows look in SQLite: the column lists and turning a result row into a value.
+
+`WORKFLOW_SELECT` reads a workflow row (its ``updated_at`` and ``last_seq`` come from its latest
+event, one index seek); `STEP_COLUMNS` and `EVENT_TABLE_COLUMNS` are the column lists of the
+``steps`` and ``events`` tables in the order `step_row` and `event_of` read them. JSON columns
+are decoded here; the tables themselves are in ``schema.sql``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agentq.codec import decode
+from agentq.events import Event, EventKind, utc
+from agentq.outcomes import ErrorInfo
+from agentq.store.rows import StepRow, StepState, WorkflowRow, WorkflowState
+
+__all__ = [
+    "EVENT_TABLE_COLUMNS",
+    "STEP_COLUMNS",
+    "WORKFLOW_SELECT",
+    "event_of",
+    "step_row",
+    "workflow_row",
+]
+
+STEP_COLUMNS = (
+    "workflow_id, step_index, step_name, state, attempt, worker_id, lease_token, "
+    "lease_expires_at, output, reason, error, resume_input, resumed, retry_at, started_at, "
+    "finished_at"
+)
+"""The ``steps`` columns, in `StepRow` order."""
+EVENT_TABLE_COLUMNS = "seq, at, workflow_id, step_index, step_name, kind, attempt, worker_id, data"
+"""The ``events`` columns that `event_of` reads."""
+WORKFLOW_SELECT = (
+    "SELECT w.workflow_id, w.state, w.step_names, w.input, w.reason, w.created_at, e.at, "
+    "e.seq FROM workflows AS w JOIN events AS e ON e.seq = (SELECT seq FROM events WHERE "
+    "workflow_id = w.workflow_id ORDER BY seq DESC LIMIT 1)"
+)
+"""Selects workflow rows (add ``WHERE`` / ``ORDER BY``); `workflow_row` reads each."""
+
+_WORKFLOW_STATES = {s.value: s for s in WorkflowState}
+_STEP_STATES = {s.value: s for s in StepState}
+_KINDS = {k.value: k for k in EventKind}
+_NAMES: dict[str, tuple[str, ...]] = {}  # decoded step_names JSON, by text (few distinct)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = _NAMES.get(text)
+    if names is None:
+        names = tuple(json.loads(text))
+        if len(_NAMES) < 1024:
+            _NAMES[text] = names
+    return names
+
+
+def workflow_row(r: Sequence[Any]) -> WorkflowRow:
+    """Build a `WorkflowRow` from a row of `WORKFLOW_SELECT`."""
+    return WorkflowRow(
+        r[0],
+        _WORKFLOW_STATES[r[1]],
+        _names(r[2]),
+        None if r[3] == "null" else decode(r[3]),
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+    )
+
+
+def _error(text: str | None) -> ErrorInfo | None:
+    if text is None:
+        return None
+    value = json.loads(text)
+    return ErrorInfo(value["type"], value["message"], value["traceback"])
+
+
+def step_row(r: Sequence[Any]) -> StepRow:
+    """Build a `StepRow` from a row of `STEP_COLUMNS`."""
+    return StepRow(
+        r[0],
+        r[1],
+        r[2],
+        _STEP_STATES[r[3]],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        None if r[8] is None else json.loads(r[8]),
+        r[9],
+        _error(r[10]),
+        None if r[11] is None else json.loads(r[11]),
+        bool(r[12]),
+        r[13],
+        r[14],
+        r[15],
+    )
+
+
+def event_of(r: Sequence[Any]) -> Event:
+    """Build an `Event` from a row of `EVENT_TABLE_COLUMNS`."""
+    return Event(r[0], utc(r[1]), _KINDS[r[5]], r[2], r[3], r[4], r[6], r[7], json.loads(r[8]))

@@ -1,0 +1,195 @@
+"""What one run replays, and everything it reads back: only its own workflows.
+
+A store may hold many runs: the default 200 base tasks, then ``--category all``, then a few
+``--tasks 5`` tries, or workflows of another program altogether. The work around a replay
+(recovery before it; summary, exports and dashboard after it) must cost what this run's tasks
+hold, not what the store holds, so it never reads the whole log or the whole projection:
+
+- `recover_selection`: agentq's `recover` procedure limited to this run's workflows. It reads
+  the expired leases and the running workflows (both bounded by unfinished work, not by the
+  store's size) and the steps of this run's running workflows. (`agentq.recover(engine)`
+  reads every step row of the store to find the live leases.)
+- `read_selection`: this run's events and steps, one workflow at a time
+  (``store.event_rows(workflow_id)``, ``store.step_rows(workflow_id)``): the summary, the
+  event export and the dashboard are built from it.
+
+`Selection` names the run (``--category``, ``--tasks``) so that its exports never overwrite a
+fuller run's: the default run (every base task) writes ``out/bfcl-events.*``; any other
+selection adds its name, e.g. ``out/bfcl-all-events.*``, ``out/bfcl-base-first5-events.*``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentq import RecoveryReport, RunResult, WorkflowEngine
+from agentq.store import Execution, StepRow, StepState, WorkflowState
+
+from .dataset import DEFAULT_CATEGORY, Task, categories, load_category
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The tasks of one run.
+
+    Attributes:
+        categories: The categories replayed, in order.
+        tasks: The tasks, category after category.
+        limit: ``--tasks N``: at most N tasks of each category; None for all.
+        complete: Whether every task of each category is replayed.
+    """
+
+    categories: tuple[str, ...]
+    tasks: tuple[Task, ...]
+    limit: int | None = None
+    complete: bool = True
+
+    @property
+    def name(self) -> str:
+        """The name its exports carry: ``""`` for the default run (every base task), else
+        ``<category or all>`` with ``-first<N>`` for a partial one, e.g. ``base-first5``."""
+        if self.categories == (DEFAULT_CATEGORY,) and self.complete:
+            return ""
+        every = len(self.categories) > 1 and set(self.categories) == set(categories())
+        name = "all" if every else "+".join(self.categories)
+        return name if self.complete else f"{name}-first{self.limit}"
+
+    @property
+    def label(self) -> str:
+        """For people: ``base``, ``all: base, miss_func, ...``, ``base, first 5 tasks``."""
+        every = len(self.categories) > 1 and set(self.categories) == set(categories())
+        text = ("all: " if every else "") + ", ".join(self.categories)
+        return text if self.complete else f"{text}, first {self.limit} tasks of each"
+
+    def export_stem(self, stem: Path) -> Path:
+        """The path prefix of this run's exports, beside `stem`."""
+        return stem if not self.name else stem.with_name(f"{stem.name}-{self.name}")
+
+    def by_category(self) -> dict[str, list[Task]]:
+        """The tasks grouped by category, in order."""
+        groups: dict[str, list[Task]] = {name: [] for name in self.categories}
+        for task in self.tasks:
+            groups.setdefault(task.category, []).append(task)
+        return groups
+
+
+def select_tasks(
+    names: Sequence[str], limit: int | None = None, tasks: Sequence[Task] | None = None
+) -> Selection:
+    """Choose the tasks of a run.
+
+    Args:
+        names: Category names (see `dataset.categories`); ignored when `tasks` is given.
+        limit: At most this many tasks of each category; None for all.
+        tasks: The tasks to choose from instead of loading `names` (tests pass edited tasks);
+            their categories are read from their ids.
+
+    Raises:
+        DatasetError: An unknown category, or a malformed data file.
+    """
+    groups: dict[str, list[Task]] = {}
+    if tasks is None:
+        for name in names:
+            groups[name] = load_category(name, strict=False)
+    else:
+        for task in tasks:
+            groups.setdefault(task.category, []).append(task)
+    chosen = tuple(task for group in groups.values() for task in group[:limit])
+    complete = limit is None or all(len(group) <= limit for group in groups.values())
+    return Selection(tuple(groups), chosen, limit, complete)
+
+
+@dataclass(frozen=True)
+class SelectionReading:
+    """This run's workflows as the store holds them.
+
+    Attributes:
+        events: Their events as `EVENT_COLUMNS` tuples, by sequence number.
+        steps: Their step rows, workflow by workflow, in the run's order.
+    """
+
+    events: list[tuple[Any, ...]]
+    steps: list[StepRow]
+
+
+async def read_selection(engine: WorkflowEngine, workflow_ids: Sequence[str]) -> SelectionReading:
+    """Read the events and steps of these workflows only (one query each per workflow)."""
+    store = engine.store
+    events: list[tuple[Any, ...]] = []
+    steps: list[StepRow] = []
+    for workflow in workflow_ids:
+        events += await store.event_rows(workflow)
+        steps += await store.step_rows(workflow)
+    events.sort(key=lambda row: int(row[0]))
+    return SelectionReading(events, steps)
+
+
+async def recover_selection(engine: WorkflowEngine, workflow_ids: Sequence[str]) -> RecoveryReport:
+    """`agentq.recover`, limited to these workflows.
+
+    1. Re-admits each expired lease of these workflows (``WorkerRecovered``).
+    2. Resumes, concurrently, each of them that is still running, registered with this engine,
+       and not held by a live lease of another worker (those are reported in
+       ``held_elsewhere``; ``engine.run`` takes them over once their lease expires).
+
+    Reads the expired leases and the running workflows of the store (what crashed or is in
+    progress), and the steps of the running workflows of this run: never a finished one.
+
+    Returns:
+        A `RecoveryReport`, as `agentq.recover` gives.
+    """
+    store = engine.store
+    mine = set(workflow_ids)
+    now = engine.clock.time()
+    recovered: list[Execution] = []
+    for execution in await store.expired_leases(now):
+        if execution.workflow_id in mine and await store.release_expired(execution, now):
+            recovered.append(execution)
+    now = engine.clock.time()
+    to_resume: list[str] = []
+    held: list[str] = []
+    unregistered: list[str] = []
+    for row in await store.workflows(WorkflowState.RUNNING):
+        workflow = row.workflow_id
+        if workflow not in mine:
+            continue
+        if engine.registered(workflow) is None:
+            unregistered.append(workflow)
+        elif _leased(await store.step_rows(workflow), now) and not engine.running(workflow):
+            held.append(workflow)
+        else:
+            to_resume.append(workflow)
+    outcomes = await asyncio.gather(
+        *(engine.run(workflow) for workflow in to_resume), return_exceptions=True
+    )
+    resumed: dict[str, RunResult] = {}
+    errors: dict[str, Exception] = {}
+    for workflow, outcome in zip(to_resume, outcomes, strict=True):
+        if isinstance(outcome, RunResult):
+            resumed[workflow] = outcome
+        elif isinstance(outcome, Exception):
+            errors[workflow] = outcome
+        else:
+            raise outcome
+    return RecoveryReport(tuple(recovered), resumed, tuple(unregistered), tuple(held), errors)
+
+
+def _leased(steps: Sequence[StepRow], now: float) -> bool:
+    return any(
+        row.state is StepState.LEASED
+        and row.lease_expires_at is not None
+        and now <= row.lease_expires_at
+        for row in steps
+    )
+
+
+def tasks_per_category(tasks: Sequence[Task]) -> Mapping[str, int]:
+    """How many tasks of each category, in order of first appearance."""
+    counts: dict[str, int] = {}
+    for task in tasks:
+        counts[task.category] = counts.get(task.category, 0) + 1
+    return counts

@@ -27,6 +27,7 @@ each imports only modules that come before it in the list, never one after it.
 ``docs/queue-internals.md`` follows one push through these modules.
 """
 
+from agentq.queue.fingerprint import portable_fingerprint as portable_fingerprint
 from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued
 from agentq.queue.jobs import Job, JobEvent, JobEventKind
 from agentq.queue.lanes import LANE_ORDER as LANE_ORDER

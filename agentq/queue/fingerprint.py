@@ -41,12 +41,13 @@ from __future__ import annotations
 import dis
 import enum
 import functools
+import hashlib
 import inspect
 import re
 from types import CodeType
 from typing import Any
 
-__all__ = ["derive_fingerprint"]
+__all__ = ["derive_fingerprint", "portable_fingerprint"]
 
 _SCALARS = frozenset({type(None), bool, int, str, bytes})
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # a repr that shows identity, not contents
@@ -239,3 +240,39 @@ def _derive(fn: Any, depth: int, stack: set[int]) -> tuple[Any, ...]:
 def derive_fingerprint(fn: Any) -> tuple[Any, ...]:
     """Return the fingerprint of the call ``fn()`` (see the module docstring)."""
     return _derive(fn, 0, set())
+
+
+def _portable(part: Any) -> Any:
+    """`part` with what cannot cross a process replaced: code objects dropped, objects that
+    compare by identity reduced to their type."""
+    if isinstance(part, _Value):
+        if part.form is _IDENTITY:
+            return ("object", _type_name(part.obj))
+        return _portable(part.form)
+    if isinstance(part, CodeType):
+        return None
+    if type(part) is tuple:
+        return tuple(_portable(p) for p in part)
+    return part
+
+
+def portable_fingerprint(fn: Any, explicit: Any = None) -> str:
+    """Return a digest of the call ``fn()`` that is stable across processes and restarts.
+
+    What a store keeps with a durable call's key, to tell "the same call" from another one in
+    a later process. It holds only the parts of the fingerprint that compare by value: the
+    function's module and qualified name (not its code, so editing a function's body and
+    resuming is still the same call), the values the call uses as in `derive_fingerprint`,
+    and, for a value that compares by identity in one process (an object with the default
+    ``repr``), only its type: across processes such values cannot tell calls apart. With
+    `explicit` (a `Job`'s ``fingerprint=``) the digest is that value's canonical form alone.
+
+    Returns:
+        32 hexadecimal characters.
+    """
+    if explicit is not None:
+        form: Any = ("explicit", _portable(_value(explicit, 0, set())))
+    else:
+        form = ("derived", _portable(_derive(fn, 0, set())))
+    text = repr(form).encode("utf-8", "backslashreplace")
+    return hashlib.blake2b(text, digest_size=16).hexdigest()

@@ -62,6 +62,11 @@ class JobHandle:
         """`Completed` or `Failed` once the job has finished, None before."""
         return self._record.outcome
 
+    @property
+    def started(self) -> bool:
+        """Whether the job's body has started: a first attempt began (it may have ended)."""
+        return self._record.attempt > 0
+
     def done(self) -> bool:
         """Whether the job has finished (completed, failed, cancelled or lost)."""
         return self._record.outcome is not None

@@ -4,8 +4,12 @@ What is inside, in reading order (each module imports only the ones above it, th
 modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook layer):
 
 ==============  ===============================================================================
-``model``       `Workflow`, `StepDef`, `StepContext`, the signals `WaitForInput` and
-                `NonRetryable`, and what a run reports: `StepStatus`, `RunStatus`, `RunResult`
+``context``     `StepContext`: what a step body receives; ``ctx.call`` and
+                ``ctx.wait_for_input`` (through the small `CallRecorder` protocol)
+``model``       `Workflow`, `StepDef`, the signals `WaitForInput` and `NonRetryable`, and what
+                a run reports: `StepStatus`, `RunStatus`, `RunResult`
+``calls``       `CallLog`: one attempt's durable calls and waits, answered from the log or
+                run through the queue and recorded under the attempt's fencing token
 ``attempts``    one step attempt: the job body, its queue key, the lease renewer, the markers
                 the driver acts on
 ``results``     stored rows read back as a `StepStatus` or a `RunResult`
@@ -17,13 +21,13 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ==============  ===============================================================================
 """
 
+from agentq.workflows.context import StepContext
 from agentq.workflows.engine import WorkflowEngine
 from agentq.workflows.model import (
     MAX_REASON_CHARS,
     NonRetryable,
     RunResult,
     RunStatus,
-    StepContext,
     StepDef,
     StepStatus,
     WaitForInput,

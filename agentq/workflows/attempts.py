@@ -16,7 +16,8 @@ from typing import Any
 from agentq.clock import Clock
 from agentq.errors import LeaseLostError, WorkflowClosedError
 from agentq.store import DurableStore, Execution
-from agentq.workflows.model import StepContext, StepDef, WaitForInput
+from agentq.workflows.context import StepContext
+from agentq.workflows.model import StepDef, WaitForInput
 
 __all__ = [
     "HAND_BACK_TTL",
@@ -42,12 +43,19 @@ def job_key(workflow_id: str, step_index: int, lease_token: int) -> str:
 
 
 class Waiting:
-    """The output of an attempt that raised `WaitForInput`: a pause, not a failed job."""
+    """The output of an attempt that raised `WaitForInput`: a pause, not a failed job.
 
-    __slots__ = ("reason",)
+    A wait raised by `StepContext.wait_for_input` carries its key, details and deadline; a
+    step-level ``raise WaitForInput(reason)`` has none.
+    """
 
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
+    __slots__ = ("deadline", "details", "key", "reason")
+
+    def __init__(self, wait: WaitForInput) -> None:
+        self.reason = wait.reason
+        self.key: str | None = getattr(wait, "key", None)
+        self.details: dict[str, Any] | None = getattr(wait, "details", None)
+        self.deadline: float | None = getattr(wait, "deadline", None)
 
 
 def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
@@ -64,7 +72,7 @@ def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
             try:
                 return await fn(ctx)
             except WaitForInput as wait:
-                return Waiting(wait.reason)
+                return Waiting(wait)
             finally:
                 IN_STEP.reset(token)
 
@@ -74,7 +82,7 @@ def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
         try:
             return fn(ctx)
         except WaitForInput as wait:
-            return Waiting(wait.reason)
+            return Waiting(wait)
 
     return call
 

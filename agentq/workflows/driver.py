@@ -23,7 +23,8 @@ import math
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from agentq.clock import Clock, SystemClock
@@ -58,11 +59,12 @@ from agentq.workflows.attempts import (
     job_key,
     step_call,
 )
+from agentq.workflows.calls import CallLog
+from agentq.workflows.context import StepContext
 from agentq.workflows.model import (
     NonRetryable,
     RunResult,
     RunStatus,
-    StepContext,
     StepDef,
     Workflow,
 )
@@ -123,6 +125,8 @@ class Driver:
         self.clock: Clock = clock or SystemClock()
         self.poll_interval = poll_interval or min(self.lease_ttl / 4, 1.0)
         self._attempts: dict[str, JobHandle] = {}  # the attempt running now, by workflow
+        self.on_deadline: Callable[[str, float], None] | None = None
+        """Told (workflow id, Unix seconds) when a step starts a wait that has a deadline."""
 
     def interrupt(self, workflow_id: str) -> None:
         """Cancel the attempt of `workflow_id` that runs now, if any (for a cancelled run)."""
@@ -167,6 +171,8 @@ class Driver:
             if isinstance(claim, AlreadyCompleted):
                 return Completed(claim.output)
             if isinstance(claim, AlreadyWaiting):
+                if await self.store.time_out_wait(wf.id, index, self.clock.time()):
+                    continue  # its deadline passed: the step runs on, the wait raises
                 return RunResult(
                     wf.id, RunStatus.WAITING, step.name, claim.reason, tuple(outputs)
                 )
@@ -195,13 +201,21 @@ class Driver:
     async def _attempt(
         self, wf: Workflow, step: StepDef, execution: Execution, ctx: StepContext
     ) -> Completed | RunResult | Retry | Again:
+        lease = Lease(self.store, self.clock, self.lease_ttl, execution)
+        log = CallLog(
+            store=self.store,
+            queue=self.queue,
+            clock=self.clock,
+            workflow_id=wf.id,
+            execution=lambda: lease.execution,
+            rows=await self.store.calls(wf.id),
+        )
         job = Job(
             job_key(wf.id, execution.step_index, execution.lease_token),
-            step_call(step, ctx),
+            step_call(step, replace(ctx, _calls=log)),
             self.priority,
             timeout=step.timeout,
         )
-        lease = Lease(self.store, self.clock, self.lease_ttl, execution)
         renewer = asyncio.get_running_loop().create_task(
             lease.keep(), name=f"agentq.lease:{wf.id}:{execution.step_index}"
         )
@@ -214,14 +228,20 @@ class Driver:
                 if self._attempts.get(wf.id) is handle:
                     del self._attempts[wf.id]
             # The next attempt must never overlap this one, even when a timeout could not
-            # stop its body (a thread): wait until the body has really returned.
+            # stop its body (a thread): wait until the body has really returned, and its
+            # durable calls have been recorded.
             await handle.stopped()
+            await log.settle()
         except (asyncio.CancelledError, QueueClosed):
             # This engine (or the whole program) is shutting down, or the queue closed:
-            # record nothing, as a crash would, but hand the lease back at once.
+            # record nothing, as a crash would, but hand the lease back at once (once the
+            # durable calls already running have been recorded).
+            with contextlib.suppress(Exception):
+                await asyncio.shield(log.settle())
             await self._hand_back(lease.execution)
             raise
         finally:
+            log.close()
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
@@ -249,9 +269,18 @@ class Driver:
     ) -> Completed | RunResult | Retry:
         now = self.clock.time()
         if isinstance(outcome, Completed) and isinstance(outcome.output, Waiting):
-            reason = outcome.output.reason
-            await self.store.wait_step(execution, reason, now)
-            return RunResult(wf.id, RunStatus.WAITING, step.name, reason, ctx.outputs)
+            wait = outcome.output
+            await self.store.wait_step(
+                execution,
+                wait.reason,
+                now,
+                key=wait.key,
+                details=wait.details,
+                deadline=wait.deadline,
+            )
+            if wait.deadline is not None and self.on_deadline is not None:
+                self.on_deadline(wf.id, wait.deadline)
+            return RunResult(wf.id, RunStatus.WAITING, step.name, wait.reason, ctx.outputs)
         if isinstance(outcome, Completed):
             try:
                 # Later steps see the output exactly as a reload from the store would give it

@@ -17,7 +17,7 @@ import functools
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.errors import DeadlockError, UnknownStepError, UnknownWorkflowError
+from agentq.errors import AgentqError, DeadlockError, UnknownStepError, UnknownWorkflowError
 from agentq.keys import validate_key
 from agentq.queue import Priority, Queue
 from agentq.store import DurableStore
@@ -86,6 +86,8 @@ class WorkflowEngine:
             poll_interval=poll_interval,
         )
         self._registry = Registry()
+        self._driver.on_deadline = self._time_out_later
+        self._timers: dict[str, asyncio.Task[None]] = {}  # a wait's deadline, by workflow
         self._runs: dict[str, asyncio.Task[RunResult]] = {}
         self._delivering: dict[str, asyncio.Task[RunResult]] = {}
 
@@ -200,17 +202,22 @@ class WorkflowEngine:
         if not task.cancelled():
             task.exception()  # retrieved by the awaiting callers; avoid "never retrieved"
 
-    async def resume(self, workflow_id: str, step: str | int, input: Any = None) -> RunResult:
+    async def resume(
+        self, workflow_id: str, step: str | int, input: Any = None, *, key: str | None = None
+    ) -> RunResult:
         """Deliver `input` to a `Waiting` step and continue the workflow.
 
         The step runs again with ``ctx.resume_input == input`` (and ``ctx.attempt`` counted
-        from 1); `StepResumed` records the input. Of concurrent resumes of one wait, exactly
-        one wins; the others raise `NotWaitingError`.
+        from 1); `StepResumed` records the input. A step waiting in
+        `StepContext.wait_for_input` gets the input as that call's return value. Of
+        concurrent resumes of one wait, exactly one wins; the others raise `NotWaitingError`.
 
         Args:
             workflow_id: The workflow (must be registered with this engine).
             step: The waiting step's name or 0-based index.
             input: A JSON value.
+            key: The key of the `wait_for_input` this answers, checked against the wait the
+                step is on now; None answers whatever it waits for.
 
         Returns:
             The `RunResult` of the continued run.
@@ -232,19 +239,21 @@ class WorkflowEngine:
                 f"{list(wf.step_names)}"
             ) from None
         loop = asyncio.get_running_loop()
-        deliver = loop.create_task(self._deliver(wf, index, input))
+        deliver = loop.create_task(self._deliver(wf, index, input, key))
         self._delivering[wf.id] = deliver
         deliver.add_done_callback(functools.partial(self._delivered, wf.id))
         # Shielded: once called, the input is delivered and the run continues even if our
         # caller is cancelled meanwhile (as with `run`, cancelling never strands a workflow).
         return await asyncio.shield(deliver)
 
-    async def _deliver(self, wf: Workflow, index: int, input: Any) -> RunResult:
+    async def _deliver(
+        self, wf: Workflow, index: int, input: Any, key: str | None
+    ) -> RunResult:
         now = self.clock.time()
         row = await self.store.get_workflow(wf.id)
         if row is not None:  # the run must be able to continue before the wait is consumed
             await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
-        await self.store.resume_step(wf.id, index, input, now)
+        await self.store.resume_step(wf.id, index, input, now, key=key)
         previous = self._runs.get(wf.id)
         if previous is not None:
             # A run that is still returning from the wait would not see the input: let it
@@ -294,12 +303,37 @@ class WorkflowEngine:
 
         Their leases are left to expire, so another worker's `recover` can take them over.
         """
+        for timer in self._timers.values():
+            timer.cancel()
         tasks = list(self._runs.values())
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    def _time_out_later(self, workflow_id: str, deadline: float) -> None:
+        """Continue `workflow_id` once a wait's deadline has passed, while this engine lives."""
+        old = self._timers.get(workflow_id)
+        if old is not None:
+            old.cancel()
+        timer = asyncio.get_running_loop().create_task(
+            self._time_out(workflow_id, deadline), name=f"agentq.deadline:{workflow_id}"
+        )
+        self._timers[workflow_id] = timer
+        timer.add_done_callback(functools.partial(self._timer_done, workflow_id))
+
+    async def _time_out(self, workflow_id: str, deadline: float) -> None:
+        await self.clock.sleep(max(0.0, deadline - self.clock.time()))
+        if self._registry.get(workflow_id) is not None:
+            with contextlib.suppress(AgentqError):
+                await self.run(workflow_id)  # the wait times out there (or was answered)
+
+    def _timer_done(self, workflow_id: str, task: asyncio.Task[None]) -> None:
+        if self._timers.get(workflow_id) is task:
+            del self._timers[workflow_id]
+        if not task.cancelled():
+            task.exception()
 
     def running(self, workflow_id: str) -> bool:
         """Whether this engine is running the workflow right now."""

@@ -40,13 +40,13 @@ from agentq.markup import (
     short,
 )
 from agentq.retry import RetryPolicy
+from agentq.workflows.context import StepContext
 
 __all__ = [
     "MAX_REASON_CHARS",
     "NonRetryable",
     "RunResult",
     "RunStatus",
-    "StepContext",
     "StepDef",
     "StepStatus",
     "WaitForInput",
@@ -93,31 +93,6 @@ class NonRetryable(AgentqError):
         text = _reason_text(reason)
         super().__init__(text)
         self.reason = text
-
-
-@dataclass(frozen=True, slots=True)
-class StepContext:
-    """What a step body receives.
-
-    Attributes:
-        workflow_id: The workflow's stable id.
-        step_index: 0-based position of this step.
-        step_name: This step's name.
-        attempt: 1-based attempt number (counted again from 1 after a resume).
-        input: The workflow's input.
-        outputs: Outputs of the steps before this one, in order.
-        previous: The last output (or the workflow input for step 0).
-        resume_input: The input delivered by `resume`, or None if the step was not resumed.
-    """
-
-    workflow_id: str
-    step_index: int
-    step_name: str
-    attempt: int
-    input: Any
-    outputs: tuple[Any, ...]
-    previous: Any
-    resume_input: Any = None
 
 
 StepFn = Callable[[StepContext], Any] | Callable[[StepContext], Awaitable[Any]]

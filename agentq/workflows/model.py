@@ -261,9 +261,17 @@ class StepFailed(StepStatus):
 
 @dataclass(frozen=True, slots=True)
 class StepWaiting(StepStatus):
-    """Waiting for outside input; `reason` says what for."""
+    """Waiting for outside input; `reason` says what for.
+
+    A wait of `StepContext.wait_for_input` also has its `key`, its `deadline` (Unix seconds,
+    or None) and its `details` (a JSON object, or None); a step-level ``raise
+    WaitForInput(reason)`` has None for all three.
+    """
 
     reason: str
+    key: str | None = None
+    deadline: float | None = None
+    details: dict[str, Any] | None = None
 
 
 StepStatus.Pending = StepPending

@@ -30,7 +30,9 @@ def status_of(row: StepRow) -> StepStatus:
         case StepState.COMPLETED:
             return StepStatus.Completed(row.output)
         case StepState.WAITING:
-            return StepStatus.Waiting(row.reason or "")
+            return StepStatus.Waiting(
+                row.reason or "", row.wait_key, row.wait_deadline, row.wait_details
+            )
         case _:
             return StepStatus.Failed(row.reason or "", row.attempt)
 

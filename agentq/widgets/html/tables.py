@@ -98,7 +98,7 @@ def lanes_html(lanes: Sequence[LaneSnapshot]) -> str:
 
 
 def queue_stats_html(stats: Any) -> str:
-    """Render a `QueueStats` snapshot (for its ``_repr_html_``)."""
+    """Render a `QueueStats` snapshot as the lane monitor shows it (bars and counters)."""
     return lanes_html(tuple(stats.lanes))
 
 

@@ -64,6 +64,9 @@ from agentq.queue import (
 )
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store import (
+    CallKind,
+    CallRow,
+    CallState,
     ClaimResult,
     DurableStore,
     Execution,
@@ -94,6 +97,9 @@ __all__ = [
     "AgentqError",
     "Backoff",
     "Cached",
+    "CallKind",
+    "CallRow",
+    "CallState",
     "ClaimResult",
     "Clock",
     "CloseReport",

@@ -66,6 +66,9 @@ from agentq.queue import (
 )
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store import (
+    CallKind,
+    CallRow,
+    CallState,
     ClaimResult,
     DurableStore,
     Execution,
@@ -96,6 +99,9 @@ __all__ = [
     "AgentqError",
     "Backoff",
     "Cached",
+    "CallKind",
+    "CallRow",
+    "CallState",
     "ClaimResult",
     "Clock",
     "CloseReport",

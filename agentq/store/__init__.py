@@ -4,17 +4,20 @@ Other layers import only from here. Inside, each module has one job; read them i
 (each imports only modules above it in the list, plus the foundation modules of `agentq`):
 
 What a store hands out:
-    ``rows``        `WorkflowRow`, `StepRow`, their states, and event rows (`EVENT_COLUMNS`).
+    ``rows``        `WorkflowRow`, `StepRow`, `CallRow`, their states and kinds, and event
+                    rows (`EVENT_COLUMNS`).
     ``claims``      `Execution` (a held lease) and the `ClaimResult` answers of a claim.
     ``protocol``    `DurableStore`: every verb, its atomicity and its errors.
 
 The transition rules, shared by every store:
     ``checks``          argument checks run before anything is read or written.
+    ``projection_calls``  `project_call`: the ``calls`` rows as a pure function of the log.
     ``projection``      `project` / `replay`: the rows as a pure function of the event log.
     ``tx``              `Tx` (what a rule needs from a transaction), `Draft`, `apply`.
-    ``rules_workflow``  start a workflow, resume a waiting step, cancel.
+    ``rules_workflow``  start a workflow, resume a waiting step, time a wait out, cancel.
     ``rules_lease``     claim a step, renew its lease, release an expired lease.
     ``rules_attempt``   complete, fail or wait: the end of an attempt, under fencing.
+    ``rules_calls``     start, complete or fail a durable call, under fencing.
 
 The stores:
     ``memory``          `MemoryStore`: the reference store, in dicts; a test double.
@@ -41,13 +44,25 @@ from agentq.store.claims import (
 )
 from agentq.store.memory import MemoryStore
 from agentq.store.protocol import DurableStore
-from agentq.store.rows import EVENT_COLUMNS, StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store.rows import (
+    EVENT_COLUMNS,
+    CallKind,
+    CallRow,
+    CallState,
+    StepRow,
+    StepState,
+    WorkflowRow,
+    WorkflowState,
+)
 from agentq.store.sqlite import SqliteStore
 
 __all__ = [
     "EVENT_COLUMNS",
     "AlreadyCompleted",
     "AlreadyWaiting",
+    "CallKind",
+    "CallRow",
+    "CallState",
     "ClaimResult",
     "Claimed",
     "DurableStore",

@@ -23,16 +23,19 @@ from agentq.store.rows import WorkflowState
 
 __all__ = [
     "MAX_TEXT_CHARS",
+    "check_duration",
     "check_error",
     "check_execution",
+    "check_fingerprint",
     "check_index",
     "check_now",
+    "check_number",
+    "check_object",
     "check_payload",
     "check_seq",
     "check_state",
     "check_text",
     "check_ttl",
-    "check_number",
 ]
 
 MAX_TEXT_CHARS = 65_536
@@ -119,6 +122,54 @@ def check_payload(value: Any, field: str) -> tuple[Any, str]:
     if type(value) in (str, int, float, bool) or value is None:
         return value, text
     return decode(text), text
+
+
+def check_object(value: Any, field: str) -> tuple[dict[str, Any] | None, str]:
+    """Encode a JSON object (a dict with str keys) or None, as `check_payload` does.
+
+    Raises:
+        TypeError: `value` is neither a dict nor None (the message names the field).
+        PayloadError: Something inside it is not JSON, or it is too large.
+    """
+    if value is not None and not isinstance(value, dict):
+        raise TypeError(
+            f"{field} must be a JSON object (a dict with str keys) or None, got "
+            f"{type(value).__name__}: {value!r:.80}"
+        )
+    return check_payload(value, field)
+
+
+def check_duration(value: object) -> float:
+    """Return a duration (seconds, finite, >= 0) as a float."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"duration must be a number of seconds, got {value!r:.80}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"duration must be finite seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def check_fingerprint(value: object) -> str | None:
+    """Return a call's fingerprint: None (not compared) or text compared exactly.
+
+    Unlike descriptive text it is never escaped nor cut (two fingerprints must stay
+    different): one that is not UTF-8 or longer than `MAX_TEXT_CHARS` is refused.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"fingerprint must be a str or None, got {value!r:.80}")
+    text = str(value)
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValueError(
+            f"fingerprint is {len(text)} characters; the limit is {MAX_TEXT_CHARS} (store a hash)"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"fingerprint {text[:40]!r} is not UTF-8 (lone surrogate at index {exc.start})"
+        ) from None
+    return text
 
 
 def check_state(state: object) -> WorkflowState | None:

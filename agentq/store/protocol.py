@@ -1,10 +1,11 @@
 """The `DurableStore` protocol: the only way the engine reaches durable state.
 
-A store keeps the append-only event log and the ``steps`` projection, and changes both in one
-atomic transaction per verb. Stores are passive: they are given the time (``now``, Unix
-seconds), never sleep and never start background tasks. Every verb raises `StoreError` (with
-the backend's exception as ``__cause__``) when the backend fails, and `PayloadError` before
-writing anything when a value is not JSON or too large (see `agentq.codec`).
+A store keeps the append-only event log and its projection (``workflows``, ``steps`` and
+``calls`` rows), and changes both in one atomic transaction per verb. Stores are passive: they
+are given the time (``now``, Unix seconds), never sleep and never start background tasks. Every
+verb raises `StoreError` (with the backend's exception as ``__cause__``) when the backend
+fails, and `PayloadError` before writing anything when a value is not JSON or too large (see
+`agentq.codec`).
 
 Leases: a claimed step is held by a worker until ``expires_at``; it is *live* while
 ``now <= expires_at`` and *expired* once ``now > expires_at``. Each claim gets a new
@@ -20,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.claims import ClaimResult, Execution
-from agentq.store.rows import StepRow, WorkflowRow, WorkflowState
+from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 
 __all__ = ["DurableStore"]
 
@@ -128,28 +129,199 @@ class DurableStore(Protocol):
         """
         ...
 
-    async def wait_step(self, execution: Execution, reason: str, now: float) -> WorkflowRow:
+    async def wait_step(
+        self,
+        execution: Execution,
+        reason: str,
+        now: float,
+        *,
+        key: str | None = None,
+        details: dict[str, Any] | None = None,
+        deadline: float | None = None,
+    ) -> WorkflowRow:
         """Record `StepWaiting`: the step waits for `resume_step`; the lease is released.
+
+        Without a key this is the step-level wait (``raise WaitForInput``). With a key (a
+        durable wait, ``ctx.wait_for_input``) the event also carries the key, details and
+        deadline, the step row exposes them (`StepRow.wait_key`, ``wait_details``,
+        ``wait_deadline``) and a new `CallRow` (kind wait) is ``waiting`` with the reason as
+        its question. A wait key is recorded once: the engine answers a key it finds in
+        `calls` from there (answered: its input; timed out: `InputTimeout`).
+
+        Args:
+            execution: The attempt, as claimed.
+            reason: The question (descriptive text: never refused).
+            now: Unix seconds.
+            key: The wait key, scoped to the workflow (`agentq.keys` rules), or None.
+            details: A JSON object shown with the wait (a tool's name and arguments), or None.
+            deadline: Unix seconds after which `time_out_wait` ends the wait, or None.
 
         Raises:
             LeaseLostError: Fencing refused the write.
             WorkflowClosedError: The workflow was cancelled meanwhile; nothing is recorded.
+            KeyConflictError: `key` is a call's key, or a wait key recorded before (a wait
+                key asks one question once).
+            InvalidKeyError / TypeError / ValueError: A bad key, details that are not a dict,
+                a deadline that is not finite, or details/deadline without a key.
+            PayloadError: `details` holds something that is not JSON, or is too large.
         """
         ...
 
     async def resume_step(
-        self, workflow_id: str, step_index: int, input: Any, now: float
+        self,
+        workflow_id: str,
+        step_index: int,
+        input: Any,
+        now: float,
+        *,
+        key: str | None = None,
     ) -> WorkflowRow:
         """Deliver input to a Waiting step: `StepResumed`; the step becomes Pending.
 
-        Exactly one of several concurrent resumes of one wait succeeds.
+        Exactly one of several concurrent resumes of one wait succeeds. With ``key=None``
+        this answers whatever the step waits on; with a key, that key must be the step's
+        current wait. When the step waits on a keyed wait, the event records its key and the
+        wait's `CallRow` becomes ``answered`` with `input` as its output.
 
         Raises:
             UnknownWorkflowError / UnknownStepError: No such workflow or step.
             WorkflowClosedError: The workflow is cancelled or failed.
             NotWaitingError: The step is not Waiting (message names the actual state), e.g.
-                it was resumed already, or it completed.
+                it was resumed already, or it completed; or `key` is not the key the step
+                waits on (the message names both).
             PayloadError: `input` is not JSON or too large.
+            InvalidKeyError: A bad `key`.
+        """
+        ...
+
+    async def time_out_wait(self, workflow_id: str, step_index: int, now: float) -> bool:
+        """End a keyed wait whose deadline has passed: `WaitTimedOut`; the step continues.
+
+        If the step waits on a keyed wait whose deadline is ``<= now``, appends
+        `WaitTimedOut` {key}: the wait's `CallRow` becomes ``timed_out``, the step becomes
+        Pending with attempt 0 (claimable, as after a resume; its next attempt's wait raises
+        `InputTimeout`) and the workflow running. Of a resume and a time-out racing, exactly
+        one wins.
+
+        Returns:
+            True if the wait was timed out; False (nothing written) if the step is not
+            waiting, waits without a key or a deadline, its deadline is still ahead, or the
+            workflow is closed.
+
+        Raises:
+            UnknownWorkflowError / UnknownStepError: No such workflow or step.
+        """
+        ...
+
+    async def start_call(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        fingerprint: str | None,
+        lane: str | None,
+        label: dict[str, Any] | None,
+        now: float,
+    ) -> CallRow:
+        """Record that a durable call starts: `CallStarted`, committed before its body runs.
+
+        The call's row (kind call) becomes ``started``, ``runs`` + 1. The event's ``rerun``
+        is true when the stored row was still ``started`` (an earlier start of the key never
+        finished: a crash, a lost lease). A failed call may start again (``rerun`` false).
+
+        Args:
+            execution: The attempt making the call, as claimed (fencing, as `complete_step`).
+            key: The call's key, scoped to the workflow (`agentq.keys` rules).
+            fingerprint: What identifies the call, compared exactly with the stored one;
+                None is never compared (and keeps the stored one).
+            lane: The queue lane it runs in, or None.
+            label: A JSON object stored with every event of the call, or None.
+            now: Unix seconds.
+
+        Returns:
+            The call's row after the start.
+
+        Raises:
+            LeaseLostError: The attempt's lease was taken over or released (nothing written).
+            WorkflowClosedError: The workflow is closed (nothing written).
+            KeyConflictError: The key is stored with another fingerprint, or is a wait's key.
+            EngineError: The key completed already: answer it from `calls` instead.
+            InvalidKeyError / TypeError / ValueError: A bad key, lane, fingerprint or label.
+            PayloadError: `label` holds something that is not JSON.
+        """
+        ...
+
+    async def complete_call(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        output: Any,
+        usage: dict[str, Any] | None,
+        duration: float,
+        now: float,
+    ) -> CallRow:
+        """Record a started call's output: `CallCompleted`; the row becomes ``completed``.
+
+        The event repeats the call's label and lane from its start. Fenced as
+        `complete_step`, with one difference: a call that was running when its workflow was
+        cancelled is still recorded (the attempt's token was not taken over; the call did
+        happen, and a retried workflow must not make it again).
+
+        Args:
+            execution: The attempt that started the call.
+            key: The call's key.
+            output: The call's output (JSON; tuples read back as lists).
+            usage: Figures the caller reports (tokens, cost): a JSON object, or None.
+            duration: Seconds the call ran (finite, >= 0).
+            now: Unix seconds.
+
+        Returns:
+            The call's row after the outcome.
+
+        Raises:
+            LeaseLostError: The attempt's lease was taken over or released (nothing written).
+            WorkflowClosedError: The workflow closed otherwise than by a cancellation during
+                this attempt (nothing written).
+            PayloadError: `output` or `usage` is not JSON or too large, naming the field and
+                type (nothing written: the caller may `fail_call` instead).
+            EngineError: The key was never started, is not ``started`` now (each run ends
+                once), or was started by another step.
+            KeyConflictError: The key is a wait's key.
+            TypeError / ValueError: A bad duration or usage.
+        """
+        ...
+
+    async def fail_call(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        reason: str,
+        error: ErrorInfo | None,
+        duration: float,
+        now: float,
+    ) -> CallRow:
+        """Record a started call's failure: `CallFailed`; the row becomes ``failed``.
+
+        A failed key may be started again by a later run. Fenced as `complete_call`.
+
+        Args:
+            execution: The attempt that started the call.
+            key: The call's key.
+            reason: Why it failed (descriptive text: never refused), e.g. ``error``,
+                ``timeout``, ``cancelled``, ``payload: …``.
+            error: The exception's description, or None.
+            duration: Seconds the call ran (finite, >= 0).
+            now: Unix seconds.
+
+        Returns:
+            The call's row after the outcome.
+
+        Raises:
+            LeaseLostError, WorkflowClosedError, EngineError, KeyConflictError: As for
+                `complete_call`.
+            TypeError / ValueError: A bad duration or error.
         """
         ...
 
@@ -195,6 +367,20 @@ class DurableStore(Protocol):
         index."""
         ...
 
+    async def calls(
+        self, workflow_id: str | None = None, step_index: int | None = None
+    ) -> list[CallRow]:
+        """Return the durable calls and waits of one workflow (or all), one query.
+
+        Args:
+            workflow_id: The workflow, or None for every workflow.
+            step_index: Only the rows whose latest start or wait was made by this step.
+
+        Returns:
+            `CallRow` s in the order their keys were first recorded (`CallRow.first_seq`).
+        """
+        ...
+
     async def load_events(
         self, workflow_id: str | None = None, *, after_seq: int = 0, limit: int | None = None
     ) -> list[Event]:
@@ -206,9 +392,9 @@ class DurableStore(Protocol):
     ) -> list[tuple[Any, ...]]:
         """Return events as plain tuples in `EVENT_COLUMNS` order (for DataFrames), by seq.
 
-        ``reason`` is set for StepFailed, StepWaiting, WorkflowFailed and WorkflowCancelled;
-        ``output`` (JSON text) for StepCompleted; ``input`` (JSON text) for WorkflowStarted
-        and StepResumed; else None.
+        ``reason`` is set for StepFailed, StepWaiting, WorkflowFailed, WorkflowCancelled and
+        CallFailed; ``output`` (JSON text) for StepCompleted and CallCompleted; ``input``
+        (JSON text) for WorkflowStarted and StepResumed; else None.
         """
         ...
 
@@ -217,7 +403,7 @@ class DurableStore(Protocol):
         ...
 
     async def rebuild_projection(self) -> None:
-        """Recompute every workflow and step row by replaying the event log.
+        """Recompute every workflow, step and call row by replaying the event log.
 
         Lease expiry times extended by `renew_lease` are not in the log; a rebuilt lease
         expires as of its `StepStarted` event.

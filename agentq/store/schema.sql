@@ -69,3 +69,39 @@ END;
 CREATE INDEX steps_by_lease_expiry ON steps (lease_expires_at) WHERE state = 'leased';
 -- workflows() and step_rows() list workflows in start order.
 CREATE UNIQUE INDEX workflows_by_start ON workflows (started_seq);
+
+-- migration 3
+-- Durable calls and waits (ctx.call, ctx.wait_for_input). A step's keyed wait: its key,
+-- details (JSON object) and deadline (Unix seconds), while it waits; NULL for the step-level
+-- wait and in files written before this version, whose waits all are step-level.
+ALTER TABLE steps ADD COLUMN wait_key TEXT;
+ALTER TABLE steps ADD COLUMN wait_details TEXT;
+ALTER TABLE steps ADD COLUMN wait_deadline REAL;
+-- The calls projection: one row per (workflow, key), a call or a wait. Rebuildable from the
+-- log like steps; empty in older files, which have no call events. The rowid is the seq of
+-- the key's first event, so a workflow's rows are read in that order from calls_by_workflow.
+CREATE TABLE calls (
+    first_seq   INTEGER PRIMARY KEY,    -- seq of the key's first event
+    workflow_id TEXT    NOT NULL,
+    call_key    TEXT    NOT NULL,
+    kind        TEXT    NOT NULL,       -- call | wait
+    step_index  INTEGER NOT NULL,
+    state       TEXT    NOT NULL,       -- started completed failed | waiting answered timed_out
+    fingerprint TEXT,
+    lane        TEXT,
+    attempt     INTEGER NOT NULL,
+    label       TEXT,                   -- JSON object
+    usage       TEXT,                   -- JSON object
+    output      TEXT,                   -- JSON (a wait: the input that answered it)
+    reason      TEXT,
+    error       TEXT,                   -- JSON {type, message, traceback}
+    details     TEXT,                   -- JSON object
+    deadline    REAL,
+    started_at  REAL,
+    finished_at REAL,
+    duration    REAL,
+    runs        INTEGER NOT NULL,
+    last_seq    INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX calls_by_key ON calls (workflow_id, call_key);
+CREATE INDEX calls_by_workflow ON calls (workflow_id);

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import agentq.store.rules_attempt as rules_attempt
+import agentq.store.rules_calls as rules_calls
 import agentq.store.rules_lease as rules_lease
 import agentq.store.rules_workflow as rules_workflow
 import agentq.store.sqlite_reads as sqlite_reads
@@ -26,9 +27,9 @@ from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
-from agentq.store.checks import check_now, check_seq, check_state
+from agentq.store.checks import check_index, check_now, check_seq, check_state
 from agentq.store.claims import ClaimResult, Execution
-from agentq.store.rows import StepRow, WorkflowRow, WorkflowState
+from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.sqlite_batch import DONE, LEAD, Batch, Op
 from agentq.store.sqlite_connection import connect, on_thread
 
@@ -297,15 +298,83 @@ class SqliteStore:
         """See `DurableStore.fail_step`."""
         return await self._write(rules_attempt.fail_step, execution, reason, error, now, retry_at)
 
-    async def wait_step(self, execution: Execution, reason: str, now: float) -> WorkflowRow:
+    async def wait_step(
+        self,
+        execution: Execution,
+        reason: str,
+        now: float,
+        *,
+        key: str | None = None,
+        details: dict[str, Any] | None = None,
+        deadline: float | None = None,
+    ) -> WorkflowRow:
         """See `DurableStore.wait_step`."""
-        return await self._write(rules_attempt.wait_step, execution, reason, now)
+        return await self._write(
+            rules_attempt.wait_step, execution, reason, now, key, details, deadline
+        )
 
     async def resume_step(
-        self, workflow_id: str, step_index: int, input: Any, now: float
+        self,
+        workflow_id: str,
+        step_index: int,
+        input: Any,
+        now: float,
+        *,
+        key: str | None = None,
     ) -> WorkflowRow:
         """See `DurableStore.resume_step`."""
-        return await self._write(rules_workflow.resume_step, workflow_id, step_index, input, now)
+        return await self._write(
+            rules_workflow.resume_step, workflow_id, step_index, input, now, key
+        )
+
+    async def time_out_wait(self, workflow_id: str, step_index: int, now: float) -> bool:
+        """See `DurableStore.time_out_wait`."""
+        return await self._write(rules_workflow.time_out_wait, workflow_id, step_index, now)
+
+    async def start_call(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        fingerprint: str | None,
+        lane: str | None,
+        label: dict[str, Any] | None,
+        now: float,
+    ) -> CallRow:
+        """See `DurableStore.start_call`."""
+        return await self._write(
+            rules_calls.start_call, execution, key, fingerprint, lane, label, now
+        )
+
+    async def complete_call(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        output: Any,
+        usage: dict[str, Any] | None,
+        duration: float,
+        now: float,
+    ) -> CallRow:
+        """See `DurableStore.complete_call`."""
+        return await self._write(
+            rules_calls.complete_call, execution, key, output, usage, duration, now
+        )
+
+    async def fail_call(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        reason: str,
+        error: ErrorInfo | None,
+        duration: float,
+        now: float,
+    ) -> CallRow:
+        """See `DurableStore.fail_call`."""
+        return await self._write(
+            rules_calls.fail_call, execution, key, reason, error, duration, now
+        )
 
     async def cancel_workflow(self, workflow_id: str, reason: str, now: float) -> bool:
         """See `DurableStore.cancel_workflow`."""
@@ -316,7 +385,7 @@ class SqliteStore:
         return await self._write(rules_lease.release_expired, execution, now)
 
     async def rebuild_projection(self) -> None:
-        """Recompute every workflow and step row by replaying the event log, in one
+        """Recompute every workflow, step and call row by replaying the event log, in one
         transaction.
 
         Lease expiry times extended by `renew_lease` are not in the log; a rebuilt lease
@@ -346,6 +415,15 @@ class SqliteStore:
         if workflow_id is not None:
             workflow_id = validate_key(workflow_id, "workflow id")
         return await self._read(lambda conn: sqlite_reads.step_rows(conn, workflow_id))
+
+    async def calls(
+        self, workflow_id: str | None = None, step_index: int | None = None
+    ) -> list[CallRow]:
+        """See `DurableStore.calls`."""
+        if workflow_id is not None:
+            workflow_id = validate_key(workflow_id, "workflow id")
+        index = None if step_index is None else check_index(step_index)
+        return await self._read(lambda conn: sqlite_reads.calls(conn, workflow_id, index))
 
     async def load_events(
         self, workflow_id: str | None = None, *, after_seq: int = 0, limit: int | None = None

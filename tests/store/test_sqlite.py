@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import re
 import sqlite3
 import threading
 from pathlib import Path
@@ -105,21 +106,34 @@ async def test_three_ways_to_open(db_path: Path) -> None:
         SqliteStore(db_path, busy_timeout=-1)
 
 
+_CREATED = re.compile(r"CREATE (?:UNIQUE )?(TABLE|INDEX|TRIGGER) (\w+)")
+_ADDED = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
+
+
+def downgrade(path: Path, version: int) -> None:
+    """Undo the migrations after `version` (what they create or add), newest first."""
+    conn = raw(path)
+    try:
+        for statements in reversed(migrations()[version:]):
+            for statement in reversed(statements):
+                if created := _CREATED.match(statement):
+                    conn.execute(f"DROP {created[1]} IF EXISTS {created[2]}")
+                elif added := _ADDED.match(statement):
+                    conn.execute(f"ALTER TABLE {added[1]} DROP COLUMN {added[2]}")
+                else:  # pragma: no cover - a migration this helper cannot undo
+                    raise AssertionError(f"cannot undo {statement[:60]!r}")
+        conn.execute(f"PRAGMA user_version = {version}")
+    finally:
+        conn.close()
+
+
 async def test_an_older_file_is_migrated_on_open(db_path: Path) -> None:
     async with SqliteStore(db_path) as store:
         await start(store, steps=["a"])
         await run_step(store, output={"kept": True})
     # Turn the file back into a version-1 file, as the first agentq release wrote it.
+    downgrade(db_path, 1)
     conn = raw(db_path)
-    for kind, name in conn.execute(
-        "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'index') "
-        "AND name NOT LIKE 'sqlite_%'"
-    ).fetchall():
-        if f"CREATE {kind.upper()}" in "".join(migrations()[1]) and name in "".join(
-            migrations()[1]
-        ):
-            conn.execute(f"DROP {kind} {name}")
-    conn.execute("PRAGMA user_version = 1")
     conn.execute("UPDATE events SET kind = kind")  # version 1 had no append-only trigger
     conn.close()
     assert user_version(db_path) == 1

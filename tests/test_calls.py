@@ -48,7 +48,7 @@ async def engine(store: DurableStore, clock: FakeClock) -> AsyncIterator[Workflo
 
 
 async def events(store: DurableStore, workflow_id: str) -> list[tuple[str, dict[str, Any]]]:
-    return [(str(e.kind), dict(e.payload)) for e in await store.load_events(workflow_id)]
+    return [(str(e.kind), dict(e.data)) for e in await store.load_events(workflow_id)]
 
 
 class World:

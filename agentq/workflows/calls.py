@@ -25,6 +25,7 @@ the step (`InputRequested`, which the driver records with ``wait_step``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Mapping
@@ -143,7 +144,7 @@ class CallLog:
                 name=f"agentq.call:{self._workflow_id}:{key}",
             )
             self._running[key] = running
-            running.add_done_callback(lambda task, key=key: self._ran(key, task))
+            running.add_done_callback(functools.partial(self._ran, key))
         try:
             return await asyncio.shield(running)
         except asyncio.CancelledError:

@@ -125,6 +125,8 @@ class Driver:
         self.clock: Clock = clock or SystemClock()
         self.poll_interval = poll_interval or min(self.lease_ttl / 4, 1.0)
         self._attempts: dict[str, JobHandle] = {}  # the attempt running now, by workflow
+        self.answered_from_log = 0
+        """Durable calls and waits answered from the log (not run) by this engine's attempts."""
         self.on_deadline: Callable[[str, float], None] | None = None
         """Told (workflow id, Unix seconds) when a step starts a wait that has a deadline."""
 
@@ -242,6 +244,7 @@ class Driver:
             raise
         finally:
             log.close()
+            self.answered_from_log += log.answered
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer

@@ -335,6 +335,15 @@ class WorkflowEngine:
         if not task.cancelled():
             task.exception()
 
+    @property
+    def answered_from_log(self) -> int:
+        """How many durable calls and waits this engine answered from the log, not running them.
+
+        Counted when each step attempt ends; a measure of what recovery, retries and resumes
+        saved (model requests not paid twice, tool calls not sent twice).
+        """
+        return self._driver.answered_from_log
+
     def running(self, workflow_id: str) -> bool:
         """Whether this engine is running the workflow right now."""
         return workflow_id in self._runs

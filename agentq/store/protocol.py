@@ -394,7 +394,9 @@ class DurableStore(Protocol):
 
         ``reason`` is set for StepFailed, StepWaiting, WorkflowFailed, WorkflowCancelled and
         CallFailed; ``output`` (JSON text) for StepCompleted and CallCompleted; ``input``
-        (JSON text) for WorkflowStarted and StepResumed; else None.
+        (JSON text) for WorkflowStarted and StepResumed; ``key`` (text) for the call events,
+        WaitTimedOut, and a keyed wait's StepWaiting and StepResumed; ``label`` (JSON text)
+        for the call events of a call that has a label; else None.
         """
         ...
 

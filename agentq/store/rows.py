@@ -20,6 +20,8 @@ from agentq.outcomes import ErrorInfo
 __all__ = [
     "EVENT_COLUMNS",
     "INPUT_KINDS",
+    "KEY_KINDS",
+    "LABEL_KINDS",
     "OUTPUT_KINDS",
     "REASON_KINDS",
     "CallKind",
@@ -227,9 +229,11 @@ EVENT_COLUMNS: tuple[str, ...] = (
     "reason",
     "output",
     "input",
+    "key",
+    "label",
 )
-"""Column order of `DurableStore.event_rows`: ``at`` is Unix seconds; ``output`` and ``input``
-are JSON text (or None)."""
+"""Column order of `DurableStore.event_rows`: ``at`` is Unix seconds; ``output``, ``input`` and
+``label`` are JSON text (or None); ``key`` is the durable call's or wait's key (or None)."""
 
 
 REASON_KINDS = frozenset(
@@ -240,11 +244,18 @@ OUTPUT_KINDS = frozenset({_K.STEP_COMPLETED, _K.CALL_COMPLETED})
 """Kinds whose ``data`` has an ``output`` (the ``output`` column of `DurableStore.event_rows`)."""
 INPUT_KINDS = frozenset({_K.WORKFLOW_STARTED, _K.STEP_RESUMED})
 """Kinds whose ``data`` has an ``input`` (the ``input`` column of `DurableStore.event_rows`)."""
+LABEL_KINDS = frozenset({_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED})
+"""Kinds whose ``data`` has a call's ``label`` (the ``label`` column of `DurableStore.event_rows`;
+None there when the call has no label)."""
+KEY_KINDS = LABEL_KINDS | {_K.WAIT_TIMED_OUT, _K.STEP_WAITING, _K.STEP_RESUMED}
+"""Kinds whose ``data`` may have a durable call's or wait's ``key`` (the ``key`` column of
+`DurableStore.event_rows`; a step-level wait's `StepWaiting` and `StepResumed` have none)."""
 
 
 def event_row(event: Event) -> tuple[Any, ...]:
-    """Return `event` as a tuple in `EVENT_COLUMNS` order (JSON text for output and input)."""
+    """Return `event` as a tuple in `EVENT_COLUMNS` order (JSON text for output, input, label)."""
     kind, data = event.kind, event.data
+    label = data.get("label") if kind in LABEL_KINDS else None
     return (
         event.seq,
         event.timestamp,
@@ -257,4 +268,6 @@ def event_row(event: Event) -> tuple[Any, ...]:
         data.get("reason") if kind in REASON_KINDS else None,
         _JSON.encode(data.get("output")) if kind in OUTPUT_KINDS else None,
         _JSON.encode(data.get("input")) if kind in INPUT_KINDS else None,
+        data.get("key") if kind in KEY_KINDS else None,
+        None if label is None else _JSON.encode(label),
     )

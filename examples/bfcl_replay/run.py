@@ -32,14 +32,12 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from agentq import (
-    JobEvent,
-    JobEventKind,
     Queue,
     RecoveryReport,
     RunResult,
@@ -61,6 +59,7 @@ from .plan import (
     needs_approval,
     workflow_id,
 )
+from .progress import Progress, Tally
 from .replay import ReplayEnv, build_workflows, drive_all
 from .report import Summary, check, collect_runs, format_summary, set_verdict
 from .selection import (
@@ -144,63 +143,6 @@ def remove_files(options: Options) -> list[Path]:
     return removed
 
 
-@dataclass
-class _Tally:
-    """What this process saw happen to the call jobs (from the queue's job events)."""
-
-    retries: Counter[str] = field(default_factory=Counter)
-    done: int = 0
-
-    def on_job(self, event: JobEvent) -> None:
-        if event.priority is STEP_LANE:
-            return  # a step attempt: the calls' jobs run in the LOW and HIGH lanes
-        if event.kind is JobEventKind.RETRY:
-            error = getattr(event.outcome, "error", None)
-            name = str(getattr(error, "type", "error")).rsplit(".", 1)[-1]
-            self.retries[name] += 1
-
-
-class _Progress:
-    """Prints a line every `seconds` or every `tasks` finished tasks, whichever comes first."""
-
-    def __init__(
-        self,
-        out: TextIO,
-        total: int,
-        host: ServiceHost,
-        tally: _Tally,
-        policy: ApprovalPolicy,
-        answered: Callable[[], int],
-    ) -> None:
-        self.out, self.total, self.host, self.tally, self.policy = out, total, host, tally, policy
-        self.answered = answered
-        self.start = time.perf_counter()
-        self.printed_at = self.start
-        self.printed_done = 0
-
-    def line(self) -> None:
-        stats = self.host.stats()
-        elapsed = time.perf_counter() - self.start
-        print(
-            f"[{elapsed:6.1f} s] {self.tally.done:>3}/{self.total} tasks done · "
-            f"{stats.applied:>4} calls applied · {self.policy.approved + self.policy.rejected} "
-            f"approvals · {sum(self.tally.retries.values())} retries · "
-            f"{self.answered()} answered from the log · {stats.duplicates} duplicates refused",
-            file=self.out,
-            flush=True,
-        )
-        self.printed_at, self.printed_done = time.perf_counter(), self.tally.done
-
-    async def run(self, seconds: float = 2.0, tasks: int = 20) -> None:
-        while True:
-            await asyncio.sleep(0.1)
-            if (
-                self.tally.done - self.printed_done >= tasks
-                or time.perf_counter() - self.printed_at >= seconds
-            ):
-                self.line()
-
-
 @contextlib.asynccontextmanager
 async def _store(db: Path | None, given: DurableStore | None) -> AsyncIterator[DurableStore]:
     if given is not None:  # the caller's store: used, not closed
@@ -230,7 +172,7 @@ class _Outcome:
     report: RecoveryReport
     wall: float
     start_seq: int
-    tally: _Tally
+    tally: Tally
     policy: ApprovalPolicy
 
 
@@ -320,7 +262,7 @@ async def _drive(
     for workflow in workflows:
         engine.register_workflow(workflow)
     policy = ApprovalPolicy(approve=options.approve)
-    tally = _Tally()
+    tally = Tally()
     calls = sum(len(texts) for task in tasks for texts in task.call_texts)
     where = "memory (MemoryStore)" if options.db is None else str(options.db)
     groups = ", ".join(f"{name} {n}" for name, n in tasks_per_category(tasks).items())
@@ -335,7 +277,7 @@ async def _drive(
     if crash is not None:
         _say(options, out, f"crash injection: {crash.describe()}")
     start_seq = await store.last_seq()
-    progress = _Progress(out, len(tasks), host, tally, policy, lambda: _answered_calls(engine, env))
+    progress = Progress(out, len(tasks), host, tally, policy, lambda: _answered_calls(engine, env))
     unsubscribe = queue.subscribe(tally.on_job)
     ticker = None if options.quiet else asyncio.get_running_loop().create_task(progress.run())
     started = time.perf_counter()

@@ -2,8 +2,9 @@
 
 `Tally` counts the retries of the calls' jobs from the queue's job events (the steps' own jobs,
 in the MEDIUM lane, are left out); `Progress` prints a line now and then: tasks done, calls
-applied by the service host, approvals, retries, calls answered from agentq's log, duplicates
-the host refused.
+applied by the service host, approvals, retries, duplicates the host refused. (The calls
+answered from agentq's log are counted once the run has ended, in the summary: the engine adds
+them up as each step attempt ends.)
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -53,7 +53,6 @@ class Progress:
         host: The service host (its counts).
         tally: The job events' counts.
         policy: The approver (its counts).
-        answered: Returns the calls answered from agentq's log so far.
     """
 
     def __init__(
@@ -63,10 +62,8 @@ class Progress:
         host: ServiceHost,
         tally: Tally,
         policy: ApprovalPolicy,
-        answered: Callable[[], int],
     ) -> None:
         self.out, self.total, self.host, self.tally, self.policy = out, total, host, tally, policy
-        self.answered = answered
         self.start = time.perf_counter()
         self.printed_at = self.start
         self.printed_done = 0
@@ -79,7 +76,7 @@ class Progress:
             f"[{elapsed:6.1f} s] {self.tally.done:>3}/{self.total} tasks done · "
             f"{stats.applied:>4} calls applied · {self.policy.approved + self.policy.rejected} "
             f"approvals · {sum(self.tally.retries.values())} retries · "
-            f"{self.answered()} answered from the log · {stats.duplicates} duplicates refused",
+            f"{stats.duplicates} duplicates refused",
             file=self.out,
             flush=True,
         )

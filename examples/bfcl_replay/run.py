@@ -277,7 +277,7 @@ async def _drive(
     if crash is not None:
         _say(options, out, f"crash injection: {crash.describe()}")
     start_seq = await store.last_seq()
-    progress = Progress(out, len(tasks), host, tally, policy, lambda: _answered_calls(engine, env))
+    progress = Progress(out, len(tasks), host, tally, policy)
     unsubscribe = queue.subscribe(tally.on_job)
     ticker = None if options.quiet else asyncio.get_running_loop().create_task(progress.run())
     started = time.perf_counter()

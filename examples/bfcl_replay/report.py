@@ -245,8 +245,8 @@ def format_summary(s: Summary) -> str:
         f"  duplicates   {s.duplicates_prevented_now} prevented: "
         f"{s.calls_answered_from_log_now} answered from agentq's log (never sent again) · "
         f"{s.duplicates_refused_now} refused by the service host (already applied)",
-        f"  in doubt     {s.calls_rerun_now} calls started before a crash and never recorded, "
-        "sent again (CallStarted rerun)",
+        f"  in doubt     {s.calls_rerun_now} sent again (calls started before a crash and never "
+        "recorded: CallStarted rerun)",
         f"  recovery     {s.leases_recovered_now} expired leases re-admitted · "
         f"{s.workflows_resumed_now} workflows resumed by recovery · "
         f"{s.held_by_dead_worker_now} taken over after their lease expired",

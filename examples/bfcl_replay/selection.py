@@ -9,9 +9,11 @@ hold, not what the store holds, so it never reads the whole log or the whole pro
   the expired leases and the running workflows (both bounded by unfinished work, not by the
   store's size) and the steps of this run's running workflows. (`agentq.recover(engine)`
   reads every step row of the store to find the live leases.)
-- `read_selection`: this run's events and steps, one workflow at a time
-  (``store.event_rows(workflow_id)``, ``store.step_rows(workflow_id)``): the summary, the
-  event export and the dashboard are built from it.
+- `read_selection`: this run's events, steps and durable calls, one workflow at a time
+  (``store.event_rows(workflow_id)``, ``store.step_rows(workflow_id)``,
+  ``store.calls(workflow_id)``): the summary, the event export and the dashboard are built
+  from it; `count_reruns` reads the events of this run (``after_seq``) of the few
+  workflows that have a call run more than once, for the ``rerun`` flags.
 
 `Selection` names the run (``--category``, ``--tasks``) so that its exports never overwrite a
 fuller run's: the default run (every base task) writes ``out/bfcl-events.*``; any other
@@ -26,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentq import RecoveryReport, RunResult, WorkflowEngine
-from agentq.store import Execution, StepRow, StepState, WorkflowState
+from agentq import EventKind, RecoveryReport, RunResult, WorkflowEngine
+from agentq.store import CallKind, CallRow, Execution, StepRow, StepState, WorkflowState
 
 from .dataset import DEFAULT_CATEGORY, Task, categories, load_category
 
@@ -110,22 +112,57 @@ class SelectionReading:
     Attributes:
         events: Their events as `EVENT_COLUMNS` tuples, by sequence number.
         steps: Their step rows, workflow by workflow, in the run's order.
+        calls: Their durable calls and waits (`CallRow`), workflow by workflow.
     """
 
     events: list[tuple[Any, ...]]
     steps: list[StepRow]
+    calls: list[CallRow]
 
 
 async def read_selection(engine: WorkflowEngine, workflow_ids: Sequence[str]) -> SelectionReading:
-    """Read the events and steps of these workflows only (one query each per workflow)."""
+    """Read the events, steps and calls of these workflows only (one query each per workflow)."""
     store = engine.store
     events: list[tuple[Any, ...]] = []
     steps: list[StepRow] = []
+    calls: list[CallRow] = []
     for workflow in workflow_ids:
         events += await store.event_rows(workflow)
         steps += await store.step_rows(workflow)
+        calls += await store.calls(workflow)
     events.sort(key=lambda row: int(row[0]))
-    return SelectionReading(events, steps)
+    return SelectionReading(events, steps, calls)
+
+
+async def count_reruns(
+    engine: WorkflowEngine, calls: Sequence[CallRow], after_seq: int
+) -> list[str]:
+    """Return the keys of the calls in doubt that this run sent again, in log order.
+
+    A call in doubt (``CallStarted`` recorded, no outcome: the process died while it ran)
+    starts again with ``rerun: true`` on its new ``CallStarted``. Only workflows holding a
+    call that started more than once since `after_seq` can have one, so only their events of
+    this run are read (``load_events(workflow, after_seq=...)``): none in a run without a
+    crash or a retried call.
+
+    Args:
+        engine: The engine (its store is read).
+        calls: This run's call rows (`SelectionReading.calls`).
+        after_seq: The log's last sequence number before this run.
+    """
+    suspects = list(
+        dict.fromkeys(
+            row.workflow_id
+            for row in calls
+            if row.kind == CallKind.CALL and row.runs > 1 and row.last_seq > after_seq
+        )
+    )
+    keys: list[tuple[int, str]] = []
+    for workflow in suspects:
+        for event in await engine.store.load_events(workflow, after_seq=after_seq):
+            if event.kind is EventKind.CALL_STARTED and event.data.get("rerun") is True:
+                keys.append((event.seq, str(event.data.get("key"))))
+    return [key for _, key in sorted(keys)]
 
 
 async def recover_selection(engine: WorkflowEngine, workflow_ids: Sequence[str]) -> RecoveryReport:

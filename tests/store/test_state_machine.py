@@ -1,7 +1,10 @@
 """Random histories of every verb against a plain-dict model, on every store.
 
-After each rule: the projection equals the model, the log has the model's number of events,
-and a replay of the log equals the live projection (a renewed lease's expiry aside).
+After each rule: the projection (workflows, steps, calls) equals the model, the log has the
+model's number of events, and a replay of the log equals the live projection (a renewed
+lease's expiry aside). Durable calls (start / complete / fail, and start again after a crash:
+a takeover of an expired lease), keyed waits, resumes (with and without a key) and time-outs
+share a small pool of keys, so that key conflicts happen too.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
+    initialize,
     invariant,
     multiple,
     precondition,
@@ -29,6 +33,7 @@ from hypothesis.stateful import (
 
 from agentq.errors import (
     EngineError,
+    KeyConflictError,
     LeaseLostError,
     NotWaitingError,
     UnknownStepError,
@@ -39,6 +44,8 @@ from agentq.errors import (
 from agentq.store import (
     AlreadyCompleted,
     AlreadyWaiting,
+    CallKind,
+    CallState,
     Claimed,
     DurableStore,
     Execution,
@@ -76,12 +83,31 @@ class MStep:
     output: Any = None
     resumed: bool = False
     resume_input: Any = None
+    wait_key: str | None = None
+    wait_deadline: float | None = None
+
+
+@dataclass
+class MCall:
+    kind: CallKind
+    state: CallState
+    step_index: int
+    attempt: int
+    first: int  # seq of its first event
+    fingerprint: str | None = None
+    runs: int = 1
+    output: Any = None
 
 
 @dataclass
 class MWorkflow:
     steps: list[MStep] = field(default_factory=list)
     state: WorkflowState = WorkflowState.RUNNING
+    calls: dict[str, MCall] = field(default_factory=dict)
+
+
+KEYS = st.sampled_from(["k1", "k2", "k3"])
+FINGERPRINTS = st.sampled_from(["f1", "f2", None])
 
 
 class StoreMachine(RuleBasedStateMachine):
@@ -97,6 +123,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.model: dict[str, MWorkflow] = {}
         self.inputs: dict[str, Any] = {}
         self.events = 0
+        self.claimed: list[Execution] = []
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coro)
@@ -120,6 +147,14 @@ class StoreMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ rules
 
+    @initialize(target=executions)
+    def begin(self) -> Any:
+        """Every history starts with two workflows, one step of them claimed, so that the
+        rules that need an attempt (calls, waits) have one from the start."""
+        self.start("w1", None)
+        self.start("w3", None)
+        return self.claim_now("w3", "A", 3.0)
+
     @rule(wid=st.sampled_from(IDS), value=JSON)
     def start(self, wid: str, value: Any) -> None:
         names = [f"s{i}" for i in range(STEPS[wid])]
@@ -137,8 +172,13 @@ class StoreMachine(RuleBasedStateMachine):
             self.events += 1
 
     def pick(self, data: st.DataObject, *states: StepState) -> tuple[str, int]:
-        """A workflow (rarely an unknown one) and a step, mostly the first in one of `states`."""
-        wid = data.draw(st.sampled_from([*sorted(self.model), "nope"]))
+        """A workflow (rarely an unknown one) and a step, mostly the first in one of `states`,
+        of a workflow that has one."""
+        apt = sorted(w for w, wf in self.model.items() if any(s.state in states for s in wf.steps))
+        if apt and data.draw(st.integers(0, 2)):
+            wid = data.draw(st.sampled_from(apt))
+        else:
+            wid = data.draw(st.sampled_from([*sorted(self.model), "nope"]))
         wf = self.model.get(wid)
         n = len(wf.steps) if wf else 1
         steps = wf.steps if wf else []
@@ -158,6 +198,9 @@ class StoreMachine(RuleBasedStateMachine):
     )
     def claim(self, data: st.DataObject, worker: str, ttl: float) -> Any:
         wid, index = self.pick(data, StepState.PENDING, StepState.LEASED)
+        return self.claim_now(wid, worker, ttl, index)
+
+    def claim_now(self, wid: str, worker: str, ttl: float, index: int = 0) -> Any:
         call = self.store.claim_step(wid, index, worker, ttl, self.now)
         wf = self.model.get(wid)
         if wf is None:
@@ -191,14 +234,19 @@ class StoreMachine(RuleBasedStateMachine):
             ex = result.execution
             assert (ex.attempt, ex.lease_token, ex.expires_at) == (s.attempt, s.token, s.expires)
             assert (result.resumed, result.resume_input) == (s.resumed, s.resume_input)
+            self.claimed.append(ex)
             return multiple(ex)
         return multiple()
 
-    def fenced(self, ex: Execution) -> tuple[MWorkflow, MStep, type[Exception] | None]:
+    def fenced(
+        self, ex: Execution, after_cancel: bool = False
+    ) -> tuple[MWorkflow, MStep, type[Exception] | None]:
         wf = self.model[ex.workflow_id]
         s = wf.steps[ex.step_index]
         if s.token != ex.lease_token or s.worker != ex.worker_id:
             return wf, s, LeaseLostError
+        if after_cancel and wf.state is WorkflowState.CANCELLED and s.state is StepState.FAILED:
+            return wf, s, None
         if wf.state.closed:
             return wf, s, WorkflowClosedError
         if s.state is not StepState.LEASED:
@@ -235,22 +283,86 @@ class StoreMachine(RuleBasedStateMachine):
         else:
             s.state, wf.state = StepState.FAILED, WorkflowState.FAILED
 
-    @rule(ex=executions)
-    def wait(self, ex: Execution) -> None:
+    def held(self, data: st.DataObject) -> Execution:
+        """An execution, mostly one that still holds its lease (else the verb is refused);
+        when none does, mostly a new claim of the next step of a running workflow."""
+        held = [
+            ex for ex in self.claimed
+            if (s := self.model[ex.workflow_id].steps[ex.step_index]).state is StepState.LEASED
+            and (s.token, s.worker) == (ex.lease_token, ex.worker_id)
+        ]
+        if not held and data.draw(st.integers(0, 3)):
+            ready = [
+                (wid, i)
+                for wid, wf in sorted(self.model.items())
+                if not wf.state.closed
+                for i, s in enumerate(wf.steps)
+                if s.state is StepState.PENDING
+                and all(b.state is StepState.COMPLETED for b in wf.steps[:i])
+            ]
+            if ready:
+                wid, index = data.draw(st.sampled_from(ready))
+                self.claim_now(wid, "A", 3.0, index)
+                return self.claimed[-1]
+        if held and data.draw(st.integers(0, 7)):
+            return data.draw(st.sampled_from(held))
+        return data.draw(st.sampled_from(self.claimed))
+
+    @precondition(lambda self: self.claimed)
+    @rule(
+        data=st.data(),
+        key=st.one_of(st.none(), KEYS),
+        deadline=st.sampled_from([None, 0.0, 1.0, 3.0]),
+    )
+    def wait(self, data: st.DataObject, key: str | None, deadline: float | None) -> None:
+        self.wait_as(self.held(data), key, deadline)
+
+    def wait_as(self, ex: Execution, key: str | None, deadline: float | None) -> bool:
         wf, s, error = self.fenced(ex)
-        call = self.store.wait_step(ex, "input?", self.now)
+        limit = None if key is None or deadline is None else self.now + deadline
+        call = self.store.wait_step(ex, "input?", self.now, key=key, deadline=limit)
+        if error is None and key is not None and key in wf.calls:
+            error = KeyConflictError
         if error:
             self.expect(call, error)
-            return
+            return False
         self.run(call)
         self.events += 1
         s.state, s.expires, wf.state = StepState.WAITING, None, WorkflowState.WAITING
+        s.wait_key, s.wait_deadline = key, limit
+        if key is not None:
+            wf.calls[key] = MCall(
+                CallKind.WAIT, CallState.WAITING, ex.step_index, ex.attempt, self.events
+            )
+        return True
+
+    @precondition(lambda self: self.claimed)
+    @rule(
+        data=st.data(),
+        key=KEYS,
+        then=st.sampled_from(["resume", "resume with its key", "time out", "leave"]),
+        value=JSON,
+    )
+    def ask(self, data: st.DataObject, key: str, then: str, value: Any) -> None:
+        """A whole keyed wait: recorded, then answered, timed out (after its 1 s) or left."""
+        ex = self.held(data)
+        if not self.wait_as(ex, key, 1.0) or then == "leave":
+            return
+        if then == "time out":
+            self.now += 1.0
+            self.time_out_at(ex.workflow_id, ex.step_index)
+        else:
+            given = key if then == "resume with its key" else None
+            self.resume_at(ex.workflow_id, ex.step_index, value, given)
 
     @precondition(lambda self: self.model)
-    @rule(data=st.data(), value=JSON)
-    def resume(self, data: st.DataObject, value: Any) -> None:
+    @rule(data=st.data(), value=JSON, key=st.one_of(st.none(), st.none(), KEYS))
+    def resume(self, data: st.DataObject, value: Any, key: str | None) -> None:
         wid, index = self.pick(data, StepState.WAITING)
-        call = self.store.resume_step(wid, index, value, self.now)
+        self.resume_at(wid, index, value, key)
+
+    def resume_at(self, wid: str, index: int, value: Any, key: str | None) -> None:
+        call = self.store.resume_step(wid, index, value, self.now, key=key)
         wf = self.model.get(wid)
         if wf is None:
             self.expect(call, UnknownWorkflowError)
@@ -259,12 +371,143 @@ class StoreMachine(RuleBasedStateMachine):
         elif wf.steps[index].state is not StepState.WAITING:
             closed = wf.state in (WorkflowState.CANCELLED, WorkflowState.FAILED)
             self.expect(call, WorkflowClosedError if closed else NotWaitingError)
+        elif key is not None and key != wf.steps[index].wait_key:
+            self.expect(call, NotWaitingError)
         else:
             self.run(call)
             self.events += 1
             s = wf.steps[index]
+            if s.wait_key is not None:
+                answered = wf.calls[s.wait_key]
+                answered.state, answered.output = CallState.ANSWERED, value
             s.state, s.attempt, s.resumed, s.resume_input = StepState.PENDING, 0, True, value
+            s.wait_key = s.wait_deadline = None
             wf.state = WorkflowState.RUNNING
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def time_out(self, data: st.DataObject) -> None:
+        wid, index = self.pick(data, StepState.WAITING)
+        self.time_out_at(wid, index)
+
+    def time_out_at(self, wid: str, index: int) -> None:
+        call = self.store.time_out_wait(wid, index, self.now)
+        wf = self.model.get(wid)
+        if wf is None:
+            self.expect(call, UnknownWorkflowError)
+            return
+        if index >= len(wf.steps):
+            self.expect(call, UnknownStepError)
+            return
+        s = wf.steps[index]
+        due = (
+            not wf.state.closed
+            and s.state is StepState.WAITING
+            and s.wait_key is not None
+            and s.wait_deadline is not None
+            and s.wait_deadline <= self.now
+        )
+        assert self.run(call) == due
+        if due:
+            assert s.wait_key is not None
+            self.events += 1
+            wf.calls[s.wait_key].state = CallState.TIMED_OUT
+            s.state, s.attempt = StepState.PENDING, 0
+            s.wait_key = s.wait_deadline = None
+            wf.state = WorkflowState.RUNNING
+
+    # A crash is a claim that takes an expired lease over; the new attempt then starts its
+    # calls again (``rerun``) while the dead attempt's late outcomes are refused.
+
+    @precondition(lambda self: self.claimed)
+    @rule(
+        data=st.data(),
+        key=KEYS,
+        fingerprint=FINGERPRINTS,
+        outcome=st.sampled_from(["completed", "completed", "failed", "in doubt"]),
+        output=JSON,
+    )
+    def call(
+        self, data: st.DataObject, key: str, fingerprint: str | None, outcome: str, output: Any
+    ) -> None:
+        """A whole call: start, then complete, fail or leave it in doubt (a crash follows)."""
+        ex = self.held(data)
+        if self.start_call_as(ex, key, fingerprint) and outcome != "in doubt":
+            self.end_call_as(ex, key, output, outcome == "completed")
+
+    @precondition(lambda self: self.claimed)
+    @rule(data=st.data(), key=KEYS, fingerprint=FINGERPRINTS)
+    def start_call(self, data: st.DataObject, key: str, fingerprint: str | None) -> None:
+        self.start_call_as(self.held(data), key, fingerprint)
+
+    def start_call_as(self, ex: Execution, key: str, fingerprint: str | None) -> bool:
+        wf, _, error = self.fenced(ex)
+        c = wf.calls.get(key)
+        call = self.store.start_call(
+            ex, key, fingerprint=fingerprint, lane=None, label=None, now=self.now
+        )
+        if error is None and c is not None:
+            if c.kind is CallKind.WAIT or (
+                fingerprint is not None
+                and c.fingerprint is not None
+                and fingerprint != c.fingerprint
+            ):
+                error = KeyConflictError
+            elif c.state is CallState.COMPLETED:
+                error = EngineError
+        if error:
+            self.expect(call, error)
+            return False
+        row = self.run(call)
+        self.events += 1
+        if c is None:
+            c = wf.calls[key] = MCall(
+                CallKind.CALL, CallState.STARTED, ex.step_index, ex.attempt, self.events,
+                fingerprint,
+            )
+        else:
+            assert self.run(self.store.load_events(after_seq=self.events - 1))[0].data[
+                "rerun"] == (c.state is CallState.STARTED)
+            c.state, c.step_index, c.attempt, c.output = (
+                CallState.STARTED, ex.step_index, ex.attempt, None)
+            c.runs += 1
+            c.fingerprint = c.fingerprint if fingerprint is None else fingerprint
+        assert (row.state, row.runs) == (CallState.STARTED, c.runs)
+        return True
+
+    @precondition(lambda self: self.claimed)
+    @rule(data=st.data(), output=JSON, ok=st.booleans())
+    def end_call(self, data: st.DataObject, output: Any, ok: bool) -> None:
+        ex = self.held(data)
+        wf = self.model[ex.workflow_id]
+        started = sorted(k for k, c in wf.calls.items() if c.state is CallState.STARTED)
+        key = data.draw(st.sampled_from([*started, *started, "k1", "k2", "k3"]))
+        self.end_call_as(ex, key, output, ok)
+
+    def end_call_as(self, ex: Execution, key: str, output: Any, ok: bool) -> None:
+        wf, _, error = self.fenced(ex, after_cancel=True)
+        c = wf.calls.get(key)
+        if ok:
+            call = self.store.complete_call(
+                ex, key, output=output, usage=None, duration=0.5, now=self.now
+            )
+        else:
+            call = self.store.fail_call(
+                ex, key, reason="error", error=None, duration=0.5, now=self.now
+            )
+        if error is None:
+            if c is not None and c.kind is CallKind.WAIT:
+                error = KeyConflictError
+            elif c is None or c.state is not CallState.STARTED or c.step_index != ex.step_index:
+                error = EngineError
+        if error:
+            self.expect(call, error)
+            return
+        assert c is not None
+        self.run(call)
+        self.events += 1
+        c.state = CallState.COMPLETED if ok else CallState.FAILED
+        c.output, c.attempt = (output if ok else None), ex.attempt
 
     @rule(wid=st.sampled_from([*IDS, "nope"]), go=st.integers(0, 3))
     def cancel(self, wid: str, go: int) -> None:
@@ -282,6 +525,7 @@ class StoreMachine(RuleBasedStateMachine):
             for s in wf.steps:
                 if s.state in (StepState.LEASED, StepState.WAITING):
                     s.state, s.expires = StepState.FAILED, None
+                    s.wait_key = s.wait_deadline = None
 
     @rule(ex=executions, ttl=st.sampled_from([1.0, 3.0]))
     def renew(self, ex: Execution, ttl: float) -> None:
@@ -346,8 +590,21 @@ class StoreMachine(RuleBasedStateMachine):
             assert (row.worker_id, row.lease_expires_at) == (
                 s.worker, s.expires if s.state is StepState.LEASED else None)
             assert (row.resumed, row.resume_input) == (s.resumed, s.resume_input)
+            assert (row.wait_key, row.wait_deadline) == (s.wait_key, s.wait_deadline)
             if s.state is StepState.COMPLETED:
                 assert row.output == s.output
+        calls = self.run(self.store.calls())
+        expected_calls = sorted(
+            ((c.first, wid, key, c) for wid, wf in self.model.items()
+             for key, c in wf.calls.items()),
+            key=lambda t: t[0],
+        )
+        assert [(r.first_seq, r.workflow_id, r.key) for r in calls] == [
+            (first, wid, key) for first, wid, key, _ in expected_calls]
+        for row, (_, _, _, c) in zip(calls, expected_calls, strict=True):
+            assert (row.kind, row.state, row.step_index, row.attempt) == (
+                c.kind, c.state, c.step_index, c.attempt)
+            assert (row.fingerprint, row.runs, row.output) == (c.fingerprint, c.runs, c.output)
 
     @invariant()
     def projection_is_a_replay_of_the_log(self) -> None:
@@ -361,6 +618,9 @@ class StoreMachine(RuleBasedStateMachine):
             for row, s in zip(live, model, strict=True)
         ]
         assert [s for _, rows in replayed for _, s in sorted(rows.steps.items())] == live
+        replayed_calls = [c for _, rows in replayed for c in rows.calls.values()]
+        replayed_calls.sort(key=lambda c: c.first_seq)
+        assert replayed_calls == self.run(self.store.calls())
 
     @invariant()
     def leases_follow_the_rules(self) -> None:

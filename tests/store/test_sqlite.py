@@ -461,4 +461,5 @@ async def test_a_workflows_calls_are_read_in_one_indexed_query(db_path: Path) ->
         plan = await store._on_thread(
             db, lambda conn: conn.execute(f"EXPLAIN QUERY PLAN {statements[0]}").fetchall()
         )
-        assert [r[3] for r in plan] == ["SEARCH calls USING INDEX calls_by_workflow (workflow_id=?)"]
+        assert [r[3] for r in plan] == [
+            "SEARCH calls USING INDEX calls_by_workflow (workflow_id=?)"]

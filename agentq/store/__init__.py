@@ -26,8 +26,9 @@ The stores:
     ``sqlite_schema``   migrations from ``schema.sql``.
     ``sqlite_reads``    the read verbs as queries.
     ``sqlite_connection``  opening the aiosqlite connection; running a call on its thread.
-    ``sqlite_batch``    `Batch` and `Op`: the verbs of one group-commit transaction.
-    ``sqlite``          `SqliteStore`: the group-commit queue and the verbs.
+    ``sqlite_batch``    `GroupCommit` (the queue of waiting verbs), `Batch` and `Op`: the verbs
+                        of one group-commit transaction.
+    ``sqlite``          `SqliteStore`: the connection and the verbs.
 
 Stores are passive: they are given
 the time (``now``, Unix seconds), never sleep and never start tasks.

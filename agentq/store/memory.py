@@ -296,6 +296,8 @@ class MemoryStore:
     ) -> list[CallRow]:
         """See `DurableStore.calls`."""
         self._check()
+        if workflow_id is not None:
+            workflow_id = validate_key(workflow_id, "workflow id")
         index = None if step_index is None else check_index(step_index)
         if workflow_id is None:
             rows = sorted(
@@ -303,7 +305,7 @@ class MemoryStore:
                 key=lambda r: r.first_seq,
             )
         else:
-            rows = list(self._calls.get(validate_key(workflow_id, "workflow id"), {}).values())
+            rows = list(self._calls.get(workflow_id, {}).values())
         if index is not None:
             rows = [r for r in rows if r.step_index == index]
         return copy.deepcopy(rows)

@@ -1,21 +1,19 @@
 """`SqliteStore`: the durable store on one SQLite file, through aiosqlite.
 
 The store owns one aiosqlite connection (`sqlite_connection`: opened on first use, migrated)
-and the group-commit queue: each write verb runs its transition rule inside the next
-`sqlite_batch.Batch`, one transaction on the connection's thread (`sqlite_tx`); each read
-runs a query of `sqlite_reads` on the same thread, after every write submitted before it.
+and its group-commit queue (`sqlite_batch.GroupCommit`): each write verb runs its transition
+rule inside the next batch, one transaction on the connection's thread (`sqlite_tx`); each
+read runs a query of `sqlite_reads` on the same thread, after every write submitted before it.
 ``docs/store.md`` tells the whole story.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import sqlite3
-from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import agentq.store.rules_attempt as rules_attempt
 import agentq.store.rules_calls as rules_calls
@@ -30,7 +28,7 @@ from agentq.outcomes import ErrorInfo
 from agentq.store.checks import check_index, check_now, check_seq, check_state
 from agentq.store.claims import ClaimResult, Execution
 from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
-from agentq.store.sqlite_batch import DONE, LEAD, Batch, Op
+from agentq.store.sqlite_batch import GroupCommit
 from agentq.store.sqlite_connection import connect, on_thread
 
 if TYPE_CHECKING:
@@ -102,8 +100,7 @@ class SqliteStore:
         self._db: aiosqlite.Connection | None = None
         self._opening = asyncio.Lock()
         self._closed = False
-        self._waiting: deque[Op] = deque()
-        self._busy = False
+        self._commit = GroupCommit(lambda: None if self._closed else self._db, self.__repr__)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open" if self._db else "not open yet"
@@ -160,11 +157,7 @@ class SqliteStore:
         if self._closed:
             return
         self._closed = True
-        for op in list(self._waiting):
-            if not op.signal.done():
-                self._waiting.remove(op)
-                op.outcome = (False, StoreError(f"{self!r} was closed before this write"))
-                op.signal.set_result(DONE)
+        self._commit.close(f"{self!r} was closed before this write")
         async with self._opening:
             db, self._db = self._db, None
         if db is not None:
@@ -179,7 +172,7 @@ class SqliteStore:
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run a read on the connection thread, after every write submitted before it."""
         db = await self._connect()
-        if self._waiting:  # verbs wait for the next batch: read after them, in that batch
+        if self._commit.pending:  # verbs wait for the next batch: read after them, in it
             return await self._submit(fn, True)
         try:  # else the thread's queue keeps the order: after the batch in flight, if any
             return await self._on_thread(db, fn)
@@ -192,76 +185,7 @@ class SqliteStore:
 
     async def _submit(self, fn: Callable[[Any], T], read: bool) -> T:
         await self._connect()
-        loop = asyncio.get_running_loop()
-        op = Op(fn, read, loop.create_future())
-        self._waiting.append(op)
-        if not self._busy:
-            self._busy = True
-            op.signal.set_result(LEAD)
-        while True:
-            try:
-                signal = await op.signal
-            except asyncio.CancelledError:
-                self._abandon(op)
-                raise
-            if signal == DONE:
-                ok, value = op.outcome
-                if ok:
-                    return cast(T, value)
-                raise value
-            op.signal = loop.create_future()
-            await self._lead(loop)  # if cancelled here, the batch still completes: see _finish
-
-    async def _lead(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Take every waiting verb and run them as one transaction on the connection thread."""
-        ops = [op for op in self._waiting if not op.signal.cancelled()]
-        self._waiting.clear()
-        for op in ops:
-            op.taken = True
-        batch = Batch(ops)
-        db = self._db
-        if db is None or self._closed:
-            batch.fail(StoreError(f"{self!r} is closed"))
-            self._finish(batch)
-            return
-
-        def when_orphaned() -> None:  # on the connection thread: deliver through the loop
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(self._finish, batch)
-
-        try:
-            await self._on_thread(db, lambda conn: batch.run(conn, when_orphaned))
-        except asyncio.CancelledError:
-            if batch.orphan():
-                self._finish(batch)
-            raise
-        except Exception as exc:  # never queued: the connection closed under us
-            batch.fail(StoreError(f"{self!r}: {exc}"))
-        self._finish(batch)
-
-    def _finish(self, batch: Batch) -> None:
-        """Deliver a batch's outcomes (once) and hand the lead to the first waiting verb."""
-        if batch.deliver():
-            self._handoff()
-
-    def _handoff(self) -> None:
-        while self._waiting:
-            op = self._waiting[0]
-            if not op.signal.done():
-                op.signal.set_result(LEAD)
-                return
-            self._waiting.popleft()  # cancelled while waiting
-        self._busy = False
-
-    def _abandon(self, op: Op) -> None:
-        """A waiting caller was cancelled: withdraw its verb unless it was already taken."""
-        if op.taken:
-            return
-        with contextlib.suppress(ValueError):
-            self._waiting.remove(op)
-        signal = op.signal
-        if signal.done() and not signal.cancelled() and signal.result() == LEAD:
-            self._handoff()  # it was its turn to lead: pass the turn on
+        return await self._commit.submit(fn, read)
 
     # ------------------------------------------------------------ writes
 

@@ -330,14 +330,14 @@ async def test_a_next_leader_cancelled_before_it_leads_passes_the_turn_on(
         second = asyncio.ensure_future(store.start_workflow("second", ["a"], None, T0))
         third = asyncio.ensure_future(store.start_workflow("third", ["a"], None, T0))
         await settle()
-        handoff, cancelled = store._handoff, list[bool]()
+        handoff, cancelled = store._commit._handoff, list[bool]()
 
         def handoff_then_cancel() -> None:
             handoff()  # `second` is told to lead ...
             if not cancelled:
                 cancelled.append(second.cancel())  # ... and cancelled before it runs
 
-        monkeypatch.setattr(store, "_handoff", handoff_then_cancel)
+        monkeypatch.setattr(store._commit, "_handoff", handoff_then_cancel)
         gate.set()
         await blocker
         async with asyncio.timeout(5):

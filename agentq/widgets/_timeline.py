@@ -191,6 +191,9 @@ class Timeline:
         elif kind == _K.STEP_RESUMED:
             self._end(step, SpanKind.WAIT, at, "resumed")
             wf.state = "running"
+        elif kind == _K.WAIT_TIMED_OUT:  # a durable wait's deadline passed: the step goes on
+            self._end(step, SpanKind.WAIT, at, "timeout")
+            wf.state = "running"
         elif kind == _K.WORKER_RECOVERED:
             self._end(step, SpanKind.RUN, at, "lost", reason)
 

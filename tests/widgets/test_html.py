@@ -136,6 +136,22 @@ def test_timeline_draws_retries_waits_and_outcomes() -> None:
     assert "+10.00 s" in markup
 
 
+def test_timeline_ends_a_wait_that_timed_out() -> None:
+    store = ReadStore()
+    wf, s = "wf", (0, "ask")
+    store.event(EventKind.WORKFLOW_STARTED, wf, at=T0)
+    store.event(EventKind.STEP_STARTED, wf, s, at=T0, attempt=1)
+    store.event(EventKind.STEP_WAITING, wf, s, at=T0 + 1, attempt=1, reason="ok?")
+    store.event(EventKind.WAIT_TIMED_OUT, wf, s, at=T0 + 61)
+    store.event(EventKind.STEP_STARTED, wf, s, at=T0 + 61, attempt=1)
+    tl = Timeline()
+    tl.apply(store.events)
+    markup = h.timeline_html(tl.recent(5), now=T0 + 62)
+    spans = re.findall(r'data-kind="(\w+)" data-outcome="(\w+)"', markup)
+    assert spans == [("run", "waited"), ("wait", "timeout"), ("run", "running")]
+    assert "waited for input (timeout) — ok? · 1 m 00 s" in markup
+
+
 def test_timeline_caps_workflows_and_spans() -> None:
     store = ReadStore()
     for i in range(20):

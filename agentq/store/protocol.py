@@ -377,7 +377,7 @@ class DurableStore(Protocol):
             step_index: Only the rows whose latest start or wait was made by this step.
 
         Returns:
-            `CallRow` s in the order their keys were first recorded (`CallRow.first_seq`).
+            The rows, in the order their keys were first recorded (`CallRow.first_seq`).
         """
         ...
 

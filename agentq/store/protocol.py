@@ -277,7 +277,7 @@ class DurableStore(Protocol):
             now: Unix seconds.
 
         Returns:
-            The call's row after the outcome.
+            The call's row after the outcome (what `calls` now returns for the key).
 
         Raises:
             LeaseLostError: The attempt's lease was taken over or released (nothing written).
@@ -304,24 +304,10 @@ class DurableStore(Protocol):
     ) -> CallRow:
         """Record a started call's failure: `CallFailed`; the row becomes ``failed``.
 
-        A failed key may be started again by a later run. Fenced as `complete_call`.
-
-        Args:
-            execution: The attempt that started the call.
-            key: The call's key.
-            reason: Why it failed (descriptive text: never refused), e.g. ``error``,
-                ``timeout``, ``cancelled``, ``payload: …``.
-            error: The exception's description, or None.
-            duration: Seconds the call ran (finite, >= 0).
-            now: Unix seconds.
-
-        Returns:
-            The call's row after the outcome.
-
-        Raises:
-            LeaseLostError, WorkflowClosedError, EngineError, KeyConflictError: As for
-                `complete_call`.
-            TypeError / ValueError: A bad duration or error.
+        A failed key may be started again by a later run. Arguments, return value, fencing
+        and errors as for `complete_call`, with `reason` (descriptive text, never refused:
+        ``error``, ``timeout``, ``cancelled``, ``payload: …``) and `error` (the exception's
+        `ErrorInfo`, or None; else `TypeError`) instead of output and usage.
         """
         ...
 

@@ -53,7 +53,7 @@ async def test_live_lease_is_renewed_and_never_recovered_bh04(
             assert rounds <= 40, "the step never finished"
             await clock.advance(0.5)
             report = await recover(e2)
-            assert report.recovered == () and report.resumed == {}
+            assert report.recovered == () and report.resumed == ()
             # The renewal may still be in the store's thread: move on only once the body and
             # the renewer sleep again (or the run ended), so time never outruns the store.
             sleeping = asyncio.ensure_future(clock.wait_for_sleepers(2))
@@ -104,7 +104,7 @@ async def test_lapsed_lease_is_taken_over_and_stale_result_refused_bh04(
         await clock.advance(0.5)
         report = await recover(e2)
         assert [x.worker_id for x in report.recovered] == ["e1"]
-        assert report.resumed["bh04-lapse"].output == "s1 by e2"
+        assert (await report.wait())["bh04-lapse"].output == "s1 by e2"
         release_e1.set()
         async with asyncio.timeout(10):
             result1 = await run1
@@ -146,9 +146,11 @@ async def test_recover_continues_after_the_recovered_step_and_reports(
         assert early.recovered == () and early.held_elsewhere == ("rec-1",)
         await clock.advance(6.0)
         report = await recover(engine)
+        results = await report.wait()
     assert [e.step_name for e in report.recovered] == ["b"]
-    assert report.resumed["rec-1"].status is RunStatus.COMPLETED
-    assert report.resumed["rec-1"].outputs == ("a", "b", "c")
+    assert report.resumed == ("rec-1",)
+    assert results["rec-1"].status is RunStatus.COMPLETED
+    assert results["rec-1"].outputs == ("a", "b", "c")
     assert report.unregistered == ("orphan",)
     assert runs == Counter({"b": 1, "c": 1})  # a is not re-run
 
@@ -196,10 +198,11 @@ async def test_sigkill_mid_step_then_recover_in_a_new_process_bh05(tmp_path: Pat
         for wf in workflows(marks, n, hang_in_b=False):
             engine.register_workflow(wf)
         report = await recover(engine)
+        results = await report.wait()
         events = await store.load_events()
     assert len(report.recovered) == n
-    assert all(r.status is RunStatus.COMPLETED for r in report.resumed.values())
-    assert sorted(report.resumed) == [f"crash-{i}" for i in range(n)]
+    assert all(r.status is RunStatus.COMPLETED for r in results.values())
+    assert sorted(report.resumed) == sorted(results) == [f"crash-{i}" for i in range(n)]
     after = marks.read_text().splitlines()[len(before):]
     assert sorted(after) == sorted([f"crash-{i} b" for i in range(n)]
                                    + [f"crash-{i} c" for i in range(n)])

@@ -303,17 +303,19 @@ class WorkflowEngine:
                 )
             wf = known
         index = None if from_step is None else self._index(wf, from_step)
-        row = await self.store.get_workflow(wf.id)
-        if row is None:
-            raise UnknownWorkflowError(
-                f"workflow {wf.id!r} is not in the store: it never ran, so there is nothing "
-                "to retry; run it"
-            )
-        if row.state not in (WorkflowState.FAILED, WorkflowState.CANCELLED):
-            raise NotRetryableError(  # said before waiting for a run in progress to end
-                f"cannot retry workflow {wf.id!r}: it is {row.state}; only a failed or "
-                "cancelled workflow runs again"
-            )
+
+        async def check() -> None:  # said before waiting for a run in progress to end
+            row = await self.store.get_workflow(wf.id)
+            if row is None:
+                raise UnknownWorkflowError(
+                    f"workflow {wf.id!r} is not in the store: it never ran, so there is "
+                    "nothing to retry; run it"
+                )
+            if row.state not in (WorkflowState.FAILED, WorkflowState.CANCELLED):
+                raise NotRetryableError(
+                    f"cannot retry workflow {wf.id!r}: it is {row.state}; only a failed or "
+                    "cancelled workflow runs again"
+                )
 
         async def again() -> None:
             now = self.clock.time()
@@ -322,7 +324,7 @@ class WorkflowEngine:
 
         # The run that ended it may still be on its way out (a cancelled attempt stopping):
         # it ends before the workflow is reopened, so it never sees it running again.
-        return await self._runs.replace(wf, again, before=True)
+        return await self._runs.replace(wf, again, before=True, check=check)
 
     async def cancel(self, workflow_id: str | Workflow, reason: str = "cancelled") -> bool:
         """Cancel a workflow: no further step starts and a running attempt is interrupted.

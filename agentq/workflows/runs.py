@@ -76,15 +76,23 @@ class Runs:
         return await asyncio.shield(self.start(wf))
 
     async def replace(
-        self, wf: Workflow, change: Callable[[], Awaitable[None]], *, before: bool
+        self,
+        wf: Workflow,
+        change: Callable[[], Awaitable[None]],
+        *,
+        before: bool,
+        check: Callable[[], Awaitable[None]] | None = None,
     ) -> RunResult:
         """Store `change`, then replace the run of `wf` in progress with a new one.
+
+        A `join` of `wf` waits for this from the moment it is called.
 
         Args:
             wf: The workflow.
             change: Makes the stored change (resume a step, reopen the workflow); raising
                 leaves the runs as they are.
             before: Let the run in progress end before the change is made (else after).
+            check: Run first (before any wait); raising refuses the whole replacement.
 
         Returns:
             The new run's `RunResult`. Shielded: once called, the change is made and the run
@@ -92,6 +100,8 @@ class Runs:
         """
 
         async def continuation() -> RunResult:
+            if check is not None:
+                await check()
             if not before:
                 await change()
             previous = self._runs.get(wf.id)

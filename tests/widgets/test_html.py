@@ -197,6 +197,21 @@ def test_worker_lost_is_drawn_and_a_new_claim_starts_a_new_bar() -> None:
     assert [s.outcome for s in track.steps[0].spans] == ["lost", "running"]
 
 
+def test_a_retried_workflow_runs_again_on_its_timeline() -> None:
+    store = ReadStore()
+    store.event(EventKind.WORKFLOW_STARTED, "w")
+    store.event(EventKind.STEP_STARTED, "w", (0, "a"), attempt=1)
+    store.event(EventKind.STEP_FAILED, "w", (0, "a"), attempt=1, reason="boom")
+    store.event(EventKind.WORKFLOW_FAILED, "w", reason="boom")
+    store.event(EventKind.WORKFLOW_RETRIED, "w", (0, "a"))
+    store.event(EventKind.STEP_STARTED, "w", (0, "a"), attempt=1)
+    tl = Timeline()
+    tl.apply(store.events)
+    track = tl.get("w")
+    assert track is not None and (track.state, track.end) == ("running", None)
+    assert [s.outcome for s in track.steps[0].spans] == ["failed", "running"]
+
+
 def test_run_result_and_step_status_reprs() -> None:
     done = h.run_result_html(RunResult("w1", RunStatus.COMPLETED, outputs=(1, {"a": [1, 2]})))
     assert 'data-agentq="run-result" data-workflow="w1" data-status="completed"' in done

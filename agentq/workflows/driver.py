@@ -233,9 +233,9 @@ class Driver:
         if gone_reason(holder) is None:
             return False
         row = (await self.store.step_rows(workflow_id))[index]
-        if row.state is not StepState.LEASED or row.worker_id != holder:
-            return True  # it moved on meanwhile: claim again
-        return await take_back(self.store, row, self.clock.time()) is not None
+        if row.state is StepState.LEASED and row.worker_id == holder:
+            await take_back(self.store, row, self.clock.time())
+        return True  # taken back, or it moved on meanwhile: claim again
 
     async def _attempt(
         self, wf: Workflow, step: StepDef, execution: Execution, ctx: StepContext

@@ -344,7 +344,8 @@ class WorkflowEngine:
 
         Raises:
             UnknownWorkflowError: The workflow is neither stored nor registered.
-            WorkflowMismatchError: A `Workflow` whose id is stored with other steps or input.
+            WorkflowMismatchError: The `Workflow` given (or registered under this id) is
+                stored with other steps or input; nothing is recorded.
         """
         wf = workflow_id if isinstance(workflow_id, Workflow) else None
         wid = validate_key(wf.id if wf else workflow_id, "workflow id")

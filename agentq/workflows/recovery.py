@@ -52,6 +52,8 @@ class RecoveryReport:
             alive, holds a live lease on one of their steps.
         errors: Exceptions raised while starting a workflow's run, by workflow id (the other
             workflows were still started). A run's own failure comes from `wait`.
+        joins: How `wait` joins each resumed run (``engine.run`` of its workflow), by
+            workflow id; not part of the repr or of equality.
     """
 
     recovered: tuple[Execution, ...] = ()
@@ -62,7 +64,6 @@ class RecoveryReport:
     joins: Mapping[str, Callable[[], Awaitable[RunResult]]] = field(
         default_factory=dict, repr=False, compare=False
     )
-    """How to join each resumed run (``engine.run`` of its workflow), by workflow id."""
 
     async def wait(self) -> dict[str, RunResult]:
         """Wait until every run in `resumed` has ended; return their results.

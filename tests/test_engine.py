@@ -458,7 +458,8 @@ async def test_queue_closing_mid_step_records_nothing_and_recover_finishes(
         rescuer = WorkflowEngine(fresh, store, worker_id="new", lease_ttl=5.0, clock=clock)
         rescuer.register_workflow(wf)
         report = await recover(rescuer)
-    assert report.resumed["wf-shutdown"].output == "done"
+        results = await report.wait()
+    assert results["wf-shutdown"].output == "done"
     assert "StepFailed" not in await kinds(store, "wf-shutdown")
 
 
@@ -584,8 +585,9 @@ async def test_closing_the_engine_mid_step_hands_the_lease_back(
         rescuer = WorkflowEngine(fresh, store, worker_id="new", clock=clock)
         rescuer.register_workflow(wf)
         report = await recover(rescuer)
+        results = await report.wait()
     assert [e.worker_id for e in report.recovered] == ["old"]
-    assert report.resumed["wf-engine-close"].output == "done"
+    assert results["wf-engine-close"].output == "done"
     assert "StepFailed" not in await kinds(store, "wf-engine-close")
 
 

@@ -5,15 +5,17 @@ Other layers import only from here. Inside, each module has one job; read them i
 
 What a store hands out:
     ``rows``        `WorkflowRow`, `StepRow`, their states, and event rows (`EVENT_COLUMNS`).
-    ``claims``      `Execution` (a held lease) and the `ClaimResult` answers of a claim.
+    ``claims``      `Execution` (a held lease), `execution_of` (the lease of a step row) and
+                    the `ClaimResult` answers of a claim.
     ``protocol``    `DurableStore`: every verb, its atomicity and its errors.
 
 The transition rules, shared by every store:
     ``checks``          argument checks run before anything is read or written.
     ``projection``      `project` / `replay`: the rows as a pure function of the event log.
     ``tx``              `Tx` (what a rule needs from a transaction), `Draft`, `apply`.
-    ``rules_workflow``  start a workflow, resume a waiting step, cancel.
-    ``rules_lease``     claim a step, renew its lease, release an expired lease.
+    ``rules_workflow``  start a workflow, resume a waiting step, cancel, retry.
+    ``rules_lease``     claim a step, renew its lease, release an expired lease or a dead
+                        worker's.
     ``rules_attempt``   complete, fail or wait: the end of an attempt, under fencing.
 
 The stores:
@@ -37,7 +39,9 @@ from agentq.store.claims import (
     ClaimResult,
     Execution,
     HeldByOther,
+    NotBefore,
     WorkflowClosed,
+    execution_of,
 )
 from agentq.store.memory import MemoryStore
 from agentq.store.protocol import DurableStore
@@ -54,10 +58,12 @@ __all__ = [
     "Execution",
     "HeldByOther",
     "MemoryStore",
+    "NotBefore",
     "SqliteStore",
     "StepRow",
     "StepState",
     "WorkflowClosed",
     "WorkflowRow",
     "WorkflowState",
+    "execution_of",
 ]

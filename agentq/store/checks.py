@@ -23,6 +23,7 @@ from agentq.store.rows import WorkflowState
 
 __all__ = [
     "MAX_TEXT_CHARS",
+    "check_count",
     "check_error",
     "check_execution",
     "check_index",
@@ -72,6 +73,15 @@ def check_index(value: object) -> int:
     """Return a step index (an int, not a bool); its range is checked against the workflow."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"step_index must be an int, got {value!r}")
+    return int(value)
+
+
+def check_count(value: object, what: str) -> int:
+    """Return a count (an int >= 0, not a bool), e.g. ``max_recoveries``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int >= 0, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{what} must be >= 0, got {value!r}")
     return int(value)
 
 

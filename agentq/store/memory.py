@@ -126,10 +126,25 @@ class MemoryStore:
         return self._run(rules_workflow.start_workflow, workflow_id, step_names, input, now)
 
     async def claim_step(
-        self, workflow_id: str, step_index: int, worker_id: str, lease_ttl: float, now: float
+        self,
+        workflow_id: str,
+        step_index: int,
+        worker_id: str,
+        lease_ttl: float,
+        now: float,
+        *,
+        max_recoveries: int = 3,
     ) -> ClaimResult:
         """See `DurableStore.claim_step`."""
-        return self._run(rules_lease.claim_step, workflow_id, step_index, worker_id, lease_ttl, now)
+        return self._run(
+            rules_lease.claim_step,
+            workflow_id,
+            step_index,
+            worker_id,
+            lease_ttl,
+            now,
+            max_recoveries,
+        )
 
     async def renew_lease(self, execution: Execution, lease_ttl: float, now: float) -> Execution:
         """See `DurableStore.renew_lease`."""
@@ -167,6 +182,16 @@ class MemoryStore:
     async def release_expired(self, execution: Execution, now: float) -> bool:
         """See `DurableStore.release_expired`."""
         return self._run(rules_lease.release_expired, execution, now)
+
+    async def release_dead(self, execution: Execution, now: float, reason: str) -> bool:
+        """See `DurableStore.release_dead`."""
+        return self._run(rules_lease.release_dead, execution, now, reason)
+
+    async def retry_workflow(
+        self, workflow_id: str, from_step: int | None, now: float
+    ) -> WorkflowRow:
+        """See `DurableStore.retry_workflow`."""
+        return self._run(rules_workflow.retry_workflow, workflow_id, from_step, now)
 
     async def rebuild_projection(self) -> None:
         """Recompute every workflow and step row by replaying the event log.

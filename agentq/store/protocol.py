@@ -54,26 +54,52 @@ class DurableStore(Protocol):
         ...
 
     async def claim_step(
-        self, workflow_id: str, step_index: int, worker_id: str, lease_ttl: float, now: float
+        self,
+        workflow_id: str,
+        step_index: int,
+        worker_id: str,
+        lease_ttl: float,
+        now: float,
+        *,
+        max_recoveries: int = 3,
     ) -> ClaimResult:
         """Claim a step for a worker, atomically (compare-and-swap).
 
         A Pending step, or a Leased one whose lease expired (``now > expires_at``; recorded as
         `WorkerRecovered` first), becomes Leased by `worker_id` until ``now + lease_ttl`` with
-        the next fencing token and attempt number, and `StepStarted` is appended. A completed
-        step is never claimed again; a live lease is never taken over, not even at the tick it
-        expires and not even by its own worker id (two runs in one worker get `HeldByOther`).
-        Results are checked in this order: completed, workflow closed, waiting, earlier step
-        not completed, live lease.
+        the next fencing token, and `StepStarted` is appended. A completed step is never
+        claimed again; a live lease is never taken over, not even at the tick it expires and
+        not even by its own worker id (two runs in one worker get `HeldByOther`); a step
+        whose next attempt is scheduled (``retry_at``, from `fail_step`) is not claimed before
+        that time, by any worker. Results are checked in this order: completed, workflow
+        closed, waiting, earlier step not completed, live lease, retry time.
+
+        Lost attempts: an attempt whose lease was taken back without an outcome (here, or by
+        `release_expired` / `release_dead`) is re-admitted under the same attempt number (it
+        does not count toward ``RetryPolicy.max_attempts``) and counted in the step's
+        ``recoveries``. A claim that would re-admit more than `max_recoveries` of them
+        appends `StepFailed` and `WorkflowFailed` instead, with a reason saying that the
+        step's attempts were lost to crashes, and returns `WorkflowClosed`.
+
+        Args:
+            workflow_id: The workflow.
+            step_index: 0-based position of the step.
+            worker_id: The claiming worker; the lease holder.
+            lease_ttl: Lease length in seconds (> 0, finite).
+            now: Unix seconds.
+            max_recoveries: Lost attempts of this step that may be re-admitted (an int >= 0;
+                the step's ``StepDef.max_recoveries``).
 
         Returns:
-            `Claimed`, `AlreadyCompleted(output)`, `HeldByOther`, `AlreadyWaiting` or
-            `WorkflowClosed`.
+            `Claimed` (with the attempt's `Execution`), `AlreadyCompleted(output)`,
+            `HeldByOther(worker_id, expires_at)`, `AlreadyWaiting(reason)`,
+            `WorkflowClosed(state, reason)` or `NotBefore(retry_at)` (nothing appended).
 
         Raises:
             UnknownWorkflowError: No such workflow.
             UnknownStepError: No such step.
             EngineError: An earlier step has not completed.
+            TypeError / ValueError: A bad argument (e.g. ``max_recoveries=-1``).
         """
         ...
 
@@ -175,10 +201,48 @@ class DurableStore(Protocol):
         ...
 
     async def release_expired(self, execution: Execution, now: float) -> bool:
-        """Re-admit a step whose lease expired: `WorkerRecovered`; the step becomes Pending.
+        """Re-admit a step whose lease expired: `WorkerRecovered` ("lease expired"); the step
+        becomes Pending and counts one more lost attempt (see `claim_step`).
 
         Returns:
             True if released; False if the lease is live, or was renewed or taken meanwhile.
+        """
+        ...
+
+    async def release_dead(self, execution: Execution, now: float, reason: str) -> bool:
+        """Re-admit a step whose worker is gone, live lease or not: `WorkerRecovered`.
+
+        The caller vouches that the lease's worker no longer exists (e.g. its process on this
+        host is gone, see ``agentq.workflows.workers``): were it alive, its late writes would
+        be refused by fencing and its body would have run twice. Otherwise as
+        `release_expired`.
+
+        Args:
+            execution: The lease to take back (from a step row: `execution_of`).
+            now: Unix seconds.
+            reason: Why the worker is known to be gone; recorded in the event.
+
+        Returns:
+            True if released; False if the step is no longer under that lease.
+        """
+        ...
+
+    async def retry_workflow(
+        self, workflow_id: str, from_step: int | None, now: float
+    ) -> WorkflowRow:
+        """Run a failed or cancelled workflow again: `WorkflowRetried`; the workflow is running.
+
+        The steps before `from_step` keep their outputs; from `from_step` on (default: the
+        first step that did not complete — the failed or cancelled one) the steps are pending
+        as if never run: attempt and recovery counters at 0, outputs, errors and resume input
+        cleared. Their fencing tokens keep increasing, so a stale worker is still refused.
+        Atomic: two concurrent retries append one `WorkflowRetried`; the other is refused.
+
+        Raises:
+            UnknownWorkflowError / UnknownStepError: No such workflow, or no such step.
+            NotRetryableError: The workflow is running, waiting or completed (the message
+                names its state), or a step before `from_step` has not completed; nothing
+                is appended.
         """
         ...
 

@@ -69,3 +69,10 @@ END;
 CREATE INDEX steps_by_lease_expiry ON steps (lease_expires_at) WHERE state = 'leased';
 -- workflows() and step_rows() list workflows in start order.
 CREATE UNIQUE INDEX workflows_by_start ON workflows (started_seq);
+
+-- migration 3
+-- Crashes get their own budget: recoveries counts a step's attempts lost to crashes (one per
+-- WorkerRecovered event), and a lost attempt no longer counts toward max_attempts. Both follow
+-- from the log, so the projection is rebuilt from it once the column is there.
+ALTER TABLE steps ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;
+-- agentq: rebuild projection

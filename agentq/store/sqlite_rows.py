@@ -29,7 +29,7 @@ __all__ = [
 STEP_COLUMNS = (
     "workflow_id, step_index, step_name, state, attempt, worker_id, lease_token, "
     "lease_expires_at, output, reason, error, resume_input, resumed, retry_at, started_at, "
-    "finished_at"
+    "finished_at, recoveries"
 )
 """The ``steps`` columns, in `StepRow` order."""
 EVENT_TABLE_COLUMNS = "seq, at, workflow_id, step_index, step_name, kind, attempt, worker_id, data"
@@ -96,6 +96,7 @@ def step_row(r: Sequence[Any]) -> StepRow:
         r[13],
         r[14],
         r[15],
+        r[16],
     )
 
 

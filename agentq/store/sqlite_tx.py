@@ -187,18 +187,19 @@ class SqliteTx:
             row.retry_at,
             row.started_at,
             row.finished_at,
+            row.recoveries,
         )
         if new:
             self.conn.execute(
                 f"INSERT INTO steps ({STEP_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (row.workflow_id, row.step_index, row.step_name, *values),
             )
             return
         self.conn.execute(
             "UPDATE steps SET state = ?, attempt = ?, worker_id = ?, lease_token = ?, "
             "lease_expires_at = ?, output = ?, reason = ?, error = ?, resume_input = ?, "
-            "resumed = ?, retry_at = ?, started_at = ?, finished_at = ? "
+            "resumed = ?, retry_at = ?, started_at = ?, finished_at = ?, recoveries = ? "
             "WHERE workflow_id = ? AND step_index = ?",
             (*values, row.workflow_id, row.step_index),
         )

@@ -30,6 +30,7 @@ from hypothesis.stateful import (
 from agentq.errors import (
     EngineError,
     LeaseLostError,
+    NotRetryableError,
     NotWaitingError,
     UnknownStepError,
     UnknownWorkflowError,
@@ -43,6 +44,7 @@ from agentq.store import (
     DurableStore,
     Execution,
     HeldByOther,
+    NotBefore,
     StepState,
     WorkflowClosed,
     WorkflowState,
@@ -76,6 +78,8 @@ class MStep:
     output: Any = None
     resumed: bool = False
     resume_input: Any = None
+    recoveries: int = 0
+    retry_at: float | None = None
 
 
 @dataclass
@@ -155,10 +159,11 @@ class StoreMachine(RuleBasedStateMachine):
         data=st.data(),
         worker=st.sampled_from(["A", "B"]),
         ttl=st.sampled_from([1.0, 3.0]),
+        limit=st.sampled_from([0, 1, 3]),
     )
-    def claim(self, data: st.DataObject, worker: str, ttl: float) -> Any:
+    def claim(self, data: st.DataObject, worker: str, ttl: float, limit: int) -> Any:
         wid, index = self.pick(data, StepState.PENDING, StepState.LEASED)
-        call = self.store.claim_step(wid, index, worker, ttl, self.now)
+        call = self.store.claim_step(wid, index, worker, ttl, self.now, max_recoveries=limit)
         wf = self.model.get(wid)
         if wf is None:
             self.expect(call, UnknownWorkflowError)
@@ -174,6 +179,7 @@ class StoreMachine(RuleBasedStateMachine):
             self.expect(call, EngineError)
             return multiple()
         result = self.run(call)
+        takeover = int(s.state is StepState.LEASED)
         if s.state is StepState.COMPLETED:
             assert result == AlreadyCompleted(s.output)
         elif wf.state.closed:
@@ -182,15 +188,28 @@ class StoreMachine(RuleBasedStateMachine):
             assert isinstance(result, AlreadyWaiting)
         elif live:
             assert result == HeldByOther(s.worker or "", s.expires or 0.0)
+        elif s.retry_at is not None and self.now < s.retry_at:
+            assert result == NotBefore(s.retry_at)  # nothing recorded before the retry time
+        elif s.recoveries + takeover > limit:  # lost to crashes too many times: fails
+            assert result == WorkflowClosed(WorkflowState.FAILED, result.reason), result
+            assert "crash" in (result.reason or "")
+            self.events += 2 + takeover
+            s.state, s.expires = StepState.FAILED, None
+            s.attempt, s.recoveries = max(s.attempt - takeover, 0), s.recoveries + takeover
+            wf.state = WorkflowState.FAILED
         else:
             assert isinstance(result, Claimed), result
-            self.events += 2 if s.state is StepState.LEASED else 1
-            s.state, s.attempt, s.token = StepState.LEASED, s.attempt + 1, s.token + 1
+            self.events += 1 + takeover
+            # a lost attempt (taken over) is re-admitted under its own number
+            s.attempt = max(s.attempt - takeover, 0) + 1
+            s.recoveries += takeover
+            s.state, s.token, s.retry_at = StepState.LEASED, s.token + 1, None
             s.worker = worker
             s.expires = s.started_expires = self.now + ttl
             ex = result.execution
             assert (ex.attempt, ex.lease_token, ex.expires_at) == (s.attempt, s.token, s.expires)
             assert (result.resumed, result.resume_input) == (s.resumed, s.resume_input)
+            assert result.recoveries == s.recoveries
             return multiple(ex)
         return multiple()
 
@@ -231,7 +250,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.events += 2
         s.expires = None
         if retry:
-            s.state = StepState.PENDING
+            s.state, s.retry_at = StepState.PENDING, self.now + 1
         else:
             s.state, wf.state = StepState.FAILED, WorkflowState.FAILED
 
@@ -264,6 +283,7 @@ class StoreMachine(RuleBasedStateMachine):
             self.events += 1
             s = wf.steps[index]
             s.state, s.attempt, s.resumed, s.resume_input = StepState.PENDING, 0, True, value
+            s.recoveries, s.retry_at = 0, None
             wf.state = WorkflowState.RUNNING
 
     @rule(wid=st.sampled_from([*IDS, "nope"]), go=st.integers(0, 3))
@@ -294,6 +314,12 @@ class StoreMachine(RuleBasedStateMachine):
         assert self.run(call).expires_at == self.now + ttl
         s.expires = self.now + ttl
 
+    def lost(self, s: MStep) -> None:
+        """The model of `WorkerRecovered`: the attempt was lost to a crash."""
+        self.events += 1
+        s.state, s.expires = StepState.PENDING, None
+        s.attempt, s.recoveries = max(s.attempt - 1, 0), s.recoveries + 1
+
     @rule(ex=executions)
     def release(self, ex: Execution) -> None:
         s = self.model[ex.workflow_id].steps[ex.step_index]
@@ -305,8 +331,44 @@ class StoreMachine(RuleBasedStateMachine):
         )
         assert self.run(self.store.release_expired(ex, self.now)) == expected
         if expected:
-            self.events += 1
-            s.state, s.expires = StepState.PENDING, None
+            self.lost(s)
+
+    @rule(ex=executions)
+    def release_dead(self, ex: Execution) -> None:
+        s = self.model[ex.workflow_id].steps[ex.step_index]
+        expected = s.state is StepState.LEASED and (s.token, s.worker) == (
+            ex.lease_token, ex.worker_id)
+        assert self.run(self.store.release_dead(ex, self.now, "its process is gone")) == expected
+        if expected:
+            self.lost(s)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), from_step=st.sampled_from([None, None, 0, 1, 2, 3]))
+    def retry(self, data: st.DataObject, from_step: int | None) -> None:
+        wid = data.draw(st.sampled_from([*sorted(self.model), "nope"]))
+        call = self.store.retry_workflow(wid, from_step, self.now)
+        wf = self.model.get(wid)
+        if wf is None:
+            self.expect(call, UnknownWorkflowError)
+            return
+        if wf.state not in (WorkflowState.FAILED, WorkflowState.CANCELLED):
+            self.expect(call, NotRetryableError)
+            return
+        unfinished = next(
+            i for i, s in enumerate(wf.steps) if s.state is not StepState.COMPLETED)
+        first = unfinished if from_step is None else from_step
+        if first >= len(wf.steps):
+            self.expect(call, UnknownStepError)
+            return
+        if first > unfinished:
+            self.expect(call, NotRetryableError)
+            return
+        row = self.run(call)
+        assert row.state is WorkflowState.RUNNING and row.reason is None
+        self.events += 1
+        wf.state = WorkflowState.RUNNING
+        for i in range(first, len(wf.steps)):
+            wf.steps[i] = MStep(token=wf.steps[i].token)
 
     @rule()
     def recover(self) -> None:
@@ -346,6 +408,7 @@ class StoreMachine(RuleBasedStateMachine):
             assert (row.worker_id, row.lease_expires_at) == (
                 s.worker, s.expires if s.state is StepState.LEASED else None)
             assert (row.resumed, row.resume_input) == (s.resumed, s.resume_input)
+            assert (row.recoveries, row.retry_at) == (s.recoveries, s.retry_at)
             if s.state is StepState.COMPLETED:
                 assert row.output == s.output
 

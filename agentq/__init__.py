@@ -55,12 +55,14 @@ from agentq.queue import (
     JobEvent,
     JobEventKind,
     JobHandle,
+    JobOutcomeStore,
     LaneConfig,
     LaneStats,
     Priority,
     Queue,
     Queued,
     QueueStats,
+    StoredJob,
 )
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store import (
@@ -116,6 +118,7 @@ __all__ = [
     "JobFailed",
     "JobHandle",
     "JobLost",
+    "JobOutcomeStore",
     "KeyConflictError",
     "LaneConfig",
     "LaneStats",
@@ -150,6 +153,7 @@ __all__ = [
     "StepState",
     "StepStatus",
     "StoreError",
+    "StoredJob",
     "SystemClock",
     "UnknownStepError",
     "UnknownWorkflowError",

@@ -43,6 +43,11 @@ which keeps only what means the same thing in another process:
 - a value compared by identity (the default ``<… object at 0x…>`` repr, an elided repr)
   becomes its type only: no object outlives its process, so across processes two such values
   of one type count as the same value;
+- a module-level list, dict, set or bytearray that a function reads becomes its type only:
+  such a global is nearly always shared state (a log, a cache, a registry) whose contents
+  when the job completed say nothing about the call, and within one process it is the same
+  object anyway. Pass what identifies a call as an argument (a `functools.partial`) or give
+  ``fingerprint=``;
 - a function's code object becomes the names and the literal constants its code uses (with
   those of the functions defined inside it), not its bytecode, which changes between Python
   versions. An edited function body that reads the same names and constants is the same
@@ -283,8 +288,20 @@ def _canonical(form: Any) -> str:
     return json.dumps(form, ensure_ascii=True, separators=(",", ":"))
 
 
+_SHARED_STATE = (list, dict, set, bytearray)  # as module-level values: by their type only
+
+
+def _portable_global(item: tuple[Any, ...]) -> Any:
+    """One module-level value a function reads (see `_globals`), in its portable form."""
+    if len(item) == 2 and isinstance(item[1], _Value) and type(item[1].obj) in _SHARED_STATE:
+        return [item[0], "shared", _type_name(item[1].obj)]
+    return _portable(item)
+
+
 def _portable(part: Any) -> Any:
     """A JSON form of a derived fingerprint that means the same thing in another process."""
+    if type(part) is tuple and len(part) == 8 and part[0] == "function":  # see _derive
+        return [_portable(p) for p in part[:7]] + [[_portable_global(g) for g in part[7]]]
     if isinstance(part, _Value):
         if part.form is _IDENTITY:
             return ["object", _type_name(part.obj)]

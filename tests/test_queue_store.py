@@ -566,6 +566,21 @@ async def test_push_nowait_reads_the_store_in_its_worker() -> None:
     assert tool.calls == ["alice", "x", "alice"]  # "other" ran only in its first queue
 
 
+async def test_push_nowait_while_a_push_reads_the_key_runs_it_once() -> None:
+    spy, tool = SpyStore(), Tool()
+    spy.hold["load"] = asyncio.Event()
+    async with Queue(store=spy) as queue:
+        reading = asyncio.ensure_future(queue.push_and_wait(Job("k", tool("alice"))))
+        await settle()
+        accepted = queue.push_nowait(Job("k", tool("alice")))  # does not wait for the read
+        assert isinstance(accepted, Queued)
+        spy.hold["load"].set()
+        async with asyncio.timeout(BOUND):
+            assert await reading == {"sent_to": "alice", "ids": (1, 2)}  # it joined
+            assert isinstance(await accepted.handle, Completed)
+    assert tool.calls == ["alice"] and spy.calls == {"load": 2, "save": 1}
+
+
 async def test_a_nested_push_and_wait_reads_the_store() -> None:
     store, tool = MemoryStore(), Tool()
     await complete_in_first_queue(store, tool)

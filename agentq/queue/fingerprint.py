@@ -284,8 +284,68 @@ def _constants(code: CodeType, out: set[str]) -> None:
             out.add(_canonical(_portable(_form(const, 0, set()))))
 
 
+@functools.lru_cache(maxsize=512)
+def _code_form(code: CodeType) -> tuple[Any, ...]:
+    """The portable form of a code object: the names and literal constants it uses."""
+    constants: set[str] = set()
+    _constants(code, constants)
+    return ("code", _global_names(code), tuple(sorted(constants)))
+
+
+_JSON = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+
+
 def _canonical(form: Any) -> str:
-    return json.dumps(form, ensure_ascii=True, separators=(",", ":"))
+    return _JSON.encode(form)
+
+
+_SHARED_STATE = (list, dict, set, bytearray)  # as module-level values: by their type only
+
+
+def _portable_global(item: tuple[Any, ...]) -> Any:
+    """One module-level value a function reads (see `_globals`), in its portable form."""
+    if len(item) == 2 and isinstance(item[1], _Value) and type(item[1].obj) in _SHARED_STATE:
+        return [item[0], "shared", _type_name(item[1].obj)]
+    return _portable(item)
+
+
+def _portable(part: Any) -> Any:
+    """A JSON form of a derived fingerprint that means the same thing in another process."""
+    kind = type(part)
+    if kind is str or part is None or kind is bool:
+        return part
+    if kind is _Value:
+        if part.form is _IDENTITY:
+            return ["object", _type_name(part.obj)]
+        return _portable(part.form)
+    if kind is tuple:
+        if len(part) == 8 and part[0] == "function":  # see _derive: its globals are special
+            return [_portable(p) for p in part[:7]] + [[_portable_global(g) for g in part[7]]]
+        return [_portable(p) for p in part]
+    if kind is int:
+        return part if part.bit_length() <= _BIG_INT_BITS else ["int", hex(part)]
+    if kind is list:
+        return [_portable(p) for p in part]
+    if kind is bytes:
+        return ["bytes", part.hex()]
+    if isinstance(part, CodeType):
+        return _code_form(part)
+    return ["object", _type_name(part)]  # not produced by _derive or _form; kept safe
+
+
+@functools.lru_cache(maxsize=512)
+def _code_form(code: CodeType) -> tuple[Any, ...]:
+    """The portable form of a code object: the names and literal constants it uses."""
+    constants: set[str] = set()
+    _constants(code, constants)
+    return ("code", _global_names(code), tuple(sorted(constants)))
+
+
+_JSON = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+
+
+def _canonical(form: Any) -> str:
+    return _JSON.encode(form)
 
 
 _SHARED_STATE = (list, dict, set, bytearray)  # as module-level values: by their type only
@@ -316,9 +376,7 @@ def _portable(part: Any) -> Any:
     if kind is bytes:
         return ["bytes", part.hex()]
     if isinstance(part, CodeType):
-        constants: set[str] = set()
-        _constants(part, constants)
-        return ["code", list(_global_names(part)), sorted(constants)]
+        return _code_form(part)
     return ["object", _type_name(part)]  # not produced by _derive or _form; kept safe
 
 

@@ -333,53 +333,6 @@ def _portable(part: Any) -> Any:
     return ["object", _type_name(part)]  # not produced by _derive or _form; kept safe
 
 
-@functools.lru_cache(maxsize=512)
-def _code_form(code: CodeType) -> tuple[Any, ...]:
-    """The portable form of a code object: the names and literal constants it uses."""
-    constants: set[str] = set()
-    _constants(code, constants)
-    return ("code", _global_names(code), tuple(sorted(constants)))
-
-
-_JSON = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
-
-
-def _canonical(form: Any) -> str:
-    return _JSON.encode(form)
-
-
-_SHARED_STATE = (list, dict, set, bytearray)  # as module-level values: by their type only
-
-
-def _portable_global(item: tuple[Any, ...]) -> Any:
-    """One module-level value a function reads (see `_globals`), in its portable form."""
-    if len(item) == 2 and isinstance(item[1], _Value) and type(item[1].obj) in _SHARED_STATE:
-        return [item[0], "shared", _type_name(item[1].obj)]
-    return _portable(item)
-
-
-def _portable(part: Any) -> Any:
-    """A JSON form of a derived fingerprint that means the same thing in another process."""
-    if type(part) is tuple and len(part) == 8 and part[0] == "function":  # see _derive
-        return [_portable(p) for p in part[:7]] + [[_portable_global(g) for g in part[7]]]
-    if isinstance(part, _Value):
-        if part.form is _IDENTITY:
-            return ["object", _type_name(part.obj)]
-        return _portable(part.form)
-    kind = type(part)
-    if part is None or kind is str or kind is bool:
-        return part
-    if kind is int:
-        return part if part.bit_length() <= _BIG_INT_BITS else ["int", hex(part)]
-    if kind is tuple or kind is list:
-        return [_portable(p) for p in part]
-    if kind is bytes:
-        return ["bytes", part.hex()]
-    if isinstance(part, CodeType):
-        return _code_form(part)
-    return ["object", _type_name(part)]  # not produced by _derive or _form; kept safe
-
-
 def stored_fingerprint(fn: Any, explicit: Any = None) -> str:
     """Return the fingerprint of the call ``fn()`` as text to store (see the module docstring).
 

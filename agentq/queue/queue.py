@@ -2,8 +2,7 @@
 
 See `Queue`: small public methods over the mechanisms below it (the `Ledger` of keys and
 lanes, the `Dispatcher` of workers, the nesting rules, the store rules of `persistence`, the
-`Shutdown`). How a push travels
-through the queue is told in ``docs/queue-internals.md``.
+`Shutdown`). How a push travels through the queue is told in ``docs/queue-internals.md``.
 """
 
 from __future__ import annotations
@@ -300,7 +299,8 @@ class Queue:
     def state(self, key: str) -> State | None:
         """The state of `key`: `Pending`, `Processing`, `Completed(output)`, `Failed`, or None.
 
-        None when the key is unknown, expired, evicted or forgotten.
+        None when the key is unknown, expired, evicted or forgotten. Memory only: a key known
+        only to the store reads None until a push reads it back.
 
         Raises:
             TypeError, InvalidKeyError: `key` is not a valid key.

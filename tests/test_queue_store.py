@@ -305,6 +305,22 @@ async def test_a_non_json_output_fails_the_job_with_a_payload_error(
     assert runs == [1]  # not retried: the same output could never be stored
 
 
+async def test_a_job_pushed_with_persist_false_stays_in_memory() -> None:
+    spy = SpyStore()
+    async with Queue(store=spy) as queue:
+        job = Job("k", functools.partial(set, [1]), persist=False)  # not JSON: fine here
+        assert await queue.push_and_wait(job) == {1}
+        assert await queue.push_and_wait(job) == {1}
+        accepted = queue.push_nowait(Job("n", functools.partial(set, [2]), persist=False))
+        assert isinstance(accepted, Queued)
+        async with asyncio.timeout(BOUND):
+            assert await accepted.handle == Completed({2})
+        assert await queue.forget("k") is True  # forget still asks the store
+    assert spy.calls == {"forget": 1}
+    with pytest.raises(TypeError, match="persist must be a bool"):
+        Job("k", functools.partial(set, [1]), persist=1)  # type: ignore[arg-type]
+
+
 async def test_without_a_store_any_output_is_fine() -> None:
     async with Queue() as queue:
         assert await queue.push_and_wait(Job("k", functools.partial(set, [1]))) == {1}

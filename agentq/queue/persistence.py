@@ -1,8 +1,8 @@
 """Persistence: a queue's completed keys in its store (`Queue(store=...)`), across restarts.
 
 These rules are functions over the queue's `Ledger`, which holds the `JobOutcomeStore`; the
-key table holds the state they share (the gates of the keys being read). Without a store
-none of this runs.
+key table holds the state they share (the gates of the keys being read). Without a store,
+and for a job pushed with ``Job(persist=False)``, none of this runs: memory only.
 
 - **Read before a run.** A push whose key is known in memory is answered from memory, as
   without a store (no store read). A push whose key must run (unknown in memory, Failed, or
@@ -70,7 +70,7 @@ async def answer(ledger: Ledger, job: Job) -> tuple[int, Record | None]:
             code = ledger.hit(job, rec)
             if code != HIT_RUN:
                 return code, rec
-        if ledger.store is None or not await _consult(ledger, job):
+        if ledger.store is None or not job.persist or not await _consult(ledger, job):
             return HIT_RUN, None
 
 
@@ -150,7 +150,8 @@ async def save_and_settle(ledger: Ledger, record: Record, output: Any) -> None:
     """Save the output of `record`'s body that returned, then settle it `Completed`.
 
     Not interrupted by ``cancel``, a timeout or ``close`` (phase `SAVING`): the job has
-    finished. With ``key_ttl=0`` nothing is saved (it would never be answered).
+    finished. Without a store, for a ``persist=False`` job and with ``key_ttl=0`` (it would
+    never be answered) nothing is saved: the record is just settled.
 
     Raises:
         asyncio.CancelledError: Cancelled from outside; the record is settled as cancelled
@@ -159,7 +160,7 @@ async def save_and_settle(ledger: Ledger, record: Record, output: Any) -> None:
     job = record.job
     clock = ledger.clock
     ttl = ledger.keys.ttl
-    if ttl is None or ttl > 0:
+    if ledger.store is not None and job.persist and (ttl is None or ttl > 0):
         record.phase = SAVING
         try:
             now = clock.time()

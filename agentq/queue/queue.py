@@ -212,7 +212,7 @@ class Queue:
                 f"capacity {lane.capacity}, permits {lane.permits}): job {job.key!r} not admitted"
             )
         rec = self._ledger.claim(job)
-        rec.unread = self._ledger.store is not None
+        rec.unread = job.persist and self._ledger.store is not None
         self._dispatch.admit(rec)
         return Queued(JobHandle(self._dispatch, rec))
 

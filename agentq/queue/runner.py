@@ -194,7 +194,7 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                 record.uncancel(task)
                 if record.pending is None and record.outcome is None:
                     if raised is None:
-                        if ledger.store is None:
+                        if ledger.store is None or not job.persist:
                             ledger.settle(record, Completed(output))
                         else:
                             saving = True  # after this attempt's watchdog has stopped

@@ -259,6 +259,17 @@ async def test_max_keys_bounds_memory_only_an_evicted_key_is_read_back() -> None
     assert spy.calls == {"load": 3, "save": 2}
 
 
+async def test_with_max_keys_zero_every_push_reads_the_store() -> None:
+    spy, tool = SpyStore(), Tool()
+    await complete_in_first_queue(spy.inner, tool)
+    async with Queue(store=spy, max_keys=0) as queue:
+        for _ in range(3):
+            async with asyncio.timeout(BOUND):
+                assert isinstance(await queue.push(Job("mail", tool("alice"))), Cached)
+        assert queue.state("mail") is None  # memory keeps nothing
+    assert spy.calls == {"load": 3} and tool.calls == ["alice"]
+
+
 # ------------------------------------------------------------------ what is not saved
 
 

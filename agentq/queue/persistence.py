@@ -70,13 +70,24 @@ async def answer(ledger: Ledger, job: Job) -> tuple[int, Record | None]:
             code = ledger.hit(job, rec)
             if code != HIT_RUN:
                 return code, rec
-        if ledger.store is None or not job.persist or not await _consult(ledger, job):
+        if ledger.store is None or not job.persist:
             return HIT_RUN, None
+        found = await _consult(ledger, job)
+        if found is False:
+            return HIT_RUN, None
+        if found is not True:  # answer from it even if memory did not keep it (max_keys=0)
+            code = ledger.hit(job, found)
+            return (code, found) if code != HIT_RUN else (HIT_RUN, None)
 
 
-async def _consult(ledger: Ledger, job: Job) -> bool:
-    """Read the stored outcome of `job`'s key; True when memory may have changed meanwhile
-    (the caller looks the key up again), False when the key must run."""
+async def _consult(ledger: Ledger, job: Job) -> Record | bool:
+    """Read the stored outcome of `job`'s key.
+
+    Returns:
+        The finished record made from a stored outcome of the same call; True when memory
+        may have changed meanwhile (the caller looks the key up again); False when nothing
+        is stored and the key must run.
+    """
     keys = ledger.keys
     key = job.key
     gate = keys.gate(key)
@@ -92,8 +103,7 @@ async def _consult(ledger: Ledger, job: Job) -> bool:
         if stored is None:
             return False
         check_stored(job, stored)
-        ledger.restore(job, stored)
-        return True
+        return ledger.restore(job, stored)
     finally:
         keys.open_gate(key, gate)
 

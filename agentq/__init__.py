@@ -56,12 +56,14 @@ from agentq.queue import (
     JobEvent,
     JobEventKind,
     JobHandle,
+    JobOutcomeStore,
     LaneConfig,
     LaneStats,
     Priority,
     Queue,
     Queued,
     QueueStats,
+    StoredJob,
 )
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store import (
@@ -117,6 +119,7 @@ __all__ = [
     "JobFailed",
     "JobHandle",
     "JobLost",
+    "JobOutcomeStore",
     "KeyConflictError",
     "LaneConfig",
     "LaneStats",
@@ -152,6 +155,7 @@ __all__ = [
     "StepState",
     "StepStatus",
     "StoreError",
+    "StoredJob",
     "SystemClock",
     "UnknownStepError",
     "UnknownWorkflowError",

@@ -1,5 +1,8 @@
 """The durable store: the `DurableStore` protocol and its implementations.
 
+The stores also implement `agentq.queue.JobOutcomeStore`, the three verbs (`load_job`,
+`save_job`, `forget_job`) by which a `Queue(store=...)` keeps completed keys across restarts.
+
 Other layers import only from here. Inside, each module has one job; read them in this order
 (each imports only modules above it in the list, plus the foundation modules of `agentq`):
 
@@ -24,6 +27,7 @@ The stores:
     ``sqlite_tx``       the write lock, `SqliteTx` (the rules' `Tx`), a batch's transaction.
     ``sqlite_schema``   migrations from ``schema.sql``.
     ``sqlite_reads``    the read verbs as queries.
+    ``sqlite_jobs``     the ``job_outcomes`` table: the `JobOutcomeStore` verbs as SQL.
     ``sqlite_connection``  opening the aiosqlite connection; running a call on its thread.
     ``sqlite_batch``    `Batch` and `Op`: the verbs of one group-commit transaction.
     ``sqlite``          `SqliteStore`: the group-commit queue and the verbs.

@@ -3,12 +3,14 @@
 It runs the same transition rules (`rules_workflow`, `rules_lease`, `rules_attempt`) as every
 other store, over its own `Tx` (staged writes, applied on commit), so it accepts, refuses and
 records exactly what `SqliteStore` does; only durability differs (nothing outlives the
-process).
+process). It is a `JobOutcomeStore` too, keeping job outcomes in a dict (with a heap of
+expiry times for the purge of `save_job`).
 """
 
 from __future__ import annotations
 
 import copy
+import heapq
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -19,7 +21,8 @@ from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
-from agentq.store.checks import check_now, check_seq, check_state
+from agentq.queue import StoredJob
+from agentq.store.checks import check_job_save, check_now, check_number, check_seq, check_state
 from agentq.store.claims import ClaimResult, Execution, execution_of, is_expired
 from agentq.store.projection import replay
 from agentq.store.rows import StepRow, WorkflowRow, WorkflowState, event_row
@@ -79,7 +82,8 @@ class _Tx:
 
 
 class MemoryStore:
-    """A `DurableStore` in memory: the reference implementation and a test double.
+    """A `DurableStore` and `JobOutcomeStore` in memory: the reference implementation and a
+    test double.
 
     Every verb is applied all-or-nothing (staged, then committed only if the rule succeeded)
     and returns copies, so callers never share mutable values with the store. Values read
@@ -94,6 +98,8 @@ class MemoryStore:
         self._events: list[Event] = []
         self._workflows: dict[str, WorkflowRow] = {}  # in start order
         self._steps: dict[str, list[StepRow]] = {}
+        self._jobs: dict[str, StoredJob] = {}
+        self._job_expiry: list[tuple[float, str]] = []  # a heap of (expires_at, key)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -193,6 +199,38 @@ class MemoryStore:
         """See `DurableStore.retry_workflow`."""
         return self._run(rules_workflow.retry_workflow, workflow_id, from_step, now)
 
+    async def save_job(
+        self,
+        key: str,
+        *,
+        fingerprint: str,
+        output: Any,
+        completed_at: float,
+        expires_at: float | None,
+    ) -> bool:
+        """See `JobOutcomeStore.save_job`."""
+        self._check()
+        key, fingerprint, value, _, done, expires = check_job_save(
+            key, fingerprint, output, completed_at, expires_at
+        )
+        jobs, heap = self._jobs, self._job_expiry
+        while heap and heap[0][0] <= done:  # the purge of outcomes expired by now
+            _, old_key = heapq.heappop(heap)
+            old = jobs.get(old_key)
+            if old is not None and old.expires_at is not None and old.expires_at <= done:
+                del jobs[old_key]
+        if key in jobs:
+            return False  # live: it survived the purge
+        jobs[key] = StoredJob(key, fingerprint, value, done, expires)
+        if expires is not None:
+            heapq.heappush(heap, (expires, key))
+        return True
+
+    async def forget_job(self, key: str) -> bool:
+        """See `JobOutcomeStore.forget_job`."""
+        self._check()
+        return self._jobs.pop(validate_key(key), None) is not None
+
     async def rebuild_projection(self) -> None:
         """Recompute every workflow and step row by replaying the event log.
 
@@ -209,6 +247,15 @@ class MemoryStore:
             self._steps[rows.workflow.workflow_id] = [rows.steps[i] for i in sorted(rows.steps)]
 
     # ------------------------------------------------------------ reads
+
+    async def load_job(self, key: str, now: float) -> StoredJob | None:
+        """See `JobOutcomeStore.load_job`."""
+        self._check()
+        key, now = validate_key(key), check_number(now, "now")
+        job = self._jobs.get(key)
+        if job is None or (job.expires_at is not None and job.expires_at <= now):
+            return None
+        return copy.deepcopy(job)
 
     async def expired_leases(self, now: float) -> list[Execution]:
         """See `DurableStore.expired_leases`."""

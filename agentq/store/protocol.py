@@ -32,6 +32,9 @@ class DurableStore(Protocol):
     Every write verb is one atomic transaction that appends its events and updates the
     projection together; a refused verb appends nothing. `MemoryStore` is the reference
     implementation; `tests/store/` is the contract suite any implementation must pass.
+    `MemoryStore` and `SqliteStore` also implement `agentq.queue.JobOutcomeStore` (the
+    queue's three verbs for completed keys), a separate protocol that a store used only for
+    workflows need not implement.
 
     All methods are coroutines to be awaited on one event loop; a store object is not shared
     between loops or threads.

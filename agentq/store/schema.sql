@@ -76,3 +76,18 @@ CREATE UNIQUE INDEX workflows_by_start ON workflows (started_seq);
 -- from the log, so the projection is rebuilt from it once the column is there.
 ALTER TABLE steps ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;
 -- agentq: rebuild projection
+
+-- migration 4
+-- Job outcomes of Queue(store=...): the output of each completed idempotency key, with the
+-- fingerprint of the call that completed it. Not part of the event log (a job outcome
+-- belongs to a queue, not to a workflow); rows are deleted by forget_job and, once expired,
+-- by the next save_job.
+CREATE TABLE job_outcomes (
+    key          TEXT    PRIMARY KEY,   -- the idempotency key, compared byte-exactly
+    fingerprint  TEXT    NOT NULL,      -- opaque text from the queue: equal means same call
+    output       TEXT    NOT NULL,      -- JSON
+    completed_at REAL    NOT NULL,      -- Unix seconds (UTC)
+    expires_at   REAL                   -- Unix seconds; NULL: never
+);
+-- save_job deletes the expired rows by expiry.
+CREATE INDEX job_outcomes_by_expiry ON job_outcomes (expires_at) WHERE expires_at IS NOT NULL;

@@ -245,6 +245,7 @@ class Driver:
             step_call(step, ctx),
             self.priority,
             timeout=step.timeout,
+            persist=False,  # the attempt's outcome is recorded in the workflow's event log
         )
         lease = Lease(self.store, self.clock, self.lease_ttl, execution)
         renewer = asyncio.get_running_loop().create_task(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import re
 import sqlite3
 import threading
 from pathlib import Path
@@ -109,16 +110,15 @@ async def test_an_older_file_is_migrated_on_open(db_path: Path) -> None:
     async with SqliteStore(db_path) as store:
         await start(store, steps=["a"])
         await run_step(store, output={"kept": True})
-    # Turn the file back into a version-1 file, as the first agentq release wrote it.
+    # Turn the file back into a version-1 file, as the first agentq release wrote it: drop
+    # what every later migration created (tables last: that drops their indexes too).
     conn = raw(db_path)
-    for kind, name in conn.execute(
-        "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'index') "
-        "AND name NOT LIKE 'sqlite_%'"
-    ).fetchall():
-        if f"CREATE {kind.upper()}" in "".join(migrations()[1]) and name in "".join(
-            migrations()[1]
-        ):
-            conn.execute(f"DROP {kind} {name}")
+    created = re.findall(
+        r"CREATE (?:UNIQUE )?(TABLE|INDEX|TRIGGER) (\w+)",
+        "\n".join(s for statements in migrations()[1:] for s in statements),
+    )
+    for kind, name in sorted(created, key=lambda c: c[0] == "TABLE"):
+        conn.execute(f"DROP {kind} IF EXISTS {name}")
     conn.execute("ALTER TABLE steps DROP COLUMN recoveries")  # added by migration 3
     conn.execute("PRAGMA user_version = 1")
     conn.execute("UPDATE events SET kind = kind")  # version 1 had no append-only trigger
@@ -218,6 +218,30 @@ async def test_a_version_2_file_is_migrated_and_its_workflows_continue(db_path: 
     async with SqliteStore(db_path) as again:  # opening a migrated file changes nothing
         assert await again.last_seq() == 14
     assert user_version(db_path) == SCHEMA_VERSION
+async def test_a_file_from_before_job_outcomes_gets_the_table_on_open(db_path: Path) -> None:
+    """A file written by the release before `Queue(store=)` opens, migrates and keeps working."""
+    steps = migrations()
+    mine = next(
+        i for i, statements in enumerate(steps)
+        if any("CREATE TABLE job_outcomes" in s for s in statements)
+    )
+    conn = raw(db_path)
+    for statements in steps[:mine]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {mine}")
+    conn.close()
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        await run_step(store, output="step")
+        assert await store.save_job(
+            "k", fingerprint="fp", output={"sent": 1}, completed_at=T0, expires_at=None
+        )
+    assert user_version(db_path) == SCHEMA_VERSION
+    async with SqliteStore(db_path) as store:  # and the outcome is on disk
+        loaded = await store.load_job("k", T0)
+        assert loaded is not None and loaded.output == {"sent": 1}
+        assert (await store.step_rows("wf"))[0].output == "step"
 
 
 async def test_a_newer_file_is_refused(db_path: Path) -> None:

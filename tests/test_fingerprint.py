@@ -272,3 +272,104 @@ def test_values_whose_repr_elides_contents_count_by_identity() -> None:
     assert repr(a) == repr(b)
     assert derive_fingerprint(call_with(a)) == derive_fingerprint(call_with(a))
     assert derive_fingerprint(call_with(a)) != derive_fingerprint(call_with(b))
+
+
+# ------------------------------------------------------------------ the stored text
+
+
+class Session:
+    """An object with the default repr: compared by identity in one process."""
+
+
+@dataclass
+class Person:
+    name: str
+
+
+def test_stored_fingerprints_keep_what_compares_by_value() -> None:
+    from agentq.queue.fingerprint import stored_fingerprint as stored
+
+    alice = stored(functools.partial(send_mail, "alice"))
+    assert alice.startswith("v1:") and len(alice) == 3 + 64
+    assert stored(functools.partial(send_mail, "alice")) == alice
+    assert stored(functools.partial(send_mail, "bob")) != alice
+    assert stored(functools.partial(send_mail, to="alice")) != alice
+    assert stored(other_fn) != stored(send_mail)
+    assert stored(lambda: send_mail(Person("a"))) != stored(lambda: send_mail(Person("b")))
+    assert stored(lambda: send_mail("alice")) != stored(lambda: send_mail("bob"))
+    params = {"b": 2, "a": [1, 1.0, True, None, b"x", {3}]}
+    assert stored(functools.partial(send_mail, params)) == stored(
+        functools.partial(send_mail, dict(reversed(params.items())))
+    )
+    assert stored(functools.partial(send_mail, 1)) != stored(functools.partial(send_mail, 1.0))
+    assert stored(functools.partial(send_mail, 10**5000)) != stored(
+        functools.partial(send_mail, 10**5000 + 1)
+    )
+
+
+def test_stored_fingerprints_know_identity_values_by_their_type_only() -> None:
+    from agentq.queue.fingerprint import stored_fingerprint as stored
+
+    one, two = Session(), Session()
+    assert derive_fingerprint(functools.partial(send_mail, one)) != derive_fingerprint(
+        functools.partial(send_mail, two)
+    )  # one process: only the same object is the same value
+    assert stored(functools.partial(send_mail, one)) == stored(
+        functools.partial(send_mail, two)
+    )  # across processes there is no telling them apart
+    assert stored(functools.partial(send_mail, one)) != stored(
+        functools.partial(send_mail, Person("x"))
+    )
+
+
+def test_stored_explicit_fingerprints_are_their_value() -> None:
+    from agentq.queue.fingerprint import stored_fingerprint as stored
+
+    assert stored(other_fn, ("send", "alice")) == stored(send_mail, ("send", "alice"))
+    assert stored(other_fn, ("send", "alice")) != stored(other_fn, ("send", "bob"))
+    assert stored(other_fn, ("send", "alice")) != stored(other_fn, ["send", "alice"])
+    assert stored(other_fn, {"a": 1, "b": 2}) == stored(other_fn, {"b": 2, "a": 1})
+    assert stored(other_fn, ("send",)) != stored(functools.partial(lambda x: x, "send"))
+
+
+def test_stored_fingerprints_are_the_same_in_another_process() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from agentq.queue.fingerprint import stored_fingerprint as stored
+
+    code = (
+        "import functools, test_fingerprint as t\n"
+        "from agentq.queue.fingerprint import stored_fingerprint as s\n"
+        "print(s(functools.partial(t.send_mail, {'to': ['alice'], 'n': 1.5})))\n"
+        "print(s(lambda: t.send_mail(t.Person('a'))))\n"
+    )
+    here = Path(__file__).parent
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=here, capture_output=True, text=True, check=True,
+        env={**__import__("os").environ, "PYTHONHASHSEED": "random"},
+    )
+    first, _ = done.stdout.split()
+    assert first == stored(functools.partial(send_mail, {"to": ["alice"], "n": 1.5}))
+
+
+log: list[str] = []
+settings = {"retries": 3}
+
+
+async def logs_and_sends(to: str) -> str:
+    log.append(to)
+    return f"{to} {settings}"
+
+
+def test_module_level_containers_are_state_to_a_stored_fingerprint() -> None:
+    from agentq.queue.fingerprint import stored_fingerprint as stored
+
+    before = stored(functools.partial(logs_and_sends, "alice"))
+    log.append("something")  # a log or a cache fills up: still the same call
+    settings["retries"] = 4
+    assert stored(functools.partial(logs_and_sends, "alice")) == before
+    assert stored(functools.partial(logs_and_sends, "bob")) != before
+    log.clear()
+    settings["retries"] = 3

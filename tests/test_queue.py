@@ -710,14 +710,14 @@ async def test_forget_makes_a_finished_key_run_again() -> None:
         return len(runs)
 
     async with Queue() as queue:
-        assert queue.forget("never") is False
+        assert await queue.forget("never") is False
         await queue.push_and_wait(Job("k", fn))
-        assert queue.forget("k") is True
+        assert await queue.forget("k") is True
         assert queue.state("k") is None
         assert await queue.push_and_wait(Job("k", fn)) == 2
         gate = Gate()
         await queue.push(Job("busy", gate))
-        assert queue.forget("busy") is False
+        assert await queue.forget("busy") is False
         assert queue.state("busy") is not None
         gate.release.set()
 

@@ -20,9 +20,9 @@ from agentq.errors import JobLost, WrongLoopError
 from agentq.outcomes import ErrorInfo, Failed, FailureReason
 from agentq.queue.jobs import JobEventKind
 from agentq.queue.lane import CLAIMED, LOST, QUEUED, RUNNING, STOPPED, Lane
-from agentq.queue.ledger import Ledger
-from agentq.queue.records import Record
-from agentq.queue.runner import cancelled_outcome, run_record
+from agentq.queue.ledger import Ledger, cancelled_outcome
+from agentq.queue.records import SAVING, Record
+from agentq.queue.runner import run_record
 
 _FAIRNESS = 64  # a worker yields to the loop after this many jobs in a row
 
@@ -161,8 +161,11 @@ class Dispatcher:
             self.freed(lane)
 
     def cancel(self, rec: Record) -> bool:
-        """`JobHandle.cancel`: settle as cancelled, then take it out of its lane or interrupt it."""
-        if rec.outcome is not None:
+        """`JobHandle.cancel`: settle as cancelled, then take it out of its lane or interrupt it.
+
+        A record whose body returned and whose output is being saved has finished (False).
+        """
+        if rec.outcome is not None or rec.phase == SAVING:
             return False
         running = asyncio.events._get_running_loop()
         loop = self.ledger.loop

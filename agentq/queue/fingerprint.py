@@ -34,6 +34,30 @@ job that fills a shared cache or bumps a counter on its client stays "the same c
 "alice")`` or ``lambda: send(params)`` over an equal dict does not. Give
 ``Job(fingerprint=…)`` explicitly when this is not what you want (for example for objects
 with the default repr that are re-created for every push).
+
+A queue with a store (`Queue(store=...)`) keeps each completed key's fingerprint beside its
+output, as text (`stored_fingerprint`): a SHA-256 digest of the fingerprint's portable form,
+which keeps only what means the same thing in another process:
+
+- every value that compares by value, exactly as above (type included);
+- a value compared by identity (the default ``<… object at 0x…>`` repr, an elided repr)
+  becomes its type only: no object outlives its process, so across processes two such values
+  of one type count as the same value;
+- a module-level list, dict, set or bytearray that a function reads becomes its type only:
+  such a global is nearly always shared state (a log, a cache, a registry) whose contents
+  when the job completed say nothing about the call, and within one process it is the same
+  object anyway. Pass what identifies a call as an argument (a `functools.partial`) or give
+  ``fingerprint=``;
+- a function's code object becomes the names and the literal constants its code uses (with
+  those of the functions defined inside it), not its bytecode, which changes between Python
+  versions. An edited function body that reads the same names and constants is the same
+  call across processes (it is another call within one process).
+
+So a key completed with ``partial(send_mail, "alice")`` before a restart answers a push of
+``partial(send_mail, "alice")`` after it, and refuses ``partial(send_mail, "bob")``. An
+explicit ``Job(fingerprint=…)`` is stored by the portable form of its value (so ``1`` and
+``1.0`` differ across processes, while they are equal under ``==``). The text starts with a
+format version (``v1:``): a later format will not match it.
 """
 
 from __future__ import annotations
@@ -41,12 +65,14 @@ from __future__ import annotations
 import dis
 import enum
 import functools
+import hashlib
 import inspect
+import json
 import re
 from types import CodeType
 from typing import Any
 
-__all__ = ["derive_fingerprint"]
+__all__ = ["derive_fingerprint", "stored_fingerprint"]
 
 _SCALARS = frozenset({type(None), bool, int, str, bytes})
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # a repr that shows identity, not contents
@@ -239,3 +265,87 @@ def _derive(fn: Any, depth: int, stack: set[int]) -> tuple[Any, ...]:
 def derive_fingerprint(fn: Any) -> tuple[Any, ...]:
     """Return the fingerprint of the call ``fn()`` (see the module docstring)."""
     return _derive(fn, 0, set())
+
+
+# ---------------------------------------------------------------- the stored form
+
+STORED_FORMAT = "v1"
+"""The version of `stored_fingerprint`'s text; a new format never matches an older one."""
+
+_BIG_INT_BITS = 1024  # larger ints are written in hex (int-to-text conversion is limited)
+
+
+def _constants(code: CodeType, out: set[str]) -> None:
+    """The literal constants `code` (and code defined inside it) uses, as canonical JSON."""
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            _constants(const, out)
+        elif const is not None:  # None is the compiler's filler (docstring slot, return)
+            out.add(_canonical(_portable(_form(const, 0, set()))))
+
+
+@functools.lru_cache(maxsize=512)
+def _code_form(code: CodeType) -> tuple[Any, ...]:
+    """The portable form of a code object: the names and literal constants it uses."""
+    constants: set[str] = set()
+    _constants(code, constants)
+    return ("code", _global_names(code), tuple(sorted(constants)))
+
+
+_JSON = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+
+
+def _canonical(form: Any) -> str:
+    return _JSON.encode(form)
+
+
+_SHARED_STATE = (list, dict, set, bytearray)  # as module-level values: by their type only
+
+
+def _portable_global(item: tuple[Any, ...]) -> Any:
+    """One module-level value a function reads (see `_globals`), in its portable form."""
+    if len(item) == 2 and isinstance(item[1], _Value) and type(item[1].obj) in _SHARED_STATE:
+        return [item[0], "shared", _type_name(item[1].obj)]
+    return _portable(item)
+
+
+def _portable(part: Any) -> Any:
+    """A JSON form of a derived fingerprint that means the same thing in another process."""
+    kind = type(part)
+    if kind is str or part is None or kind is bool:
+        return part
+    if kind is _Value:
+        if part.form is _IDENTITY:
+            return ["object", _type_name(part.obj)]
+        return _portable(part.form)
+    if kind is tuple:
+        if len(part) == 8 and part[0] == "function":  # see _derive: its globals are special
+            return [_portable(p) for p in part[:7]] + [[_portable_global(g) for g in part[7]]]
+        return [_portable(p) for p in part]
+    if kind is int:
+        return part if part.bit_length() <= _BIG_INT_BITS else ["int", hex(part)]
+    if kind is list:
+        return [_portable(p) for p in part]
+    if kind is bytes:
+        return ["bytes", part.hex()]
+    if isinstance(part, CodeType):
+        return _code_form(part)
+    return ["object", _type_name(part)]  # not produced by _derive or _form; kept safe
+
+
+def stored_fingerprint(fn: Any, explicit: Any = None) -> str:
+    """Return the fingerprint of the call ``fn()`` as text to store (see the module docstring).
+
+    Args:
+        fn: The job's callable.
+        explicit: The job's explicit ``fingerprint=``, or None to derive it from `fn`.
+
+    Returns:
+        ``"v1:"`` and 64 hex digits: equal texts mean the same call, in any process.
+    """
+    if explicit is not None:
+        form = ["explicit", _portable(_form(explicit, 0, set()))]
+    else:
+        form = ["derived", _portable(_derive(fn, 0, set()))]
+    digest = hashlib.sha256(_canonical(form).encode("ascii")).hexdigest()
+    return f"{STORED_FORMAT}:{digest}"

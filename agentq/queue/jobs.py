@@ -61,10 +61,16 @@ class Job:
             function rebinds is left out (see ``docs/idempotency.md``). Give it explicitly
             when that does not tell your calls apart, e.g.
             ``fingerprint=("send_mail", "alice")``.
+        persist: With a queue that has a store (`Queue(store=...)`): whether this job's
+            outcome is kept there (read before it runs, saved when it completes). False
+            keeps it in memory only, as a queue without a store does: for jobs whose outcome
+            is recorded elsewhere (a workflow step's attempts, in the workflow's event log)
+            or whose output is not JSON. Ignored by a queue without a store.
 
     Raises:
         TypeError: `key` is not a str, `fn` is not callable or is an async generator
-            function, or `retry` is not a `RetryPolicy`; the message names the value.
+            function, `retry` is not a `RetryPolicy`, or `persist` is not a bool; the
+            message names the value.
         InvalidKeyError: `key` is empty, has a lone surrogate or is too long.
         ValueError: `priority` is neither a `Priority` nor one of its values, or `timeout`
             is not a positive, finite number of seconds; the message names the value.
@@ -79,6 +85,7 @@ class Job:
     timeout: float | None = field(default=None, kw_only=True)
     retry: RetryPolicy | None = field(default=None, kw_only=True)
     fingerprint: Any = field(default=None, kw_only=True)
+    persist: bool = field(default=True, kw_only=True)
 
     def __post_init__(self) -> None:
         validate_key(self.key)
@@ -109,6 +116,8 @@ class Job:
             raise TypeError(
                 f"job {self.key!r}: retry must be a RetryPolicy or None, got {self.retry!r}"
             )
+        if self.persist is not True and self.persist is not False:
+            raise TypeError(f"job {self.key!r}: persist must be a bool, got {self.persist!r}")
 
 
 def _positive_seconds(value: object) -> bool:

@@ -10,19 +10,24 @@
   ``max_keys`` (keys in flight are never evicted);
 - the runs whose outcome was decided while their body still runs (a timed-out thread, a body
   that ignores cancellation): the key's next run waits for that body to stop, so one key
-  never runs two bodies at once, even after `forget`.
+  never runs two bodies at once, even after `forget`;
+- with a store (`Queue(store=...)`), the keys whose stored outcome is being read or removed
+  right now (`gate`): one store read per key at a time, the other pushes of the key wait for
+  it and then look the key up again (`agentq.queue.persistence`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
 
 from agentq.clock import Clock
 from agentq.errors import KeyConflictError
+from agentq.outcomes import Completed
 from agentq.queue.fingerprint import derive_fingerprint
 from agentq.queue.jobs import Job, short_repr
-from agentq.queue.lane import Lane
+from agentq.queue.lane import STOPPED, Lane
 from agentq.queue.records import NO_FINGERPRINT, Record
 
 
@@ -38,7 +43,16 @@ class KeyTable:
         clock: Measures `ttl`.
     """
 
-    __slots__ = ("_clock", "_finished", "_records", "_unstopped", "get", "max_keys", "ttl")
+    __slots__ = (
+        "_clock",
+        "_finished",
+        "_gates",
+        "_records",
+        "_unstopped",
+        "get",
+        "max_keys",
+        "ttl",
+    )
 
     def __init__(self, ttl: float | None, max_keys: int | None, clock: Clock) -> None:
         self.ttl = ttl
@@ -48,6 +62,8 @@ class KeyTable:
         self._finished: OrderedDict[str, Record] = OrderedDict()
         # Records whose outcome was decided while their body still runs, by key.
         self._unstopped: dict[str, Record] = {}
+        # Keys whose stored outcome is being read or removed, by key (`gate`).
+        self._gates: dict[str, asyncio.Event] = {}
         # The record of a key, or None: the dict lookup itself, as every push starts with it.
         self.get: Callable[[str], Record | None] = self._records.get
 
@@ -108,15 +124,20 @@ class KeyTable:
 
     # ------------------------------------------------------------ finished keys
 
-    def remember(self, rec: Record) -> None:
-        """Record a finished key, if `rec` is still its record; then apply `ttl` and `max_keys`."""
+    def remember(self, rec: Record, finished_at: float | None = None) -> None:
+        """Record a finished key, if `rec` is still its record; then apply `ttl` and `max_keys`.
+
+        `finished_at` (Unix seconds) dates an outcome read from the store; by default the key
+        finished now.
+        """
         key = rec.key
         records = self._records
         if records.get(key) is not rec:
             return
         finished = self._finished
         if self.ttl is not None:
-            now = rec.finished_at = self._clock.time()
+            now = self._clock.time()
+            rec.finished_at = now if finished_at is None else finished_at
             self._purge(now)
         finished.pop(key, None)
         finished[key] = rec
@@ -153,6 +174,20 @@ class KeyTable:
             del self._finished[key]
         return True
 
+    def restore(self, owner: object, job: Job, lane: Lane[Record], outcome: Completed,
+                finished_at: float) -> Record:
+        """Make a finished record for a key whose outcome was read from the store.
+
+        `job` is the push that read it (later pushes of the key are compared with it);
+        `finished_at` is when the key counts as finished for `ttl`.
+        """
+        rec = Record(owner, job, lane, None)
+        rec.state = STOPPED
+        rec.resolve(outcome)
+        self._records[job.key] = rec
+        self.remember(rec, finished_at)
+        return rec
+
     def forget(self, key: str) -> bool:
         """Forget a finished key; False if it is unknown or in flight."""
         rec = self._records.get(key)
@@ -161,6 +196,24 @@ class KeyTable:
         del self._records[key]
         self._finished.pop(key, None)
         return True
+
+    # ------------------------------------------------------------ store reads in progress
+
+    def gate(self, key: str) -> asyncio.Event | None:
+        """The event set once the store read (or removal) of `key` in progress ends, if any."""
+        return self._gates.get(key) if self._gates else None
+
+    def close_gate(self, key: str) -> asyncio.Event:
+        """Note that the store read (or removal) of `key` begins (no other is in progress)."""
+        assert key not in self._gates
+        gate = self._gates[key] = asyncio.Event()
+        return gate
+
+    def open_gate(self, key: str, gate: asyncio.Event) -> None:
+        """The store read (or removal) of `key` has ended: wake the pushes waiting for it."""
+        if self._gates.get(key) is gate:
+            del self._gates[key]
+        gate.set()
 
     # ------------------------------------------------------------ bodies still running
 

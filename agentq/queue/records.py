@@ -25,6 +25,8 @@ ASYNC_BODY = 1
 THREAD_BODY = 2
 BACKOFF = 3
 PREVIOUS = 4  # waiting for the body of the key's previous run to stop
+READING = 5  # reading the key's stored outcome before the first attempt (`unread`)
+SAVING = 6  # the body returned: saving its output to the queue's store (not interruptible)
 
 NO_FINGERPRINT: Any = object()
 """`Record.fp` until the key table derives the fingerprint of the record's call."""
@@ -58,6 +60,7 @@ class Record:
         "state",
         "stop_waiters",
         "task",
+        "unread",
         "waiters",
         "waiting_on",
     )
@@ -84,6 +87,8 @@ class Record:
         self.blocked: list[Lane[Record]] | None = None
         self.lend: asyncio.Lock | None = None
         self.stop_waiters: list[asyncio.Future[None]] | None = None
+        # Claimed without reading the queue's store (push_nowait): read it before running.
+        self.unread = False
 
     # ------------------------------------------------------------ outcome
 

@@ -4,6 +4,7 @@ The store owns one aiosqlite connection (`sqlite_connection`: opened on first us
 and its group-commit queue (`sqlite_batch.GroupCommit`): each write verb runs its transition
 rule inside the next batch, one transaction on the connection's thread (`sqlite_tx`); each
 read runs a query of `sqlite_reads` on the same thread, after every write submitted before it.
+The `JobOutcomeStore` verbs of `Queue(store=...)` go the same ways, over `sqlite_jobs`.
 ``docs/store.md`` tells the whole story.
 """
 
@@ -19,13 +20,15 @@ import agentq.store.rules_attempt as rules_attempt
 import agentq.store.rules_calls as rules_calls
 import agentq.store.rules_lease as rules_lease
 import agentq.store.rules_workflow as rules_workflow
+import agentq.store.sqlite_jobs as sqlite_jobs
 import agentq.store.sqlite_reads as sqlite_reads
 import agentq.store.sqlite_tx as sqlite_tx
 from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
-from agentq.store.checks import check_index, check_now, check_seq, check_state
+from agentq.queue import StoredJob
+from agentq.store.checks import check_index, check_now, check_number, check_seq, check_state
 from agentq.store.claims import ClaimResult, Execution
 from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.sqlite_batch import GroupCommit
@@ -40,7 +43,8 @@ T = TypeVar("T")
 
 
 class SqliteStore:
-    """A `DurableStore` on a SQLite file: WAL, ``BEGIN IMMEDIATE``, group commit.
+    """A `DurableStore` (and `JobOutcomeStore`) on a SQLite file: WAL, ``BEGIN IMMEDIATE``,
+    group commit.
 
     The file is opened on first use, or at once with ``await SqliteStore.open(path)`` or
     ``async with SqliteStore(path) as store:``; close it with ``await store.close()`` (the
@@ -196,11 +200,24 @@ class SqliteStore:
         return await self._write(rules_workflow.start_workflow, workflow_id, step_names, input, now)
 
     async def claim_step(
-        self, workflow_id: str, step_index: int, worker_id: str, lease_ttl: float, now: float
+        self,
+        workflow_id: str,
+        step_index: int,
+        worker_id: str,
+        lease_ttl: float,
+        now: float,
+        *,
+        max_recoveries: int = 3,
     ) -> ClaimResult:
         """See `DurableStore.claim_step`."""
         return await self._write(
-            rules_lease.claim_step, workflow_id, step_index, worker_id, lease_ttl, now
+            rules_lease.claim_step,
+            workflow_id,
+            step_index,
+            worker_id,
+            lease_ttl,
+            now,
+            max_recoveries,
         )
 
     async def renew_lease(self, execution: Execution, lease_ttl: float, now: float) -> Execution:
@@ -308,6 +325,34 @@ class SqliteStore:
         """See `DurableStore.release_expired`."""
         return await self._write(rules_lease.release_expired, execution, now)
 
+    async def release_dead(self, execution: Execution, now: float, reason: str) -> bool:
+        """See `DurableStore.release_dead`."""
+        return await self._write(rules_lease.release_dead, execution, now, reason)
+
+    async def retry_workflow(
+        self, workflow_id: str, from_step: int | None, now: float
+    ) -> WorkflowRow:
+        """See `DurableStore.retry_workflow`."""
+        return await self._write(rules_workflow.retry_workflow, workflow_id, from_step, now)
+
+    async def save_job(
+        self,
+        key: str,
+        *,
+        fingerprint: str,
+        output: Any,
+        completed_at: float,
+        expires_at: float | None,
+    ) -> bool:
+        """See `JobOutcomeStore.save_job` (one verb of the next group commit)."""
+        return await self._write(
+            sqlite_jobs.save, key, fingerprint, output, completed_at, expires_at
+        )
+
+    async def forget_job(self, key: str) -> bool:
+        """See `JobOutcomeStore.forget_job`."""
+        return await self._write(sqlite_jobs.forget, validate_key(key))
+
     async def rebuild_projection(self) -> None:
         """Recompute every workflow, step and call row by replaying the event log, in one
         transaction.
@@ -318,6 +363,11 @@ class SqliteStore:
         await self._write(sqlite_tx.rebuild)
 
     # ------------------------------------------------------------ reads
+
+    async def load_job(self, key: str, now: float) -> StoredJob | None:
+        """See `JobOutcomeStore.load_job`."""
+        key, now = validate_key(key), check_number(now, "now")
+        return await self._read(lambda conn: sqlite_jobs.load(conn, key, now))
 
     async def expired_leases(self, now: float) -> list[Execution]:
         """See `DurableStore.expired_leases`."""

@@ -1,9 +1,9 @@
 """One step attempt as the driver packages it: the job body, its lease, what it asks for next.
 
-Private to `agentq.workflows.driver`: the job body that turns `WaitForInput` into a value (a
-wait is not a failed job) and marks the context with the workflow it runs (`IN_STEP`), the
-job's key, the markers the driver loop acts on (`Retry`, `Again`), and the lease renewer
-(`Lease`).
+Used by `agentq.workflows.driver` (and `IN_STEP` by the engine): the job body that turns
+`WaitForInput` into a value (a wait is not a failed job) and marks the context with the
+workflow it runs (`IN_STEP`), the job's key, the markers the driver loop acts on (`Retry`,
+`Again`), and the lease renewer (`Lease`).
 """
 
 from __future__ import annotations
@@ -80,7 +80,10 @@ def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
 
 
 class Retry:
-    """Marker: the attempt failed and another one is scheduled after `delay` seconds."""
+    """Marker: the attempt failed and another one is scheduled after `delay` seconds.
+
+    The store keeps the time (``retry_at``): the next claim answers `NotBefore` until then.
+    """
 
     __slots__ = ("delay",)
 

@@ -103,11 +103,16 @@ class StepContext:
         workflow_id: The workflow's stable id.
         step_index: 0-based position of this step.
         step_name: This step's name.
-        attempt: 1-based attempt number (counted again from 1 after a resume).
+        attempt: 1-based attempt number (counted again from 1 after a resume or a retry of
+            the workflow). An attempt lost to a crash is re-admitted under the same number:
+            only attempts that ended in a failure count toward ``RetryPolicy.max_attempts``.
         input: The workflow's input.
         outputs: Outputs of the steps before this one, in order.
         previous: The last output (or the workflow input for step 0).
         resume_input: The input delivered by `resume`, or None if the step was not resumed.
+        recoveries: Earlier runs of this step lost to crashes (their process died, or their
+            lease ran out, before they recorded an outcome); 0 on a first run. A body with
+            outside effects can check them before acting again.
     """
 
     workflow_id: str
@@ -118,6 +123,7 @@ class StepContext:
     outputs: tuple[Any, ...]
     previous: Any
     resume_input: Any = None
+    recoveries: int = 0
 
 
 StepFn = Callable[[StepContext], Any] | Callable[[StepContext], Awaitable[Any]]
@@ -134,16 +140,26 @@ class StepDef:
         timeout: Seconds one attempt may run, or None for no limit. A timeout cancels an
             async body and counts as a failed attempt; a thread cannot be interrupted, so the
             next attempt starts only after the thread has returned.
+        max_recoveries: How many times an attempt lost to a crash is re-admitted (an int
+            >= 0; default 3). An attempt is lost when its process dies (or its lease runs
+            out, or a shutdown interrupts it) before it records an outcome; it is run again
+            under the same attempt number and does not count toward `retry`'s
+            ``max_attempts``. One more lost attempt fails the workflow, with a reason saying
+            its attempts were lost to crashes: a body that kills its own process cannot run
+            forever.
 
     Raises:
-        TypeError: `fn` is not callable, or `retry` is not a `RetryPolicy`.
-        ValueError: `name` is empty or `timeout` is not a positive number.
+        TypeError: `fn` is not callable, `retry` is not a `RetryPolicy`, or
+            `max_recoveries` is not an int.
+        ValueError: `name` is empty, `timeout` is not a positive number, or
+            `max_recoveries` is negative.
     """
 
     name: str
     fn: StepFn
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout: float | None = None
+    max_recoveries: int = 3
 
     def __post_init__(self) -> None:
         validate_key(self.name, "step name")
@@ -160,6 +176,15 @@ class StepDef:
             raise ValueError(
                 f"step {self.name!r}: timeout must be a positive number of seconds or None, "
                 f"got {self.timeout!r}"
+            )
+        if isinstance(self.max_recoveries, bool) or not isinstance(self.max_recoveries, int):
+            raise TypeError(
+                f"step {self.name!r}: max_recoveries must be an int >= 0, got "
+                f"{self.max_recoveries!r}"
+            )
+        if self.max_recoveries < 0:
+            raise ValueError(
+                f"step {self.name!r}: max_recoveries must be >= 0, got {self.max_recoveries!r}"
             )
 
     @property

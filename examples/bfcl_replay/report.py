@@ -227,7 +227,7 @@ def format_summary(s: Summary) -> str:
         f"  duplicates   {s.duplicates_prevented_now} prevented: "
         f"{s.duplicates_refused_now} found already applied by the service host · "
         f"{s.duplicates_cached_now} answered from the queue's cache",
-        f"  recovery     {s.leases_recovered_now} expired leases re-admitted · "
+        f"  recovery     {s.leases_recovered_now} leases re-admitted · "
         f"{s.workflows_resumed_now} workflows resumed by recovery · "
         f"{s.held_by_dead_worker_now} taken over after their lease expired",
         f"  time         {s.wall_seconds:.2f} s wall · {s.calls_per_second:,.0f} calls/s",

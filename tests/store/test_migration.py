@@ -1,8 +1,10 @@
-"""A file written by the previous release (schema version 2) opens, migrates, keeps working.
+"""A file written by a release of schema version 2 opens, migrates, keeps working.
 
 ``data/schema-v2.db`` was written by agentq at schema version 2 (see
 ``data/make_schema_v2.py``): a completed workflow, one waiting for input, one whose worker
-died holding a lease, one waiting out a retry, one pending and one cancelled.
+died holding a lease, one waiting out a retry, one pending and one cancelled. Opening it runs
+migrations 3 (``steps.recoveries``, and a projection rebuilt from the log), 4
+(``job_outcomes``) and 5 (durable calls: ``calls`` and the steps' ``wait_*`` columns).
 """
 
 from __future__ import annotations
@@ -46,15 +48,51 @@ def version(path: Path) -> int:
         conn.close()
 
 
-async def test_the_fixture_is_a_version_2_file(old_file: Path) -> None:
-    assert version(old_file) == 2 < SCHEMA_VERSION
-    conn = sqlite3.connect(old_file)
+def shape(path: Path) -> tuple[set[str], set[str]]:
+    """The file's tables and indexes, and the columns of its steps table."""
+    conn = sqlite3.connect(path)
     try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        names = {
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'index')"
+                " AND name NOT LIKE 'sqlite_%'"
+            )
+        }
         columns = {r[1] for r in conn.execute("PRAGMA table_info(steps)")}
     finally:
         conn.close()
-    assert "calls" not in tables and "wait_key" not in columns
+    return names, columns
+
+
+LATER_TABLES = {  # what migrations 3, 4 and 5 create
+    "job_outcomes", "job_outcomes_by_expiry", "calls", "calls_by_key", "calls_by_workflow"}
+LATER_COLUMNS = {"recoveries", "wait_key", "wait_details", "wait_deadline"}
+
+
+async def test_the_fixture_is_a_version_2_file(old_file: Path) -> None:
+    assert version(old_file) == 2 < SCHEMA_VERSION == 5
+    names, columns = shape(old_file)
+    assert not names & LATER_TABLES and not columns & LATER_COLUMNS
+    assert {"events", "workflows", "steps", "workflows_by_start"} <= names
+
+
+async def test_an_old_file_gets_migrations_3_4_and_5(old_file: Path) -> None:
+    async with SqliteStore(old_file) as store:
+        assert version(old_file) == SCHEMA_VERSION
+        names, columns = shape(old_file)
+        assert names >= LATER_TABLES and columns >= LATER_COLUMNS
+        # 3: lost attempts are counted apart, rebuilt from the old log
+        [crashed] = await store.step_rows("crashed")
+        assert (crashed.state, crashed.attempt, crashed.recoveries) == (StepState.LEASED, 1, 0)
+        # 4: job outcomes
+        assert await store.save_job(
+            "job", fingerprint="fp", output=[1], completed_at=T0, expires_at=None
+        )
+        loaded = await store.load_job("job", T0)
+        assert loaded is not None and loaded.output == [1]
+        # 5: durable calls (none in the old log)
+        assert await store.calls() == []
 
 
 async def test_an_old_file_migrates_and_reads_as_before(old_file: Path) -> None:
@@ -95,7 +133,8 @@ async def test_old_workflows_resume_recover_and_make_durable_calls(old_file: Pat
         [expired] = await store.expired_leases(T0 + 10)
         assert (expired.workflow_id, expired.worker_id) == ("crashed", "old-worker")
         taken = await store.claim_step("crashed", 0, "new", 10.0, T0 + 10)
-        assert isinstance(taken, Claimed) and taken.execution.attempt == 2
+        assert isinstance(taken, Claimed)  # the lost attempt runs again under its number
+        assert (taken.execution.attempt, taken.recoveries) == (1, 1)
         ex = taken.execution
         await store.start_call(ex, "tool-1", fingerprint="f", lane=None, label=None, now=T0 + 10)
         row = await store.complete_call(

@@ -21,7 +21,7 @@ from agentq.errors import (
     WorkflowMismatchError,
 )
 from agentq.store import Claimed, SqliteStore, StepState, sqlite_reads, sqlite_tx
-from agentq.store.sqlite_schema import SCHEMA_VERSION, migrations
+from agentq.store.sqlite_schema import SCHEMA_VERSION, migrations, rebuilds
 
 from .conftest import T0, claim, kinds, run_step, start
 
@@ -154,6 +154,140 @@ async def test_an_older_file_is_migrated_on_open(db_path: Path) -> None:
         conn.close()
 
 
+def _version_2_file(path: Path) -> None:
+    """Write a file exactly as the release with schema version 2 left it after a crash.
+
+    "released": step a completed, then b's worker died and `recover` released its lease (that
+    release wrote WorkerRecovered without a reason, and kept b's attempt at 1). "leased": its
+    worker died holding the lease, which expired at T0 + 5.
+    """
+    conn = raw(path)
+    for statements in migrations()[:2]:
+        for statement in statements:
+            conn.execute(statement)
+    events = [
+        ("released", None, None, "WorkflowStarted", None, None, '{"steps":["a","b"],"input":1}'),
+        ("released", 0, "a", "StepStarted", 1, "w1", '{"lease_token":1,"expires_at":%r}'
+         % (T0 + 5)),
+        ("released", 0, "a", "StepCompleted", 1, "w1", '{"output":"A"}'),
+        ("released", 1, "b", "StepStarted", 1, "w1", '{"lease_token":1,"expires_at":%r}'
+         % (T0 + 5)),
+        ("released", 1, "b", "WorkerRecovered", 1, None,
+         '{"previous_worker":"w1","lease_token":1,"expired_at":%r}' % (T0 + 5)),
+        ("leased", None, None, "WorkflowStarted", None, None, '{"steps":["a"],"input":null}'),
+        ("leased", 0, "a", "StepStarted", 1, "w1", '{"lease_token":1,"expires_at":%r}'
+         % (T0 + 5)),
+    ]
+    for seq, (wid, index, name, kind, attempt, worker, data) in enumerate(events, 1):
+        conn.execute(
+            "INSERT INTO events (seq, at, workflow_id, step_index, step_name, kind, attempt, "
+            "worker_id, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (seq, T0, wid, index, name, kind, attempt, worker, data),
+        )
+    conn.executemany(
+        "INSERT INTO workflows (workflow_id, started_seq, state, step_names, input, reason, "
+        "created_at) VALUES (?, ?, 'running', ?, ?, NULL, ?)",
+        [("released", 1, '["a","b"]', "1", T0), ("leased", 6, '["a"]', "null", T0)],
+    )
+    conn.executemany(
+        "INSERT INTO steps (workflow_id, step_index, step_name, state, attempt, worker_id, "
+        "lease_token, lease_expires_at, output, reason, error, resume_input, resumed, "
+        "retry_at, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, "
+        "NULL, 0, NULL, ?, ?)",
+        [
+            ("released", 0, "a", "completed", 1, "w1", 1, None, '"A"', T0, T0),
+            ("released", 1, "b", "pending", 1, "w1", 1, None, None, T0, None),
+            ("leased", 0, "a", "leased", 1, "w1", 1, T0 + 5, None, T0, None),
+        ],
+    )
+    conn.execute("PRAGMA user_version = 2")
+    conn.close()
+
+
+async def test_a_version_2_file_is_migrated_and_its_workflows_continue(db_path: Path) -> None:
+    """Schema 3 counts lost attempts (``recoveries``); a version-2 file gets the column and
+    a projection rebuilt from its log, and its interrupted workflows carry on."""
+    _version_2_file(db_path)
+    async with SqliteStore(db_path) as store:
+        assert user_version(db_path) == SCHEMA_VERSION
+        a, b = await store.step_rows("released")
+        assert (a.state, a.output, a.recoveries) == (StepState.COMPLETED, "A", 0)
+        # the released attempt was lost to a crash: counted apart, not as an attempt
+        assert (b.state, b.attempt, b.recoveries, b.lease_token) == (StepState.PENDING, 0, 1, 1)
+        [leased] = await store.step_rows("leased")
+        assert (leased.state, leased.recoveries, leased.lease_expires_at) == (
+            StepState.LEASED, 0, T0 + 5)
+        resumed = await store.claim_step("released", 1, "w2", 10.0, T0 + 10)
+        assert isinstance(resumed, Claimed)
+        assert (resumed.execution.attempt, resumed.execution.lease_token) == (1, 2)
+        assert resumed.recoveries == 1
+        await store.complete_step(resumed.execution, "B", T0 + 10)
+        taken = await store.claim_step("leased", 0, "w2", 10.0, T0 + 10)
+        assert isinstance(taken, Claimed) and taken.recoveries == 1
+        await store.complete_step(taken.execution, "A2", T0 + 10)
+        assert [w.state.value for w in await store.workflows()] == ["completed", "completed"]
+        old_recovery = (await store.load_events("released"))[4]
+        assert (old_recovery.kind, old_recovery.reason) == ("WorkerRecovered", None)
+    async with SqliteStore(db_path) as again:  # opening a migrated file changes nothing
+        assert await again.last_seq() == 14
+    assert user_version(db_path) == SCHEMA_VERSION
+
+
+async def test_a_file_from_before_job_outcomes_gets_the_table_on_open(db_path: Path) -> None:
+    """A file written by the release before `Queue(store=)` opens, migrates and keeps working."""
+    steps = migrations()
+    mine = next(
+        i for i, statements in enumerate(steps)
+        if any("CREATE TABLE job_outcomes" in s for s in statements)
+    )
+    conn = raw(db_path)
+    for statements in steps[:mine]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {mine}")
+    conn.close()
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        await run_step(store, output="step")
+        assert await store.save_job(
+            "k", fingerprint="fp", output={"sent": 1}, completed_at=T0, expires_at=None
+        )
+    assert user_version(db_path) == SCHEMA_VERSION
+    async with SqliteStore(db_path) as store:  # and the outcome is on disk
+        loaded = await store.load_job("k", T0)
+        assert loaded is not None and loaded.output == {"sent": 1}
+        assert (await store.step_rows("wf"))[0].output == "step"
+
+
+async def test_a_version_4_file_gets_durable_calls_on_open(db_path: Path) -> None:
+    """A file of the release before durable calls (schema 4) migrates to 5 and keeps working:
+    its step-level wait is answered, its job outcomes stay, and its steps make calls."""
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a", "b"])
+        await run_step(store, output="A")
+        await store.wait_step(await claim(store, index=1), "ok?", T0)
+        await store.save_job("job", fingerprint="fp", output=1, completed_at=T0, expires_at=None)
+    downgrade(db_path, 4)
+    conn = raw(db_path)
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(steps)")}
+    finally:
+        conn.close()
+    assert "calls" not in names and "job_outcomes" in names
+    assert "wait_key" not in columns and "recoveries" in columns
+    async with SqliteStore(db_path) as store:
+        assert user_version(db_path) == SCHEMA_VERSION == 5
+        b = (await store.step_rows("wf"))[1]
+        assert (b.state, b.reason, b.wait_key) == (StepState.WAITING, "ok?", None)
+        assert await store.calls() == [] and await store.load_job("job", T0) is not None
+        await store.resume_step("wf", 1, "yes", T0 + 1)
+        ex = await claim(store, index=1, now=T0 + 1)
+        await store.start_call(ex, "k", fingerprint=None, lane=None, label=None, now=T0 + 1)
+        [row] = await store.calls("wf")
+        assert row.key == "k" and row.step_index == 1
+
+
 async def test_a_newer_file_is_refused(db_path: Path) -> None:
     async with SqliteStore(db_path) as store:
         await start(store)
@@ -175,9 +309,11 @@ async def test_not_a_database(tmp_path: Path) -> None:
 
 def test_migrations_parse() -> None:
     steps = migrations()
-    assert len(steps) == SCHEMA_VERSION >= 2
+    assert len(steps) == SCHEMA_VERSION >= 3
     assert all(s.endswith(";") for m in steps for s in m)
     assert any("CREATE TRIGGER" in s and "END;" in s for s in steps[1])
+    # migration 3 (recoveries) rebuilds the projection; 4 (job_outcomes) and 5 (calls) need not
+    assert rebuilds() == [False, False, True, False, False]
 
 
 # ---------------------------------------------------------------- group commit

@@ -2,9 +2,11 @@
 
 After each rule: the projection (workflows, steps, calls) equals the model, the log has the
 model's number of events, and a replay of the log equals the live projection (a renewed
-lease's expiry aside). Durable calls (start / complete / fail, and start again after a crash:
-a takeover of an expired lease), keyed waits, resumes (with and without a key) and time-outs
-share a small pool of keys, so that key conflicts happen too.
+lease's expiry aside). Claims run under a random crash budget (``max_recoveries``) beside
+stored retry times, expired and dead leases taken back, and retries of failed or cancelled
+workflows. Durable calls (start / complete / fail, and start again after a crash: a takeover
+of an expired lease), keyed waits, resumes (with and without a key) and time-outs share a
+small pool of keys, so that key conflicts happen too.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from agentq.errors import (
     EngineError,
     KeyConflictError,
     LeaseLostError,
+    NotRetryableError,
     NotWaitingError,
     UnknownStepError,
     UnknownWorkflowError,
@@ -50,6 +53,7 @@ from agentq.store import (
     DurableStore,
     Execution,
     HeldByOther,
+    NotBefore,
     StepState,
     WorkflowClosed,
     WorkflowState,
@@ -83,6 +87,8 @@ class MStep:
     output: Any = None
     resumed: bool = False
     resume_input: Any = None
+    recoveries: int = 0
+    retry_at: float | None = None
     wait_key: str | None = None
     wait_deadline: float | None = None
 
@@ -195,13 +201,16 @@ class StoreMachine(RuleBasedStateMachine):
         data=st.data(),
         worker=st.sampled_from(["A", "B"]),
         ttl=st.sampled_from([1.0, 3.0]),
+        limit=st.sampled_from([0, 1, 3]),
     )
-    def claim(self, data: st.DataObject, worker: str, ttl: float) -> Any:
+    def claim(self, data: st.DataObject, worker: str, ttl: float, limit: int) -> Any:
         wid, index = self.pick(data, StepState.PENDING, StepState.LEASED)
-        return self.claim_now(wid, worker, ttl, index)
+        return self.claim_now(wid, worker, ttl, index, limit)
 
-    def claim_now(self, wid: str, worker: str, ttl: float, index: int = 0) -> Any:
-        call = self.store.claim_step(wid, index, worker, ttl, self.now)
+    def claim_now(
+        self, wid: str, worker: str, ttl: float, index: int = 0, limit: int = 3
+    ) -> Any:
+        call = self.store.claim_step(wid, index, worker, ttl, self.now, max_recoveries=limit)
         wf = self.model.get(wid)
         if wf is None:
             self.expect(call, UnknownWorkflowError)
@@ -217,6 +226,7 @@ class StoreMachine(RuleBasedStateMachine):
             self.expect(call, EngineError)
             return multiple()
         result = self.run(call)
+        takeover = int(s.state is StepState.LEASED)
         if s.state is StepState.COMPLETED:
             assert result == AlreadyCompleted(s.output)
         elif wf.state.closed:
@@ -225,15 +235,28 @@ class StoreMachine(RuleBasedStateMachine):
             assert isinstance(result, AlreadyWaiting)
         elif live:
             assert result == HeldByOther(s.worker or "", s.expires or 0.0)
+        elif s.retry_at is not None and self.now < s.retry_at:
+            assert result == NotBefore(s.retry_at)  # nothing recorded before the retry time
+        elif s.recoveries + takeover > limit:  # lost to crashes too many times: fails
+            assert result == WorkflowClosed(WorkflowState.FAILED, result.reason), result
+            assert "crash" in (result.reason or "")
+            self.events += 2 + takeover
+            s.state, s.expires = StepState.FAILED, None
+            s.attempt, s.recoveries = max(s.attempt - takeover, 0), s.recoveries + takeover
+            wf.state = WorkflowState.FAILED
         else:
             assert isinstance(result, Claimed), result
-            self.events += 2 if s.state is StepState.LEASED else 1
-            s.state, s.attempt, s.token = StepState.LEASED, s.attempt + 1, s.token + 1
+            self.events += 1 + takeover
+            # a lost attempt (taken over) is re-admitted under its own number
+            s.attempt = max(s.attempt - takeover, 0) + 1
+            s.recoveries += takeover
+            s.state, s.token, s.retry_at = StepState.LEASED, s.token + 1, None
             s.worker = worker
             s.expires = s.started_expires = self.now + ttl
             ex = result.execution
             assert (ex.attempt, ex.lease_token, ex.expires_at) == (s.attempt, s.token, s.expires)
             assert (result.resumed, result.resume_input) == (s.resumed, s.resume_input)
+            assert result.recoveries == s.recoveries
             self.claimed.append(ex)
             return multiple(ex)
         return multiple()
@@ -279,7 +302,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.events += 2
         s.expires = None
         if retry:
-            s.state = StepState.PENDING
+            s.state, s.retry_at = StepState.PENDING, self.now + 1
         else:
             s.state, wf.state = StepState.FAILED, WorkflowState.FAILED
 
@@ -381,6 +404,7 @@ class StoreMachine(RuleBasedStateMachine):
                 answered = wf.calls[s.wait_key]
                 answered.state, answered.output = CallState.ANSWERED, value
             s.state, s.attempt, s.resumed, s.resume_input = StepState.PENDING, 0, True, value
+            s.recoveries, s.retry_at = 0, None
             s.wait_key = s.wait_deadline = None
             wf.state = WorkflowState.RUNNING
 
@@ -412,7 +436,7 @@ class StoreMachine(RuleBasedStateMachine):
             assert s.wait_key is not None
             self.events += 1
             wf.calls[s.wait_key].state = CallState.TIMED_OUT
-            s.state, s.attempt = StepState.PENDING, 0
+            s.state, s.attempt, s.recoveries = StepState.PENDING, 0, 0
             s.wait_key = s.wait_deadline = None
             wf.state = WorkflowState.RUNNING
 
@@ -538,6 +562,12 @@ class StoreMachine(RuleBasedStateMachine):
         assert self.run(call).expires_at == self.now + ttl
         s.expires = self.now + ttl
 
+    def lost(self, s: MStep) -> None:
+        """The model of `WorkerRecovered`: the attempt was lost to a crash."""
+        self.events += 1
+        s.state, s.expires = StepState.PENDING, None
+        s.attempt, s.recoveries = max(s.attempt - 1, 0), s.recoveries + 1
+
     @rule(ex=executions)
     def release(self, ex: Execution) -> None:
         s = self.model[ex.workflow_id].steps[ex.step_index]
@@ -549,8 +579,44 @@ class StoreMachine(RuleBasedStateMachine):
         )
         assert self.run(self.store.release_expired(ex, self.now)) == expected
         if expected:
-            self.events += 1
-            s.state, s.expires = StepState.PENDING, None
+            self.lost(s)
+
+    @rule(ex=executions)
+    def release_dead(self, ex: Execution) -> None:
+        s = self.model[ex.workflow_id].steps[ex.step_index]
+        expected = s.state is StepState.LEASED and (s.token, s.worker) == (
+            ex.lease_token, ex.worker_id)
+        assert self.run(self.store.release_dead(ex, self.now, "its process is gone")) == expected
+        if expected:
+            self.lost(s)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), from_step=st.sampled_from([None, None, 0, 1, 2, 3]))
+    def retry(self, data: st.DataObject, from_step: int | None) -> None:
+        wid = data.draw(st.sampled_from([*sorted(self.model), "nope"]))
+        call = self.store.retry_workflow(wid, from_step, self.now)
+        wf = self.model.get(wid)
+        if wf is None:
+            self.expect(call, UnknownWorkflowError)
+            return
+        if wf.state not in (WorkflowState.FAILED, WorkflowState.CANCELLED):
+            self.expect(call, NotRetryableError)
+            return
+        unfinished = next(
+            i for i, s in enumerate(wf.steps) if s.state is not StepState.COMPLETED)
+        first = unfinished if from_step is None else from_step
+        if first >= len(wf.steps):
+            self.expect(call, UnknownStepError)
+            return
+        if first > unfinished:
+            self.expect(call, NotRetryableError)
+            return
+        row = self.run(call)
+        assert row.state is WorkflowState.RUNNING and row.reason is None
+        self.events += 1
+        wf.state = WorkflowState.RUNNING
+        for i in range(first, len(wf.steps)):
+            wf.steps[i] = MStep(token=wf.steps[i].token)
 
     @rule()
     def recover(self) -> None:
@@ -590,6 +656,7 @@ class StoreMachine(RuleBasedStateMachine):
             assert (row.worker_id, row.lease_expires_at) == (
                 s.worker, s.expires if s.state is StepState.LEASED else None)
             assert (row.resumed, row.resume_input) == (s.resumed, s.resume_input)
+            assert (row.recoveries, row.retry_at) == (s.recoveries, s.retry_at)
             assert (row.wait_key, row.wait_deadline) == (s.wait_key, s.wait_deadline)
             if s.state is StepState.COMPLETED:
                 assert row.output == s.output

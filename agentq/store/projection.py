@@ -39,7 +39,8 @@ CallStarted, …         call events change only the call row (see `projection_c
 Events of durable calls and keyed waits also change the workflow's ``calls`` rows, through
 `agentq.store.projection_calls.project_call`; call rows are never touched by cancellation (a
 started call stays started: in doubt; a wait stays waiting, unanswered) nor by a retry (what
-reached the outside world stays recorded).
+reached the outside world stays recorded; a retried step answers its completed calls from the
+log and may ask its unanswered wait again).
 """
 
 from __future__ import annotations

@@ -178,7 +178,9 @@ class DurableStore(DurableCalls, Protocol):
         deadline, the step row exposes them (`StepRow.wait_key`, ``wait_details``,
         ``wait_deadline``) and a new `CallRow` (kind wait) is ``waiting`` with the reason as
         its question. A wait key is recorded once: the engine answers a key it finds in
-        `calls` from there (answered: its input; timed out: `InputTimeout`).
+        `calls` from there (answered: its input; timed out: `InputTimeout`). A wait that
+        a cancellation left unanswered is asked again after `retry_workflow` under the same
+        key and question: its row is re-opened (``runs`` + 1).
 
         Args:
             execution: The attempt, as claimed.
@@ -191,8 +193,9 @@ class DurableStore(DurableCalls, Protocol):
         Raises:
             LeaseLostError: Fencing refused the write.
             WorkflowClosedError: The workflow was cancelled meanwhile; nothing is recorded.
-            KeyConflictError: `key` is a call's key, or a wait key recorded before (a wait
-                key asks one question once).
+            KeyConflictError: `key` is a call's key, or a wait key answered or timed out
+                before, or left unanswered with another question (a wait key asks one
+                question once).
             InvalidKeyError / TypeError / ValueError: A bad key, details that are not a dict,
                 a deadline that is not finite, or details/deadline without a key.
             PayloadError: `details` holds something that is not JSON, or is too large.

@@ -193,7 +193,8 @@ class CallRow:
         duration: Seconds the latest run took (as the caller measured it), or the wait
             lasted; None while started or waiting.
         runs: How many `CallStarted` the call has (more than 1: it ran again after a
-            failure or a crash); 1 for a wait (a wait key is recorded once).
+            failure or a crash); for a wait, how many times it was asked (1, unless a
+            retried workflow asked again a wait its cancellation left unanswered).
         last_seq: Sequence number of its latest event.
         first_seq: Sequence number of its first event: `DurableStore.calls` lists rows in
             this order.

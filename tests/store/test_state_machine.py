@@ -344,7 +344,11 @@ class StoreMachine(RuleBasedStateMachine):
         wf, s, error = self.fenced(ex)
         limit = None if key is None or deadline is None else self.now + deadline
         call = self.store.wait_step(ex, "input?", self.now, key=key, deadline=limit)
-        if error is None and key is not None and key in wf.calls:
+        c = None if key is None else wf.calls.get(key)
+        # A wait left unanswered by a cancellation is asked again (same question) after a
+        # retry; any other key recorded before is refused.
+        again = c is not None and c.kind is CallKind.WAIT and c.state is CallState.WAITING
+        if error is None and c is not None and not again:
             error = KeyConflictError
         if error:
             self.expect(call, error)
@@ -353,7 +357,9 @@ class StoreMachine(RuleBasedStateMachine):
         self.events += 1
         s.state, s.expires, wf.state = StepState.WAITING, None, WorkflowState.WAITING
         s.wait_key, s.wait_deadline = key, limit
-        if key is not None:
+        if key is not None and c is not None:
+            c.step_index, c.attempt, c.runs = ex.step_index, ex.attempt, c.runs + 1
+        elif key is not None:
             wf.calls[key] = MCall(
                 CallKind.WAIT, CallState.WAITING, ex.step_index, ex.attempt, self.events
             )
@@ -594,6 +600,9 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(data=st.data(), from_step=st.sampled_from([None, None, 0, 1, 2, 3]))
     def retry(self, data: st.DataObject, from_step: int | None) -> None:
         wid = data.draw(st.sampled_from([*sorted(self.model), "nope"]))
+        self.retry_from(wid, from_step)
+
+    def retry_from(self, wid: str, from_step: int | None) -> None:
         call = self.store.retry_workflow(wid, from_step, self.now)
         wf = self.model.get(wid)
         if wf is None:
@@ -617,6 +626,28 @@ class StoreMachine(RuleBasedStateMachine):
         wf.state = WorkflowState.RUNNING
         for i in range(first, len(wf.steps)):
             wf.steps[i] = MStep(token=wf.steps[i].token)
+
+    @precondition(
+        lambda self: any(s.wait_key for wf in self.model.values() for s in wf.steps)
+    )
+    @rule(data=st.data(), go=st.integers(0, 3))
+    def ask_again_after_a_retry(self, data: st.DataObject, go: int) -> None:
+        """Cancel a workflow waiting on a keyed wait, retry it, ask the same wait again."""
+        if go:  # one time in four, as cancel
+            return
+        waiting = sorted(
+            (wid, i) for wid, wf in self.model.items()
+            for i, s in enumerate(wf.steps) if s.wait_key is not None
+        )
+        wid, index = data.draw(st.sampled_from(waiting))
+        key = self.model[wid].steps[index].wait_key
+        self.cancel(wid, 0)
+        self.retry_from(wid, None)
+        claimed = len(self.claimed)
+        self.claim_now(wid, "A", 3.0, index)
+        assert len(self.claimed) == claimed + 1  # a fresh step is claimable at once
+        assert self.wait_as(self.claimed[-1], key, None)
+        assert self.model[wid].calls[key or ""].runs >= 2
 
     @rule()
     def recover(self) -> None:

@@ -51,16 +51,19 @@ class Job:
             ``retryable`` attribute that is ``False`` is never retried, nor are
             `agentq.workflows.model.NonRetryable` and `agentq.workflows.model.WaitForInput`.
         fingerprint: What makes two pushes of one key "the same call", compared with ``==``.
-            None (the default) derives it from `fn` when needed: the function's module,
-            qualified name and code, and the values the call uses: a `functools.partial`'s
-            arguments, a bound method's ``self``, a closure's captured values and the
-            defaults. JSON-like values (None, bool, int, float, str, and lists, tuples and
-            dicts of them) compare by value (dict key order does not matter), functions by
-            their own fingerprint, other objects by ``repr`` when their class gives a
-            meaningful one, else by identity (the same object); ``nonlocal`` state the
-            function rebinds is left out (see ``docs/idempotency.md``). Give it explicitly
-            when that does not tell your calls apart, e.g.
-            ``fingerprint=("send_mail", "alice")``.
+            None (the default) derives it from `fn`: the function's module, qualified name
+            and code, and the values the call uses: a `functools.partial`'s arguments, a
+            bound method's ``self``, a closure's captured values, the defaults and the
+            module-level values it reads. JSON-like values (None, bool, int, float, str, and
+            lists, tuples and dicts of them) compare by value (dict key order does not
+            matter), functions by their own fingerprint, other objects by ``repr`` when their
+            class gives a meaningful one, else by identity (the same object); ``nonlocal``
+            state the function rebinds is left out. The fingerprint of the push that claims
+            the key (the one that runs) is taken when it is pushed, and every later push of
+            the key with another `Job` object is compared with it by its own fingerprint,
+            taken at that push; pushing the very same `Job` object again is the same call by
+            identity (see ``docs/idempotency.md``). Give it explicitly when the derived one
+            does not tell your calls apart, e.g. ``fingerprint=("send_mail", "alice")``.
 
     Raises:
         TypeError: `key` is not a str, `fn` is not callable or is an async generator

@@ -7,7 +7,7 @@ each imports only modules that come before it in the list, never one after it.
 2. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
    `QueueStats`.
 3. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
-4. ``lane`` - `Lane`: one lane's permits, waiting area, idle workers and room waiters, and
+4. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, and
    the states a record goes through in it.
 5. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
    its attempt, interrupts, its waits on other jobs); `CURRENT`, the job a context runs.

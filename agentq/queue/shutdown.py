@@ -1,9 +1,9 @@
 """Closing a queue: stop admission, drain or abandon, wait for bodies to stop, report.
 
 `Shutdown` runs the close of one queue once (later calls share its `CloseReport`), over the
-queue's `Dispatcher`: refuse the pushes waiting for room, let idle workers exit, wait for the
-lanes to drain (re-checked whenever a permit is released), then drop what still waits and
-cancel what still runs, and wait, until the deadline, for cancelled bodies to stop.
+queue's `Dispatcher`: refuse the pushes waiting for room, wait for the lanes to drain
+(re-checked whenever a permit is released), then drop what still waits and cancel what still
+runs, and wait, until the deadline, for cancelled bodies to stop.
 """
 
 from __future__ import annotations
@@ -116,7 +116,6 @@ class Shutdown:
                     rec, fut = waiter
                     dispatch.abandon(rec, "the queue closed")
                     fut.set_result(CLOSED)
-                lane.dismiss_idle()  # an idle worker exits
             if drain:
 
                 def drained() -> bool:

@@ -64,8 +64,10 @@ class Dispatcher:
                 self.admit(rec)
                 fut.set_result(None)
         watch = self._watch
-        if watch is not None and not watch.done():
-            watch.set_result(None)
+        if watch is not None:
+            self._watch = None
+            if not watch.done():
+                watch.set_result(None)
 
     def _spawn(self, lane: Lane[Record], first: Record) -> None:
         loop = self.ledger.running_loop()
@@ -188,11 +190,9 @@ class Dispatcher:
         self.closing = True
 
     def watch(self) -> asyncio.Future[None]:
-        """A future resolved the next time a permit is released (or room is made)."""
-        watch: asyncio.Future[None] = self.ledger.running_loop().create_future()
-        self._watch = watch
+        """A future resolved the next time a permit is released (or room is made); shared by
+        every close waiting at the same time."""
+        watch = self._watch
+        if watch is None or watch.done():
+            watch = self._watch = self.ledger.running_loop().create_future()
         return watch
-
-    def unwatch(self) -> None:
-        """Stop watching for released permits."""
-        self._watch = None

@@ -195,12 +195,10 @@ class Driver:
     async def _attempt(
         self, wf: Workflow, step: StepDef, execution: Execution, ctx: StepContext
     ) -> Completed | RunResult | Retry | Again:
-        job = Job(
-            job_key(wf.id, execution.step_index, execution.lease_token),
-            step_call(step, ctx),
-            self.priority,
-            timeout=step.timeout,
-        )
+        key = job_key(wf.id, execution.step_index, execution.lease_token)
+        # The key is unique to this attempt, so the call needs no derived fingerprint (the
+        # queue would otherwise take one of the step's closure, ctx's repr included).
+        job = Job(key, step_call(step, ctx), self.priority, timeout=step.timeout, fingerprint=key)
         lease = Lease(self.store, self.clock, self.lease_ttl, execution)
         renewer = asyncio.get_running_loop().create_task(
             lease.keep(), name=f"agentq.lease:{wf.id}:{execution.step_index}"

@@ -55,7 +55,9 @@ class Queue:
     The queue starts on the running event loop at first use (workers are created as jobs
     arrive) and belongs to that loop: using it from another raises `WrongLoopError`. Use it as
     ``async with Queue() as queue:`` to close it on exit (draining, or cancelling everything
-    if the block raised), or just push from a notebook cell and `close` it later.
+    if the block raised), or just push from a notebook cell and `close` it later. Its lane
+    workers exist only while they run jobs, so a queue dropped without `close` (a notebook
+    cell run again) leaves no task behind once its jobs have finished.
 
     Args:
         lanes: `LaneConfig` per `Priority` (or per its text value, ``"high"``…); lanes not

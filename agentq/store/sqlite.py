@@ -119,7 +119,8 @@ class SqliteStore:
         if db is None or self._closed:
             return
         self._closed = True
-        release(db)
+        with contextlib.suppress(Exception):  # at interpreter exit: the thread ends with it
+            release(db)
         warnings.warn(
             f"SqliteStore({self.path!r}) was never closed; its connection is closed now. "
             "Close stores with `await store.close()` or `async with SqliteStore(...) as store:`",

@@ -388,3 +388,33 @@ def test_fingerprints_of_big_values_are_bounded_and_fall_back_to_identity() -> N
     assert derive_fingerprint(over(wide)) == derive_fingerprint(over(wide))
     copy = [list(part) for part in wide]
     assert derive_fingerprint(over(wide)) != derive_fingerprint(over(copy))
+
+
+def test_arrays_and_data_frames_count_by_identity_without_building_their_repr() -> None:
+    """Taken at every claim now, a fingerprint must not format a DataFrame each time."""
+
+    class Frame:
+        reprs = 0
+
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+        def __dataframe__(self) -> object:
+            return self
+
+        def __repr__(self) -> str:
+            Frame.reprs += 1
+            return f"Frame({self.rows})"
+
+    class Array(Frame):
+        def __array__(self) -> object:
+            return self
+
+    def over(value: object) -> object:
+        return lambda: value
+
+    for kind in (Frame, Array):
+        a, b = kind(3), kind(3)
+        assert derive_fingerprint(over(a)) == derive_fingerprint(over(a))
+        assert derive_fingerprint(over(a)) != derive_fingerprint(over(b))
+    assert Frame.reprs == 0

@@ -26,8 +26,10 @@ Each value is compared by a canonical form:
 - functions, partials and bound methods by their own fingerprint;
 - any other object by its ``repr`` when its class gives a meaningful one (a dataclass, a
   pydantic model, a class), otherwise (the default ``<… object at 0x…>``, a ``repr`` that
-  elides contents with ``...`` as numpy arrays and DataFrames do, or a ``repr`` that fails)
-  by identity: only the same object is the same value.
+  elides contents with ``...``, or a ``repr`` that fails) by identity: only the same object
+  is the same value. Arrays and data frames (a class with ``__array__`` or
+  ``__dataframe__``: numpy, pandas, polars, arrow) compare by identity without their
+  ``repr`` being built, since it elides their contents and costs milliseconds.
 
 And the same object is always the same value, however its contents changed in between: a
 job that fills a shared cache or bumps a counter on its client stays "the same call". So
@@ -163,6 +165,8 @@ class _Walk:
             return self.container(value, kind, depth + 1)
         if kind is FunctionType or kind is MethodType or isinstance(value, functools.partial):
             return ("call", self.derive(value, depth + 1))
+        if hasattr(kind, "__array__") or hasattr(kind, "__dataframe__"):
+            return _IDENTITY  # numpy, pandas, polars, arrow: a summary repr, costly to build
         try:
             text = repr(value)
         except Exception:  # a broken __repr__ must not break a push

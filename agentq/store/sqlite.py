@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+import warnings
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
@@ -33,7 +35,7 @@ from agentq.store.checks import check_now, check_number, check_seq, check_state
 from agentq.store.claims import ClaimResult, Execution
 from agentq.store.rows import StepRow, WorkflowRow, WorkflowState
 from agentq.store.sqlite_batch import DONE, LEAD, Batch, Op
-from agentq.store.sqlite_connection import connect, on_thread
+from agentq.store.sqlite_connection import connect, on_thread, release
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -63,7 +65,10 @@ class SqliteStore:
 
     An open store holds one aiosqlite connection and its thread; reads and writes take turns
     on it, so a read sees every write submitted before it. Use a store from one event loop,
-    and close it: aiosqlite's thread is not a daemon. ``":memory:"`` works too.
+    and close it. A store never closed never keeps the process from exiting (the thread is
+    a daemon; every committed transaction is in the file); garbage-collected unclosed, it
+    closes its file, ends its thread and emits a `ResourceWarning`, like an unclosed file.
+    ``":memory:"`` works too.
 
     Args:
         path: The database file (created if missing).
@@ -111,6 +116,22 @@ class SqliteStore:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open" if self._db else "not open yet"
         return f"SqliteStore({self.path!r}, {state})"
+
+    def __del__(self) -> None:
+        # Garbage-collected unclosed (issue 9 item 10): let the file go, and say so.
+        db = getattr(self, "_db", None)
+        if db is None or self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):  # at interpreter exit: the thread ends with it
+            release(db)
+        warnings.warn(
+            f"SqliteStore({self.path!r}) was never closed; its connection is closed now. "
+            "Close stores with `await store.close()` or `async with SqliteStore(...) as store:`",
+            ResourceWarning,
+            stacklevel=1,
+            source=self,
+        )
 
     @classmethod
     async def open(
@@ -228,9 +249,16 @@ class SqliteStore:
             self._finish(batch)
             return
 
+        # Runs on the connection thread, which keeps the last call it ran (this closure)
+        # until the next one arrives: a weak reference, so that an idle store can still be
+        # garbage-collected (a caller waiting for the batch keeps the store alive anyway).
+        store = weakref.ref(self)
+
         def when_orphaned() -> None:  # on the connection thread: deliver through the loop
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(self._finish, batch)
+            live = store()
+            if live is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                    loop.call_soon_threadsafe(live._finish, batch)
 
         try:
             await self._on_thread(db, lambda conn: batch.run(conn, when_orphaned))

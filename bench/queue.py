@@ -2,9 +2,13 @@
 
 Run: ``python bench/queue.py``. Each figure is the best of a few rounds, each on a fresh event
 loop. Targets: jobs/s at least 0.5x the Semaphore baseline; cache hits at least 0.25x the
-dict-of-futures baseline. The last rows run the same jobs and hits with ``Queue(store=...)``:
-each job that must run then costs one store read and one save; cache hits never touch the
-store.
+dict-of-futures baseline. The rows with ``Queue(store=...)`` run the same jobs and hits with a
+store: each job that must run then costs one store read and one save; cache hits never touch
+the store.
+
+The sequential figure (one ``push_and_wait`` at a time, so the lane runs dry between jobs and
+each job starts a lane worker: workers never park, issue 9 item 14) is measured beside one
+task per job, each awaited before the next.
 """
 
 from __future__ import annotations
@@ -60,6 +64,27 @@ async def agentq_jobs(capacity: int) -> float:
         handles.append(accepted.handle)
     for handle in handles:
         await handle
+    elapsed = time.perf_counter() - start
+    await queue.close()
+    return elapsed
+
+
+async def task_per_job_baseline() -> float:
+    """One task per job, each awaited before the next: seconds for N_JOBS."""
+    loop = asyncio.get_running_loop()
+    start = time.perf_counter()
+    for _ in range(N_JOBS):
+        await loop.create_task(noop())
+    return time.perf_counter() - start
+
+
+async def agentq_sequential() -> float:
+    """N_JOBS no-op jobs with unique keys, one push_and_wait at a time."""
+    queue = Queue({Priority.MEDIUM: LaneConfig(permits=PERMITS)})
+    jobs = [Job(f"job-{i}", noop) for i in range(N_JOBS)]
+    start = time.perf_counter()
+    for job in jobs:
+        await queue.push_and_wait(job)
     elapsed = time.perf_counter() - start
     await queue.close()
     return elapsed
@@ -161,6 +186,11 @@ def main() -> None:
     print(f"  asyncio.Semaphore + task per job  {sem:>12,.0f} jobs/s   1.00x")
     print(f"  agentq (capacity {N_JOBS:,})        {pooled:>12,.0f} jobs/s   {pooled / sem:.2f}x")
     print(f"  agentq (capacity 100, push waits) {bounded:>12,.0f} jobs/s   {bounded / sem:.2f}x")
+    one = N_JOBS / best(task_per_job_baseline)
+    seq = N_JOBS / best(agentq_sequential)
+    print(f"sequential: {N_JOBS:,} no-op jobs, each awaited before the next is pushed")
+    print(f"  a task per job, awaited           {one:>12,.0f} jobs/s   1.00x")
+    print(f"  agentq push_and_wait              {seq:>12,.0f} jobs/s   {seq / one:.2f}x")
     base = N_HITS / best(dict_baseline)
     hits = N_HITS / best(lambda: agentq_hits(build_jobs=False))
     built = N_HITS / best(lambda: agentq_hits(build_jobs=True))

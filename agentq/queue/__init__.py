@@ -9,7 +9,7 @@ each imports only modules that come before it in the list, never one after it.
 3. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
 4. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
    keys across restarts (`Queue(store=...)`), and `StoredJob`.
-5. ``lane`` - `Lane`: one lane's permits, waiting area, idle workers and room waiters, and
+5. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, and
    the states a record goes through in it.
 6. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
    its attempt, interrupts, its waits on other jobs); `CURRENT`, the job a context runs.

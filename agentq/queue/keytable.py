@@ -5,7 +5,9 @@
 - the record of every known key (one `Record` per job that had to run; a new run of a Failed
   key keeps the Failed record as ``prev``, so that an abandoned push can put it back);
 - what makes two pushes of a key "the same call" (`check_same_call`, with the fingerprints of
-  `agentq.queue.fingerprint`, derived only when a key is pushed again with another callable);
+  `agentq.queue.fingerprint`): the fingerprint of the push that claims a key is taken when it
+  claims it, and a later push of the key, unless it carries that very `Job` object, is
+  compared by its own fingerprint, taken then;
 - the finished keys in finishing order, forgotten after ``key_ttl`` seconds or beyond
   ``max_keys`` (keys in flight are never evicted);
 - the runs whose outcome was decided while their body still runs (a timed-out thread, a body
@@ -28,7 +30,7 @@ from agentq.outcomes import Completed
 from agentq.queue.fingerprint import derive_fingerprint
 from agentq.queue.jobs import Job, short_repr
 from agentq.queue.lane import STOPPED, Lane
-from agentq.queue.records import NO_FINGERPRINT, Record
+from agentq.queue.records import Record
 
 
 class KeyTable:
@@ -79,9 +81,17 @@ class KeyTable:
     # ------------------------------------------------------------ claiming a key
 
     def claim(self, owner: object, job: Job, lane: Lane[Record]) -> Record:
-        """Make a record for `job` and make it the key's record (keeping a Failed one as prev)."""
+        """Make a record for `job` and make it the key's record (keeping a Failed one as prev).
+
+        The fingerprint of the call is taken now (`job.fingerprint`, else derived from
+        `job.fn`), so that it describes the call as it is when the key is claimed, whatever
+        the values it reads become later.
+        """
         key = job.key
-        rec = Record(owner, job, lane, self._records.get(key))
+        fp = job.fingerprint
+        if fp is None:
+            fp = derive_fingerprint(job.fn)
+        rec = Record(owner, job, lane, self._records.get(key), fp)
         self._records[key] = rec
         return rec
 
@@ -99,19 +109,20 @@ class KeyTable:
     def check_same_call(self, job: Job, rec: Record) -> None:
         """Refuse `job` if its key is known (as `rec`) with a different call.
 
+        `job`'s fingerprint is taken now and compared with the one `rec` took when it claimed
+        the key. The very `Job` object that claimed the key is the same call by identity:
+        nothing is derived (the cache-hit fast path).
+
         Raises:
             KeyConflictError: The fingerprints differ; the message names both calls.
         """
         first = rec.job
-        if job is first or (job.fn is first.fn and job.fingerprint == first.fingerprint):
+        if job is first:
             return
-        mine = job.fingerprint if job.fingerprint is not None else derive_fingerprint(job.fn)
-        theirs = rec.fp
-        if theirs is NO_FINGERPRINT:
-            theirs = rec.fp = (
-                first.fingerprint if first.fingerprint is not None else derive_fingerprint(first.fn)
-            )
-        if mine != theirs:
+        mine = job.fingerprint
+        if mine is None:
+            mine = derive_fingerprint(job.fn)
+        if mine != rec.fp:
             if first.fingerprint is not None or job.fingerprint is not None:
                 was, now = first.fingerprint, job.fingerprint
             else:
@@ -181,7 +192,10 @@ class KeyTable:
         `job` is the push that read it (later pushes of the key are compared with it);
         `finished_at` is when the key counts as finished for `ttl`.
         """
-        rec = Record(owner, job, lane, None)
+        fp = job.fingerprint
+        if fp is None:
+            fp = derive_fingerprint(job.fn)
+        rec = Record(owner, job, lane, None, fp)
         rec.state = STOPPED
         rec.resolve(outcome)
         self._records[job.key] = rec

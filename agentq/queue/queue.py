@@ -63,7 +63,9 @@ class Queue:
     The queue starts on the running event loop at first use (workers are created as jobs
     arrive) and belongs to that loop: using it from another raises `WrongLoopError`. Use it as
     ``async with Queue() as queue:`` to close it on exit (draining, or cancelling everything
-    if the block raised), or just push from a notebook cell and `close` it later.
+    if the block raised), or just push from a notebook cell and `close` it later. Its lane
+    workers exist only while they run jobs, so a queue dropped without `close` (a notebook
+    cell run again) leaves no task behind once its jobs have finished.
 
     Args:
         lanes: `LaneConfig` per `Priority` (or per its text value, ``"high"``…); lanes not
@@ -370,14 +372,22 @@ class Queue:
         jobs run to the end; whatever is still unfinished at the deadline (all of it without
         `drain`) is abandoned: waiting jobs are dropped (`JobLost`), running ones cancelled.
         Close then waits for cancelled bodies to stop, until the deadline; a thread cannot be
-        stopped, see `CloseReport.unstopped`. Calling close again returns the first report.
+        stopped, see `CloseReport.unstopped`.
+
+        Every call does this on what is left and reports what *it* did: a later call (or one
+        overlapping a close in progress) is marked ``already_closed``, drops and cancels only
+        what it finds (such as nested children admitted since), waits again, until its own
+        deadline, for bodies still running, and lists only those still running when it
+        returns. So ``await queue.close()`` again after a report with ``unstopped`` waits
+        for those bodies and says whether they stopped; ``close(drain=False)`` during a
+        draining close cancels at once.
 
         Args:
             drain: Let admitted jobs finish first.
-            timeout: Seconds, by the queue's clock, for the whole close; None for no limit.
+            timeout: Seconds, by the queue's clock, for this call; None for no limit.
 
         Returns:
-            A `CloseReport`.
+            The `CloseReport` of this call.
 
         Raises:
             ValueError: `timeout` is negative or not finite.

@@ -28,10 +28,6 @@ PREVIOUS = 4  # waiting for the body of the key's previous run to stop
 READING = 5  # reading the key's stored outcome before the first attempt (`unread`)
 SAVING = 6  # the body returned: saving its output to the queue's store (not interruptible)
 
-NO_FINGERPRINT: Any = object()
-"""`Record.fp` until the key table derives the fingerprint of the record's call."""
-
-
 class Record:
     """The queue's bookkeeping for one job (one push that had to run something).
 
@@ -65,7 +61,9 @@ class Record:
         "waiting_on",
     )
 
-    def __init__(self, owner: object, job: Job, lane: Lane[Record], prev: Record | None) -> None:
+    def __init__(
+        self, owner: object, job: Job, lane: Lane[Record], prev: Record | None, fp: Any
+    ) -> None:
         self.owner = owner
         self.job = job
         self.key = job.key
@@ -81,7 +79,7 @@ class Record:
         self.pending: Failed | None = None
         self.retried = 0
         self.finished_at = 0.0
-        self.fp: Any = NO_FINGERPRINT
+        self.fp = fp  # the fingerprint of the call, taken when the key was claimed
         self.root: Record = self
         self.waiting_on: list[Record] | None = None
         self.blocked: list[Lane[Record]] | None = None

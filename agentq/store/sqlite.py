@@ -11,8 +11,10 @@ The `JobOutcomeStore` verbs of `Queue(store=...)` go the same ways, over `sqlite
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -32,7 +34,7 @@ from agentq.store.checks import check_index, check_now, check_number, check_seq,
 from agentq.store.claims import ClaimResult, Execution
 from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.sqlite_batch import GroupCommit
-from agentq.store.sqlite_connection import connect, on_thread
+from agentq.store.sqlite_connection import connect, on_thread, release
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -62,7 +64,10 @@ class SqliteStore:
 
     An open store holds one aiosqlite connection and its thread; reads and writes take turns
     on it, so a read sees every write submitted before it. Use a store from one event loop,
-    and close it: aiosqlite's thread is not a daemon. ``":memory:"`` works too.
+    and close it. A store never closed never keeps the process from exiting (the thread is
+    a daemon; every committed transaction is in the file); garbage-collected unclosed, it
+    closes its file, ends its thread and emits a `ResourceWarning`, like an unclosed file.
+    ``":memory:"`` works too.
 
     Args:
         path: The database file (created if missing).
@@ -109,6 +114,22 @@ class SqliteStore:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open" if self._db else "not open yet"
         return f"SqliteStore({self.path!r}, {state})"
+
+    def __del__(self) -> None:
+        # Garbage-collected unclosed (issue 9 item 10): let the file go, and say so.
+        db = getattr(self, "_db", None)
+        if db is None or self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):  # at interpreter exit: the thread ends with it
+            release(db)
+        warnings.warn(
+            f"SqliteStore({self.path!r}) was never closed; its connection is closed now. "
+            "Close stores with `await store.close()` or `async with SqliteStore(...) as store:`",
+            ResourceWarning,
+            stacklevel=1,
+            source=self,
+        )
 
     @classmethod
     async def open(

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -188,9 +189,17 @@ class GroupCommit:
             self._finish(batch)
             return
 
+        # Runs on the connection thread, which keeps the last call it ran (this closure)
+        # until the next one arrives: a weak reference (the queue holds its store), so that
+        # an idle store can still be garbage-collected (a caller waiting for the batch keeps
+        # the store alive anyway).
+        queue = weakref.ref(self)
+
         def when_orphaned() -> None:  # on the connection thread: deliver through the loop
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(self._finish, batch)
+            live = queue()
+            if live is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                    loop.call_soon_threadsafe(live._finish, batch)
 
         try:
             await on_thread(db, lambda conn: batch.run(conn, when_orphaned))

@@ -240,12 +240,17 @@ class Driver:
     async def _attempt(
         self, wf: Workflow, step: StepDef, execution: Execution, ctx: StepContext
     ) -> Completed | RunResult | Retry | Again:
+        key = job_key(wf.id, execution.step_index, execution.lease_token)
+        # The key is unique to this attempt, so the call needs no derived fingerprint (the
+        # queue would otherwise take one of the step's closure, ctx's repr included); its
+        # outcome is recorded in the workflow's event log, not in a queue's store.
         job = Job(
-            job_key(wf.id, execution.step_index, execution.lease_token),
+            key,
             step_call(step, ctx),
             self.priority,
             timeout=step.timeout,
-            persist=False,  # the attempt's outcome is recorded in the workflow's event log
+            fingerprint=key,
+            persist=False,
         )
         lease = Lease(self.store, self.clock, self.lease_ttl, execution)
         renewer = asyncio.get_running_loop().create_task(

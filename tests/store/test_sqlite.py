@@ -63,6 +63,11 @@ async def test_aiosqlite_private_api(db_path: Path) -> None:
         ident, same, _ = await store._on_thread(db, probe)
         assert ident == db._thread.ident and ident != threading.get_ident() and same
         assert await db._execute(probe, db._conn, extra=7) == (ident, True, 7)  # type: ignore[no-untyped-call]
+        # What an unclosed store relies on (sqlite_connection.daemonize and release).
+        assert isinstance(db._thread, threading.Thread) and db._thread.daemon
+        assert db._connection is db._conn and db._running is True
+        assert hasattr(db._tx, "put_nowait"), "aiosqlite.Connection._tx changed"
+        assert hasattr(aiosqlite.core, "_STOP_RUNNING_SENTINEL"), "the stop sentinel is gone"
 
 
 # ---------------------------------------------------------------- opening
@@ -599,3 +604,85 @@ async def test_a_workflows_calls_are_read_in_one_indexed_query(db_path: Path) ->
         )
         assert [r[3] for r in plan] == [
             "SEARCH calls USING INDEX calls_by_workflow (workflow_id=?)"]
+
+
+# ---------------------------------------------------------------- a store never closed
+
+UNCLOSED = """
+import asyncio, sys
+from agentq.store import SqliteStore
+
+kept = []
+
+async def main(path: str, keep: bool) -> None:
+    store = SqliteStore(path)
+    if keep:
+        kept.append(store)  # alive until the interpreter exits
+    await store.start_workflow("left-open", ["a", "b"], {"n": 1}, 1.0)
+    print("written", flush=True)
+
+asyncio.run(main(sys.argv[1], sys.argv[2] == "keep"))
+"""
+
+
+@pytest.mark.parametrize("keep", ["keep", "drop"])
+def test_issue9_a_store_never_closed_never_keeps_the_process_alive(
+    db_path: Path, keep: str
+) -> None:
+    """Issue 9 item 10: a script that writes through a store and exits without closing it
+    exits at once (it used to hang for ever on aiosqlite's thread), and what it committed
+    is in the file. A store garbage-collected unclosed says so with a ResourceWarning."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", UNCLOSED, str(db_path), keep],
+        capture_output=True, text=True, timeout=20, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "written"
+    assert "Traceback" not in done.stderr and "Exception" not in done.stderr, done.stderr
+    if keep == "drop":
+        assert "ResourceWarning" in done.stderr and "was never closed" in done.stderr
+    conn = raw(db_path)
+    try:
+        rows = conn.execute("SELECT workflow_id, state FROM workflows").fetchall()
+    finally:
+        conn.close()
+    assert rows == [("left-open", "running")]
+
+
+async def test_a_store_collected_unclosed_warns_closes_its_file_and_ends_its_thread(
+    db_path: Path,
+) -> None:
+    import gc
+    import weakref
+
+    store: SqliteStore | None = SqliteStore(db_path)
+    assert store is not None
+    await start(store, "wf")
+    assert store._db is not None
+    thread = store._db._thread
+    collected = weakref.ref(store)
+    with pytest.warns(ResourceWarning, match="was never closed"):
+        store = None
+        gc.collect()
+    assert collected() is None
+    await asyncio.to_thread(thread.join, 5)
+    assert not thread.is_alive()
+    async with SqliteStore(db_path) as again:
+        row = await again.get_workflow("wf")
+        assert row is not None
+
+
+async def test_a_closed_store_is_collected_without_a_warning(db_path: Path) -> None:
+    import gc
+
+    store: SqliteStore | None = await SqliteStore.open(db_path)
+    assert store is not None
+    await store.close()
+    store = None
+    gc.collect()  # filterwarnings = error: a ResourceWarning here would fail the test
+    never_opened = SqliteStore(db_path)
+    del never_opened
+    gc.collect()

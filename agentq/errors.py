@@ -24,6 +24,7 @@ faults end in ``Error``; errors about misused arguments also derive from `ValueE
         ├── UnknownStepError
         ├── WorkflowMismatchError a workflow id reused with other steps
         ├── NotWaitingError       resume of a step that is not Waiting
+        ├── NotRetryableError     retry of a workflow that is not failed or cancelled
         ├── WorkflowClosedError   the workflow is cancelled, failed or completed
         └── StepContextError      ctx.call / ctx.wait_for_input outside their step attempt
 
@@ -43,6 +44,7 @@ __all__ = [
     "KeyConflictError",
     "LeaseLostError",
     "MissingExtraError",
+    "NotRetryableError",
     "NotWaitingError",
     "PayloadError",
     "QueueClosed",
@@ -178,6 +180,14 @@ class WorkflowMismatchError(EngineError):
 
 class NotWaitingError(EngineError):
     """`resume` targeted a step whose status is not `Waiting`; nothing was recorded."""
+
+
+class NotRetryableError(EngineError):
+    """`retry` targeted a workflow that is not failed or cancelled; nothing was recorded.
+
+    The message names the workflow and its state (running, waiting or completed), or why the
+    step to retry from cannot be run again (a step before it never completed).
+    """
 
 
 class WorkflowClosedError(EngineError):

@@ -79,6 +79,7 @@ STEP_DTYPES: dict[str, str] = {
     "step_name": "string",
     "status": "category",
     "attempt": "int64",
+    "recoveries": "int64",
     "worker_id": "string",
     "lease_expires_at": _UTC,
     "started_at": _UTC,
@@ -212,7 +213,8 @@ async def steps_frame(store: DurableStore) -> pd.DataFrame:
         Rows by workflow then step index, columns (dtypes) as in `STEP_DTYPES`:
         ``workflow_id``, ``step_index`` (int64), ``step_name``, ``status`` (category of every
         `StepState` value: pending, leased, waiting, completed, failed), ``attempt`` (int64,
-        attempts since the step started or was last resumed), ``worker_id`` (the lease holder
+        attempts since the step started or was last resumed, lost ones not counted),
+        ``recoveries`` (int64, attempts lost to crashes), ``worker_id`` (the lease holder
         or last holder), ``lease_expires_at``, ``started_at`` (first attempt),
         ``finished_at`` (completion or final failure; all datetime64[ns, UTC]), ``duration``
         (``finished_at - started_at``, timedelta64[ns]; it includes time spent waiting for
@@ -235,6 +237,7 @@ async def steps_frame(store: DurableStore) -> pd.DataFrame:
             "step_name": _text(pdm, npm, [r.step_name for r in rows]),
             "status": _categorical(pdm, npm, [r.state.value for r in rows], _STATES),
             "attempt": pdm.Series([r.attempt for r in rows], dtype="int64"),
+            "recoveries": pdm.Series([r.recoveries for r in rows], dtype="int64"),
             "worker_id": _text(pdm, npm, [r.worker_id for r in rows]),
             "lease_expires_at": _utc(npm, pdm, [r.lease_expires_at for r in rows]),
             "started_at": started,

@@ -212,7 +212,7 @@ class Timeline:
     def _apply_one(self, row: tuple[Any, ...]) -> None:
         _, at, workflow_id, step_index, step_name, kind, attempt, _, reason = row[:9]
         wf = self._workflow(workflow_id, at)
-        if step_index is None:
+        if step_index is None or kind == _K.WORKFLOW_RETRIED:
             self._apply_workflow_event(wf, kind, at)
             return
         step = wf.step(step_index, step_name)
@@ -240,6 +240,9 @@ class Timeline:
             wf.state = "waiting"
         elif kind == _K.STEP_RESUMED:
             self._end(step, SpanKind.WAIT, at, "resumed")
+            wf.state = "running"
+        elif kind == _K.WAIT_TIMED_OUT:  # a durable wait's deadline passed: the step goes on
+            self._end(step, SpanKind.WAIT, at, "timeout")
             wf.state = "running"
         elif kind == _K.WORKER_RECOVERED:
             self._end(step, SpanKind.RUN, at, "lost", reason)
@@ -278,6 +281,8 @@ class Timeline:
         elif kind == _K.WORKFLOW_CANCELLED:
             wf.state, wf.end = "cancelled", at
             wf.close_all(at, "cancelled")
+        elif kind == _K.WORKFLOW_RETRIED:  # `retry`: it runs again, its earlier spans stay
+            wf.state, wf.end = "running", None
 
     @staticmethod
     def _end(

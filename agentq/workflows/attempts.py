@@ -88,7 +88,10 @@ def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
 
 
 class Retry:
-    """Marker: the attempt failed and another one is scheduled after `delay` seconds."""
+    """Marker: the attempt failed and another one is scheduled after `delay` seconds.
+
+    The store keeps the time (``retry_at``): the next claim answers `NotBefore` until then.
+    """
 
     __slots__ = ("delay",)
 

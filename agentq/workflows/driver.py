@@ -2,15 +2,23 @@
 
 For each step, the loop:
 
-1. claims it (``claim_step``, a compare-and-swap in the store): this worker gets a lease and a
-   fencing token, or learns that the step completed or waits already, that the workflow
-   closed, or that another worker holds it (then polls every ``poll_interval`` seconds);
+1. claims it (``claim_step``, a compare-and-swap in the store, given the step's
+   ``max_recoveries``): this worker gets a lease and a fencing token, or learns that the step
+   completed or waits already, that the workflow closed (also: failed, its attempts lost to
+   crashes too often), that its next attempt is scheduled later (`NotBefore`: the store
+   keeps the retry time, so every engine and `recover` honour it; the run sleeps until then),
+   or that another worker holds it. A holder whose process is gone (``workers.gone_reason``)
+   has its lease taken back at once (``release_dead``); for a live one the run logs once
+   what it waits for and polls every ``poll_interval`` seconds;
 2. pushes the attempt through the queue as a job in the engine's lane, so lane permits bound
    how many step bodies run at once, while a `Lease` renews the lease every ``lease_ttl / 3``
    seconds;
 3. records the outcome with the fencing token: ``complete_step``, ``wait_step`` or
-   ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt). A worker
-   whose lease was taken over meanwhile is refused (`LeaseLostError`) and claims again.
+   ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt; the next
+   claim then answers `NotBefore` until that time). A worker whose lease was taken over
+   meanwhile is refused (`LeaseLostError`) and claims again.
+
+Every wait of a run goes through `Driver.pause` (one place to make them cancellable).
 
 Private to `agentq.workflows.engine`, which starts one drive per workflow and shares it.
 """
@@ -20,9 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import os
-import socket
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -47,6 +52,8 @@ from agentq.store import (
     DurableStore,
     Execution,
     HeldByOther,
+    NotBefore,
+    StepState,
     WorkflowClosed,
     WorkflowState,
 )
@@ -69,13 +76,15 @@ from agentq.workflows.model import (
     Workflow,
 )
 from agentq.workflows.results import stored_result
+from agentq.workflows.workers import (
+    LOGGER,
+    default_worker_id,
+    gone_reason,
+    held_message,
+    take_back,
+)
 
 __all__ = ["Driver"]
-
-
-def default_worker_id() -> str:
-    """Return ``host:pid:random``, a worker id unique to this engine."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Driver:
@@ -161,6 +170,7 @@ class Driver:
     async def _run_step(
         self, wf: Workflow, index: int, step: StepDef, outputs: Sequence[Any]
     ) -> Completed | RunResult:
+        warned: str | None = None  # the holder this wait was logged for
         while True:
             if self.queue.closed:  # claiming would record a StepStarted nobody runs
                 raise QueueClosed(
@@ -168,7 +178,12 @@ class Driver:
                     "started"
                 )
             claim = await self.store.claim_step(
-                wf.id, index, self.worker_id, self.lease_ttl, self.clock.time()
+                wf.id,
+                index,
+                self.worker_id,
+                self.lease_ttl,
+                self.clock.time(),
+                max_recoveries=step.max_recoveries,
             )
             if isinstance(claim, AlreadyCompleted):
                 return Completed(claim.output)
@@ -180,8 +195,21 @@ class Driver:
                 )
             if isinstance(claim, WorkflowClosed):
                 return await self._closed_result(wf.id)
+            if isinstance(claim, NotBefore):  # a retry scheduled by any engine, any process
+                await self.pause(wf.id, claim.retry_at - self.clock.time())
+                continue
             if isinstance(claim, HeldByOther):
-                await self.clock.sleep(self.poll_interval)
+                if await self._take_back(wf.id, index, claim.worker_id):
+                    continue
+                if warned != claim.worker_id:
+                    warned = claim.worker_id
+                    LOGGER.warning(
+                        held_message(
+                            step.name, wf.id, claim.worker_id, claim.expires_at,
+                            self.clock.time(),
+                        )
+                    )
+                await self.pause(wf.id, self.poll_interval)
                 continue
             assert isinstance(claim, Claimed)
             ctx = StepContext(
@@ -193,16 +221,34 @@ class Driver:
                 outputs=tuple(outputs),
                 previous=outputs[-1] if outputs else wf.input,
                 resume_input=claim.resume_input,
+                recoveries=claim.recoveries,
             )
             step_result = await self._attempt(wf, step, claim.execution, ctx)
             if isinstance(step_result, Retry | Again):
-                await self.clock.sleep(step_result.delay)
-                continue
+                continue  # claim again: a retry's time is kept by the store (NotBefore)
             return step_result
+
+    async def pause(self, workflow_id: str, seconds: float) -> None:
+        """Wait `seconds` on the clock before claiming a step of `workflow_id` again.
+
+        Every wait of a run goes through here: until a stored retry time, between polls of
+        a step another worker holds.
+        """
+        await self.clock.sleep(seconds)
+
+    async def _take_back(self, workflow_id: str, index: int, holder: str) -> bool:
+        """Take back the lease of a holder whose process is gone; True to claim again."""
+        if gone_reason(holder) is None:
+            return False
+        row = (await self.store.step_rows(workflow_id))[index]
+        if row.state is StepState.LEASED and row.worker_id == holder:
+            await take_back(self.store, row, self.clock.time())
+        return True  # taken back, or it moved on meanwhile: claim again
 
     async def _attempt(
         self, wf: Workflow, step: StepDef, execution: Execution, ctx: StepContext
     ) -> Completed | RunResult | Retry | Again:
+        key = job_key(wf.id, execution.step_index, execution.lease_token)
         lease = Lease(self.store, self.clock, self.lease_ttl, execution)
         log = CallLog(
             store=self.store,
@@ -212,11 +258,16 @@ class Driver:
             execution=lambda: lease.execution,
             rows=await self.store.calls(wf.id),
         )
+        # The key is unique to this attempt, so the call needs no derived fingerprint (the
+        # queue would otherwise take one of the step's closure, ctx's repr included); its
+        # outcome is recorded in the workflow's event log, not in a queue's store.
         job = Job(
-            job_key(wf.id, execution.step_index, execution.lease_token),
+            key,
             step_call(step, replace(ctx, _calls=log)),
             self.priority,
             timeout=step.timeout,
+            fingerprint=key,
+            persist=False,
         )
         renewer = asyncio.get_running_loop().create_task(
             lease.keep(), name=f"agentq.lease:{wf.id}:{execution.step_index}"

@@ -1,10 +1,11 @@
-"""`WorkflowEngine`: the public verbs over workflows (run, resume, cancel, status, close).
+"""`WorkflowEngine`: the public verbs over workflows (run, resume, retry, cancel, status, close).
 
-The engine keeps one run per workflow: concurrent `run` calls (and the run a `resume`
-continues) share it. Each run is a task executing `Driver.drive` (``driver.py``), which claims,
-attempts and records the steps one after another; a `Registry` (``registry.py``) holds the
-step bodies by workflow id, since step bodies are code, not data: after a restart the program
-registers its workflows again, then calls `agentq.recover`.
+The engine keeps one run per workflow: concurrent `run` calls (and the run a `resume` or a
+`retry` continues, or `run_soon` starts in the background) share it (`Runs`, ``runs.py``).
+Each run is a task executing `Driver.drive` (``driver.py``), which claims, attempts and
+records the steps one after another; a `Registry` (``registry.py``) holds the step bodies by
+workflow id, since step bodies are code, not data: after a restart the program registers its
+workflows again, then calls `agentq.recover`.
 
 Every transition is an event in the store's append-only log.
 """
@@ -13,19 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.errors import AgentqError, DeadlockError, UnknownStepError, UnknownWorkflowError
+from agentq.errors import (
+    AgentqError,
+    DeadlockError,
+    NotRetryableError,
+    UnknownStepError,
+    UnknownWorkflowError,
+)
 from agentq.keys import validate_key
 from agentq.queue import Priority, Queue
-from agentq.store import DurableStore
+from agentq.store import DurableStore, WorkflowState
 from agentq.workflows.attempts import IN_STEP
+from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
 from agentq.workflows.model import RunResult, StepStatus, Workflow
 from agentq.workflows.registry import Registry
 from agentq.workflows.results import status_of
+from agentq.workflows.runs import Runs
 
 __all__ = ["WorkflowEngine"]
 
@@ -36,8 +44,11 @@ class WorkflowEngine:
     Args:
         queue: The queue whose lane runs the step bodies (shared with other jobs).
         store: Where the event log and the steps projection live.
-        worker_id: This worker's id, the lease holder's name; default ``host:pid:random``.
-            Give each process (or engine) its own.
+        worker_id: This worker's id, the lease holder's name. The default,
+            ``{host}:{pid}:{8 hex digits}`` (see `agentq.workflows.workers`), lets another
+            engine on this host take the lease back at once once this process is gone (after
+            a crash or a kernel restart) instead of waiting for it to expire. Give each
+            process (or engine) its own.
         lease_ttl: Seconds a claimed step stays leased without renewal (> 0). Renewed every
             ``lease_ttl / 3`` seconds while the body runs; a crashed worker's steps can be
             recovered once it has expired.
@@ -86,10 +97,9 @@ class WorkflowEngine:
             poll_interval=poll_interval,
         )
         self._registry = Registry()
-        self._driver.on_deadline = self._time_out_later
-        self._timers: dict[str, asyncio.Task[None]] = {}  # a wait's deadline, by workflow
-        self._runs: dict[str, asyncio.Task[RunResult]] = {}
-        self._delivering: dict[str, asyncio.Task[RunResult]] = {}
+        self._runs = Runs(self._driver.drive)
+        self._deadlines = Deadlines(lambda: self.clock, self._expire)
+        self._driver.on_deadline = self._deadlines.set
 
     # ----------------------------------------------------------------- settings
 
@@ -180,27 +190,25 @@ class WorkflowEngine:
                 f"a step of workflow {wf.id!r} awaits a run of its own workflow, which waits "
                 "for that step: this wait could never end"
             )
-        delivering = self._delivering.get(wf.id)
-        if delivering is not None:  # a resume in flight continues the workflow: join it
-            await asyncio.wait({delivering})
-        return await asyncio.shield(self._start(wf))
+        return await self._runs.join(wf)
 
-    def _start(self, wf: Workflow) -> asyncio.Task[RunResult]:
-        """Return this engine's run of `wf`, starting one if none is in progress."""
-        task = self._runs.get(wf.id)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(
-                self._driver.drive(wf), name=f"agentq.run:{wf.id}"
-            )
-            self._runs[wf.id] = task
-            task.add_done_callback(functools.partial(self._forget_run, wf.id))
-        return task
+    def run_soon(self, workflow: Workflow | str) -> None:
+        """Start running a workflow as this engine's background task; return at once.
 
-    def _forget_run(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
-        if self._runs.get(workflow_id) is task:
-            del self._runs[workflow_id]
-        if not task.cancelled():
-            task.exception()  # retrieved by the awaiting callers; avoid "never retrieved"
+        Nothing changes if this engine runs it already (or a `resume` or `retry` of it is
+        about to). The run goes on with nobody awaiting it: ``await engine.run(workflow)``
+        joins it for its `RunResult`, `cancel` stops the workflow, `close` the run. An
+        exception the run raises (a store failure) goes to whoever joins it, and is logged
+        through ``logging.getLogger("agentq")``. `agentq.recover` starts its runs this way.
+
+        Args:
+            workflow: A `Workflow` (registered on the way) or the id of a registered one.
+
+        Raises:
+            UnknownWorkflowError: An id that is not registered.
+            WorkflowMismatchError: The id is registered with different steps.
+        """
+        self._runs.start_soon(self._registry.lookup(workflow))
 
     async def resume(
         self, workflow_id: str, step: str | int, input: Any = None, *, key: str | None = None
@@ -231,59 +239,136 @@ class WorkflowEngine:
             PayloadError: `input` is not JSON or too large; nothing is recorded.
         """
         wf = self._registry.lookup(workflow_id)
+        index = self._index(wf, step)
+
+        async def deliver() -> None:
+            now = self.clock.time()
+            row = await self.store.get_workflow(wf.id)
+            if row is not None:  # the run must be able to continue before the wait is used
+                await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
+            await self.store.resume_step(wf.id, index, input, now, key=key)
+
+        # A run that is still returning from the wait would not see the input: it ends
+        # first, then a run of our own continues (claims keep each step to one run).
+        return await self._runs.replace(wf, deliver, before=False)
+
+    @staticmethod
+    def _index(wf: Workflow, step: str | int) -> int:
         try:
-            index = wf.index_of(step)
+            return wf.index_of(step)
         except KeyError:
             raise UnknownStepError(
-                f"workflow {workflow_id!r} has no step {step!r}; its steps are "
+                f"workflow {wf.id!r} has no step {step!r}; its steps are "
                 f"{list(wf.step_names)}"
             ) from None
-        loop = asyncio.get_running_loop()
-        deliver = loop.create_task(self._deliver(wf, index, input, key))
-        self._delivering[wf.id] = deliver
-        deliver.add_done_callback(functools.partial(self._delivered, wf.id))
-        # Shielded: once called, the input is delivered and the run continues even if our
-        # caller is cancelled meanwhile (as with `run`, cancelling never strands a workflow).
-        return await asyncio.shield(deliver)
 
-    async def _deliver(
-        self, wf: Workflow, index: int, input: Any, key: str | None
+    async def retry(
+        self, workflow: Workflow | str, *, from_step: str | int | None = None
     ) -> RunResult:
-        now = self.clock.time()
-        row = await self.store.get_workflow(wf.id)
-        if row is not None:  # the run must be able to continue before the wait is consumed
+        """Run a failed or cancelled workflow again, and return its new `RunResult`.
+
+        By default it continues from the step that failed (or was cancelled, or was next
+        when the workflow was cancelled between steps); `from_step` runs the steps again from
+        an earlier one. Steps before it keep their outputs and are not run again; the steps
+        from it on start over as if never run (``ctx.attempt`` from 1, their crash budget
+        whole, their earlier outputs and resume input forgotten by the projection; the log
+        keeps everything and records `WorkflowRetried`). As with `resume`, cancelling the
+        caller does not stop the retried run.
+
+        Args:
+            workflow: The `Workflow` (registered on the way), or the id of one registered
+                with this engine.
+            from_step: The step (name or 0-based index) to run again from; every step
+                before it must have completed. None: the first step that did not complete.
+
+        Returns:
+            The `RunResult` of the new run.
+
+        Raises:
+            UnknownWorkflowError: An id that is not registered with this engine (step
+                bodies are code: pass the `Workflow`), or a workflow that was never stored.
+            UnknownStepError: No such step.
+            NotRetryableError: The workflow is running, waiting or completed (the message
+                names its state), or a step before `from_step` has not completed; nothing
+                is recorded.
+            WorkflowMismatchError: The id is stored with different steps or input.
+
+        Example:
+            >>> result = await engine.run(order)
+            >>> if result.status is RunStatus.FAILED:      # fix the cause, then
+            ...     result = await engine.retry(order)     # or retry(order, from_step="fetch")
+        """
+        if isinstance(workflow, Workflow):
+            wf = self._registry.lookup(workflow)
+        else:
+            known = self._registry.get(validate_key(workflow, "workflow id"))
+            if known is None:
+                stored = await self.store.get_workflow(workflow)
+                where = f"is {stored.state} in the store" if stored else "is not in the store"
+                raise UnknownWorkflowError(
+                    f"workflow {workflow!r} {where}, and its steps are not registered with "
+                    "this engine (step bodies are code, not data): pass the Workflow, "
+                    "engine.retry(workflow)"
+                )
+            wf = known
+        index = None if from_step is None else self._index(wf, from_step)
+
+        async def check() -> None:  # said before waiting for a run in progress to end
+            row = await self.store.get_workflow(wf.id)
+            if row is None:
+                raise UnknownWorkflowError(
+                    f"workflow {wf.id!r} is not in the store: it never ran, so there is "
+                    "nothing to retry; run it"
+                )
+            if row.state not in (WorkflowState.FAILED, WorkflowState.CANCELLED):
+                raise NotRetryableError(
+                    f"cannot retry workflow {wf.id!r}: it is {row.state}; only a failed or "
+                    "cancelled workflow runs again"
+                )
+
+        async def again() -> None:
+            now = self.clock.time()
             await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
-        await self.store.resume_step(wf.id, index, input, now, key=key)
-        previous = self._runs.get(wf.id)
-        if previous is not None:
-            # A run that is still returning from the wait would not see the input: let it
-            # end, then continue with a run of our own (claims keep each step to one run).
-            await asyncio.wait({previous})
-            if self._runs.get(wf.id) is previous:
-                del self._runs[wf.id]
-        return await asyncio.shield(self._start(wf))
+            await self.store.retry_workflow(wf.id, index, now)
 
-    def _delivered(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
-        if self._delivering.get(workflow_id) is task:
-            del self._delivering[workflow_id]
-        if not task.cancelled():
-            task.exception()  # retrieved by the awaiting caller; avoid "never retrieved"
+        # The run that ended it may still be on its way out (a cancelled attempt stopping):
+        # it ends before the workflow is reopened, so it never sees it running again.
+        return await self._runs.replace(wf, again, before=True, check=check)
 
-    async def cancel(self, workflow_id: str, reason: str = "cancelled") -> bool:
+    async def cancel(self, workflow_id: str | Workflow, reason: str = "cancelled") -> bool:
         """Cancel a workflow: no further step starts and a running attempt is interrupted.
 
-        Idempotent: `WorkflowCancelled` is recorded once; cancelling a workflow that already
-        ended records nothing.
+        Works on any workflow this engine knows: stored, or only registered (or given as a
+        `Workflow`) and never run; the latter is stored as cancelled, so that a later `run`
+        returns its cancelled result without running a step. Idempotent: `WorkflowCancelled`
+        is recorded once; cancelling a workflow that already ended records nothing. A
+        cancelled workflow can run again with `retry`.
+
+        Args:
+            workflow_id: The workflow's id (or the `Workflow` itself).
+            reason: Recorded with `WorkflowCancelled`, returned as `RunResult.reason`.
 
         Returns:
             True if this call cancelled it, False if it had already ended.
 
         Raises:
-            UnknownWorkflowError: The workflow is not stored.
+            UnknownWorkflowError: The workflow is neither stored nor registered.
+            WorkflowMismatchError: The `Workflow` given (or registered under this id) is
+                stored with other steps or input; nothing is recorded.
         """
-        cancelled = await self.store.cancel_workflow(workflow_id, reason, self.clock.time())
+        wf = workflow_id if isinstance(workflow_id, Workflow) else None
+        wid = validate_key(wf.id if wf else workflow_id, "workflow id")
+        wf = wf or self._registry.get(wid)
+        now = self.clock.time()
+        if wf is not None:  # stored as it is registered, if it never ran: then cancelled
+            await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
+        elif await self.store.get_workflow(wid) is None:
+            raise UnknownWorkflowError(
+                f"workflow {wid!r} is neither registered with this engine nor in the store"
+            )
+        cancelled = await self.store.cancel_workflow(wid, reason, now)
         if cancelled:
-            self._driver.interrupt(workflow_id)
+            self._driver.interrupt(wid)
         return cancelled
 
     async def status(self, workflow_id: str) -> list[StepStatus]:
@@ -303,37 +388,19 @@ class WorkflowEngine:
 
         Their leases are left to expire, so another worker's `recover` can take them over.
         """
-        for timer in self._timers.values():
-            timer.cancel()
-        tasks = list(self._runs.values())
+        self._deadlines.cancel_all()
+        tasks = self._runs.tasks()
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def _time_out_later(self, workflow_id: str, deadline: float) -> None:
-        """Continue `workflow_id` once a wait's deadline has passed, while this engine lives."""
-        old = self._timers.get(workflow_id)
-        if old is not None:
-            old.cancel()
-        timer = asyncio.get_running_loop().create_task(
-            self._time_out(workflow_id, deadline), name=f"agentq.deadline:{workflow_id}"
-        )
-        self._timers[workflow_id] = timer
-        timer.add_done_callback(functools.partial(self._timer_done, workflow_id))
-
-    async def _time_out(self, workflow_id: str, deadline: float) -> None:
-        await self.clock.sleep(max(0.0, deadline - self.clock.time()))
+    async def _expire(self, workflow_id: str) -> None:
+        """A wait's deadline passed: run the workflow (the wait times out, or was answered)."""
         if self._registry.get(workflow_id) is not None:
             with contextlib.suppress(AgentqError):
-                await self.run(workflow_id)  # the wait times out there (or was answered)
-
-    def _timer_done(self, workflow_id: str, task: asyncio.Task[None]) -> None:
-        if self._timers.get(workflow_id) is task:
-            del self._timers[workflow_id]
-        if not task.cancelled():
-            task.exception()
+                await self.run(workflow_id)
 
     @property
     def answered_from_log(self) -> int:
@@ -346,4 +413,4 @@ class WorkflowEngine:
 
     def running(self, workflow_id: str) -> bool:
         """Whether this engine is running the workflow right now."""
-        return workflow_id in self._runs
+        return self._runs.running(workflow_id)

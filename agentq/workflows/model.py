@@ -109,16 +109,26 @@ class StepDef:
         timeout: Seconds one attempt may run, or None for no limit. A timeout cancels an
             async body and counts as a failed attempt; a thread cannot be interrupted, so the
             next attempt starts only after the thread has returned.
+        max_recoveries: How many times an attempt lost to a crash is re-admitted (an int
+            >= 0; default 3). An attempt is lost when its process dies (or its lease runs
+            out, or a shutdown interrupts it) before it records an outcome; it is run again
+            under the same attempt number and does not count toward `retry`'s
+            ``max_attempts``. One more lost attempt fails the workflow, with a reason saying
+            its attempts were lost to crashes: a body that kills its own process cannot run
+            forever.
 
     Raises:
-        TypeError: `fn` is not callable, or `retry` is not a `RetryPolicy`.
-        ValueError: `name` is empty or `timeout` is not a positive number.
+        TypeError: `fn` is not callable, `retry` is not a `RetryPolicy`, or
+            `max_recoveries` is not an int.
+        ValueError: `name` is empty, `timeout` is not a positive number, or
+            `max_recoveries` is negative.
     """
 
     name: str
     fn: StepFn
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout: float | None = None
+    max_recoveries: int = 3
 
     def __post_init__(self) -> None:
         validate_key(self.name, "step name")
@@ -135,6 +145,15 @@ class StepDef:
             raise ValueError(
                 f"step {self.name!r}: timeout must be a positive number of seconds or None, "
                 f"got {self.timeout!r}"
+            )
+        if isinstance(self.max_recoveries, bool) or not isinstance(self.max_recoveries, int):
+            raise TypeError(
+                f"step {self.name!r}: max_recoveries must be an int >= 0, got "
+                f"{self.max_recoveries!r}"
+            )
+        if self.max_recoveries < 0:
+            raise ValueError(
+                f"step {self.name!r}: max_recoveries must be >= 0, got {self.max_recoveries!r}"
             )
 
     @property

@@ -339,8 +339,9 @@ async def drive_all(
         concurrency: Workflows driven at once.
         on_result: Called with each final result as it comes.
         ungated: Ids of workflows driven at once, outside the limit: those whose step is
-            still leased by a worker that died (``RecoveryReport.held_elsewhere``). Their
-            run mostly waits for the lease to expire, and must not hold up the others.
+            still leased by a worker that may have died on another host
+            (``RecoveryReport.held_elsewhere``). Their run mostly waits for the lease to
+            expire, and must not hold up the others.
 
     Returns:
         The final `RunResult` of each workflow, by id, in the order given.

@@ -247,7 +247,7 @@ def format_summary(s: Summary) -> str:
         f"{s.duplicates_refused_now} refused by the service host (already applied)",
         f"  in doubt     {s.calls_rerun_now} sent again (calls started before a crash and never "
         "recorded: CallStarted rerun)",
-        f"  recovery     {s.leases_recovered_now} expired leases re-admitted · "
+        f"  recovery     {s.leases_recovered_now} leases re-admitted · "
         f"{s.workflows_resumed_now} workflows resumed by recovery · "
         f"{s.held_by_dead_worker_now} taken over after their lease expired",
         f"  time         {s.wall_seconds:.2f} s wall · {s.calls_per_second:,.0f} calls/s",

@@ -9,10 +9,12 @@
    replay's lanes;
 3. builds and registers one workflow per task, then recovers them
    (`selection.recover_selection`, agentq's `recover` limited to this run's workflows): a
-   rerun after a crash re-admits the dead worker's expired leases and resumes its workflows;
+   rerun after a crash re-admits the dead worker's leases (at once when its process is gone
+   from this host, else once they expire) and resumes its workflows in the background;
 4. drives every workflow to its end, a bounded number at a time, answering approvals with the
-   headless `ApprovalPolicy` through ``engine.resume``; workflows still leased by a dead
-   worker are taken over as soon as their lease expires (``engine.run`` waits for that);
+   headless `ApprovalPolicy` through ``engine.resume``; workflows still leased by a worker
+   that may be alive are taken over as soon as their lease expires (``engine.run`` waits for
+   that);
 5. reads back this run's workflows only (`selection.read_selection`), checks every task
    against the reference, exports the run's events and a static dashboard under the run's own
    name (`Selection.export_stem`), and returns the `Summary`, which keeps apart the repeated
@@ -318,7 +320,7 @@ def _answered_calls(engine: WorkflowEngine, env: ReplayEnv) -> int:
 
 def _recovery_line(report: RecoveryReport) -> str:
     return (
-        f"recovery: {len(report.recovered)} expired leases re-admitted · "
+        f"recovery: {len(report.recovered)} leases re-admitted · "
         f"{len(report.resumed)} workflows resumed · {len(report.held_elsewhere)} still leased "
         "by a worker that may be alive (taken over once the lease expires) · "
         f"{len(report.unregistered)} unregistered · {len(report.errors)} errors"

@@ -22,14 +22,15 @@ selection adds its name, e.g. ``out/bfcl-all-events.*``, ``out/bfcl-base-first5-
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentq import EventKind, RecoveryReport, RunResult, WorkflowEngine
 from agentq.store import CallKind, CallRow, Execution, StepRow, StepState, WorkflowState
+from agentq.workflows.workers import take_back
 
 from .dataset import DEFAULT_CATEGORY, Task, categories, load_category
 
@@ -168,10 +169,12 @@ async def count_reruns(
 async def recover_selection(engine: WorkflowEngine, workflow_ids: Sequence[str]) -> RecoveryReport:
     """`agentq.recover`, limited to these workflows.
 
-    1. Re-admits each expired lease of these workflows (``WorkerRecovered``).
-    2. Resumes, concurrently, each of them that is still running, registered with this engine,
-       and not held by a live lease of another worker (those are reported in
-       ``held_elsewhere``; ``engine.run`` takes them over once their lease expires).
+    1. Re-admits each expired lease of these workflows, and each live one whose worker's
+       process is gone (``WorkerRecovered``).
+    2. Starts, as the engine's background runs, each of them that is still running,
+       registered with this engine, and not held by a live lease of another worker (those are
+       reported in ``held_elsewhere``; ``engine.run`` takes them over once their lease
+       expires). It does not wait for them: ``drive_all`` joins them.
 
     Reads the expired leases and the running workflows of the store (what crashed or is in
     progress), and the steps of the running workflows of this run: never a finished one.
@@ -187,40 +190,42 @@ async def recover_selection(engine: WorkflowEngine, workflow_ids: Sequence[str])
         if execution.workflow_id in mine and await store.release_expired(execution, now):
             recovered.append(execution)
     now = engine.clock.time()
-    to_resume: list[str] = []
+    resumed: list[str] = []
     held: list[str] = []
     unregistered: list[str] = []
+    joins: dict[str, Callable[[], Awaitable[RunResult]]] = {}
     for row in await store.workflows(WorkflowState.RUNNING):
         workflow = row.workflow_id
         if workflow not in mine:
             continue
-        if engine.registered(workflow) is None:
+        registered = engine.registered(workflow)
+        if registered is None:
             unregistered.append(workflow)
-        elif _leased(await store.step_rows(workflow), now) and not engine.running(workflow):
+            continue
+        live = False
+        for step in await store.step_rows(workflow):
+            if _leased(step, now):
+                released = await take_back(store, step, now)  # its process is gone
+                if released is None:
+                    live = True
+                else:
+                    recovered.append(released)
+        if live and not engine.running(workflow):
             held.append(workflow)
-        else:
-            to_resume.append(workflow)
-    outcomes = await asyncio.gather(
-        *(engine.run(workflow) for workflow in to_resume), return_exceptions=True
+            continue
+        engine.run_soon(registered)
+        resumed.append(workflow)
+        joins[workflow] = functools.partial(engine.run, registered)
+    return RecoveryReport(
+        tuple(recovered), tuple(resumed), tuple(unregistered), tuple(held), {}, joins
     )
-    resumed: dict[str, RunResult] = {}
-    errors: dict[str, Exception] = {}
-    for workflow, outcome in zip(to_resume, outcomes, strict=True):
-        if isinstance(outcome, RunResult):
-            resumed[workflow] = outcome
-        elif isinstance(outcome, Exception):
-            errors[workflow] = outcome
-        else:
-            raise outcome
-    return RecoveryReport(tuple(recovered), resumed, tuple(unregistered), tuple(held), errors)
 
 
-def _leased(steps: Sequence[StepRow], now: float) -> bool:
-    return any(
+def _leased(row: StepRow, now: float) -> bool:
+    return (
         row.state is StepState.LEASED
         and row.lease_expires_at is not None
         and now <= row.lease_expires_at
-        for row in steps
     )
 
 

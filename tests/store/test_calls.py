@@ -158,16 +158,19 @@ async def test_a_start_that_never_finished_runs_again_as_a_rerun(store: DurableS
     ex = await claim(store, worker="w2", now=T0 + 6)  # the lease expired: taken over
     row = await begin(store, ex, "charge", now=T0 + 6)
     started = [e for e in await store.load_events("wf") if e.kind is EventKind.CALL_STARTED]
+    # The attempt lost to the crash is re-admitted under its own number (a crash does not
+    # count toward max_attempts), with a new lease token.
     assert [(e.attempt, e.worker_id, e.data["rerun"]) for e in started] == [
-        (1, "w1", False), (2, "w2", True)]
+        (1, "w1", False), (1, "w2", True)]
+    assert ex.lease_token == crashed.lease_token + 1
     assert (row.state, row.runs, row.attempt, row.started_at) == (
-        CallState.STARTED, 2, 2, T0 + 6)
+        CallState.STARTED, 2, 1, T0 + 6)
     n = await store.last_seq()
     with pytest.raises(LeaseLostError, match="taken over"):  # the crashed attempt, late
         await finish(store, crashed, "charge")
     await unchanged(store, n)
     done = await finish(store, ex, "charge", output="paid", now=T0 + 7)
-    assert (done.state, done.output, done.attempt) == (CallState.COMPLETED, "paid", 2)
+    assert (done.state, done.output, done.attempt) == (CallState.COMPLETED, "paid", 1)
 
 
 async def test_a_completed_key_is_answered_from_the_log_never_started(

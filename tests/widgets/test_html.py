@@ -75,6 +75,20 @@ def test_step_rows_carry_stable_data_attributes_and_badges() -> None:
     assert h.COLORS["completed"][0] in markup and h.COLORS["waiting"][0] in markup
 
 
+def test_a_leased_row_names_its_holder_and_when_the_lease_expires() -> None:
+    """Issue 9 item 9: a run waiting for a lease is visible: holder and expiry."""
+    leased = row(1, StepState.LEASED, finished_at=None, worker_id="h:41822:9f3ac01b",
+                 lease_expires_at=T0 + 30, recoveries=2)
+    markup = h.steps_html([leased], now=T0 + 18)
+    assert "leased by h:41822:9f3ac01b · expires in 12 s" in markup
+    assert "1 <span" in markup and "+2 lost" in markup
+    lapsed = h.steps_html([leased], now=T0 + 75)
+    assert "expired 45 s ago" in lapsed
+    assert "expired 1 m 05 s ago" in h.steps_html([leased], now=T0 + 95)
+    assert "leased by" not in h.steps_html([row(2)], now=T0)
+    assert "lost" not in h.steps_html([row(2)], now=T0)
+
+
 def test_rows_are_capped_with_a_visible_n_more() -> None:
     rows = [row(i) for i in range(100)]
     markup = h.steps_html(rows, now=T0, limit=10)
@@ -138,6 +152,22 @@ def test_timeline_draws_retries_waits_and_outcomes() -> None:
     assert "+10.00 s" in markup
 
 
+def test_timeline_ends_a_wait_that_timed_out() -> None:
+    store = ReadStore()
+    wf, s = "wf", (0, "ask")
+    store.event(EventKind.WORKFLOW_STARTED, wf, at=T0)
+    store.event(EventKind.STEP_STARTED, wf, s, at=T0, attempt=1)
+    store.event(EventKind.STEP_WAITING, wf, s, at=T0 + 1, attempt=1, reason="ok?")
+    store.event(EventKind.WAIT_TIMED_OUT, wf, s, at=T0 + 61)
+    store.event(EventKind.STEP_STARTED, wf, s, at=T0 + 61, attempt=1)
+    tl = Timeline()
+    tl.apply(store.events)
+    markup = h.timeline_html(tl.recent(5), now=T0 + 62)
+    spans = re.findall(r'data-kind="(\w+)" data-outcome="(\w+)"', markup)
+    assert spans == [("run", "waited"), ("wait", "timeout"), ("run", "running")]
+    assert "waited for input (timeout) — ok? · 1 m 00 s" in markup
+
+
 def test_timeline_caps_workflows_and_spans() -> None:
     store = ReadStore()
     for i in range(20):
@@ -183,6 +213,21 @@ def test_worker_lost_is_drawn_and_a_new_claim_starts_a_new_bar() -> None:
     track = tl.get("w")
     assert track is not None
     assert [s.outcome for s in track.steps[0].spans] == ["lost", "running"]
+
+
+def test_a_retried_workflow_runs_again_on_its_timeline() -> None:
+    store = ReadStore()
+    store.event(EventKind.WORKFLOW_STARTED, "w")
+    store.event(EventKind.STEP_STARTED, "w", (0, "a"), attempt=1)
+    store.event(EventKind.STEP_FAILED, "w", (0, "a"), attempt=1, reason="boom")
+    store.event(EventKind.WORKFLOW_FAILED, "w", reason="boom")
+    store.event(EventKind.WORKFLOW_RETRIED, "w", (0, "a"))
+    store.event(EventKind.STEP_STARTED, "w", (0, "a"), attempt=1)
+    tl = Timeline()
+    tl.apply(store.events)
+    track = tl.get("w")
+    assert track is not None and (track.state, track.end) == ("running", None)
+    assert [s.outcome for s in track.steps[0].spans] == ["failed", "running"]
 
 
 def test_run_result_and_step_status_reprs() -> None:

@@ -116,6 +116,30 @@ def _duration(row: StepRow, now: float) -> tuple[str, str]:
     return fmt_seconds(seconds) + " …", f"started {clock_text(row.started_at)}, still open"
 
 
+def _seconds(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 60 else fmt_seconds(seconds)
+
+
+def _lease_note(row: StepRow, now: float) -> str:
+    """Who holds a leased row's lease and when it runs out (a run may be waiting for it)."""
+    if row.state is not StepState.LEASED or row.lease_expires_at is None:
+        return ""
+    left = row.lease_expires_at - now
+    when = f"expires in {_seconds(left)}" if left >= 0 else f"expired {_seconds(-left)} ago"
+    until = clock_text(row.lease_expires_at) if row.lease_expires_at < 1e11 else "never"
+    return (
+        f'<span data-agentq="lease" style="{MUTED}" title="lease held until {esc(until)}">'
+        f"leased by {short(row.worker_id or '?', 60)} · {esc(when)}</span>"
+    )
+
+
+def _attempt_cell(row: StepRow) -> str:
+    if not row.recoveries:
+        return str(row.attempt)
+    lost = f"{row.recoveries} attempt(s) lost to crashes, not counted as attempts"
+    return f'{row.attempt} <span style="{MUTED}" title="{lost}">+{row.recoveries} lost</span>'
+
+
 def steps_html(
     rows: Sequence[StepRow],
     *,
@@ -129,6 +153,9 @@ def steps_html(
 
     A step waiting on a keyed wait also shows the wait's key, details and deadline
     (`wait_html`).
+    A leased row says who holds the lease and when it expires ("leased by W · expires in
+    12 s"): a run of that workflow elsewhere waits for it. An attempt count shows the attempts
+    lost to crashes beside it ("2 +1 lost").
 
     Args:
         rows: Rows to show, in display order (only the first `limit` are rendered).
@@ -158,7 +185,7 @@ def steps_html(
     for row in shown:
         status = row.state.value
         text, tip = _duration(row, now)
-        note = ""
+        note = _lease_note(row, now)
         if row.reason:
             note = short(row.reason, 80)
         if row.state is StepState.WAITING and row.wait_key is not None:
@@ -184,7 +211,7 @@ def steps_html(
             f'<td style="padding:2px 8px;font-weight:600">{wf_cell}</td>'
             f'<td style="padding:2px 8px">{short(row.step_name, 40)}</td>'
             f'<td style="padding:2px 8px">{badge(status)}</td>'
-            f'<td style="padding:2px 8px;text-align:right">{row.attempt}</td>'
+            f'<td style="padding:2px 8px;text-align:right">{_attempt_cell(row)}</td>'
             f'<td style="padding:2px 8px;{MUTED}">{short(row.worker_id or "", 24)}</td>'
             f'<td style="padding:2px 8px;white-space:nowrap" title="{esc(tip)}">{esc(text)}</td>'
             f'{calls_cell}<td style="padding:2px 8px">{note}</td></tr>'

@@ -62,7 +62,7 @@ from agentq.queue import (
     Queued,
     QueueStats,
 )
-from agentq.retry import Backoff, RetryPolicy
+from agentq.retry import Backoff, Classification, RetryPolicy, Verdict, classify, is_retryable
 from agentq.store import (
     ClaimResult,
     DurableStore,
@@ -95,6 +95,7 @@ __all__ = [
     "Backoff",
     "Cached",
     "ClaimResult",
+    "Classification",
     "Clock",
     "CloseReport",
     "Completed",
@@ -153,6 +154,7 @@ __all__ = [
     "SystemClock",
     "UnknownStepError",
     "UnknownWorkflowError",
+    "Verdict",
     "WaitForInput",
     "Workflow",
     "WorkflowClosedError",
@@ -161,5 +163,7 @@ __all__ = [
     "WorkflowRow",
     "WorkflowState",
     "WrongLoopError",
+    "classify",
+    "is_retryable",
     "recover",
 ]

@@ -61,10 +61,15 @@ class Job:
             function rebinds is left out (see ``docs/idempotency.md``). Give it explicitly
             when that does not tell your calls apart, e.g.
             ``fingerprint=("send_mail", "alice")``.
+        name: How messages about this job name it (timeouts, cancels, deadlocks, a closed
+            or full queue), instead of ``job '<key>'``; e.g. the workflow engine names a
+            step's job ``step 'charge' of workflow 'order-42'`` rather than by its internal
+            key. None (the default) names it by its key.
 
     Raises:
         TypeError: `key` is not a str, `fn` is not callable or is an async generator
-            function, or `retry` is not a `RetryPolicy`; the message names the value.
+            function, `retry` is not a `RetryPolicy`, or `name` is not a str or None; the
+            message names the value.
         InvalidKeyError: `key` is empty, has a lone surrogate or is too long.
         ValueError: `priority` is neither a `Priority` nor one of its values, or `timeout`
             is not a positive, finite number of seconds; the message names the value.
@@ -79,6 +84,13 @@ class Job:
     timeout: float | None = field(default=None, kw_only=True)
     retry: RetryPolicy | None = field(default=None, kw_only=True)
     fingerprint: Any = field(default=None, kw_only=True)
+    name: str | None = field(default=None, kw_only=True)
+
+    @property
+    def title(self) -> str:
+        """How messages name this job: `name` if given, else ``job '<key>'``."""
+        name = self.name
+        return f"job {self.key!r}" if name is None else name
 
     def __post_init__(self) -> None:
         validate_key(self.key)
@@ -109,6 +121,8 @@ class Job:
             raise TypeError(
                 f"job {self.key!r}: retry must be a RetryPolicy or None, got {self.retry!r}"
             )
+        if self.name is not None and not isinstance(self.name, str):
+            raise TypeError(f"job {self.key!r}: name must be a str or None, got {self.name!r}")
 
 
 def _positive_seconds(value: object) -> bool:

@@ -1,9 +1,10 @@
 """One step attempt as the driver packages it: the job body, its lease, what it asks for next.
 
-Private to `agentq.workflows.driver`: the job body that turns `WaitForInput` into a value (a
-wait is not a failed job) and marks the context with the workflow it runs (`IN_STEP`), the
-job's key, the markers the driver loop acts on (`Retry`, `Again`), and the lease renewer
-(`Lease`).
+Private to `agentq.workflows.driver`: the job body that turns a wait (`WaitForInput`, also
+inside an exception group: `agentq.retry.classify`) into a value, since a wait is not a failed
+job, and marks the context with the workflow it runs (`IN_STEP`); the job's key and the name
+messages give it; the markers the driver loop acts on (`Retry`, `Again`); and the lease
+renewer (`Lease`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.errors import LeaseLostError, WorkflowClosedError
+from agentq.errors import LeaseLostError, WaitForInput, WorkflowClosedError
+from agentq.retry import Verdict, classify
 from agentq.store import DurableStore, Execution
-from agentq.workflows.model import StepContext, StepDef, WaitForInput
+from agentq.workflows.model import StepContext, StepDef
 
 __all__ = [
     "HAND_BACK_TTL",
@@ -27,6 +29,7 @@ __all__ = [
     "Waiting",
     "job_key",
     "step_call",
+    "step_title",
 ]
 
 IN_STEP: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -41,6 +44,11 @@ def job_key(workflow_id: str, step_index: int, lease_token: int) -> str:
     return f"agentq.step:{digest}:{step_index}:{lease_token}"
 
 
+def step_title(workflow_id: str, step_name: str) -> str:
+    """How user-facing messages name a step (never by its internal job key)."""
+    return f"step {step_name!r} of workflow {workflow_id!r}"
+
+
 class Waiting:
     """The output of an attempt that raised `WaitForInput`: a pause, not a failed job."""
 
@@ -51,32 +59,51 @@ class Waiting:
 
 
 def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
-    """The job body for one attempt: `step.fn(ctx)`, with `WaitForInput` turned into a value.
+    """The job body for one attempt: `step.fn(ctx)`, with a wait turned into a value.
 
-    A wait is not a failure, so the queue's lane statistics do not count it as one. Async
-    bodies stay async; plain ones stay plain, so the queue runs them in a worker thread.
+    A wait is not a failure, so the queue's lane statistics do not count it as one. A wait
+    raised inside an exception group (an `asyncio.TaskGroup` of parallel calls) is a wait
+    too; its reason is `agentq.retry.Classification.wait_reason`. Async bodies stay async;
+    plain ones stay plain, so the queue runs them in a worker thread. Both run with `IN_STEP`
+    set to the workflow's id.
     """
     fn = step.fn
+    workflow_id = ctx.workflow_id
     if step.is_async:
 
         async def call_async() -> Any:
-            token = IN_STEP.set(ctx.workflow_id)
+            token = IN_STEP.set(workflow_id)
             try:
                 return await fn(ctx)
             except WaitForInput as wait:
                 return Waiting(wait.reason)
+            except BaseExceptionGroup as group:
+                return _wait_in(group)
             finally:
                 IN_STEP.reset(token)
 
         return call_async
 
     def call() -> Any:
+        token = IN_STEP.set(workflow_id)
         try:
             return fn(ctx)
         except WaitForInput as wait:
             return Waiting(wait.reason)
+        except BaseExceptionGroup as group:
+            return _wait_in(group)
+        finally:
+            IN_STEP.reset(token)
 
     return call
+
+
+def _wait_in(group: BaseExceptionGroup[Any]) -> Waiting:
+    """`Waiting` if `group` holds a wait; else re-raise it (a failure for the driver)."""
+    verdict = classify(group)
+    if verdict.verdict is Verdict.WAIT:
+        return Waiting(verdict.wait_reason)
+    raise group
 
 
 class Retry:

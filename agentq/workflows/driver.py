@@ -9,8 +9,20 @@ For each step, the loop:
    how many step bodies run at once, while a `Lease` renews the lease every ``lease_ttl / 3``
    seconds;
 3. records the outcome with the fencing token: ``complete_step``, ``wait_step`` or
-   ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt). A worker
-   whose lease was taken over meanwhile is refused (`LeaseLostError`) and claims again.
+   ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt and
+   `agentq.retry.classify` calls the failure an ordinary one). A worker whose lease was
+   taken over meanwhile is refused (`LeaseLostError`) and claims again.
+
+Every wait of a run (a backoff, a poll while another worker holds the step, the wait for an
+interrupted body to stop before the next attempt) goes through `Driver._until`, which a
+`cancel` of the workflow (`Driver.interrupt`) ends at once; the loop then claims, learns
+that the workflow is closed, and returns the cancelled result.
+
+A lease is handed back (``renew_lease`` with a tiny ttl, so that another worker may take the
+step over at once) only once the attempt's body has stopped, and always then: when this
+engine is closed or its run cancelled from outside, the attempt's job is interrupted, the
+lease is kept alive until the body has returned (a thread, or a body that ignores
+cancellation, is waited for), and then handed back.
 
 Private to `agentq.workflows.engine`, which starts one drive per workflow and shares it.
 """
@@ -23,14 +35,15 @@ import math
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from agentq.clock import Clock, SystemClock
-from agentq.codec import decode, encode
+from agentq.codec import decode, encode, storable_text
 from agentq.errors import (
     AgentqError,
     LeaseLostError,
+    NonRetryable,
     PayloadError,
     QueueClosed,
     UnknownWorkflowError,
@@ -39,6 +52,7 @@ from agentq.errors import (
 from agentq.keys import validate_key
 from agentq.outcomes import Completed, ErrorInfo, FailureReason
 from agentq.queue import Job, JobHandle, Priority, Queue
+from agentq.retry import Verdict, classify
 from agentq.store import (
     AlreadyCompleted,
     AlreadyWaiting,
@@ -57,15 +71,9 @@ from agentq.workflows.attempts import (
     Waiting,
     job_key,
     step_call,
+    step_title,
 )
-from agentq.workflows.model import (
-    NonRetryable,
-    RunResult,
-    RunStatus,
-    StepContext,
-    StepDef,
-    Workflow,
-)
+from agentq.workflows.model import RunResult, RunStatus, StepContext, StepDef, Workflow
 from agentq.workflows.results import stored_result
 
 __all__ = ["Driver"]
@@ -123,12 +131,26 @@ class Driver:
         self.clock: Clock = clock or SystemClock()
         self.poll_interval = poll_interval or min(self.lease_ttl / 4, 1.0)
         self._attempts: dict[str, JobHandle] = {}  # the attempt running now, by workflow
+        self._wakers: dict[str, set[asyncio.Future[None]]] = {}  # one per run, by workflow
+        self._lingering: dict[str, asyncio.Task[None]] = {}  # bodies a cancel left running
 
     def interrupt(self, workflow_id: str) -> None:
-        """Cancel the attempt of `workflow_id` that runs now, if any (for a cancelled run)."""
+        """The workflow was cancelled: cancel its attempt running now, and wake every wait of
+        its runs (backoff, poll, an interrupted body) so that they return at once."""
         handle = self._attempts.get(workflow_id)
         if handle is not None:
             handle.cancel()
+        for waker in self._wakers.get(workflow_id, ()):
+            if not waker.done():
+                waker.set_result(None)
+
+    def tables(self) -> dict[str, int]:
+        """How many entries each of the driver's per-workflow tables holds (for tests)."""
+        return {
+            "attempts": len(self._attempts),
+            "wakers": len(self._wakers),
+            "lingering": len(self._lingering),
+        }
 
     async def drive(self, wf: Workflow) -> RunResult:
         """Run `wf`'s steps in order until it completes, waits, fails or is cancelled.
@@ -137,30 +159,45 @@ class Driver:
 
         Raises:
             QueueClosed: The queue closed before or while a step ran; nothing was recorded
-                for that step and its lease was handed back.
+                for that step and its lease was handed back once its body had stopped.
         """
-        row, _ = await self.store.start_workflow(
-            wf.id, wf.step_names, wf.input, self.clock.time()
-        )
-        if row.state.closed:
-            return await stored_result(self.store, row)
-        outputs: list[Any] = []
-        for index, step in enumerate(wf.steps):
-            result = await self._run_step(wf, index, step, outputs)
-            if isinstance(result, RunResult):
-                return result
-            outputs.append(result.output)
-        return RunResult(wf.id, RunStatus.COMPLETED, outputs=tuple(outputs))
+        waker: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._wakers.setdefault(wf.id, set()).add(waker)
+        try:
+            row, _ = await self.store.start_workflow(
+                wf.id, wf.step_names, wf.input, self.clock.time()
+            )
+            if row.state.closed:
+                return await stored_result(self.store, row)
+            outputs: list[Any] = []
+            for index, step in enumerate(wf.steps):
+                result = await self._run_step(wf, index, step, outputs, waker)
+                if isinstance(result, RunResult):
+                    return result
+                outputs.append(result.output)
+            return RunResult(wf.id, RunStatus.COMPLETED, outputs=tuple(outputs))
+        finally:
+            wakers = self._wakers[wf.id]
+            wakers.discard(waker)
+            if not wakers:
+                del self._wakers[wf.id]
 
     async def _run_step(
-        self, wf: Workflow, index: int, step: StepDef, outputs: Sequence[Any]
+        self,
+        wf: Workflow,
+        index: int,
+        step: StepDef,
+        outputs: Sequence[Any],
+        waker: asyncio.Future[None],
     ) -> Completed | RunResult:
         while True:
             if self.queue.closed:  # claiming would record a StepStarted nobody runs
                 raise QueueClosed(
-                    f"the queue is closed: step {step.name!r} of workflow {wf.id!r} was not "
-                    "started"
+                    f"the queue is closed: {step_title(wf.id, step.name)} was not started"
                 )
+            lingering = self._lingering.get(wf.id)
+            if lingering is not None:  # a body left running by a cancel: never overlap it
+                await self._until(waker, asyncio.shield(lingering))
             claim = await self.store.claim_step(
                 wf.id, index, self.worker_id, self.lease_ttl, self.clock.time()
             )
@@ -173,7 +210,7 @@ class Driver:
             if isinstance(claim, WorkflowClosed):
                 return await self._closed_result(wf.id)
             if isinstance(claim, HeldByOther):
-                await self.clock.sleep(self.poll_interval)
+                await self._pause(waker, self.poll_interval)
                 continue
             assert isinstance(claim, Claimed)
             ctx = StepContext(
@@ -185,26 +222,65 @@ class Driver:
                 outputs=tuple(outputs),
                 previous=outputs[-1] if outputs else wf.input,
                 resume_input=claim.resume_input,
+                resumed=claim.resumed,
             )
-            step_result = await self._attempt(wf, step, claim.execution, ctx)
+            step_result = await self._attempt(wf, step, claim.execution, ctx, waker)
             if isinstance(step_result, Retry | Again):
-                await self.clock.sleep(step_result.delay)
+                await self._pause(waker, step_result.delay)
                 continue
             return step_result
 
+    async def _pause(self, waker: asyncio.Future[None], seconds: float) -> None:
+        """Sleep `seconds` on the clock, or less if the workflow is cancelled meanwhile."""
+        if seconds <= 0:
+            await self.clock.sleep(seconds)  # just a turn of the loop
+        else:
+            await self._until(waker, self.clock.sleep(seconds))
+
+    @staticmethod
+    async def _until(waker: asyncio.Future[None], waiting: Coroutine[Any, Any, None]
+                     | asyncio.Future[None]) -> bool:
+        """Await `waiting` unless `waker` fires first (the workflow was cancelled).
+
+        Returns:
+            True if `waiting` ended, False if the wait was cut short (`waiting` is then
+            cancelled: a shielded future is left running).
+        """
+        if waker.done():
+            if asyncio.iscoroutine(waiting):
+                waiting.close()
+            return False
+        wait = asyncio.ensure_future(waiting)
+        try:
+            await asyncio.wait((wait, waker), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not wait.done():
+                wait.cancel()
+        if wait.done() and not wait.cancelled():
+            wait.result()  # what the wait raised, if anything
+            return True
+        return False
+
     async def _attempt(
-        self, wf: Workflow, step: StepDef, execution: Execution, ctx: StepContext
+        self,
+        wf: Workflow,
+        step: StepDef,
+        execution: Execution,
+        ctx: StepContext,
+        waker: asyncio.Future[None],
     ) -> Completed | RunResult | Retry | Again:
         job = Job(
             job_key(wf.id, execution.step_index, execution.lease_token),
             step_call(step, ctx),
             self.priority,
             timeout=step.timeout,
+            name=step_title(wf.id, step.name),
         )
         lease = Lease(self.store, self.clock, self.lease_ttl, execution)
         renewer = asyncio.get_running_loop().create_task(
             lease.keep(), name=f"agentq.lease:{wf.id}:{execution.step_index}"
         )
+        handle: JobHandle | None = None
         try:
             handle = await self._push(job)
             self._attempts[wf.id] = handle
@@ -214,17 +290,17 @@ class Driver:
                 if self._attempts.get(wf.id) is handle:
                     del self._attempts[wf.id]
             # The next attempt must never overlap this one, even when a timeout could not
-            # stop its body (a thread): wait until the body has really returned.
-            await handle.stopped()
+            # stop its body (a thread): wait until the body has really returned, unless the
+            # workflow is cancelled meanwhile (then later runs wait for it, see _run_step).
+            if not await self._until(waker, handle.stopped()):
+                self._linger(wf.id, handle)
         except (asyncio.CancelledError, QueueClosed):
-            # This engine (or the whole program) is shutting down, or the queue closed:
-            # record nothing, as a crash would, but hand the lease back at once.
-            await self._hand_back(lease.execution)
+            # This engine is closing (or the whole program), or the queue closed: record
+            # nothing, as a crash would, and hand the lease back once the body has stopped.
+            await _finish(self._release(handle, renewer, lease))
             raise
         finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            await _stop(renewer)
         execution = lease.execution
         try:
             return await self._record(wf, step, execution, outcome, ctx)
@@ -232,6 +308,32 @@ class Driver:
             return Again(0.0)
         except WorkflowClosedError:
             return await self._closed_result(wf.id)
+
+    async def _release(
+        self, handle: JobHandle | None, renewer: asyncio.Task[None], lease: Lease
+    ) -> None:
+        """Interrupt the attempt, keep its lease alive until its body has stopped, then hand
+        the lease back."""
+        if handle is not None:
+            handle.cancel()
+            await handle.stopped()
+        await _stop(renewer)
+        await self._hand_back(lease.execution)
+
+    def _linger(self, workflow_id: str, handle: JobHandle) -> None:
+        """Remember a body that still runs after its run returned (until it stops)."""
+        task = asyncio.get_running_loop().create_task(
+            handle.stopped(), name=f"agentq.lingering:{workflow_id}"
+        )
+        self._lingering[workflow_id] = task
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self._lingering.get(workflow_id) is done:
+                del self._lingering[workflow_id]
+            if not done.cancelled():
+                done.exception()  # retrieved: stopped() raises nothing else
+
+        task.add_done_callback(forget)
 
     async def _push(self, job: Job) -> JobHandle:
         accepted = await self.queue.push(job)
@@ -249,9 +351,7 @@ class Driver:
     ) -> Completed | RunResult | Retry:
         now = self.clock.time()
         if isinstance(outcome, Completed) and isinstance(outcome.output, Waiting):
-            reason = outcome.output.reason
-            await self.store.wait_step(execution, reason, now)
-            return RunResult(wf.id, RunStatus.WAITING, step.name, reason, ctx.outputs)
+            return await self._wait(wf, step, execution, outcome.output.reason, ctx)
         if isinstance(outcome, Completed):
             try:
                 # Later steps see the output exactly as a reload from the store would give it
@@ -263,41 +363,101 @@ class Driver:
                 await self.store.fail_step(
                     execution, reason, ErrorInfo.from_exception(bad), now, None
                 )
-                return RunResult(wf.id, RunStatus.FAILED, step.name, reason, ctx.outputs)
+                return _ended(wf, RunStatus.FAILED, step, reason, ctx)
             return Completed(output)
         exc = outcome.exception
         error = outcome.error
         if outcome.reason is FailureReason.CANCELLED:
-            row = await self.store.get_workflow(wf.id)
-            if row is not None and row.state is WorkflowState.CANCELLED:
-                return await stored_result(self.store, row)
-            # Not our cancel: the queue closed (or this engine is closing). Record nothing,
-            # as a crash would, and hand the lease back so `recover` or `run` can continue
+            with contextlib.suppress(AgentqError):  # a closed store: we cannot tell
+                row = await self.store.get_workflow(wf.id)
+                if row is not None and row.state is WorkflowState.CANCELLED:
+                    return await stored_result(self.store, row)
+        if outcome.reason is FailureReason.CANCELLED and self.queue.closed:
+            # Not our cancel: the queue closed. Record nothing, as a crash would, and hand
+            # the lease back (the body has stopped) so that `recover` or `run` can continue
             # the step at once.
-            await self._hand_back(execution)
+            handed = await self._hand_back(execution)
             raise QueueClosed(
-                f"step {step.name!r} of workflow {wf.id!r} was interrupted by the queue "
-                "closing; nothing was recorded and its lease was handed back, so recover() "
-                "or run() continues it"
+                f"{step_title(wf.id, step.name)} was interrupted by the queue closing; "
+                "nothing was recorded and "
+                + (
+                    "its lease was handed back, so recover() or run() continues it"
+                    if handed
+                    else "its lease could not be handed back (the store failed or is "
+                    f"closed): it expires after lease_ttl ({self.lease_ttl} s)"
+                )
             )
-        if isinstance(exc, NonRetryable):
-            await self.store.fail_step(execution, exc.reason, error, now, None)
-            return RunResult(wf.id, RunStatus.FAILED, step.name, exc.reason, ctx.outputs)
+        verdict = classify(exc)
+        if verdict.verdict is Verdict.WAIT:
+            return await self._wait(wf, step, execution, verdict.wait_reason, ctx)
+        if verdict.verdict is Verdict.FINAL:
+            leaf = verdict.leaf
+            reason = leaf.reason if isinstance(leaf, NonRetryable) else (
+                str(error) if leaf is exc or leaf is None else str(ErrorInfo.from_exception(leaf))
+            )
+            await self.store.fail_step(execution, reason, error, now, None)
+            return _ended(wf, RunStatus.FAILED, step, reason, ctx)
         reason = str(outcome.reason) if outcome.reason is not FailureReason.ERROR else str(error)
         if step.retry.should_retry(execution.attempt):
             delay = step.retry.delay(execution.attempt)
             await self.store.fail_step(execution, reason, error, now, now + delay)
             return Retry(delay)
         await self.store.fail_step(execution, reason, error, now, None)
-        return RunResult(wf.id, RunStatus.FAILED, step.name, reason, ctx.outputs)
+        return _ended(wf, RunStatus.FAILED, step, reason, ctx)
 
-    async def _hand_back(self, execution: Execution) -> None:
-        """Shorten our lease so that another worker may take the step over at once."""
-        with contextlib.suppress(AgentqError):
+    async def _wait(
+        self, wf: Workflow, step: StepDef, execution: Execution, reason: str, ctx: StepContext
+    ) -> RunResult:
+        await self.store.wait_step(execution, reason, self.clock.time())
+        return _ended(wf, RunStatus.WAITING, step, reason, ctx)
+
+    async def _hand_back(self, execution: Execution) -> bool:
+        """Shorten our lease so that another worker may take the step over at once.
+
+        Returns:
+            Whether the store took it (not when the lease was lost or the store failed).
+        """
+        try:
             await self.store.renew_lease(execution, HAND_BACK_TTL, self.clock.time())
+        except AgentqError:
+            return False
+        return True
 
     async def _closed_result(self, workflow_id: str) -> RunResult:
         row = await self.store.get_workflow(workflow_id)
         if row is None:
             raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
         return await stored_result(self.store, row)
+
+
+def _ended(
+    wf: Workflow, status: RunStatus, step: StepDef, reason: str, ctx: StepContext
+) -> RunResult:
+    """A live `RunResult`, its reason exactly as the store keeps it (`storable_text`)."""
+    return RunResult(wf.id, status, step.name, storable_text(reason), ctx.outputs)
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    """Cancel `task` and wait until it has ended."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _finish(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` to its end even if the caller is cancelled meanwhile (the cancel is then
+    raised once it has ended)."""
+    task = asyncio.get_running_loop().create_task(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                break
+            cancelled = True
+    if task.cancelled():  # cancelled itself (the loop is shutting down)
+        raise asyncio.CancelledError
+    task.result()
+    if cancelled:
+        raise asyncio.CancelledError

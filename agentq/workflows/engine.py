@@ -6,14 +6,20 @@ attempts and records the steps one after another; a `Registry` (``registry.py``)
 step bodies by workflow id, since step bodies are code, not data: after a restart the program
 registers its workflows again, then calls `agentq.recover`.
 
+A long-lived engine keeps only what it still needs: a registration is dropped once its run
+has ended completed, failed or cancelled (the store keeps the record, and `run`, `resume` and
+`status` of such an id still answer from it); waiting workflows stay registered, since
+`resume` needs their bodies. Runs, attempts and wake-ups are forgotten as they end.
+
 Every transition is an event in the store's append-only log.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
+from collections.abc import Sequence
+from types import TracebackType
 from typing import Any
 
 from agentq.clock import Clock
@@ -23,9 +29,9 @@ from agentq.queue import Priority, Queue
 from agentq.store import DurableStore
 from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.driver import Driver
-from agentq.workflows.model import RunResult, StepStatus, Workflow
+from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
 from agentq.workflows.registry import Registry
-from agentq.workflows.results import status_of
+from agentq.workflows.results import status_of, stored_result
 
 __all__ = ["WorkflowEngine"]
 
@@ -55,11 +61,13 @@ class WorkflowEngine:
     The arguments are kept, read-only, as the attributes of the same names (`worker_id`
     filled in, `clock` the one in use, `poll_interval` the one computed).
 
-    The engine belongs to the event loop it is first used on; it is not thread-safe.
+    The engine belongs to the event loop it is first used on; it is not thread-safe. Use it
+    as ``async with WorkflowEngine(queue, store) as engine:`` inside the blocks of the queue
+    and the store: leaving the block closes the engine first (see `close`), so that the
+    leases of interrupted steps are handed back while the store is still open.
 
     Example:
-        >>> async with Queue() as queue:
-        ...     engine = WorkflowEngine(queue, MemoryStore())
+        >>> async with Queue() as queue, WorkflowEngine(queue, MemoryStore()) as engine:
         ...     result = await engine.run(Workflow("w1", [StepDef("hello", lambda ctx: "hi")]))
         ...     result.status
         <RunStatus.COMPLETED: 'completed'>
@@ -141,6 +149,27 @@ class WorkflowEngine:
         """
         self._registry.add(workflow)
 
+    def unregister(self, name: str) -> bool:
+        """Forget the workflow registered under `name` (a workflow id).
+
+        The store keeps its record; only the step bodies are forgotten, so `resume` and
+        `recover` can no longer continue it here until it is registered again. A run in
+        progress goes on (it holds its bodies). Registrations of workflows whose run ended
+        completed, failed or cancelled are dropped without this call.
+
+        Args:
+            name: A workflow id (named definitions will be accepted here too).
+
+        Returns:
+            True if something was registered under `name`, else False.
+
+        Raises:
+            TypeError: `name` is not a str.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"unregister() expects a workflow id (str), got {name!r}")
+        return self._registry.remove(name)
+
     def registered(self, workflow_id: str) -> Workflow | None:
         """Return the registered workflow with this id, or None."""
         return self._registry.get(workflow_id)
@@ -156,22 +185,31 @@ class WorkflowEngine:
         """Run a workflow until it completes, waits, fails or is cancelled.
 
         Steps that completed earlier are never run again; a workflow that already ended
-        returns its stored result and appends nothing. Concurrent calls for one workflow in
-        this engine share one run (each step executes once). Cancelling the caller does not
-        stop the run: use `cancel` for that.
+        returns its stored result and appends nothing (given by id, also once its
+        registration was dropped). Concurrent calls for one workflow in this engine share one
+        run (each step executes once). Cancelling the caller does not stop the run: use
+        `cancel` for that. The registration is dropped when the run ends completed, failed
+        or cancelled.
 
         Args:
-            workflow: A `Workflow` (registered on the way) or the id of a registered one.
+            workflow: A `Workflow` (registered on the way), the id of a registered one, or
+                the id of a stored workflow that has ended.
 
         Returns:
             A `RunResult` with status completed, waiting, failed or cancelled.
 
         Raises:
-            UnknownWorkflowError: An id that is not registered.
+            UnknownWorkflowError: An id that is neither registered nor a stored workflow that
+                has ended.
             WorkflowMismatchError: The id is stored (or registered) with different steps.
             PayloadError: The workflow input is not JSON or too large.
+            QueueClosed: The queue closed before or while a step ran (see `close`).
             StoreError: The store failed; the run can be retried (or recovered) later.
         """
+        if isinstance(workflow, str) and self._registry.get(workflow) is None:
+            ended = await self._ended(workflow)
+            if ended is not None:
+                return ended
         wf = self._registry.lookup(workflow)
         if IN_STEP.get() == wf.id:
             raise DeadlockError(
@@ -197,20 +235,35 @@ class WorkflowEngine:
     def _forget_run(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
         if self._runs.get(workflow_id) is task:
             del self._runs[workflow_id]
-        if not task.cancelled():
-            task.exception()  # retrieved by the awaiting callers; avoid "never retrieved"
+        if task.cancelled() or task.exception() is not None:  # retrieved: never "unretrieved"
+            return
+        if (
+            task.result().status in _ENDED
+            and workflow_id not in self._runs
+            and workflow_id not in self._delivering
+        ):
+            self._registry.remove(workflow_id)  # the store keeps the record
 
-    async def resume(self, workflow_id: str, step: str | int, input: Any = None) -> RunResult:
+    async def _ended(self, workflow_id: str) -> RunResult | None:
+        """The stored result of a workflow that has ended, or None."""
+        row = await self.store.get_workflow(workflow_id)
+        if row is None or not row.state.closed:
+            return None
+        return await stored_result(self.store, row)
+
+    async def resume(self, workflow_id: str, step: str | int, input: Any) -> RunResult:
         """Deliver `input` to a `Waiting` step and continue the workflow.
 
-        The step runs again with ``ctx.resume_input == input`` (and ``ctx.attempt`` counted
-        from 1); `StepResumed` records the input. Of concurrent resumes of one wait, exactly
-        one wins; the others raise `NotWaitingError`.
+        The step runs again with ``ctx.resumed`` true, ``ctx.resume_input == input`` (None
+        included) and ``ctx.attempt`` counted from 1; `StepResumed` records the input. Of
+        concurrent resumes of one wait, exactly one wins; the others raise `NotWaitingError`.
+        `input` is required: None is an answer too, so it must be given on purpose.
 
         Args:
-            workflow_id: The workflow (must be registered with this engine).
+            workflow_id: The workflow (registered with this engine, or stored and ended:
+                then the refusal says why).
             step: The waiting step's name or 0-based index.
-            input: A JSON value.
+            input: A JSON value (None included).
 
         Returns:
             The `RunResult` of the continued run.
@@ -223,14 +276,10 @@ class WorkflowEngine:
             WorkflowClosedError: The workflow is cancelled, failed or completed.
             PayloadError: `input` is not JSON or too large; nothing is recorded.
         """
-        wf = self._registry.lookup(workflow_id)
-        try:
-            index = wf.index_of(step)
-        except KeyError:
-            raise UnknownStepError(
-                f"workflow {workflow_id!r} has no step {step!r}; its steps are "
-                f"{list(wf.step_names)}"
-            ) from None
+        wf = self._registry.get(workflow_id) if isinstance(workflow_id, str) else None
+        if wf is None:
+            return await self._refuse_resume(workflow_id, step, input)
+        index = _index_of(workflow_id, wf.step_names, step)
         loop = asyncio.get_running_loop()
         deliver = loop.create_task(self._deliver(wf, index, input))
         self._delivering[wf.id] = deliver
@@ -238,6 +287,21 @@ class WorkflowEngine:
         # Shielded: once called, the input is delivered and the run continues even if our
         # caller is cancelled meanwhile (as with `run`, cancelling never strands a workflow).
         return await asyncio.shield(deliver)
+
+    async def _refuse_resume(self, workflow_id: str, step: str | int, input: Any) -> RunResult:
+        """`resume` of an id that is not registered: refused, by the store if it has ended."""
+        row = await self.store.get_workflow(workflow_id)
+        if row is None or not row.state.closed:
+            self._registry.lookup(workflow_id)  # raises UnknownWorkflowError
+        names = [r.step_name for r in await self.store.step_rows(workflow_id)]
+        index = _index_of(workflow_id, names, step)
+        # An ended workflow has no waiting step: the store refuses (NotWaitingError,
+        # WorkflowClosedError, PayloadError) and records nothing.
+        await self.store.resume_step(workflow_id, index, input, self.clock.time())
+        raise UnknownWorkflowError(  # reopened meanwhile by another engine: not ours to run
+            f"workflow {workflow_id!r} is not registered with this engine; the input was "
+            "recorded and an engine that registers it continues it"
+        )
 
     async def _deliver(self, wf: Workflow, index: int, input: Any) -> RunResult:
         now = self.clock.time()
@@ -290,17 +354,75 @@ class WorkflowEngine:
         return [status_of(row) for row in rows]
 
     async def close(self) -> None:
-        """Cancel this engine's runs in progress and wait for them to stop.
+        """Interrupt this engine's runs in progress; return once their step bodies stopped.
 
-        Their leases are left to expire, so another worker's `recover` can take them over.
+        Each step attempt that runs is interrupted (its job cancelled) and recorded as
+        nothing, as a crash would be; its lease is kept alive until the body has really
+        returned (a thread, or a body that ignores cancellation, is waited for, however long
+        it takes), then handed back, so that another engine can continue the step at once
+        and never runs it beside the old body. Callers awaiting those runs get
+        `asyncio.CancelledError`. The engine can be used again afterwards.
+
+        Raises:
+            DeadlockError: Called from inside a step body of one of these runs, which close
+                would wait for; schedule it instead
+                (``asyncio.get_running_loop().create_task(engine.close())``).
         """
-        tasks = list(self._runs.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        inside = IN_STEP.get()
+        if inside is not None and inside in self._runs:
+            raise DeadlockError(
+                f"close() called from inside a step of workflow {inside!r} would wait for "
+                "that step to stop; schedule it instead "
+                "(asyncio.get_running_loop().create_task(engine.close()))"
+            )
+        while self._runs or self._delivering:
+            tasks = [*self._runs.values(), *self._delivering.values()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+
+    async def __aenter__(self) -> WorkflowEngine:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Leave ``async with``: let the runs in progress end, or, if the block raised,
+        interrupt them; then `close`."""
+        if exc_type is None:
+            while pending := [*self._runs.values(), *self._delivering.values()]:
+                await asyncio.wait(pending)
+        await self.close()
 
     def running(self, workflow_id: str) -> bool:
         """Whether this engine is running the workflow right now."""
         return workflow_id in self._runs
+
+    def tables(self) -> dict[str, int]:
+        """How many entries each per-workflow table holds: registrations, runs, deliveries
+        and the driver's (attempts, wake-ups, bodies left running). For tests and leaks."""
+        return {
+            "registered": len(self._registry),
+            "runs": len(self._runs),
+            "delivering": len(self._delivering),
+            **self._driver.tables(),
+        }
+
+
+_ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+"""Run statuses after which a workflow's registration is dropped."""
+
+
+def _index_of(workflow_id: str, names: Sequence[str], step: str | int) -> int:
+    """The 0-based index of `step` (a name or an index) among `names`."""
+    if isinstance(step, int) and not isinstance(step, bool):
+        if 0 <= step < len(names):
+            return step
+    elif isinstance(step, str) and step in names:
+        return names.index(step)
+    raise UnknownStepError(
+        f"workflow {workflow_id!r} has no step {step!r}; its steps are {list(names)}"
+    )

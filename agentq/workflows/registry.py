@@ -3,7 +3,9 @@
 Step bodies are code, not data: `resume` and `recover` can continue a workflow only if its
 `Workflow` (with its step functions) is registered with the engine. Registering an id again
 replaces the bodies (a notebook cell run twice) but never the step names or the input: a
-workflow id names one run.
+workflow id names one run. The engine removes a registration once its run has ended
+(completed, failed or cancelled), so that a long-lived engine does not keep every workflow
+it ever ran.
 """
 
 from __future__ import annotations
@@ -53,6 +55,13 @@ class Registry:
                 "names one run: use a new id for new input"
             )
         self._workflows[workflow.id] = workflow
+
+    def remove(self, workflow_id: str) -> bool:
+        """Forget the workflow registered under `workflow_id`; whether there was one."""
+        return self._workflows.pop(workflow_id, None) is not None
+
+    def __len__(self) -> int:
+        return len(self._workflows)
 
     def get(self, workflow_id: str) -> Workflow | None:
         """Return the registered workflow with this id, or None."""

@@ -4,15 +4,18 @@ What is inside, in reading order (each module imports only the ones above it, th
 modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook layer):
 
 ==============  ===============================================================================
-``model``       `Workflow`, `StepDef`, `StepContext`, the signals `WaitForInput` and
-                `NonRetryable`, and what a run reports: `StepStatus`, `RunStatus`, `RunResult`
-``attempts``    one step attempt: the job body, its queue key, the lease renewer, the markers
-                the driver acts on
+``model``       `Workflow`, `StepDef`, `StepContext`, and what a run reports: `StepStatus`,
+                `RunStatus`, `RunResult` (the signals `WaitForInput` and `NonRetryable` are
+                `agentq.errors`', re-exported)
+``attempts``    one step attempt: the job body, its queue key and name, the lease renewer,
+                the markers the driver acts on
 ``results``     stored rows read back as a `StepStatus` or a `RunResult`
 ``registry``    the workflows an engine knows by id, and the checks on registering one again
+``waits``       the waits of a run (backoff, poll, an interrupted body) that a cancel wakes
 ``driver``      the loop that runs one workflow's steps: claim, attempt, record; the
                 engine's settings
-``engine``      `WorkflowEngine`: run, resume, cancel, status, close; one run per workflow
+``engine``      `WorkflowEngine`: run, resume, cancel, status, close, unregister; one run
+                per workflow
 ``recovery``    `recover` and its `RecoveryReport`: finish what a crashed worker left
 ==============  ===============================================================================
 """

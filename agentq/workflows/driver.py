@@ -35,7 +35,7 @@ import math
 import os
 import socket
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from agentq.clock import Clock, SystemClock
@@ -75,6 +75,7 @@ from agentq.workflows.attempts import (
 )
 from agentq.workflows.model import RunResult, RunStatus, StepContext, StepDef, Workflow
 from agentq.workflows.results import stored_result
+from agentq.workflows.waits import Wakers, finish, stop, until
 
 __all__ = ["Driver"]
 
@@ -131,8 +132,7 @@ class Driver:
         self.clock: Clock = clock or SystemClock()
         self.poll_interval = poll_interval or min(self.lease_ttl / 4, 1.0)
         self._attempts: dict[str, JobHandle] = {}  # the attempt running now, by workflow
-        self._wakers: dict[str, set[asyncio.Future[None]]] = {}  # one per run, by workflow
-        self._lingering: dict[str, asyncio.Task[None]] = {}  # bodies a cancel left running
+        self._wakers = Wakers()
 
     def interrupt(self, workflow_id: str) -> None:
         """The workflow was cancelled: cancel its attempt running now, and wake every wait of
@@ -140,17 +140,11 @@ class Driver:
         handle = self._attempts.get(workflow_id)
         if handle is not None:
             handle.cancel()
-        for waker in self._wakers.get(workflow_id, ()):
-            if not waker.done():
-                waker.set_result(None)
+        self._wakers.wake(workflow_id)
 
     def tables(self) -> dict[str, int]:
         """How many entries each of the driver's per-workflow tables holds (for tests)."""
-        return {
-            "attempts": len(self._attempts),
-            "wakers": len(self._wakers),
-            "lingering": len(self._lingering),
-        }
+        return {"attempts": len(self._attempts), **self._wakers.sizes()}
 
     async def drive(self, wf: Workflow) -> RunResult:
         """Run `wf`'s steps in order until it completes, waits, fails or is cancelled.
@@ -161,8 +155,7 @@ class Driver:
             QueueClosed: The queue closed before or while a step ran; nothing was recorded
                 for that step and its lease was handed back once its body had stopped.
         """
-        waker: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._wakers.setdefault(wf.id, set()).add(waker)
+        waker = self._wakers.open(wf.id)
         try:
             row, _ = await self.store.start_workflow(
                 wf.id, wf.step_names, wf.input, self.clock.time()
@@ -177,10 +170,7 @@ class Driver:
                 outputs.append(result.output)
             return RunResult(wf.id, RunStatus.COMPLETED, outputs=tuple(outputs))
         finally:
-            wakers = self._wakers[wf.id]
-            wakers.discard(waker)
-            if not wakers:
-                del self._wakers[wf.id]
+            self._wakers.close(wf.id, waker)
 
     async def _run_step(
         self,
@@ -195,9 +185,7 @@ class Driver:
                 raise QueueClosed(
                     f"the queue is closed: {step_title(wf.id, step.name)} was not started"
                 )
-            lingering = self._lingering.get(wf.id)
-            if lingering is not None:  # a body left running by a cancel: never overlap it
-                await self._until(waker, asyncio.shield(lingering))
+            await self._wakers.after_lingering(wf.id, waker)  # never overlap an old body
             claim = await self.store.claim_step(
                 wf.id, index, self.worker_id, self.lease_ttl, self.clock.time()
             )
@@ -235,31 +223,7 @@ class Driver:
         if seconds <= 0:
             await self.clock.sleep(seconds)  # just a turn of the loop
         else:
-            await self._until(waker, self.clock.sleep(seconds))
-
-    @staticmethod
-    async def _until(waker: asyncio.Future[None], waiting: Coroutine[Any, Any, None]
-                     | asyncio.Future[None]) -> bool:
-        """Await `waiting` unless `waker` fires first (the workflow was cancelled).
-
-        Returns:
-            True if `waiting` ended, False if the wait was cut short (`waiting` is then
-            cancelled: a shielded future is left running).
-        """
-        if waker.done():
-            if asyncio.iscoroutine(waiting):
-                waiting.close()
-            return False
-        wait = asyncio.ensure_future(waiting)
-        try:
-            await asyncio.wait((wait, waker), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not wait.done():
-                wait.cancel()
-        if wait.done() and not wait.cancelled():
-            wait.result()  # what the wait raised, if anything
-            return True
-        return False
+            await until(waker, self.clock.sleep(seconds))
 
     async def _attempt(
         self,
@@ -292,15 +256,15 @@ class Driver:
             # The next attempt must never overlap this one, even when a timeout could not
             # stop its body (a thread): wait until the body has really returned, unless the
             # workflow is cancelled meanwhile (then later runs wait for it, see _run_step).
-            if not await self._until(waker, handle.stopped()):
-                self._linger(wf.id, handle)
+            if not await until(waker, handle.stopped()):
+                self._wakers.linger(wf.id, handle)
         except (asyncio.CancelledError, QueueClosed):
             # This engine is closing (or the whole program), or the queue closed: record
             # nothing, as a crash would, and hand the lease back once the body has stopped.
-            await _finish(self._release(handle, renewer, lease))
+            await finish(self._release(handle, renewer, lease))
             raise
         finally:
-            await _stop(renewer)
+            await stop(renewer)
         execution = lease.execution
         try:
             return await self._record(wf, step, execution, outcome, ctx)
@@ -317,23 +281,8 @@ class Driver:
         if handle is not None:
             handle.cancel()
             await handle.stopped()
-        await _stop(renewer)
+        await stop(renewer)
         await self._hand_back(lease.execution)
-
-    def _linger(self, workflow_id: str, handle: JobHandle) -> None:
-        """Remember a body that still runs after its run returned (until it stops)."""
-        task = asyncio.get_running_loop().create_task(
-            handle.stopped(), name=f"agentq.lingering:{workflow_id}"
-        )
-        self._lingering[workflow_id] = task
-
-        def forget(done: asyncio.Task[None]) -> None:
-            if self._lingering.get(workflow_id) is done:
-                del self._lingering[workflow_id]
-            if not done.cancelled():
-                done.exception()  # retrieved: stopped() raises nothing else
-
-        task.add_done_callback(forget)
 
     async def _push(self, job: Job) -> JobHandle:
         accepted = await self.queue.push(job)
@@ -435,29 +384,3 @@ def _ended(
 ) -> RunResult:
     """A live `RunResult`, its reason exactly as the store keeps it (`storable_text`)."""
     return RunResult(wf.id, status, step.name, storable_text(reason), ctx.outputs)
-
-
-async def _stop(task: asyncio.Task[None]) -> None:
-    """Cancel `task` and wait until it has ended."""
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-
-
-async def _finish(work: Coroutine[Any, Any, None]) -> None:
-    """Run `work` to its end even if the caller is cancelled meanwhile (the cancel is then
-    raised once it has ended)."""
-    task = asyncio.get_running_loop().create_task(work)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.done():
-                break
-            cancelled = True
-    if task.cancelled():  # cancelled itself (the loop is shutting down)
-        raise asyncio.CancelledError
-    task.result()
-    if cancelled:
-        raise asyncio.CancelledError

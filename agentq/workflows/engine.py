@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.errors import DeadlockError, UnknownStepError, UnknownWorkflowError
+from agentq.errors import DeadlockError, UnknownWorkflowError
 from agentq.keys import validate_key
 from agentq.queue import Priority, Queue
 from agentq.store import DurableStore
 from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.driver import Driver
 from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
-from agentq.workflows.registry import Registry
+from agentq.workflows.registry import Registry, step_index
 from agentq.workflows.results import status_of, stored_result
 
 __all__ = ["WorkflowEngine"]
@@ -279,7 +278,7 @@ class WorkflowEngine:
         wf = self._registry.get(workflow_id) if isinstance(workflow_id, str) else None
         if wf is None:
             return await self._refuse_resume(workflow_id, step, input)
-        index = _index_of(workflow_id, wf.step_names, step)
+        index = step_index(workflow_id, wf.step_names, step)
         loop = asyncio.get_running_loop()
         deliver = loop.create_task(self._deliver(wf, index, input))
         self._delivering[wf.id] = deliver
@@ -294,7 +293,7 @@ class WorkflowEngine:
         if row is None or not row.state.closed:
             self._registry.lookup(workflow_id)  # raises UnknownWorkflowError
         names = [r.step_name for r in await self.store.step_rows(workflow_id)]
-        index = _index_of(workflow_id, names, step)
+        index = step_index(workflow_id, names, step)
         # An ended workflow has no waiting step: the store refuses (NotWaitingError,
         # WorkflowClosedError, PayloadError) and records nothing.
         await self.store.resume_step(workflow_id, index, input, self.clock.time())
@@ -375,8 +374,7 @@ class WorkflowEngine:
                 "that step to stop; schedule it instead "
                 "(asyncio.get_running_loop().create_task(engine.close()))"
             )
-        while self._runs or self._delivering:
-            tasks = [*self._runs.values(), *self._delivering.values()]
+        while tasks := self._in_progress():
             for task in tasks:
                 task.cancel()
             await asyncio.wait(tasks)
@@ -392,10 +390,12 @@ class WorkflowEngine:
     ) -> None:
         """Leave ``async with``: let the runs in progress end, or, if the block raised,
         interrupt them; then `close`."""
-        if exc_type is None:
-            while pending := [*self._runs.values(), *self._delivering.values()]:
-                await asyncio.wait(pending)
+        while exc_type is None and (pending := self._in_progress()):
+            await asyncio.wait(pending)
         await self.close()
+
+    def _in_progress(self) -> list[asyncio.Task[RunResult]]:
+        return [t for t in (*self._runs.values(), *self._delivering.values()) if not t.done()]
 
     def running(self, workflow_id: str) -> bool:
         """Whether this engine is running the workflow right now."""
@@ -414,15 +414,3 @@ class WorkflowEngine:
 
 _ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 """Run statuses after which a workflow's registration is dropped."""
-
-
-def _index_of(workflow_id: str, names: Sequence[str], step: str | int) -> int:
-    """The 0-based index of `step` (a name or an index) among `names`."""
-    if isinstance(step, int) and not isinstance(step, bool):
-        if 0 <= step < len(names):
-            return step
-    elif isinstance(step, str) and step in names:
-        return names.index(step)
-    raise UnknownStepError(
-        f"workflow {workflow_id!r} has no step {step!r}; its steps are {list(names)}"
-    )

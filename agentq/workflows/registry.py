@@ -10,13 +10,19 @@ it ever ran.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentq.codec import decode, encode
-from agentq.errors import PayloadError, UnknownWorkflowError, WorkflowMismatchError
+from agentq.errors import (
+    PayloadError,
+    UnknownStepError,
+    UnknownWorkflowError,
+    WorkflowMismatchError,
+)
 from agentq.workflows.model import Workflow
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "step_index"]
 
 
 def _same_json(a: Any, b: Any) -> bool:
@@ -89,3 +95,19 @@ class Registry:
                 "or call register_workflow() first"
             )
         return found
+
+
+def step_index(workflow_id: str, names: Sequence[str], step: str | int) -> int:
+    """The 0-based index of `step` (a name or an index) among a workflow's step `names`.
+
+    Raises:
+        UnknownStepError: No such step; the message lists the steps.
+    """
+    if isinstance(step, int) and not isinstance(step, bool):
+        if 0 <= step < len(names):
+            return step
+    elif isinstance(step, str) and step in names:
+        return names.index(step)
+    raise UnknownStepError(
+        f"workflow {workflow_id!r} has no step {step!r}; its steps are {list(names)}"
+    )

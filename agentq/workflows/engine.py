@@ -234,14 +234,17 @@ class WorkflowEngine:
     def _forget_run(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
         if self._runs.get(workflow_id) is task:
             del self._runs[workflow_id]
+        self._drop_if_ended(workflow_id, task)
+
+    def _drop_if_ended(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
+        """Drop the registration once a run (or delivery) ended it, if nothing else runs."""
         if task.cancelled() or task.exception() is not None:  # retrieved: never "unretrieved"
             return
-        if (
-            task.result().status in _ENDED
-            and workflow_id not in self._runs
-            and workflow_id not in self._delivering
-        ):
+        if task.result().status in _ENDED and not self._busy(workflow_id):
             self._registry.remove(workflow_id)  # the store keeps the record
+
+    def _busy(self, workflow_id: str) -> bool:
+        return workflow_id in self._runs or workflow_id in self._delivering
 
     async def _ended(self, workflow_id: str) -> RunResult | None:
         """The stored result of a workflow that has ended, or None."""
@@ -320,14 +323,14 @@ class WorkflowEngine:
     def _delivered(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
         if self._delivering.get(workflow_id) is task:
             del self._delivering[workflow_id]
-        if not task.cancelled():
-            task.exception()  # retrieved by the awaiting caller; avoid "never retrieved"
+        self._drop_if_ended(workflow_id, task)
 
     async def cancel(self, workflow_id: str, reason: str = "cancelled") -> bool:
         """Cancel a workflow: no further step starts and a running attempt is interrupted.
 
         Idempotent: `WorkflowCancelled` is recorded once; cancelling a workflow that already
-        ended records nothing.
+        ended records nothing. Its registration is dropped (at once, or when its run in
+        progress returns).
 
         Returns:
             True if this call cancelled it, False if it had already ended.
@@ -338,6 +341,8 @@ class WorkflowEngine:
         cancelled = await self.store.cancel_workflow(workflow_id, reason, self.clock.time())
         if cancelled:
             self._driver.interrupt(workflow_id)
+        if not self._busy(workflow_id):
+            self._registry.remove(workflow_id)
         return cancelled
 
     async def status(self, workflow_id: str) -> list[StepStatus]:

@@ -24,6 +24,7 @@ queue reads them too) and re-exported here.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -153,7 +154,10 @@ def _check_takes_ctx(name: str, fn: Callable[..., Any]) -> None:
     try:
         signature.bind(None)
     except TypeError as why:
-        shown = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+        inner = fn.func if isinstance(fn, functools.partial) else fn
+        shown = getattr(inner, "__qualname__", None) or type(inner).__qualname__
+        if inner is not fn:
+            shown = f"functools.partial({shown})"
         raise TypeError(
             f"step {name!r}: fn {shown}{signature} cannot be called as fn(ctx) ({why}); a "
             "step function takes exactly one positional argument, the StepContext"

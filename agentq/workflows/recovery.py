@@ -59,8 +59,11 @@ async def recover(engine: WorkflowEngine) -> RecoveryReport:
         A `RecoveryReport`.
 
     Raises:
+        TypeError: `engine` is not a `WorkflowEngine` (the message names the value).
         StoreError: The store failed.
     """
+    if not isinstance(engine, WorkflowEngine):
+        raise TypeError(f"recover() expects a WorkflowEngine, got {engine!r:.80}")
     store = engine.store
     now = engine.clock.time()
     recovered: list[Execution] = []

@@ -24,7 +24,7 @@ import pytest
 from agentq.clock import FakeClock
 from agentq.errors import QueueClosed
 from agentq.queue import Queue
-from agentq.store import DurableStore, SqliteStore, StepState
+from agentq.store import ClaimResult, DurableStore, MemoryStore, SqliteStore, StepState
 from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
 
 pytestmark = pytest.mark.timeout(60)
@@ -187,6 +187,45 @@ async def test_without_the_engine_block_the_store_closes_first_and_the_lease_sta
     async with SqliteStore(db_path) as store:
         row = (await store.step_rows(wf.id))[0]
     assert row.state is StepState.LEASED and row.lease_expires_at == clock.time() + 600.0
+
+
+class SlowReplies(MemoryStore):
+    """A store whose claim commits at once but whose answer is late (as a busy SQLite file's
+    can be): a caller cancelled meanwhile never learns that it got the lease."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claimed = asyncio.Event()
+        self.reply = asyncio.Event()
+
+    async def claim_step(self, *args: Any, **kwargs: Any) -> ClaimResult:
+        result = await super().claim_step(*args, **kwargs)
+        self.claimed.set()
+        await self.reply.wait()
+        return result
+
+
+async def test_a_close_while_claiming_hands_back_the_lease_the_claim_got(clock: FakeClock) -> None:
+    store = SlowReplies()
+
+    async def fine(ctx: StepContext) -> str:
+        return "ran"
+
+    wf = Workflow("wf-claiming", [StepDef("s", fine)])
+    async with Queue(clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, worker_id="a", lease_ttl=3600.0, clock=clock)
+        run = asyncio.ensure_future(engine.run(wf))
+        async with asyncio.timeout(BOUND):
+            await store.claimed.wait()
+            closing = asyncio.ensure_future(engine.close())
+            await asyncio.sleep(0)
+            store.reply.set()
+            await closing
+        with pytest.raises(asyncio.CancelledError):
+            await run
+    row = (await store.step_rows(wf.id))[0]
+    assert row.state is StepState.LEASED and row.worker_id == "a"
+    assert row.lease_expires_at is not None and row.lease_expires_at <= clock.time() + 1e-3
 
 
 KEYBOARD_INTERRUPT = textwrap.dedent(

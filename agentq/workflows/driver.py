@@ -57,6 +57,7 @@ from agentq.store import (
     AlreadyCompleted,
     AlreadyWaiting,
     Claimed,
+    ClaimResult,
     DurableStore,
     Execution,
     HeldByOther,
@@ -186,9 +187,7 @@ class Driver:
                     f"the queue is closed: {step_title(wf.id, step.name)} was not started"
                 )
             await self._wakers.after_lingering(wf.id, waker)  # never overlap an old body
-            claim = await self.store.claim_step(
-                wf.id, index, self.worker_id, self.lease_ttl, self.clock.time()
-            )
+            claim = await self._claim(wf.id, index)
             if isinstance(claim, AlreadyCompleted):
                 return Completed(claim.output)
             if isinstance(claim, AlreadyWaiting):
@@ -217,6 +216,28 @@ class Driver:
                 await self._pause(waker, step_result.delay)
                 continue
             return step_result
+
+    async def _claim(self, workflow_id: str, index: int) -> ClaimResult:
+        """`claim_step`; if this run is cancelled meanwhile, a lease the claim got anyway is
+        handed back before the cancel goes on."""
+        claiming = asyncio.ensure_future(
+            self.store.claim_step(
+                workflow_id, index, self.worker_id, self.lease_ttl, self.clock.time()
+            )
+        )
+        try:
+            return await asyncio.shield(claiming)
+        except asyncio.CancelledError:
+            await finish(self._hand_back_claim(claiming))
+            raise
+
+    async def _hand_back_claim(self, claiming: asyncio.Future[ClaimResult]) -> None:
+        try:
+            claim = await claiming
+        except Exception:  # the claim failed: nothing to hand back
+            return
+        if isinstance(claim, Claimed):
+            await self._hand_back(claim.execution)
 
     async def _pause(self, waker: asyncio.Future[None], seconds: float) -> None:
         """Sleep `seconds` on the clock, or less if the workflow is cancelled meanwhile."""
@@ -272,6 +293,9 @@ class Driver:
             return Again(0.0)
         except WorkflowClosedError:
             return await self._closed_result(wf.id)
+        except asyncio.CancelledError:  # the outcome may not be recorded: hand the lease back
+            await finish(self._hand_back(execution))
+            raise
 
     async def _release(
         self, handle: JobHandle | None, renewer: asyncio.Task[None], lease: Lease

@@ -118,7 +118,7 @@ async def stop(task: asyncio.Task[None]) -> None:
         await task
 
 
-async def finish(work: Coroutine[Any, Any, None]) -> None:
+async def finish(work: Coroutine[Any, Any, object]) -> None:
     """Run `work` to its end even if the caller is cancelled meanwhile.
 
     Raises:

@@ -173,6 +173,25 @@ async def test_an_ordinary_group_is_an_ordinary_failure(
     assert result.status is RunStatus.COMPLETED and attempts == [1, 2, 3]
 
 
+async def test_a_body_raising_cancelled_error_by_itself_is_an_ordinary_failure(
+    engine: WorkflowEngine,
+) -> None:
+    """Nobody cancelled it, and the queue is open: not a shutdown, just a failed attempt."""
+    attempts: list[int] = []
+
+    async def odd(ctx: StepContext) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise asyncio.CancelledError  # e.g. re-raised from an inner task it awaited
+        return "second time"
+
+    wf = Workflow("wf-self-cancel", [StepDef("s", odd, retry=RetryPolicy(2))])
+    result = await engine.run(wf)
+    assert result.output == "second time" and attempts == [1, 2]
+    failed = [e for e in await engine.store.load_events(wf.id) if e.kind == "StepFailed"]
+    assert [e.reason for e in failed] == ["cancelled"]
+
+
 # ------------------------------------------------------------------ item 15: reasons
 
 

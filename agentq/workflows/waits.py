@@ -86,11 +86,16 @@ async def until(
     waker: asyncio.Future[None],
     waiting: Coroutine[Any, Any, None] | asyncio.Future[None],
 ) -> bool:
-    """Await `waiting` unless `waker` is resolved first.
+    """Await `waiting` in the current task unless `waker` is resolved first.
+
+    No task is created: resolving `waker` cancels the current task while it awaits
+    `waiting`, and that one cancel is undone (``Task.uncancel``) before returning, so a
+    cancel that comes from outside is told apart and always propagates. A `waiting` that
+    ends without suspending costs nothing more than awaiting it.
 
     Returns:
-        True if `waiting` ended, False if the wait was cut short; `waiting` is then cancelled
-        (a shielded future is left running).
+        True if `waiting` ended, False if the wait was cut short (`waiting` was cancelled; a
+        shielded future is left running).
 
     Raises:
         Whatever `waiting` raised; `asyncio.CancelledError` if the caller is cancelled.
@@ -99,16 +104,31 @@ async def until(
         if asyncio.iscoroutine(waiting):
             waiting.close()
         return False
-    wait = asyncio.ensure_future(waiting)
+    task = asyncio.current_task()
+    assert task is not None
+    base = task.cancelling()
+    waiting_now = True
+    woke = False
+
+    def wake(_: asyncio.Future[None]) -> None:
+        nonlocal woke
+        if waiting_now:  # never cancel the task once it has left this wait
+            woke = True
+            task.cancel()
+
+    waker.add_done_callback(wake)
     try:
-        await asyncio.wait((wait, waker), return_when=asyncio.FIRST_COMPLETED)
+        await waiting
+    except asyncio.CancelledError:
+        if woke:
+            task.uncancel()
+            if task.cancelling() <= base:
+                return False
+        raise
     finally:
-        if not wait.done():
-            wait.cancel()
-    if wait.done() and not wait.cancelled():
-        wait.result()
-        return True
-    return False
+        waiting_now = False
+        waker.remove_done_callback(wake)
+    return True
 
 
 async def stop(task: asyncio.Task[None]) -> None:

@@ -76,7 +76,7 @@ from agentq.workflows.attempts import (
 )
 from agentq.workflows.model import RunResult, RunStatus, StepContext, StepDef, Workflow
 from agentq.workflows.results import stored_result
-from agentq.workflows.waits import Wakers, finish, stop, until
+from agentq.workflows.waits import Wakers, finish, retrieve, stop, until
 
 __all__ = ["Driver"]
 
@@ -225,6 +225,7 @@ class Driver:
                 workflow_id, index, self.worker_id, self.lease_ttl, self.clock.time()
             )
         )
+        claiming.add_done_callback(retrieve)
         try:
             return await asyncio.shield(claiming)
         except asyncio.CancelledError:
@@ -305,7 +306,8 @@ class Driver:
         if handle is not None:
             handle.cancel()
             await handle.stopped()
-        await stop(renewer)
+        with contextlib.suppress(AgentqError):  # a failed renewal: hand back all the same
+            await stop(renewer)
         await self._hand_back(lease.execution)
 
     async def _push(self, job: Job) -> JobHandle:

@@ -23,7 +23,7 @@ from typing import Any
 
 from agentq.queue import JobHandle
 
-__all__ = ["Wakers", "finish", "stop", "until"]
+__all__ = ["Wakers", "finish", "retrieve", "stop", "until"]
 
 
 class Wakers:
@@ -66,8 +66,7 @@ class Wakers:
         def forget(done: asyncio.Task[None]) -> None:
             if self._lingering.get(workflow_id) is done:
                 del self._lingering[workflow_id]
-            if not done.cancelled():
-                done.exception()  # retrieved (stopped() raises nothing else)
+            retrieve(done)
 
         task.add_done_callback(forget)
 
@@ -129,6 +128,13 @@ async def until(
         waiting_now = False
         waker.remove_done_callback(wake)
     return True
+
+
+def retrieve(task: asyncio.Future[Any]) -> None:
+    """A done callback: mark the task's exception as retrieved, so that a task nobody awaits
+    any more (its awaiter was cancelled) never logs "Task exception was never retrieved"."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def stop(task: asyncio.Task[None]) -> None:

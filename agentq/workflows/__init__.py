@@ -7,11 +7,13 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``model``       `Workflow`, `StepDef`, `StepContext`, and what a run reports: `StepStatus`,
                 `RunStatus`, `RunResult` (the signals `WaitForInput` and `NonRetryable` are
                 `agentq.errors`', re-exported)
-``attempts``    one step attempt: the job body, its queue key and name, the lease renewer,
-                the markers the driver acts on
-``results``     stored rows read back as a `StepStatus` or a `RunResult`
-``registry``    the workflows an engine knows by id, and the checks on registering one again
 ``waits``       the waits of a run (backoff, poll, an interrupted body) that a cancel wakes
+``attempts``    one step attempt: the job body, its queue key and name, the lease (renewed,
+                handed back once the body stopped), the cancel-safe claim, the markers the
+                driver acts on
+``registry``    the workflows an engine knows by id, and the checks on registering one again
+``results``     stored rows read back as a `StepStatus` or a `RunResult`; what the store says
+                to `run` and `resume` of an ended workflow that is no longer registered
 ``driver``      the loop that runs one workflow's steps: claim, attempt, record; the
                 engine's settings
 ``engine``      `WorkflowEngine`: run, resume, cancel, status, close, unregister; one run

@@ -3,22 +3,27 @@
 Private to `agentq.workflows.driver`: the job body that turns a wait (`WaitForInput`, also
 inside an exception group: `agentq.retry.classify`) into a value, since a wait is not a failed
 job, and marks the context with the workflow it runs (`IN_STEP`); the job's key and the name
-messages give it; the markers the driver loop acts on (`Retry`, `Again`); and the lease
-renewer (`Lease`).
+messages give it; the markers the driver loop acts on (`Retry`, `Again`); the lease (`Lease`:
+renewed while the attempt runs, handed back only once its body has stopped) and the
+cancel-safe `claim` that hands back a lease its cancelled caller never learnt about.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import hashlib
 from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.errors import LeaseLostError, WaitForInput, WorkflowClosedError
+from agentq.errors import AgentqError, LeaseLostError, WaitForInput, WorkflowClosedError
+from agentq.queue import JobHandle
 from agentq.retry import Verdict, classify
-from agentq.store import DurableStore, Execution
+from agentq.store import Claimed, ClaimResult, DurableStore, Execution
 from agentq.workflows.model import StepContext, StepDef
+from agentq.workflows.waits import finish, retrieve, stop
 
 __all__ = [
     "HAND_BACK_TTL",
@@ -27,6 +32,8 @@ __all__ = [
     "Lease",
     "Retry",
     "Waiting",
+    "claim",
+    "hand_back",
     "job_key",
     "step_call",
     "step_title",
@@ -129,7 +136,12 @@ HAND_BACK_TTL = 1e-6
 
 
 class Lease:
-    """Keeps one execution's lease alive while its attempt waits and runs."""
+    """One execution's lease: kept alive while its attempt waits and runs, then handed back.
+
+    `start` begins renewing it every ``lease_ttl / 3`` seconds; `stop` ends the renewals;
+    `release` is the shutdown path: interrupt the attempt's job, keep renewing until its body
+    has really stopped, then hand the lease back (never while the body still runs).
+    """
 
     def __init__(
         self, store: DurableStore, clock: Clock, lease_ttl: float, execution: Execution
@@ -139,9 +151,34 @@ class Lease:
         self._ttl = lease_ttl
         self.execution = execution
         self.lost = False
+        self._renewer: asyncio.Task[None] | None = None
 
-    async def keep(self) -> None:
-        """Renew every ``lease_ttl / 3`` seconds until cancelled or the lease is lost."""
+    def start(self) -> None:
+        """Start renewing the lease in a task of its own."""
+        ex = self.execution
+        self._renewer = asyncio.get_running_loop().create_task(
+            self._keep(), name=f"agentq.lease:{ex.workflow_id}:{ex.step_index}"
+        )
+
+    async def stop(self) -> None:
+        """Stop renewing (idempotent).
+
+        Raises:
+            StoreError: A renewal failed in the store.
+        """
+        if self._renewer is not None:
+            await stop(self._renewer)
+
+    async def release(self, handle: JobHandle | None) -> None:
+        """Interrupt the attempt's job, wait until its body has stopped, hand the lease back."""
+        if handle is not None:
+            handle.cancel()
+            await handle.stopped()
+        with contextlib.suppress(AgentqError):  # a failed renewal: hand back all the same
+            await self.stop()
+        await hand_back(self._store, self._clock, self.execution)
+
+    async def _keep(self) -> None:
         while True:
             await self._clock.sleep(self._ttl / 3)
             try:
@@ -151,3 +188,48 @@ class Lease:
             except (LeaseLostError, WorkflowClosedError):
                 self.lost = True
                 return
+
+
+async def hand_back(store: DurableStore, clock: Clock, execution: Execution) -> bool:
+    """Shorten a lease to `HAND_BACK_TTL` so that another worker may take the step over at once.
+
+    Returns:
+        Whether the store took it (not when the lease was lost or the store failed).
+    """
+    try:
+        await store.renew_lease(execution, HAND_BACK_TTL, clock.time())
+    except AgentqError:
+        return False
+    return True
+
+
+async def claim(
+    store: DurableStore,
+    clock: Clock,
+    workflow_id: str,
+    step_index: int,
+    worker_id: str,
+    lease_ttl: float,
+) -> ClaimResult:
+    """`store.claim_step`, cancel-safe: if the caller is cancelled meanwhile, a lease the claim
+    got all the same (it may commit after the caller stopped listening) is handed back."""
+    claiming = asyncio.ensure_future(
+        store.claim_step(workflow_id, step_index, worker_id, lease_ttl, clock.time())
+    )
+    claiming.add_done_callback(retrieve)
+    try:
+        return await asyncio.shield(claiming)
+    except asyncio.CancelledError:
+        await finish(_hand_back_claim(store, clock, claiming))
+        raise
+
+
+async def _hand_back_claim(
+    store: DurableStore, clock: Clock, claiming: asyncio.Future[ClaimResult]
+) -> None:
+    try:
+        result = await claiming
+    except Exception:  # the claim failed: nothing to hand back
+        return
+    if isinstance(result, Claimed):
+        await hand_back(store, clock, result.execution)

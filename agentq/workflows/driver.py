@@ -57,7 +57,6 @@ from agentq.store import (
     AlreadyCompleted,
     AlreadyWaiting,
     Claimed,
-    ClaimResult,
     DurableStore,
     Execution,
     HeldByOther,
@@ -65,18 +64,19 @@ from agentq.store import (
     WorkflowState,
 )
 from agentq.workflows.attempts import (
-    HAND_BACK_TTL,
     Again,
     Lease,
     Retry,
     Waiting,
+    hand_back,
     job_key,
     step_call,
     step_title,
 )
+from agentq.workflows.attempts import claim as claim_step
 from agentq.workflows.model import RunResult, RunStatus, StepContext, StepDef, Workflow
 from agentq.workflows.results import stored_result
-from agentq.workflows.waits import Wakers, finish, retrieve, stop, until
+from agentq.workflows.waits import Wakers, finish, until
 
 __all__ = ["Driver"]
 
@@ -187,7 +187,9 @@ class Driver:
                     f"the queue is closed: {step_title(wf.id, step.name)} was not started"
                 )
             await self._wakers.after_lingering(wf.id, waker)  # never overlap an old body
-            claim = await self._claim(wf.id, index)
+            claim = await claim_step(
+                self.store, self.clock, wf.id, index, self.worker_id, self.lease_ttl
+            )
             if isinstance(claim, AlreadyCompleted):
                 return Completed(claim.output)
             if isinstance(claim, AlreadyWaiting):
@@ -217,29 +219,6 @@ class Driver:
                 continue
             return step_result
 
-    async def _claim(self, workflow_id: str, index: int) -> ClaimResult:
-        """`claim_step`; if this run is cancelled meanwhile, a lease the claim got anyway is
-        handed back before the cancel goes on."""
-        claiming = asyncio.ensure_future(
-            self.store.claim_step(
-                workflow_id, index, self.worker_id, self.lease_ttl, self.clock.time()
-            )
-        )
-        claiming.add_done_callback(retrieve)
-        try:
-            return await asyncio.shield(claiming)
-        except asyncio.CancelledError:
-            await finish(self._hand_back_claim(claiming))
-            raise
-
-    async def _hand_back_claim(self, claiming: asyncio.Future[ClaimResult]) -> None:
-        try:
-            claim = await claiming
-        except Exception:  # the claim failed: nothing to hand back
-            return
-        if isinstance(claim, Claimed):
-            await self._hand_back(claim.execution)
-
     async def _pause(self, waker: asyncio.Future[None], seconds: float) -> None:
         """Sleep `seconds` on the clock, or less if the workflow is cancelled meanwhile."""
         if seconds <= 0:
@@ -263,9 +242,7 @@ class Driver:
             name=step_title(wf.id, step.name),
         )
         lease = Lease(self.store, self.clock, self.lease_ttl, execution)
-        renewer = asyncio.get_running_loop().create_task(
-            lease.keep(), name=f"agentq.lease:{wf.id}:{execution.step_index}"
-        )
+        lease.start()
         handle: JobHandle | None = None
         try:
             handle = await self._push(job)
@@ -283,10 +260,10 @@ class Driver:
         except (asyncio.CancelledError, QueueClosed):
             # This engine is closing (or the whole program), or the queue closed: record
             # nothing, as a crash would, and hand the lease back once the body has stopped.
-            await finish(self._release(handle, renewer, lease))
+            await finish(lease.release(handle))
             raise
         finally:
-            await stop(renewer)
+            await lease.stop()
         execution = lease.execution
         try:
             return await self._record(wf, step, execution, outcome, ctx)
@@ -295,20 +272,8 @@ class Driver:
         except WorkflowClosedError:
             return await self._closed_result(wf.id)
         except asyncio.CancelledError:  # the outcome may not be recorded: hand the lease back
-            await finish(self._hand_back(execution))
+            await finish(hand_back(self.store, self.clock, execution))
             raise
-
-    async def _release(
-        self, handle: JobHandle | None, renewer: asyncio.Task[None], lease: Lease
-    ) -> None:
-        """Interrupt the attempt, keep its lease alive until its body has stopped, then hand
-        the lease back."""
-        if handle is not None:
-            handle.cancel()
-            await handle.stopped()
-        with contextlib.suppress(AgentqError):  # a failed renewal: hand back all the same
-            await stop(renewer)
-        await self._hand_back(lease.execution)
 
     async def _push(self, job: Job) -> JobHandle:
         accepted = await self.queue.push(job)
@@ -351,7 +316,7 @@ class Driver:
             # Not our cancel: the queue closed. Record nothing, as a crash would, and hand
             # the lease back (the body has stopped) so that `recover` or `run` can continue
             # the step at once.
-            handed = await self._hand_back(execution)
+            handed = await hand_back(self.store, self.clock, execution)
             raise QueueClosed(
                 f"{step_title(wf.id, step.name)} was interrupted by the queue closing; "
                 "nothing was recorded and "
@@ -385,18 +350,6 @@ class Driver:
     ) -> RunResult:
         await self.store.wait_step(execution, reason, self.clock.time())
         return _ended(wf, RunStatus.WAITING, step, reason, ctx)
-
-    async def _hand_back(self, execution: Execution) -> bool:
-        """Shorten our lease so that another worker may take the step over at once.
-
-        Returns:
-            Whether the store took it (not when the lease was lost or the store failed).
-        """
-        try:
-            await self.store.renew_lease(execution, HAND_BACK_TTL, self.clock.time())
-        except AgentqError:
-            return False
-        return True
 
     async def _closed_result(self, workflow_id: str) -> RunResult:
         row = await self.store.get_workflow(workflow_id)

@@ -30,7 +30,7 @@ from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.driver import Driver
 from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
 from agentq.workflows.registry import Registry, step_index
-from agentq.workflows.results import status_of, stored_result
+from agentq.workflows.results import ended_result, refuse_resume, status_of
 
 __all__ = ["WorkflowEngine"]
 
@@ -206,7 +206,7 @@ class WorkflowEngine:
             StoreError: The store failed; the run can be retried (or recovered) later.
         """
         if isinstance(workflow, str) and self._registry.get(workflow) is None:
-            ended = await self._ended(workflow)
+            ended = await ended_result(self.store, workflow)
             if ended is not None:
                 return ended
         wf = self._registry.lookup(workflow)
@@ -246,13 +246,6 @@ class WorkflowEngine:
     def _busy(self, workflow_id: str) -> bool:
         return workflow_id in self._runs or workflow_id in self._delivering
 
-    async def _ended(self, workflow_id: str) -> RunResult | None:
-        """The stored result of a workflow that has ended, or None."""
-        row = await self.store.get_workflow(workflow_id)
-        if row is None or not row.state.closed:
-            return None
-        return await stored_result(self.store, row)
-
     async def resume(self, workflow_id: str, step: str | int, input: Any) -> RunResult:
         """Deliver `input` to a `Waiting` step and continue the workflow.
 
@@ -279,8 +272,10 @@ class WorkflowEngine:
             PayloadError: `input` is not JSON or too large; nothing is recorded.
         """
         wf = self._registry.get(workflow_id) if isinstance(workflow_id, str) else None
-        if wf is None:
-            return await self._refuse_resume(workflow_id, step, input)
+        if wf is None:  # never recorded here: the store refuses an ended workflow's resume
+            if await ended_result(self.store, workflow_id) is None:
+                self._registry.lookup(workflow_id)  # raises UnknownWorkflowError
+            await refuse_resume(self.store, self.clock.time(), workflow_id, step, input)
         index = step_index(workflow_id, wf.step_names, step)
         loop = asyncio.get_running_loop()
         deliver = loop.create_task(self._deliver(wf, index, input))
@@ -289,21 +284,6 @@ class WorkflowEngine:
         # Shielded: once called, the input is delivered and the run continues even if our
         # caller is cancelled meanwhile (as with `run`, cancelling never strands a workflow).
         return await asyncio.shield(deliver)
-
-    async def _refuse_resume(self, workflow_id: str, step: str | int, input: Any) -> RunResult:
-        """`resume` of an id that is not registered: refused, by the store if it has ended."""
-        row = await self.store.get_workflow(workflow_id)
-        if row is None or not row.state.closed:
-            self._registry.lookup(workflow_id)  # raises UnknownWorkflowError
-        names = [r.step_name for r in await self.store.step_rows(workflow_id)]
-        index = step_index(workflow_id, names, step)
-        # An ended workflow has no waiting step: the store refuses (NotWaitingError,
-        # WorkflowClosedError, PayloadError) and records nothing.
-        await self.store.resume_step(workflow_id, index, input, self.clock.time())
-        raise UnknownWorkflowError(  # reopened meanwhile by another engine: not ours to run
-            f"workflow {workflow_id!r} is not registered with this engine; the input was "
-            "recorded and an engine that registers it continues it"
-        )
 
     async def _deliver(self, wf: Workflow, index: int, input: Any) -> RunResult:
         now = self.clock.time()

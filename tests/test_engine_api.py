@@ -188,3 +188,11 @@ def test_the_readme_taste_runs_again_on_the_same_database(tmp_path: Path) -> Non
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1] == "84\ncompleted ({'hits': 3}, 'sent')\n"
     assert (tmp_path / "agentq.db").exists()
+
+
+def test_the_workflows_guides_first_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "docs" / "workflows.md").read_text(encoding="utf-8")
+    match = re.search(r"```python\n(.*?)```", text, re.DOTALL)
+    assert match
+    exec(compile(match.group(1), "workflows.md", "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out == "completed Paris: 21 °C\n"

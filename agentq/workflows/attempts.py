@@ -166,8 +166,9 @@ class Lease:
         Raises:
             StoreError: A renewal failed in the store.
         """
-        if self._renewer is not None:
-            await stop(self._renewer)
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None:
+            await stop(renewer)
 
     async def release(self, handle: JobHandle | None) -> None:
         """Interrupt the attempt's job, wait until its body has stopped, hand the lease back."""

@@ -10,6 +10,7 @@ faults end in ``Error``; errors about misused arguments also derive from `ValueE
     ├── JobFailed                 push_and_wait: the job failed (original error is __cause__)
     ├── JobLost                   the job was abandoned before it ran (cancelled push, close)
     ├── KeyConflictError          an idempotency key reused for a different call
+    ├── InputTimeout              ctx.wait_for_input: its deadline passed with no input
     ├── InvalidKeyError           (also ValueError) empty, non-UTF-8 or over-long key
     ├── DeadlockError             a wait that could never end (see the class)
     ├── WrongLoopError            (also RuntimeError) a queue used from another event loop
@@ -25,7 +26,9 @@ faults end in ``Error``; errors about misused arguments also derive from `ValueE
         ├── UnknownStepError
         ├── WorkflowMismatchError a workflow id reused with other steps
         ├── NotWaitingError       resume of a step that is not Waiting
-        └── WorkflowClosedError   the workflow is cancelled, failed or completed
+        ├── NotRetryableError     retry of a workflow that is not failed or cancelled
+        ├── WorkflowClosedError   the workflow is cancelled, failed or completed
+        └── StepContextError      ctx.call / ctx.wait_for_input outside their step attempt
 
 `asyncio.CancelledError` is never swallowed or wrapped.
 
@@ -41,6 +44,7 @@ __all__ = [
     "AgentqError",
     "DeadlockError",
     "EngineError",
+    "InputTimeout",
     "InvalidKeyError",
     "JobFailed",
     "JobLost",
@@ -48,11 +52,13 @@ __all__ = [
     "LeaseLostError",
     "MissingExtraError",
     "NonRetryable",
+    "NotRetryableError",
     "NotWaitingError",
     "PayloadError",
     "QueueClosed",
     "QueueFull",
     "SchemaError",
+    "StepContextError",
     "StoreError",
     "UnknownStepError",
     "UnknownWorkflowError",
@@ -102,6 +108,22 @@ class JobLost(AgentqError):
 
 class KeyConflictError(AgentqError):
     """An idempotency key was pushed again with a different callable or arguments."""
+
+
+class InputTimeout(AgentqError):
+    """A `StepContext.wait_for_input` reached its deadline without input.
+
+    Raised inside the step body by the wait, when the step continues after the deadline (the
+    log records ``WaitTimedOut``). Catch it in the body to take a default path; left
+    uncaught it fails the attempt like any other exception (it is retryable).
+
+    Attributes:
+        key: The wait's key.
+    """
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class InvalidKeyError(AgentqError, ValueError):
@@ -173,6 +195,14 @@ class NotWaitingError(EngineError):
     """`resume` targeted a step whose status is not `Waiting`; nothing was recorded."""
 
 
+class NotRetryableError(EngineError):
+    """`retry` targeted a workflow that is not failed or cancelled; nothing was recorded.
+
+    The message names the workflow and its state (running, waiting or completed), or why the
+    step to retry from cannot be run again (a step before it never completed).
+    """
+
+
 class WorkflowClosedError(EngineError):
     """The workflow is already cancelled, failed or completed; nothing was recorded."""
 
@@ -219,3 +249,9 @@ class NonRetryable(AgentqError):
         text = _reason_text(reason)
         super().__init__(text)
         self.reason = text
+class StepContextError(EngineError):
+    """`ctx.call` or `ctx.wait_for_input` used outside the step attempt its ctx belongs to.
+
+    A `StepContext` records calls only while its attempt runs: one kept after the step
+    returned, shared with a task that outlives it, or built by hand cannot.
+    """

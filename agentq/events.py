@@ -14,17 +14,41 @@ StepCompleted          output
 StepFailed             reason (error / timeout / cancelled / payload), error {type,
                        message, traceback}
 RetryScheduled         retry_at (Unix seconds), delay (seconds)
-StepWaiting            reason
-StepResumed            input
+StepWaiting            reason; for a keyed wait (``ctx.wait_for_input``) also key,
+                       details (JSON object or null), deadline (Unix seconds or null)
+StepResumed            input; key (the wait key it answered) when the wait had one
 WorkflowCompleted      outputs (list, one per step)
 WorkflowFailed         reason (the event names the step that failed)
 WorkflowCancelled      reason
-WorkerRecovered        previous_worker, lease_token, expired_at (Unix seconds)
+WorkerRecovered        previous_worker, lease_token, expired_at (Unix seconds: when
+                       the lease ran out, or would have), reason (why it was taken
+                       back: "lease expired", or the worker's process is gone)
+WorkflowRetried        from_step (0-based index; the event names the step too),
+                       previous_state (failed / cancelled), previous_reason
+CallStarted            key, lane (or null), attempt, label (JSON object or null),
+                       fingerprint (or null), rerun (true: an earlier start of this key
+                       never finished)
+CallCompleted          key, output, duration (seconds), usage (JSON object or null),
+                       label, lane, attempt
+CallFailed             key, reason, error {type, message, traceback} or null, duration
+                       (seconds), label, lane, attempt
+WaitTimedOut           key (the wait whose deadline passed)
 =====================  ===========================================================
 
 A resumed step's input is in its `StepResumed` event (and in the step's projection row), not
-repeated in every later `StepStarted`. `WorkerRecovered` is recorded by the worker that took
-the expired lease over (its ``worker_id``), or with no worker by `release_expired`.
+repeated in every later `StepStarted`. `WorkerRecovered` marks an attempt lost to a crash (its
+``attempt`` is the lost attempt's number, which the re-admitted attempt runs under again); it
+is recorded by the worker that took the lease over (its ``worker_id``), or with no worker by
+`release_expired` and `release_dead`. Events written before agentq recorded a ``reason`` on
+`WorkerRecovered` have none.
+
+Durable calls and waits (``ctx.call``, ``ctx.wait_for_input``) are step events too: each
+names its workflow and step. Call events carry the step attempt that made the call and its
+worker (``attempt`` in ``data`` is the same number as `Event.attempt`); a call's ``label``
+and ``lane`` are repeated on each of its events so that any one of them can be read alone.
+`StepResumed` and `WaitTimedOut` are not made by an attempt: their attempt and worker are
+None. A `StepWaiting` or `StepResumed` without a ``key`` member (written by the step-level
+``raise WaitForInput``, or before durable waits existed) is about the step-level wait.
 """
 
 from __future__ import annotations
@@ -51,6 +75,11 @@ class EventKind(StrEnum):
     WORKFLOW_FAILED = "WorkflowFailed"
     WORKFLOW_CANCELLED = "WorkflowCancelled"
     WORKER_RECOVERED = "WorkerRecovered"
+    WORKFLOW_RETRIED = "WorkflowRetried"
+    CALL_STARTED = "CallStarted"
+    CALL_COMPLETED = "CallCompleted"
+    CALL_FAILED = "CallFailed"
+    WAIT_TIMED_OUT = "WaitTimedOut"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,13 +110,13 @@ class Event:
 
     @property
     def reason(self) -> str | None:
-        """The reason given by failure, waiting and cancellation events."""
+        """The reason of failure (steps, calls), waiting, cancellation and recovery events."""
         value = self.data.get("reason")
         return None if value is None else str(value)
 
     @property
     def output(self) -> Any:
-        """The output of a `StepCompleted` event (None otherwise)."""
+        """The output of a `StepCompleted` or `CallCompleted` event (None otherwise)."""
         return self.data.get("output")
 
     @property

@@ -41,7 +41,7 @@ from agentq.frames import events_frame
 from agentq.queue import Queue
 from agentq.store import SqliteStore
 from agentq.widgets import Dashboard
-from agentq.workflows.engine import WorkflowEngine
+from agentq.workflows import WorkflowEngine
 
 T0 = 1_767_225_600.0
 STEPS = ("fetch", "draft", "send")

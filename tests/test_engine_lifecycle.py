@@ -133,7 +133,7 @@ async def test_unregister_forgets_a_waiting_workflow_until_registered_again(
         engine.unregister(None)  # type: ignore[arg-type]
     with pytest.raises(UnknownWorkflowError, match="not registered"):
         await engine.resume("wf-unreg", "b", True)
-    assert (await recover(engine)).resumed == {}
+    assert (await recover(engine)).resumed == ()
     engine.register_workflow(wf)
     assert (await engine.resume("wf-unreg", "b", 7)).output == 7
     assert engine.tables()["registered"] == 0

@@ -551,7 +551,7 @@ async def test_a_new_run_of_a_key_waits_for_the_previous_thread_to_stop(
         await clock.advance(1)
         assert isinstance(first.outcome, Failed)  # decided at once, the thread still runs
         if forget:
-            assert queue.forget("k")
+            assert await queue.forget("k")
         second = handle_of(await queue.push(Job("k", functools.partial(body, 1))))
         await settle()
         assert log == ["start 0"]  # the new body has not started

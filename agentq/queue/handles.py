@@ -62,6 +62,11 @@ class JobHandle:
         """`Completed` or `Failed` once the job has finished, None before."""
         return self._record.outcome
 
+    @property
+    def started(self) -> bool:
+        """Whether the job's body has started: a first attempt began (it may have ended)."""
+        return self._record.attempt > 0
+
     def done(self) -> bool:
         """Whether the job has finished (completed, failed, cancelled or lost)."""
         return self._record.outcome is not None
@@ -77,7 +82,8 @@ class JobHandle:
         nothing changes.
 
         Returns:
-            True if this call cancelled the job, False if it had already finished.
+            True if this call cancelled the job, False if it had already finished (with a
+            store, that includes a body that returned and whose output is being saved).
         """
         return self._dispatch.cancel(self._record)
 

@@ -30,10 +30,11 @@ from collections.abc import Iterable
 
 from agentq.errors import DeadlockError, QueueClosed
 from agentq.outcomes import Outcome
+from agentq.queue import persistence
 from agentq.queue.dispatch import Dispatcher
 from agentq.queue.jobs import Job
 from agentq.queue.lane import CLAIMED, CLOSED, QUEUED, Lane
-from agentq.queue.ledger import HIT_CACHED, HIT_JOINED
+from agentq.queue.ledger import HIT_CACHED, HIT_JOINED, HIT_RUN
 from agentq.queue.records import CURRENT, Record
 from agentq.queue.runner import run_record
 
@@ -116,14 +117,17 @@ def _stuck(
 async def push_and_wait(dispatch: Dispatcher, job: Job, parent: Record) -> Outcome:
     """`Queue.push_and_wait` from inside `parent`'s body (rule 1)."""
     ledger = dispatch.ledger
-    rec = ledger.keys.get(job.key)
-    if rec is not None:
-        code = ledger.hit(job, rec)
-        if code == HIT_CACHED:
-            assert rec.outcome is not None
-            return rec.outcome
-        if code == HIT_JOINED:
-            return await join(dispatch, rec, parent)
+    if ledger.store is None:
+        rec = ledger.keys.get(job.key)
+        code = HIT_RUN if rec is None else ledger.hit(job, rec)
+    else:  # read the key's stored outcome first, if it must run
+        code, rec = await persistence.answer(ledger, job)
+    if code == HIT_CACHED:
+        assert rec is not None and rec.outcome is not None
+        return rec.outcome
+    if code == HIT_JOINED:
+        assert rec is not None
+        return await join(dispatch, rec, parent)
     target = ledger.lanes[job.priority]
     root = parent.root
     if target is not root.lane and not _would_block_forever(ledger.lanes.values(), target, root):

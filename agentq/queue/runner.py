@@ -22,6 +22,10 @@ is told apart as above, and a ``KeyboardInterrupt`` raised on the loop (Ctrl-C) 
 job at once and then propagates, so that it still stops the program; raised inside a thread
 job it was not a Ctrl-C (those reach the main thread) and is only recorded.
 
+With a store (`Queue(store=...)`), a record claimed without reading it first reads it before
+its first attempt, and a body's output is saved before the job is settled `Completed`
+(`agentq.queue.persistence`).
+
 One body per key at a time: a run whose outcome was decided while its body still runs is
 kept by the key table (`agentq.queue.keytable.KeyTable.previous_run`); the key's next run
 waits (holding its permit) until that body has stopped before it starts its own.
@@ -44,7 +48,8 @@ from agentq.errors import DeadlockError
 from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason
 from agentq.queue.jobs import JobEventKind
 from agentq.queue.lane import RUNNING
-from agentq.queue.ledger import Ledger
+from agentq.queue.ledger import Ledger, cancelled_outcome, error_outcome
+from agentq.queue.persistence import read_before_run, save_and_settle
 from agentq.queue.records import (
     ASYNC_BODY,
     BACKOFF,
@@ -56,8 +61,6 @@ from agentq.queue.records import (
 )
 from agentq.retry import is_retryable
 
-_CANCELLED_TYPE = "asyncio.exceptions.CancelledError"
-
 
 def is_async(fn: Callable[[], Any]) -> bool:
     """Whether calling `fn` returns a coroutine to await (else it runs in a thread)."""
@@ -66,17 +69,6 @@ def is_async(fn: Callable[[], Any]) -> bool:
     )
 
 
-def cancelled_outcome(message: str, exc: BaseException | None = None) -> Failed:
-    """A `Failed(cancelled)`; with `exc` (a CancelledError) its traceback is kept as text."""
-    if exc is not None:
-        info = ErrorInfo.from_exception(exc)
-        return Failed(FailureReason.CANCELLED, ErrorInfo(info.type, message, info.traceback))
-    return Failed(FailureReason.CANCELLED, ErrorInfo(_CANCELLED_TYPE, message))
-
-
-def error_outcome(exc: BaseException) -> Failed:
-    """A `Failed(error)` carrying `exc` (never raises, whatever `exc` is)."""
-    return Failed(FailureReason.ERROR, ErrorInfo.from_exception(exc), exc)
 
 
 def on_timeout(ledger: Ledger, record: Record, attempt: int) -> None:
@@ -124,6 +116,9 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
         previous = ledger.keys.previous_run(record)
         if previous is not None:
             await _after_previous(ledger, record, task, previous)
+        if record.unread:  # claimed by push_nowait: the store may answer it
+            await read_before_run(ledger, record)
+        saving = False
         while record.outcome is None:
             attempt = record.attempt + 1
             record.attempt = attempt
@@ -183,7 +178,10 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                 record.uncancel(task)
                 if record.pending is None and record.outcome is None:
                     if raised is None:
-                        ledger.settle(record, Completed(output))
+                        if ledger.store is None or not job.persist:
+                            ledger.settle(record, Completed(output))
+                        else:
+                            saving = True  # after this attempt's watchdog has stopped
                         break
                     failure = error_outcome(raised)
                 else:
@@ -209,6 +207,8 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                 if ledger.subscribers:
                     ledger.emit(JobEventKind.RETRY, record.key, job.priority, attempt, failure)
             await _backoff(ledger, record, task, policy.delay(attempt))
+        if saving:
+            await save_and_settle(ledger, record, output)
     except BaseException as exc:
         if record.outcome is None and not (
             type(exc) is GeneratorExit and _closed_from_outside(task)

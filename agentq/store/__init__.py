@@ -1,20 +1,30 @@
 """The durable store: the `DurableStore` protocol and its implementations.
 
+The stores also implement `agentq.queue.JobOutcomeStore`, the three verbs (`load_job`,
+`save_job`, `forget_job`) by which a `Queue(store=...)` keeps completed keys across restarts.
+
 Other layers import only from here. Inside, each module has one job; read them in this order
 (each imports only modules above it in the list, plus the foundation modules of `agentq`):
 
 What a store hands out:
-    ``rows``        `WorkflowRow`, `StepRow`, their states, and event rows (`EVENT_COLUMNS`).
-    ``claims``      `Execution` (a held lease) and the `ClaimResult` answers of a claim.
+    ``rows``        `WorkflowRow`, `StepRow`, `CallRow`, their states and kinds, and event
+                    rows (`EVENT_COLUMNS`).
+    ``claims``      `Execution` (a held lease), `execution_of` (the lease of a step row) and
+                    the `ClaimResult` answers of a claim.
+    ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
     ``protocol``    `DurableStore`: every verb, its atomicity and its errors.
 
 The transition rules, shared by every store:
     ``checks``          argument checks run before anything is read or written.
+    ``projection_calls``  `project_call`: the ``calls`` rows as a pure function of the log.
     ``projection``      `project` / `replay`: the rows as a pure function of the event log.
     ``tx``              `Tx` (what a rule needs from a transaction), `Draft`, `apply`.
-    ``rules_workflow``  start a workflow, resume a waiting step, cancel.
-    ``rules_lease``     claim a step, renew its lease, release an expired lease.
+    ``rules_workflow``  start a workflow, resume a waiting step, time a wait out, cancel,
+                        retry.
+    ``rules_lease``     claim a step, renew its lease, release an expired lease or a dead
+                        worker's.
     ``rules_attempt``   complete, fail or wait: the end of an attempt, under fencing.
+    ``rules_calls``     start, complete or fail a durable call, under fencing.
 
 The stores:
     ``memory``          `MemoryStore`: the reference store, in dicts; a test double.
@@ -22,9 +32,11 @@ The stores:
     ``sqlite_tx``       the write lock, `SqliteTx` (the rules' `Tx`), a batch's transaction.
     ``sqlite_schema``   migrations from ``schema.sql``.
     ``sqlite_reads``    the read verbs as queries.
+    ``sqlite_jobs``     the ``job_outcomes`` table: the `JobOutcomeStore` verbs as SQL.
     ``sqlite_connection``  opening the aiosqlite connection; running a call on its thread.
-    ``sqlite_batch``    `Batch` and `Op`: the verbs of one group-commit transaction.
-    ``sqlite``          `SqliteStore`: the group-commit queue and the verbs.
+    ``sqlite_batch``    `GroupCommit` (the queue of waiting verbs), `Batch` and `Op`: the verbs
+                        of one group-commit transaction.
+    ``sqlite``          `SqliteStore`: the connection and the verbs.
 
 Stores are passive: they are given
 the time (``now``, Unix seconds), never sleep and never start tasks.
@@ -37,27 +49,43 @@ from agentq.store.claims import (
     ClaimResult,
     Execution,
     HeldByOther,
+    NotBefore,
     WorkflowClosed,
+    execution_of,
 )
 from agentq.store.memory import MemoryStore
 from agentq.store.protocol import DurableStore
-from agentq.store.rows import EVENT_COLUMNS, StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store.rows import (
+    EVENT_COLUMNS,
+    CallKind,
+    CallRow,
+    CallState,
+    StepRow,
+    StepState,
+    WorkflowRow,
+    WorkflowState,
+)
 from agentq.store.sqlite import SqliteStore
 
 __all__ = [
     "EVENT_COLUMNS",
     "AlreadyCompleted",
     "AlreadyWaiting",
+    "CallKind",
+    "CallRow",
+    "CallState",
     "ClaimResult",
     "Claimed",
     "DurableStore",
     "Execution",
     "HeldByOther",
     "MemoryStore",
+    "NotBefore",
     "SqliteStore",
     "StepRow",
     "StepState",
     "WorkflowClosed",
     "WorkflowRow",
     "WorkflowState",
+    "execution_of",
 ]

@@ -17,22 +17,28 @@ from typing import Any
 
 from agentq.codec import MAX_TEXT_CHARS, decode, encode, storable_text
 from agentq.events import utc
+from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
 from agentq.store.claims import Execution
 from agentq.store.rows import WorkflowState
 
 __all__ = [
     "MAX_TEXT_CHARS",
+    "check_count",
+    "check_duration",
     "check_error",
     "check_execution",
+    "check_fingerprint",
     "check_index",
+    "check_job_save",
     "check_now",
+    "check_number",
+    "check_object",
     "check_payload",
     "check_seq",
     "check_state",
     "check_text",
     "check_ttl",
-    "check_number",
 ]
 
 def check_number(value: object, what: str) -> float:
@@ -68,6 +74,15 @@ def check_index(value: object) -> int:
     """Return a step index (an int, not a bool); its range is checked against the workflow."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"step_index must be an int, got {value!r}")
+    return int(value)
+
+
+def check_count(value: object, what: str) -> int:
+    """Return a count (an int >= 0, not a bool), e.g. ``max_recoveries``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int >= 0, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{what} must be >= 0, got {value!r}")
     return int(value)
 
 
@@ -109,6 +124,54 @@ def check_payload(value: Any, field: str) -> tuple[Any, str]:
     return decode(text), text
 
 
+def check_object(value: Any, field: str) -> tuple[dict[str, Any] | None, str]:
+    """Encode a JSON object (a dict with str keys) or None, as `check_payload` does.
+
+    Raises:
+        TypeError: `value` is neither a dict nor None (the message names the field).
+        PayloadError: Something inside it is not JSON, or it is too large.
+    """
+    if value is not None and not isinstance(value, dict):
+        raise TypeError(
+            f"{field} must be a JSON object (a dict with str keys) or None, got "
+            f"{type(value).__name__}: {value!r:.80}"
+        )
+    return check_payload(value, field)
+
+
+def check_duration(value: object) -> float:
+    """Return a duration (seconds, finite, >= 0) as a float."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"duration must be a number of seconds, got {value!r:.80}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"duration must be finite seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def check_fingerprint(value: object) -> str | None:
+    """Return a call's fingerprint: None (not compared) or text compared exactly.
+
+    Unlike descriptive text it is never escaped nor cut (two fingerprints must stay
+    different): one that is not UTF-8 or longer than `MAX_TEXT_CHARS` is refused.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"fingerprint must be a str or None, got {value!r:.80}")
+    text = str(value)
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValueError(
+            f"fingerprint is {len(text)} characters; the limit is {MAX_TEXT_CHARS} (store a hash)"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"fingerprint {text[:40]!r} is not UTF-8 (lone surrogate at index {exc.start})"
+        ) from None
+    return text
+
+
 def check_state(state: object) -> WorkflowState | None:
     """Validate the `state` filter of `DurableStore.workflows`."""
     if state is None or isinstance(state, WorkflowState):
@@ -134,3 +197,35 @@ def check_seq(after_seq: object, limit: object = None) -> tuple[int, int | None]
     if limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit!r}")
     return after_seq, limit
+
+
+def check_job_save(
+    key: object,
+    fingerprint: object,
+    output: Any,
+    completed_at: object,
+    expires_at: object,
+) -> tuple[str, str, Any, str, float, float | None]:
+    """Check the arguments of `JobOutcomeStore.save_job`, cheapest first.
+
+    Returns:
+        ``(key, fingerprint, output as it reads back, output's JSON text, completed_at,
+        expires_at)``.
+
+    Raises:
+        TypeError / InvalidKeyError: `key` or `fingerprint` is not valid text (non-empty,
+            UTF-8, at most 1024 bytes).
+        TypeError / ValueError: A time is not a finite number, or `expires_at` is not later
+            than `completed_at`.
+        PayloadError: `output` is not JSON or is too large.
+    """
+    key = validate_key(key)
+    fingerprint = validate_key(fingerprint, "fingerprint")
+    done = check_number(completed_at, "completed_at")
+    expires = None if expires_at is None else check_number(expires_at, "expires_at")
+    if expires is not None and expires <= done:
+        raise ValueError(
+            f"expires_at ({expires_at!r}) must be later than completed_at ({completed_at!r})"
+        )
+    value, text = check_payload(output, "output")
+    return key, fingerprint, value, text, done, expires

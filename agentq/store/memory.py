@@ -1,28 +1,39 @@
 """`MemoryStore`: the reference `DurableStore`, kept in dicts; the test double for users.
 
-It runs the same transition rules (`rules_workflow`, `rules_lease`, `rules_attempt`) as every
-other store, over its own `Tx` (staged writes, applied on commit), so it accepts, refuses and
-records exactly what `SqliteStore` does; only durability differs (nothing outlives the
-process).
+It runs the same transition rules (`rules_workflow`, `rules_lease`, `rules_attempt`,
+`rules_calls`) as every other store, over its own `Tx` (staged writes, applied on commit), so
+it accepts, refuses and records exactly what `SqliteStore` does; only durability differs
+(nothing outlives the process). It is a `JobOutcomeStore` too, keeping job outcomes in a dict
+(with a heap of expiry times for the purge of `save_job`).
 """
 
 from __future__ import annotations
 
 import copy
+import heapq
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import agentq.store.rules_attempt as rules_attempt
+import agentq.store.rules_calls as rules_calls
 import agentq.store.rules_lease as rules_lease
 import agentq.store.rules_workflow as rules_workflow
 from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
-from agentq.store.checks import check_now, check_seq, check_state
+from agentq.queue import StoredJob
+from agentq.store.checks import (
+    check_index,
+    check_job_save,
+    check_now,
+    check_number,
+    check_seq,
+    check_state,
+)
 from agentq.store.claims import ClaimResult, Execution, execution_of, is_expired
 from agentq.store.projection import replay
-from agentq.store.rows import StepRow, WorkflowRow, WorkflowState, event_row
+from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState, event_row
 from agentq.store.tx import Draft
 
 __all__ = ["MemoryStore"]
@@ -38,6 +49,7 @@ class _Tx:
         self.new_events: list[Event] = []
         self.new_workflows: dict[str, tuple[WorkflowRow, int | None]] = {}
         self.new_steps: dict[tuple[str, int], StepRow] = {}
+        self.new_calls: dict[tuple[str, str], CallRow] = {}
 
     def load(
         self, workflow_id: str, first: int = 0, last: int = -1
@@ -63,9 +75,18 @@ class _Tx:
     def put_step(self, row: StepRow, new: bool) -> None:
         self.new_steps[(row.workflow_id, row.step_index)] = row
 
+    def load_call(self, workflow_id: str, key: str) -> CallRow | None:
+        staged = self.new_calls.get((workflow_id, key))
+        return staged if staged is not None else self._store._calls.get(workflow_id, {}).get(key)
+
+    def put_call(self, row: CallRow, new: bool) -> None:
+        self.new_calls[(row.workflow_id, row.key)] = row
+
     def commit(self) -> None:
         store = self._store
         store._events.extend(self.new_events)
+        for (workflow_id, key), call in self.new_calls.items():  # staged in first_seq order
+            store._calls.setdefault(workflow_id, {})[key] = call
         for workflow_id, (row, started) in self.new_workflows.items():
             store._workflows[workflow_id] = row
             if started is not None:
@@ -79,7 +100,8 @@ class _Tx:
 
 
 class MemoryStore:
-    """A `DurableStore` in memory: the reference implementation and a test double.
+    """A `DurableStore` and `JobOutcomeStore` in memory: the reference implementation and a
+    test double.
 
     Every verb is applied all-or-nothing (staged, then committed only if the rule succeeded)
     and returns copies, so callers never share mutable values with the store. Values read
@@ -94,6 +116,9 @@ class MemoryStore:
         self._events: list[Event] = []
         self._workflows: dict[str, WorkflowRow] = {}  # in start order
         self._steps: dict[str, list[StepRow]] = {}
+        self._calls: dict[str, dict[str, CallRow]] = {}  # by key, in first_seq order
+        self._jobs: dict[str, StoredJob] = {}
+        self._job_expiry: list[tuple[float, str]] = []  # a heap of (expires_at, key)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -126,10 +151,25 @@ class MemoryStore:
         return self._run(rules_workflow.start_workflow, workflow_id, step_names, input, now)
 
     async def claim_step(
-        self, workflow_id: str, step_index: int, worker_id: str, lease_ttl: float, now: float
+        self,
+        workflow_id: str,
+        step_index: int,
+        worker_id: str,
+        lease_ttl: float,
+        now: float,
+        *,
+        max_recoveries: int = 3,
     ) -> ClaimResult:
         """See `DurableStore.claim_step`."""
-        return self._run(rules_lease.claim_step, workflow_id, step_index, worker_id, lease_ttl, now)
+        return self._run(
+            rules_lease.claim_step,
+            workflow_id,
+            step_index,
+            worker_id,
+            lease_ttl,
+            now,
+            max_recoveries,
+        )
 
     async def renew_lease(self, execution: Execution, lease_ttl: float, now: float) -> Execution:
         """See `DurableStore.renew_lease`."""
@@ -150,15 +190,77 @@ class MemoryStore:
         """See `DurableStore.fail_step`."""
         return self._run(rules_attempt.fail_step, execution, reason, error, now, retry_at)
 
-    async def wait_step(self, execution: Execution, reason: str, now: float) -> WorkflowRow:
+    async def wait_step(
+        self,
+        execution: Execution,
+        reason: str,
+        now: float,
+        *,
+        key: str | None = None,
+        details: dict[str, Any] | None = None,
+        deadline: float | None = None,
+    ) -> WorkflowRow:
         """See `DurableStore.wait_step`."""
-        return self._run(rules_attempt.wait_step, execution, reason, now)
+        return self._run(
+            rules_attempt.wait_step, execution, reason, now, key, details, deadline
+        )
 
     async def resume_step(
-        self, workflow_id: str, step_index: int, input: Any, now: float
+        self,
+        workflow_id: str,
+        step_index: int,
+        input: Any,
+        now: float,
+        *,
+        key: str | None = None,
     ) -> WorkflowRow:
         """See `DurableStore.resume_step`."""
-        return self._run(rules_workflow.resume_step, workflow_id, step_index, input, now)
+        return self._run(rules_workflow.resume_step, workflow_id, step_index, input, now, key)
+
+    async def time_out_wait(self, workflow_id: str, step_index: int, now: float) -> bool:
+        """See `DurableStore.time_out_wait`."""
+        return self._run(rules_workflow.time_out_wait, workflow_id, step_index, now)
+
+    async def start_call(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        fingerprint: str | None,
+        lane: str | None,
+        label: dict[str, Any] | None,
+        now: float,
+    ) -> CallRow:
+        """See `DurableStore.start_call`."""
+        return self._run(rules_calls.start_call, execution, key, fingerprint, lane, label, now)
+
+    async def complete_call(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        output: Any,
+        usage: dict[str, Any] | None,
+        duration: float,
+        now: float,
+    ) -> CallRow:
+        """See `DurableStore.complete_call`."""
+        return self._run(
+            rules_calls.complete_call, execution, key, output, usage, duration, now
+        )
+
+    async def fail_call(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        reason: str,
+        error: ErrorInfo | None,
+        duration: float,
+        now: float,
+    ) -> CallRow:
+        """See `DurableStore.fail_call`."""
+        return self._run(rules_calls.fail_call, execution, key, reason, error, duration, now)
 
     async def cancel_workflow(self, workflow_id: str, reason: str, now: float) -> bool:
         """See `DurableStore.cancel_workflow`."""
@@ -168,8 +270,50 @@ class MemoryStore:
         """See `DurableStore.release_expired`."""
         return self._run(rules_lease.release_expired, execution, now)
 
+    async def release_dead(self, execution: Execution, now: float, reason: str) -> bool:
+        """See `DurableStore.release_dead`."""
+        return self._run(rules_lease.release_dead, execution, now, reason)
+
+    async def retry_workflow(
+        self, workflow_id: str, from_step: int | None, now: float
+    ) -> WorkflowRow:
+        """See `DurableStore.retry_workflow`."""
+        return self._run(rules_workflow.retry_workflow, workflow_id, from_step, now)
+
+    async def save_job(
+        self,
+        key: str,
+        *,
+        fingerprint: str,
+        output: Any,
+        completed_at: float,
+        expires_at: float | None,
+    ) -> bool:
+        """See `JobOutcomeStore.save_job`."""
+        self._check()
+        key, fingerprint, value, _, done, expires = check_job_save(
+            key, fingerprint, output, completed_at, expires_at
+        )
+        jobs, heap = self._jobs, self._job_expiry
+        while heap and heap[0][0] <= done:  # the purge of outcomes expired by now
+            _, old_key = heapq.heappop(heap)
+            old = jobs.get(old_key)
+            if old is not None and old.expires_at is not None and old.expires_at <= done:
+                del jobs[old_key]
+        if key in jobs:
+            return False  # live: it survived the purge
+        jobs[key] = StoredJob(key, fingerprint, value, done, expires)
+        if expires is not None:
+            heapq.heappush(heap, (expires, key))
+        return True
+
+    async def forget_job(self, key: str) -> bool:
+        """See `JobOutcomeStore.forget_job`."""
+        self._check()
+        return self._jobs.pop(validate_key(key), None) is not None
+
     async def rebuild_projection(self) -> None:
-        """Recompute every workflow and step row by replaying the event log.
+        """Recompute every workflow, step and call row by replaying the event log.
 
         Lease expiry times extended by `renew_lease` are not in the log; a rebuilt lease
         expires as of its `StepStarted` event.
@@ -178,12 +322,25 @@ class MemoryStore:
         rebuilt = replay(self._events)
         self._workflows = {}
         self._steps = {}
+        self._calls = {}
         for _, rows in rebuilt:
             assert rows.workflow is not None
-            self._workflows[rows.workflow.workflow_id] = rows.workflow
-            self._steps[rows.workflow.workflow_id] = [rows.steps[i] for i in sorted(rows.steps)]
+            wid = rows.workflow.workflow_id
+            self._workflows[wid] = rows.workflow
+            self._steps[wid] = [rows.steps[i] for i in sorted(rows.steps)]
+            if rows.calls:
+                self._calls[wid] = dict(rows.calls)
 
     # ------------------------------------------------------------ reads
+
+    async def load_job(self, key: str, now: float) -> StoredJob | None:
+        """See `JobOutcomeStore.load_job`."""
+        self._check()
+        key, now = validate_key(key), check_number(now, "now")
+        job = self._jobs.get(key)
+        if job is None or (job.expires_at is not None and job.expires_at <= now):
+            return None
+        return copy.deepcopy(job)
 
     async def expired_leases(self, now: float) -> list[Execution]:
         """See `DurableStore.expired_leases`."""
@@ -211,6 +368,25 @@ class MemoryStore:
         if workflow_id is None:
             return copy.deepcopy([r for rows in self._steps.values() for r in rows])
         return copy.deepcopy(self._steps.get(validate_key(workflow_id, "workflow id"), []))
+
+    async def calls(
+        self, workflow_id: str | None = None, step_index: int | None = None
+    ) -> list[CallRow]:
+        """See `DurableStore.calls`."""
+        self._check()
+        if workflow_id is not None:
+            workflow_id = validate_key(workflow_id, "workflow id")
+        index = None if step_index is None else check_index(step_index)
+        if workflow_id is None:
+            rows = sorted(
+                (r for calls in self._calls.values() for r in calls.values()),
+                key=lambda r: r.first_seq,
+            )
+        else:
+            rows = list(self._calls.get(workflow_id, {}).values())
+        if index is not None:
+            rows = [r for r in rows if r.step_index == index]
+        return copy.deepcopy(rows)
 
     def _select(self, workflow_id: str | None, after_seq: int) -> list[Event]:
         if workflow_id is not None:

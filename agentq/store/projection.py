@@ -1,10 +1,10 @@
 """The projection as a pure function of the event log: `project` and `replay`.
 
-Every store changes its ``workflows`` and ``steps`` rows only through `project` (every rule
-writes through `agentq.store.tx.apply`, which calls it), and `rebuild_projection` folds the
-whole log through the same function with `replay`; so the projection always equals a replay
-of the log. The one documented exception is a lease's expiry time extended by `renew_lease`,
-which appends no event: a replayed lease expires as of its `StepStarted` event.
+Every store changes its ``workflows``, ``steps`` and ``calls`` rows only through `project`
+(every rule writes through `agentq.store.tx.apply`, which calls it), and `rebuild_projection`
+folds the whole log through the same function with `replay`; so the projection always equals a
+replay of the log. The one documented exception is a lease's expiry time extended by
+`renew_lease`, which appends no event: a replayed lease expires as of its `StepStarted` event.
 
 What each event does to the rows (besides setting the workflow's ``updated_at`` and
 ``last_seq``):
@@ -15,25 +15,42 @@ StepStarted            step leased: attempt, worker, lease token and expiry from
 StepCompleted          step completed with its output; lease cleared
 StepFailed             step failed with reason and error; lease cleared
 RetryScheduled         the failed step is pending again until ``retry_at``
-StepWaiting            step waiting (reason); workflow waiting; lease cleared
-StepResumed            step pending, attempt back to 0, resume input kept; workflow running
-WorkerRecovered        the expired lease is dropped: step pending
+StepWaiting            step waiting (reason; a keyed wait's key, details and deadline);
+                       workflow waiting; lease cleared
+StepResumed            step pending, attempt and recoveries back to 0, resume input kept,
+                       wait fields cleared; workflow running
+WaitTimedOut           step pending, attempt and recoveries back to 0, wait fields
+                       cleared; workflow running (the step continues and its wait raises
+                       `InputTimeout`)
+WorkerRecovered        the lost attempt's lease is dropped: step pending, ``recoveries`` + 1,
+                       ``attempt`` - 1 (a lost attempt does not count toward max_attempts;
+                       the re-admitted one runs under the same number)
 WorkflowCompleted      workflow completed
 WorkflowFailed         workflow failed with the reason
 WorkflowCancelled      workflow cancelled; leased and waiting steps become failed
                        ("cancelled") so that nothing holds a lease on a closed workflow
+WorkflowRetried        workflow running again, reason cleared; the steps from ``from_step``
+                       on are pending as if never run (counters, outputs, errors, resume
+                       input, wait fields and times cleared) but keep their fencing token,
+                       which goes on increasing; the steps before keep their outputs
+CallStarted, …         call events change only the call row (see `projection_calls`)
 =====================  =================================================================
+
+Events of durable calls and keyed waits also change the workflow's ``calls`` rows, through
+`agentq.store.projection_calls.project_call`; call rows are never touched by cancellation (a
+started call stays started: in doubt; a wait stays waiting, unanswered) nor by a retry (what
+reached the outside world stays recorded; a retried step answers its completed calls from the
+log and may ask its unanswered wait again).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from agentq.events import Event, EventKind
-from agentq.outcomes import ErrorInfo
-from agentq.store.rows import StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store.projection_calls import CALL_KINDS, error_info, project_call, touches_calls
+from agentq.store.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 
 __all__ = ["CANCELLED_STEP_REASON", "Rows", "project", "replay"]
 
@@ -45,27 +62,20 @@ _K = EventKind
 
 @dataclass(frozen=True, slots=True)
 class Rows:
-    """The projection of one workflow: its row and (some of) its step rows.
+    """The projection of one workflow: its row and (some of) its step and call rows.
 
     Attributes:
         workflow: The workflow's row, or None before `WorkflowStarted`.
         steps: Step rows by step index. A verb loads only the steps its events touch (the
-            step itself; every step for cancellation and for the last completion); a replay
-            holds them all.
+            step itself; every step for cancellation, retry and the last completion); a
+            replay holds them all.
+        calls: Call rows by key. A verb loads only the key its events touch; `replay`
+            returns them all.
     """
 
     workflow: WorkflowRow | None
     steps: Mapping[int, StepRow]
-
-
-def _error(value: Any) -> ErrorInfo | None:
-    if not isinstance(value, dict):
-        return None
-    return ErrorInfo(
-        type=str(value.get("type", "")),
-        message=str(value.get("message", "")),
-        traceback=str(value.get("traceback", "")),
-    )
+    calls: Mapping[str, CallRow] = field(default_factory=dict)
 
 
 def _step(event: Event, step: StepRow, at: float) -> StepRow:
@@ -100,7 +110,7 @@ def _step(event: Event, step: StepRow, at: float) -> StepRow:
                 step,
                 state=StepState.FAILED,
                 reason=data.get("reason"),
-                error=_error(data.get("error")),
+                error=error_info(data.get("error")),
                 lease_expires_at=None,
                 finished_at=at,
             )
@@ -109,8 +119,15 @@ def _step(event: Event, step: StepRow, at: float) -> StepRow:
                 step, state=StepState.PENDING, retry_at=float(data["retry_at"]), finished_at=None
             )
         case _K.STEP_WAITING:
+            deadline = data.get("deadline")
             return replace(
-                step, state=StepState.WAITING, reason=data.get("reason"), lease_expires_at=None
+                step,
+                state=StepState.WAITING,
+                reason=data.get("reason"),
+                lease_expires_at=None,
+                wait_key=data.get("key"),
+                wait_details=data.get("details"),
+                wait_deadline=None if deadline is None else float(deadline),
             )
         case _K.STEP_RESUMED:
             return replace(
@@ -121,9 +138,31 @@ def _step(event: Event, step: StepRow, at: float) -> StepRow:
                 resumed=True,
                 reason=None,
                 retry_at=None,
+                recoveries=0,
+                wait_key=None,
+                wait_details=None,
+                wait_deadline=None,
+            )
+        case _K.WAIT_TIMED_OUT:
+            return replace(
+                step,
+                state=StepState.PENDING,
+                attempt=0,
+                reason=None,
+                retry_at=None,
+                recoveries=0,
+                wait_key=None,
+                wait_details=None,
+                wait_deadline=None,
             )
         case _K.WORKER_RECOVERED:
-            return replace(step, state=StepState.PENDING, lease_expires_at=None)
+            return replace(
+                step,
+                state=StepState.PENDING,
+                lease_expires_at=None,
+                attempt=max(step.attempt - 1, 0),
+                recoveries=step.recoveries + 1,
+            )
     raise ValueError(f"event #{event.seq} of kind {event.kind} is not a step event")
 
 
@@ -135,9 +174,21 @@ _STEP_KINDS = frozenset(
         _K.RETRY_SCHEDULED,
         _K.STEP_WAITING,
         _K.STEP_RESUMED,
+        _K.WAIT_TIMED_OUT,
         _K.WORKER_RECOVERED,
     }
 )
+
+
+def _fresh(step: StepRow) -> StepRow:
+    """Return `step` as a retry from it (or from an earlier step) leaves it: never run."""
+    return StepRow(
+        step.workflow_id,
+        step.step_index,
+        step.step_name,
+        StepState.PENDING,
+        lease_token=step.lease_token,  # fencing tokens never go back
+    )
 
 
 def project(event: Event, rows: Rows) -> Rows:
@@ -180,7 +231,10 @@ def project(event: Event, rows: Rows) -> Rows:
         raise ValueError(f"event #{event.seq} for workflow {event.workflow_id!r} before its start")
     state, reason = wf.state, wf.reason
     steps: Mapping[int, StepRow] = rows.steps
+    calls = rows.calls
     kind = event.kind
+    if touches_calls(event):
+        calls = project_call(event, calls)
     if kind in _STEP_KINDS:
         index = event.step_index
         if index is None or index not in steps:
@@ -188,8 +242,10 @@ def project(event: Event, rows: Rows) -> Rows:
         steps = {**steps, index: _step(event, steps[index], at)}
         if kind is _K.STEP_WAITING:
             state = WorkflowState.WAITING
-        elif kind is _K.STEP_RESUMED:
+        elif kind in (_K.STEP_RESUMED, _K.WAIT_TIMED_OUT):
             state = WorkflowState.RUNNING
+    elif kind in CALL_KINDS:
+        pass  # the call row changed above
     elif kind is _K.WORKFLOW_COMPLETED:
         state = WorkflowState.COMPLETED
     elif kind is _K.WORKFLOW_FAILED:
@@ -204,18 +260,25 @@ def project(event: Event, rows: Rows) -> Rows:
                     reason=CANCELLED_STEP_REASON,
                     lease_expires_at=None,
                     finished_at=at,
+                    wait_key=None,
+                    wait_details=None,
+                    wait_deadline=None,
                 )
                 if s.state in (StepState.LEASED, StepState.WAITING)
                 else s
             )
             for i, s in steps.items()
         }
+    elif kind is _K.WORKFLOW_RETRIED:
+        state, reason = WorkflowState.RUNNING, None
+        first = int(event.data["from_step"])
+        steps = {i: (_fresh(s) if i >= first else s) for i, s in steps.items()}
     else:  # pragma: no cover - every kind is handled above
         raise ValueError(f"event #{event.seq} has an unknown kind {kind!r}")
     workflow = WorkflowRow(  # not dataclasses.replace: this runs for every event
         wf.workflow_id, state, wf.step_names, wf.input, reason, wf.created_at, at, event.seq
     )
-    return Rows(workflow, steps)
+    return Rows(workflow, steps, calls)
 
 
 def replay(events: Iterable[Event]) -> list[tuple[int, Rows]]:
@@ -226,14 +289,31 @@ def replay(events: Iterable[Event]) -> list[tuple[int, Rows]]:
 
     Returns:
         ``(started_seq, rows)`` per workflow, in the order they were started, where
-        ``started_seq`` is the sequence number of the workflow's `WorkflowStarted`.
+        ``started_seq`` is the sequence number of the workflow's `WorkflowStarted`; each
+        `Rows` holds all the workflow's steps and its call rows in `CallRow.first_seq` order.
 
     Raises:
         ValueError: The log is inconsistent (see `project`).
     """
     out: dict[str, tuple[int, Rows]] = {}
+    calls: dict[str, dict[str, CallRow]] = {}
     empty = Rows(None, {})
     for event in events:
-        started, rows = out.get(event.workflow_id, (event.seq, empty))
-        out[event.workflow_id] = (started, project(event, rows))
-    return list(out.values())
+        wid = event.workflow_id
+        started, rows = out.get(wid, (event.seq, empty))
+        if touches_calls(event):
+            # Hand `project` only the row it touches: copying every call row of a workflow
+            # for each event would make a replay quadratic in its number of calls.
+            known = calls.setdefault(wid, {})
+            key = str(event.data["key"])
+            view = {key: known[key]} if key in known else {}
+            after = project(event, Rows(rows.workflow, rows.steps, view))
+            known[key] = after.calls[key]
+            rows = Rows(after.workflow, after.steps)
+        else:
+            rows = project(event, rows)
+        out[wid] = (started, rows)
+    return [
+        (started, Rows(rows.workflow, rows.steps, calls.get(wid, {})))
+        for wid, (started, rows) in out.items()
+    ]

@@ -1,7 +1,8 @@
-"""The rows a store hands back: workflow and step rows, their states, and event rows.
+"""The rows a store hands back: workflow, step and call rows, their states, and event rows.
 
-`WorkflowRow` and `StepRow` are the projection as the read side sees it (`DurableStore.workflows`,
-`DurableStore.step_rows`); `StepState` and `WorkflowState` are stored as their values.
+`WorkflowRow`, `StepRow` and `CallRow` are the projection as the read side sees it
+(`DurableStore.workflows`, `DurableStore.step_rows`, `DurableStore.calls`); `StepState`,
+`WorkflowState`, `CallKind` and `CallState` are stored as their values.
 `event_row` turns an `Event` into the plain tuple of `DurableStore.event_rows`, in
 `EVENT_COLUMNS` order (what the notebook layer loads into a DataFrame).
 """
@@ -19,7 +20,13 @@ from agentq.outcomes import ErrorInfo
 __all__ = [
     "EVENT_COLUMNS",
     "INPUT_KINDS",
+    "KEY_KINDS",
+    "LABEL_KINDS",
+    "OUTPUT_KINDS",
     "REASON_KINDS",
+    "CallKind",
+    "CallRow",
+    "CallState",
     "StepRow",
     "StepState",
     "WorkflowRow",
@@ -90,7 +97,10 @@ class StepRow:
         step_index: 0-based position.
         step_name: The step's name.
         state: pending, leased, waiting, completed or failed.
-        attempt: Attempts made since the step started or was last resumed (0 = none yet).
+        attempt: Number of the latest attempt that counts toward ``RetryPolicy.max_attempts``,
+            counted since the step started, was last resumed or its workflow retried (0 = none
+            yet). An attempt lost to a crash is not counted: once `WorkerRecovered` re-admits
+            it, the count goes back one and the re-admitted attempt runs under the same number.
         worker_id: Lease holder (or last holder), else None.
         lease_token: Fencing token of the latest claim (0 = never claimed).
         lease_expires_at: Unix seconds when the lease expires, while leased; else None.
@@ -102,6 +112,13 @@ class StepRow:
         retry_at: Unix seconds before which the next attempt should not start, else None.
         started_at: Unix seconds of the first `StepStarted`, else None.
         finished_at: Unix seconds of completion or final failure, else None.
+        recoveries: Attempts lost to crashes (one per `WorkerRecovered`: a lease that ran out,
+            or whose worker process is gone, without an outcome), counted like `attempt`;
+            bounded by ``StepDef.max_recoveries`` when the step is claimed.
+        wait_key: While the step waits on a keyed wait (``ctx.wait_for_input``), its key;
+            else None (also for the step-level ``raise WaitForInput``).
+        wait_details: The keyed wait's details (a JSON object), else None.
+        wait_deadline: The keyed wait's deadline (Unix seconds), else None.
     """
 
     workflow_id: str
@@ -120,6 +137,92 @@ class StepRow:
     retry_at: float | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    recoveries: int = 0
+    wait_key: str | None = None
+    wait_details: dict[str, Any] | None = None
+    wait_deadline: float | None = None
+
+
+class CallKind(StrEnum):
+    """What a row of the ``calls`` projection records (values are stored)."""
+
+    CALL = "call"
+    """A durable call (``ctx.call``): states started, completed, failed."""
+    WAIT = "wait"
+    """A durable wait (``ctx.wait_for_input``): states waiting, answered, timed_out."""
+
+
+class CallState(StrEnum):
+    """A durable call's or wait's state in the projection (values are stored)."""
+
+    STARTED = "started"
+    """A call's `CallStarted` is recorded and no outcome yet: running, or in doubt after a
+    crash (it may have reached the outside world)."""
+    COMPLETED = "completed"
+    FAILED = "failed"
+    WAITING = "waiting"
+    ANSWERED = "answered"
+    TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True, slots=True)
+class CallRow:
+    """One row of the ``calls`` projection: a durable call or wait of a workflow, by key.
+
+    Keys are scoped to the workflow (two workflows may use one key) and a key is either a
+    call or a wait, never both. Times are Unix seconds.
+
+    Attributes:
+        workflow_id: The workflow.
+        key: The call's or wait's key, as given.
+        kind: `CallKind.CALL` or `CallKind.WAIT`.
+        step_index: The step of its latest start (a call) or wait.
+        state: started, completed or failed (a call); waiting, answered or timed_out (a wait).
+        fingerprint: The stored fingerprint of the call (None: not compared); None for waits.
+        lane: The queue lane the call ran in, else None.
+        attempt: The step attempt of its latest `CallStarted` / outcome (a call), or of the
+            attempt that recorded the wait.
+        label: The caller's JSON object stored with the call, else None.
+        usage: The usage figures recorded on completion (a JSON object), else None.
+        output: A completed call's output, or an answered wait's input (JSON); else None.
+        reason: The wait's question, or a failed call's reason; else None.
+        error: A failed call's error, else None.
+        details: The wait's details (a JSON object), else None.
+        deadline: The wait's deadline, else None.
+        started_at: When the latest run of the call started, or the wait was recorded.
+        finished_at: When the call completed or failed, or the wait was answered or timed
+            out; None while started or waiting.
+        duration: Seconds the latest run took (as the caller measured it), or the wait
+            lasted; None while started or waiting.
+        runs: How many `CallStarted` the call has (more than 1: it ran again after a
+            failure or a crash); for a wait, how many times it was asked (1, unless a
+            retried workflow asked again a wait its cancellation left unanswered).
+        last_seq: Sequence number of its latest event.
+        first_seq: Sequence number of its first event: `DurableStore.calls` lists rows in
+            this order.
+    """
+
+    workflow_id: str
+    key: str
+    kind: CallKind
+    step_index: int
+    state: CallState
+    fingerprint: str | None = None
+    lane: str | None = None
+    attempt: int = 0
+    label: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None
+    output: Any = None
+    reason: str | None = None
+    error: ErrorInfo | None = None
+    details: dict[str, Any] | None = None
+    deadline: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    duration: float | None = None
+    runs: int = 0
+    last_seq: int = 0
+    first_seq: int = 0
 
 
 EVENT_COLUMNS: tuple[str, ...] = (
@@ -134,22 +237,40 @@ EVENT_COLUMNS: tuple[str, ...] = (
     "reason",
     "output",
     "input",
+    "key",
+    "label",
 )
-"""Column order of `DurableStore.event_rows`: ``at`` is Unix seconds; ``output`` and ``input``
-are JSON text (or None)."""
+"""Column order of `DurableStore.event_rows`: ``at`` is Unix seconds; ``output``, ``input`` and
+``label`` are JSON text (or None); ``key`` is the durable call's or wait's key (or None)."""
 
 
 REASON_KINDS = frozenset(
-    {_K.STEP_FAILED, _K.STEP_WAITING, _K.WORKFLOW_FAILED, _K.WORKFLOW_CANCELLED}
+    {
+        _K.STEP_FAILED,
+        _K.STEP_WAITING,
+        _K.WORKFLOW_FAILED,
+        _K.WORKFLOW_CANCELLED,
+        _K.WORKER_RECOVERED,
+        _K.CALL_FAILED,
+    }
 )
 """Kinds whose ``data`` has a ``reason`` (the ``reason`` column of `DurableStore.event_rows`)."""
+OUTPUT_KINDS = frozenset({_K.STEP_COMPLETED, _K.CALL_COMPLETED})
+"""Kinds whose ``data`` has an ``output`` (the ``output`` column of `DurableStore.event_rows`)."""
 INPUT_KINDS = frozenset({_K.WORKFLOW_STARTED, _K.STEP_RESUMED})
 """Kinds whose ``data`` has an ``input`` (the ``input`` column of `DurableStore.event_rows`)."""
+LABEL_KINDS = frozenset({_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED})
+"""Kinds whose ``data`` has a call's ``label`` (the ``label`` column of `DurableStore.event_rows`;
+None there when the call has no label)."""
+KEY_KINDS = LABEL_KINDS | {_K.WAIT_TIMED_OUT, _K.STEP_WAITING, _K.STEP_RESUMED}
+"""Kinds whose ``data`` may have a durable call's or wait's ``key`` (the ``key`` column of
+`DurableStore.event_rows`; a step-level wait's `StepWaiting` and `StepResumed` have none)."""
 
 
 def event_row(event: Event) -> tuple[Any, ...]:
-    """Return `event` as a tuple in `EVENT_COLUMNS` order (JSON text for output and input)."""
+    """Return `event` as a tuple in `EVENT_COLUMNS` order (JSON text for output, input, label)."""
     kind, data = event.kind, event.data
+    label = data.get("label") if kind in LABEL_KINDS else None
     return (
         event.seq,
         event.timestamp,
@@ -160,6 +281,8 @@ def event_row(event: Event) -> tuple[Any, ...]:
         event.attempt,
         event.worker_id,
         data.get("reason") if kind in REASON_KINDS else None,
-        _JSON.encode(data.get("output")) if kind is _K.STEP_COMPLETED else None,
+        _JSON.encode(data.get("output")) if kind in OUTPUT_KINDS else None,
         _JSON.encode(data.get("input")) if kind in INPUT_KINDS else None,
+        data.get("key") if kind in KEY_KINDS else None,
+        None if label is None else _JSON.encode(label),
     )

@@ -1,4 +1,4 @@
-"""Transition rules a caller makes by workflow id: start a workflow, resume a step, cancel.
+"""Rules a caller makes by workflow id: start, resume a step, time a wait out, cancel, retry.
 
 These verbs hold no lease: they come from whoever drives the workflow (the engine starting a
 run, a person approving a wait, a cancel button), not from the worker running a step. Each is
@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentq.errors import (
+    NotRetryableError,
     NotWaitingError,
+    UnknownStepError,
     UnknownWorkflowError,
     WorkflowClosedError,
     WorkflowMismatchError,
@@ -21,10 +23,10 @@ from agentq.events import EventKind
 from agentq.keys import validate_key
 from agentq.store.checks import check_index, check_now, check_payload, check_text
 from agentq.store.projection import Rows
-from agentq.store.rows import StepState, WorkflowRow, WorkflowState
+from agentq.store.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.tx import Draft, Tx, apply, describe_closed, describe_step, load_step
 
-__all__ = ["cancel_workflow", "resume_step", "start_workflow"]
+__all__ = ["cancel_workflow", "resume_step", "retry_workflow", "start_workflow", "time_out_wait"]
 
 _K = EventKind
 
@@ -79,31 +81,75 @@ def start_workflow(
     return apply(tx, Rows(None, {}), [draft]), True
 
 
+def _wait_row(tx: Tx, step: StepRow) -> dict[str, CallRow]:
+    """The row of the keyed wait `step` is on (to answer or time out), if any."""
+    if step.wait_key is None:
+        return {}
+    row = tx.load_call(step.workflow_id, step.wait_key)
+    return {} if row is None else {step.wait_key: row}
+
+
 def resume_step(
-    tx: Tx, workflow_id: str, step_index: int, input: Any, now: float
+    tx: Tx, workflow_id: str, step_index: int, input: Any, now: float, key: str | None = None
 ) -> WorkflowRow:
     """Rule of `DurableStore.resume_step`: `StepResumed`; the step is pending with attempt 0
     (its next claim is attempt 1) while its fencing token keeps increasing.
 
     A step that is not waiting raises `NotWaitingError` naming its state, except in a
     cancelled or failed workflow, which raises `WorkflowClosedError` (a waiting step never
-    belongs to a closed workflow: cancellation ends the wait).
+    belongs to a closed workflow: cancellation ends the wait). With a `key`, the step must
+    wait on that key (`NotWaitingError` naming both keys otherwise). The event records the
+    key of the wait it answered whenever the wait had one, given or not.
     """
     workflow_id = validate_key(workflow_id, "workflow id")
     index = check_index(step_index)
     now, at = check_now(now)
+    if key is not None:
+        key = validate_key(key, "wait key")
     value, text = check_payload(input, "input")
     wf, steps = load_step(tx, workflow_id, index)
     step = steps[index]
+    where = describe_step(workflow_id, index, step.step_name)
+    with_key = "" if key is None else f" with wait key {key!r}"
     if step.state is not StepState.WAITING:
-        where = describe_step(workflow_id, index, step.step_name)
         if wf.state in (WorkflowState.CANCELLED, WorkflowState.FAILED):
             raise WorkflowClosedError(f"cannot resume {where}: {describe_closed(wf)}")
-        raise NotWaitingError(f"cannot resume {where}: it is {step.state}, not waiting")
-    draft = Draft.build(
-        _K.STEP_RESUMED, workflow_id, at, {"input": value}, step=step, raw={"input": text}
-    )
-    return apply(tx, Rows(wf, steps), [draft])
+        raise NotWaitingError(
+            f"cannot resume {where}{with_key}: it is {step.state}, not waiting"
+        )
+    if key is not None and key != step.wait_key:
+        on = "the step-level wait (no key)" if step.wait_key is None else (
+            f"wait key {step.wait_key!r}"
+        )
+        raise NotWaitingError(
+            f"cannot resume {where}{with_key}: it waits on {on}, not on {key!r}"
+        )
+    data: dict[str, Any] = {"input": value}
+    if step.wait_key is not None:
+        data["key"] = step.wait_key
+    draft = Draft.build(_K.STEP_RESUMED, workflow_id, at, data, step=step, raw={"input": text})
+    return apply(tx, Rows(wf, steps, _wait_row(tx, step)), [draft])
+
+
+def time_out_wait(tx: Tx, workflow_id: str, step_index: int, now: float) -> bool:
+    """Rule of `DurableStore.time_out_wait`: `WaitTimedOut` if the step waits on a keyed wait
+    whose deadline is ``<= now``; the step is pending with attempt 0, like after a resume."""
+    workflow_id = validate_key(workflow_id, "workflow id")
+    index = check_index(step_index)
+    now, at = check_now(now)
+    wf, steps = load_step(tx, workflow_id, index)
+    step = steps[index]
+    if (
+        wf.state.closed
+        or step.state is not StepState.WAITING
+        or step.wait_key is None
+        or step.wait_deadline is None
+        or step.wait_deadline > now
+    ):
+        return False
+    draft = Draft.build(_K.WAIT_TIMED_OUT, workflow_id, at, {"key": step.wait_key}, step=step)
+    apply(tx, Rows(wf, steps, _wait_row(tx, step)), [draft])
+    return True
 
 
 def cancel_workflow(tx: Tx, workflow_id: str, reason: str, now: float) -> bool:
@@ -120,3 +166,57 @@ def cancel_workflow(tx: Tx, workflow_id: str, reason: str, now: float) -> bool:
     draft = Draft.build(_K.WORKFLOW_CANCELLED, workflow_id, at, {"reason": reason})
     apply(tx, Rows(wf, steps), [draft])
     return True
+
+
+def retry_workflow(tx: Tx, workflow_id: str, from_step: int | None, now: float) -> WorkflowRow:
+    """Rule of `DurableStore.retry_workflow`: `WorkflowRetried`; the workflow runs again from
+    `from_step` (default: its first step that did not complete).
+
+    The steps before `from_step` must have completed; they keep their outputs. The steps from
+    `from_step` on become pending as if never run, their fencing tokens kept (so a stale
+    worker's write is still refused).
+
+    Raises:
+        UnknownWorkflowError / UnknownStepError: No such workflow or step.
+        NotRetryableError: The workflow is running, waiting or completed, or a step before
+            `from_step` has not completed.
+    """
+    workflow_id = validate_key(workflow_id, "workflow id")
+    first = None if from_step is None else check_index(from_step)
+    now, at = check_now(now)
+    wf, steps = tx.load(workflow_id, 0, 1 << 30)
+    if wf is None:
+        raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
+    if wf.state not in (WorkflowState.FAILED, WorkflowState.CANCELLED):
+        raise NotRetryableError(
+            f"cannot retry workflow {workflow_id!r}: it is {wf.state}; only a failed or "
+            "cancelled workflow runs again"
+        )
+    unfinished = next(
+        (i for i in sorted(steps) if steps[i].state is not StepState.COMPLETED), None
+    )
+    if unfinished is None:  # pragma: no cover - a failed workflow has a step that is not done
+        unfinished = len(wf.step_names) - 1
+    if first is None:
+        first = unfinished
+    elif not 0 <= first < len(wf.step_names):
+        raise UnknownStepError(
+            f"workflow {workflow_id!r} has no {describe_step(workflow_id, first)}: it has "
+            f"{len(wf.step_names)} steps {list(wf.step_names)!r}"
+        )
+    elif first > unfinished:
+        blocked = steps[unfinished]
+        raise NotRetryableError(
+            f"cannot retry workflow {workflow_id!r} from "
+            f"{describe_step(workflow_id, first, wf.step_names[first])}: the step before it, "
+            f"{blocked.step_name!r} (#{unfinished}), is {blocked.state}, not completed; "
+            f"retry from step #{unfinished} or earlier"
+        )
+    draft = Draft.build(
+        _K.WORKFLOW_RETRIED,
+        workflow_id,
+        at,
+        {"from_step": first, "previous_state": str(wf.state), "previous_reason": wf.reason},
+        step=steps[first],
+    )
+    return apply(tx, Rows(wf, steps), [draft])

@@ -14,16 +14,22 @@ from agentq.events import Event, EventKind
 from agentq.store.claims import Execution, execution_of
 from agentq.store.rows import (
     INPUT_KINDS,
+    KEY_KINDS,
+    LABEL_KINDS,
+    OUTPUT_KINDS,
     REASON_KINDS,
+    CallRow,
     StepRow,
     WorkflowRow,
     WorkflowState,
     event_row,
 )
 from agentq.store.sqlite_rows import (
+    CALL_COLUMNS,
     EVENT_TABLE_COLUMNS,
     STEP_COLUMNS,
     WORKFLOW_SELECT,
+    call_row,
     event_of,
     step_row,
     workflow_row,
@@ -31,6 +37,7 @@ from agentq.store.sqlite_rows import (
 
 __all__ = [
     "JSON_ARROWS",
+    "calls",
     "event_rows",
     "expired_leases",
     "get_workflow",
@@ -74,6 +81,23 @@ def step_rows(conn: sqlite3.Connection, workflow_id: str | None) -> list[StepRow
     return [step_row(r) for r in cursor]
 
 
+def calls(
+    conn: sqlite3.Connection, workflow_id: str | None, step_index: int | None
+) -> list[CallRow]:
+    """Return the call rows of one workflow (or all), optionally of one step, by first_seq."""
+    where: list[str] = []
+    params: list[Any] = []
+    if workflow_id is not None:
+        where.append("workflow_id = ?")
+        params.append(workflow_id)
+    if step_index is not None:
+        where.append("step_index = ?")
+        params.append(step_index)
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    sql = f"SELECT {CALL_COLUMNS} FROM calls{clause} ORDER BY first_seq"
+    return [call_row(r) for r in conn.execute(sql, params)]
+
+
 def expired_leases(conn: sqlite3.Connection, now: float) -> list[Execution]:
     """Return the leases with ``expires_at < now``, oldest first."""
     cursor = conn.execute(
@@ -110,8 +134,11 @@ def _kinds(kinds: frozenset[EventKind]) -> str:
 _EVENT_ROWS_SQL = (
     "SELECT seq, at, workflow_id, step_index, step_name, kind, attempt, worker_id, "
     f"CASE WHEN kind IN ({_kinds(REASON_KINDS)}) THEN data ->> '$.reason' END, "
-    f"CASE WHEN kind = '{EventKind.STEP_COMPLETED.value}' THEN data -> '$.output' END, "
-    f"CASE WHEN kind IN ({_kinds(INPUT_KINDS)}) THEN data -> '$.input' END "
+    f"CASE WHEN kind IN ({_kinds(OUTPUT_KINDS)}) THEN data -> '$.output' END, "
+    f"CASE WHEN kind IN ({_kinds(INPUT_KINDS)}) THEN data -> '$.input' END, "
+    f"CASE WHEN kind IN ({_kinds(KEY_KINDS)}) THEN data ->> '$.key' END, "
+    f"CASE WHEN kind IN ({_kinds(LABEL_KINDS)}) AND data ->> '$.label' IS NOT NULL "
+    "THEN data -> '$.label' END "
     "FROM events WHERE {where} ORDER BY seq"
 )
 JSON_ARROWS = sqlite3.sqlite_version_info >= (3, 38, 0)

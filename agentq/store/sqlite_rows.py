@@ -1,9 +1,10 @@
 """How agentq's rows look in SQLite: the column lists and turning a result row into a value.
 
 `WORKFLOW_SELECT` reads a workflow row (its ``updated_at`` and ``last_seq`` come from its latest
-event, one index seek); `STEP_COLUMNS` and `EVENT_TABLE_COLUMNS` are the column lists of the
-``steps`` and ``events`` tables in the order `step_row` and `event_of` read them. JSON columns
-are decoded here; the tables themselves are in ``schema.sql``.
+event, one index seek); `STEP_COLUMNS`, `CALL_COLUMNS` and `EVENT_TABLE_COLUMNS` are the column
+lists of the ``steps``, ``calls`` and ``events`` tables in the order `step_row`, `call_row` and
+`event_of` read them. JSON columns are decoded here; the tables themselves are in
+``schema.sql``.
 """
 
 from __future__ import annotations
@@ -15,12 +16,22 @@ from typing import Any
 from agentq.codec import decode
 from agentq.events import Event, EventKind, utc
 from agentq.outcomes import ErrorInfo
-from agentq.store.rows import StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store.rows import (
+    CallKind,
+    CallRow,
+    CallState,
+    StepRow,
+    StepState,
+    WorkflowRow,
+    WorkflowState,
+)
 
 __all__ = [
+    "CALL_COLUMNS",
     "EVENT_TABLE_COLUMNS",
     "STEP_COLUMNS",
     "WORKFLOW_SELECT",
+    "call_row",
     "event_of",
     "step_row",
     "workflow_row",
@@ -29,9 +40,15 @@ __all__ = [
 STEP_COLUMNS = (
     "workflow_id, step_index, step_name, state, attempt, worker_id, lease_token, "
     "lease_expires_at, output, reason, error, resume_input, resumed, retry_at, started_at, "
-    "finished_at"
+    "finished_at, recoveries, wait_key, wait_details, wait_deadline"
 )
 """The ``steps`` columns, in `StepRow` order."""
+CALL_COLUMNS = (
+    "workflow_id, call_key, kind, step_index, state, fingerprint, lane, attempt, label, usage, "
+    "output, reason, error, details, deadline, started_at, finished_at, duration, runs, "
+    "last_seq, first_seq"
+)
+"""The ``calls`` columns, in `CallRow` order."""
 EVENT_TABLE_COLUMNS = "seq, at, workflow_id, step_index, step_name, kind, attempt, worker_id, data"
 """The ``events`` columns that `event_of` reads."""
 WORKFLOW_SELECT = (
@@ -43,6 +60,8 @@ WORKFLOW_SELECT = (
 
 _WORKFLOW_STATES = {s.value: s for s in WorkflowState}
 _STEP_STATES = {s.value: s for s in StepState}
+_CALL_KINDS = {k.value: k for k in CallKind}
+_CALL_STATES = {s.value: s for s in CallState}
 _KINDS = {k.value: k for k in EventKind}
 _NAMES: dict[str, tuple[str, ...]] = {}  # decoded step_names JSON, by text (few distinct)
 
@@ -96,6 +115,41 @@ def step_row(r: Sequence[Any]) -> StepRow:
         r[13],
         r[14],
         r[15],
+        r[16],
+        r[17],
+        _json(r[18]),
+        r[19],
+    )
+
+
+def _json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def call_row(r: Sequence[Any]) -> CallRow:
+    """Build a `CallRow` from a row of `CALL_COLUMNS`."""
+    return CallRow(
+        r[0],
+        r[1],
+        _CALL_KINDS[r[2]],
+        r[3],
+        _CALL_STATES[r[4]],
+        r[5],
+        r[6],
+        r[7],
+        _json(r[8]),
+        _json(r[9]),
+        _json(r[10]),
+        r[11],
+        _error(r[12]),
+        _json(r[13]),
+        r[14],
+        r[15],
+        r[16],
+        r[17],
+        r[18],
+        r[19],
+        r[20],
     )
 
 

@@ -19,11 +19,13 @@ from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.projection import replay
-from agentq.store.rows import StepRow, WorkflowRow, WorkflowState
+from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.sqlite_rows import (
+    CALL_COLUMNS,
     EVENT_TABLE_COLUMNS,
     STEP_COLUMNS,
     WORKFLOW_SELECT,
+    call_row,
     event_of,
     step_row,
     workflow_row,
@@ -187,21 +189,68 @@ class SqliteTx:
             row.retry_at,
             row.started_at,
             row.finished_at,
+            row.recoveries,
+            row.wait_key,
+            self._json(row.wait_details),
+            row.wait_deadline,
         )
         if new:
             self.conn.execute(
-                f"INSERT INTO steps ({STEP_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})",
                 (row.workflow_id, row.step_index, row.step_name, *values),
             )
             return
         self.conn.execute(
             "UPDATE steps SET state = ?, attempt = ?, worker_id = ?, lease_token = ?, "
             "lease_expires_at = ?, output = ?, reason = ?, error = ?, resume_input = ?, "
-            "resumed = ?, retry_at = ?, started_at = ?, finished_at = ? "
+            "resumed = ?, retry_at = ?, started_at = ?, finished_at = ?, recoveries = ?, "
+            "wait_key = ?, wait_details = ?, wait_deadline = ? "
             "WHERE workflow_id = ? AND step_index = ?",
             (*values, row.workflow_id, row.step_index),
         )
+
+    def load_call(self, workflow_id: str, key: str) -> CallRow | None:
+        r = self.conn.execute(_LOAD_CALL, (workflow_id, key)).fetchone()
+        return None if r is None else call_row(r)
+
+    def put_call(self, row: CallRow, new: bool) -> None:
+        values = (
+            row.kind,
+            row.step_index,
+            row.state,
+            row.fingerprint,
+            row.lane,
+            row.attempt,
+            self._json(row.label),
+            self._json(row.usage),
+            self._json(row.output),
+            row.reason,
+            self._json(row.error),
+            self._json(row.details),
+            row.deadline,
+            row.started_at,
+            row.finished_at,
+            row.duration,
+            row.runs,
+            row.last_seq,
+        )
+        if new:
+            self.conn.execute(_INSERT_CALL, (row.workflow_id, row.key, *values, row.first_seq))
+        else:
+            self.conn.execute(_UPDATE_CALL, (*values, row.first_seq))
+
+
+def _marks(columns: str) -> str:
+    return ", ".join("?" for _ in columns.split(","))
+
+
+_LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? AND call_key = ?"
+_INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_COLUMNS)})"
+_UPDATE_CALL = (
+    "UPDATE calls SET "
+    + ", ".join(f"{c.strip()} = ?" for c in CALL_COLUMNS.split(",")[2:-1])
+    + " WHERE first_seq = ?"
+)
 
 
 # ---------------------------------------------------------------- a batch's transaction
@@ -266,11 +315,13 @@ def read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) -> O
 
 
 def rebuild(tx: SqliteTx) -> None:
-    """Recompute the ``workflows`` and ``steps`` tables from the log (inside a transaction)."""
+    """Recompute the ``workflows``, ``steps`` and ``calls`` tables from the log (inside a
+    transaction)."""
     conn = tx.conn
     cursor = conn.execute(f"SELECT {EVENT_TABLE_COLUMNS} FROM events ORDER BY seq")
     events = (event_of(r) for r in cursor)
     rebuilt = replay(events)
+    conn.execute("DELETE FROM calls")
     conn.execute("DELETE FROM steps")
     conn.execute("DELETE FROM workflows")
     for started_seq, rows in rebuilt:
@@ -278,3 +329,5 @@ def rebuild(tx: SqliteTx) -> None:
         tx.put_workflow(rows.workflow, started_seq)
         for index in sorted(rows.steps):
             tx.put_step(rows.steps[index], True)
+        for call in rows.calls.values():
+            tx.put_call(call, True)

@@ -1,10 +1,10 @@
 """The transaction a transition rule runs in: `Tx`, the `Draft` of an event, and `apply`.
 
 The write verbs of `DurableStore` are written once, as plain synchronous functions (the rules
-in `rules_workflow`, `rules_lease` and `rules_attempt`), over a small `Tx`: read a workflow row
-and step rows, append an event, write rows. A store implements `Tx` over one atomic
-transaction of its backend, runs the rule inside it and commits only if the rule returns; so
-every store accepts, refuses and records exactly the same things.
+in `rules_workflow`, `rules_lease`, `rules_attempt` and `rules_calls`), over a small `Tx`: read
+a workflow row, step rows and a call row, append an event, write rows. A store implements `Tx`
+over one atomic transaction of its backend, runs the rule inside it and commits only if the
+rule returns; so every store accepts, refuses and records exactly the same things.
 
 Every rule works in the same order:
 
@@ -28,9 +28,18 @@ from typing import Any, Protocol
 from agentq.errors import UnknownStepError, UnknownWorkflowError
 from agentq.events import Event, EventKind, utc
 from agentq.store.projection import Rows, project
-from agentq.store.rows import StepRow, WorkflowRow
+from agentq.store.rows import CallRow, StepRow, WorkflowRow
 
-__all__ = ["Draft", "Tx", "apply", "describe_closed", "describe_step", "load_step"]
+__all__ = [
+    "Draft",
+    "Tx",
+    "apply",
+    "apply_rows",
+    "describe_call",
+    "describe_closed",
+    "describe_step",
+    "load_step",
+]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -132,12 +141,26 @@ class Tx(Protocol):
         """Insert (`new`) or replace the step row."""
         ...
 
+    def load_call(self, workflow_id: str, key: str) -> CallRow | None:
+        """Return the workflow's call (or wait) row of `key`, or None."""
+        ...
+
+    def put_call(self, row: CallRow, new: bool) -> None:
+        """Insert (`new`) or replace the call row (keyed by workflow and key)."""
+        ...
+
 
 def describe_step(workflow_id: str, index: int, name: str | None = None) -> str:
     """Name a step in a message: ``step 'b' (#1) of workflow 'wf'``."""
     return f"step {name!r} (#{index}) of workflow {workflow_id!r}" if name else (
         f"step #{index} of workflow {workflow_id!r}"
     )
+
+
+def describe_call(workflow_id: str, key: str, kind: str = "key") -> str:
+    """Name a call or wait key in a message: ``call key 'k' of workflow 'wf'``."""
+    shown = key if len(key) <= 80 else key[:80] + "…"
+    return f"{kind} {shown!r} of workflow {workflow_id!r}"
 
 
 def describe_closed(wf: WorkflowRow) -> str:
@@ -165,7 +188,18 @@ def load_step(
 
 
 def apply(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> WorkflowRow:
-    """Append `drafts`, fold them through `project`, write the rows that changed."""
+    """Append `drafts`, fold them through `project`, write the rows that changed.
+
+    Returns:
+        The workflow's row after the events.
+    """
+    after = apply_rows(tx, rows, drafts)
+    assert after.workflow is not None
+    return after.workflow
+
+
+def apply_rows(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> Rows:
+    """`apply`, returning all the rows after the events (`Rows.workflow` is set)."""
     after = rows
     for draft in drafts:
         after = project(tx.append(draft), after)
@@ -179,4 +213,8 @@ def apply(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> WorkflowRow:
         before = rows.steps.get(index)
         if row is not before:
             tx.put_step(row, before is None)
-    return wf
+    for key, call in after.calls.items():
+        known = rows.calls.get(key)
+        if call is not known:
+            tx.put_call(call, known is None)
+    return after

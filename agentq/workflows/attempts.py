@@ -1,11 +1,12 @@
 """One step attempt as the driver packages it: the job body, its lease, what it asks for next.
 
-Private to `agentq.workflows.driver`: the job body that turns a wait (`WaitForInput`, also
-inside an exception group: `agentq.retry.classify`) into a value, since a wait is not a failed
-job, and marks the context with the workflow it runs (`IN_STEP`); the job's key and the name
-messages give it; the markers the driver loop acts on (`Retry`, `Again`); the lease (`Lease`:
-renewed while the attempt runs, handed back only once its body has stopped) and the
-cancel-safe `claim` that hands back a lease its cancelled caller never learnt about.
+Used by `agentq.workflows.driver` (and `IN_STEP` by the engine): the job body that turns a
+wait (`WaitForInput`, also inside an exception group: `agentq.retry.classify`) into a value,
+since a wait is not a failed job, and marks the context with the workflow it runs
+(`IN_STEP`); the job's key and the name messages give it; the markers the driver loop acts
+on (`Retry`, `Again`); the lease (`Lease`: renewed while the attempt runs, handed back only
+once its body has stopped) and the cancel-safe `claim` that hands back a lease its cancelled
+caller never learnt about.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from agentq.errors import AgentqError, LeaseLostError, WaitForInput, WorkflowClo
 from agentq.queue import JobHandle
 from agentq.retry import Verdict, classify
 from agentq.store import Claimed, ClaimResult, DurableStore, Execution
-from agentq.workflows.model import StepContext, StepDef
+from agentq.workflows.context import StepContext
+from agentq.workflows.model import StepDef
 from agentq.workflows.waits import finish, retrieve, stop
 
 __all__ = [
@@ -57,12 +59,21 @@ def step_title(workflow_id: str, step_name: str) -> str:
 
 
 class Waiting:
-    """The output of an attempt that raised `WaitForInput`: a pause, not a failed job."""
+    """The output of an attempt that raised `WaitForInput`: a pause, not a failed job.
 
-    __slots__ = ("reason",)
+    A wait raised by `StepContext.wait_for_input` carries its key, details and deadline; a
+    step-level ``raise WaitForInput(reason)`` has none. For a group of waits (parallel calls
+    in an `asyncio.TaskGroup`), `reason` is the group's joined reason (given) and the key,
+    details and deadline are the first wait's.
+    """
 
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
+    __slots__ = ("deadline", "details", "key", "reason")
+
+    def __init__(self, wait: WaitForInput, reason: str | None = None) -> None:
+        self.reason = wait.reason if reason is None else reason
+        self.key: str | None = getattr(wait, "key", None)
+        self.details: dict[str, Any] | None = getattr(wait, "details", None)
+        self.deadline: float | None = getattr(wait, "deadline", None)
 
 
 def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
@@ -83,7 +94,7 @@ def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
             try:
                 return await fn(ctx)
             except WaitForInput as wait:
-                return Waiting(wait.reason)
+                return Waiting(wait)
             except BaseExceptionGroup as group:
                 return _wait_in(group)
             finally:
@@ -96,7 +107,7 @@ def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
         try:
             return fn(ctx)
         except WaitForInput as wait:
-            return Waiting(wait.reason)
+            return Waiting(wait)
         except BaseExceptionGroup as group:
             return _wait_in(group)
         finally:
@@ -108,13 +119,16 @@ def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
 def _wait_in(group: BaseExceptionGroup[Any]) -> Waiting:
     """`Waiting` if `group` holds a wait; else re-raise it (a failure for the driver)."""
     verdict = classify(group)
-    if verdict.verdict is Verdict.WAIT:
-        return Waiting(verdict.wait_reason)
+    if verdict.verdict is Verdict.WAIT and verdict.waits:
+        return Waiting(verdict.waits[0], verdict.wait_reason)
     raise group
 
 
 class Retry:
-    """Marker: the attempt failed and another one is scheduled after `delay` seconds."""
+    """Marker: the attempt failed and another one is scheduled after `delay` seconds.
+
+    The store keeps the time (``retry_at``): the next claim answers `NotBefore` until then.
+    """
 
     __slots__ = ("delay",)
 
@@ -211,11 +225,20 @@ async def claim(
     step_index: int,
     worker_id: str,
     lease_ttl: float,
+    *,
+    max_recoveries: int,
 ) -> ClaimResult:
     """`store.claim_step`, cancel-safe: if the caller is cancelled meanwhile, a lease the claim
     got all the same (it may commit after the caller stopped listening) is handed back."""
     claiming = asyncio.ensure_future(
-        store.claim_step(workflow_id, step_index, worker_id, lease_ttl, clock.time())
+        store.claim_step(
+            workflow_id,
+            step_index,
+            worker_id,
+            lease_ttl,
+            clock.time(),
+            max_recoveries=max_recoveries,
+        )
     )
     claiming.add_done_callback(retrieve)
     try:

@@ -2,19 +2,26 @@
 
 For each step, the loop:
 
-1. claims it (``claim_step``, a compare-and-swap in the store): this worker gets a lease and a
-   fencing token, or learns that the step completed or waits already, that the workflow
-   closed, or that another worker holds it (then polls every ``poll_interval`` seconds);
+1. claims it (``claim_step``, a compare-and-swap in the store, given the step's
+   ``max_recoveries``): this worker gets a lease and a fencing token, or learns that the step
+   completed or waits already, that the workflow closed (also: failed, its attempts lost to
+   crashes too often), that its next attempt is scheduled later (`NotBefore`: the store
+   keeps the retry time, so every engine and `recover` honour it; the run sleeps until then),
+   or that another worker holds it. A holder whose process is gone (``workers.gone_reason``)
+   has its lease taken back at once (``release_dead``); for a live one the run logs once
+   what it waits for and polls every ``poll_interval`` seconds;
 2. pushes the attempt through the queue as a job in the engine's lane, so lane permits bound
    how many step bodies run at once, while a `Lease` renews the lease every ``lease_ttl / 3``
    seconds;
 3. records the outcome with the fencing token: ``complete_step``, ``wait_step`` or
    ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt and
-   `agentq.retry.classify` calls the failure an ordinary one). A worker whose lease was
-   taken over meanwhile is refused (`LeaseLostError`) and claims again.
+   `agentq.retry.classify` calls the failure an ordinary one; the next claim then answers
+   `NotBefore` until that time). A worker whose lease was taken over meanwhile is refused
+   (`LeaseLostError`) and claims again.
 
-Every wait of a run (a backoff, a poll while another worker holds the step, the wait for an
-interrupted body to stop before the next attempt) goes through `Driver._until`, which a
+Every wait of a run (until a stored retry time, a poll while another worker holds the step,
+the wait for an interrupted body to stop before the next attempt) goes through
+`Driver.pause` or `agentq.workflows.waits.until` with the run's waker, which a
 `cancel` of the workflow (`Driver.interrupt`) ends at once; the loop then claims, learns
 that the workflow is closed, and returns the cancelled result.
 
@@ -32,10 +39,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import os
-import socket
-import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from agentq.clock import Clock, SystemClock
@@ -60,6 +65,8 @@ from agentq.store import (
     DurableStore,
     Execution,
     HeldByOther,
+    NotBefore,
+    StepState,
     WorkflowClosed,
     WorkflowState,
 )
@@ -74,16 +81,20 @@ from agentq.workflows.attempts import (
     step_title,
 )
 from agentq.workflows.attempts import claim as claim_step
-from agentq.workflows.model import RunResult, RunStatus, StepContext, StepDef, Workflow
+from agentq.workflows.calls import CallLog
+from agentq.workflows.context import StepContext
+from agentq.workflows.model import RunResult, RunStatus, StepDef, Workflow
 from agentq.workflows.results import stored_result
 from agentq.workflows.waits import Wakers, finish, until
+from agentq.workflows.workers import (
+    LOGGER,
+    default_worker_id,
+    gone_reason,
+    held_message,
+    take_back,
+)
 
 __all__ = ["Driver"]
-
-
-def default_worker_id() -> str:
-    """Return ``host:pid:random``, a worker id unique to this engine."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Driver:
@@ -134,6 +145,10 @@ class Driver:
         self.poll_interval = poll_interval or min(self.lease_ttl / 4, 1.0)
         self._attempts: dict[str, JobHandle] = {}  # the attempt running now, by workflow
         self._wakers = Wakers()
+        self.answered_from_log = 0
+        """Durable calls and waits answered from the log (not run) by this engine's attempts."""
+        self.on_deadline: Callable[[str, float], None] | None = None
+        """Told (workflow id, Unix seconds) when a step starts a wait that has a deadline."""
 
     def interrupt(self, workflow_id: str) -> None:
         """The workflow was cancelled: cancel its attempt running now, and wake every wait of
@@ -181,6 +196,7 @@ class Driver:
         outputs: Sequence[Any],
         waker: asyncio.Future[None],
     ) -> Completed | RunResult:
+        warned: str | None = None  # the holder this wait was logged for
         while True:
             if self.queue.closed:  # claiming would record a StepStarted nobody runs
                 raise QueueClosed(
@@ -188,18 +204,39 @@ class Driver:
                 )
             await self._wakers.after_lingering(wf.id, waker)  # never overlap an old body
             claim = await claim_step(
-                self.store, self.clock, wf.id, index, self.worker_id, self.lease_ttl
+                self.store,
+                self.clock,
+                wf.id,
+                index,
+                self.worker_id,
+                self.lease_ttl,
+                max_recoveries=step.max_recoveries,
             )
             if isinstance(claim, AlreadyCompleted):
                 return Completed(claim.output)
             if isinstance(claim, AlreadyWaiting):
+                if await self.store.time_out_wait(wf.id, index, self.clock.time()):
+                    continue  # its deadline passed: the step runs on, the wait raises
                 return RunResult(
                     wf.id, RunStatus.WAITING, step.name, claim.reason, tuple(outputs)
                 )
             if isinstance(claim, WorkflowClosed):
                 return await self._closed_result(wf.id)
+            if isinstance(claim, NotBefore):  # a retry scheduled by any engine, any process
+                await self.pause(waker, claim.retry_at - self.clock.time())
+                continue
             if isinstance(claim, HeldByOther):
-                await self._pause(waker, self.poll_interval)
+                if await self._take_back(wf.id, index, claim.worker_id):
+                    continue
+                if warned != claim.worker_id:
+                    warned = claim.worker_id
+                    LOGGER.warning(
+                        held_message(
+                            step.name, wf.id, claim.worker_id, claim.expires_at,
+                            self.clock.time(),
+                        )
+                    )
+                await self.pause(waker, self.poll_interval)
                 continue
             assert isinstance(claim, Claimed)
             ctx = StepContext(
@@ -212,19 +249,35 @@ class Driver:
                 previous=outputs[-1] if outputs else wf.input,
                 resume_input=claim.resume_input,
                 resumed=claim.resumed,
+                recoveries=claim.recoveries,
             )
             step_result = await self._attempt(wf, step, claim.execution, ctx, waker)
+            if isinstance(step_result, Again) and step_result.delay > 0:
+                await self.pause(waker, step_result.delay)
             if isinstance(step_result, Retry | Again):
-                await self._pause(waker, step_result.delay)
-                continue
+                continue  # claim again: a retry's time is kept by the store (NotBefore)
             return step_result
 
-    async def _pause(self, waker: asyncio.Future[None], seconds: float) -> None:
-        """Sleep `seconds` on the clock, or less if the workflow is cancelled meanwhile."""
+    async def pause(self, waker: asyncio.Future[None], seconds: float) -> None:
+        """Wait `seconds` on the clock before claiming a step again, or less if the workflow
+        is cancelled meanwhile (`waker`, the run's, is resolved by `interrupt`).
+
+        Every timed wait of a run goes through here: until a stored retry time, between
+        polls of a step another worker holds.
+        """
         if seconds <= 0:
-            await self.clock.sleep(seconds)  # just a turn of the loop
+            await self.clock.sleep(0)  # just a turn of the loop
         else:
             await until(waker, self.clock.sleep(seconds))
+
+    async def _take_back(self, workflow_id: str, index: int, holder: str) -> bool:
+        """Take back the lease of a holder whose process is gone; True to claim again."""
+        if gone_reason(holder) is None:
+            return False
+        row = (await self.store.step_rows(workflow_id))[index]
+        if row.state is StepState.LEASED and row.worker_id == holder:
+            await take_back(self.store, row, self.clock.time())
+        return True  # taken back, or it moved on meanwhile: claim again
 
     async def _attempt(
         self,
@@ -234,14 +287,28 @@ class Driver:
         ctx: StepContext,
         waker: asyncio.Future[None],
     ) -> Completed | RunResult | Retry | Again:
+        key = job_key(wf.id, execution.step_index, execution.lease_token)
+        lease = Lease(self.store, self.clock, self.lease_ttl, execution)
+        log = CallLog(
+            store=self.store,
+            queue=self.queue,
+            clock=self.clock,
+            workflow_id=wf.id,
+            execution=lambda: lease.execution,
+            rows=await self.store.calls(wf.id),
+        )
+        # The key is unique to this attempt, so the call needs no derived fingerprint (the
+        # queue would otherwise take one of the step's closure, ctx's repr included); its
+        # outcome is recorded in the workflow's event log, not in a queue's store.
         job = Job(
-            job_key(wf.id, execution.step_index, execution.lease_token),
-            step_call(step, ctx),
+            key,
+            step_call(step, replace(ctx, _calls=log)),
             self.priority,
             timeout=step.timeout,
+            fingerprint=key,
+            persist=False,
             name=step_title(wf.id, step.name),
         )
-        lease = Lease(self.store, self.clock, self.lease_ttl, execution)
         lease.start()
         handle: JobHandle | None = None
         try:
@@ -253,16 +320,22 @@ class Driver:
                 if self._attempts.get(wf.id) is handle:
                     del self._attempts[wf.id]
             # The next attempt must never overlap this one, even when a timeout could not
-            # stop its body (a thread): wait until the body has really returned, unless the
-            # workflow is cancelled meanwhile (then later runs wait for it, see _run_step).
-            if not await until(waker, handle.stopped()):
+            # stop its body (a thread): wait until the body has really returned and its
+            # durable calls have been recorded, unless the workflow is cancelled meanwhile
+            # (then later runs wait for it, see _run_step).
+            if await until(waker, handle.stopped()):
+                await log.settle()
+            else:
                 self._wakers.linger(wf.id, handle)
         except (asyncio.CancelledError, QueueClosed):
             # This engine is closing (or the whole program), or the queue closed: record
-            # nothing, as a crash would, and hand the lease back once the body has stopped.
-            await finish(lease.release(handle))
+            # nothing, as a crash would, and hand the lease back once the body has stopped
+            # and the durable calls it already ran have been recorded.
+            await finish(_release(lease, handle, log))
             raise
         finally:
+            log.close()
+            self.answered_from_log += log.answered
             await lease.stop()
         execution = lease.execution
         try:
@@ -291,7 +364,7 @@ class Driver:
     ) -> Completed | RunResult | Retry:
         now = self.clock.time()
         if isinstance(outcome, Completed) and isinstance(outcome.output, Waiting):
-            return await self._wait(wf, step, execution, outcome.output.reason, ctx)
+            return await self._wait(wf, step, execution, outcome.output, ctx)
         if isinstance(outcome, Completed):
             try:
                 # Later steps see the output exactly as a reload from the store would give it
@@ -328,8 +401,9 @@ class Driver:
                 )
             )
         verdict = classify(exc)
-        if verdict.verdict is Verdict.WAIT:
-            return await self._wait(wf, step, execution, verdict.wait_reason, ctx)
+        if verdict.verdict is Verdict.WAIT and verdict.waits:
+            waiting = Waiting(verdict.waits[0], verdict.wait_reason)
+            return await self._wait(wf, step, execution, waiting, ctx)
         if verdict.verdict is Verdict.FINAL:
             leaf = verdict.leaf
             reason = leaf.reason if isinstance(leaf, NonRetryable) else (
@@ -346,10 +420,19 @@ class Driver:
         return _ended(wf, RunStatus.FAILED, step, reason, ctx)
 
     async def _wait(
-        self, wf: Workflow, step: StepDef, execution: Execution, reason: str, ctx: StepContext
+        self, wf: Workflow, step: StepDef, execution: Execution, wait: Waiting, ctx: StepContext
     ) -> RunResult:
-        await self.store.wait_step(execution, reason, self.clock.time())
-        return _ended(wf, RunStatus.WAITING, step, reason, ctx)
+        await self.store.wait_step(
+            execution,
+            wait.reason,
+            self.clock.time(),
+            key=wait.key,
+            details=wait.details,
+            deadline=wait.deadline,
+        )
+        if wait.deadline is not None and self.on_deadline is not None:
+            self.on_deadline(wf.id, wait.deadline)
+        return _ended(wf, RunStatus.WAITING, step, wait.reason, ctx)
 
     async def _closed_result(self, workflow_id: str) -> RunResult:
         row = await self.store.get_workflow(workflow_id)
@@ -363,3 +446,14 @@ def _ended(
 ) -> RunResult:
     """A live `RunResult`, its reason exactly as the store keeps it (`storable_text`)."""
     return RunResult(wf.id, status, step.name, storable_text(reason), ctx.outputs)
+
+
+async def _release(lease: Lease, handle: JobHandle | None, log: CallLog) -> None:
+    """Interrupt an attempt, wait until its body has stopped and its durable calls have been
+    recorded, then hand its lease back (never while the body still runs)."""
+    if handle is not None:
+        handle.cancel()
+        await handle.stopped()
+    with contextlib.suppress(Exception):
+        await log.settle()
+    await lease.release(None)

@@ -46,46 +46,18 @@ from agentq.markup import (
     short,
 )
 from agentq.retry import RetryPolicy
+from agentq.workflows.context import StepContext
 
 __all__ = [
     "MAX_REASON_CHARS",
     "NonRetryable",
     "RunResult",
     "RunStatus",
-    "StepContext",
     "StepDef",
     "StepStatus",
     "WaitForInput",
     "Workflow",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class StepContext:
-    """What a step body receives.
-
-    Attributes:
-        workflow_id: The workflow's stable id.
-        step_index: 0-based position of this step.
-        step_name: This step's name.
-        attempt: 1-based attempt number (counted again from 1 after a resume).
-        input: The workflow's input.
-        outputs: Outputs of the steps before this one, in order.
-        previous: The last output (or the workflow input for step 0).
-        resume_input: The input delivered by `resume`, or None if the step was not resumed.
-        resumed: Whether the step was resumed: then `resume_input` is what `resume`
-            delivered, None included. Tells "resumed with None" from "not resumed yet".
-    """
-
-    workflow_id: str
-    step_index: int
-    step_name: str
-    attempt: int
-    input: Any
-    outputs: tuple[Any, ...]
-    previous: Any
-    resume_input: Any = None
-    resumed: bool = False
 
 
 StepFn = Callable[[StepContext], Any] | Callable[[StepContext], Awaitable[Any]]
@@ -106,17 +78,27 @@ class StepDef:
         timeout: Seconds one attempt may run, or None for no limit. A timeout cancels an
             async body and counts as a failed attempt; a thread cannot be interrupted, so the
             next attempt starts only after the thread has returned.
+        max_recoveries: How many times an attempt lost to a crash is re-admitted (an int
+            >= 0; default 3). An attempt is lost when its process dies (or its lease runs
+            out, or a shutdown interrupts it) before it records an outcome; it is run again
+            under the same attempt number and does not count toward `retry`'s
+            ``max_attempts``. One more lost attempt fails the workflow, with a reason saying
+            its attempts were lost to crashes: a body that kills its own process cannot run
+            forever.
 
     Raises:
         TypeError: `fn` is not callable, cannot be called as ``fn(ctx)`` (the message names
-            the step and the signature), or `retry` is not a `RetryPolicy`.
-        ValueError: `name` is empty or `timeout` is not a positive number.
+            the step and the signature), `retry` is not a `RetryPolicy`, or `max_recoveries`
+            is not an int.
+        ValueError: `name` is empty, `timeout` is not a positive number, or
+            `max_recoveries` is negative.
     """
 
     name: str
     fn: StepFn
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout: float | None = None
+    max_recoveries: int = 3
 
     def __post_init__(self) -> None:
         validate_key(self.name, "step name")
@@ -134,6 +116,15 @@ class StepDef:
             raise ValueError(
                 f"step {self.name!r}: timeout must be a positive number of seconds or None, "
                 f"got {self.timeout!r}"
+            )
+        if isinstance(self.max_recoveries, bool) or not isinstance(self.max_recoveries, int):
+            raise TypeError(
+                f"step {self.name!r}: max_recoveries must be an int >= 0, got "
+                f"{self.max_recoveries!r}"
+            )
+        if self.max_recoveries < 0:
+            raise ValueError(
+                f"step {self.name!r}: max_recoveries must be >= 0, got {self.max_recoveries!r}"
             )
 
     @property
@@ -279,9 +270,17 @@ class StepFailed(StepStatus):
 
 @dataclass(frozen=True, slots=True)
 class StepWaiting(StepStatus):
-    """Waiting for outside input; `reason` says what for."""
+    """Waiting for outside input; `reason` says what for.
+
+    A wait of `StepContext.wait_for_input` also has its `key`, its `deadline` (Unix seconds,
+    or None) and its `details` (a JSON object, or None); a step-level ``raise
+    WaitForInput(reason)`` has None for all three.
+    """
 
     reason: str
+    key: str | None = None
+    deadline: float | None = None
+    details: dict[str, Any] | None = None
 
 
 StepStatus.Pending = StepPending

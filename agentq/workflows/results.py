@@ -35,7 +35,9 @@ def status_of(row: StepRow) -> StepStatus:
         case StepState.COMPLETED:
             return StepStatus.Completed(row.output)
         case StepState.WAITING:
-            return StepStatus.Waiting(row.reason or "")
+            return StepStatus.Waiting(
+                row.reason or "", row.wait_key, row.wait_deadline, row.wait_details
+            )
         case _:
             return StepStatus.Failed(row.reason or "", row.attempt)
 
@@ -69,7 +71,12 @@ async def ended_result(store: DurableStore, workflow_id: str) -> RunResult | Non
 
 
 async def refuse_resume(
-    store: DurableStore, now: float, workflow_id: str, step: str | int, input: Any
+    store: DurableStore,
+    now: float,
+    workflow_id: str,
+    step: str | int,
+    input: Any,
+    key: str | None = None,
 ) -> NoReturn:
     """Refuse a `resume` of a stored workflow that has ended, as the store words it.
 
@@ -82,7 +89,8 @@ async def refuse_resume(
             input recorded: not this engine's to run, since it is not registered here.
     """
     names = [row.step_name for row in await store.step_rows(workflow_id)]
-    await store.resume_step(workflow_id, step_index(workflow_id, names, step), input, now)
+    index = step_index(workflow_id, names, step)
+    await store.resume_step(workflow_id, index, input, now, key=key)
     raise UnknownWorkflowError(
         f"workflow {workflow_id!r} is not registered with this engine; the input was "
         "recorded and an engine that registers it continues it"

@@ -1,0 +1,321 @@
+"""Durable calls and waits inside a step: `CallLog`, what `ctx.call` and `ctx.wait_for_input` do.
+
+A `CallLog` belongs to one step attempt. The driver builds it when the attempt starts, from one
+read of the workflow's recorded calls (`DurableStore.calls`), hands it to the attempt's
+`StepContext`, and closes it when the attempt ends, after `settle` has waited for every call
+that was still being recorded. So:
+
+- a call whose key completed earlier in this workflow (in this process or another, before a
+  crash, a retry, a resume or a restart) answers from that read, appending nothing;
+- any other call is recorded as started (``CallStarted``, committed before the job runs, so a
+  crash leaves a trace of every call that may have reached the outside world), runs through
+  the queue in its lane (permits, backpressure, in-process joins), and its outcome is recorded
+  (``CallCompleted`` / ``CallFailed``) under the attempt's fencing token: a worker that lost
+  its lease records nothing;
+- a call whose step is cancelled (a workflow cancel, a step timeout) while it runs still has
+  its outcome recorded when the job ends: it may have reached the world, and the log must say
+  what came back. A call still waiting for its lane then is cancelled before it starts and
+  recorded as failed (reason ``cancelled``): it never reached the world.
+
+Waits are rows of the same table (kind ``wait``): `wait_for_input` returns the input a
+`resume` recorded for its key, raises `InputTimeout` once the wait timed out, or else parks
+the step (`InputRequested`, which the driver records with ``wait_step``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from agentq.clock import Clock
+from agentq.codec import decode, encode
+from agentq.errors import (
+    AgentqError,
+    InputTimeout,
+    JobFailed,
+    JobLost,
+    KeyConflictError,
+    PayloadError,
+    StepContextError,
+)
+from agentq.keys import validate_key
+from agentq.outcomes import ErrorInfo, Failed, FailureReason, Pending
+from agentq.queue import Job, Queue, stored_fingerprint
+from agentq.store import CallRow, DurableStore, Execution
+from agentq.workflows.model import WaitForInput
+
+__all__ = ["CallLog", "InputRequested", "Usage", "call_queue_key"]
+
+Usage = Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None
+"""What ``ctx.call(usage=...)`` takes: figures to record, or a function of the output."""
+
+
+class InputRequested(WaitForInput):
+    """Raised by `CallLog.wait` to park the step on a keyed wait; the driver records it."""
+
+    def __init__(
+        self, reason: str, key: str, details: dict[str, Any] | None, deadline: float | None
+    ) -> None:
+        super().__init__(reason)
+        self.key = key
+        self.details = details
+        self.deadline = deadline
+
+
+def call_queue_key(workflow_id: str, key: str) -> str:
+    """The queue key of a durable call: the user's key scoped to its workflow, fixed length."""
+    digest = hashlib.blake2b(
+        workflow_id.encode("utf-8") + b"\x00" + key.encode("utf-8"), digest_size=16
+    ).hexdigest()
+    return f"agentq.call:{digest}"
+
+
+def _json_object(value: object, what: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise TypeError(f"{what} must be a dict with str keys or None, got {value!r:.200}")
+    return dict(value)
+
+
+class CallLog:
+    """The durable calls and waits of one step attempt (see the module docstring).
+
+    Args:
+        store: The workflow's store.
+        queue: The queue the calls run through.
+        clock: Time for durations and deadlines.
+        workflow_id: The workflow.
+        execution: A callable returning the attempt's current `Execution` (renewed leases
+            keep the fencing token).
+        rows: The workflow's recorded calls and waits, read once when the attempt started.
+
+    All methods run on the engine's event loop, from the step's own task or tasks it starts.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: DurableStore,
+        queue: Queue,
+        clock: Clock,
+        workflow_id: str,
+        execution: Callable[[], Execution],
+        rows: list[CallRow],
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._clock = clock
+        self._workflow_id = workflow_id
+        self._execution = execution
+        self._rows: dict[str, CallRow] = {row.key: row for row in rows}
+        self._running: dict[str, asyncio.Task[Any]] = {}
+        self._inner: dict[str, tuple[asyncio.Task[Any], str]] = {}
+        self._closed = False
+        self.answered = 0
+        """Calls answered from the log in this attempt."""
+
+    # ------------------------------------------------------------------ calls
+
+    async def call(self, job: Job, label: Mapping[str, Any] | None, usage: Usage) -> Any:
+        """Run `job` once per key in this workflow; see `StepContext.call`."""
+        self._check_open("call")
+        if not isinstance(job, Job):
+            raise TypeError(f"ctx.call expects an agentq.Job, got {job!r:.200}")
+        label_obj = _json_object(label, f"label of call {job.key!r}")
+        if usage is not None and not callable(usage):
+            _json_object(usage, f"usage of call {job.key!r}")
+        key = job.key
+        fingerprint = stored_fingerprint(job.fn, job.fingerprint)
+        row = self._rows.get(key)
+        if row is not None:
+            self._check_same(row, key, fingerprint)
+            if row.state == "completed":
+                self.answered += 1
+                return row.output
+        running = self._running.get(key)
+        if running is None:
+            running = asyncio.get_running_loop().create_task(
+                self._run(job, fingerprint, label_obj, usage),
+                name=f"agentq.call:{self._workflow_id}:{key}",
+            )
+            self._running[key] = running
+            running.add_done_callback(functools.partial(self._ran, key))
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            inner = self._inner.get(key)
+            if inner is not None and isinstance(self._queue.state(inner[1]), Pending):
+                inner[0].cancel()  # it never reached the world: recorded as cancelled
+            raise
+
+    def _ran(self, key: str, task: asyncio.Task[Any]) -> None:
+        if self._running.get(key) is task:
+            del self._running[key]
+        if not task.cancelled():
+            task.exception()  # raised to the awaiting body; never "never retrieved"
+
+    def _check_same(self, row: CallRow, key: str, fingerprint: str) -> None:
+        if row.kind != "call":
+            raise KeyConflictError(
+                f"key {key!r} of workflow {self._workflow_id!r} names a wait_for_input, not "
+                "a call: use another key for the call"
+            )
+        if row.fingerprint is not None and row.fingerprint != fingerprint:
+            raise KeyConflictError(
+                f"key {key!r} of workflow {self._workflow_id!r} was recorded for another call "
+                "(its function or the values it uses differ): use a new key for a new call, "
+                "or give both jobs the same fingerprint="
+            )
+
+    async def _run(
+        self, job: Job, fingerprint: str, label: dict[str, Any] | None, usage: Usage
+    ) -> Any:
+        key = job.key
+        store, clock = self._store, self._clock
+        row = await store.start_call(
+            self._execution(),
+            key,
+            fingerprint=fingerprint,
+            lane=str(job.priority),
+            label=label,
+            now=clock.time(),
+        )
+        self._rows[key] = row
+        queue_key = call_queue_key(self._workflow_id, key)
+        started = clock.time()
+        # The job runs in a task of its own, so that a cancelled step can stop a call that
+        # has not started yet and let one that has started run on and be recorded.
+        inner = asyncio.get_running_loop().create_task(
+            self._queue.push_and_wait(replace(job, key=queue_key, persist=False))
+        )
+        self._inner[key] = (inner, queue_key)
+        try:
+            output = await inner
+        except asyncio.CancelledError:
+            failure = Failed(
+                FailureReason.CANCELLED,
+                ErrorInfo("CancelledError", "its step was cancelled before the call started"),
+                None,
+            )
+            await self._fail(key, failure, max(0.0, clock.time() - started))
+            raise
+        except JobFailed as failed:
+            failure = failed.outcome  # type: ignore[assignment]
+            await self._fail(key, failure, max(0.0, clock.time() - started))
+            raise JobFailed(key, failure) from failed.__cause__
+        except JobLost as lost:
+            failure = Failed(FailureReason.CANCELLED, ErrorInfo.from_exception(lost), lost)
+            await self._fail(key, failure, max(0.0, clock.time() - started))
+            raise JobFailed(key, failure) from lost
+        finally:
+            self._inner.pop(key, None)
+            # The log answers this key from now on. The job was not persisted
+            # (persist=False), so a queue's store has nothing of it to remove; a store
+            # failure leaves at most a cached outcome in memory, which the log answers first.
+            with contextlib.suppress(AgentqError):
+                await self._queue.forget(queue_key)
+        duration = max(0.0, clock.time() - started)
+        try:
+            output = decode(encode(output, f"output of call {key!r}"))
+        except PayloadError as bad:
+            failure = Failed(FailureReason.ERROR, ErrorInfo.from_exception(bad), bad)
+            await self._fail(key, failure, duration)
+            raise JobFailed(key, failure) from bad
+        figures = usage(output) if callable(usage) else usage
+        self._rows[key] = await store.complete_call(
+            self._execution(),
+            key,
+            output=output,
+            usage=_json_object(figures, f"usage of call {key!r}"),
+            duration=duration,
+            now=clock.time(),
+        )
+        return output
+
+    async def _fail(self, key: str, failure: Failed, duration: float) -> None:
+        reason = (
+            str(failure.reason)
+            if failure.reason is not FailureReason.ERROR
+            else str(failure.error)
+        )
+        self._rows[key] = await self._store.fail_call(
+            self._execution(),
+            key,
+            reason=reason,
+            error=failure.error,
+            duration=duration,
+            now=self._clock.time(),
+        )
+
+    # ------------------------------------------------------------------ waits
+
+    async def wait(
+        self,
+        key: str,
+        reason: object,
+        details: Mapping[str, Any] | None,
+        timeout: float | None,  # noqa: ASYNC109 (a durable deadline, stored)
+    ) -> Any:
+        """Return the input recorded for this wait, or park the step; see `wait_for_input`."""
+        self._check_open("wait_for_input")
+        validate_key(key, "wait key")
+        text = WaitForInput(reason).reason  # the same text rules as a step-level wait
+        details_obj = _json_object(details, f"details of wait {key!r}")
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not (0 < timeout < math.inf)
+        ):
+            raise ValueError(
+                f"wait {key!r}: timeout must be a positive, finite number of seconds or None, "
+                f"got {timeout!r}"
+            )
+        row = self._rows.get(key)
+        if row is not None:
+            if row.kind != "wait":
+                raise KeyConflictError(
+                    f"key {key!r} of workflow {self._workflow_id!r} names a call, not a "
+                    "wait_for_input: use another key for the wait"
+                )
+            if row.reason is not None and row.reason != text:
+                raise KeyConflictError(
+                    f"wait key {key!r} of workflow {self._workflow_id!r} was asked "
+                    f"{row.reason!r:.200}, not {text!r:.200}: use a new key for a new question"
+                )
+            if row.state == "answered":
+                self.answered += 1
+                return row.output
+            if row.state == "timed_out":
+                raise InputTimeout(
+                    key,
+                    f"wait {key!r} of workflow {self._workflow_id!r} timed out: no input "
+                    "arrived before its deadline",
+                )
+        deadline = None if timeout is None else self._clock.time() + float(timeout)
+        raise InputRequested(text, key, details_obj, deadline)
+
+    # ------------------------------------------------------------------ the attempt's end
+
+    def _check_open(self, verb: str) -> None:
+        if self._closed:
+            raise StepContextError(
+                f"ctx.{verb} of workflow {self._workflow_id!r} was used after its step "
+                "attempt ended: call it only while the step body runs (a ctx kept or shared "
+                "with a task that outlives the step cannot record)"
+            )
+
+    async def settle(self) -> None:
+        """Wait until every call started in this attempt has been recorded (or refused)."""
+        while self._running:
+            await asyncio.wait(set(self._running.values()))
+
+    def close(self) -> None:
+        """End the attempt: later `call` and `wait` raise `StepContextError`."""
+        self._closed = True

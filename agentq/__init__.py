@@ -67,7 +67,7 @@ from agentq.queue import (
     QueueStats,
     StoredJob,
 )
-from agentq.retry import Backoff, RetryPolicy
+from agentq.retry import Backoff, Classification, RetryPolicy, Verdict, classify, is_retryable
 from agentq.store import (
     CallKind,
     CallRow,
@@ -106,6 +106,7 @@ __all__ = [
     "CallRow",
     "CallState",
     "ClaimResult",
+    "Classification",
     "Clock",
     "CloseReport",
     "Completed",
@@ -169,6 +170,7 @@ __all__ = [
     "SystemClock",
     "UnknownStepError",
     "UnknownWorkflowError",
+    "Verdict",
     "WaitForInput",
     "Workflow",
     "WorkflowClosedError",
@@ -177,5 +179,7 @@ __all__ = [
     "WorkflowRow",
     "WorkflowState",
     "WrongLoopError",
+    "classify",
+    "is_retryable",
     "recover",
 ]

@@ -111,7 +111,9 @@ async def test_retry_runs_a_failed_workflow_again_from_its_failed_step(
     failed = await engine.run(flaky.workflow)
     assert (failed.status, failed.step, failed.outputs) == (RunStatus.FAILED, "b", ("a1",))
     flaky.broken = False  # the cause is fixed
-    result = await engine.retry("wf")
+    # the failed run dropped its registration: step bodies are code, so pass the Workflow
+    assert engine.registered("wf") is None
+    result = await engine.retry(flaky.workflow)
     assert result.status is RunStatus.COMPLETED and result.outputs == ("a1", "b2", "c1")
     assert flaky.runs == Counter({"a": 1, "b": 2, "c": 1})  # a kept its output
     assert flaky.attempts == [("a", 1), ("b", 1), ("b", 1), ("c", 1)]  # counted anew
@@ -132,7 +134,7 @@ async def test_retry_from_an_earlier_step_runs_it_again(engine: WorkflowEngine) 
     flaky2 = Flaky("wf2")
     await engine.run(flaky2.workflow)
     flaky2.broken = False
-    assert (await engine.retry("wf2", from_step=1)).outputs == ("a1", "b2", "c1")
+    assert (await engine.retry(flaky2.workflow, from_step=1)).outputs == ("a1", "b2", "c1")
 
 
 async def test_retry_of_a_cancelled_workflow_continues_where_it_stopped(
@@ -204,9 +206,9 @@ async def test_retry_argument_errors(engine: WorkflowEngine) -> None:
     await engine.run(flaky.workflow)
     n = await engine.store.last_seq()
     with pytest.raises(UnknownStepError, match="no step 'zz'"):
-        await engine.retry("wf", from_step="zz")
+        await engine.retry(flaky.workflow, from_step="zz")
     with pytest.raises(NotRetryableError, match=r"from step 'c' \(#2\).*'b' \(#1\), is failed"):
-        await engine.retry("wf", from_step="c")
+        await engine.retry(flaky.workflow, from_step="c")
     never = Workflow("wf-never", [StepDef("s", lambda ctx: 1)])
     with pytest.raises(UnknownWorkflowError, match="never ran"):
         await engine.retry(never)
@@ -237,7 +239,7 @@ async def test_a_run_during_a_retry_joins_it_and_cancelling_the_caller_keeps_it(
     flaky = Flaky()
     await engine.run(flaky.workflow)
     flaky.broken = False
-    retry = asyncio.ensure_future(engine.retry("wf"))
+    retry = asyncio.ensure_future(engine.retry(flaky.workflow))
     await asyncio.sleep(0)
     joined = asyncio.ensure_future(engine.run("wf"))
     await asyncio.sleep(0)

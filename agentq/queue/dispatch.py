@@ -30,6 +30,18 @@ from agentq.queue.runner import run_record
 _FAIRNESS = 64  # a worker yields to the loop after this many jobs in a row
 
 
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """Mark a finished worker's exception as retrieved.
+
+    A worker ends with an exception only on purpose: a ``KeyboardInterrupt`` or
+    ``SystemExit`` raised by a job on the loop, re-raised so that it stops the program (it
+    reaches `asyncio.run` through the loop, not through this task). Left unretrieved, asyncio
+    would also log "Task exception was never retrieved" for it when the task is collected.
+    """
+    if not task.cancelled():
+        task.exception()
+
+
 class Dispatcher:
     """The workers of a queue's lanes and the moves of records in and out of them.
 
@@ -71,7 +83,9 @@ class Dispatcher:
 
     def _spawn(self, lane: Lane[Record], first: Record) -> None:
         loop = self.ledger.running_loop()
-        lane.workers.add(loop.create_task(self._work(lane, first), name=lane.worker_name))
+        task = loop.create_task(self._work(lane, first), name=lane.worker_name)
+        task.add_done_callback(_retrieve)
+        lane.workers.add(task)
 
     async def _work(self, lane: Lane[Record], rec: Record) -> None:
         """A lane worker: holds one permit while it runs records, passing it from each to the
@@ -113,7 +127,7 @@ class Dispatcher:
                         raise
                     loop.call_exception_handler(
                         {
-                            "message": f"agentq: job {rec.key!r} ended by an error outside "
+                            "message": f"agentq: {rec.job.title} ended by an error outside "
                             "its body",
                             "exception": exc,
                             "task": task,
@@ -143,8 +157,7 @@ class Dispatcher:
             rec.state = LOST
         self.ledger.keys.release(rec)
         rec.mark_stopped()
-        key = rec.key
-        exc = JobLost(f"job {key!r} was abandoned before it ran: {why}")
+        exc = JobLost(f"{rec.job.title} was abandoned before it ran: {why}")
         self.ledger.resolve(
             rec,
             Failed(FailureReason.CANCELLED, ErrorInfo.from_exception(exc), exc),
@@ -166,7 +179,7 @@ class Dispatcher:
             raise WrongLoopError("this job's queue belongs to another event loop")
         state = rec.state
         ran = state == RUNNING
-        message = f"job {rec.key!r} was cancelled " + ("while running" if ran else "before it ran")
+        message = f"{rec.job.title} was cancelled " + ("while running" if ran else "before it ran")
         self.ledger.settle(rec, cancelled_outcome(message))
         if state == QUEUED:
             lane = rec.lane

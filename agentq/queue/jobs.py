@@ -72,11 +72,16 @@ class Job:
             keeps it in memory only, as a queue without a store does: for jobs whose outcome
             is recorded elsewhere (a workflow step's attempts, in the workflow's event log)
             or whose output is not JSON. Ignored by a queue without a store.
+        name: How messages about this job name it (timeouts, cancels, deadlocks, a closed
+            or full queue), instead of ``job '<key>'``; e.g. the workflow engine names a
+            step's job ``step 'charge' of workflow 'order-42'`` rather than by its internal
+            key. None (the default) names it by its key.
 
     Raises:
         TypeError: `key` is not a str, `fn` is not callable, is an async generator function
             or cannot be called with no arguments (the message names the key and the
-            signature), `retry` is not a `RetryPolicy`, or `persist` is not a bool; the
+            signature), `retry` is not a `RetryPolicy`, `persist` is not a bool, or `name` is
+            not a str or None; the
             message names the value.
         InvalidKeyError: `key` is empty, has a lone surrogate or is too long.
         ValueError: `priority` is neither a `Priority` nor one of its values, or `timeout`
@@ -92,6 +97,13 @@ class Job:
     timeout: float | None = field(default=None, kw_only=True)
     retry: RetryPolicy | None = field(default=None, kw_only=True)
     fingerprint: Any = field(default=None, kw_only=True)
+    name: str | None = field(default=None, kw_only=True)
+
+    @property
+    def title(self) -> str:
+        """How messages name this job: `name` if given, else ``job '<key>'``."""
+        name = self.name
+        return f"job {self.key!r}" if name is None else name
     persist: bool = field(default=True, kw_only=True)
 
     def __post_init__(self) -> None:
@@ -137,6 +149,8 @@ class Job:
             raise TypeError(
                 f"job {self.key!r}: retry must be a RetryPolicy or None, got {self.retry!r}"
             )
+        if self.name is not None and not isinstance(self.name, str):
+            raise TypeError(f"job {self.key!r}: name must be a str or None, got {self.name!r}")
         if self.persist is not True and self.persist is not False:
             raise TypeError(f"job {self.key!r}: persist must be a bool, got {self.persist!r}")
 

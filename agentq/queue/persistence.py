@@ -144,7 +144,7 @@ async def read_before_run(ledger: Ledger, record: Record) -> bool:
             check_stored(record.job, stored)
             ledger.answer_stored(record, stored)
     except asyncio.CancelledError as exc:
-        ledger.settle(record, cancelled_outcome(f"job {record.key!r} was cancelled", exc))
+        ledger.settle(record, cancelled_outcome(f"{record.job.title} was cancelled", exc))
         raise
     except Exception as exc:
         ledger.settle(record, error_outcome(exc))
@@ -182,7 +182,7 @@ async def save_and_settle(ledger: Ledger, record: Record, output: Any) -> None:
                 expires_at=None if ttl is None else now + ttl,
             )
         except asyncio.CancelledError as exc:
-            ledger.settle(record, cancelled_outcome(f"job {record.key!r} was cancelled", exc))
+            ledger.settle(record, cancelled_outcome(f"{record.job.title} was cancelled", exc))
             raise
         except PayloadError as exc:
             failure = PayloadError(f"job {job.key!r} returned an output that cannot be "

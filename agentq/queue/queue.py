@@ -137,7 +137,7 @@ class Queue:
         if asyncio.get_running_loop() is not self._ledger.loop:
             self._ledger.bind()
         if self._dispatch.closing and not nested:
-            raise QueueClosed(f"the queue is closed: job {job.key!r} not admitted")
+            raise QueueClosed(f"the queue is closed: {job.title} not admitted")
 
     # ----------------------------------------------------------------- public API
 
@@ -211,7 +211,7 @@ class Queue:
         if lane.space or not lane.has_room():
             raise QueueFull(
                 f"lane {lane.priority} is full ({lane.queued} queued, {lane.running} running; "
-                f"capacity {lane.capacity}, permits {lane.permits}): job {job.key!r} not admitted"
+                f"capacity {lane.capacity}, permits {lane.permits}): {job.title} not admitted"
             )
         rec = self._ledger.claim(job)
         rec.unread = job.persist and self._ledger.store is not None

@@ -11,6 +11,10 @@ cancellation that comes from outside (the loop shutting down, a parent job's tim
 apart and always propagates. A thread is never "cancelled": the task keeps waiting for it, so
 the next attempt and the release of the permit wait until it has really returned.
 
+Which failures a retry policy may retry is decided by `agentq.retry.is_retryable`, the rule
+shared with workflow steps (``retryable = False``, `NonRetryable`, `WaitForInput`, and
+exception groups judged by their leaves).
+
 Whatever a body raises fails that job and nothing else: every exception, including
 ``SystemExit``, ``GeneratorExit`` and other `BaseException` subclasses, becomes a failed
 attempt that carries the exception object. Two exceptions are special: a ``CancelledError``
@@ -35,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-import sys
 from collections.abc import Callable, Coroutine
 from inspect import CO_COROUTINE
 from types import FunctionType
@@ -56,6 +59,7 @@ from agentq.queue.records import (
     THREAD_BODY,
     Record,
 )
+from agentq.retry import is_retryable
 
 
 def is_async(fn: Callable[[], Any]) -> bool:
@@ -65,28 +69,6 @@ def is_async(fn: Callable[[], Any]) -> bool:
     )
 
 
-def retryable(failure: Failed) -> bool:
-    """Whether a retry policy may retry `failure`.
-
-    Not when its exception says so with a ``retryable`` attribute that is ``False``, nor for
-    `agentq.workflows.model.NonRetryable` and `WaitForInput`: the workflow layer sits above the
-    queue, so they are recognised only if that module is loaded, without importing it.
-    """
-    exc = failure.exception
-    if exc is None:
-        return True
-    try:
-        if getattr(exc, "retryable", True) is False:
-            return False
-    except Exception:
-        pass
-    workflow = sys.modules.get("agentq.workflows.model")
-    if workflow is not None:
-        for name in ("NonRetryable", "WaitForInput"):
-            kind = getattr(workflow, name, None)
-            if isinstance(kind, type) and isinstance(exc, kind):
-                return False
-    return True
 
 
 def on_timeout(ledger: Ledger, record: Record, attempt: int) -> None:
@@ -99,7 +81,9 @@ def on_timeout(ledger: Ledger, record: Record, attempt: int) -> None:
     ):
         return
     timeout = record.job.timeout
-    exc = TimeoutError(f"job {record.key!r} attempt {attempt} exceeded its timeout of {timeout} s")
+    exc = TimeoutError(
+        f"{record.job.title} attempt {attempt} exceeded its timeout of {timeout} s"
+    )
     failure = Failed(FailureReason.TIMEOUT, ErrorInfo.from_exception(exc), exc)
     policy = record.job.retry
     record.pending = failure
@@ -163,19 +147,19 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                             output = await output
                         elif inspect.isasyncgen(output):
                             raised = TypeError(
-                                f"job {record.key!r}: fn returned an async generator "
+                                f"{record.job.title}: fn returned an async generator "
                                 f"({output!r}), not a result; the job's fn must return a "
                                 "value or an awaitable"
                             )
             except asyncio.CancelledError as exc:
                 record.uncancel(task)
                 if task.cancelling() > base:  # cancelled from outside: propagate
-                    message = f"job {record.key!r} was cancelled"
+                    message = f"{record.job.title} was cancelled"
                     ledger.settle(record, cancelled_outcome(message, exc))
                     raise
                 if record.pending is None and record.outcome is None:
                     # The body raised CancelledError although nobody cancelled this task.
-                    message = f"job {record.key!r} raised CancelledError"
+                    message = f"{record.job.title} raised CancelledError"
                     failure = cancelled_outcome(message, exc)
                 else:
                     failure = record.take_pending()
@@ -211,7 +195,11 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                     watchdog.cancel()
             if failure is None or record.outcome is not None:
                 break
-            if policy is None or not policy.should_retry(attempt) or not retryable(failure):
+            if (
+                policy is None
+                or not policy.should_retry(attempt)
+                or not is_retryable(failure.exception)
+            ):
                 ledger.settle(record, failure)
                 break
             if record.retried != attempt:
@@ -249,7 +237,7 @@ async def _after_previous(
     """
     if previous.waits_for(record):
         exc = DeadlockError(
-            f"job {record.key!r} cannot start: the previous run of this key, still running "
+            f"{record.job.title} cannot start: the previous run of this key, still running "
             "after its timeout or cancel, waits for it, and one key never runs two bodies "
             "at once"
         )
@@ -287,7 +275,8 @@ async def _wait_in_phase(
     except asyncio.CancelledError as exc:
         record.uncancel(task)
         if task.cancelling() > base or record.outcome is None:
-            ledger.settle(record, cancelled_outcome(f"job {record.key!r} was cancelled", exc))
+            message = f"{record.job.title} was cancelled"
+            ledger.settle(record, cancelled_outcome(message, exc))
             raise
     finally:
         record.phase = IDLE
@@ -321,7 +310,7 @@ async def _in_thread(ledger: Ledger, record: Record, fn: Callable[[], Any]) -> A
     except asyncio.CancelledError as exc:
         # Interrupts never cancel a thread phase, so this comes from outside. The thread
         # cannot be stopped: record the cancel now, keep the permit until it has returned.
-        ledger.settle(record, cancelled_outcome(f"job {record.key!r} was cancelled", exc))
+        ledger.settle(record, cancelled_outcome(f"{record.job.title} was cancelled", exc))
         while not done.done():
             try:
                 await asyncio.shield(done)

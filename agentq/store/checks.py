@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agentq.codec import decode, encode
+from agentq.codec import MAX_TEXT_CHARS, decode, encode, storable_text
 from agentq.events import utc
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
@@ -40,10 +40,6 @@ __all__ = [
     "check_text",
     "check_ttl",
 ]
-
-MAX_TEXT_CHARS = 65_536
-"""Longest reason, error message or traceback kept, in characters; longer text is cut."""
-
 
 def check_number(value: object, what: str) -> float:
     """Return `value` (Unix seconds) as a float; `TypeError` / `ValueError` if not finite."""
@@ -98,19 +94,11 @@ def check_execution(value: object) -> Execution:
 
 
 def check_text(value: object, what: str) -> str:
-    """Return storable text: lone surrogates and NUL escaped, cut at `MAX_TEXT_CHARS`."""
+    """Return storable text (`agentq.codec.storable_text`: lone surrogates and NUL escaped,
+    cut at `MAX_TEXT_CHARS`); `TypeError` naming `what` if `value` is not a str."""
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, got {type(value).__name__}: {value!r:.80}")
-    text = str(value)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    if len(text) > MAX_TEXT_CHARS:
-        text = f"{text[:MAX_TEXT_CHARS]}… [{len(text) - MAX_TEXT_CHARS} more characters]"
-    return text
+    return storable_text(str(value))
 
 
 def check_error(value: object) -> dict[str, str] | None:

@@ -54,6 +54,8 @@ class StepContext:
         outputs: Outputs of the steps before this one, in order.
         previous: The last output (or the workflow input for step 0).
         resume_input: The input delivered by `resume`, or None if the step was not resumed.
+        resumed: Whether the step was resumed: then `resume_input` is what `resume`
+            delivered, None included. Tells "resumed with None" from "not resumed yet".
         recoveries: Earlier runs of this step lost to crashes (their process died, or their
             lease ran out, before they recorded an outcome); 0 on a first run. A body with
             outside effects can check them before acting again (its durable calls already
@@ -68,6 +70,7 @@ class StepContext:
     outputs: tuple[Any, ...]
     previous: Any
     resume_input: Any = None
+    resumed: bool = False
     recoveries: int = 0
     _calls: CallRecorder | None = field(default=None, repr=False, compare=False, kw_only=True)
     # The attempt's call log, set by the engine; None in a context built by hand.

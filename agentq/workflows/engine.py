@@ -7,6 +7,11 @@ records the steps one after another; a `Registry` (``registry.py``) holds the st
 workflow id, since step bodies are code, not data: after a restart the program registers its
 workflows again, then calls `agentq.recover`.
 
+A long-lived engine keeps only what it still needs: a registration is dropped once its run
+has ended completed, failed or cancelled (the store keeps the record, and `run`, `resume` and
+`status` of such an id still answer from it); waiting workflows stay registered, since
+`resume` needs their bodies. Runs, attempts and wake-ups are forgotten as they end.
+
 Every transition is an event in the store's append-only log.
 """
 
@@ -14,25 +19,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from types import TracebackType
 from typing import Any
 
 from agentq.clock import Clock
 from agentq.errors import (
     AgentqError,
     DeadlockError,
-    NotRetryableError,
-    UnknownStepError,
     UnknownWorkflowError,
 )
 from agentq.keys import validate_key
 from agentq.queue import Priority, Queue
-from agentq.store import DurableStore, WorkflowState
+from agentq.store import DurableStore
 from agentq.workflows.attempts import IN_STEP
+from agentq.workflows.changes import (
+    resume_change,
+    retry_change,
+    retry_check,
+    unregistered_retry,
+)
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
-from agentq.workflows.model import RunResult, StepStatus, Workflow
-from agentq.workflows.registry import Registry
-from agentq.workflows.results import status_of
+from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
+from agentq.workflows.registry import Registry, step_index
+from agentq.workflows.results import ended_result, refuse_resume, status_of
 from agentq.workflows.runs import Runs
 
 __all__ = ["WorkflowEngine"]
@@ -66,11 +76,13 @@ class WorkflowEngine:
     The arguments are kept, read-only, as the attributes of the same names (`worker_id`
     filled in, `clock` the one in use, `poll_interval` the one computed).
 
-    The engine belongs to the event loop it is first used on; it is not thread-safe.
+    The engine belongs to the event loop it is first used on; it is not thread-safe. Use it
+    as ``async with WorkflowEngine(queue, store) as engine:`` inside the blocks of the queue
+    and the store: leaving the block closes the engine first (see `close`), so that the
+    leases of interrupted steps are handed back while the store is still open.
 
     Example:
-        >>> async with Queue() as queue:
-        ...     engine = WorkflowEngine(queue, MemoryStore())
+        >>> async with Queue() as queue, WorkflowEngine(queue, MemoryStore()) as engine:
         ...     result = await engine.run(Workflow("w1", [StepDef("hello", lambda ctx: "hi")]))
         ...     result.status
         <RunStatus.COMPLETED: 'completed'>
@@ -97,7 +109,7 @@ class WorkflowEngine:
             poll_interval=poll_interval,
         )
         self._registry = Registry()
-        self._runs = Runs(self._driver.drive)
+        self._runs = Runs(self._driver.drive, self._drop_if_ended)
         self._deadlines = Deadlines(lambda: self.clock, self._expire)
         self._driver.on_deadline = self._deadlines.set
 
@@ -153,6 +165,27 @@ class WorkflowEngine:
         """
         self._registry.add(workflow)
 
+    def unregister(self, name: str) -> bool:
+        """Forget the workflow registered under `name` (a workflow id).
+
+        The store keeps its record; only the step bodies are forgotten, so `resume` and
+        `recover` can no longer continue it here until it is registered again. A run in
+        progress goes on (it holds its bodies). Registrations of workflows whose run ended
+        completed, failed or cancelled are dropped without this call.
+
+        Args:
+            name: A workflow id (named definitions will be accepted here too).
+
+        Returns:
+            True if something was registered under `name`, else False.
+
+        Raises:
+            TypeError: `name` is not a str.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"unregister() expects a workflow id (str), got {name!r}")
+        return self._registry.remove(name)
+
     def registered(self, workflow_id: str) -> Workflow | None:
         """Return the registered workflow with this id, or None."""
         return self._registry.get(workflow_id)
@@ -168,22 +201,31 @@ class WorkflowEngine:
         """Run a workflow until it completes, waits, fails or is cancelled.
 
         Steps that completed earlier are never run again; a workflow that already ended
-        returns its stored result and appends nothing. Concurrent calls for one workflow in
-        this engine share one run (each step executes once). Cancelling the caller does not
-        stop the run: use `cancel` for that.
+        returns its stored result and appends nothing (given by id, also once its
+        registration was dropped). Concurrent calls for one workflow in this engine share one
+        run (each step executes once). Cancelling the caller does not stop the run: use
+        `cancel` for that. The registration is dropped when the run ends completed, failed
+        or cancelled.
 
         Args:
-            workflow: A `Workflow` (registered on the way) or the id of a registered one.
+            workflow: A `Workflow` (registered on the way), the id of a registered one, or
+                the id of a stored workflow that has ended.
 
         Returns:
             A `RunResult` with status completed, waiting, failed or cancelled.
 
         Raises:
-            UnknownWorkflowError: An id that is not registered.
+            UnknownWorkflowError: An id that is neither registered nor a stored workflow that
+                has ended.
             WorkflowMismatchError: The id is stored (or registered) with different steps.
             PayloadError: The workflow input is not JSON or too large.
+            QueueClosed: The queue closed before or while a step ran (see `close`).
             StoreError: The store failed; the run can be retried (or recovered) later.
         """
+        if isinstance(workflow, str) and self._registry.get(workflow) is None:
+            ended = await ended_result(self.store, workflow)
+            if ended is not None:
+                return ended
         wf = self._registry.lookup(workflow)
         if IN_STEP.get() == wf.id:
             raise DeadlockError(
@@ -211,19 +253,22 @@ class WorkflowEngine:
         self._runs.start_soon(self._registry.lookup(workflow))
 
     async def resume(
-        self, workflow_id: str, step: str | int, input: Any = None, *, key: str | None = None
+        self, workflow_id: str, step: str | int, input: Any, *, key: str | None = None
     ) -> RunResult:
         """Deliver `input` to a `Waiting` step and continue the workflow.
 
-        The step runs again with ``ctx.resume_input == input`` (and ``ctx.attempt`` counted
-        from 1); `StepResumed` records the input. A step waiting in
-        `StepContext.wait_for_input` gets the input as that call's return value. Of
-        concurrent resumes of one wait, exactly one wins; the others raise `NotWaitingError`.
+        The step runs again with ``ctx.resumed`` true, ``ctx.resume_input == input`` (None
+        included) and ``ctx.attempt`` counted from 1; `StepResumed` records the input. A step
+        waiting in `StepContext.wait_for_input` gets the input as that call's return value.
+        Of concurrent resumes of one wait, exactly one wins; the others raise
+        `NotWaitingError`. `input` is required: None is an answer too, so it must be given on
+        purpose.
 
         Args:
-            workflow_id: The workflow (must be registered with this engine).
+            workflow_id: The workflow (registered with this engine, or stored and ended:
+                then the refusal says why).
             step: The waiting step's name or 0-based index.
-            input: A JSON value.
+            input: A JSON value (None included).
             key: The key of the `wait_for_input` this answers, checked against the wait the
                 step is on now; None answers whatever it waits for.
 
@@ -238,29 +283,17 @@ class WorkflowEngine:
             WorkflowClosedError: The workflow is cancelled, failed or completed.
             PayloadError: `input` is not JSON or too large; nothing is recorded.
         """
-        wf = self._registry.lookup(workflow_id)
-        index = self._index(wf, step)
+        wf = self._registry.get(workflow_id) if isinstance(workflow_id, str) else None
+        if wf is None:  # never recorded here: the store refuses an ended workflow's resume
+            if await ended_result(self.store, workflow_id) is None:
+                self._registry.lookup(workflow_id)  # raises UnknownWorkflowError
+            await refuse_resume(self.store, self.clock.time(), workflow_id, step, input, key)
+        index = step_index(wf.id, wf.step_names, step)
 
-        async def deliver() -> None:
-            now = self.clock.time()
-            row = await self.store.get_workflow(wf.id)
-            if row is not None:  # the run must be able to continue before the wait is used
-                await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
-            await self.store.resume_step(wf.id, index, input, now, key=key)
-
+        deliver = resume_change(self.store, self.clock, wf, index, input, key)
         # A run that is still returning from the wait would not see the input: it ends
         # first, then a run of our own continues (claims keep each step to one run).
         return await self._runs.replace(wf, deliver, before=False)
-
-    @staticmethod
-    def _index(wf: Workflow, step: str | int) -> int:
-        try:
-            return wf.index_of(step)
-        except KeyError:
-            raise UnknownStepError(
-                f"workflow {wf.id!r} has no step {step!r}; its steps are "
-                f"{list(wf.step_names)}"
-            ) from None
 
     async def retry(
         self, workflow: Workflow | str, *, from_step: str | int | None = None
@@ -286,7 +319,8 @@ class WorkflowEngine:
 
         Raises:
             UnknownWorkflowError: An id that is not registered with this engine (step
-                bodies are code: pass the `Workflow`), or a workflow that was never stored.
+                bodies are code, and a registration is dropped once its run ended failed or
+                cancelled: pass the `Workflow`), or a workflow that was never stored.
             UnknownStepError: No such step.
             NotRetryableError: The workflow is running, waiting or completed (the message
                 names its state), or a step before `from_step` has not completed; nothing
@@ -303,34 +337,12 @@ class WorkflowEngine:
         else:
             known = self._registry.get(validate_key(workflow, "workflow id"))
             if known is None:
-                stored = await self.store.get_workflow(workflow)
-                where = f"is {stored.state} in the store" if stored else "is not in the store"
-                raise UnknownWorkflowError(
-                    f"workflow {workflow!r} {where}, and its steps are not registered with "
-                    "this engine (step bodies are code, not data): pass the Workflow, "
-                    "engine.retry(workflow)"
-                )
+                await unregistered_retry(self.store, workflow)
             wf = known
-        index = None if from_step is None else self._index(wf, from_step)
+        index = None if from_step is None else step_index(wf.id, wf.step_names, from_step)
 
-        async def check() -> None:  # said before waiting for a run in progress to end
-            row = await self.store.get_workflow(wf.id)
-            if row is None:
-                raise UnknownWorkflowError(
-                    f"workflow {wf.id!r} is not in the store: it never ran, so there is "
-                    "nothing to retry; run it"
-                )
-            if row.state not in (WorkflowState.FAILED, WorkflowState.CANCELLED):
-                raise NotRetryableError(
-                    f"cannot retry workflow {wf.id!r}: it is {row.state}; only a failed or "
-                    "cancelled workflow runs again"
-                )
-
-        async def again() -> None:
-            now = self.clock.time()
-            await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
-            await self.store.retry_workflow(wf.id, index, now)
-
+        check = retry_check(self.store, wf)  # said before waiting for a run in progress
+        again = retry_change(self.store, self.clock, wf, index)
         # The run that ended it may still be on its way out (a cancelled attempt stopping):
         # it ends before the workflow is reopened, so it never sees it running again.
         return await self._runs.replace(wf, again, before=True, check=check)
@@ -369,6 +381,8 @@ class WorkflowEngine:
         cancelled = await self.store.cancel_workflow(wid, reason, now)
         if cancelled:
             self._driver.interrupt(wid)
+        if not self._runs.busy(wid):  # else dropped when its run in progress returns
+            self._registry.remove(wid)
         return cancelled
 
     async def status(self, workflow_id: str) -> list[StepStatus]:
@@ -384,17 +398,54 @@ class WorkflowEngine:
         return [status_of(row) for row in rows]
 
     async def close(self) -> None:
-        """Cancel this engine's runs in progress and wait for them to stop.
+        """Interrupt this engine's runs in progress; return once their step bodies stopped.
 
-        Their leases are left to expire, so another worker's `recover` can take them over.
+        Each step attempt that runs is interrupted (its job cancelled) and recorded as
+        nothing, as a crash would be; its lease is kept alive until the body has really
+        returned (a thread, or a body that ignores cancellation, is waited for, however long
+        it takes), then handed back, so that another engine can continue the step at once
+        and never runs it beside the old body. Callers awaiting those runs get
+        `asyncio.CancelledError`. The engine can be used again afterwards.
+
+        Raises:
+            DeadlockError: Called from inside a step body of one of these runs, which close
+                would wait for; schedule it instead
+                (``asyncio.get_running_loop().create_task(engine.close())``).
         """
+        inside = IN_STEP.get()
+        if inside is not None and self._runs.busy(inside):
+            raise DeadlockError(
+                f"close() called from inside a step of workflow {inside!r} would wait for "
+                "that step to stop; schedule it instead "
+                "(asyncio.get_running_loop().create_task(engine.close()))"
+            )
         self._deadlines.cancel_all()
-        tasks = self._runs.tasks()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        while tasks := self._runs.in_progress():
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+
+    async def __aenter__(self) -> WorkflowEngine:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Leave ``async with``: let the runs in progress end, or, if the block raised,
+        interrupt them; then `close`."""
+        while exc_type is None and (pending := self._runs.in_progress()):
+            await asyncio.wait(pending)
+        await self.close()
+
+    def _drop_if_ended(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
+        """Drop the registration once a run (or continuation) ended it, if nothing else runs."""
+        if task.cancelled() or task.exception() is not None:  # retrieved: never "unretrieved"
+            return
+        if task.result().status in _ENDED and not self._runs.busy(workflow_id):
+            self._registry.remove(workflow_id)  # the store keeps the record
 
     async def _expire(self, workflow_id: str) -> None:
         """A wait's deadline passed: run the workflow (the wait times out, or was answered)."""
@@ -414,3 +465,16 @@ class WorkflowEngine:
     def running(self, workflow_id: str) -> bool:
         """Whether this engine is running the workflow right now."""
         return self._runs.running(workflow_id)
+
+    def tables(self) -> dict[str, int]:
+        """How many entries each per-workflow table holds: registrations, runs, deliveries
+        and the driver's (attempts, wake-ups, bodies left running). For tests and leaks."""
+        return {
+            "registered": len(self._registry),
+            **self._runs.sizes(),
+            **self._driver.tables(),
+        }
+
+
+_ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+"""Run statuses after which a workflow's registration is dropped."""

@@ -105,12 +105,15 @@ async def recover(engine: WorkflowEngine) -> RecoveryReport:
         A `RecoveryReport`; ``await report.wait()`` for the resumed runs' results.
 
     Raises:
+        TypeError: `engine` is not a `WorkflowEngine` (the message names the value).
         StoreError: The store failed.
 
     Example:
         >>> report = await recover(engine)
         >>> results = await report.wait()      # when the program wants the outcomes
     """
+    if not isinstance(engine, WorkflowEngine):
+        raise TypeError(f"recover() expects a WorkflowEngine, got {engine!r:.80}")
     store = engine.store
     now = engine.clock.time()
     recovered: list[Execution] = []

@@ -28,10 +28,17 @@ class Runs:
 
     Args:
         drive: Runs one workflow to its `RunResult` (the driver's ``drive``).
+        ended: Told (workflow id, task) when a run or a continuation has ended, after it was
+            forgotten (the engine drops the registration of a workflow that has ended).
     """
 
-    def __init__(self, drive: Callable[[Workflow], Coroutine[Any, Any, RunResult]]) -> None:
+    def __init__(
+        self,
+        drive: Callable[[Workflow], Coroutine[Any, Any, RunResult]],
+        ended: Callable[[str, asyncio.Task[RunResult]], None] | None = None,
+    ) -> None:
         self._drive = drive
+        self._ended = ended
         self._runs: dict[str, asyncio.Task[RunResult]] = {}
         self._continuing: dict[str, asyncio.Task[RunResult]] = {}
 
@@ -39,9 +46,21 @@ class Runs:
         """Whether a run of the workflow is in progress."""
         return workflow_id in self._runs
 
+    def busy(self, workflow_id: str) -> bool:
+        """Whether a run of the workflow, or a resume or retry continuing it, is in progress."""
+        return workflow_id in self._runs or workflow_id in self._continuing
+
     def tasks(self) -> list[asyncio.Task[RunResult]]:
         """The runs in progress."""
         return list(self._runs.values())
+
+    def in_progress(self) -> list[asyncio.Task[RunResult]]:
+        """The runs and continuations that have not ended yet."""
+        return [t for t in (*self._runs.values(), *self._continuing.values()) if not t.done()]
+
+    def sizes(self) -> dict[str, int]:
+        """How many runs and continuations are in progress (for tests and leaks)."""
+        return {"runs": len(self._runs), "delivering": len(self._continuing)}
 
     def start(self, wf: Workflow) -> asyncio.Task[RunResult]:
         """Return the run of `wf` in progress, starting one if there is none."""
@@ -59,6 +78,8 @@ class Runs:
             del self._runs[workflow_id]
         if not task.cancelled():
             task.exception()  # retrieved by the awaiting callers; avoid "never retrieved"
+        if self._ended is not None:
+            self._ended(workflow_id, task)
 
     def start_soon(self, wf: Workflow) -> None:
         """Start a run of `wf` in the background, unless one is in progress or about to be.
@@ -125,6 +146,8 @@ class Runs:
             del self._continuing[workflow_id]
         if not task.cancelled():
             task.exception()  # retrieved by the awaiting caller; avoid "never retrieved"
+        if self._ended is not None:
+            self._ended(workflow_id, task)
 
 
 def _log_failure(task: asyncio.Task[RunResult]) -> None:

@@ -382,3 +382,35 @@ async def test_thousands_of_calls_in_one_step_replay_from_one_read(
     )
     assert result.output == sum(range(2000))
     assert world.ran["t"] == 2000  # the retry answered every call from the log
+
+
+async def test_a_tool_that_keeps_state_is_still_the_same_call_on_a_retry(
+    engine: WorkflowEngine,
+) -> None:
+    """A tool's own state (a cache, a log of what it sent) changes as calls run; a retried
+    step's calls must still answer from the log rather than conflict with their records."""
+    sent: list[str] = []
+    cache: dict[str, str] = {}
+    flaky = {"left": 1}
+
+    async def send(to: str) -> str:
+        sent.append(to)
+        cache[to] = f"sent to {to}"
+        return cache[to]
+
+    async def body(ctx: StepContext) -> list[str]:
+        out = [
+            await ctx.call(Job("mail:alice", functools.partial(send, "alice"))),
+            await ctx.call(Job("mail:bob", lambda: send("bob"))),
+        ]
+        if flaky["left"]:
+            flaky["left"] -= 1
+            raise ConnectionError("the step fails once after its calls")
+        return out
+
+    wf = Workflow("wf-stateful-tool", [StepDef("s", body, retry=RetryPolicy(2))])
+    result = await engine.run(wf)
+    assert result.status is RunStatus.COMPLETED, result.reason
+    assert result.output == ["sent to alice", "sent to bob"]
+    assert sent == ["alice", "bob"]  # the retry answered both calls from the log
+    assert engine.answered_from_log == 2

@@ -244,10 +244,12 @@ def derive_fingerprint(fn: Any) -> tuple[Any, ...]:
 
 def _portable(part: Any) -> Any:
     """`part` with what cannot cross a process replaced: code objects dropped, objects that
-    compare by identity reduced to their type."""
+    compare by identity reduced to their type, functions a call uses reduced to their name."""
     if isinstance(part, _Value):
         if part.form is _IDENTITY:
             return ("object", _type_name(part.obj))
+        if type(part.form) is tuple and part.form and part.form[0] == "call":
+            return ("call", _portable_call(part.form[1], given=False))
         return _portable(part.form)
     if isinstance(part, CodeType):
         return None
@@ -256,16 +258,54 @@ def _portable(part: Any) -> Any:
     return part
 
 
+def _portable_call(layers: tuple[Any, ...], *, given: bool) -> tuple[Any, ...]:
+    """The portable form of a derived call (the layers `_derive` returns).
+
+    What the call passes counts by value: a partial's arguments, a bound method's object,
+    and, for the function given itself (`given`, not wrapped: a lambda or a function written
+    for this call), its defaults, its closure's values and the globals it reads. A function
+    the call only *uses* (the function of a partial or of a bound method, a function among
+    the values) counts by its module and qualified name: its closure and its globals are its
+    own state (a cache, a log, a client), which changes as calls run; counted, it would make
+    a retried or recovered call look like another call.
+    """
+    out: list[Any] = []
+    for layer in layers:
+        if layer[0] == "function":
+            _, module, qualname, _code, defaults, kwdefaults, cells, globals_ = layer
+            if given:
+                out.append(
+                    ("function", module, qualname, _portable(defaults), _portable(kwdefaults),
+                     _portable(cells), _portable(globals_))
+                )
+            else:
+                out.append(("function", module, qualname))
+        else:
+            given = False  # a partial or a bound method: its function is only used
+            out.append(_portable(layer))
+    return tuple(out)
+
+
 def portable_fingerprint(fn: Any, explicit: Any = None) -> str:
     """Return a digest of the call ``fn()`` that is stable across processes and restarts.
 
     What a store keeps with a durable call's key, to tell "the same call" from another one in
-    a later process. It holds only the parts of the fingerprint that compare by value: the
-    function's module and qualified name (not its code, so editing a function's body and
-    resuming is still the same call), the values the call uses as in `derive_fingerprint`,
-    and, for a value that compares by identity in one process (an object with the default
-    ``repr``), only its type: across processes such values cannot tell calls apart. With
-    `explicit` (a `Job`'s ``fingerprint=``) the digest is that value's canonical form alone.
+    a later process. It holds only the parts of the fingerprint that compare by value and
+    describe the call, not the state of the code it runs:
+
+    - each function's module and qualified name, not its code (editing a function's body and
+      resuming is still the same call);
+    - the values the call passes, as in `derive_fingerprint`: a `functools.partial`'s
+      arguments, a bound method's ``self``, and, for a function given directly (a lambda),
+      its defaults, its closure's values and the notebook globals it reads;
+    - for a function the call only uses (a partial's or a method's function, a function
+      among those values), nothing but its name: its own closure and globals are its state
+      (a cache, a counter, a client) and change as calls run;
+    - for a value that compares by identity in one process (an object with the default
+      ``repr``), only its type: across processes such values cannot tell calls apart.
+
+    With `explicit` (a `Job`'s ``fingerprint=``) the digest is that value's canonical form
+    alone.
 
     Returns:
         32 hexadecimal characters.
@@ -273,6 +313,6 @@ def portable_fingerprint(fn: Any, explicit: Any = None) -> str:
     if explicit is not None:
         form: Any = ("explicit", _portable(_value(explicit, 0, set())))
     else:
-        form = ("derived", _portable(_derive(fn, 0, set())))
+        form = ("derived", _portable_call(_derive(fn, 0, set()), given=True))
     text = repr(form).encode("utf-8", "backslashreplace")
     return hashlib.blake2b(text, digest_size=16).hexdigest()

@@ -414,3 +414,46 @@ async def test_a_tool_that_keeps_state_is_still_the_same_call_on_a_retry(
     assert result.output == ["sent to alice", "sent to bob"]
     assert sent == ["alice", "bob"]  # the retry answered both calls from the log
     assert engine.answered_from_log == 2
+
+
+async def test_cancel_while_a_call_waits_for_its_lane_records_it_cancelled(
+    engine: WorkflowEngine,
+) -> None:
+    """A call still waiting for a lane permit never reached the world: it is cancelled
+    before it starts, recorded as failed with reason ``cancelled``, and its body never runs."""
+    release = asyncio.Event()
+    ran: list[str] = []
+
+    async def hold() -> None:
+        await release.wait()
+
+    async def pay() -> str:
+        ran.append("pay")
+        return "paid"
+
+    holders = [
+        await engine.queue.push(Job(f"holder-{i}", hold, Priority.HIGH)) for i in range(2)
+    ]  # both HIGH permits taken
+    entered = asyncio.Event()
+
+    async def body(ctx: StepContext) -> Any:
+        entered.set()
+        return await ctx.call(Job("pay", pay, Priority.HIGH))
+
+    run = asyncio.create_task(engine.run(Workflow("wf-cancel-pending", [StepDef("s", body)])))
+    await entered.wait()
+    for _ in range(200):  # until the call is recorded as started and waits in its lane
+        rows = await engine.store.calls("wf-cancel-pending")
+        if rows and engine.queue.stats()[Priority.HIGH].queued == 1:
+            break
+        await asyncio.sleep(0)
+    assert [r.state for r in rows] == ["started"]
+    assert await engine.cancel("wf-cancel-pending")
+    result = await run
+    assert result.status is RunStatus.CANCELLED
+    release.set()
+    for holder in holders:
+        await holder.handle  # type: ignore[union-attr]
+    [row] = await engine.store.calls("wf-cancel-pending")
+    assert row.state == "failed" and row.reason == "cancelled"
+    assert ran == []  # the body never ran

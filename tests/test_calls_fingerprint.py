@@ -2,15 +2,25 @@
 
 It must tell two calls apart by what they pass, and must not change as a tool's own state
 (a cache, a log, a counter) changes while calls run: else a retried or recovered step would
-find its own recorded calls "recorded for another call".
+find its own recorded calls "recorded for another call". And its fast path (no derivation of
+the functions a call only uses, a cache for calls over plain values) must give exactly the
+digest of the rule computed the slow way.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import math
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from agentq.queue import portable_fingerprint
+from agentq.queue.fingerprint import _portable_call, derive_fingerprint
 
 outbox: list[str] = []
 """A module-level log a tool appends to (its state)."""
@@ -56,3 +66,103 @@ def test_a_tools_own_state_is_not_part_of_the_call() -> None:
     assert portable_fingerprint(lambda: lookup("agentq")) == wrapped
     assert portable_fingerprint(functools.partial(send, "alice")) == used
     assert portable_fingerprint(functools.partial(lookup, "other")) != direct
+
+
+# ---------------------------------------------------------------- the fast path equals the rule
+
+MODE = "fast"
+"""A module-level value a lambda reads (rebound by a test)."""
+
+
+def reference(fn: Any) -> str:
+    """The rule, computed the slow way: derive everything, then drop what is not portable."""
+    form = ("derived", _portable_call(derive_fingerprint(fn), given=True))
+    text = repr(form).encode("utf-8", "backslashreplace")
+    return hashlib.blake2b(text, digest_size=16).hexdigest()
+
+
+class Color(Enum):
+    RED = 1
+
+
+@dataclass
+class Point:
+    x: int
+    y: int
+
+
+class Client:
+    async def fetch(self, url: str) -> str:
+        return url
+
+
+def callables() -> list[Any]:
+    """Calls of every shape: each value kind, each wrapper, cycles and empty cells."""
+    out: list[Any] = []
+    for value in (1, True, 1.0, None, "s", b"b", 0.0, -0.0, math.nan, 2j, Color.RED, [1, "a"],
+                  {"b": [1.0], "a": {2}}, (1, (2, 3)), frozenset({"x"}), Point(1, 2),
+                  object(), send, functools.partial(send, "x"), Client().fetch, Color, math):
+        out.append(functools.partial(send, value))
+        out.append(functools.partial(send, to=value))
+        out.append(lambda value=value: send(value))
+        out.append(lambda: send(value))  # noqa: B023 - the value at this point is the call
+    out.append(Client().fetch)
+    out.append(functools.partial(Client().fetch, "u"))
+    out.append(lambda: send(MODE))
+    out.append(lambda *, to="kw": send(to))
+
+    def recursive() -> Any:
+        return recursive
+
+    out.append(recursive)
+
+    never: int  # a variable of this scope that is never bound: an empty cell
+
+    def before_binding() -> Any:
+        return never  # noqa: F821 - on purpose: never bound
+
+    out.append(before_binding)
+    out.append(send)
+    out.append(make_tool()[0])
+    return out
+
+
+def test_the_fast_path_gives_the_digest_of_the_rule() -> None:
+    global MODE
+    for fn in callables():
+        expected = reference(fn)
+        assert portable_fingerprint(fn) == expected, fn
+        assert portable_fingerprint(fn) == expected, fn  # again: answered from the cache
+    first = portable_fingerprint(lambda: send(MODE))
+    MODE = "rebound"  # a notebook cell rebinds the global the lambda reads
+    try:
+        assert portable_fingerprint(lambda: send(MODE)) != first
+        assert portable_fingerprint(lambda: send(MODE)) == reference(lambda: send(MODE))
+    finally:
+        MODE = "fast"
+
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=5), st.binary(max_size=3),
+    st.floats(allow_nan=True), st.sampled_from([0, 0.0, -0.0, False, 1, 1.0, True]),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.tuples(inner, inner),
+        st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+
+
+@given(value=values, other=values)
+def test_cached_digests_never_mix_two_calls_up(value: Any, other: Any) -> None:
+    for fn in (
+        functools.partial(send, value),
+        functools.partial(send, other),  # equal to value (1 == 1.0 == True) yet another call
+        lambda: send(value),
+        lambda: send(other),
+    ):
+        assert portable_fingerprint(fn) == reference(fn)
+        assert portable_fingerprint(fn) == reference(fn)

@@ -44,7 +44,7 @@ import functools
 import hashlib
 import inspect
 import re
-from types import CodeType
+from types import CodeType, FunctionType
 from typing import Any
 
 __all__ = ["derive_fingerprint", "portable_fingerprint"]
@@ -286,6 +286,181 @@ def _portable_call(layers: tuple[Any, ...], *, given: bool) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _portable_value(value: object, depth: int, stack: set[int]) -> Any:
+    """``_portable(_value(value, depth, stack))``, without deriving what is dropped anyway.
+
+    The fast path of `portable_fingerprint` (a replayed step checks one fingerprint per call):
+    a scalar's form is built at once, and a function, partial or bound method is walked by
+    `_portable_layers`, which never derives the closure and globals of a function the call
+    only uses. Every other value takes the general path; the result is the same either way
+    (``tests/test_calls_fingerprint.py`` checks it).
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return (kind.__name__, value)
+    if depth >= _MAX_DEPTH or id(value) in stack:
+        return _portable(_value(value, depth, stack))
+    if kind is FunctionType:  # a function the call uses: its name
+        return ("call", (("function", value.__module__, value.__qualname__),))  # type: ignore[attr-defined]
+    if _is_call(value):
+        return ("call", _portable_layers(value, depth + 1, stack, given=False))
+    return _portable(_value(value, depth, stack))
+
+
+def _portable_layers(fn: Any, depth: int, stack: set[int], *, given: bool) -> tuple[Any, ...]:
+    """``_portable_call(_derive(fn, depth, stack), given=given)``, walked directly."""
+    layers: list[Any] = []
+    entered: list[int] = []
+    try:
+        while True:
+            if isinstance(fn, functools.partial):
+                stack.add(id(fn))
+                entered.append(id(fn))
+                args = tuple(_portable_value(a, depth, stack) for a in fn.args)
+                kwargs = tuple(
+                    sorted((k, _portable_value(v, depth, stack)) for k, v in fn.keywords.items())
+                )
+                layers.append(("partial", args, kwargs))
+                fn = fn.func
+            elif inspect.ismethod(fn):
+                layers.append(("self", _portable_value(fn.__self__, depth, stack)))
+                fn = fn.__func__
+            else:
+                break
+            given = False  # a partial or a bound method: its function is only used
+        code = getattr(fn, "__code__", None)
+        if not (inspect.isfunction(fn) and isinstance(code, CodeType)):
+            layers.append(("callable", _portable(_value(fn, depth, stack))))
+        elif not given:
+            layers.append(("function", fn.__module__, fn.__qualname__))
+        else:
+            stack.add(id(fn))
+            entered.append(id(fn))
+            layers.append(
+                (
+                    "function",
+                    fn.__module__,
+                    fn.__qualname__,
+                    tuple(_portable_value(v, depth, stack) for v in fn.__defaults__ or ()),
+                    tuple(
+                        sorted(
+                            (k, _portable_value(v, depth, stack))
+                            for k, v in (fn.__kwdefaults__ or {}).items()
+                        )
+                    ),
+                    _portable_cells(fn, code, depth, stack),
+                    _portable_globals(fn, code, depth, stack),
+                )
+            )
+    finally:
+        for ident in entered:
+            stack.discard(ident)
+    return tuple(layers)
+
+
+def _portable_cells(fn: Any, code: CodeType, depth: int, stack: set[int]) -> tuple[Any, ...]:
+    """``_portable(_cells(...))``, each value through `_portable_value`."""
+    state = _rebound(code)
+    values: list[Any] = []
+    for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
+        if name in state:
+            continue
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell (a variable not bound yet)
+            values.append((name, "<empty>"))
+            continue
+        values.append((name, _portable_value(value, depth, stack)))
+    return tuple(values)
+
+
+def _portable_globals(fn: Any, code: CodeType, depth: int, stack: set[int]) -> tuple[Any, ...]:
+    """``_portable(_globals(...))``, each value through `_portable_value`."""
+    namespace = getattr(fn, "__globals__", None)
+    if not isinstance(namespace, dict):
+        return ()
+    values: list[Any] = []
+    for name in _global_names(code):
+        if name in namespace:
+            value = namespace[name]
+            if inspect.ismodule(value) or inspect.isclass(value):
+                values.append((name, _type_name(value), getattr(value, "__qualname__", name)))
+            else:
+                values.append((name, _portable_value(value, depth, stack)))
+    return tuple(values)
+
+
+_PLAIN_CACHE: dict[tuple[Any, ...], str] = {}
+_PLAIN_CACHE_SIZE = 4096
+_NOT_PLAIN: Any = object()
+_SELF: Any = object()
+
+
+def _plain(value: object) -> Any:
+    """What determines `value`'s portable form, hashable, or `_NOT_PLAIN`.
+
+    A str, bytes, int, bool or None by its type and value; a function, module or class by
+    identity (its form is its name). Anything else (a float: ``0.0 == -0.0``, containers,
+    objects) is not plain: a call that uses one is not cached.
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return (kind, value)
+    if kind is FunctionType or isinstance(value, type) or inspect.ismodule(value):
+        return value
+    return _NOT_PLAIN
+
+
+@functools.lru_cache(maxsize=512)
+def _plan(code: CodeType) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The closure cells (by index) and global names a function with `code` is keyed on."""
+    state = _rebound(code)
+    cells = tuple(i for i, name in enumerate(code.co_freevars) if name not in state)
+    return cells, _global_names(code)
+
+
+def _plain_key(fn: Any) -> tuple[Any, ...] | None:
+    """A cache key that determines `fn`'s portable fingerprint, or None.
+
+    Only for the calls a replayed step makes over and over: a plain function (a lambda)
+    whose defaults, closure values and the globals it reads are all `_plain`, or a partial
+    of a plain function with plain arguments.
+    """
+    values: list[Any] = []
+    if type(fn) is FunctionType:
+        if fn.__kwdefaults__:
+            return None
+        code = fn.__code__
+        cells, names = _plan(code)
+        closure = fn.__closure__ or ()
+        namespace = fn.__globals__
+        defaults = fn.__defaults__ or ()
+        parts: list[Any] = [code, fn.__module__, fn.__qualname__, len(defaults)]
+        values.extend(defaults)
+        for i in cells:
+            try:
+                values.append(closure[i].cell_contents)
+            except ValueError:  # an empty cell
+                parts.append(i)
+        for name in names:
+            if name in namespace:
+                values.append(namespace[name])
+            else:
+                parts.append(name)
+    elif type(fn) is functools.partial and type(fn.func) is FunctionType:
+        parts = ["partial", fn.func, len(fn.args), *sorted(fn.keywords)]
+        values.extend(fn.args)
+        values.extend(value for _, value in sorted(fn.keywords.items()))
+    else:
+        return None
+    for value in values:
+        plain = _SELF if value is fn else _plain(value)  # itself: a "cycle" in its form
+        if plain is _NOT_PLAIN:
+            return None
+        parts.append(plain)
+    return tuple(parts)
+
+
 def portable_fingerprint(fn: Any, explicit: Any = None) -> str:
     """Return a digest of the call ``fn()`` that is stable across processes and restarts.
 
@@ -307,12 +482,29 @@ def portable_fingerprint(fn: Any, explicit: Any = None) -> str:
     With `explicit` (a `Job`'s ``fingerprint=``) the digest is that value's canonical form
     alone.
 
+    A replayed step checks one fingerprint per recorded call, so this is kept fast: the
+    functions a call only uses are never derived, and the digest of a lambda (or a partial)
+    whose values are all str, bytes, int, bool, None, functions, modules or classes is cached
+    under those values (by type and value; the others by identity), so that a call made
+    again with the same values costs one dictionary lookup.
+
     Returns:
         32 hexadecimal characters.
     """
     if explicit is not None:
         form: Any = ("explicit", _portable(_value(explicit, 0, set())))
+        key = None
     else:
-        form = ("derived", _portable_call(_derive(fn, 0, set()), given=True))
+        key = _plain_key(fn)
+        if key is not None:
+            cached = _PLAIN_CACHE.get(key)
+            if cached is not None:
+                return cached
+        form = ("derived", _portable_layers(fn, 0, set(), given=True))
     text = repr(form).encode("utf-8", "backslashreplace")
-    return hashlib.blake2b(text, digest_size=16).hexdigest()
+    digest = hashlib.blake2b(text, digest_size=16).hexdigest()
+    if key is not None:
+        if len(_PLAIN_CACHE) >= _PLAIN_CACHE_SIZE:
+            _PLAIN_CACHE.clear()
+        _PLAIN_CACHE[key] = digest
+    return digest

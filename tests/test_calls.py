@@ -22,7 +22,7 @@ from agentq.errors import (
 )
 from agentq.queue import Job, LaneConfig, Priority, Queue
 from agentq.retry import RetryPolicy
-from agentq.store import DurableStore, SqliteStore
+from agentq.store import DurableStore, MemoryStore, SqliteStore
 from agentq.workflows import (
     RunStatus,
     StepContext,
@@ -457,3 +457,43 @@ async def test_cancel_while_a_call_waits_for_its_lane_records_it_cancelled(
     [row] = await engine.store.calls("wf-cancel-pending")
     assert row.state == "failed" and row.reason == "cancelled"
     assert ran == []  # the body never ran
+
+
+class CountingStore(MemoryStore):
+    """A MemoryStore that counts its reads of the recorded calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    async def calls(self, workflow_id: str | None = None, step_index: int | None = None) -> Any:
+        self.reads += 1
+        return await super().calls(workflow_id, step_index)
+
+
+async def test_the_recorded_calls_are_read_once_per_attempt_that_uses_them(
+    clock: FakeClock,
+) -> None:
+    """A step that makes no durable call costs no read; one that makes many costs one, also
+    when its first calls run concurrently."""
+    world = World()
+    store = CountingStore()
+
+    async def plain(ctx: StepContext) -> str:
+        return "no calls"
+
+    async def many(ctx: StepContext) -> list[Any]:
+        first = await asyncio.gather(
+            *(ctx.call(Job(f"c{i}", functools.partial(world.tool, "t", i))) for i in range(3))
+        )
+        rest = [await ctx.call(Job(f"d{i}", functools.partial(world.tool, "t", i)))
+                for i in range(5)]
+        return [*first, *rest]
+
+    async with Queue(LANES, clock=clock) as q:
+        engine = WorkflowEngine(q, store, worker_id="w1", clock=clock)
+        wf = Workflow("wf-reads", [StepDef("a", plain), StepDef("b", plain), StepDef("c", many)])
+        result = await engine.run(wf)
+        await engine.close()
+    assert result.status is RunStatus.COMPLETED and len(result.output) == 8
+    assert store.reads == 1

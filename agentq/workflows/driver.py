@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import os
 import socket
@@ -210,7 +211,7 @@ class Driver:
             clock=self.clock,
             workflow_id=wf.id,
             execution=lambda: lease.execution,
-            rows=await self.store.calls(wf.id),
+            load=functools.partial(self.store.calls, wf.id),
         )
         job = Job(
             job_key(wf.id, execution.step_index, execution.lease_token),

@@ -12,6 +12,11 @@ What is accepted, exactly (the same for every store):
   for example ``output['ids'] is a set``. Encode such values yourself (ISO strings for
   datetimes, lists for sets, base64 for bytes) before returning them.
 - One encoded value may take at most `MAX_PAYLOAD_BYTES` bytes of UTF-8.
+
+Text that only describes (failure and wait reasons, error messages, tracebacks) is never
+refused: `storable_text` makes any str storable (lone surrogates and NUL escaped, cut at
+`MAX_TEXT_CHARS`). The stores keep such text exactly as it returns it, and the engine reports
+live reasons through it too, so a `RunResult` reads the same live and after a reload.
 """
 
 from __future__ import annotations
@@ -22,13 +27,24 @@ from typing import Any
 
 from agentq.errors import PayloadError
 
-__all__ = ["JSON", "MAX_DEPTH", "MAX_PAYLOAD_BYTES", "decode", "encode"]
+__all__ = [
+    "JSON",
+    "MAX_DEPTH",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_TEXT_CHARS",
+    "decode",
+    "encode",
+    "storable_text",
+]
 
 JSON = Any
 """A JSON-compatible value (see the module docstring for exactly what is accepted)."""
 
 MAX_PAYLOAD_BYTES = 1_048_576
 """Largest encoded value (one output, input, or resume input), in bytes of UTF-8: 1 MiB."""
+
+MAX_TEXT_CHARS = 65_536
+"""Longest reason, error message or traceback kept, in characters; longer text is cut."""
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -81,7 +97,23 @@ def _find_problem(
             if problem:
                 return problem
         return None
-    return f"{path} is a {type(value).__name__} ({_safe_repr(value)}), which is not JSON"
+    kind = type(value).__name__
+    return f"{path} is {_article(kind)} {kind} ({_safe_repr(value)}), which is not JSON"
+
+
+def _article(word: str) -> str:
+    """``"an"`` before a word read with a vowel sound (``an int``, ``an object``), else ``"a"``.
+
+    By spelling, with the usual exceptions: ``a UUID``, ``a user``, ``an hour`` stay right.
+    """
+    lower = word.lower()
+    if lower.startswith(("hour", "honest", "honor", "honour", "heir")):
+        return "an"
+    if word[:1] == "U" and word[1:2].isupper():  # an acronym read "you-": a UUID, a URL
+        return "a"
+    if lower.startswith(("uni", "use", "usu", "uti", "eu", "one")):
+        return "a"
+    return "an" if lower[:1] in ("a", "e", "i", "o", "u") else "a"
 
 
 def _safe_repr(value: Any) -> str:
@@ -119,6 +151,28 @@ def encode(value: Any, field: str = "value") -> str:
             f"{MAX_PAYLOAD_BYTES} bytes",
             field,
         )
+    return text
+
+
+def storable_text(text: str) -> str:
+    """Return `text` as every store keeps it: lone surrogates and NUL written as backslash
+    escapes, and text longer than `MAX_TEXT_CHARS` cut, saying how many characters were left
+    out (``'…… [12 more characters]'``).
+
+    Args:
+        text: Any str.
+
+    Returns:
+        The storable text (`text` itself when it needs no change).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    if len(text) > MAX_TEXT_CHARS:
+        text = f"{text[:MAX_TEXT_CHARS]}… [{len(text) - MAX_TEXT_CHARS} more characters]"
     return text
 
 

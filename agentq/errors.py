@@ -16,6 +16,8 @@ faults end in ``Error``; errors about misused arguments also derive from `ValueE
     ├── WrongLoopError            (also RuntimeError) a queue used from another event loop
     ├── MissingExtraError         (also ImportError) an optional extra is not installed
     ├── PayloadError              (also ValueError) a value is not JSON or is too large
+    ├── WaitForInput              signal: a step waits for outside input (not a fault)
+    ├── NonRetryable              signal: fail at once, never retried (a job or a step)
     ├── StoreError                the durable store's backend failed (__cause__ is the original)
     │   ├── LeaseLostError        fencing: the worker's lease was taken over
     │   └── SchemaError           the database file has an unknown schema version
@@ -24,15 +26,21 @@ faults end in ``Error``; errors about misused arguments also derive from `ValueE
         ├── UnknownStepError
         ├── WorkflowMismatchError a workflow id reused with other steps
         ├── NotWaitingError       resume of a step that is not Waiting
+        ├── NotRetryableError     retry of a workflow that is not failed or cancelled
         ├── WorkflowClosedError   the workflow is cancelled, failed or completed
         └── StepContextError      ctx.call / ctx.wait_for_input outside their step attempt
 
 `asyncio.CancelledError` is never swallowed or wrapped.
+
+`WaitForInput` and `NonRetryable` live here, in the foundation, because the queue and the
+workflow engine read them by the same rule (`agentq.retry.classify`); they are public as
+`agentq.WaitForInput` and `agentq.NonRetryable` (and from `agentq.workflows`).
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "MAX_REASON_CHARS",
     "AgentqError",
     "DeadlockError",
     "EngineError",
@@ -43,6 +51,8 @@ __all__ = [
     "KeyConflictError",
     "LeaseLostError",
     "MissingExtraError",
+    "NonRetryable",
+    "NotRetryableError",
     "NotWaitingError",
     "PayloadError",
     "QueueClosed",
@@ -52,10 +62,15 @@ __all__ = [
     "StoreError",
     "UnknownStepError",
     "UnknownWorkflowError",
+    "WaitForInput",
     "WorkflowClosedError",
     "WorkflowMismatchError",
     "WrongLoopError",
 ]
+
+
+MAX_REASON_CHARS = 4096
+"""Longest reason kept from `WaitForInput` and `NonRetryable`; longer ones are cut with '…'."""
 
 
 class AgentqError(Exception):
@@ -180,10 +195,60 @@ class NotWaitingError(EngineError):
     """`resume` targeted a step whose status is not `Waiting`; nothing was recorded."""
 
 
+class NotRetryableError(EngineError):
+    """`retry` targeted a workflow that is not failed or cancelled; nothing was recorded.
+
+    The message names the workflow and its state (running, waiting or completed), or why the
+    step to retry from cannot be run again (a step before it never completed).
+    """
+
+
 class WorkflowClosedError(EngineError):
     """The workflow is already cancelled, failed or completed; nothing was recorded."""
 
 
+def _reason_text(reason: object) -> str:
+    text = reason if isinstance(reason, str) else str(reason)
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+
+
+class WaitForInput(AgentqError):
+    """Raised by a step body to wait for outside input (a human approval, a webhook).
+
+    The step becomes `Waiting` until `WorkflowEngine.resume` delivers the input; it then
+    runs again with ``ctx.resume_input`` set. A wait is never retried, also when it reaches
+    the engine inside an exception group (parallel calls in an `asyncio.TaskGroup`): see
+    `agentq.retry.classify`. Raised by a plain queue job, it fails the job without retry.
+
+    Args:
+        reason: Shown to whoever must provide the input, e.g. in the approval panel. A
+            non-str value is converted with `str`; at most `MAX_REASON_CHARS` are kept.
+    """
+
+    retryable = False
+
+    def __init__(self, reason: object = "") -> None:
+        text = _reason_text(reason)
+        super().__init__(text)
+        self.reason = text
+
+
+class NonRetryable(AgentqError):
+    """Raised by a step body (or a job) to fail at once, without any retry.
+
+    Also honoured inside an exception group (see `agentq.retry.classify`).
+
+    Args:
+        reason: Recorded as the failure reason, verbatim (a non-str value is converted with
+            `str`; at most `MAX_REASON_CHARS` are kept).
+    """
+
+    retryable = False
+
+    def __init__(self, reason: object = "") -> None:
+        text = _reason_text(reason)
+        super().__init__(text)
+        self.reason = text
 class StepContextError(EngineError):
     """`ctx.call` or `ctx.wait_for_input` used outside the step attempt its ctx belongs to.
 

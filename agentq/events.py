@@ -20,7 +20,11 @@ StepResumed            input; key (the wait key it answered) when the wait had o
 WorkflowCompleted      outputs (list, one per step)
 WorkflowFailed         reason (the event names the step that failed)
 WorkflowCancelled      reason
-WorkerRecovered        previous_worker, lease_token, expired_at (Unix seconds)
+WorkerRecovered        previous_worker, lease_token, expired_at (Unix seconds: when
+                       the lease ran out, or would have), reason (why it was taken
+                       back: "lease expired", or the worker's process is gone)
+WorkflowRetried        from_step (0-based index; the event names the step too),
+                       previous_state (failed / cancelled), previous_reason
 CallStarted            key, lane (or null), attempt, label (JSON object or null),
                        fingerprint (or null), rerun (true: an earlier start of this key
                        never finished)
@@ -32,8 +36,11 @@ WaitTimedOut           key (the wait whose deadline passed)
 =====================  ===========================================================
 
 A resumed step's input is in its `StepResumed` event (and in the step's projection row), not
-repeated in every later `StepStarted`. `WorkerRecovered` is recorded by the worker that took
-the expired lease over (its ``worker_id``), or with no worker by `release_expired`.
+repeated in every later `StepStarted`. `WorkerRecovered` marks an attempt lost to a crash (its
+``attempt`` is the lost attempt's number, which the re-admitted attempt runs under again); it
+is recorded by the worker that took the lease over (its ``worker_id``), or with no worker by
+`release_expired` and `release_dead`. Events written before agentq recorded a ``reason`` on
+`WorkerRecovered` have none.
 
 Durable calls and waits (``ctx.call``, ``ctx.wait_for_input``) are step events too: each
 names its workflow and step. Call events carry the step attempt that made the call and its
@@ -68,6 +75,7 @@ class EventKind(StrEnum):
     WORKFLOW_FAILED = "WorkflowFailed"
     WORKFLOW_CANCELLED = "WorkflowCancelled"
     WORKER_RECOVERED = "WorkerRecovered"
+    WORKFLOW_RETRIED = "WorkflowRetried"
     CALL_STARTED = "CallStarted"
     CALL_COMPLETED = "CallCompleted"
     CALL_FAILED = "CallFailed"
@@ -102,7 +110,7 @@ class Event:
 
     @property
     def reason(self) -> str | None:
-        """The reason given by failure (steps and calls), waiting and cancellation events."""
+        """The reason of failure (steps, calls), waiting, cancellation and recovery events."""
         value = self.data.get("reason")
         return None if value is None else str(value)
 

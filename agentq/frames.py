@@ -1,4 +1,4 @@
-"""The event log, the steps projection and the queue's lanes as pandas DataFrames.
+"""The event log, the steps and calls projections and the queue's lanes as DataFrames.
 
 Needs the ``notebook`` extra (``pip install 'agentq[notebook]'``); pandas is imported when a
 function is first called, so ``import agentq`` never needs it.
@@ -11,26 +11,31 @@ columns and dtypes, also when it is empty, so recipes written against a frame ke
 - text is pandas' nullable ``string`` dtype (python storage, so the dtype is the same with or
   without pyarrow), missing values are ``<NA>``;
 - integers that can be missing are nullable ``Int64``;
-- JSON payloads (``output``, ``input``) are decoded into Python objects (``object`` dtype).
+- JSON payloads (``output``, ``input``, ``label``, ``usage``) are decoded into Python objects
+  (``object`` dtype), None when absent.
 
 Frames are built from the store's read side (`DurableStore.event_rows` returns plain tuples,
-selected in SQL by `SqliteStore`), column by column, never from `Event` objects. Recipes (retries
-per step, time waiting for approval, failure reasons, per-lane throughput) are in
-``docs/frames.md``.
+selected in SQL by `SqliteStore`), column by column, never from `Event` objects; the column
+mechanism is `agentq._frame_columns`. Recipes (retries per step, time waiting for approval,
+failure reasons, per-lane throughput, cost per tool, calls in doubt) are in ``docs/frames.md``.
 """
 
 from __future__ import annotations
 
-import gc
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentq._frame_columns import categorical as _categorical
+from agentq._frame_columns import decoded as _decoded
+from agentq._frame_columns import gc_paused as _gc_paused
+from agentq._frame_columns import modules as _modules
+from agentq._frame_columns import nullable_ints as _nullable_ints
+from agentq._frame_columns import text as _text
+from agentq._frame_columns import utc as _utc
 from agentq.events import EventKind
-from agentq.extras import require
 from agentq.queue import LANE_ORDER, LaneStats
-from agentq.store import EVENT_COLUMNS, DurableStore, StepState
+from agentq.store import EVENT_COLUMNS, CallKind, CallRow, CallState, DurableStore, StepState
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,9 +43,11 @@ if TYPE_CHECKING:
     from agentq.queue import Queue
 
 __all__ = [
+    "CALL_DTYPES",
     "EVENT_DTYPES",
     "LANE_DTYPES",
     "STEP_DTYPES",
+    "calls_frame",
     "events_frame",
     "lanes_frame",
     "steps_frame",
@@ -60,6 +67,8 @@ EVENT_DTYPES: dict[str, str] = {
     "reason": "string",
     "output": "object",
     "input": "object",
+    "key": "string",
+    "label": "object",
 }
 """Columns of `events_frame`, in order, with their dtypes (``kind``'s categories are every
 `EventKind` value, in declaration order)."""
@@ -70,6 +79,7 @@ STEP_DTYPES: dict[str, str] = {
     "step_name": "string",
     "status": "category",
     "attempt": "int64",
+    "recoveries": "int64",
     "worker_id": "string",
     "lease_expires_at": _UTC,
     "started_at": _UTC,
@@ -97,97 +107,35 @@ LANE_DTYPES: dict[str, str] = {
 """Columns of `lanes_frame`, in order, with their dtypes (``priority``'s categories are the
 `Priority` values, highest first)."""
 
+CALL_DTYPES: dict[str, str] = {
+    "workflow_id": "string",
+    "step_index": "int64",
+    "key": "string",
+    "kind": "category",
+    "label": "object",
+    "label_kind": "string",
+    "tool": "string",
+    "lane": "string",
+    "attempt": "int64",
+    "status": "category",
+    "runs": "int64",
+    "started_at": _UTC,
+    "finished_at": _UTC,
+    "duration": "float64",
+    "usage": "object",
+    "output": "object",
+    "reason": "string",
+    "error": "string",
+    "details": "object",
+    "deadline": _UTC,
+}
+"""Columns of `calls_frame`, in order, with their dtypes (``kind``'s categories are the
+`CallKind` values, ``status``'s every `CallState` value, in declaration order)."""
+
 assert tuple(EVENT_DTYPES) == EVENT_COLUMNS
 
 _KINDS = [kind.value for kind in EventKind]
 _STATES = [state.value for state in StepState]
-_NAT = -(2**63)  # the int64 that numpy reads as NaT
-
-
-def _modules() -> tuple[Any, Any]:
-    """Return the pandas and numpy modules (Any: the runtime modules, typed by the stubs)."""
-    return require("pandas", "notebook"), require("numpy", "notebook")
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    # Turning a million tuples into columns allocates millions of objects; the cyclic collector
-    # would walk them over and over (4x slower). Nothing built here holds a reference cycle.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-_MAX_SECONDS = 9.2e9  # datetime64[ns] spans about ±9.22e9 s around 1970
-
-
-def _utc(npm: Any, pdm: Any, seconds: Sequence[float | None]) -> pd.Series:
-    """Unix seconds (None = missing) → a ``datetime64[ns, UTC]`` Series, microsecond-exact.
-
-    Times outside what datetime64[ns] can hold (before 1678 or after 2261) become NaT rather
-    than wrapping around.
-    """
-    values = npm.asarray(seconds, dtype=npm.float64) if len(seconds) else npm.empty(0)
-    missing = npm.isnan(values) | (npm.abs(values) >= _MAX_SECONDS)
-    micros = npm.round(npm.where(missing, 0.0, values) * 1e6).astype(npm.int64)
-    nanos = micros * 1000
-    nanos[missing] = _NAT
-    out: pd.Series = pdm.Series(nanos.view("datetime64[ns]"), copy=False).dt.tz_localize("UTC")
-    return out
-
-
-def _objects(npm: Any, values: Sequence[Any]) -> Any:
-    return npm.fromiter(values, dtype=object, count=len(values))
-
-
-def _text(pdm: Any, npm: Any, values: Sequence[str | None]) -> pd.Series:
-    array = pdm.array(_objects(npm, values), dtype=pdm.StringDtype("python"))
-    out: pd.Series = pdm.Series(array, copy=False)
-    return out
-
-
-def _nullable_ints(pdm: Any, npm: Any, values: Sequence[int | None]) -> pd.Series:
-    objects = _objects(npm, values)
-    missing = npm.equal(objects, None)
-    ints = npm.where(missing, 0, objects).astype(npm.int64)
-    out: pd.Series = pdm.Series(pdm.arrays.IntegerArray(ints, missing), copy=False)
-    return out
-
-
-def _decoded(pdm: Any, npm: Any, texts: Sequence[str | None]) -> pd.Series:
-    """JSON texts (None = absent) → an object Series of decoded values."""
-    objects = _objects(npm, texts)
-    present = ~npm.equal(objects, None)
-    count = int(present.sum())
-    if count:
-        # One json.loads of "[t1,t2,...]" is 3-4x faster than one call per text; the count
-        # check catches a text that is not exactly one JSON value.
-        values: list[Any] = json.loads("[" + ",".join(objects[present]) + "]")
-        if len(values) != count:
-            values = [json.loads(t) for t in objects[present]]
-        objects[present] = npm.fromiter(values, dtype=object, count=count)
-    out: pd.Series = pdm.Series(objects, dtype=object, copy=False)
-    return out
-
-
-class _Codes(dict[str, int]):
-    """Category codes by value; -1 (missing) for a value that is not a category."""
-
-    def __missing__(self, key: str) -> int:
-        return -1
-
-
-def _categorical(pdm: Any, npm: Any, values: Sequence[str], categories: list[str]) -> pd.Series:
-    codes = _Codes((c, i) for i, c in enumerate(categories))
-    array = npm.fromiter(map(codes.__getitem__, values), dtype=npm.int8, count=len(values))
-    out: pd.Series = pdm.Series(pdm.Categorical.from_codes(array, categories), copy=False)
-    return out
-
-
 def _events_from_rows(rows: Sequence[tuple[Any, ...]]) -> pd.DataFrame:
     pdm, npm = _modules()
     width = len(EVENT_COLUMNS)
@@ -206,6 +154,8 @@ def _events_from_rows(rows: Sequence[tuple[Any, ...]]) -> pd.DataFrame:
             "reason": _text(pdm, npm, columns[8]),
             "output": _decoded(pdm, npm, columns[9]),
             "input": _decoded(pdm, npm, columns[10]),
+            "key": _text(pdm, npm, columns[11]),
+            "label": _decoded(pdm, npm, columns[12]),
         }
         frame: pd.DataFrame = pdm.DataFrame(data, copy=False)
     return frame
@@ -229,7 +179,10 @@ async def events_frame(
         ``at`` (datetime64[ns, UTC]), ``workflow_id`` (string), ``step_index`` (Int64, <NA>
         for workflow events), ``step_name`` (string), ``kind`` (category of every `EventKind`
         value, so ``ev.kind == "StepFailed"`` works), ``attempt`` (Int64), ``worker_id``,
-        ``reason`` (string), ``output`` and ``input`` (decoded JSON, None when absent).
+        ``reason`` (string), ``output`` and ``input`` (decoded JSON, None when absent),
+        ``key`` (string: the durable call's or wait's key, for call events, `WaitTimedOut`
+        and a keyed wait's `StepWaiting` / `StepResumed`) and ``label`` (the call's label,
+        decoded, on its call events; None otherwise).
 
     Raises:
         MissingExtraError: pandas is not installed (``pip install 'agentq[notebook]'``).
@@ -260,7 +213,8 @@ async def steps_frame(store: DurableStore) -> pd.DataFrame:
         Rows by workflow then step index, columns (dtypes) as in `STEP_DTYPES`:
         ``workflow_id``, ``step_index`` (int64), ``step_name``, ``status`` (category of every
         `StepState` value: pending, leased, waiting, completed, failed), ``attempt`` (int64,
-        attempts since the step started or was last resumed), ``worker_id`` (the lease holder
+        attempts since the step started or was last resumed, lost ones not counted),
+        ``recoveries`` (int64, attempts lost to crashes), ``worker_id`` (the lease holder
         or last holder), ``lease_expires_at``, ``started_at`` (first attempt),
         ``finished_at`` (completion or final failure; all datetime64[ns, UTC]), ``duration``
         (``finished_at - started_at``, timedelta64[ns]; it includes time spent waiting for
@@ -283,6 +237,7 @@ async def steps_frame(store: DurableStore) -> pd.DataFrame:
             "step_name": _text(pdm, npm, [r.step_name for r in rows]),
             "status": _categorical(pdm, npm, [r.state.value for r in rows], _STATES),
             "attempt": pdm.Series([r.attempt for r in rows], dtype="int64"),
+            "recoveries": pdm.Series([r.recoveries for r in rows], dtype="int64"),
             "worker_id": _text(pdm, npm, [r.worker_id for r in rows]),
             "lease_expires_at": _utc(npm, pdm, [r.lease_expires_at for r in rows]),
             "started_at": started,
@@ -329,3 +284,85 @@ async def lanes_frame(queue: Queue) -> pd.DataFrame:
     frame: pd.DataFrame = pdm.DataFrame(data, copy=False)
     return frame
 
+
+_CALL_KINDS = [kind.value for kind in CallKind]
+_CALL_STATES = [state.value for state in CallState]
+
+
+def _label_member(label: dict[str, Any] | None, name: str) -> str | None:
+    """``label[name]`` as text (JSON for a non-string value), None when absent."""
+    if not label:
+        return None
+    value = label.get(name)
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+async def calls_frame(store: DurableStore, workflow_id: str | None = None) -> pd.DataFrame:
+    """Return the ``calls`` projection as a DataFrame: one row per durable call or wait.
+
+    Read with one `DurableStore.calls` call. A call (``ctx.call``) has one row per key however
+    often it ran (``runs`` counts its `CallStarted` events); a wait (``ctx.wait_for_input``)
+    has one row per key.
+
+    Args:
+        store: Any `DurableStore`.
+        workflow_id: Only this workflow's calls and waits; None for every workflow.
+
+    Returns:
+        Rows in the order their keys were first recorded, columns (dtypes) as in
+        `CALL_DTYPES`: ``workflow_id``, ``step_index`` (int64: the step of its latest start
+        or wait), ``key`` (string), ``kind`` (category: call, wait), ``label`` (the label
+        object as given to ``ctx.call``, decoded: a dict, or None), ``label_kind`` and
+        ``tool`` (string: ``label["kind"]`` and ``label["tool"]``, <NA> when absent, JSON
+        text when not a string), ``lane`` (string), ``attempt`` (int64: the step attempt of
+        its latest event), ``status`` (category of every `CallState` value: started,
+        completed, failed for calls, waiting, answered, timed_out for waits; a call
+        ``started`` and not running is *in doubt*), ``runs`` (int64), ``started_at``,
+        ``finished_at`` (datetime64[ns, UTC], NaT while open), ``duration`` (float64
+        seconds of the latest run, as the caller measured it, or of the wait; NaN while
+        open), ``usage`` (the usage object recorded on completion, or None), ``output`` (a
+        completed call's output, an answered wait's input; decoded JSON), ``reason`` (a
+        failed call's reason, a wait's question), ``error`` (``"Type: message"`` of a
+        failed call), ``details`` (a wait's details object) and ``deadline`` (a wait's
+        deadline, datetime64[ns, UTC]).
+
+    Raises:
+        MissingExtraError: pandas is not installed (``pip install 'agentq[notebook]'``).
+        InvalidKeyError: `workflow_id` is not a valid id.
+        StoreError: The store failed.
+
+    Example:
+        >>> calls = await calls_frame(store)
+        >>> calls[calls.status == "started"]          # calls in doubt (after a crash)
+    """
+    pdm, npm = _modules()  # fail before touching the store when pandas is missing
+    rows: Sequence[CallRow] = await store.calls(workflow_id)
+    with _gc_paused():
+        data = {
+            "workflow_id": _text(pdm, npm, [r.workflow_id for r in rows]),
+            "step_index": pdm.Series([r.step_index for r in rows], dtype="int64"),
+            "key": _text(pdm, npm, [r.key for r in rows]),
+            "kind": _categorical(pdm, npm, [str(r.kind) for r in rows], _CALL_KINDS),
+            "label": pdm.Series([r.label for r in rows], dtype=object),
+            "label_kind": _text(pdm, npm, [_label_member(r.label, "kind") for r in rows]),
+            "tool": _text(pdm, npm, [_label_member(r.label, "tool") for r in rows]),
+            "lane": _text(pdm, npm, [r.lane for r in rows]),
+            "attempt": pdm.Series([r.attempt for r in rows], dtype="int64"),
+            "status": _categorical(pdm, npm, [str(r.state) for r in rows], _CALL_STATES),
+            "runs": pdm.Series([r.runs for r in rows], dtype="int64"),
+            "started_at": _utc(npm, pdm, [r.started_at for r in rows]),
+            "finished_at": _utc(npm, pdm, [r.finished_at for r in rows]),
+            "duration": pdm.Series(
+                [npm.nan if r.duration is None else r.duration for r in rows], dtype="float64"
+            ),
+            "usage": pdm.Series([r.usage for r in rows], dtype=object),
+            "output": pdm.Series([r.output for r in rows], dtype=object),
+            "reason": _text(pdm, npm, [r.reason for r in rows]),
+            "error": _text(pdm, npm, [None if r.error is None else str(r.error) for r in rows]),
+            "details": pdm.Series([r.details for r in rows], dtype=object),
+            "deadline": _utc(npm, pdm, [r.deadline for r in rows]),
+        }
+        frame: pd.DataFrame = pdm.DataFrame(data, copy=False)
+    return frame

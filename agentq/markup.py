@@ -46,10 +46,11 @@ COLORS: dict[str, tuple[str, str]] = {
     "cancelled": ("#475569", "#e2e8f0"),
     "backoff": ("#9ca3af", "#f3f4f6"),
     "error": ("#dc2626", "#fee2e2"),
+    "in_doubt": ("#be185d", "#fce7f3"),  # a durable call started and never recorded as done
 }
 """Colour of each status and span outcome: ``(strong, light)`` CSS colours."""
 
-LABELS = {"leased": "running"}
+LABELS = {"leased": "running", "in_doubt": "in doubt"}
 FONT = (
     "font-family:var(--jp-ui-font-family,system-ui,-apple-system,sans-serif);font-size:12px;"
     "color:var(--jp-ui-font-color1,#1f2937);line-height:1.4"

@@ -1,7 +1,19 @@
-"""Retry policies: how many attempts, and how long to wait between them.
+"""Retry policies, and the one rule for what is retried at all.
 
-Pure functions of the attempt number: nothing here sleeps or reads the clock. One policy type
-serves queue jobs and workflow steps.
+Pure functions: nothing here sleeps or reads the clock. One policy type serves queue jobs and
+workflow steps, and so does one rule, `classify`, for which failures a policy may retry:
+
+- an exception whose ``retryable`` attribute is ``False`` (a class attribute is enough),
+  `NonRetryable` among them, is final: the job or step fails at once;
+- `WaitForInput` is a wait: a step enters ``Waiting`` (a queue job fails without retry);
+- an exception group (what `asyncio.TaskGroup` raises when parallel calls fail) is classified
+  by its leaves, depth first: a group holding a wait waits (the siblings that failed beside
+  it do not matter: the step runs again once resumed); else a group holding a final leaf is
+  final; else it is an ordinary failure;
+- anything else (timeouts included) is an ordinary failure, retried while the policy allows.
+
+Only the exception itself and a group's leaves count, not ``__cause__``: a `JobFailed` raised
+by ``push_and_wait`` is an ordinary failure whatever failed the inner job.
 """
 
 from __future__ import annotations
@@ -9,8 +21,105 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from enum import StrEnum
 
-__all__ = ["Backoff", "RetryPolicy"]
+from agentq.errors import MAX_REASON_CHARS, WaitForInput
+
+__all__ = ["Backoff", "Classification", "RetryPolicy", "Verdict", "classify", "is_retryable"]
+
+
+class Verdict(StrEnum):
+    """What a failure calls for (see `classify`)."""
+
+    RETRY = "retry"
+    """An ordinary failure: the retry policy decides whether another attempt follows."""
+    FINAL = "final"
+    """Never retried: the job or step fails at once."""
+    WAIT = "wait"
+    """A wait for outside input: a step enters ``Waiting``; never retried."""
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """The verdict on one failure, and the exceptions that decided it.
+
+    Attributes:
+        verdict: `Verdict.RETRY`, `Verdict.FINAL` or `Verdict.WAIT`.
+        leaf: The exception that decided a final verdict or a wait (for a group, its first
+            deciding leaf), or None for an ordinary failure.
+        waits: Every `WaitForInput` found, in the group's depth-first order (for a wait).
+    """
+
+    verdict: Verdict
+    leaf: BaseException | None = None
+    waits: tuple[WaitForInput, ...] = ()
+
+    @property
+    def wait_reason(self) -> str:
+        """The reason a step waits for: the distinct reasons of `waits`, joined by ``"; "``,
+        in order, at most `agentq.errors.MAX_REASON_CHARS` characters ('' if none)."""
+        reasons = list(dict.fromkeys(w.reason for w in self.waits))
+        text = "; ".join(reasons)
+        return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+
+
+_RETRY = Classification(Verdict.RETRY)
+
+
+def _says_final(exc: BaseException) -> bool:
+    try:
+        return getattr(exc, "retryable", True) is False
+    except Exception:  # a broken __getattr__ does not make an exception final
+        return False
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The leaves of an exception group, depth first (an exception alone is its own leaf)."""
+    out: list[BaseException] = []
+    stack: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, BaseExceptionGroup) and not _says_final(current):
+            stack.extend(reversed(current.exceptions))
+        else:
+            out.append(current)
+    return out
+
+
+def classify(exc: BaseException | None) -> Classification:
+    """Classify a failure by the rule in the module docstring.
+
+    Args:
+        exc: What the body raised, or None (a failure without an exception object).
+
+    Returns:
+        A `Classification`; ``classify(None)`` is an ordinary failure.
+
+    Example:
+        >>> classify(ExceptionGroup("tools", [ValueError(), NonRetryable("no")])).verdict
+        <Verdict.FINAL: 'final'>
+    """
+    if exc is None:
+        return _RETRY
+    if not isinstance(exc, BaseExceptionGroup):  # the common case
+        if isinstance(exc, WaitForInput):
+            return Classification(Verdict.WAIT, exc, (exc,))
+        return Classification(Verdict.FINAL, exc) if _says_final(exc) else _RETRY
+    leaves = _leaves(exc)
+    waits = tuple(leaf for leaf in leaves if isinstance(leaf, WaitForInput))
+    if waits:
+        return Classification(Verdict.WAIT, waits[0], waits)
+    final = next((leaf for leaf in leaves if _says_final(leaf)), None)
+    return _RETRY if final is None else Classification(Verdict.FINAL, final)
+
+
+def is_retryable(exc: BaseException | None) -> bool:
+    """Whether a retry policy may retry a failure that raised `exc` (see `classify`)."""
+    return classify(exc).verdict is Verdict.RETRY
 
 
 def _check_seconds(name: str, value: float) -> float:

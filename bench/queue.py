@@ -2,7 +2,13 @@
 
 Run: ``python bench/queue.py``. Each figure is the best of a few rounds, each on a fresh event
 loop. Targets: jobs/s at least 0.5x the Semaphore baseline; cache hits at least 0.25x the
-dict-of-futures baseline.
+dict-of-futures baseline. The rows with ``Queue(store=...)`` run the same jobs and hits with a
+store: each job that must run then costs one store read and one save; cache hits never touch
+the store.
+
+The sequential figure (one ``push_and_wait`` at a time, so the lane runs dry between jobs and
+each job starts a lane worker: workers never park, issue 9 item 14) is measured beside one
+task per job, each awaited before the next.
 """
 
 from __future__ import annotations
@@ -10,17 +16,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import tempfile
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from agentq.queue import Job, LaneConfig, Priority, Queue, Queued
+from agentq.queue import Job, JobOutcomeStore, LaneConfig, Priority, Queue, Queued
+from agentq.store import MemoryStore, SqliteStore
 
 N_JOBS = 20_000
 PERMITS = 4
 N_HITS = 100_000
 N_KEYS = 1_000
 ROUNDS = 5
+N_STORED = 2_000  # jobs per round with a store (each one read and one save)
 
 
 async def noop() -> None:
@@ -55,6 +64,27 @@ async def agentq_jobs(capacity: int) -> float:
         handles.append(accepted.handle)
     for handle in handles:
         await handle
+    elapsed = time.perf_counter() - start
+    await queue.close()
+    return elapsed
+
+
+async def task_per_job_baseline() -> float:
+    """One task per job, each awaited before the next: seconds for N_JOBS."""
+    loop = asyncio.get_running_loop()
+    start = time.perf_counter()
+    for _ in range(N_JOBS):
+        await loop.create_task(noop())
+    return time.perf_counter() - start
+
+
+async def agentq_sequential() -> float:
+    """N_JOBS no-op jobs with unique keys, one push_and_wait at a time."""
+    queue = Queue({Priority.MEDIUM: LaneConfig(permits=PERMITS)})
+    jobs = [Job(f"job-{i}", noop) for i in range(N_JOBS)]
+    start = time.perf_counter()
+    for job in jobs:
+        await queue.push_and_wait(job)
     elapsed = time.perf_counter() - start
     await queue.close()
     return elapsed
@@ -101,6 +131,44 @@ async def agentq_hits(build_jobs: bool) -> float:
     return elapsed
 
 
+async def agentq_store_jobs(kind: str) -> float:
+    """N_STORED no-op jobs with unique keys through one lane with 4 permits, with a store."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store: JobOutcomeStore
+        store = MemoryStore() if kind == "memory" else await SqliteStore.open(f"{tmp}/q.db")
+        queue = Queue({Priority.MEDIUM: LaneConfig(capacity=N_STORED, permits=PERMITS)},
+                      store=store)
+        start = time.perf_counter()
+        handles = []
+        for i in range(N_STORED):
+            accepted = await queue.push(Job(f"job-{i}", noop))
+            assert isinstance(accepted, Queued)
+            handles.append(accepted.handle)
+        for handle in handles:
+            await handle
+        elapsed = time.perf_counter() - start
+        await queue.close()
+        if isinstance(store, SqliteStore):
+            await store.close()
+        return elapsed
+
+
+async def agentq_store_hits() -> float:
+    """N_HITS push_and_wait over N_KEYS completed keys, with a SqliteStore (jobs built once)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with SqliteStore(f"{tmp}/q.db") as store:
+            queue = Queue(store=store)
+            jobs = [Job(f"key-{i}", functools.partial(value, f"key-{i}")) for i in range(N_KEYS)]
+            for job in jobs:
+                await queue.push_and_wait(job)
+            start = time.perf_counter()
+            for i in range(N_HITS):
+                await queue.push_and_wait(jobs[i % N_KEYS])
+            elapsed = time.perf_counter() - start
+            await queue.close()
+            return elapsed
+
+
 def best(measure: Callable[[], Coroutine[Any, Any, float]]) -> float:
     """The shortest of ROUNDS runs, each on a fresh loop, in seconds."""
     times: list[float] = []
@@ -118,6 +186,11 @@ def main() -> None:
     print(f"  asyncio.Semaphore + task per job  {sem:>12,.0f} jobs/s   1.00x")
     print(f"  agentq (capacity {N_JOBS:,})        {pooled:>12,.0f} jobs/s   {pooled / sem:.2f}x")
     print(f"  agentq (capacity 100, push waits) {bounded:>12,.0f} jobs/s   {bounded / sem:.2f}x")
+    one = N_JOBS / best(task_per_job_baseline)
+    seq = N_JOBS / best(agentq_sequential)
+    print(f"sequential: {N_JOBS:,} no-op jobs, each awaited before the next is pushed")
+    print(f"  a task per job, awaited           {one:>12,.0f} jobs/s   1.00x")
+    print(f"  agentq push_and_wait              {seq:>12,.0f} jobs/s   {seq / one:.2f}x")
     base = N_HITS / best(dict_baseline)
     hits = N_HITS / best(lambda: agentq_hits(build_jobs=False))
     built = N_HITS / best(lambda: agentq_hits(build_jobs=True))
@@ -125,6 +198,14 @@ def main() -> None:
     print(f"  dict of futures                   {base:>12,.0f} hits/s   1.00x")
     print(f"  agentq (jobs built once)          {hits:>12,.0f} hits/s   {hits / base:.2f}x")
     print(f"  agentq (a new Job per call)       {built:>12,.0f} hits/s   {built / base:.2f}x")
+    mem = N_STORED / best(lambda: agentq_store_jobs("memory"))
+    lite = N_STORED / best(lambda: agentq_store_jobs("sqlite"))
+    stored_hits = N_HITS / best(agentq_store_hits)
+    print(f"with a store: {N_STORED:,} jobs (one read, one save each); the same cache hits")
+    print(f"  agentq, store=MemoryStore()       {mem:>12,.0f} jobs/s   {mem / sem:.2f}x")
+    print(f"  agentq, store=SqliteStore(file)   {lite:>12,.0f} jobs/s   {lite / sem:.2f}x")
+    print(f"  agentq cache hits, SqliteStore    {stored_hits:>12,.0f} hits/s   "
+          f"{stored_hits / base:.2f}x")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ Rows, all in this one process on this machine:
 - ``service host``: the same calls in a plain loop through the durable `ServiceHost` (one
   SQLite transaction per call, no agentq): what durable, idempotent services cost alone;
 - ``agentq + MemoryStore`` and ``agentq + SqliteStore``: the replay itself (a workflow per
-  task, a step per turn, a queued job per call, approvals through ``engine.resume``), with
-  the service host underneath, on agentq's in-memory store and on a SQLite file on disk.
+  task, a step per turn, a durable call (``ctx.call``) per tool call, approvals through keyed
+  waits and ``engine.resume``), with the service host underneath, on agentq's in-memory store
+  and on a SQLite file on disk.
 
 No transient errors, no crash: each row does the same calls once (1142 for the 200 base tasks).
 Each row is run ``--repeat`` times on fresh files; the best time is reported (and the median

@@ -62,3 +62,14 @@ async def until(predicate: Any, rounds: int = 10_000) -> None:
             return
         await asyncio.sleep(0)
     raise AssertionError("condition never held")
+
+
+def send_mail(marks: str, to: str) -> dict[str, str]:
+    """A tool whose side effect other processes can see: appends `to` to the `marks` file.
+
+    A plain function (it runs in a thread), importable by the same module name from every
+    process, so that its fingerprint is the same everywhere.
+    """
+    with open(marks, "a", encoding="utf-8") as f:
+        f.write(f"{to}\n")
+    return {"sent_to": to}

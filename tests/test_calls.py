@@ -20,7 +20,7 @@ from agentq.errors import (
     PayloadError,
     StepContextError,
 )
-from agentq.queue import Job, LaneConfig, Priority, Queue
+from agentq.queue import Job, JobOutcomeStore, LaneConfig, Priority, Queue
 from agentq.retry import RetryPolicy
 from agentq.store import DurableStore, MemoryStore, SqliteStore
 from agentq.workflows import (
@@ -30,6 +30,7 @@ from agentq.workflows import (
     Workflow,
     WorkflowEngine,
 )
+from agentq.workflows.calls import call_queue_key
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -497,3 +498,35 @@ async def test_the_recorded_calls_are_read_once_per_attempt_that_uses_them(
         await engine.close()
     assert result.status is RunStatus.COMPLETED and len(result.output) == 8
     assert store.reads == 1
+
+
+async def test_a_queue_store_keeps_neither_the_calls_nor_the_step_jobs(
+    store: DurableStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workflow's log answers durable calls; a `Queue(store=...)` never saves them."""
+    assert isinstance(store, JobOutcomeStore)
+    world = World()
+    pushed: list[str] = []
+    saved: list[str] = []
+    save_job = store.save_job
+
+    async def spy(key: str, *args: Any, **kwargs: Any) -> Any:
+        saved.append(key)
+        return await save_job(key, *args, **kwargs)
+
+    monkeypatch.setattr(store, "save_job", spy)
+
+    async def body(ctx: StepContext) -> Any:
+        return await ctx.call(Job("lookup", functools.partial(world.tool, "lookup", 7)))
+
+    async with Queue(LANES, clock=clock, store=store) as q:
+        q.subscribe(lambda event: pushed.append(event.key))
+        engine = WorkflowEngine(q, store, worker_id="w1", lease_ttl=30.0, clock=clock)
+        result = await engine.run(Workflow("wf-queue-store", [StepDef("s", body)]))
+        assert await q.push_and_wait(Job("plain", functools.partial(world.tool, "p"))) == {
+            "tool": "p", "value": None}
+        await engine.close()
+    assert result.output == {"tool": "lookup", "value": 7}
+    assert call_queue_key("wf-queue-store", "lookup") in pushed
+    assert len(set(pushed)) == 3  # the step's attempt, the call, the plain job
+    assert saved == ["plain"]  # only the plain job was persisted

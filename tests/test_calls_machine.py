@@ -82,9 +82,9 @@ class CallsMachine(RuleBasedStateMachine):
         self.runner = asyncio.Runner()
         self.store = MemoryStore()
         self.clock = FakeClock()
-        self.wf = Workflow(
-            WF, [StepDef("s", self._body, retry=RetryPolicy(max_attempts=10_000))]
-        )
+        # The model has no crash budget: every crash is recovered (max_recoveries).
+        retry = RetryPolicy(max_attempts=10_000)
+        self.wf = Workflow(WF, [StepDef("s", self._body, retry=retry, max_recoveries=10_000)])
         self.generation = 0
         # The running process: its link to the store, queue, engine and current run.
         self.link: Link

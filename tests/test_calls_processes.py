@@ -73,11 +73,13 @@ async def test_sigkill_inside_call_5_then_recover_in_a_new_process(tmp_path: Pat
         engine = WorkflowEngine(queue, store, worker_id="rescuer", lease_ttl=5.0, clock=clock)
         engine.register_workflow(child.crash_workflow(side))
         report = await recover(engine)
+        results = await report.wait()  # recover resumes the run in the background
         events = await store.load_events("calls-crash")
         rows = await store.calls("calls-crash")
         answered = engine.answered_from_log
 
-    result = report.resumed["calls-crash"]
+    assert report.resumed == ("calls-crash",)
+    result = results["calls-crash"]
     expected = [{"key": f"call-{n}", "square": n * n} for n in range(1, child.CALLS + 1)]
     assert result.outputs == (expected, sum(n * n for n in range(1, child.CALLS + 1)))
     assert [e.step_name for e in report.recovered] == ["calls"]

@@ -23,7 +23,7 @@ from agentq.errors import (
     WorkflowMismatchError,
 )
 from agentq.events import EventKind
-from agentq.queue import LaneConfig, Priority, Queue
+from agentq.queue import JobOutcomeStore, LaneConfig, Priority, Queue
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store import DurableStore
 from agentq.workflows import (
@@ -37,6 +37,7 @@ from agentq.workflows import (
     WorkflowEngine,
     recover,
 )
+from agentq.workflows.attempts import job_key
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -190,6 +191,33 @@ async def test_wait_resume_then_next_step_runs_once(engine: WorkflowEngine) -> N
         await engine.resume("wf-wait", "approve", {"ok": False})
     assert len(await engine.store.load_events("wf-wait")) == before
     assert (await engine.run("wf-wait")).outputs == ({"ok": True}, "got True")
+
+
+async def test_a_queue_with_a_store_runs_workflows_and_keeps_no_step_attempt(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    """Step attempts are jobs with persist=False: their outcome is in the event log, and a
+    wait (not JSON) or a step output must not go through the queue's store."""
+    assert isinstance(store, JobOutcomeStore)
+
+    async def approve(ctx: StepContext) -> Any:
+        if ctx.resume_input is None:
+            raise WaitForInput("needs a human")
+        return ctx.resume_input
+
+    async with Queue(store=store, clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, worker_id="w1", lease_ttl=30.0, clock=clock)
+        wf = Workflow("wf-stored", [StepDef("approve", approve), ok(7)])
+        assert (await engine.run(wf)).status is RunStatus.WAITING
+        done = await engine.resume("wf-stored", "approve", {"ok": True})
+        assert done.status is RunStatus.COMPLETED and done.outputs == ({"ok": True}, 7)
+        await engine.close()
+    stats = queue.stats()[Priority.MEDIUM]
+    assert stats.cache_hits == 0 and stats.completed == 3  # nothing was read back
+    for token in range(1, 4):  # nor saved, under any attempt's key
+        for index in (0, 1):
+            key = job_key("wf-stored", index, token)
+            assert await store.load_job(key, clock.time()) is None
 
 
 async def test_concurrent_resumes_exactly_one_wins(engine: WorkflowEngine) -> None:
@@ -458,7 +486,8 @@ async def test_queue_closing_mid_step_records_nothing_and_recover_finishes(
         rescuer = WorkflowEngine(fresh, store, worker_id="new", lease_ttl=5.0, clock=clock)
         rescuer.register_workflow(wf)
         report = await recover(rescuer)
-    assert report.resumed["wf-shutdown"].output == "done"
+        results = await report.wait()
+    assert results["wf-shutdown"].output == "done"
     assert "StepFailed" not in await kinds(store, "wf-shutdown")
 
 
@@ -584,8 +613,9 @@ async def test_closing_the_engine_mid_step_hands_the_lease_back(
         rescuer = WorkflowEngine(fresh, store, worker_id="new", clock=clock)
         rescuer.register_workflow(wf)
         report = await recover(rescuer)
+        results = await report.wait()
     assert [e.worker_id for e in report.recovered] == ["old"]
-    assert report.resumed["wf-engine-close"].output == "done"
+    assert results["wf-engine-close"].output == "done"
     assert "StepFailed" not in await kinds(store, "wf-engine-close")
 
 

@@ -10,7 +10,7 @@ import pytest
 from queue_helpers import BOUND, Gate
 
 from agentq.errors import JobFailed, KeyConflictError
-from agentq.queue.fingerprint import derive_fingerprint
+from agentq.queue.fingerprint import MAX_ITEMS, MAX_VALUES, derive_fingerprint
 from agentq.queue.handles import Cached, InFlight
 from agentq.queue.jobs import Job
 from agentq.queue.queue import Queue
@@ -272,3 +272,249 @@ def test_values_whose_repr_elides_contents_count_by_identity() -> None:
     assert repr(a) == repr(b)
     assert derive_fingerprint(call_with(a)) == derive_fingerprint(call_with(a))
     assert derive_fingerprint(call_with(a)) != derive_fingerprint(call_with(b))
+
+
+# ------------------------------------------------------------------ the stored text
+
+
+class Session:
+    """An object with the default repr: compared by identity in one process."""
+
+
+@dataclass
+class Person:
+    name: str
+
+
+def test_stored_fingerprints_keep_what_compares_by_value() -> None:
+    from agentq.queue.fingerprint import stored_fingerprint as stored
+
+    alice = stored(functools.partial(send_mail, "alice"))
+    assert alice.startswith("v1:") and len(alice) == 3 + 64
+    assert stored(functools.partial(send_mail, "alice")) == alice
+    assert stored(functools.partial(send_mail, "bob")) != alice
+    assert stored(functools.partial(send_mail, to="alice")) != alice
+    assert stored(other_fn) != stored(send_mail)
+    assert stored(lambda: send_mail(Person("a"))) != stored(lambda: send_mail(Person("b")))
+    assert stored(lambda: send_mail("alice")) != stored(lambda: send_mail("bob"))
+    params = {"b": 2, "a": [1, 1.0, True, None, b"x", {3}]}
+    assert stored(functools.partial(send_mail, params)) == stored(
+        functools.partial(send_mail, dict(reversed(params.items())))
+    )
+    assert stored(functools.partial(send_mail, 1)) != stored(functools.partial(send_mail, 1.0))
+    assert stored(functools.partial(send_mail, 10**5000)) != stored(
+        functools.partial(send_mail, 10**5000 + 1)
+    )
+
+
+def test_stored_fingerprints_know_identity_values_by_their_type_only() -> None:
+    from agentq.queue.fingerprint import stored_fingerprint as stored
+
+    one, two = Session(), Session()
+    assert derive_fingerprint(functools.partial(send_mail, one)) != derive_fingerprint(
+        functools.partial(send_mail, two)
+    )  # one process: only the same object is the same value
+    assert stored(functools.partial(send_mail, one)) == stored(
+        functools.partial(send_mail, two)
+    )  # across processes there is no telling them apart
+    assert stored(functools.partial(send_mail, one)) != stored(
+        functools.partial(send_mail, Person("x"))
+    )
+
+
+def test_stored_explicit_fingerprints_are_their_value() -> None:
+    from agentq.queue.fingerprint import stored_fingerprint as stored
+
+    assert stored(other_fn, ("send", "alice")) == stored(send_mail, ("send", "alice"))
+    assert stored(other_fn, ("send", "alice")) != stored(other_fn, ("send", "bob"))
+    assert stored(other_fn, ("send", "alice")) != stored(other_fn, ["send", "alice"])
+    assert stored(other_fn, {"a": 1, "b": 2}) == stored(other_fn, {"b": 2, "a": 1})
+    assert stored(other_fn, ("send",)) != stored(functools.partial(lambda x: x, "send"))
+
+
+def test_stored_fingerprints_are_the_same_in_another_process() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from agentq.queue.fingerprint import stored_fingerprint as stored
+
+    code = (
+        "import functools, test_fingerprint as t\n"
+        "from agentq.queue.fingerprint import stored_fingerprint as s\n"
+        "print(s(functools.partial(t.send_mail, {'to': ['alice'], 'n': 1.5})))\n"
+        "print(s(lambda: t.send_mail(t.Person('a'))))\n"
+    )
+    here = Path(__file__).parent
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=here, capture_output=True, text=True, check=True,
+        env={**__import__("os").environ, "PYTHONHASHSEED": "random"},
+    )
+    first, _ = done.stdout.split()
+    assert first == stored(functools.partial(send_mail, {"to": ["alice"], "n": 1.5}))
+
+
+log: list[str] = []
+settings = {"retries": 3}
+
+
+async def logs_and_sends(to: str) -> str:
+    log.append(to)
+    return f"{to} {settings}"
+
+
+def test_module_level_containers_are_state_to_a_stored_fingerprint() -> None:
+    from agentq.queue.fingerprint import stored_fingerprint as stored
+
+    before = stored(functools.partial(logs_and_sends, "alice"))
+    log.append("something")  # a log or a cache fills up: still the same call
+    settings["retries"] = 4
+    assert stored(functools.partial(logs_and_sends, "alice")) == before
+    assert stored(functools.partial(logs_and_sends, "bob")) != before
+    log.clear()
+    settings["retries"] = 3
+
+# ------------------------------------------------------------------ when the fingerprint is taken
+
+
+async def test_issue9_the_claiming_push_takes_its_fingerprint_when_pushed_alice_then_bob() -> None:
+    """Issue 9 item 13: ``Job("greet", lambda: send(user))`` pushed for alice, ``user``
+    rebound to bob, a new such job pushed: bob is refused, nobody gets alice's mail twice."""
+    namespace: dict[str, object] = {"sent": [], "Job": Job}
+    cell = (
+        "async def send(u):\n"
+        "    sent.append(u)\n"
+        "    return f'mail sent to {u}'\n"
+        "def greet():\n"
+        "    return Job('greet', lambda: send(user))\n"
+    )
+    exec(compile(cell, "<cell-1>", "exec"), namespace)
+    async with Queue() as queue:
+        namespace["user"] = "alice"
+        first = namespace["greet"]()  # type: ignore[operator]
+        assert await queue.push_and_wait(first) == "mail sent to alice"
+        namespace["user"] = "bob"  # rebind, then push for bob
+        with pytest.raises(KeyConflictError, match="'greet'"):
+            await queue.push_and_wait(namespace["greet"]())  # type: ignore[operator]
+        with pytest.raises(KeyConflictError):
+            await queue.push(namespace["greet"]())  # type: ignore[operator]
+    assert namespace["sent"] == ["alice"]
+
+
+async def test_issue9_one_key_for_a_lambda_over_a_loop_variable_conflicts_at_once() -> None:
+    """Issue 9 item 13: ``lambda: i`` under one key for i = 0, 1, 2 gives
+    [0, KeyConflictError, KeyConflictError] (it gave [0, 0, KeyConflictError])."""
+    results: list[object] = []
+    async with Queue() as queue:
+        for i in range(3):
+            try:
+                results.append(await queue.push_and_wait(Job("k", lambda: i)))  # noqa: B023
+            except KeyConflictError as exc:
+                results.append(type(exc))
+    assert results == [0, KeyConflictError, KeyConflictError]
+
+
+async def test_issue9_a_running_claimer_keeps_the_fingerprint_it_was_pushed_with() -> None:
+    """The same order while the first job still runs: the join for bob is refused, a join
+    for alice is accepted."""
+    gate = Gate()
+    namespace: dict[str, object] = {"gate": gate, "Job": Job}
+    cell = (
+        "async def send(u):\n"
+        "    await gate()\n"
+        "    return u\n"
+        "def greet():\n"
+        "    return Job('greet', lambda: send(user))\n"
+    )
+    exec(compile(cell, "<cell-1>", "exec"), namespace)
+    greet = namespace["greet"]
+    async with Queue() as queue:
+        namespace["user"] = "alice"
+        running = asyncio.ensure_future(queue.push_and_wait(greet()))  # type: ignore[operator]
+        await gate.started.wait()
+        namespace["user"] = "bob"
+        with pytest.raises(KeyConflictError):
+            await queue.push(greet())  # type: ignore[operator]
+        namespace["user"] = "alice"
+        assert isinstance(await queue.push(greet()), InFlight)  # type: ignore[operator]
+        gate.release.set()
+        async with asyncio.timeout(BOUND):
+            assert await running == "alice"
+    assert gate.calls == 1
+
+
+async def test_issue9_a_named_function_over_a_rebound_global_in_a_new_job_conflicts() -> None:
+    """The same function object in a new Job is compared by the values it reads now."""
+    namespace: dict[str, object] = {}
+    exec(compile("async def greet():\n    return f'sent to {user}'\n", "<cell>", "exec"), namespace)
+    greet = namespace["greet"]
+    async with Queue() as queue:
+        namespace["user"] = "alice"
+        assert await queue.push_and_wait(Job("greet", greet)) == "sent to alice"  # type: ignore[arg-type]
+        namespace["user"] = "bob"
+        with pytest.raises(KeyConflictError):
+            await queue.push_and_wait(Job("greet", greet))  # type: ignore[arg-type]
+
+
+async def test_issue9_the_very_job_object_that_claimed_a_key_is_the_same_call() -> None:
+    """Documented: pushing the Job object that claimed the key again is a cache hit by
+    identity, even if the values its function reads were rebound since (nothing is derived:
+    the hot path). A new Job for the new values is compared and refused."""
+    namespace: dict[str, object] = {}
+    exec(compile("async def greet():\n    return user\n", "<cell-1>", "exec"), namespace)
+    namespace["user"] = "alice"
+    job = Job("greet", namespace["greet"])  # type: ignore[arg-type]
+    async with Queue() as queue:
+        assert await queue.push_and_wait(job) == "alice"
+        namespace["user"] = "bob"
+        assert await queue.push_and_wait(job) == "alice"
+        with pytest.raises(KeyConflictError):
+            await queue.push_and_wait(Job("greet", namespace["greet"]))  # type: ignore[arg-type]
+
+
+def test_fingerprints_of_big_values_are_bounded_and_fall_back_to_identity() -> None:
+    """A huge captured value is not walked at every push: past MAX_ITEMS items it counts by
+    identity (another equal list is another call), and so does everything past MAX_VALUES."""
+
+    def over(value: object) -> object:
+        return lambda: value
+
+    big = list(range(MAX_ITEMS + 1))
+    assert derive_fingerprint(over(big)) == derive_fingerprint(over(big))
+    assert derive_fingerprint(over(big)) != derive_fingerprint(over(list(big)))
+    small = list(range(MAX_ITEMS))
+    assert derive_fingerprint(over(small)) == derive_fingerprint(over(list(small)))
+    wide = [list(range(MAX_ITEMS)) for _ in range(MAX_VALUES // MAX_ITEMS + 1)]
+    assert derive_fingerprint(over(wide)) == derive_fingerprint(over(wide))
+    copy = [list(part) for part in wide]
+    assert derive_fingerprint(over(wide)) != derive_fingerprint(over(copy))
+
+
+def test_arrays_and_data_frames_count_by_identity_without_building_their_repr() -> None:
+    """Taken at every claim now, a fingerprint must not format a DataFrame each time."""
+
+    class Frame:
+        reprs = 0
+
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+        def __dataframe__(self) -> object:
+            return self
+
+        def __repr__(self) -> str:
+            Frame.reprs += 1
+            return f"Frame({self.rows})"
+
+    class Array(Frame):
+        def __array__(self) -> object:
+            return self
+
+    def over(value: object) -> object:
+        return lambda: value
+
+    for kind in (Frame, Array):
+        a, b = kind(3), kind(3)
+        assert derive_fingerprint(over(a)) == derive_fingerprint(over(a))
+        assert derive_fingerprint(over(a)) != derive_fingerprint(over(b))
+    assert Frame.reprs == 0

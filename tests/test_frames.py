@@ -1,4 +1,6 @@
-"""agentq.frames: fixed columns and dtypes (also empty), values, and the docs/frames.md recipes."""
+"""agentq.frames: fixed columns and dtypes (also empty), values, and the docs/frames.md recipes.
+
+Also `calls_frame` (durable calls and waits) from a real engine run with calls and a wait."""
 
 from __future__ import annotations
 
@@ -11,14 +13,16 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from widgets.fakes import T0, ReadStore
+from widgets.fakes import T0, ReadStore, Tools, agent_workflow
 
 from agentq.clock import FakeClock
 from agentq.events import EventKind
 from agentq.frames import (
+    CALL_DTYPES,
     EVENT_DTYPES,
     LANE_DTYPES,
     STEP_DTYPES,
+    calls_frame,
     events_frame,
     lanes_frame,
     steps_frame,
@@ -26,7 +30,7 @@ from agentq.frames import (
 from agentq.outcomes import ErrorInfo
 from agentq.queue import Job, LaneConfig, Priority, Queue
 from agentq.retry import Backoff, RetryPolicy
-from agentq.store import EVENT_COLUMNS, MemoryStore, SqliteStore, StepState
+from agentq.store import EVENT_COLUMNS, CallState, MemoryStore, SqliteStore, StepState
 from agentq.workflows import StepContext, StepDef, WaitForInput, Workflow, WorkflowEngine
 
 K = EventKind
@@ -265,3 +269,90 @@ async def test_times_beyond_datetime64_become_nat_instead_of_wrapping() -> None:
     frame = await steps_frame(store)
     assert frame["lease_expires_at"].isna().all()
     assert frame["started_at"].iloc[0].year == 2026
+
+
+# --- calls_frame: the durable calls and waits ------------------------------------------------
+
+
+async def test_calls_frame_empty_has_the_fixed_columns_and_dtypes() -> None:
+    calls = await calls_frame(MemoryStore())
+    assert dtypes(calls) == CALL_DTYPES and len(calls) == 0
+    assert list(calls.kind.cat.categories) == ["call", "wait"]
+    assert list(calls.status.cat.categories) == [s.value for s in CallState]
+    assert run_recipe("Cost per tool", calls=calls).to_dict() == {}
+    assert len(run_recipe("Calls in doubt", calls=calls)) == 0
+
+
+async def test_calls_frame_of_a_real_run_on_every_store(store: Any, clock: FakeClock) -> None:
+    tools = Tools()
+    async with Queue(clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, worker_id="w1", clock=clock)
+        assert (await engine.run(agent_workflow(tools))).status == "waiting"
+        waiting = await calls_frame(store, "trip")
+        await clock.advance(5)
+        done = await engine.resume("trip", "agent", {"approved": True}, key="approve")
+        assert done.status == "completed" and done.output == {"approved": True}
+        await engine.close()
+    # The failed booking failed the first attempt; the retry answered the rest from the log.
+    assert tools.ran == ["model", "search:0", "search:1", "book:2", "book:2"]
+
+    assert dtypes(waiting) == CALL_DTYPES
+    assert waiting.key.tolist() == ["plan", "tool:0", "tool:1", "tool:2", "approve"]
+    assert waiting.kind.tolist() == ["call"] * 4 + ["wait"]
+    assert waiting.status.tolist() == ["completed"] * 4 + ["waiting"]
+    assert waiting.runs.tolist() == [1, 1, 1, 2, 1]
+    assert waiting.label_kind.tolist() == ["model", "tool", "tool", "tool", pd.NA]
+    assert waiting.tool.tolist() == [pd.NA, "search", "search", "book", pd.NA]
+    assert waiting.label.iloc[3] == {"kind": "tool", "tool": "book"}
+    assert waiting.label.iloc[4] is None
+    assert waiting.lane.tolist() == ["medium", "high", "high", "high", pd.NA]
+    assert waiting.attempt.tolist()[:4] == [1, 1, 1, 2]
+    assert waiting.usage.iloc[0] == {"tokens": 100} and waiting.usage.iloc[4] is None
+    assert waiting.output.iloc[3] == {"tool": "book", "i": 2}
+    assert (waiting.step_index == 0).all() and (waiting.workflow_id == "trip").all()
+    assert waiting.duration.iloc[:4].notna().all() and pd.isna(waiting.duration.iloc[4])
+    assert waiting.started_at.notna().all() and pd.isna(waiting.finished_at.iloc[4])
+    wait = waiting.iloc[4]
+    assert wait.reason == "book it?"
+    assert wait.details == {"tool": "book", "args": {"to": "<script>"}}
+    assert wait.deadline - wait.started_at == pd.Timedelta(seconds=60)
+    assert run_recipe("Cost per tool", calls=waiting).to_dict() == {"book": 30.0, "search": 30.0}
+    assert len(run_recipe("Calls in doubt", calls=waiting)) == 0
+
+    after = await calls_frame(store)
+    assert dtypes(after) == CALL_DTYPES
+    answered = after.iloc[4]
+    assert answered.status == "answered" and answered.output == {"approved": True}
+    assert answered.duration == 5.0 and answered.finished_at - answered.started_at == pd.Timedelta(
+        seconds=5
+    )
+
+    # The event log names each call's key and label.
+    ev = await events_frame(store, "trip")
+    assert dtypes(ev) == EVENT_DTYPES
+    started = ev[ev.kind == "CallStarted"]
+    assert started.key.tolist() == ["plan", "tool:0", "tool:1", "tool:2", "tool:2"]
+    assert started.label.iloc[1] == {"kind": "tool", "tool": "search"}
+    assert ev[ev.kind == "CallFailed"].key.tolist() == ["tool:2"]
+    assert ev[ev.kind.isin(["StepWaiting", "StepResumed"])].key.tolist() == ["approve"] * 2
+    assert ev[ev.kind == "StepStarted"].key.isna().all() and ev.label.iloc[0] is None
+
+
+async def test_calls_in_doubt_and_times_beyond_datetime64(store: Any) -> None:
+    await store.start_workflow("crashed", ["s"], None, T0)
+    claimed = await store.claim_step("crashed", 0, "w1", 10.0, T0)
+    ex = claimed.execution
+    await store.start_call(ex, "pay", fingerprint=None, lane="high",
+                           label={"kind": "tool", "tool": 7, "x": "<b>"}, now=T0)
+    await store.start_call(ex, "mail", fingerprint=None, lane=None, label=None, now=T0 + 1)
+    await store.complete_call(ex, "mail", output=None, usage=None, duration=0.25, now=T0 + 2)
+    await store.wait_step(ex, "later?", T0 + 3, key="far", deadline=1e10)  # year 2286
+    calls = await calls_frame(store)
+    assert dtypes(calls) == CALL_DTYPES
+    assert calls.status.tolist() == ["started", "completed", "waiting"]
+    assert calls.tool.tolist() == ["7", pd.NA, pd.NA]  # not a string: its JSON text
+    assert pd.isna(calls.duration.iloc[0]) and calls.duration.iloc[1] == 0.25
+    assert calls.deadline.isna().all()  # beyond datetime64[ns]: NaT, not wrapped around
+    doubt = run_recipe("Calls in doubt", calls=calls)
+    assert doubt.key.tolist() == ["pay"] and doubt.tool.tolist() == ["7"]
+    assert (await calls_frame(store, "other")).empty

@@ -159,6 +159,98 @@ async def test_a_callable_returning_an_async_generator_fails_its_job() -> None:
     assert "async generator" in str(caught.value.__cause__)
 
 
+# ------------------------------------------------------------------ callables that need arguments
+
+
+async def fetch(city: str, *, units: str = "metric") -> str:
+    return f"{city} in {units}"
+
+
+def needs_two(a: int, b: int) -> int:
+    return a + b
+
+
+def keyword_only(*, token: str) -> str:
+    return token
+
+
+class Tool:
+    def __call__(self, query: str) -> str:
+        return query
+
+    def run(self, query: str) -> str:
+        return query
+
+    def ready(self) -> str:
+        return "ready"
+
+
+class NeedsConfig:
+    def __init__(self, config: dict[str, str]) -> None:
+        self.config = config
+
+
+@pytest.mark.parametrize(
+    ("fn", "signature"),
+    [
+        (fetch, "(city: 'str', *, units: 'str' = 'metric')"),
+        (needs_two, "(a: 'int', b: 'int')"),
+        (functools.partial(needs_two, 1), "(b: 'int')"),
+        (keyword_only, "(*, token: 'str')"),
+        (functools.partial(fetch, units="imperial"), "(city: 'str', *, units: 'str' = 'imperial')"),
+        (lambda x: x, "(x)"),
+        (Tool(), "(query: 'str')"),
+        (Tool().run, "(query: 'str')"),
+        (NeedsConfig, "(config: 'dict[str, str]')"),
+    ],
+    ids=["async", "function", "partial", "keyword-only", "partial-keywords", "lambda",
+         "__call__", "method", "class"],
+)
+def test_issue9_a_callable_that_needs_arguments_is_refused_when_the_job_is_built(
+    fn: object, signature: str
+) -> None:
+    """Issue 9 item 15: it used to be accepted and to fail only when run."""
+    with pytest.raises(TypeError) as caught:
+        Job("tool-7", fn)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert message.startswith("job 'tool-7': fn must be callable with no arguments")
+    assert signature in message
+
+
+def test_too_many_bound_arguments_are_refused_too() -> None:
+    with pytest.raises(TypeError, match=r"job 'k'.*\(a: 'int', b: 'int'\)"):
+        Job("k", functools.partial(needs_two, 1, 2, 3))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        work,
+        functools.partial(fetch, "Paris"),
+        functools.partial(needs_two, 1, 2),
+        functools.partial(needs_two, 1, b=2),
+        functools.partial(keyword_only, token="t"),
+        lambda x=1, *rest, y=2, **more: x,
+        Tool().ready,
+        functools.partial(Tool(), "q"),
+        functools.partial(Tool().run, query="q"),
+        print,  # no signature to check: accepted
+        dict,
+    ],
+    ids=["function", "partial", "partial-all", "partial-keyword", "partial-keyword-only",
+         "defaults", "method", "partial-__call__", "partial-method-keyword", "builtin", "type"],
+)
+def test_callables_that_take_no_required_argument_are_accepted(fn: object) -> None:
+    assert Job("k", fn).fn is fn  # type: ignore[arg-type]
+
+
+async def test_a_job_that_passed_the_check_runs() -> None:
+    async with Queue() as queue:
+        assert await queue.push_and_wait(Job("k", functools.partial(fetch, "Oslo"))) == (
+            "Oslo in metric"
+        )
+
+
 # ------------------------------------------------------------------ numbers and priorities
 
 

@@ -32,10 +32,13 @@ async def test_bh20_a_job_that_waits_for_a_job_on_its_own_full_lane_does_not_han
         tasks["A"] = asyncio.current_task()
         return "a+" + await queue.push_and_wait(Job("B", fn_b, Priority.HIGH))
 
+    async def fn_c() -> str:
+        return "b"
+
     async def scenario() -> object:
         async with queue:
             result = await queue.push_and_wait(Job("A", fn_a, Priority.HIGH))
-            after = await queue.push_and_wait(Job("C", fn_b, Priority.HIGH))
+            after = await queue.push_and_wait(Job("C", fn_c, Priority.HIGH))
             return result, after
 
     assert await asyncio.wait_for(scenario(), 5) == ("a+b", "b")

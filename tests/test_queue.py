@@ -25,6 +25,7 @@ from agentq.queue.handles import Cached, InFlight, JobHandle, Queued
 from agentq.queue.jobs import Job, JobEventKind
 from agentq.queue.lanes import LaneConfig, Priority
 from agentq.queue.queue import Queue
+from agentq.queue.shutdown import CloseReport
 
 K = JobEventKind
 
@@ -466,9 +467,9 @@ async def test_close_with_drain_finishes_admitted_jobs_and_refuses_new_ones() ->
     gate.release.set()
     async with asyncio.timeout(BOUND):
         report = await closing
-    assert report.clean and report.abandoned == ()
+    assert report.clean and report.abandoned == () and not report.already_closed
     assert all(handle.outcome == Completed("done") for handle in handles)
-    assert await queue.close() is report
+    assert await queue.close() == CloseReport(already_closed=True)
 
 
 async def test_close_without_drain_drops_waiting_jobs_and_cancels_running_ones() -> None:
@@ -585,6 +586,54 @@ async def test_async_with_cancels_everything_when_the_block_raises() -> None:
 
 async def test_close_of_a_queue_never_used_returns_an_empty_report() -> None:
     assert (await Queue().close()).clean
+
+
+async def test_issue9_a_second_close_reports_what_it_did_not_the_first_report(
+    clock: FakeClock,
+) -> None:
+    """The first close cancels a thread job that cannot stop and reports it unstopped; once
+    the thread has returned, a second close says so (it used to return the first, stale
+    report) and is marked already_closed."""
+    started, release = threading.Event(), threading.Event()
+
+    def blocking() -> str:
+        started.set()
+        release.wait(BOUND)
+        return "ignored"
+
+    queue = Queue(clock=clock)
+    await queue.push(Job("thread", blocking))
+    async with asyncio.timeout(BOUND):
+        assert await asyncio.to_thread(started.wait, BOUND)
+        closing = asyncio.ensure_future(queue.close(drain=False, timeout=5))
+        await clock.wait_for_sleepers(1)
+        await clock.advance(5)
+        first = await closing
+    assert first == CloseReport(cancelled=("thread",), unstopped=("thread",))
+    release.set()
+    async with asyncio.timeout(BOUND):
+        second = await queue.close()  # waits for the thread, which returns
+    assert second == CloseReport(already_closed=True)
+    assert second.clean and first.unstopped == ("thread",)
+
+
+async def test_issue9_a_close_without_drain_during_a_draining_close_cancels_at_once() -> None:
+    """Two overlapping closes: the impatient one cancels now and reports it; the draining
+    one then ends and reports that it abandoned nothing itself."""
+    gate = Gate()
+    queue = Queue({Priority.MEDIUM: LaneConfig(capacity=5, permits=1)})
+    running = handle_of(await queue.push(Job("running", gate)))
+    waiting = handle_of(await queue.push(Job("waiting", gate)))
+    await gate.started.wait()
+    draining = asyncio.ensure_future(queue.close())
+    await settle()
+    assert not draining.done()
+    async with asyncio.timeout(BOUND):
+        now = await queue.close(drain=False)
+        assert now == CloseReport(("waiting",), ("running",), already_closed=True)
+        assert await draining == CloseReport()
+    assert isinstance(waiting.outcome, Failed) and isinstance(running.outcome, Failed)
+    assert gate.calls == 1
 
 
 # ------------------------------------------------------------------ state, stats, events
@@ -710,14 +759,14 @@ async def test_forget_makes_a_finished_key_run_again() -> None:
         return len(runs)
 
     async with Queue() as queue:
-        assert queue.forget("never") is False
+        assert await queue.forget("never") is False
         await queue.push_and_wait(Job("k", fn))
-        assert queue.forget("k") is True
+        assert await queue.forget("k") is True
         assert queue.state("k") is None
         assert await queue.push_and_wait(Job("k", fn)) == 2
         gate = Gate()
         await queue.push(Job("busy", gate))
-        assert queue.forget("busy") is False
+        assert await queue.forget("busy") is False
         assert queue.state("busy") is not None
         gate.release.set()
 

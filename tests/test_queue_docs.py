@@ -24,6 +24,18 @@ def test_the_guides_example_runs(guide: str, capsys: pytest.CaptureFixture[str])
     assert capsys.readouterr().out.strip(), "the example prints what it shows"
 
 
+def test_the_persistent_keys_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (DOCS / "idempotency.md").read_text(encoding="utf-8")
+    section = text.split("## Keys that survive a restart", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match, "the section has an example"
+    exec(compile(match.group(1), "idempotency.md", "exec"), {"__name__": "__main__"})
+    out = capsys.readouterr().out
+    assert "{'sent_to': 'alice'}" in out
+    assert "refused: idempotency key 'mail-42' completed at " in out
+    assert out.strip().endswith("['alice', 'alice']")
+
+
 def test_the_queue_tour_runs_and_tells_its_story() -> None:
     import subprocess
     import sys

@@ -123,7 +123,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(key=st.sampled_from(KEYS))
     def forget(self, key: str) -> None:
-        forgotten = self.queue.forget(key)
+        forgotten = self.run(self.queue.forget(key))
         assert forgotten == (key in self.done)
         self.done.pop(key, None)
 

@@ -15,11 +15,14 @@ from typing import Any
 import pytest
 
 from agentq import (
+    Backoff,
     FakeClock,
     Queue,
+    RetryPolicy,
     RunStatus,
     StepContext,
     StepDef,
+    StepStatus,
     Workflow,
     WorkflowEngine,
     recover,
@@ -30,6 +33,10 @@ from agentq.store import Claimed, DurableStore, Execution, SqliteStore
 pytestmark = pytest.mark.timeout(120)
 
 HERE = Path(__file__).parent
+
+
+async def kinds(store: DurableStore, workflow_id: str) -> list[str]:
+    return [str(e.kind) for e in await store.load_events(workflow_id)]
 
 
 async def test_live_lease_is_renewed_and_never_recovered_bh04(
@@ -53,7 +60,7 @@ async def test_live_lease_is_renewed_and_never_recovered_bh04(
             assert rounds <= 40, "the step never finished"
             await clock.advance(0.5)
             report = await recover(e2)
-            assert report.recovered == () and report.resumed == {}
+            assert report.recovered == () and report.resumed == ()
             # The renewal may still be in the store's thread: move on only once the body and
             # the renewer sleep again (or the run ended), so time never outruns the store.
             sleeping = asyncio.ensure_future(clock.wait_for_sleepers(2))
@@ -104,7 +111,7 @@ async def test_lapsed_lease_is_taken_over_and_stale_result_refused_bh04(
         await clock.advance(0.5)
         report = await recover(e2)
         assert [x.worker_id for x in report.recovered] == ["e1"]
-        assert report.resumed["bh04-lapse"].output == "s1 by e2"
+        assert (await report.wait())["bh04-lapse"].output == "s1 by e2"
         release_e1.set()
         async with asyncio.timeout(10):
             result1 = await run1
@@ -146,12 +153,182 @@ async def test_recover_continues_after_the_recovered_step_and_reports(
         assert early.recovered == () and early.held_elsewhere == ("rec-1",)
         await clock.advance(6.0)
         report = await recover(engine)
+        results = await report.wait()
     assert [e.step_name for e in report.recovered] == ["b"]
-    assert report.resumed["rec-1"].status is RunStatus.COMPLETED
-    assert report.resumed["rec-1"].outputs == ("a", "b", "c")
+    assert report.resumed == ("rec-1",)
+    assert results["rec-1"].status is RunStatus.COMPLETED
+    assert results["rec-1"].outputs == ("a", "b", "c")
     assert report.unregistered == ("orphan",)
     assert runs == Counter({"b": 1, "c": 1})  # a is not re-run
 
+
+
+# ---------------------------------------------------------------- stored retry times (item 1)
+
+
+async def test_every_engine_and_recover_honour_a_stored_retry_time(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    """Issue 9 item 1: after a crash during a 30 s backoff, neither a second engine's run nor
+    recover re-attempts the step before its stored retry time; exactly one does at it."""
+    attempts: list[tuple[str, float]] = []
+
+    def make(owner: str) -> Workflow:
+        async def flaky(ctx: StepContext) -> str:
+            attempts.append((owner, clock.time()))
+            return f"done by {owner}"
+
+        return Workflow("wf-backoff", [StepDef("s", flaky, retry=RetryPolicy(3,
+                                                                         Backoff.fixed(30.0)))])
+
+    # The first engine's attempt failed, it scheduled the retry for t0 + 30, then it crashed.
+    t0 = clock.time()
+    await store.start_workflow("wf-backoff", ["s"], None, t0)
+    first = await store.claim_step("wf-backoff", 0, "crashed", 5.0, t0)
+    assert isinstance(first, Claimed)
+    await store.fail_step(first.execution, "error", None, t0, t0 + 30.0)
+
+    async with Queue(clock=clock) as q2, Queue(clock=clock) as q3:
+        other = WorkflowEngine(q2, store, worker_id="other", lease_ttl=5.0, clock=clock)
+        rescuer = WorkflowEngine(q3, store, worker_id="rescuer", lease_ttl=5.0, clock=clock)
+        rescuer.register_workflow(make("rescuer"))
+        run = asyncio.ensure_future(other.run(make("other")))
+        async with asyncio.timeout(5):
+            report = await recover(rescuer)  # returns at once: it never waits out a backoff
+            assert report.resumed == ("wf-backoff",)
+            await clock.wait_for_sleepers(2)  # both runs sleep until the stored time
+        await clock.advance(29.9)
+        assert attempts == []
+        assert await kinds(store, "wf-backoff") == [
+            "WorkflowStarted", "StepStarted", "StepFailed", "RetryScheduled"]
+        await clock.advance(0.1)
+        async with asyncio.timeout(10), clock.autojump():
+            results = [await run, (await report.wait())["wf-backoff"]]
+    assert len(attempts) == 1 and attempts[0][1] == t0 + 30.0
+    assert results[0] == results[1] and results[0].output == f"done by {attempts[0][0]}"
+    started = [e for e in await store.load_events("wf-backoff") if e.kind == "StepStarted"]
+    assert [(e.attempt, e.timestamp) for e in started] == [(1, t0), (2, t0 + 30.0)]
+
+
+# ---------------------------------------------------------------- the crash budget (item 2)
+
+
+async def _lose_attempts(store: DurableStore, clock: FakeClock, wid: str, n: int) -> None:
+    """`n` attempts of step 0 die with their process: claimed, then their lease runs out."""
+    for _ in range(n):
+        claim = await store.claim_step(wid, 0, "doomed", 1.0, clock.time())
+        assert isinstance(claim, Claimed)
+        await clock.advance(2.0)
+
+
+async def test_lost_attempts_are_readmitted_and_failed_ones_still_count(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    seen: list[tuple[int, int]] = []
+
+    async def flaky(ctx: StepContext) -> str:
+        seen.append((ctx.attempt, ctx.recoveries))
+        raise ValueError(f"attempt {ctx.attempt} failed")
+
+    wf = Workflow("wf-lost", [StepDef("s", flaky, retry=RetryPolicy(max_attempts=2))])
+    await store.start_workflow(wf.id, wf.step_names, None, clock.time())
+    await _lose_attempts(store, clock, wf.id, 3)  # within the default budget of 3
+    async with Queue(clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, worker_id="w", clock=clock)
+        async with clock.autojump():
+            result = await engine.run(wf)
+    assert seen == [(1, 3), (2, 3)]  # the lost attempts were not counted as attempts
+    assert result.status is RunStatus.FAILED and "attempt 2 failed" in (result.reason or "")
+    assert (await engine.status(wf.id)) == [StepStatus.Failed(result.reason or "", 2)]
+    ks = await kinds(store, wf.id)
+    assert ks.count("WorkerRecovered") == 3 and ks.count("StepFailed") == 2
+
+
+async def test_past_max_recoveries_the_workflow_fails_saying_why(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    ran: list[int] = []
+
+    async def body(ctx: StepContext) -> int:
+        ran.append(ctx.attempt)
+        return 1
+
+    for wid, limit, lost in (("wf-default", 3, 4), ("wf-none", 0, 1)):
+        wf = Workflow(wid, [StepDef("s", body, retry=RetryPolicy(5), max_recoveries=limit)])
+        await store.start_workflow(wid, wf.step_names, None, clock.time())
+        await _lose_attempts(store, clock, wid, lost)
+        async with Queue(clock=clock) as queue:
+            result = await WorkflowEngine(queue, store, worker_id="w", clock=clock).run(wf)
+        crashes = "crash" if lost == 1 else "crashes"
+        assert result.status is RunStatus.FAILED and result.step == "s"
+        assert (result.reason or "").startswith(
+            f"step 's' was lost to {lost} {crashes} (max_recoveries={limit})")
+        assert (await kinds(store, wid))[-3:] == [
+            "WorkerRecovered", "StepFailed", "WorkflowFailed"]
+    assert ran == []  # never run past the budget
+
+
+@pytest.mark.parametrize(("value", "error"), [(-1, ValueError), (1.0, TypeError),
+                                              (True, TypeError), (None, TypeError)])
+def test_max_recoveries_is_checked(value: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match=r"step 's': max_recoveries"):
+        StepDef("s", lambda ctx: 1, max_recoveries=value)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- recover never blocks (item 7)
+
+
+async def test_recover_on_the_engine_running_the_workflow_returns_at_once(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    """Issue 9 item 7: the step waits for what the caller does after recover returns."""
+    started, gate = asyncio.Event(), asyncio.Event()
+
+    async def waits(ctx: StepContext) -> str:
+        started.set()
+        await gate.wait()
+        return "through"
+
+    wf = Workflow("wf-self", [StepDef("s", waits)])
+    async with Queue(clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, worker_id="self", lease_ttl=5.0, clock=clock)
+        run = asyncio.ensure_future(engine.run(wf))
+        async with asyncio.timeout(10):
+            await started.wait()
+        async with asyncio.timeout(5):
+            report = await recover(engine)
+        assert report.resumed == ("wf-self",) and report.held_elsewhere == ()
+        assert report.recovered == () and not run.done()
+        gate.set()  # what the caller does once recover has returned
+        async with asyncio.timeout(10):
+            results = await report.wait()
+            assert (await run).output == results["wf-self"].output == "through"
+    assert (await kinds(store, "wf-self")).count("StepStarted") == 1
+
+
+async def test_recover_does_not_wait_for_the_runs_it_starts(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    gate = asyncio.Event()
+
+    async def waits(ctx: StepContext) -> str:
+        await gate.wait()
+        return "later"
+
+    wf = Workflow("wf-later", [StepDef("s", waits)])
+    await store.start_workflow(wf.id, wf.step_names, None, clock.time())
+    await _lose_attempts(store, clock, wf.id, 1)  # a crashed worker left it leased
+    async with Queue(clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, worker_id="new", lease_ttl=5.0, clock=clock)
+        engine.register_workflow(wf)
+        async with asyncio.timeout(5):
+            report = await recover(engine)
+        assert report.resumed == ("wf-later",) and len(report.recovered) == 1
+        assert engine.running("wf-later")
+        gate.set()
+        async with asyncio.timeout(10):
+            result = (await report.wait())["wf-later"]
+    assert result.status is RunStatus.COMPLETED and result.output == "later"
 
 
 def _wait_for_marks(marks: Path, wanted: int, proc: subprocess.Popen[bytes]) -> list[str]:
@@ -196,10 +373,11 @@ async def test_sigkill_mid_step_then_recover_in_a_new_process_bh05(tmp_path: Pat
         for wf in workflows(marks, n, hang_in_b=False):
             engine.register_workflow(wf)
         report = await recover(engine)
+        results = await report.wait()
         events = await store.load_events()
     assert len(report.recovered) == n
-    assert all(r.status is RunStatus.COMPLETED for r in report.resumed.values())
-    assert sorted(report.resumed) == [f"crash-{i}" for i in range(n)]
+    assert all(r.status is RunStatus.COMPLETED for r in results.values())
+    assert sorted(report.resumed) == sorted(results) == [f"crash-{i}" for i in range(n)]
     after = marks.read_text().splitlines()[len(before):]
     assert sorted(after) == sorted([f"crash-{i} b" for i in range(n)]
                                    + [f"crash-{i} c" for i in range(n)])

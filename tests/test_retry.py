@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentq.retry import Backoff, RetryPolicy
+from agentq.errors import NonRetryable, WaitForInput
+from agentq.retry import (
+    Backoff,
+    Classification,
+    RetryPolicy,
+    Verdict,
+    classify,
+    is_retryable,
+)
 
 
 def test_fixed_backoff_waits_the_same_before_every_retry() -> None:
@@ -94,3 +102,66 @@ def test_attempts_count_the_first_one() -> None:
     assert [policy.should_retry(n) for n in (1, 2, 3)] == [True, True, False]
     assert RetryPolicy().should_retry(1) is False
     assert RetryPolicy(max_attempts=3, backoff=Backoff.exponential(0.5, 10.0)).delay(2) == 1.0
+
+
+# ------------------------------------------------------------------ what is retried at all
+
+
+class Permanent(Exception):
+    retryable = False
+
+
+class Broken(Exception):
+    def __getattr__(self, name: str) -> object:
+        raise RuntimeError("no attributes today")
+
+
+def test_plain_failures_are_retried_and_marked_ones_are_not() -> None:
+    assert classify(None) == Classification(Verdict.RETRY)
+    assert is_retryable(ValueError("x")) and is_retryable(TimeoutError())
+    assert is_retryable(Broken())  # a failing __getattr__ does not make it final
+    for exc in (NonRetryable("no"), Permanent("no")):
+        verdict = classify(exc)
+        assert verdict.verdict is Verdict.FINAL and verdict.leaf is exc
+        assert not is_retryable(exc)
+    wait = WaitForInput("approve?")
+    assert classify(wait) == Classification(Verdict.WAIT, wait, (wait,))
+    assert classify(wait).wait_reason == "approve?"
+
+
+def test_a_group_holding_a_wait_waits_whatever_its_other_leaves() -> None:
+    first, second, again = WaitForInput("send mail?"), WaitForInput("pay?"), WaitForInput("pay?")
+    group = ExceptionGroup("tools", [
+        ValueError("x"), NonRetryable("no"), first, ExceptionGroup("inner", [second, again]),
+    ])
+    verdict = classify(group)
+    assert verdict.verdict is Verdict.WAIT and verdict.leaf is first
+    assert verdict.waits == (first, second, again)
+    assert verdict.wait_reason == "send mail?; pay?"  # distinct reasons, in order
+
+
+def test_a_group_with_a_final_leaf_is_final_naming_that_leaf() -> None:
+    leaf = Permanent("card expired")
+    group = BaseExceptionGroup("tools", [ValueError("x"), ExceptionGroup("in", [leaf])])
+    verdict = classify(group)
+    assert verdict.verdict is Verdict.FINAL and verdict.leaf is leaf
+
+
+def test_a_group_of_ordinary_failures_is_ordinary() -> None:
+    assert classify(BaseExceptionGroup("tools", [ValueError(), KeyboardInterrupt()])).verdict is (
+        Verdict.RETRY
+    )
+
+
+def test_a_group_marked_final_itself_is_final() -> None:
+    class FinalGroup(ExceptionGroup[Exception]):
+        retryable = False
+
+    group = FinalGroup("tools", [ValueError()])
+    assert classify(group).leaf is group
+
+
+def test_a_joined_wait_reason_is_capped() -> None:
+    waits = [WaitForInput(f"{i}" * 3000) for i in range(3)]
+    reason = classify(ExceptionGroup("w", waits)).wait_reason
+    assert len(reason) == 4096 and reason.endswith("…")

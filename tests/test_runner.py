@@ -15,14 +15,13 @@ import pytest
 from queue_helpers import BOUND, Gate, Recorder, settle, until
 
 from agentq.clock import FakeClock
-from agentq.errors import JobFailed, QueueFull
+from agentq.errors import JobFailed, NonRetryable, QueueFull, WaitForInput
 from agentq.outcomes import Completed, Failed, FailureReason, Pending, Processing
 from agentq.queue.handles import InFlight, JobHandle, Queued
 from agentq.queue.jobs import Job, JobEventKind
 from agentq.queue.lanes import LaneConfig, Priority
 from agentq.queue.queue import Queue
 from agentq.retry import Backoff, RetryPolicy
-from agentq.workflows.model import NonRetryable, WaitForInput
 
 K = JobEventKind
 
@@ -552,7 +551,7 @@ async def test_a_new_run_of_a_key_waits_for_the_previous_thread_to_stop(
         await clock.advance(1)
         assert isinstance(first.outcome, Failed)  # decided at once, the thread still runs
         if forget:
-            assert queue.forget("k")
+            assert await queue.forget("k")
         second = handle_of(await queue.push(Job("k", functools.partial(body, 1))))
         await settle()
         assert log == ["start 0"]  # the new body has not started
@@ -658,3 +657,41 @@ async def test_other_exceptions_are_still_retried() -> None:
         with pytest.raises(JobFailed):
             await queue.push_and_wait(Job("k", fails, retry=RetryPolicy(4)))
     assert calls == 4
+
+
+def _group(*leaves: Exception) -> ExceptionGroup[Exception]:
+    return ExceptionGroup("parallel calls", [ValueError("sibling failed"), *leaves])
+
+
+@pytest.mark.parametrize(
+    ("make", "calls_expected"),
+    [
+        (lambda: _group(NonRetryable("bad input")), 1),
+        (lambda: _group(Permanent("no")), 1),
+        (lambda: _group(WaitForInput("approve?")), 1),
+        (lambda: ExceptionGroup("outer", [_group(NonRetryable("deep"))]), 1),
+        (lambda: _group(KeyError("transient")), 4),
+    ],
+    ids=["NonRetryable", "retryable-False", "WaitForInput", "nested", "ordinary"],
+)
+async def test_exception_groups_are_judged_by_their_leaves(
+    make: Callable[[], Exception], calls_expected: int
+) -> None:
+    """Issue 9 items 4-5: the queue and the engine share one rule (agentq.retry.classify)."""
+    calls = 0
+
+    async def fails() -> None:
+        nonlocal calls
+        calls += 1
+        async with asyncio.TaskGroup() as group:  # what parallel tool calls raise
+            group.create_task(_raise(make()))
+
+    async with Queue() as queue:
+        with pytest.raises(JobFailed) as failed:
+            await queue.push_and_wait(Job("k", fails, retry=RetryPolicy(4)))
+    assert calls == calls_expected
+    assert isinstance(failed.value.__cause__, BaseExceptionGroup)
+
+
+async def _raise(exc: Exception) -> None:
+    raise exc

@@ -3,35 +3,41 @@
 Other layers import only from here. Read the modules in this order, from the bottom layer up:
 each imports only modules that come before it in the list, never one after it.
 
-1. ``fingerprint`` - what makes two pushes of one key "the same call".
+1. ``fingerprint`` - what makes two pushes of one key "the same call", and its stored text.
 2. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
    `QueueStats`.
 3. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
-4. ``lane`` - `Lane`: one lane's permits, waiting area, idle workers and room waiters, and
+4. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
+   keys across restarts (`Queue(store=...)`), and `StoredJob`.
+5. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, and
    the states a record goes through in it.
-5. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
+6. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
    its attempt, interrupts, its waits on other jobs); `CURRENT`, the job a context runs.
-6. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
-   finished keys' expiry and eviction, the runs whose body has not stopped yet.
-7. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
-   subscribers) and the transitions of the books: answer a known key, claim, settle.
-8. ``runner`` - running one record in the current task: attempts, timeouts, threads,
-   retries, interrupts.
-9. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
-   taking records.
-10. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
-11. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`.
-12. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
-13. ``queue`` - `Queue`, the public face: small methods over the modules above.
+7. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
+   finished keys' expiry and eviction, the runs whose body has not stopped yet, the keys
+   whose stored outcome is being read.
+8. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
+   subscribers, store) and the transitions of the books: answer a known key, claim, settle.
+9. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
+   output before it settles, forget.
+10. ``runner`` - running one record in the current task: attempts, timeouts, threads,
+    retries, interrupts.
+11. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
+    taking records.
+12. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
+13. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`.
+14. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
+15. ``queue`` - `Queue`, the public face: small methods over the modules above.
 
 ``docs/queue-internals.md`` follows one push through these modules.
 """
 
-from agentq.queue.fingerprint import portable_fingerprint as portable_fingerprint
+from agentq.queue.fingerprint import stored_fingerprint as stored_fingerprint
 from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued
 from agentq.queue.jobs import Job, JobEvent, JobEventKind
 from agentq.queue.lanes import LANE_ORDER as LANE_ORDER
 from agentq.queue.lanes import LaneConfig, LaneStats, Priority, QueueStats
+from agentq.queue.outcome_store import JobOutcomeStore, StoredJob
 from agentq.queue.queue import Queue
 from agentq.queue.shutdown import CloseReport
 
@@ -44,10 +50,12 @@ __all__ = [
     "JobEvent",
     "JobEventKind",
     "JobHandle",
+    "JobOutcomeStore",
     "LaneConfig",
     "LaneStats",
     "Priority",
     "Queue",
     "QueueStats",
     "Queued",
+    "StoredJob",
 ]

@@ -2,14 +2,17 @@
 
 `Dispatcher` owns the queue's worker tasks and the flags that steer them (whether admission
 has closed, who watches for released permits). It admits claimed records to their lane
-(starting a worker when the lane has a free permit and no idle worker), runs each record on
-a worker through `agentq.queue.runner`, and takes records out of their lane before they ran:
+(starting a worker when the lane has a free permit), runs each record on a worker through
+`agentq.queue.runner`, and takes records out of their lane before they ran:
 abandoned (their push was cancelled, or the queue closed), cancelled, or taken to run inline.
 Whenever room is made in a lane, `freed` admits the pushes waiting for it.
 
 A worker holds one permit while it runs a record. A finishing job hands its permit straight
-to the next waiting record; with none waiting, the worker registers as idle *before* room is
-announced, so that a push admitted by that room is handed to it directly.
+to the next waiting record; with none waiting, the permit is released and the worker ends
+(issue 9 item 14): a worker never parks, so a queue dropped without `close` (a notebook cell
+run again) leaves no task pending for ever that asyncio would later destroy noisily. The
+next admitted record starts a new worker: one task per burst of work, never per job while
+records wait.
 """
 
 from __future__ import annotations
@@ -20,11 +23,23 @@ from agentq.errors import JobLost, WrongLoopError
 from agentq.outcomes import ErrorInfo, Failed, FailureReason
 from agentq.queue.jobs import JobEventKind
 from agentq.queue.lane import CLAIMED, LOST, QUEUED, RUNNING, STOPPED, Lane
-from agentq.queue.ledger import Ledger
-from agentq.queue.records import Record
-from agentq.queue.runner import cancelled_outcome, run_record
+from agentq.queue.ledger import Ledger, cancelled_outcome
+from agentq.queue.records import SAVING, Record
+from agentq.queue.runner import run_record
 
 _FAIRNESS = 64  # a worker yields to the loop after this many jobs in a row
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """Mark a finished worker's exception as retrieved.
+
+    A worker ends with an exception only on purpose: a ``KeyboardInterrupt`` or
+    ``SystemExit`` raised by a job on the loop, re-raised so that it stops the program (it
+    reaches `asyncio.run` through the loop, not through this task). Left unretrieved, asyncio
+    would also log "Task exception was never retrieved" for it when the task is collected.
+    """
+    if not task.cancelled():
+        task.exception()
 
 
 class Dispatcher:
@@ -38,7 +53,7 @@ class Dispatcher:
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self.closing = False  # admission has closed: idle workers exit
+        self.closing = False  # admission has closed
         self._watch: asyncio.Future[None] | None = None  # woken when a permit is released
 
     # ------------------------------------------------------------ into the lane
@@ -61,80 +76,72 @@ class Dispatcher:
                 self.admit(rec)
                 fut.set_result(None)
         watch = self._watch
-        if watch is not None and not watch.done():
-            watch.set_result(None)
+        if watch is not None:
+            self._watch = None
+            if not watch.done():
+                watch.set_result(None)
 
     def _spawn(self, lane: Lane[Record], first: Record) -> None:
         loop = self.ledger.running_loop()
-        task = loop.create_task(self._work(lane, first), name=f"agentq-{lane.priority}-worker")
-        lane.add_worker(task)
+        task = loop.create_task(self._work(lane, first), name=lane.worker_name)
+        task.add_done_callback(_retrieve)
+        lane.workers.add(task)
 
-    async def _work(self, lane: Lane[Record], rec: Record | None) -> None:
-        """A lane worker: holds one permit while it runs a record, then passes it on."""
+    async def _work(self, lane: Lane[Record], rec: Record) -> None:
+        """A lane worker: holds one permit while it runs records, passing it from each to the
+        next waiting one; it ends when none waits."""
         ledger = self.ledger
         loop = ledger.running_loop()
         task = asyncio.current_task()
         assert task is not None
         streak = 0
-        idle: asyncio.Future[Record | None] | None = None
-        while True:
-            if rec is None:
-                if idle is None:
-                    if self.closing:
-                        return
-                    idle = loop.create_future()
-                    lane.park(idle)
+        try:
+            while True:
+                if streak >= _FAIRNESS:  # jobs that never suspend must not starve the loop
+                    streak = 0
+                    try:
+                        await asyncio.sleep(0)
+                    except asyncio.CancelledError:
+                        lane.requeue(rec)
+                        raise
                 try:
-                    rec = await idle
-                except asyncio.CancelledError:
-                    lane.worker_cancelled(idle)
-                    raise
-                idle = None
-                if rec is None:
-                    return
-                streak = 0
-            elif streak >= _FAIRNESS:  # jobs that never suspend must not starve the loop
-                streak = 0
-                try:
-                    await asyncio.sleep(0)
-                except asyncio.CancelledError:
-                    lane.requeue(rec)
-                    raise
-            try:
-                if rec.outcome is None:
-                    await run_record(ledger, rec, task)
-            except asyncio.CancelledError:  # from outside (the loop shutting down): stop
-                lane.release_permit(rec)
-                rec.mark_stopped()
-                self.freed(lane)
-                raise
-            except BaseException as exc:
-                # run_record lets out only KeyboardInterrupt (by design), a GeneratorExit of
-                # this coroutine being closed, and faults outside any job body (a broken
-                # clock...); the job is settled. The lane goes on.
-                if type(exc) is GeneratorExit:
-                    raise
-                rec.mark_stopped()
-                if isinstance(exc, KeyboardInterrupt | SystemExit):
-                    rec = lane.hand_on(rec)
-                    if rec is not None:  # the permit passes to a new worker, in FIFO order
-                        self._spawn(lane, rec)
+                    if rec.outcome is None:
+                        await run_record(ledger, rec, task)
+                except asyncio.CancelledError:  # from outside (the loop shutting down): stop
+                    lane.release_permit(rec)
+                    rec.mark_stopped()
                     self.freed(lane)
                     raise
-                loop.call_exception_handler(
-                    {
-                        "message": f"agentq: job {rec.key!r} ended by an error outside its body",
-                        "exception": exc,
-                        "task": task,
-                    }
-                )
-            rec.mark_stopped()
-            streak += 1
-            rec = lane.hand_on(rec)
-            if rec is None and not self.closing:
-                idle = loop.create_future()
-                lane.park(idle)
-            self.freed(lane)
+                except BaseException as exc:
+                    # run_record lets out only KeyboardInterrupt (by design), a GeneratorExit
+                    # of this coroutine being closed, and faults outside any job body (a
+                    # broken clock...); the job is settled. The lane goes on.
+                    if type(exc) is GeneratorExit:
+                        raise
+                    rec.mark_stopped()
+                    if isinstance(exc, KeyboardInterrupt | SystemExit):
+                        after = lane.hand_on(rec)
+                        if after is not None:  # the permit passes to a new worker, FIFO
+                            self._spawn(lane, after)
+                        self.freed(lane)
+                        raise
+                    loop.call_exception_handler(
+                        {
+                            "message": f"agentq: {rec.job.title} ended by an error outside "
+                            "its body",
+                            "exception": exc,
+                            "task": task,
+                        }
+                    )
+                rec.mark_stopped()
+                streak += 1
+                after = lane.hand_on(rec)
+                self.freed(lane)
+                if after is None:
+                    return  # the permit was released: a worker never parks
+                rec = after
+        finally:
+            lane.workers.discard(task)
 
     # ------------------------------------------------------------ out of the lane
 
@@ -150,8 +157,7 @@ class Dispatcher:
             rec.state = LOST
         self.ledger.keys.release(rec)
         rec.mark_stopped()
-        key = rec.key
-        exc = JobLost(f"job {key!r} was abandoned before it ran: {why}")
+        exc = JobLost(f"{rec.job.title} was abandoned before it ran: {why}")
         self.ledger.resolve(
             rec,
             Failed(FailureReason.CANCELLED, ErrorInfo.from_exception(exc), exc),
@@ -161,8 +167,11 @@ class Dispatcher:
             self.freed(lane)
 
     def cancel(self, rec: Record) -> bool:
-        """`JobHandle.cancel`: settle as cancelled, then take it out of its lane or interrupt it."""
-        if rec.outcome is not None:
+        """`JobHandle.cancel`: settle as cancelled, then take it out of its lane or interrupt it.
+
+        A record whose body returned and whose output is being saved has finished (False).
+        """
+        if rec.outcome is not None or rec.phase == SAVING:
             return False
         running = asyncio.events._get_running_loop()
         loop = self.ledger.loop
@@ -170,7 +179,7 @@ class Dispatcher:
             raise WrongLoopError("this job's queue belongs to another event loop")
         state = rec.state
         ran = state == RUNNING
-        message = f"job {rec.key!r} was cancelled " + ("while running" if ran else "before it ran")
+        message = f"{rec.job.title} was cancelled " + ("while running" if ran else "before it ran")
         self.ledger.settle(rec, cancelled_outcome(message))
         if state == QUEUED:
             lane = rec.lane
@@ -193,15 +202,13 @@ class Dispatcher:
     # ------------------------------------------------------------ closing
 
     def close_admission(self) -> None:
-        """Admit no more pushes (`QueueClosed`); workers that run out of jobs exit."""
+        """Admit no more pushes (`QueueClosed`)."""
         self.closing = True
 
     def watch(self) -> asyncio.Future[None]:
-        """A future resolved the next time a permit is released (or room is made)."""
-        watch: asyncio.Future[None] = self.ledger.running_loop().create_future()
-        self._watch = watch
+        """A future resolved the next time a permit is released (or room is made); shared by
+        every close waiting at the same time."""
+        watch = self._watch
+        if watch is None or watch.done():
+            watch = self._watch = self.ledger.running_loop().create_future()
         return watch
-
-    def unwatch(self) -> None:
-        """Stop watching for released permits."""
-        self._watch = None

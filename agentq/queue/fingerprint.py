@@ -1,9 +1,11 @@
-"""What makes two pushes of one idempotency key "the same call" (field report BH-25).
+"""What makes two pushes of one idempotency key "the same call" (field report BH-25, issue 9).
 
 A key pushed again with a different call must not silently get the first call's result. The
-queue compares fingerprints only when a key is pushed while it is already known, and takes a
-fast path when both pushes carry the same callable object: deriving one costs microseconds
-and happens only then.
+fingerprint of the push that claims a key is taken when it is pushed (claimed), so that it
+describes the call as it was then; a later push of the key is compared against it with its own
+fingerprint, taken at that later push. Only a push of the very `Job` object that claimed the
+key skips the comparison (identity). Deriving one costs a few microseconds, once per executed
+job (`derive_fingerprint`).
 
 A derived fingerprint is made of what identifies a call, the function and the values it
 uses, unwrapping the callable layer by layer:
@@ -24,8 +26,10 @@ Each value is compared by a canonical form:
 - functions, partials and bound methods by their own fingerprint;
 - any other object by its ``repr`` when its class gives a meaningful one (a dataclass, a
   pydantic model, a class), otherwise (the default ``<… object at 0x…>``, a ``repr`` that
-  elides contents with ``...`` as numpy arrays and DataFrames do, or a ``repr`` that fails)
-  by identity: only the same object is the same value.
+  elides contents with ``...``, or a ``repr`` that fails) by identity: only the same object
+  is the same value. Arrays and data frames (a class with ``__array__`` or
+  ``__dataframe__``: numpy, pandas, polars, arrow) compare by identity without their
+  ``repr`` being built, since it elides their contents and costs milliseconds.
 
 And the same object is always the same value, however its contents changed in between: a
 job that fills a shared cache or bumps a counter on its client stays "the same call". So
@@ -34,6 +38,35 @@ job that fills a shared cache or bumps a counter on its client stays "the same c
 "alice")`` or ``lambda: send(params)`` over an equal dict does not. Give
 ``Job(fingerprint=…)`` explicitly when this is not what you want (for example for objects
 with the default repr that are re-created for every push).
+
+Deriving is bounded, so that a push never walks a huge value: a container of more than
+`MAX_ITEMS` items, a value nested more than 32 levels deep, and every value past the first
+`MAX_VALUES` of one fingerprint compare by identity (on the safe side: two such values that
+are not the same object are two calls).
+
+A queue with a store (`Queue(store=...)`) keeps each completed key's fingerprint beside its
+output, as text (`stored_fingerprint`): a SHA-256 digest of the fingerprint's portable form,
+which keeps only what means the same thing in another process:
+
+- every value that compares by value, exactly as above (type included);
+- a value compared by identity (the default ``<… object at 0x…>`` repr, an elided repr)
+  becomes its type only: no object outlives its process, so across processes two such values
+  of one type count as the same value;
+- a module-level list, dict, set or bytearray that a function reads becomes its type only:
+  such a global is nearly always shared state (a log, a cache, a registry) whose contents
+  when the job completed say nothing about the call, and within one process it is the same
+  object anyway. Pass what identifies a call as an argument (a `functools.partial`) or give
+  ``fingerprint=``;
+- a function's code object becomes the names and the literal constants its code uses (with
+  those of the functions defined inside it), not its bytecode, which changes between Python
+  versions. An edited function body that reads the same names and constants is the same
+  call across processes (it is another call within one process).
+
+So a key completed with ``partial(send_mail, "alice")`` before a restart answers a push of
+``partial(send_mail, "alice")`` after it, and refuses ``partial(send_mail, "bob")``. An
+explicit ``Job(fingerprint=…)`` is stored by the portable form of its value (so ``1`` and
+``1.0`` differ across processes, while they are equal under ``==``). The text starts with a
+format version (``v1:``): a later format will not match it.
 """
 
 from __future__ import annotations
@@ -42,16 +75,23 @@ import dis
 import enum
 import functools
 import hashlib
-import inspect
+import json
 import re
-from types import CodeType, FunctionType
+from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
 
-__all__ = ["derive_fingerprint", "portable_fingerprint"]
+__all__ = ["MAX_ITEMS", "MAX_VALUES", "derive_fingerprint", "stored_fingerprint"]
 
-_SCALARS = frozenset({type(None), bool, int, str, bytes})
+MAX_ITEMS = 1_000
+"""A list, tuple, dict, set or frozenset of more items than this compares by identity."""
+
+MAX_VALUES = 10_000
+"""Values examined for one fingerprint; those past it compare by identity."""
+
+_MAX_DEPTH = 32  # values nested deeper compare by identity
+_TAGGED = frozenset({bool, int, bytes})  # by value, with their type (1, 1.0 and True differ)
+_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # a repr that shows identity, not contents
-_MAX_DEPTH = 32  # deeper values count by identity
 _IDENTITY: Any = object()
 
 
@@ -85,426 +125,285 @@ def _type_name(value: object) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-def _is_call(value: object) -> bool:
-    return isinstance(value, functools.partial) or inspect.ismethod(value) or (
-        inspect.isfunction(value)
-    )
+# What a code object reads, by the identity of the code object (a dict lookup by id is much
+# cheaper than hashing a code object). Entries keep their code object, so an id is never
+# reused while its entry lives; the table is emptied when it reaches _CODE_LIMIT entries.
+_CODE_LIMIT = 1024
+_CODE_INFO: dict[int, tuple[CodeType, frozenset[str], tuple[str, ...]]] = {}
 
 
-def _value(value: object, depth: int, stack: set[int]) -> _Value:
-    return _Value(value, _form(value, depth, stack))
+def _code_info(code: CodeType) -> tuple[CodeType, frozenset[str], tuple[str, ...]]:
+    """`code`, the closure variables it rebinds (``nonlocal`` state), the globals it may read."""
+    info = _CODE_INFO.get(id(code))
+    if info is None or info[0] is not code:
+        rebound = frozenset(
+            str(ins.argval)
+            for ins in dis.get_instructions(code)
+            if ins.opname in ("STORE_DEREF", "DELETE_DEREF")
+        )
+        names: set[str] = set()
+        todo = [code]
+        while todo:  # the function's code and the code of the functions defined inside it
+            current = todo.pop()
+            names.update(current.co_names)
+            todo.extend(c for c in current.co_consts if isinstance(c, CodeType))
+        info = (code, rebound, tuple(sorted(names)))
+        if len(_CODE_INFO) >= _CODE_LIMIT:
+            _CODE_INFO.clear()
+        _CODE_INFO[id(code)] = info
+    return info
 
 
-def _form(value: object, depth: int, stack: set[int]) -> Any:
-    """The canonical form of `value`, or `_IDENTITY` when only the object itself will do."""
-    kind = type(value)
-    if kind in _SCALARS:
-        return (kind.__name__, value)
-    if kind is float or kind is complex:
-        return (kind.__name__, repr(value))  # so that nan equals nan
-    if isinstance(value, enum.Enum):
-        return ("enum", _type_name(value), value.name)
-    if id(value) in stack:
-        return ("cycle",)  # a value that contains itself, or a function that calls itself
-    if depth >= _MAX_DEPTH:
-        return _IDENTITY
-    if kind is list or kind is tuple or kind is dict or kind is set or kind is frozenset:
-        stack.add(id(value))
+class _Walk:
+    """One derivation: the values being entered (to tell a cycle) and the budget left."""
+
+    __slots__ = ("budget", "by_name", "stack")
+
+    def __init__(self, *, by_name: bool = False) -> None:
+        self.stack: set[int] = set()
+        self.budget = MAX_VALUES
+        self.by_name = by_name  # a function the call only uses: its module and name only
+
+    def value(self, value: object, depth: int) -> Any:
+        """The comparable form of one value: itself for str and None, else a `_Value`."""
+        if type(value) is str or value is None:
+            return value  # never equal to a _Value, nor to a value of another type
+        self.budget -= 1
+        if self.budget < 0:
+            return _Value(value, _IDENTITY)
+        return _Value(value, self.form(value, depth))
+
+    def form(self, value: object, depth: int) -> Any:
+        """The canonical form of `value`, or `_IDENTITY` when only the object itself will do."""
+        kind = type(value)
+        if kind in _TAGGED:
+            return (kind.__name__, value)
+        if kind is float or kind is complex:
+            return (kind.__name__, repr(value))  # so that nan equals nan
+        if isinstance(value, enum.Enum):
+            return ("enum", _type_name(value), value.name)
+        if id(value) in self.stack:
+            return ("cycle",)  # a value that contains itself, or a function that calls itself
+        if depth >= _MAX_DEPTH:
+            return _IDENTITY
+        if kind in _CONTAINERS:
+            if len(value) > MAX_ITEMS:  # type: ignore[arg-type]
+                return _IDENTITY
+            return self.container(value, kind, depth + 1)
+        if kind is FunctionType and self.by_name:
+            return ("call", (("function", value.__module__, value.__qualname__),))  # type: ignore[attr-defined]
+        if kind is FunctionType or kind is MethodType or isinstance(value, functools.partial):
+            return ("call", self.derive(value, depth + 1))
+        if hasattr(kind, "__array__") or hasattr(kind, "__dataframe__"):
+            return _IDENTITY  # numpy, pandas, polars, arrow: a summary repr, costly to build
+        try:
+            text = repr(value)
+        except Exception:  # a broken __repr__ must not break a push
+            return _IDENTITY
+        if _ADDRESS.search(text) or "..." in text or "…" in text:
+            return _IDENTITY  # identity, or a summary (numpy, pandas) that elides contents
+        return ("repr", _type_name(value), text)
+
+    def container(self, value: Any, kind: type, depth: int) -> Any:
+        self.stack.add(id(value))
         try:
             if kind is dict:
-                items = [
-                    (_value(k, depth + 1, stack), _value(v, depth + 1, stack))
-                    for k, v in value.items()  # type: ignore[attr-defined]
-                ]
+                items = [(self.value(k, depth), self.value(v, depth)) for k, v in value.items()]
                 items.sort(key=lambda item: repr(item[0]))
                 return ("dict", tuple(items))
-            forms = [_value(item, depth + 1, stack) for item in value]  # type: ignore[attr-defined]
+            forms = [self.value(item, depth) for item in value]
             if kind is set or kind is frozenset:
                 forms.sort(key=repr)
             return (kind.__name__, tuple(forms))
         finally:
-            stack.discard(id(value))
-    if _is_call(value):
-        return ("call", _derive(value, depth + 1, stack))
-    try:
-        text = repr(value)
-    except Exception:  # a broken __repr__ must not break a push
-        return _IDENTITY
-    if _ADDRESS.search(text) or "..." in text or "…" in text:
-        return _IDENTITY  # identity, or a summary (numpy, pandas) that elides contents
-    return ("repr", _type_name(value), text)
+            self.stack.discard(id(value))
 
-
-@functools.lru_cache(maxsize=512)
-def _rebound(code: CodeType) -> frozenset[str]:
-    """Names of closure variables that `code` assigns or deletes (``nonlocal`` state)."""
-    return frozenset(
-        str(ins.argval)
-        for ins in dis.get_instructions(code)
-        if ins.opname in ("STORE_DEREF", "DELETE_DEREF")
-    )
-
-
-def _cells(fn: Any, code: CodeType, depth: int, stack: set[int]) -> tuple[Any, ...]:
-    closure = getattr(fn, "__closure__", None) or ()
-    state = _rebound(code)
-    values: list[Any] = []
-    for name, cell in zip(code.co_freevars, closure, strict=False):
-        if name in state:
-            continue
+    def derive(self, fn: Any, depth: int) -> tuple[Any, ...]:
+        """The fingerprint of the call ``fn()``: one part per layer of the callable."""
+        stack = self.stack
+        parts: list[Any] = []
+        entered: list[int] = []  # the layers being derived, to tell a cycle back to them
         try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell (a variable not bound yet)
-            values.append((name, "<empty>"))
-            continue
-        values.append((name, _value(value, depth, stack)))
-    return tuple(values)
-
-
-@functools.lru_cache(maxsize=512)
-def _global_names(code: CodeType) -> tuple[str, ...]:
-    """Names `code` (and the functions defined inside it) may read as globals."""
-    names: set[str] = set()
-    todo = [code]
-    while todo:
-        current = todo.pop()
-        names.update(current.co_names)
-        todo.extend(c for c in current.co_consts if isinstance(c, CodeType))
-    return tuple(sorted(names))
-
-
-def _globals(fn: Any, code: CodeType, depth: int, stack: set[int]) -> tuple[Any, ...]:
-    """The module-level values the function reads: a notebook's ``lambda: send(user)`` over
-    a global ``user`` is another call once ``user`` is rebound."""
-    namespace = getattr(fn, "__globals__", None)
-    if not isinstance(namespace, dict):
-        return ()
-    values: list[Any] = []
-    for name in _global_names(code):
-        if name in namespace:
-            value = namespace[name]
-            if inspect.ismodule(value) or inspect.isclass(value):
-                values.append((name, _type_name(value), getattr(value, "__qualname__", name)))
-            else:
-                values.append((name, _value(value, depth, stack)))
-    return tuple(values)
-
-
-def _derive(fn: Any, depth: int, stack: set[int]) -> tuple[Any, ...]:
-    parts: list[Any] = []
-    entered: list[int] = []  # the layers being derived, to tell a cycle back to them
-    try:
-        while True:
-            if isinstance(fn, functools.partial):
+            while True:
+                kind = type(fn)
+                if kind is MethodType:
+                    parts.append(("self", self.value(fn.__self__, depth)))
+                    fn = fn.__func__
+                elif kind is functools.partial or isinstance(fn, functools.partial):
+                    stack.add(id(fn))
+                    entered.append(id(fn))
+                    args = tuple([self.value(a, depth) for a in fn.args]) if fn.args else ()
+                    keywords = fn.keywords
+                    kwargs = (
+                        tuple(sorted([(k, self.value(v, depth)) for k, v in keywords.items()]))
+                        if keywords
+                        else ()
+                    )
+                    parts.append(("partial", args, kwargs))
+                    fn = fn.func
+                else:
+                    break
+            if type(fn) is FunctionType and self.by_name and (parts or depth > 0):
+                # only used (a partial's or a method's function, one among the values):
+                # its closure and globals are its own state, which changes as calls run
+                parts.append(("function", fn.__module__, fn.__qualname__))
+            elif type(fn) is FunctionType:
                 stack.add(id(fn))
                 entered.append(id(fn))
-                args = tuple(_value(a, depth, stack) for a in fn.args)
-                kwargs = tuple(
-                    sorted((k, _value(v, depth, stack)) for k, v in fn.keywords.items())
-                )
-                parts.append(("partial", args, kwargs))
-                fn = fn.func
-            elif inspect.ismethod(fn):
-                parts.append(("self", _value(fn.__self__, depth, stack)))
-                fn = fn.__func__
+                parts.append(self.function(fn, depth))
             else:
-                break
-        code = getattr(fn, "__code__", None)
-        if inspect.isfunction(fn) and isinstance(code, CodeType):
-            stack.add(id(fn))
-            entered.append(id(fn))
-            defaults = tuple(_value(v, depth, stack) for v in fn.__defaults__ or ())
-            kwdefaults = tuple(
-                sorted((k, _value(v, depth, stack)) for k, v in (fn.__kwdefaults__ or {}).items())
-            )
-            parts.append(
-                (
-                    "function",
-                    fn.__module__,
-                    fn.__qualname__,
-                    code,
-                    defaults,
-                    kwdefaults,
-                    _cells(fn, code, depth, stack),
-                    _globals(fn, code, depth, stack),
-                )
-            )
-        else:
-            parts.append(("callable", _value(fn, depth, stack)))
-    finally:
-        for ident in entered:
-            stack.discard(ident)
-    return tuple(parts)
+                parts.append(("callable", self.value(fn, depth)))
+        finally:
+            for ident in entered:
+                stack.discard(ident)
+        return tuple(parts)
+
+    def function(self, fn: FunctionType, depth: int) -> tuple[Any, ...]:
+        code = fn.__code__
+        _, rebound, names = _code_info(code)
+        defaults = fn.__defaults__
+        kwdefaults = fn.__kwdefaults__
+        closure = fn.__closure__
+        return (
+            "function",
+            fn.__module__,
+            fn.__qualname__,
+            code,
+            tuple([self.value(v, depth) for v in defaults]) if defaults else (),
+            tuple(sorted([(k, self.value(v, depth)) for k, v in kwdefaults.items()]))
+            if kwdefaults
+            else (),
+            self.cells(code, closure, rebound, depth) if closure else (),
+            self.globals(fn.__globals__, names, depth) if names else (),
+        )
+
+    def cells(
+        self,
+        code: CodeType,
+        closure: tuple[Any, ...],
+        rebound: frozenset[str],
+        depth: int,
+    ) -> tuple[Any, ...]:
+        values: list[Any] = []
+        for name, cell in zip(code.co_freevars, closure, strict=False):
+            if name in rebound:
+                continue  # state the function keeps (a counter), not what it is called with
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell (a variable not bound yet)
+                values.append((name, "<empty>"))
+                continue
+            values.append((name, self.value(value, depth)))
+        return tuple(values)
+
+    def globals(
+        self, namespace: dict[str, Any], names: tuple[str, ...], depth: int
+    ) -> tuple[Any, ...]:
+        """The module-level values the function reads: a notebook's ``lambda: send(user)``
+        over a global ``user`` is another call once ``user`` is rebound."""
+        values: list[Any] = []
+        for name in names:
+            if name in namespace:
+                value = namespace[name]
+                if isinstance(value, ModuleType | type):
+                    values.append((name, _type_name(value), getattr(value, "__qualname__", name)))
+                else:
+                    values.append((name, self.value(value, depth)))
+        return tuple(values)
 
 
 def derive_fingerprint(fn: Any) -> tuple[Any, ...]:
-    """Return the fingerprint of the call ``fn()`` (see the module docstring)."""
-    return _derive(fn, 0, set())
+    """Return the fingerprint of the call ``fn()``, as of now (see the module docstring).
 
+    Args:
+        fn: Any callable.
 
-def _portable(part: Any) -> Any:
-    """`part` with what cannot cross a process replaced: code objects dropped, objects that
-    compare by identity reduced to their type, functions a call uses reduced to their name."""
-    if isinstance(part, _Value):
-        if part.form is _IDENTITY:
-            return ("object", _type_name(part.obj))
-        if type(part.form) is tuple and part.form and part.form[0] == "call":
-            return ("call", _portable_call(part.form[1], given=False))
-        return _portable(part.form)
-    if isinstance(part, CodeType):
-        return None
-    if type(part) is tuple:
-        return tuple(_portable(p) for p in part)
-    return part
-
-
-def _portable_call(layers: tuple[Any, ...], *, given: bool) -> tuple[Any, ...]:
-    """The portable form of a derived call (the layers `_derive` returns).
-
-    What the call passes counts by value: a partial's arguments, a bound method's object,
-    and, for the function given itself (`given`, not wrapped: a lambda or a function written
-    for this call), its defaults, its closure's values and the globals it reads. A function
-    the call only *uses* (the function of a partial or of a bound method, a function among
-    the values) counts by its module and qualified name: its closure and its globals are its
-    own state (a cache, a log, a client), which changes as calls run; counted, it would make
-    a retried or recovered call look like another call.
+    Returns:
+        A tuple to compare with ``==`` against another call's fingerprint; it keeps references
+        to the values the call uses (compared by identity where they have no canonical form).
     """
-    out: list[Any] = []
-    for layer in layers:
-        if layer[0] == "function":
-            _, module, qualname, _code, defaults, kwdefaults, cells, globals_ = layer
-            if given:
-                out.append(
-                    ("function", module, qualname, _portable(defaults), _portable(kwdefaults),
-                     _portable(cells), _portable(globals_))
-                )
-            else:
-                out.append(("function", module, qualname))
-        else:
-            given = False  # a partial or a bound method: its function is only used
-            out.append(_portable(layer))
-    return tuple(out)
+    return _Walk().derive(fn, 0)
 
 
-def _portable_value(value: object, depth: int, stack: set[int]) -> Any:
-    """``_portable(_value(value, depth, stack))``, without deriving what is dropped anyway.
+# ---------------------------------------------------------------- the stored form
 
-    The fast path of `portable_fingerprint` (a replayed step checks one fingerprint per call):
-    a scalar's form is built at once, and a function, partial or bound method is walked by
-    `_portable_layers`, which never derives the closure and globals of a function the call
-    only uses. Every other value takes the general path; the result is the same either way
-    (``tests/test_calls_fingerprint.py`` checks it).
-    """
-    kind = type(value)
-    if kind in _SCALARS:
-        return (kind.__name__, value)
-    if depth >= _MAX_DEPTH or id(value) in stack:
-        return _portable(_value(value, depth, stack))
-    if kind is FunctionType:  # a function the call uses: its name
-        return ("call", (("function", value.__module__, value.__qualname__),))  # type: ignore[attr-defined]
-    if _is_call(value):
-        return ("call", _portable_layers(value, depth + 1, stack, given=False))
-    return _portable(_value(value, depth, stack))
+STORED_FORMAT = "v1"
+"""The version of `stored_fingerprint`'s text; a new format never matches an older one."""
+
+_BIG_INT_BITS = 1024  # larger ints are written in hex (int-to-text conversion is limited)
 
 
-def _portable_layers(fn: Any, depth: int, stack: set[int], *, given: bool) -> tuple[Any, ...]:
-    """``_portable_call(_derive(fn, depth, stack), given=given)``, walked directly."""
-    layers: list[Any] = []
-    entered: list[int] = []
-    try:
-        while True:
-            if isinstance(fn, functools.partial):
-                stack.add(id(fn))
-                entered.append(id(fn))
-                args = tuple(_portable_value(a, depth, stack) for a in fn.args)
-                kwargs = tuple(
-                    sorted((k, _portable_value(v, depth, stack)) for k, v in fn.keywords.items())
-                )
-                layers.append(("partial", args, kwargs))
-                fn = fn.func
-            elif inspect.ismethod(fn):
-                layers.append(("self", _portable_value(fn.__self__, depth, stack)))
-                fn = fn.__func__
-            else:
-                break
-            given = False  # a partial or a bound method: its function is only used
-        code = getattr(fn, "__code__", None)
-        if not (inspect.isfunction(fn) and isinstance(code, CodeType)):
-            layers.append(("callable", _portable(_value(fn, depth, stack))))
-        elif not given:
-            layers.append(("function", fn.__module__, fn.__qualname__))
-        else:
-            stack.add(id(fn))
-            entered.append(id(fn))
-            layers.append(
-                (
-                    "function",
-                    fn.__module__,
-                    fn.__qualname__,
-                    tuple(_portable_value(v, depth, stack) for v in fn.__defaults__ or ()),
-                    tuple(
-                        sorted(
-                            (k, _portable_value(v, depth, stack))
-                            for k, v in (fn.__kwdefaults__ or {}).items()
-                        )
-                    ),
-                    _portable_cells(fn, code, depth, stack),
-                    _portable_globals(fn, code, depth, stack),
-                )
-            )
-    finally:
-        for ident in entered:
-            stack.discard(ident)
-    return tuple(layers)
-
-
-def _portable_cells(fn: Any, code: CodeType, depth: int, stack: set[int]) -> tuple[Any, ...]:
-    """``_portable(_cells(...))``, each value through `_portable_value`."""
-    state = _rebound(code)
-    values: list[Any] = []
-    for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
-        if name in state:
-            continue
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell (a variable not bound yet)
-            values.append((name, "<empty>"))
-            continue
-        values.append((name, _portable_value(value, depth, stack)))
-    return tuple(values)
-
-
-def _portable_globals(fn: Any, code: CodeType, depth: int, stack: set[int]) -> tuple[Any, ...]:
-    """``_portable(_globals(...))``, each value through `_portable_value`."""
-    namespace = getattr(fn, "__globals__", None)
-    if not isinstance(namespace, dict):
-        return ()
-    values: list[Any] = []
-    for name in _global_names(code):
-        if name in namespace:
-            value = namespace[name]
-            if inspect.ismodule(value) or inspect.isclass(value):
-                values.append((name, _type_name(value), getattr(value, "__qualname__", name)))
-            else:
-                values.append((name, _portable_value(value, depth, stack)))
-    return tuple(values)
-
-
-_PLAIN_CACHE: dict[tuple[Any, ...], str] = {}
-_PLAIN_CACHE_SIZE = 4096
-_NOT_PLAIN: Any = object()
-_SELF: Any = object()
-
-
-def _plain(value: object) -> Any:
-    """What determines `value`'s portable form, hashable, or `_NOT_PLAIN`.
-
-    A str, bytes, int, bool or None by its type and value; a function, module or class by
-    identity (its form is its name). Anything else (a float: ``0.0 == -0.0``, containers,
-    objects) is not plain: a call that uses one is not cached.
-    """
-    kind = type(value)
-    if kind in _SCALARS:
-        return (kind, value)
-    if kind is FunctionType or isinstance(value, type) or inspect.ismodule(value):
-        return value
-    return _NOT_PLAIN
+def _constants(code: CodeType, out: set[str]) -> None:
+    """The literal constants `code` (and code defined inside it) uses, as canonical JSON."""
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            _constants(const, out)
+        elif const is not None:  # None is the compiler's filler (docstring slot, return)
+            out.add(_canonical(_portable(_Walk().form(const, 0))))
 
 
 @functools.lru_cache(maxsize=512)
-def _plan(code: CodeType) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """The closure cells (by index) and global names a function with `code` is keyed on."""
-    state = _rebound(code)
-    cells = tuple(i for i, name in enumerate(code.co_freevars) if name not in state)
-    return cells, _global_names(code)
+def _code_form(code: CodeType) -> tuple[Any, ...]:
+    """The portable form of a code object: the names and literal constants it uses."""
+    constants: set[str] = set()
+    _constants(code, constants)
+    return ("code", _code_info(code)[2], tuple(sorted(constants)))
 
 
-def _plain_key(fn: Any) -> tuple[Any, ...] | None:
-    """A cache key that determines `fn`'s portable fingerprint, or None.
-
-    Only for the calls a replayed step makes over and over: a plain function (a lambda)
-    whose defaults, closure values and the globals it reads are all `_plain`, or a partial
-    of a plain function with plain arguments.
-    """
-    values: list[Any] = []
-    if type(fn) is FunctionType:
-        if fn.__kwdefaults__:
-            return None
-        code = fn.__code__
-        cells, names = _plan(code)
-        closure = fn.__closure__ or ()
-        namespace = fn.__globals__
-        defaults = fn.__defaults__ or ()
-        parts: list[Any] = [code, fn.__module__, fn.__qualname__, len(defaults)]
-        values.extend(defaults)
-        for i in cells:
-            try:
-                values.append(closure[i].cell_contents)
-            except ValueError:  # an empty cell
-                parts.append(i)
-        for name in names:
-            if name in namespace:
-                values.append(namespace[name])
-            else:
-                parts.append(name)
-    elif type(fn) is functools.partial and type(fn.func) is FunctionType:
-        parts = ["partial", fn.func, len(fn.args), *sorted(fn.keywords)]
-        values.extend(fn.args)
-        values.extend(value for _, value in sorted(fn.keywords.items()))
-    else:
-        return None
-    for value in values:
-        plain = _SELF if value is fn else _plain(value)  # itself: a "cycle" in its form
-        if plain is _NOT_PLAIN:
-            return None
-        parts.append(plain)
-    return tuple(parts)
+_JSON = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
 
 
-def portable_fingerprint(fn: Any, explicit: Any = None) -> str:
-    """Return a digest of the call ``fn()`` that is stable across processes and restarts.
+def _canonical(form: Any) -> str:
+    return _JSON.encode(form)
 
-    What a store keeps with a durable call's key, to tell "the same call" from another one in
-    a later process. It holds only the parts of the fingerprint that compare by value and
-    describe the call, not the state of the code it runs:
 
-    - each function's module and qualified name, not its code (editing a function's body and
-      resuming is still the same call);
-    - the values the call passes, as in `derive_fingerprint`: a `functools.partial`'s
-      arguments, a bound method's ``self``, and, for a function given directly (a lambda),
-      its defaults, its closure's values and the notebook globals it reads;
-    - for a function the call only uses (a partial's or a method's function, a function
-      among those values), nothing but its name: its own closure and globals are its state
-      (a cache, a counter, a client) and change as calls run;
-    - for a value that compares by identity in one process (an object with the default
-      ``repr``), only its type: across processes such values cannot tell calls apart.
+_SHARED_STATE = (list, dict, set, bytearray)  # as module-level values: by their type only
 
-    With `explicit` (a `Job`'s ``fingerprint=``) the digest is that value's canonical form
-    alone.
 
-    A replayed step checks one fingerprint per recorded call, so this is kept fast: the
-    functions a call only uses are never derived, and the digest of a lambda (or a partial)
-    whose values are all str, bytes, int, bool, None, functions, modules or classes is cached
-    under those values (by type and value; the others by identity), so that a call made
-    again with the same values costs one dictionary lookup.
+def _portable_global(item: tuple[Any, ...]) -> Any:
+    """One module-level value a function reads (see `_globals`), in its portable form."""
+    if len(item) == 2 and isinstance(item[1], _Value) and type(item[1].obj) in _SHARED_STATE:
+        return [item[0], "shared", _type_name(item[1].obj)]
+    return _portable(item)
+
+
+def _portable(part: Any) -> Any:
+    """A JSON form of a derived fingerprint that means the same thing in another process."""
+    kind = type(part)
+    if kind is str or part is None or kind is bool:
+        return part
+    if kind is _Value:
+        if part.form is _IDENTITY:
+            return ["object", _type_name(part.obj)]
+        return _portable(part.form)
+    if kind is tuple:
+        if len(part) == 8 and part[0] == "function":  # see _derive: its globals are special
+            return [_portable(p) for p in part[:7]] + [[_portable_global(g) for g in part[7]]]
+        return [_portable(p) for p in part]
+    if kind is int:
+        return part if part.bit_length() <= _BIG_INT_BITS else ["int", hex(part)]
+    if kind is list:
+        return [_portable(p) for p in part]
+    if kind is bytes:
+        return ["bytes", part.hex()]
+    if isinstance(part, CodeType):
+        return _code_form(part)
+    return ["object", _type_name(part)]  # not produced by _derive or _form; kept safe
+
+
+def stored_fingerprint(fn: Any, explicit: Any = None) -> str:
+    """Return the fingerprint of the call ``fn()`` as text to store (see the module docstring).
+
+    Args:
+        fn: The job's callable.
+        explicit: The job's explicit ``fingerprint=``, or None to derive it from `fn`.
 
     Returns:
-        32 hexadecimal characters.
+        ``"v1:"`` and 64 hex digits: equal texts mean the same call, in any process.
     """
     if explicit is not None:
-        form: Any = ("explicit", _portable(_value(explicit, 0, set())))
-        key = None
+        form = ["explicit", _portable(_Walk().form(explicit, 0))]
     else:
-        key = _plain_key(fn)
-        if key is not None:
-            cached = _PLAIN_CACHE.get(key)
-            if cached is not None:
-                return cached
-        form = ("derived", _portable_layers(fn, 0, set(), given=True))
-    text = repr(form).encode("utf-8", "backslashreplace")
-    digest = hashlib.blake2b(text, digest_size=16).hexdigest()
-    if key is not None:
-        if len(_PLAIN_CACHE) >= _PLAIN_CACHE_SIZE:
-            _PLAIN_CACHE.clear()
-        _PLAIN_CACHE[key] = digest
-    return digest
+        form = ["derived", _portable(_Walk(by_name=True).derive(fn, 0))]
+    digest = hashlib.sha256(_canonical(form).encode("ascii")).hexdigest()
+    return f"{STORED_FORMAT}:{digest}"

@@ -82,7 +82,8 @@ class JobHandle:
         nothing changes.
 
         Returns:
-            True if this call cancelled the job, False if it had already finished.
+            True if this call cancelled the job, False if it had already finished (with a
+            store, that includes a body that returned and whose output is being saved).
         """
         return self._dispatch.cancel(self._record)
 

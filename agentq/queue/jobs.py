@@ -9,13 +9,14 @@ the kinds that end a job. What a push answers (`Queued`, `InFlight`, `Cached`) a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from inspect import CO_ASYNC_GENERATOR
+from inspect import CO_ASYNC_GENERATOR, CO_VARARGS
 from types import FunctionType, MethodType
 from typing import Any
 
@@ -40,7 +41,9 @@ class Job:
             callable runs in a worker thread of the loop's default executor. A plain
             callable that returns an awaitable (such as ``lambda: fetch(url)``) has it
             awaited on the loop. An async generator function is refused: it has no result
-            to await.
+            to await. So is a callable whose signature cannot be called with no arguments
+            (a required parameter left unbound, or too many bound); a callable without a
+            signature (some builtins) is not checked.
         priority: The lane to run in: a `Priority`, or its text value ``"low"``,
             ``"medium"`` or ``"high"`` (converted to the member).
         timeout: Seconds one attempt may run (measured with the queue's clock), or None for
@@ -51,20 +54,35 @@ class Job:
             ``retryable`` attribute that is ``False`` is never retried, nor are
             `agentq.workflows.model.NonRetryable` and `agentq.workflows.model.WaitForInput`.
         fingerprint: What makes two pushes of one key "the same call", compared with ``==``.
-            None (the default) derives it from `fn` when needed: the function's module,
-            qualified name and code, and the values the call uses: a `functools.partial`'s
-            arguments, a bound method's ``self``, a closure's captured values and the
-            defaults. JSON-like values (None, bool, int, float, str, and lists, tuples and
-            dicts of them) compare by value (dict key order does not matter), functions by
-            their own fingerprint, other objects by ``repr`` when their class gives a
-            meaningful one, else by identity (the same object); ``nonlocal`` state the
-            function rebinds is left out (see ``docs/idempotency.md``). Give it explicitly
-            when that does not tell your calls apart, e.g.
-            ``fingerprint=("send_mail", "alice")``.
+            None (the default) derives it from `fn`: the function's module, qualified name
+            and code, and the values the call uses: a `functools.partial`'s arguments, a
+            bound method's ``self``, a closure's captured values, the defaults and the
+            module-level values it reads. JSON-like values (None, bool, int, float, str, and
+            lists, tuples and dicts of them) compare by value (dict key order does not
+            matter), functions by their own fingerprint, other objects by ``repr`` when their
+            class gives a meaningful one, else by identity (the same object); ``nonlocal``
+            state the function rebinds is left out. The fingerprint of the push that claims
+            the key (the one that runs) is taken when it is pushed, and every later push of
+            the key with another `Job` object is compared with it by its own fingerprint,
+            taken at that push; pushing the very same `Job` object again is the same call by
+            identity (see ``docs/idempotency.md``). Give it explicitly when the derived one
+            does not tell your calls apart, e.g. ``fingerprint=("send_mail", "alice")``.
+        persist: With a queue that has a store (`Queue(store=...)`): whether this job's
+            outcome is kept there (read before it runs, saved when it completes). False
+            keeps it in memory only, as a queue without a store does: for jobs whose outcome
+            is recorded elsewhere (a workflow step's attempts, in the workflow's event log)
+            or whose output is not JSON. Ignored by a queue without a store.
+        name: How messages about this job name it (timeouts, cancels, deadlocks, a closed
+            or full queue), instead of ``job '<key>'``; e.g. the workflow engine names a
+            step's job ``step 'charge' of workflow 'order-42'`` rather than by its internal
+            key. None (the default) names it by its key.
 
     Raises:
-        TypeError: `key` is not a str, `fn` is not callable or is an async generator
-            function, or `retry` is not a `RetryPolicy`; the message names the value.
+        TypeError: `key` is not a str, `fn` is not callable, is an async generator function
+            or cannot be called with no arguments (the message names the key and the
+            signature), `retry` is not a `RetryPolicy`, `persist` is not a bool, or `name` is
+            not a str or None; the
+            message names the value.
         InvalidKeyError: `key` is empty, has a lone surrogate or is too long.
         ValueError: `priority` is neither a `Priority` nor one of its values, or `timeout`
             is not a positive, finite number of seconds; the message names the value.
@@ -79,17 +97,39 @@ class Job:
     timeout: float | None = field(default=None, kw_only=True)
     retry: RetryPolicy | None = field(default=None, kw_only=True)
     fingerprint: Any = field(default=None, kw_only=True)
+    name: str | None = field(default=None, kw_only=True)
+
+    @property
+    def title(self) -> str:
+        """How messages name this job: `name` if given, else ``job '<key>'``."""
+        name = self.name
+        return f"job {self.key!r}" if name is None else name
+    persist: bool = field(default=True, kw_only=True)
 
     def __post_init__(self) -> None:
         validate_key(self.key)
         fn = self.fn
-        inner = fn.func if type(fn) is functools.partial else fn
-        if type(inner) is FunctionType:  # the common case, checked inline (a hot path)
-            async_generator = bool(inner.__code__.co_flags & CO_ASYNC_GENERATOR)
+        kind = type(fn)
+        # The common cases are checked inline (building a Job is on the cache-hit path).
+        if kind is FunctionType:
+            code = fn.__code__
+            async_generator = bool(code.co_flags & CO_ASYNC_GENERATOR)
+            if code.co_argcount or code.co_kwonlyargcount:
+                _check_no_arguments(self.key, fn)
+        elif kind is functools.partial and type(fn.func) is FunctionType:  # type: ignore[attr-defined]
+            code = fn.func.__code__  # type: ignore[attr-defined]
+            async_generator = bool(code.co_flags & CO_ASYNC_GENERATOR)
+            if (
+                code.co_argcount != len(fn.args)  # type: ignore[attr-defined]
+                or code.co_kwonlyargcount
+                or fn.keywords  # type: ignore[attr-defined]
+            ):
+                _check_no_arguments(self.key, fn)
         elif not callable(fn):
             raise TypeError(f"job {self.key!r}: fn must be callable, got {fn!r}")
         else:
             async_generator = _is_async_generator(fn)
+            _check_no_arguments(self.key, fn)
         if async_generator:
             raise TypeError(
                 f"job {self.key!r}: fn is an async generator function ({self.fn!r}), which "
@@ -109,6 +149,10 @@ class Job:
             raise TypeError(
                 f"job {self.key!r}: retry must be a RetryPolicy or None, got {self.retry!r}"
             )
+        if self.name is not None and not isinstance(self.name, str):
+            raise TypeError(f"job {self.key!r}: name must be a str or None, got {self.name!r}")
+        if self.persist is not True and self.persist is not False:
+            raise TypeError(f"job {self.key!r}: persist must be a bool, got {self.persist!r}")
 
 
 def _positive_seconds(value: object) -> bool:
@@ -138,6 +182,62 @@ def check_seconds(name: str, value: object) -> None:
         valid = False
     if not valid:
         raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+
+
+def _check_no_arguments(key: str, fn: Callable[..., Any]) -> None:
+    """Raise `TypeError` if ``fn()`` would fail for want (or excess) of arguments.
+
+    Checked when the `Job` is built, so that a wrong callable fails at once, naming the job,
+    instead of failing every attempt when it runs. A callable without a signature (some
+    builtins) is not checked.
+    """
+    if not _needs_arguments(fn):
+        return
+    try:
+        signature = str(inspect.signature(fn))
+    except (TypeError, ValueError):  # a partial binding too many arguments, say
+        signature = "(...)"
+        if type(fn) is functools.partial:
+            with contextlib.suppress(TypeError, ValueError):
+                signature = (
+                    f"{inspect.signature(fn.func)} with {len(fn.args)} positional "
+                    "argument(s) bound"
+                )
+    raise TypeError(
+        f"job {key!r}: fn must be callable with no arguments, but {short_repr(fn, 80)} has "
+        f"the signature {signature}; bind the arguments, e.g. functools.partial(fn, ...) or "
+        "lambda: fn(...)"
+    )
+
+
+def _needs_arguments(fn: Callable[..., Any]) -> bool:
+    """Whether calling `fn` with no arguments fails for its signature (False if unknown)."""
+    func: Any = fn
+    given = 0  # positional arguments already bound
+    if type(fn) is functools.partial and not fn.keywords:
+        func, given = fn.func, len(fn.args)
+    elif type(fn) is MethodType:
+        func, given = fn.__func__, 1
+    if type(func) is FunctionType:  # read the code object: no inspect needed
+        code = func.__code__
+        positional = code.co_argcount
+        if given > positional and not code.co_flags & CO_VARARGS:
+            return True  # too many
+        defaults = func.__defaults__
+        if positional - (len(defaults) if defaults else 0) > given:
+            return True  # a required positional parameter is missing
+        keyword_only = code.co_varnames[positional : positional + code.co_kwonlyargcount]
+        kwdefaults = func.__kwdefaults__ or {}
+        return any(name not in kwdefaults for name in keyword_only)
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature available: not checked
+        return False
+    try:
+        signature.bind()
+    except TypeError:
+        return True
+    return False
 
 
 def _is_async_generator(fn: object) -> bool:

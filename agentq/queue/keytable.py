@@ -5,25 +5,32 @@
 - the record of every known key (one `Record` per job that had to run; a new run of a Failed
   key keeps the Failed record as ``prev``, so that an abandoned push can put it back);
 - what makes two pushes of a key "the same call" (`check_same_call`, with the fingerprints of
-  `agentq.queue.fingerprint`, derived only when a key is pushed again with another callable);
+  `agentq.queue.fingerprint`): the fingerprint of the push that claims a key is taken when it
+  claims it, and a later push of the key, unless it carries that very `Job` object, is
+  compared by its own fingerprint, taken then;
 - the finished keys in finishing order, forgotten after ``key_ttl`` seconds or beyond
   ``max_keys`` (keys in flight are never evicted);
 - the runs whose outcome was decided while their body still runs (a timed-out thread, a body
   that ignores cancellation): the key's next run waits for that body to stop, so one key
-  never runs two bodies at once, even after `forget`.
+  never runs two bodies at once, even after `forget`;
+- with a store (`Queue(store=...)`), the keys whose stored outcome is being read or removed
+  right now (`gate`): one store read per key at a time, the other pushes of the key wait for
+  it and then look the key up again (`agentq.queue.persistence`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
 
 from agentq.clock import Clock
 from agentq.errors import KeyConflictError
+from agentq.outcomes import Completed
 from agentq.queue.fingerprint import derive_fingerprint
 from agentq.queue.jobs import Job, short_repr
-from agentq.queue.lane import Lane
-from agentq.queue.records import NO_FINGERPRINT, Record
+from agentq.queue.lane import STOPPED, Lane
+from agentq.queue.records import Record
 
 
 class KeyTable:
@@ -38,7 +45,16 @@ class KeyTable:
         clock: Measures `ttl`.
     """
 
-    __slots__ = ("_clock", "_finished", "_records", "_unstopped", "get", "max_keys", "ttl")
+    __slots__ = (
+        "_clock",
+        "_finished",
+        "_gates",
+        "_records",
+        "_unstopped",
+        "get",
+        "max_keys",
+        "ttl",
+    )
 
     def __init__(self, ttl: float | None, max_keys: int | None, clock: Clock) -> None:
         self.ttl = ttl
@@ -48,6 +64,8 @@ class KeyTable:
         self._finished: OrderedDict[str, Record] = OrderedDict()
         # Records whose outcome was decided while their body still runs, by key.
         self._unstopped: dict[str, Record] = {}
+        # Keys whose stored outcome is being read or removed, by key (`gate`).
+        self._gates: dict[str, asyncio.Event] = {}
         # The record of a key, or None: the dict lookup itself, as every push starts with it.
         self.get: Callable[[str], Record | None] = self._records.get
 
@@ -63,9 +81,17 @@ class KeyTable:
     # ------------------------------------------------------------ claiming a key
 
     def claim(self, owner: object, job: Job, lane: Lane[Record]) -> Record:
-        """Make a record for `job` and make it the key's record (keeping a Failed one as prev)."""
+        """Make a record for `job` and make it the key's record (keeping a Failed one as prev).
+
+        The fingerprint of the call is taken now (`job.fingerprint`, else derived from
+        `job.fn`), so that it describes the call as it is when the key is claimed, whatever
+        the values it reads become later.
+        """
         key = job.key
-        rec = Record(owner, job, lane, self._records.get(key))
+        fp = job.fingerprint
+        if fp is None:
+            fp = derive_fingerprint(job.fn)
+        rec = Record(owner, job, lane, self._records.get(key), fp)
         self._records[key] = rec
         return rec
 
@@ -83,19 +109,20 @@ class KeyTable:
     def check_same_call(self, job: Job, rec: Record) -> None:
         """Refuse `job` if its key is known (as `rec`) with a different call.
 
+        `job`'s fingerprint is taken now and compared with the one `rec` took when it claimed
+        the key. The very `Job` object that claimed the key is the same call by identity:
+        nothing is derived (the cache-hit fast path).
+
         Raises:
             KeyConflictError: The fingerprints differ; the message names both calls.
         """
         first = rec.job
-        if job is first or (job.fn is first.fn and job.fingerprint == first.fingerprint):
+        if job is first:
             return
-        mine = job.fingerprint if job.fingerprint is not None else derive_fingerprint(job.fn)
-        theirs = rec.fp
-        if theirs is NO_FINGERPRINT:
-            theirs = rec.fp = (
-                first.fingerprint if first.fingerprint is not None else derive_fingerprint(first.fn)
-            )
-        if mine != theirs:
+        mine = job.fingerprint
+        if mine is None:
+            mine = derive_fingerprint(job.fn)
+        if mine != rec.fp:
             if first.fingerprint is not None or job.fingerprint is not None:
                 was, now = first.fingerprint, job.fingerprint
             else:
@@ -108,15 +135,20 @@ class KeyTable:
 
     # ------------------------------------------------------------ finished keys
 
-    def remember(self, rec: Record) -> None:
-        """Record a finished key, if `rec` is still its record; then apply `ttl` and `max_keys`."""
+    def remember(self, rec: Record, finished_at: float | None = None) -> None:
+        """Record a finished key, if `rec` is still its record; then apply `ttl` and `max_keys`.
+
+        `finished_at` (Unix seconds) dates an outcome read from the store; by default the key
+        finished now.
+        """
         key = rec.key
         records = self._records
         if records.get(key) is not rec:
             return
         finished = self._finished
         if self.ttl is not None:
-            now = rec.finished_at = self._clock.time()
+            now = self._clock.time()
+            rec.finished_at = now if finished_at is None else finished_at
             self._purge(now)
         finished.pop(key, None)
         finished[key] = rec
@@ -153,6 +185,23 @@ class KeyTable:
             del self._finished[key]
         return True
 
+    def restore(self, owner: object, job: Job, lane: Lane[Record], outcome: Completed,
+                finished_at: float) -> Record:
+        """Make a finished record for a key whose outcome was read from the store.
+
+        `job` is the push that read it (later pushes of the key are compared with it);
+        `finished_at` is when the key counts as finished for `ttl`.
+        """
+        fp = job.fingerprint
+        if fp is None:
+            fp = derive_fingerprint(job.fn)
+        rec = Record(owner, job, lane, None, fp)
+        rec.state = STOPPED
+        rec.resolve(outcome)
+        self._records[job.key] = rec
+        self.remember(rec, finished_at)
+        return rec
+
     def forget(self, key: str) -> bool:
         """Forget a finished key; False if it is unknown or in flight."""
         rec = self._records.get(key)
@@ -161,6 +210,24 @@ class KeyTable:
         del self._records[key]
         self._finished.pop(key, None)
         return True
+
+    # ------------------------------------------------------------ store reads in progress
+
+    def gate(self, key: str) -> asyncio.Event | None:
+        """The event set once the store read (or removal) of `key` in progress ends, if any."""
+        return self._gates.get(key) if self._gates else None
+
+    def close_gate(self, key: str) -> asyncio.Event:
+        """Note that the store read (or removal) of `key` begins (no other is in progress)."""
+        assert key not in self._gates
+        gate = self._gates[key] = asyncio.Event()
+        return gate
+
+    def open_gate(self, key: str, gate: asyncio.Event) -> None:
+        """The store read (or removal) of `key` has ended: wake the pushes waiting for it."""
+        if self._gates.get(key) is gate:
+            del self._gates[key]
+        gate.set()
 
     # ------------------------------------------------------------ bodies still running
 

@@ -1,15 +1,16 @@
-"""One lane's mechanism: its permits, its waiting area, its idle workers and its room waiters.
+"""One lane's mechanism: its permits, its waiting area, its workers and its room waiters.
 
 A `Lane` owns everything that moves records through one priority lane, and nothing else: it
 knows records only through `Entry` (their state and outcome), so it sits below the record
 itself. It never starts a task: `admit` and `hand_on` say which record a permit goes to, and
-the dispatcher (`agentq.queue.dispatch`) starts or wakes the worker that runs it.
+the dispatcher (`agentq.queue.dispatch`) starts the worker that runs it.
 
 The waiting area is a deque of admitted records. A record that leaves it before it ran
 (cancelled, abandoned, taken to run inline) stays in the deque as a tombstone, skipped by
 `next_queued` since its state is no longer `QUEUED`, so leaving is O(1); `queued` counts the
-live ones. Workers are started lazily, one per permit at most; an idle worker waits on a
-future (`idle`) and is handed the next record directly. A push that finds no room waits on a
+live ones. Workers are started lazily, one per permit held: a worker lives exactly as long as
+it holds a permit (`running` counts both), passing it from record to record while records
+wait, and ends when none waits (it never parks idle). A push that finds no room waits on a
 future in `space` (FIFO), resolved once it is admitted (None) or refused (`CLOSED`).
 """
 
@@ -24,7 +25,7 @@ from agentq.queue.lanes import LaneConfig, LaneStats, Priority
 # Record states: where a record is on its way through its lane.
 CLAIMED = 0  # a push claimed the key and waits for room in the lane (or to run inline)
 QUEUED = 1  # admitted: in the lane's waiting area
-DISPATCHED = 2  # handed to an idle worker that has not picked it up yet
+DISPATCHED = 2  # given a permit (a worker), not started yet
 RUNNING = 3  # attempts in progress (worker or inline)
 STOPPED = 4  # the body has really stopped; the permit is released
 LOST = 5  # abandoned before it ran
@@ -46,7 +47,7 @@ R = TypeVar("R", bound=Entry)
 
 
 class Lane(Generic[R]):
-    """The permits, waiting area, idle workers and room waiters of one priority lane.
+    """The permits, waiting area, workers and room waiters of one priority lane.
 
     Attributes are read by the other mechanisms (counters, `holders` for deadlock detection,
     `waiting` when the queue closes); they are changed only by these methods, except the
@@ -59,7 +60,6 @@ class Lane(Generic[R]):
         "completed",
         "failed",
         "holders",
-        "idle",
         "joins",
         "limit",
         "permits",
@@ -68,6 +68,7 @@ class Lane(Generic[R]):
         "running",
         "space",
         "waiting",
+        "worker_name",
         "workers",
     )
 
@@ -81,10 +82,12 @@ class Lane(Generic[R]):
         self.running = 0
         # Records run by this lane's workers (each holds one permit), for deadlock detection.
         self.holders: set[R] = set()
-        self.idle: list[Future[R | None]] = []
         # Pushes waiting for room, FIFO: (record, future resolved once admitted or settled).
         self.space: deque[tuple[R, Future[Any]]] = deque()
+        # The live worker tasks, kept reachable while the queue lives (a worker adds and
+        # removes itself).
         self.workers: set[Task[None]] = set()
+        self.worker_name = f"agentq-{priority}-worker"
         self.completed = 0
         self.failed = 0
         self.cache_hits = 0
@@ -113,22 +116,12 @@ class Lane(Generic[R]):
     def admit(self, rec: R) -> R | None:
         """Put a claimed record into the lane; return the record a new worker must start with.
 
-        A free permit goes with it at once: to an idle worker (returns None), or, with no
-        idle worker but a permit free, to a new worker the caller starts (returns the record
-        it starts with). Only when every permit is in use does it wait in the deque (returns
-        None). So ``queued > 0`` implies ``running == permits`` at every point another piece
-        of code can observe.
+        A free permit goes with it at once, to a new worker the caller starts (returns the
+        record it starts with). Only when every permit is in use does it wait in the deque
+        (returns None). So ``queued > 0`` implies ``running == permits`` at every point
+        another piece of code can observe.
         """
-        idle = self.idle
-        while idle:
-            worker = idle.pop()
-            if not worker.done():  # skip a worker cancelled while idle
-                self.running += 1
-                rec.state = DISPATCHED
-                self.holders.add(rec)
-                worker.set_result(rec)
-                return None
-        if self.running < self.permits and len(self.workers) < self.permits:
+        if self.running < self.permits:
             first: R | None = rec
             if self.queued:
                 # Only after a worker was cancelled from outside: the records it left
@@ -161,7 +154,7 @@ class Lane(Generic[R]):
 
     def hand_on(self, done: R) -> R | None:
         """A worker finished `done`: pass its permit to the next waiting record (returned), or
-        release the permit (None)."""
+        release the permit (None: the worker ends)."""
         holders = self.holders
         holders.discard(done)
         waiting = self.waiting
@@ -179,31 +172,6 @@ class Lane(Generic[R]):
         """Give back the permit `rec` held (its worker stops)."""
         self.holders.discard(rec)
         self.running -= 1
-
-    def add_worker(self, task: Task[None]) -> None:
-        """Count a worker task started for this lane, until it ends."""
-        self.workers.add(task)
-        task.add_done_callback(self.workers.discard)
-
-    def park(self, idle: Future[R | None]) -> None:
-        """Register an idle worker: `admit` hands it the next record through `idle`."""
-        self.idle.append(idle)
-
-    def dismiss_idle(self) -> None:
-        """Tell every idle worker to exit (the queue is closing)."""
-        for idle in self.idle:
-            if not idle.done():
-                idle.set_result(None)
-        self.idle.clear()
-
-    def worker_cancelled(self, idle: Future[R | None]) -> None:
-        """An idle worker was cancelled from outside: leave the lane consistent."""
-        if idle in self.idle:
-            self.idle.remove(idle)
-        elif idle.done() and not idle.cancelled():
-            rec = idle.result()
-            if rec is not None:  # handed a record just before: put it back, first in line
-                self.requeue(rec)
 
     def requeue(self, rec: R) -> None:
         """Give back the permit of a record a cancelled worker had not started."""

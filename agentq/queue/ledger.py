@@ -1,12 +1,14 @@
 """The ledger: the state every mechanism of a queue shares, and the transitions of its books.
 
-`Ledger` owns the key table, the three lanes, the clock, the event loop the queue belongs to
-and the event subscribers. Every change of a job's books goes through it: a push of a known
+`Ledger` owns the key table, the three lanes, the clock, the event loop the queue belongs to,
+the event subscribers and the queue's store, if any (a `JobOutcomeStore`, used by
+`agentq.queue.persistence`). Every change of a job's books goes through it: a push of a known
 key is answered (`hit`), an unknown or Failed key is claimed (`claim`), and a record gets its
 terminal outcome exactly once (`settle`), which counts it in its lane, remembers its key,
-wakes its waiters and publishes the event. The mechanisms above it (running a body,
-dispatching records to workers, the nesting rules, shutdown) take the ledger and use these
-methods.
+wakes its waiters and publishes the event. An outcome read from the store becomes a finished
+key too (`restore`, or `answer_stored` for a record claimed before the read). The mechanisms
+above it (running a body, dispatching records to workers, the nesting rules, shutdown) take
+the ledger and use these methods.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from agentq.clock import Clock
+from agentq.clock import Clock, SystemClock
 from agentq.errors import WrongLoopError
-from agentq.outcomes import Completed, Outcome
-from agentq.queue.jobs import Job, JobEvent, JobEventKind
+from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason, Outcome
+from agentq.queue.jobs import Job, JobEvent, JobEventKind, check_seconds, short_repr
 from agentq.queue.keytable import KeyTable
 from agentq.queue.lane import Lane
 from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority
+from agentq.queue.outcome_store import JobOutcomeStore, StoredJob
 from agentq.queue.records import Record
+
+_CANCELLED_TYPE = "asyncio.exceptions.CancelledError"
 
 # How a push of a known key is answered (`Ledger.hit`).
 HIT_RUN = 0
@@ -29,18 +34,52 @@ HIT_CACHED = 1
 HIT_JOINED = 2
 
 
+def cancelled_outcome(message: str, exc: BaseException | None = None) -> Failed:
+    """A `Failed(cancelled)`; with `exc` (a CancelledError) its traceback is kept as text."""
+    if exc is not None:
+        info = ErrorInfo.from_exception(exc)
+        return Failed(FailureReason.CANCELLED, ErrorInfo(info.type, message, info.traceback))
+    return Failed(FailureReason.CANCELLED, ErrorInfo(_CANCELLED_TYPE, message))
+
+
+def error_outcome(exc: BaseException) -> Failed:
+    """A `Failed(error)` carrying `exc` (never raises, whatever `exc` is)."""
+    return Failed(FailureReason.ERROR, ErrorInfo.from_exception(exc), exc)
+
+
 class Ledger:
     """The books of one queue: keys, lanes, clock, loop and subscribers (see the module doc)."""
 
-    __slots__ = ("clock", "keys", "lanes", "loop", "subscribers")
+    __slots__ = ("clock", "keys", "lanes", "loop", "store", "subscribers")
 
     def __init__(
         self,
         configs: dict[Priority, LaneConfig],
         key_ttl: float | None,
         max_keys: int | None,
-        clock: Clock,
+        clock: Clock | None = None,
+        store: JobOutcomeStore | None = None,
     ) -> None:
+        """Check the queue's settings (see `agentq.queue.queue.Queue` for their meaning).
+
+        Raises:
+            TypeError: `clock` is not a `Clock`, or `store` not a `JobOutcomeStore`.
+            ValueError: `key_ttl` or `max_keys` is negative or not finite.
+        """
+        check_seconds("key_ttl", key_ttl)
+        if max_keys is not None and (
+            isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 0
+        ):
+            raise ValueError(f"max_keys must be an int >= 0 or None, got {max_keys!r}")
+        if clock is None:
+            clock = SystemClock()
+        elif not isinstance(clock, Clock):
+            raise TypeError(f"clock must be a Clock (time() and sleep()), got {clock!r}")
+        if store is not None and not isinstance(store, JobOutcomeStore):
+            raise TypeError(
+                "store must be a JobOutcomeStore (load_job, save_job, forget_job) or None, "
+                f"got {short_repr(store)}"
+            )
         self.lanes: dict[Priority, Lane[Record]] = {
             p: Lane(p, configs.get(p, LaneConfig())) for p in LANE_ORDER
         }
@@ -48,6 +87,7 @@ class Ledger:
         self.clock: Clock = clock
         self.loop: asyncio.AbstractEventLoop | None = None
         self.subscribers: tuple[Callable[[JobEvent], object], ...] = ()
+        self.store = store
 
     # ------------------------------------------------------------ the event loop
 
@@ -102,6 +142,33 @@ class Ledger:
     def claim(self, job: Job) -> Record:
         """Make a record for `job`, the key's record from now on, in the lane of its priority."""
         return self.keys.claim(self, job, self.lanes[job.priority])
+
+    # ------------------------------------------------------------ outcomes read from the store
+
+    def _stored_finish(self, stored: StoredJob) -> float:
+        """When a stored outcome counts as finished in memory: so that it expires with the
+        stored `expires_at` under this queue's ``key_ttl``."""
+        ttl = self.keys.ttl
+        if ttl is None:
+            return stored.completed_at
+        if stored.expires_at is None:
+            return self.clock.time()
+        return stored.expires_at - ttl
+
+    def restore(self, job: Job, stored: StoredJob) -> Record:
+        """Remember `stored` as the completed key of `job` (the push that read it)."""
+        return self.keys.restore(
+            self, job, self.lanes[job.priority], Completed(stored.output),
+            self._stored_finish(stored),
+        )
+
+    def answer_stored(self, rec: Record, stored: StoredJob) -> None:
+        """Settle the claimed `rec` with the stored output: a cache hit, nothing ran."""
+        if rec.outcome is not None:
+            return
+        rec.lane.cache_hits += 1
+        self.keys.remember(rec, self._stored_finish(stored))
+        self.resolve(rec, Completed(stored.output), JobEventKind.CACHED)
 
     # ------------------------------------------------------------ outcomes
 

@@ -30,10 +30,11 @@ from collections.abc import Iterable
 
 from agentq.errors import DeadlockError, QueueClosed
 from agentq.outcomes import Outcome
+from agentq.queue import persistence
 from agentq.queue.dispatch import Dispatcher
 from agentq.queue.jobs import Job
 from agentq.queue.lane import CLAIMED, CLOSED, QUEUED, Lane
-from agentq.queue.ledger import HIT_CACHED, HIT_JOINED
+from agentq.queue.ledger import HIT_CACHED, HIT_JOINED, HIT_RUN
 from agentq.queue.records import CURRENT, Record
 from agentq.queue.runner import run_record
 
@@ -70,7 +71,7 @@ async def wait_for_room(dispatch: Dispatcher, rec: Record) -> None:
             lane.release_space(rec)
             dispatch.abandon(rec, "its push would wait forever")
             raise DeadlockError(
-                f"job {parent.key!r} pushed {rec.key!r} into lane {lane.priority}, which is "
+                f"{parent.job.title} pushed {rec.job.title} into lane {lane.priority}, which is "
                 f"full (capacity {lane.capacity}, permits {lane.permits}), and every permit is "
                 "held by a job waiting for room the same way: this wait could never end. "
                 "Use push_and_wait (it runs the child inline), more capacity, or another lane"
@@ -85,7 +86,7 @@ async def wait_for_room(dispatch: Dispatcher, rec: Record) -> None:
         if root is not None:
             root.unblock(lane)
     if fut.result() is CLOSED:
-        raise QueueClosed(f"the queue closed while job {rec.key!r} waited for room")
+        raise QueueClosed(f"the queue closed while {rec.job.title} waited for room")
 
 
 def _stuck(
@@ -116,14 +117,17 @@ def _stuck(
 async def push_and_wait(dispatch: Dispatcher, job: Job, parent: Record) -> Outcome:
     """`Queue.push_and_wait` from inside `parent`'s body (rule 1)."""
     ledger = dispatch.ledger
-    rec = ledger.keys.get(job.key)
-    if rec is not None:
-        code = ledger.hit(job, rec)
-        if code == HIT_CACHED:
-            assert rec.outcome is not None
-            return rec.outcome
-        if code == HIT_JOINED:
-            return await join(dispatch, rec, parent)
+    if ledger.store is None:
+        rec = ledger.keys.get(job.key)
+        code = HIT_RUN if rec is None else ledger.hit(job, rec)
+    else:  # read the key's stored outcome first, if it must run
+        code, rec = await persistence.answer(ledger, job)
+    if code == HIT_CACHED:
+        assert rec is not None and rec.outcome is not None
+        return rec.outcome
+    if code == HIT_JOINED:
+        assert rec is not None
+        return await join(dispatch, rec, parent)
     target = ledger.lanes[job.priority]
     root = parent.root
     if target is not root.lane and not _would_block_forever(ledger.lanes.values(), target, root):
@@ -188,8 +192,8 @@ async def join(dispatch: Dispatcher, rec: Record, parent: Record) -> Outcome:
             continue
         if rec.waits_for(parent):
             raise DeadlockError(
-                f"job {parent.key!r} would wait for job {rec.key!r}, which is waiting for "
-                f"{parent.key!r}: this wait could never end"
+                f"{parent.job.title} would wait for {rec.job.title}, which is waiting for "
+                f"{parent.job.title}: this wait could never end"
             )
         parent.wait_on(rec)
         try:

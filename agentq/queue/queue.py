@@ -1,8 +1,8 @@
 """The in-process job queue: idempotency keys, priority lanes, backpressure, isolation.
 
 See `Queue`: small public methods over the mechanisms below it (the `Ledger` of keys and
-lanes, the `Dispatcher` of workers, the nesting rules, the `Shutdown`). How a push travels
-through the queue is told in ``docs/queue-internals.md``.
+lanes, the `Dispatcher` of workers, the nesting rules, the store rules of `persistence`, the
+`Shutdown`). How a push travels through the queue is told in ``docs/queue-internals.md``.
 """
 
 from __future__ import annotations
@@ -12,20 +12,21 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from agentq.clock import Clock, SystemClock
+from agentq.clock import Clock
 from agentq.errors import QueueClosed, QueueFull
 from agentq.keys import validate_key
 from agentq.outcomes import Completed, State
 from agentq.outcomes import Pending as _Pending
 from agentq.outcomes import Processing as _Processing
-from agentq.queue import nesting
+from agentq.queue import nesting, persistence
 from agentq.queue.dispatch import Dispatcher
 from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued, output_of
 from agentq.queue.jobs import Job, JobEvent, JobEventKind, check_seconds, short_repr
 from agentq.queue.lane import QUEUED
 from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats, lane_configs
-from agentq.queue.ledger import HIT_CACHED, HIT_JOINED, Ledger
-from agentq.queue.records import CURRENT
+from agentq.queue.ledger import HIT_CACHED, HIT_JOINED, HIT_RUN, Ledger
+from agentq.queue.outcome_store import JobOutcomeStore
+from agentq.queue.records import CURRENT, Record
 from agentq.queue.shutdown import CloseReport, Shutdown
 
 __all__ = ["CloseReport", "Queue"]
@@ -49,28 +50,40 @@ class Queue:
     `Job.fingerprint`) raises `KeyConflictError` while the key is pending, running or
     completed; a Failed key accepts any call.
 
+    With a `store` (a `JobOutcomeStore`), completed outputs outlive the process: saved with
+    the call's fingerprint before the job settles, and read (once) before a key not known in
+    memory runs, so a key completed before a restart answers `Cached`, across processes; the
+    key with another call raises `KeyConflictError`. Outputs must then be JSON (else the job
+    fails with `PayloadError`); failed jobs are not saved; the queue never closes the store.
+    See `agentq.queue.persistence` and ``docs/idempotency.md``.
+
     Backpressure: a lane admits at most ``permits + capacity`` unfinished jobs (see
     `LaneConfig`); `push` waits for room, `push_nowait` raises `QueueFull`.
 
     The queue starts on the running event loop at first use (workers are created as jobs
     arrive) and belongs to that loop: using it from another raises `WrongLoopError`. Use it as
     ``async with Queue() as queue:`` to close it on exit (draining, or cancelling everything
-    if the block raised), or just push from a notebook cell and `close` it later.
+    if the block raised), or just push from a notebook cell and `close` it later. Its lane
+    workers exist only while they run jobs, so a queue dropped without `close` (a notebook
+    cell run again) leaves no task behind once its jobs have finished.
 
     Args:
         lanes: `LaneConfig` per `Priority` (or per its text value, ``"high"``…); lanes not
             named get ``LaneConfig()`` (capacity 100, 5 permits).
         key_ttl: Seconds a finished key (Completed or Failed) is remembered after it finished,
-            by `clock`; None for no limit.
-        max_keys: Most finished keys remembered; beyond it the least recently finished is
-            forgotten. Keys in flight are never evicted and not counted. None for no limit:
-            memory then grows with every distinct key (about 0.5 KB per key plus its output;
-            see ``docs/idempotency.md``).
+            by `clock`; None for no limit. With a store, also how long a saved output is
+            answered (its ``expires_at``); ``0`` saves nothing.
+        max_keys: Most finished keys remembered in memory; beyond it the least recently
+            finished is forgotten. Keys in flight are never evicted and not counted. None for
+            no limit: memory then grows with every distinct key (about 0.5 KB per key plus its
+            output; see ``docs/idempotency.md``). It bounds memory only: an evicted key stays
+            in the store, and its next push reads it back.
         clock: Time source for timeouts, backoff and key expiry; `SystemClock` by default.
+        store: Where completed outputs are kept across restarts, or None (memory only).
 
     Raises:
-        TypeError: `lanes` is not a mapping of `Priority` to `LaneConfig`, or `clock` is not a
-            `Clock`.
+        TypeError: `lanes` is not a mapping of `Priority` to `LaneConfig`, `clock` is not a
+            `Clock`, or `store` is not a `JobOutcomeStore`.
         ValueError: Unknown priority (the message names the allowed values), or
             `key_ttl` / `max_keys` negative or not finite.
 
@@ -95,18 +108,9 @@ class Queue:
         key_ttl: float | None = None,
         max_keys: int | None = None,
         clock: Clock | None = None,
+        store: JobOutcomeStore | None = None,
     ) -> None:
-        configs = lane_configs(lanes)
-        check_seconds("key_ttl", key_ttl)
-        if max_keys is not None and (
-            isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 0
-        ):
-            raise ValueError(f"max_keys must be an int >= 0 or None, got {max_keys!r}")
-        if clock is None:
-            clock = SystemClock()
-        elif not isinstance(clock, Clock):
-            raise TypeError(f"clock must be a Clock (time() and sleep()), got {clock!r}")
-        ledger = self._ledger = Ledger(configs, key_ttl, max_keys, clock)
+        ledger = self._ledger = Ledger(lane_configs(lanes), key_ttl, max_keys, clock, store)
         self._keys = ledger.keys
         self._lanes = ledger.lanes
         self._dispatch = Dispatcher(ledger)
@@ -116,6 +120,11 @@ class Queue:
     def clock(self) -> Clock:
         """The clock that measures timeouts, backoff and key expiry."""
         return self._ledger.clock
+
+    @property
+    def store(self) -> JobOutcomeStore | None:
+        """The store that keeps completed outputs across restarts, or None."""
+        return self._ledger.store
 
     @property
     def closed(self) -> bool:
@@ -128,7 +137,7 @@ class Queue:
         if asyncio.get_running_loop() is not self._ledger.loop:
             self._ledger.bind()
         if self._dispatch.closing and not nested:
-            raise QueueClosed(f"the queue is closed: job {job.key!r} not admitted")
+            raise QueueClosed(f"the queue is closed: {job.title} not admitted")
 
     # ----------------------------------------------------------------- public API
 
@@ -142,8 +151,10 @@ class Queue:
 
         Raises:
             TypeError: `job` is not a `Job`.
-            KeyConflictError: The key is known with a different call (see `Job.fingerprint`).
+            KeyConflictError: The key is known with a different call (see `Job.fingerprint`),
+                in memory or in the store.
             QueueClosed: The queue is closing or closed (also while waiting for room).
+            StoreError: Reading the key's stored outcome failed; nothing was admitted.
             DeadlockError: Called from inside a job, the wait for room could never end:
                 every permit of the full lane is held by a job waiting the same way.
             WrongLoopError: The queue belongs to another event loop.
@@ -152,7 +163,10 @@ class Queue:
         state comes back); pushes that joined it meanwhile get `JobLost`.
         """
         self._enter(job, nested=False)
-        known = self._known(job)
+        if self._ledger.store is None:
+            known = self._known(job)
+        else:
+            known = self._accepted(job, *await persistence.answer(self._ledger, job))
         if known is not None:
             return known
         rec = await nesting.enqueue(self._dispatch, job)
@@ -161,13 +175,16 @@ class Queue:
     def _known(self, job: Job) -> Accepted | None:
         """Answer a push whose key is known: `Cached`, `InFlight`, or None when it must run."""
         rec = self._keys.get(job.key)
-        if rec is None:
-            return None
-        code = self._ledger.hit(job, rec)
+        return None if rec is None else self._accepted(job, self._ledger.hit(job, rec), rec)
+
+    def _accepted(self, job: Job, code: int, rec: Record | None) -> Accepted | None:
+        """What a push answers for the hit `code` of its key's record `rec`."""
         if code == HIT_CACHED:
             return Cached(rec.outcome.output)  # type: ignore[union-attr]
         if code == HIT_JOINED:
-            return InFlight(JobHandle(self._dispatch, rec))
+            return InFlight(JobHandle(self._dispatch, rec))  # type: ignore[arg-type]
+        if self._dispatch.closing:  # closed while the store was read
+            raise QueueClosed(f"the queue is closed: job {job.key!r} not admitted")
         return None
 
     def push_nowait(self, job: Job) -> Accepted:
@@ -181,6 +198,10 @@ class Queue:
                 jobs (or pushes are already waiting for room); nothing was admitted.
             TypeError, KeyConflictError, QueueClosed, WrongLoopError: As `push`.
             RuntimeError: No event loop is running.
+
+        With a store, a key that must run is admitted (`Queued`) and reads the store in its
+        worker first: a stored output of the same call is its outcome (nothing runs), one of
+        another call fails it with `KeyConflictError`.
         """
         self._enter(job, nested=False)
         known = self._known(job)
@@ -190,9 +211,10 @@ class Queue:
         if lane.space or not lane.has_room():
             raise QueueFull(
                 f"lane {lane.priority} is full ({lane.queued} queued, {lane.running} running; "
-                f"capacity {lane.capacity}, permits {lane.permits}): job {job.key!r} not admitted"
+                f"capacity {lane.capacity}, permits {lane.permits}): {job.title} not admitted"
             )
         rec = self._ledger.claim(job)
+        rec.unread = job.persist and self._ledger.store is not None
         self._dispatch.admit(rec)
         return Queued(JobHandle(self._dispatch, rec))
 
@@ -225,7 +247,7 @@ class Queue:
             JobLost: The job was abandoned before it ran (its push was cancelled, or the
                 queue closed).
             DeadlockError: A nested call would wait for itself or an ancestor.
-            TypeError, KeyConflictError, QueueClosed, WrongLoopError: As `push`.
+            TypeError, KeyConflictError, QueueClosed, StoreError, WrongLoopError: As `push`.
 
         Cancelling this call before the job was dispatched releases the key (as `push`);
         once dispatched, the job runs to completion and the output is kept for its key.
@@ -254,13 +276,17 @@ class Queue:
         if nested:
             assert parent is not None
             return output_of(job.key, await nesting.push_and_wait(self._dispatch, job, parent))
-        rec = keys.get(job.key)
-        if rec is not None:
-            code = ledger.hit(job, rec)
-            if code == HIT_CACHED:
-                return rec.outcome.output  # type: ignore[union-attr]
-            if code == HIT_JOINED:
-                return output_of(job.key, await rec.wait())
+        if ledger.store is None:
+            rec = keys.get(job.key)
+            code = HIT_RUN if rec is None else ledger.hit(job, rec)
+        else:
+            code, rec = await persistence.answer(ledger, job)
+        if code == HIT_CACHED:
+            return rec.outcome.output  # type: ignore[union-attr]
+        if code == HIT_JOINED:
+            return output_of(job.key, await rec.wait())  # type: ignore[union-attr]
+        if self._dispatch.closing:  # closed while the store was read
+            raise QueueClosed(f"the queue is closed: job {job.key!r} not admitted")
         rec = await nesting.enqueue(self._dispatch, job)
         outcome = rec.outcome
         if outcome is None:
@@ -275,7 +301,8 @@ class Queue:
     def state(self, key: str) -> State | None:
         """The state of `key`: `Pending`, `Processing`, `Completed(output)`, `Failed`, or None.
 
-        None when the key is unknown, expired, evicted or forgotten.
+        None when the key is unknown, expired, evicted or forgotten. Memory only: a key known
+        only to the store reads None until a push reads it back.
 
         Raises:
             TypeError, InvalidKeyError: `key` is not a valid key.
@@ -295,18 +322,28 @@ class Queue:
         """A frozen snapshot of every lane (HIGH, MEDIUM, LOW); cheap, any time."""
         return QueueStats(tuple(self._lanes[p].snapshot() for p in LANE_ORDER))
 
-    def forget(self, key: str) -> bool:
+    async def forget(self, key: str) -> bool:
         """Forget a finished key (Completed or Failed), so that its next push runs again.
 
-        A key in flight (pending or running) is not affected.
+        With a store, its stored output is removed too (first: if the store fails, nothing is
+        forgotten), and a read of the key in progress is waited for. A key in flight (pending
+        or running) is not affected, in memory or in the store.
 
         Returns:
-            True if a finished key was forgotten; False if the key is unknown or in flight.
+            True if a finished key was forgotten in memory or an output removed from the
+            store; False if the key is unknown (in both) or in flight.
 
         Raises:
             TypeError, InvalidKeyError: `key` is not a valid key.
+            StoreError: The store failed; nothing was forgotten.
+            WrongLoopError: The queue belongs to another event loop.
         """
-        return self._keys.forget(validate_key(key))
+        key = validate_key(key)
+        ledger = self._ledger
+        ledger.bind()
+        if ledger.store is None:
+            return self._keys.forget(key)
+        return await persistence.forget(ledger, key)
 
     def subscribe(self, callback: Callable[[JobEvent], object]) -> Callable[[], None]:
         """Call `callback(event)` for every `JobEvent` from now on, on the queue's loop.
@@ -335,14 +372,22 @@ class Queue:
         jobs run to the end; whatever is still unfinished at the deadline (all of it without
         `drain`) is abandoned: waiting jobs are dropped (`JobLost`), running ones cancelled.
         Close then waits for cancelled bodies to stop, until the deadline; a thread cannot be
-        stopped, see `CloseReport.unstopped`. Calling close again returns the first report.
+        stopped, see `CloseReport.unstopped`.
+
+        Every call does this on what is left and reports what *it* did: a later call (or one
+        overlapping a close in progress) is marked ``already_closed``, drops and cancels only
+        what it finds (such as nested children admitted since), waits again, until its own
+        deadline, for bodies still running, and lists only those still running when it
+        returns. So ``await queue.close()`` again after a report with ``unstopped`` waits
+        for those bodies and says whether they stopped; ``close(drain=False)`` during a
+        draining close cancels at once.
 
         Args:
             drain: Let admitted jobs finish first.
-            timeout: Seconds, by the queue's clock, for the whole close; None for no limit.
+            timeout: Seconds, by the queue's clock, for this call; None for no limit.
 
         Returns:
-            A `CloseReport`.
+            The `CloseReport` of this call.
 
         Raises:
             ValueError: `timeout` is negative or not finite.

@@ -25,10 +25,8 @@ ASYNC_BODY = 1
 THREAD_BODY = 2
 BACKOFF = 3
 PREVIOUS = 4  # waiting for the body of the key's previous run to stop
-
-NO_FINGERPRINT: Any = object()
-"""`Record.fp` until the key table derives the fingerprint of the record's call."""
-
+READING = 5  # reading the key's stored outcome before the first attempt (`unread`)
+SAVING = 6  # the body returned: saving its output to the queue's store (not interruptible)
 
 class Record:
     """The queue's bookkeeping for one job (one push that had to run something).
@@ -58,11 +56,14 @@ class Record:
         "state",
         "stop_waiters",
         "task",
+        "unread",
         "waiters",
         "waiting_on",
     )
 
-    def __init__(self, owner: object, job: Job, lane: Lane[Record], prev: Record | None) -> None:
+    def __init__(
+        self, owner: object, job: Job, lane: Lane[Record], prev: Record | None, fp: Any
+    ) -> None:
         self.owner = owner
         self.job = job
         self.key = job.key
@@ -78,12 +79,14 @@ class Record:
         self.pending: Failed | None = None
         self.retried = 0
         self.finished_at = 0.0
-        self.fp: Any = NO_FINGERPRINT
+        self.fp = fp  # the fingerprint of the call, taken when the key was claimed
         self.root: Record = self
         self.waiting_on: list[Record] | None = None
         self.blocked: list[Lane[Record]] | None = None
         self.lend: asyncio.Lock | None = None
         self.stop_waiters: list[asyncio.Future[None]] | None = None
+        # Claimed without reading the queue's store (push_nowait): read it before running.
+        self.unread = False
 
     # ------------------------------------------------------------ outcome
 

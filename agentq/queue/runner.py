@@ -11,12 +11,20 @@ cancellation that comes from outside (the loop shutting down, a parent job's tim
 apart and always propagates. A thread is never "cancelled": the task keeps waiting for it, so
 the next attempt and the release of the permit wait until it has really returned.
 
+Which failures a retry policy may retry is decided by `agentq.retry.is_retryable`, the rule
+shared with workflow steps (``retryable = False``, `NonRetryable`, `WaitForInput`, and
+exception groups judged by their leaves).
+
 Whatever a body raises fails that job and nothing else: every exception, including
 ``SystemExit``, ``GeneratorExit`` and other `BaseException` subclasses, becomes a failed
 attempt that carries the exception object. Two exceptions are special: a ``CancelledError``
 is told apart as above, and a ``KeyboardInterrupt`` raised on the loop (Ctrl-C) fails the
 job at once and then propagates, so that it still stops the program; raised inside a thread
 job it was not a Ctrl-C (those reach the main thread) and is only recorded.
+
+With a store (`Queue(store=...)`), a record claimed without reading it first reads it before
+its first attempt, and a body's output is saved before the job is settled `Completed`
+(`agentq.queue.persistence`).
 
 One body per key at a time: a run whose outcome was decided while its body still runs is
 kept by the key table (`agentq.queue.keytable.KeyTable.previous_run`); the key's next run
@@ -31,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-import sys
 from collections.abc import Callable, Coroutine
 from inspect import CO_COROUTINE
 from types import FunctionType
@@ -41,7 +48,8 @@ from agentq.errors import DeadlockError
 from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason
 from agentq.queue.jobs import JobEventKind
 from agentq.queue.lane import RUNNING
-from agentq.queue.ledger import Ledger
+from agentq.queue.ledger import Ledger, cancelled_outcome, error_outcome
+from agentq.queue.persistence import read_before_run, save_and_settle
 from agentq.queue.records import (
     ASYNC_BODY,
     BACKOFF,
@@ -51,8 +59,7 @@ from agentq.queue.records import (
     THREAD_BODY,
     Record,
 )
-
-_CANCELLED_TYPE = "asyncio.exceptions.CancelledError"
+from agentq.retry import is_retryable
 
 
 def is_async(fn: Callable[[], Any]) -> bool:
@@ -62,41 +69,6 @@ def is_async(fn: Callable[[], Any]) -> bool:
     )
 
 
-def cancelled_outcome(message: str, exc: BaseException | None = None) -> Failed:
-    """A `Failed(cancelled)`; with `exc` (a CancelledError) its traceback is kept as text."""
-    if exc is not None:
-        info = ErrorInfo.from_exception(exc)
-        return Failed(FailureReason.CANCELLED, ErrorInfo(info.type, message, info.traceback))
-    return Failed(FailureReason.CANCELLED, ErrorInfo(_CANCELLED_TYPE, message))
-
-
-def error_outcome(exc: BaseException) -> Failed:
-    """A `Failed(error)` carrying `exc` (never raises, whatever `exc` is)."""
-    return Failed(FailureReason.ERROR, ErrorInfo.from_exception(exc), exc)
-
-
-def retryable(failure: Failed) -> bool:
-    """Whether a retry policy may retry `failure`.
-
-    Not when its exception says so with a ``retryable`` attribute that is ``False``, nor for
-    `agentq.workflows.model.NonRetryable` and `WaitForInput`: the workflow layer sits above the
-    queue, so they are recognised only if that module is loaded, without importing it.
-    """
-    exc = failure.exception
-    if exc is None:
-        return True
-    try:
-        if getattr(exc, "retryable", True) is False:
-            return False
-    except Exception:
-        pass
-    workflow = sys.modules.get("agentq.workflows.model")
-    if workflow is not None:
-        for name in ("NonRetryable", "WaitForInput"):
-            kind = getattr(workflow, name, None)
-            if isinstance(kind, type) and isinstance(exc, kind):
-                return False
-    return True
 
 
 def on_timeout(ledger: Ledger, record: Record, attempt: int) -> None:
@@ -109,7 +81,9 @@ def on_timeout(ledger: Ledger, record: Record, attempt: int) -> None:
     ):
         return
     timeout = record.job.timeout
-    exc = TimeoutError(f"job {record.key!r} attempt {attempt} exceeded its timeout of {timeout} s")
+    exc = TimeoutError(
+        f"{record.job.title} attempt {attempt} exceeded its timeout of {timeout} s"
+    )
     failure = Failed(FailureReason.TIMEOUT, ErrorInfo.from_exception(exc), exc)
     policy = record.job.retry
     record.pending = failure
@@ -142,6 +116,9 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
         previous = ledger.keys.previous_run(record)
         if previous is not None:
             await _after_previous(ledger, record, task, previous)
+        if record.unread:  # claimed by push_nowait: the store may answer it
+            await read_before_run(ledger, record)
+        saving = False
         while record.outcome is None:
             attempt = record.attempt + 1
             record.attempt = attempt
@@ -170,19 +147,19 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                             output = await output
                         elif inspect.isasyncgen(output):
                             raised = TypeError(
-                                f"job {record.key!r}: fn returned an async generator "
+                                f"{record.job.title}: fn returned an async generator "
                                 f"({output!r}), not a result; the job's fn must return a "
                                 "value or an awaitable"
                             )
             except asyncio.CancelledError as exc:
                 record.uncancel(task)
                 if task.cancelling() > base:  # cancelled from outside: propagate
-                    message = f"job {record.key!r} was cancelled"
+                    message = f"{record.job.title} was cancelled"
                     ledger.settle(record, cancelled_outcome(message, exc))
                     raise
                 if record.pending is None and record.outcome is None:
                     # The body raised CancelledError although nobody cancelled this task.
-                    message = f"job {record.key!r} raised CancelledError"
+                    message = f"{record.job.title} raised CancelledError"
                     failure = cancelled_outcome(message, exc)
                 else:
                     failure = record.take_pending()
@@ -201,7 +178,10 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                 record.uncancel(task)
                 if record.pending is None and record.outcome is None:
                     if raised is None:
-                        ledger.settle(record, Completed(output))
+                        if ledger.store is None or not job.persist:
+                            ledger.settle(record, Completed(output))
+                        else:
+                            saving = True  # after this attempt's watchdog has stopped
                         break
                     failure = error_outcome(raised)
                 else:
@@ -215,7 +195,11 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                     watchdog.cancel()
             if failure is None or record.outcome is not None:
                 break
-            if policy is None or not policy.should_retry(attempt) or not retryable(failure):
+            if (
+                policy is None
+                or not policy.should_retry(attempt)
+                or not is_retryable(failure.exception)
+            ):
                 ledger.settle(record, failure)
                 break
             if record.retried != attempt:
@@ -223,6 +207,8 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                 if ledger.subscribers:
                     ledger.emit(JobEventKind.RETRY, record.key, job.priority, attempt, failure)
             await _backoff(ledger, record, task, policy.delay(attempt))
+        if saving:
+            await save_and_settle(ledger, record, output)
     except BaseException as exc:
         if record.outcome is None and not (
             type(exc) is GeneratorExit and _closed_from_outside(task)
@@ -251,7 +237,7 @@ async def _after_previous(
     """
     if previous.waits_for(record):
         exc = DeadlockError(
-            f"job {record.key!r} cannot start: the previous run of this key, still running "
+            f"{record.job.title} cannot start: the previous run of this key, still running "
             "after its timeout or cancel, waits for it, and one key never runs two bodies "
             "at once"
         )
@@ -289,7 +275,8 @@ async def _wait_in_phase(
     except asyncio.CancelledError as exc:
         record.uncancel(task)
         if task.cancelling() > base or record.outcome is None:
-            ledger.settle(record, cancelled_outcome(f"job {record.key!r} was cancelled", exc))
+            message = f"{record.job.title} was cancelled"
+            ledger.settle(record, cancelled_outcome(message, exc))
             raise
     finally:
         record.phase = IDLE
@@ -323,7 +310,7 @@ async def _in_thread(ledger: Ledger, record: Record, fn: Callable[[], Any]) -> A
     except asyncio.CancelledError as exc:
         # Interrupts never cancel a thread phase, so this comes from outside. The thread
         # cannot be stopped: record the cancel now, keep the permit until it has returned.
-        ledger.settle(record, cancelled_outcome(f"job {record.key!r} was cancelled", exc))
+        ledger.settle(record, cancelled_outcome(f"{record.job.title} was cancelled", exc))
         while not done.done():
             try:
                 await asyncio.shield(done)

@@ -1,16 +1,24 @@
 """Closing a queue: stop admission, drain or abandon, wait for bodies to stop, report.
 
-`Shutdown` runs the close of one queue once (later calls share its `CloseReport`), over the
-queue's `Dispatcher`: refuse the pushes waiting for room, let idle workers exit, wait for the
-lanes to drain (re-checked whenever a permit is released), then drop what still waits and
-cancel what still runs, and wait, until the deadline, for cancelled bodies to stop.
+`Shutdown` runs each close of one queue over the queue's `Dispatcher`: stop admission, refuse
+the pushes waiting for room, wait for the lanes to drain (re-checked whenever a permit is
+released), then drop what still waits and cancel what still runs, and wait, until the
+deadline, for cancelled bodies to stop.
+
+Every call does all of that on what is left, and its `CloseReport` says what *that call* did
+and saw (issue 9 item 15): a second close is not handed the first one's report, which would
+be stale (a thread it listed as unstopped may have returned since, and jobs still running may
+have admitted nested children after the first close). A later call is marked
+``already_closed``; it drops and cancels only what it finds, waits again, until its own
+deadline, for the bodies still running, and lists those that still run when it returns.
+Calls may overlap: each abandons a job at most once between them.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.errors import DeadlockError
@@ -25,19 +33,24 @@ _GRACE_ROUNDS = 10  # loop iterations given to cancelled async bodies to unwind
 
 @dataclass(frozen=True, slots=True)
 class CloseReport:
-    """What `Queue.close` had to abandon.
+    """What one call of `Queue.close` had to abandon, and what still ran when it returned.
 
     Attributes:
-        dropped: Keys of admitted jobs that never ran. Their handles yield
-            ``Failed(cancelled)`` whose exception is `JobLost`, and their keys were released.
-        cancelled: Keys of running jobs that were cancelled (``Failed(cancelled)``).
-        unstopped: Keys of cancelled jobs whose body had not stopped when close returned (a
-            thread, or a body that ignores cancellation); each keeps its permit until it does.
+        dropped: Keys of admitted jobs that this call dropped before they ran. Their handles
+            yield ``Failed(cancelled)`` whose exception is `JobLost`, and their keys were
+            released.
+        cancelled: Keys of running jobs that this call cancelled (``Failed(cancelled)``).
+        unstopped: Keys of jobs whose body had still not stopped when this call returned (a
+            thread, or a body that ignores cancellation, cancelled by this call or an earlier
+            one); each keeps its permit until it does. Close again to wait for them.
+        already_closed: Whether the queue was already closed (or closing) before this call:
+            its report then covers only what this call found left.
     """
 
     dropped: tuple[str, ...] = ()
     cancelled: tuple[str, ...] = ()
     unstopped: tuple[str, ...] = ()
+    already_closed: bool = field(default=False, kw_only=True)
 
     @property
     def abandoned(self) -> tuple[str, ...]:
@@ -51,35 +64,23 @@ class CloseReport:
 
 
 class Shutdown:
-    """The close of one queue, run once.
+    """The closes of one queue.
 
     Args:
         dispatch: The queue's dispatcher (and through it, its ledger).
     """
 
-    __slots__ = ("_closer", "_dispatch")
+    __slots__ = ("_dispatch",)
 
     def __init__(self, dispatch: Dispatcher) -> None:
         self._dispatch = dispatch
-        self._closer: asyncio.Future[CloseReport] | None = None
 
     async def close(self, drain: bool, limit: float | None) -> CloseReport:
-        """`Queue.close`: run the shutdown once; later calls get the same report."""
-        loop = self._dispatch.ledger.bind()
-        closer = self._closer
-        if closer is None or not closer.done():
-            self._refuse_from_inside()
-        if closer is not None:
-            return await asyncio.shield(closer)
-        closer = self._closer = loop.create_future()
-        try:
-            report = await self._shutdown(drain, limit)
-        except BaseException:
-            self._closer = None  # a later close() tries again
-            closer.cancel()
-            raise
-        closer.set_result(report)
-        return report
+        """`Queue.close`: shut down what is left and report what this call did."""
+        self._dispatch.ledger.bind()
+        self._refuse_from_inside()
+        already_closed = self._dispatch.closing
+        return await self._shutdown(drain, limit, already_closed)
 
     def _refuse_from_inside(self) -> None:
         """Raise `DeadlockError` if the caller is a job of this queue that close would wait for.
@@ -96,12 +97,14 @@ class Shutdown:
             and (current.phase == THREAD_BODY or current.task is asyncio.current_task())
         ):
             raise DeadlockError(
-                f"close() called from inside job {current.key!r} would wait for job "
-                f"{current.key!r} itself to finish; schedule it instead "
+                f"close() called from inside {current.job.title} would wait for "
+                f"{current.job.title} itself to finish; schedule it instead "
                 "(asyncio.get_running_loop().create_task(queue.close()))"
             )
 
-    async def _shutdown(self, drain: bool, limit: float | None) -> CloseReport:
+    async def _shutdown(
+        self, drain: bool, limit: float | None, already_closed: bool
+    ) -> CloseReport:
         dispatch = self._dispatch
         ledger = dispatch.ledger
         dispatch.close_admission()
@@ -116,7 +119,6 @@ class Shutdown:
                     rec, fut = waiter
                     dispatch.abandon(rec, "the queue closed")
                     fut.set_result(CLOSED)
-                lane.dismiss_idle()  # an idle worker exits
             if drain:
 
                 def drained() -> bool:
@@ -144,9 +146,10 @@ class Shutdown:
         finally:
             if timer is not None:
                 timer.cancel()
-            dispatch.unwatch()
         unstopped = tuple(rec.key for lane in lanes for rec in lane.holders)
-        return CloseReport(tuple(dropped), tuple(cancelled), unstopped)
+        return CloseReport(
+            tuple(dropped), tuple(cancelled), unstopped, already_closed=already_closed
+        )
 
     async def _until(self, done: Callable[[], bool], timer: asyncio.Task[None] | None) -> None:
         """Wait until `done()` holds (re-checked whenever a permit is released) or `timer` ends."""

@@ -1,12 +1,17 @@
 """The durable store: the `DurableStore` protocol and its implementations.
 
+The stores also implement `agentq.queue.JobOutcomeStore`, the three verbs (`load_job`,
+`save_job`, `forget_job`) by which a `Queue(store=...)` keeps completed keys across restarts.
+
 Other layers import only from here. Inside, each module has one job; read them in this order
 (each imports only modules above it in the list, plus the foundation modules of `agentq`):
 
 What a store hands out:
     ``rows``        `WorkflowRow`, `StepRow`, `CallRow`, their states and kinds, and event
                     rows (`EVENT_COLUMNS`).
-    ``claims``      `Execution` (a held lease) and the `ClaimResult` answers of a claim.
+    ``claims``      `Execution` (a held lease), `execution_of` (the lease of a step row) and
+                    the `ClaimResult` answers of a claim.
+    ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
     ``protocol``    `DurableStore`: every verb, its atomicity and its errors.
 
 The transition rules, shared by every store:
@@ -14,8 +19,10 @@ The transition rules, shared by every store:
     ``projection_calls``  `project_call`: the ``calls`` rows as a pure function of the log.
     ``projection``      `project` / `replay`: the rows as a pure function of the event log.
     ``tx``              `Tx` (what a rule needs from a transaction), `Draft`, `apply`.
-    ``rules_workflow``  start a workflow, resume a waiting step, time a wait out, cancel.
-    ``rules_lease``     claim a step, renew its lease, release an expired lease.
+    ``rules_workflow``  start a workflow, resume a waiting step, time a wait out, cancel,
+                        retry.
+    ``rules_lease``     claim a step, renew its lease, release an expired lease or a dead
+                        worker's.
     ``rules_attempt``   complete, fail or wait: the end of an attempt, under fencing.
     ``rules_calls``     start, complete or fail a durable call, under fencing.
 
@@ -25,9 +32,11 @@ The stores:
     ``sqlite_tx``       the write lock, `SqliteTx` (the rules' `Tx`), a batch's transaction.
     ``sqlite_schema``   migrations from ``schema.sql``.
     ``sqlite_reads``    the read verbs as queries.
+    ``sqlite_jobs``     the ``job_outcomes`` table: the `JobOutcomeStore` verbs as SQL.
     ``sqlite_connection``  opening the aiosqlite connection; running a call on its thread.
-    ``sqlite_batch``    `Batch` and `Op`: the verbs of one group-commit transaction.
-    ``sqlite``          `SqliteStore`: the group-commit queue and the verbs.
+    ``sqlite_batch``    `GroupCommit` (the queue of waiting verbs), `Batch` and `Op`: the verbs
+                        of one group-commit transaction.
+    ``sqlite``          `SqliteStore`: the connection and the verbs.
 
 Stores are passive: they are given
 the time (``now``, Unix seconds), never sleep and never start tasks.
@@ -40,7 +49,9 @@ from agentq.store.claims import (
     ClaimResult,
     Execution,
     HeldByOther,
+    NotBefore,
     WorkflowClosed,
+    execution_of,
 )
 from agentq.store.memory import MemoryStore
 from agentq.store.protocol import DurableStore
@@ -69,10 +80,12 @@ __all__ = [
     "Execution",
     "HeldByOther",
     "MemoryStore",
+    "NotBefore",
     "SqliteStore",
     "StepRow",
     "StepState",
     "WorkflowClosed",
     "WorkflowRow",
     "WorkflowState",
+    "execution_of",
 ]

@@ -15,19 +15,22 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agentq.codec import decode, encode
+from agentq.codec import MAX_TEXT_CHARS, decode, encode, storable_text
 from agentq.events import utc
+from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
 from agentq.store.claims import Execution
 from agentq.store.rows import WorkflowState
 
 __all__ = [
     "MAX_TEXT_CHARS",
+    "check_count",
     "check_duration",
     "check_error",
     "check_execution",
     "check_fingerprint",
     "check_index",
+    "check_job_save",
     "check_now",
     "check_number",
     "check_object",
@@ -37,10 +40,6 @@ __all__ = [
     "check_text",
     "check_ttl",
 ]
-
-MAX_TEXT_CHARS = 65_536
-"""Longest reason, error message or traceback kept, in characters; longer text is cut."""
-
 
 def check_number(value: object, what: str) -> float:
     """Return `value` (Unix seconds) as a float; `TypeError` / `ValueError` if not finite."""
@@ -78,6 +77,15 @@ def check_index(value: object) -> int:
     return int(value)
 
 
+def check_count(value: object, what: str) -> int:
+    """Return a count (an int >= 0, not a bool), e.g. ``max_recoveries``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int >= 0, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{what} must be >= 0, got {value!r}")
+    return int(value)
+
+
 def check_execution(value: object) -> Execution:
     """Return `value` if it is an `Execution`, else raise `TypeError`."""
     if not isinstance(value, Execution):
@@ -86,19 +94,11 @@ def check_execution(value: object) -> Execution:
 
 
 def check_text(value: object, what: str) -> str:
-    """Return storable text: lone surrogates and NUL escaped, cut at `MAX_TEXT_CHARS`."""
+    """Return storable text (`agentq.codec.storable_text`: lone surrogates and NUL escaped,
+    cut at `MAX_TEXT_CHARS`); `TypeError` naming `what` if `value` is not a str."""
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, got {type(value).__name__}: {value!r:.80}")
-    text = str(value)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    if len(text) > MAX_TEXT_CHARS:
-        text = f"{text[:MAX_TEXT_CHARS]}… [{len(text) - MAX_TEXT_CHARS} more characters]"
-    return text
+    return storable_text(str(value))
 
 
 def check_error(value: object) -> dict[str, str] | None:
@@ -197,3 +197,35 @@ def check_seq(after_seq: object, limit: object = None) -> tuple[int, int | None]
     if limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit!r}")
     return after_seq, limit
+
+
+def check_job_save(
+    key: object,
+    fingerprint: object,
+    output: Any,
+    completed_at: object,
+    expires_at: object,
+) -> tuple[str, str, Any, str, float, float | None]:
+    """Check the arguments of `JobOutcomeStore.save_job`, cheapest first.
+
+    Returns:
+        ``(key, fingerprint, output as it reads back, output's JSON text, completed_at,
+        expires_at)``.
+
+    Raises:
+        TypeError / InvalidKeyError: `key` or `fingerprint` is not valid text (non-empty,
+            UTF-8, at most 1024 bytes).
+        TypeError / ValueError: A time is not a finite number, or `expires_at` is not later
+            than `completed_at`.
+        PayloadError: `output` is not JSON or is too large.
+    """
+    key = validate_key(key)
+    fingerprint = validate_key(fingerprint, "fingerprint")
+    done = check_number(completed_at, "completed_at")
+    expires = None if expires_at is None else check_number(expires_at, "expires_at")
+    if expires is not None and expires <= done:
+        raise ValueError(
+            f"expires_at ({expires_at!r}) must be later than completed_at ({completed_at!r})"
+        )
+    value, text = check_payload(output, "output")
+    return key, fingerprint, value, text, done, expires

@@ -2,8 +2,8 @@
 
 An `Execution` is a held lease: the worker, its fencing token (``lease_token``) and the lease's
 expiry. `ClaimResult` is the closed set of answers to a claim (`Claimed`, `AlreadyCompleted`,
-`HeldByOther`, `AlreadyWaiting`, `WorkflowClosed`). `execution_of` and `is_expired` read a lease
-off a leased `StepRow`.
+`HeldByOther`, `AlreadyWaiting`, `WorkflowClosed`, `NotBefore`). `execution_of` and `is_expired`
+read a lease off a leased `StepRow`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ __all__ = [
     "Claimed",
     "Execution",
     "HeldByOther",
+    "NotBefore",
     "WorkflowClosed",
     "execution_of",
     "is_expired",
@@ -53,9 +54,10 @@ class Execution:
 class ClaimResult:
     """What `DurableStore.claim_step` returns.
 
-    One of `ClaimResult.Claimed(execution, resume_input, resumed)`,
+    One of `ClaimResult.Claimed(execution, resume_input, resumed, recoveries)`,
     `ClaimResult.AlreadyCompleted(output)`, `ClaimResult.HeldByOther(worker_id, expires_at)`,
-    `ClaimResult.AlreadyWaiting(reason)` or `ClaimResult.WorkflowClosed(state, reason)`.
+    `ClaimResult.AlreadyWaiting(reason)`, `ClaimResult.WorkflowClosed(state, reason)` or
+    `ClaimResult.NotBefore(retry_at)`.
     """
 
     Claimed: ClassVar[type[Claimed]]
@@ -63,15 +65,25 @@ class ClaimResult:
     HeldByOther: ClassVar[type[HeldByOther]]
     AlreadyWaiting: ClassVar[type[AlreadyWaiting]]
     WorkflowClosed: ClassVar[type[WorkflowClosed]]
+    NotBefore: ClassVar[type[NotBefore]]
 
 
 @dataclass(frozen=True, slots=True)
 class Claimed(ClaimResult):
-    """The caller now holds the step's lease; run the attempt."""
+    """The caller now holds the step's lease; run the attempt.
+
+    Attributes:
+        execution: The lease: present it with every write for this attempt.
+        resume_input: The input of the latest resume, if the step was resumed.
+        resumed: Whether the step was resumed (so `resume_input` is meaningful).
+        recoveries: Earlier runs of the step lost to crashes (see `StepRow.recoveries`);
+            more than 0 means this attempt may be a re-run of one that was cut short.
+    """
 
     execution: Execution
     resume_input: Any = None
     resumed: bool = False
+    recoveries: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +116,22 @@ class WorkflowClosed(ClaimResult):
     reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class NotBefore(ClaimResult):
+    """The step's next attempt is scheduled at `retry_at` (Unix seconds), still to come.
+
+    Nothing was recorded: claim again at or after `retry_at`.
+    """
+
+    retry_at: float
+
+
 ClaimResult.Claimed = Claimed
 ClaimResult.AlreadyCompleted = AlreadyCompleted
 ClaimResult.HeldByOther = HeldByOther
 ClaimResult.AlreadyWaiting = AlreadyWaiting
 ClaimResult.WorkflowClosed = WorkflowClosed
+ClaimResult.NotBefore = NotBefore
 
 
 def execution_of(row: StepRow) -> Execution:

@@ -1,15 +1,16 @@
 """`MemoryStore`: the reference `DurableStore`, kept in dicts; the test double for users.
 
 It runs the same transition rules (`rules_workflow`, `rules_lease`, `rules_attempt`,
-`rules_calls`) as every
-other store, over its own `Tx` (staged writes, applied on commit), so it accepts, refuses and
-records exactly what `SqliteStore` does; only durability differs (nothing outlives the
-process).
+`rules_calls`) as every other store, over its own `Tx` (staged writes, applied on commit), so
+it accepts, refuses and records exactly what `SqliteStore` does; only durability differs
+(nothing outlives the process). It is a `JobOutcomeStore` too, keeping job outcomes in a dict
+(with a heap of expiry times for the purge of `save_job`).
 """
 
 from __future__ import annotations
 
 import copy
+import heapq
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -21,7 +22,15 @@ from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
-from agentq.store.checks import check_index, check_now, check_seq, check_state
+from agentq.queue import StoredJob
+from agentq.store.checks import (
+    check_index,
+    check_job_save,
+    check_now,
+    check_number,
+    check_seq,
+    check_state,
+)
 from agentq.store.claims import ClaimResult, Execution, execution_of, is_expired
 from agentq.store.projection import replay
 from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState, event_row
@@ -91,7 +100,8 @@ class _Tx:
 
 
 class MemoryStore:
-    """A `DurableStore` in memory: the reference implementation and a test double.
+    """A `DurableStore` and `JobOutcomeStore` in memory: the reference implementation and a
+    test double.
 
     Every verb is applied all-or-nothing (staged, then committed only if the rule succeeded)
     and returns copies, so callers never share mutable values with the store. Values read
@@ -107,6 +117,8 @@ class MemoryStore:
         self._workflows: dict[str, WorkflowRow] = {}  # in start order
         self._steps: dict[str, list[StepRow]] = {}
         self._calls: dict[str, dict[str, CallRow]] = {}  # by key, in first_seq order
+        self._jobs: dict[str, StoredJob] = {}
+        self._job_expiry: list[tuple[float, str]] = []  # a heap of (expires_at, key)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -139,10 +151,25 @@ class MemoryStore:
         return self._run(rules_workflow.start_workflow, workflow_id, step_names, input, now)
 
     async def claim_step(
-        self, workflow_id: str, step_index: int, worker_id: str, lease_ttl: float, now: float
+        self,
+        workflow_id: str,
+        step_index: int,
+        worker_id: str,
+        lease_ttl: float,
+        now: float,
+        *,
+        max_recoveries: int = 3,
     ) -> ClaimResult:
         """See `DurableStore.claim_step`."""
-        return self._run(rules_lease.claim_step, workflow_id, step_index, worker_id, lease_ttl, now)
+        return self._run(
+            rules_lease.claim_step,
+            workflow_id,
+            step_index,
+            worker_id,
+            lease_ttl,
+            now,
+            max_recoveries,
+        )
 
     async def renew_lease(self, execution: Execution, lease_ttl: float, now: float) -> Execution:
         """See `DurableStore.renew_lease`."""
@@ -243,6 +270,48 @@ class MemoryStore:
         """See `DurableStore.release_expired`."""
         return self._run(rules_lease.release_expired, execution, now)
 
+    async def release_dead(self, execution: Execution, now: float, reason: str) -> bool:
+        """See `DurableStore.release_dead`."""
+        return self._run(rules_lease.release_dead, execution, now, reason)
+
+    async def retry_workflow(
+        self, workflow_id: str, from_step: int | None, now: float
+    ) -> WorkflowRow:
+        """See `DurableStore.retry_workflow`."""
+        return self._run(rules_workflow.retry_workflow, workflow_id, from_step, now)
+
+    async def save_job(
+        self,
+        key: str,
+        *,
+        fingerprint: str,
+        output: Any,
+        completed_at: float,
+        expires_at: float | None,
+    ) -> bool:
+        """See `JobOutcomeStore.save_job`."""
+        self._check()
+        key, fingerprint, value, _, done, expires = check_job_save(
+            key, fingerprint, output, completed_at, expires_at
+        )
+        jobs, heap = self._jobs, self._job_expiry
+        while heap and heap[0][0] <= done:  # the purge of outcomes expired by now
+            _, old_key = heapq.heappop(heap)
+            old = jobs.get(old_key)
+            if old is not None and old.expires_at is not None and old.expires_at <= done:
+                del jobs[old_key]
+        if key in jobs:
+            return False  # live: it survived the purge
+        jobs[key] = StoredJob(key, fingerprint, value, done, expires)
+        if expires is not None:
+            heapq.heappush(heap, (expires, key))
+        return True
+
+    async def forget_job(self, key: str) -> bool:
+        """See `JobOutcomeStore.forget_job`."""
+        self._check()
+        return self._jobs.pop(validate_key(key), None) is not None
+
     async def rebuild_projection(self) -> None:
         """Recompute every workflow, step and call row by replaying the event log.
 
@@ -263,6 +332,15 @@ class MemoryStore:
                 self._calls[wid] = dict(rows.calls)
 
     # ------------------------------------------------------------ reads
+
+    async def load_job(self, key: str, now: float) -> StoredJob | None:
+        """See `JobOutcomeStore.load_job`."""
+        self._check()
+        key, now = validate_key(key), check_number(now, "now")
+        job = self._jobs.get(key)
+        if job is None or (job.expires_at is not None and job.expires_at <= now):
+            return None
+        return copy.deepcopy(job)
 
     async def expired_leases(self, now: float) -> list[Execution]:
         """See `DurableStore.expired_leases`."""
@@ -296,6 +374,8 @@ class MemoryStore:
     ) -> list[CallRow]:
         """See `DurableStore.calls`."""
         self._check()
+        if workflow_id is not None:
+            workflow_id = validate_key(workflow_id, "workflow id")
         index = None if step_index is None else check_index(step_index)
         if workflow_id is None:
             rows = sorted(
@@ -303,7 +383,7 @@ class MemoryStore:
                 key=lambda r: r.first_seq,
             )
         else:
-            rows = list(self._calls.get(validate_key(workflow_id, "workflow id"), {}).values())
+            rows = list(self._calls.get(workflow_id, {}).values())
         if index is not None:
             rows = [r for r in rows if r.step_index == index]
         return copy.deepcopy(rows)

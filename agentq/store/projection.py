@@ -17,21 +17,30 @@ StepFailed             step failed with reason and error; lease cleared
 RetryScheduled         the failed step is pending again until ``retry_at``
 StepWaiting            step waiting (reason; a keyed wait's key, details and deadline);
                        workflow waiting; lease cleared
-StepResumed            step pending, attempt back to 0, resume input kept, wait fields
-                       cleared; workflow running
-WaitTimedOut           step pending, attempt back to 0, wait fields cleared; workflow
-                       running (the step continues and its wait raises `InputTimeout`)
-WorkerRecovered        the expired lease is dropped: step pending
+StepResumed            step pending, attempt and recoveries back to 0, resume input kept,
+                       wait fields cleared; workflow running
+WaitTimedOut           step pending, attempt and recoveries back to 0, wait fields
+                       cleared; workflow running (the step continues and its wait raises
+                       `InputTimeout`)
+WorkerRecovered        the lost attempt's lease is dropped: step pending, ``recoveries`` + 1,
+                       ``attempt`` - 1 (a lost attempt does not count toward max_attempts;
+                       the re-admitted one runs under the same number)
 WorkflowCompleted      workflow completed
 WorkflowFailed         workflow failed with the reason
 WorkflowCancelled      workflow cancelled; leased and waiting steps become failed
                        ("cancelled") so that nothing holds a lease on a closed workflow
+WorkflowRetried        workflow running again, reason cleared; the steps from ``from_step``
+                       on are pending as if never run (counters, outputs, errors, resume
+                       input, wait fields and times cleared) but keep their fencing token,
+                       which goes on increasing; the steps before keep their outputs
 CallStarted, …         call events change only the call row (see `projection_calls`)
 =====================  =================================================================
 
 Events of durable calls and keyed waits also change the workflow's ``calls`` rows, through
 `agentq.store.projection_calls.project_call`; call rows are never touched by cancellation (a
-started call stays started: in doubt; a wait stays waiting, unanswered).
+started call stays started: in doubt; a wait stays waiting, unanswered) nor by a retry (what
+reached the outside world stays recorded; a retried step answers its completed calls from the
+log and may ask its unanswered wait again).
 """
 
 from __future__ import annotations
@@ -58,8 +67,8 @@ class Rows:
     Attributes:
         workflow: The workflow's row, or None before `WorkflowStarted`.
         steps: Step rows by step index. A verb loads only the steps its events touch (the
-            step itself; every step for cancellation and for the last completion); a replay
-            holds them all.
+            step itself; every step for cancellation, retry and the last completion); a
+            replay holds them all.
         calls: Call rows by key. A verb loads only the key its events touch; `replay`
             returns them all.
     """
@@ -129,6 +138,7 @@ def _step(event: Event, step: StepRow, at: float) -> StepRow:
                 resumed=True,
                 reason=None,
                 retry_at=None,
+                recoveries=0,
                 wait_key=None,
                 wait_details=None,
                 wait_deadline=None,
@@ -140,12 +150,19 @@ def _step(event: Event, step: StepRow, at: float) -> StepRow:
                 attempt=0,
                 reason=None,
                 retry_at=None,
+                recoveries=0,
                 wait_key=None,
                 wait_details=None,
                 wait_deadline=None,
             )
         case _K.WORKER_RECOVERED:
-            return replace(step, state=StepState.PENDING, lease_expires_at=None)
+            return replace(
+                step,
+                state=StepState.PENDING,
+                lease_expires_at=None,
+                attempt=max(step.attempt - 1, 0),
+                recoveries=step.recoveries + 1,
+            )
     raise ValueError(f"event #{event.seq} of kind {event.kind} is not a step event")
 
 
@@ -161,6 +178,17 @@ _STEP_KINDS = frozenset(
         _K.WORKER_RECOVERED,
     }
 )
+
+
+def _fresh(step: StepRow) -> StepRow:
+    """Return `step` as a retry from it (or from an earlier step) leaves it: never run."""
+    return StepRow(
+        step.workflow_id,
+        step.step_index,
+        step.step_name,
+        StepState.PENDING,
+        lease_token=step.lease_token,  # fencing tokens never go back
+    )
 
 
 def project(event: Event, rows: Rows) -> Rows:
@@ -241,6 +269,10 @@ def project(event: Event, rows: Rows) -> Rows:
             )
             for i, s in steps.items()
         }
+    elif kind is _K.WORKFLOW_RETRIED:
+        state, reason = WorkflowState.RUNNING, None
+        first = int(event.data["from_step"])
+        steps = {i: (_fresh(s) if i >= first else s) for i, s in steps.items()}
     else:  # pragma: no cover - every kind is handled above
         raise ValueError(f"event #{event.seq} has an unknown kind {kind!r}")
     workflow = WorkflowRow(  # not dataclasses.replace: this runs for every event

@@ -11,7 +11,10 @@ CallStarted            creates the call row (kind call), or starts it again: sta
 CallCompleted          call completed: output, usage, duration, finished_at
 CallFailed             call failed: reason, error, duration, finished_at
 StepWaiting (key)      creates the wait row (kind wait): state waiting with its reason
-                       (the question), details and deadline
+                       (the question), details and deadline; a wait still waiting (left
+                       so by a cancellation, asked again after a retry) is re-opened: the
+                       same row, ``runs`` + 1, its step, attempt, details, deadline and
+                       start time from the event
 StepResumed (key)      wait answered: output is the input; duration is the time it waited
 WaitTimedOut           wait timed_out; duration is the time it waited
 =====================  =================================================================
@@ -115,14 +118,27 @@ def _started(event: Event, row: CallRow | None, key: str, at: float) -> CallRow:
 
 
 def _waiting(event: Event, row: CallRow | None, key: str, at: float) -> CallRow:
-    if row is not None:
-        raise ValueError(f"event #{event.seq} waits on key {key!r}, recorded before")
     data = event.data
+    index = event.step_index if event.step_index is not None else -1
+    if row is not None:
+        if row.kind is not CallKind.WAIT or row.state is not CallState.WAITING:
+            raise ValueError(f"event #{event.seq} waits on key {key!r}, recorded before")
+        return replace(  # asked again after a retry: the same wait, re-opened
+            row,
+            step_index=index,
+            attempt=event.attempt or 0,
+            reason=data.get("reason"),
+            details=data.get("details"),
+            deadline=_number(data.get("deadline")),
+            started_at=at,
+            runs=row.runs + 1,
+            last_seq=event.seq,
+        )
     return CallRow(
         event.workflow_id,
         key,
         CallKind.WAIT,
-        event.step_index if event.step_index is not None else -1,
+        index,
         CallState.WAITING,
         attempt=event.attempt or 0,
         reason=data.get("reason"),
@@ -149,7 +165,7 @@ def project_call(event: Event, calls: Mapping[str, CallRow]) -> Mapping[str, Cal
     Raises:
         ValueError: The event does not fit the rows (a corrupt log): an outcome for a key
             that was never started, a call event on a wait key or the reverse, a wait key
-            recorded twice.
+            recorded again once answered or timed out.
     """
     data, kind, at = event.data, event.kind, event.timestamp
     key = str(data["key"])

@@ -21,18 +21,24 @@ from typing import Any, Protocol, runtime_checkable
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.claims import ClaimResult, Execution
-from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
+from agentq.store.protocol_calls import DurableCalls
+from agentq.store.rows import StepRow, WorkflowRow, WorkflowState
 
 __all__ = ["DurableStore"]
 
 
 @runtime_checkable
-class DurableStore(Protocol):
+class DurableStore(DurableCalls, Protocol):
     """The durable state behind `WorkflowEngine`: an event log plus a ``steps`` projection.
 
     Every write verb is one atomic transaction that appends its events and updates the
     projection together; a refused verb appends nothing. `MemoryStore` is the reference
     implementation; `tests/store/` is the contract suite any implementation must pass.
+    `MemoryStore` and `SqliteStore` also implement `agentq.queue.JobOutcomeStore` (the
+    queue's three verbs for completed keys), a separate protocol that a store used only for
+    workflows need not implement. The verbs of durable calls (`start_call`, `complete_call`,
+    `fail_call`, `calls`) are declared in `agentq.store.protocol_calls.DurableCalls`, which
+    this protocol inherits.
 
     All methods are coroutines to be awaited on one event loop; a store object is not shared
     between loops or threads.
@@ -55,26 +61,52 @@ class DurableStore(Protocol):
         ...
 
     async def claim_step(
-        self, workflow_id: str, step_index: int, worker_id: str, lease_ttl: float, now: float
+        self,
+        workflow_id: str,
+        step_index: int,
+        worker_id: str,
+        lease_ttl: float,
+        now: float,
+        *,
+        max_recoveries: int = 3,
     ) -> ClaimResult:
         """Claim a step for a worker, atomically (compare-and-swap).
 
         A Pending step, or a Leased one whose lease expired (``now > expires_at``; recorded as
         `WorkerRecovered` first), becomes Leased by `worker_id` until ``now + lease_ttl`` with
-        the next fencing token and attempt number, and `StepStarted` is appended. A completed
-        step is never claimed again; a live lease is never taken over, not even at the tick it
-        expires and not even by its own worker id (two runs in one worker get `HeldByOther`).
-        Results are checked in this order: completed, workflow closed, waiting, earlier step
-        not completed, live lease.
+        the next fencing token, and `StepStarted` is appended. A completed step is never
+        claimed again; a live lease is never taken over, not even at the tick it expires and
+        not even by its own worker id (two runs in one worker get `HeldByOther`); a step
+        whose next attempt is scheduled (``retry_at``, from `fail_step`) is not claimed before
+        that time, by any worker. Results are checked in this order: completed, workflow
+        closed, waiting, earlier step not completed, live lease, retry time.
+
+        Lost attempts: an attempt whose lease was taken back without an outcome (here, or by
+        `release_expired` / `release_dead`) is re-admitted under the same attempt number (it
+        does not count toward ``RetryPolicy.max_attempts``) and counted in the step's
+        ``recoveries``. A claim that would re-admit more than `max_recoveries` of them
+        appends `StepFailed` and `WorkflowFailed` instead, with a reason saying that the
+        step's attempts were lost to crashes, and returns `WorkflowClosed`.
+
+        Args:
+            workflow_id: The workflow.
+            step_index: 0-based position of the step.
+            worker_id: The claiming worker; the lease holder.
+            lease_ttl: Lease length in seconds (> 0, finite).
+            now: Unix seconds.
+            max_recoveries: Lost attempts of this step that may be re-admitted (an int >= 0;
+                the step's ``StepDef.max_recoveries``).
 
         Returns:
-            `Claimed`, `AlreadyCompleted(output)`, `HeldByOther`, `AlreadyWaiting` or
-            `WorkflowClosed`.
+            `Claimed` (with the attempt's `Execution`), `AlreadyCompleted(output)`,
+            `HeldByOther(worker_id, expires_at)`, `AlreadyWaiting(reason)`,
+            `WorkflowClosed(state, reason)` or `NotBefore(retry_at)` (nothing appended).
 
         Raises:
             UnknownWorkflowError: No such workflow.
             UnknownStepError: No such step.
             EngineError: An earlier step has not completed.
+            TypeError / ValueError: A bad argument (e.g. ``max_recoveries=-1``).
         """
         ...
 
@@ -146,7 +178,9 @@ class DurableStore(Protocol):
         deadline, the step row exposes them (`StepRow.wait_key`, ``wait_details``,
         ``wait_deadline``) and a new `CallRow` (kind wait) is ``waiting`` with the reason as
         its question. A wait key is recorded once: the engine answers a key it finds in
-        `calls` from there (answered: its input; timed out: `InputTimeout`).
+        `calls` from there (answered: its input; timed out: `InputTimeout`). A wait that
+        a cancellation left unanswered is asked again after `retry_workflow` under the same
+        key and question: its row is re-opened (``runs`` + 1).
 
         Args:
             execution: The attempt, as claimed.
@@ -159,8 +193,9 @@ class DurableStore(Protocol):
         Raises:
             LeaseLostError: Fencing refused the write.
             WorkflowClosedError: The workflow was cancelled meanwhile; nothing is recorded.
-            KeyConflictError: `key` is a call's key, or a wait key recorded before (a wait
-                key asks one question once).
+            KeyConflictError: `key` is a call's key, or a wait key answered or timed out
+                before, or left unanswered with another question (a wait key asks one
+                question once).
             InvalidKeyError / TypeError / ValueError: A bad key, details that are not a dict,
                 a deadline that is not finite, or details/deadline without a key.
             PayloadError: `details` holds something that is not JSON, or is too large.
@@ -213,118 +248,6 @@ class DurableStore(Protocol):
         """
         ...
 
-    async def start_call(
-        self,
-        execution: Execution,
-        key: str,
-        *,
-        fingerprint: str | None,
-        lane: str | None,
-        label: dict[str, Any] | None,
-        now: float,
-    ) -> CallRow:
-        """Record that a durable call starts: `CallStarted`, committed before its body runs.
-
-        The call's row (kind call) becomes ``started``, ``runs`` + 1. The event's ``rerun``
-        is true when the stored row was still ``started`` (an earlier start of the key never
-        finished: a crash, a lost lease). A failed call may start again (``rerun`` false).
-
-        Args:
-            execution: The attempt making the call, as claimed (fencing, as `complete_step`).
-            key: The call's key, scoped to the workflow (`agentq.keys` rules).
-            fingerprint: What identifies the call, compared exactly with the stored one;
-                None is never compared (and keeps the stored one).
-            lane: The queue lane it runs in, or None.
-            label: A JSON object stored with every event of the call, or None.
-            now: Unix seconds.
-
-        Returns:
-            The call's row after the start.
-
-        Raises:
-            LeaseLostError: The attempt's lease was taken over or released (nothing written).
-            WorkflowClosedError: The workflow is closed (nothing written).
-            KeyConflictError: The key is stored with another fingerprint, or is a wait's key.
-            EngineError: The key completed already: answer it from `calls` instead.
-            InvalidKeyError / TypeError / ValueError: A bad key, lane, fingerprint or label.
-            PayloadError: `label` holds something that is not JSON.
-        """
-        ...
-
-    async def complete_call(
-        self,
-        execution: Execution,
-        key: str,
-        *,
-        output: Any,
-        usage: dict[str, Any] | None,
-        duration: float,
-        now: float,
-    ) -> CallRow:
-        """Record a started call's output: `CallCompleted`; the row becomes ``completed``.
-
-        The event repeats the call's label and lane from its start. Fenced as
-        `complete_step`, with one difference: a call that was running when its workflow was
-        cancelled is still recorded (the attempt's token was not taken over; the call did
-        happen, and a retried workflow must not make it again).
-
-        Args:
-            execution: The attempt that started the call.
-            key: The call's key.
-            output: The call's output (JSON; tuples read back as lists).
-            usage: Figures the caller reports (tokens, cost): a JSON object, or None.
-            duration: Seconds the call ran (finite, >= 0).
-            now: Unix seconds.
-
-        Returns:
-            The call's row after the outcome.
-
-        Raises:
-            LeaseLostError: The attempt's lease was taken over or released (nothing written).
-            WorkflowClosedError: The workflow closed otherwise than by a cancellation during
-                this attempt (nothing written).
-            PayloadError: `output` or `usage` is not JSON or too large, naming the field and
-                type (nothing written: the caller may `fail_call` instead).
-            EngineError: The key was never started, is not ``started`` now (each run ends
-                once), or was started by another step.
-            KeyConflictError: The key is a wait's key.
-            TypeError / ValueError: A bad duration or usage.
-        """
-        ...
-
-    async def fail_call(
-        self,
-        execution: Execution,
-        key: str,
-        *,
-        reason: str,
-        error: ErrorInfo | None,
-        duration: float,
-        now: float,
-    ) -> CallRow:
-        """Record a started call's failure: `CallFailed`; the row becomes ``failed``.
-
-        A failed key may be started again by a later run. Fenced as `complete_call`.
-
-        Args:
-            execution: The attempt that started the call.
-            key: The call's key.
-            reason: Why it failed (descriptive text: never refused), e.g. ``error``,
-                ``timeout``, ``cancelled``, ``payload: …``.
-            error: The exception's description, or None.
-            duration: Seconds the call ran (finite, >= 0).
-            now: Unix seconds.
-
-        Returns:
-            The call's row after the outcome.
-
-        Raises:
-            LeaseLostError, WorkflowClosedError, EngineError, KeyConflictError: As for
-                `complete_call`.
-            TypeError / ValueError: A bad duration or error.
-        """
-        ...
-
     async def cancel_workflow(self, workflow_id: str, reason: str, now: float) -> bool:
         """Cancel a running or waiting workflow: `WorkflowCancelled`, once.
 
@@ -347,10 +270,48 @@ class DurableStore(Protocol):
         ...
 
     async def release_expired(self, execution: Execution, now: float) -> bool:
-        """Re-admit a step whose lease expired: `WorkerRecovered`; the step becomes Pending.
+        """Re-admit a step whose lease expired: `WorkerRecovered` ("lease expired"); the step
+        becomes Pending and counts one more lost attempt (see `claim_step`).
 
         Returns:
             True if released; False if the lease is live, or was renewed or taken meanwhile.
+        """
+        ...
+
+    async def release_dead(self, execution: Execution, now: float, reason: str) -> bool:
+        """Re-admit a step whose worker is gone, live lease or not: `WorkerRecovered`.
+
+        The caller vouches that the lease's worker no longer exists (e.g. its process on this
+        host is gone, see ``agentq.workflows.workers``): were it alive, its late writes would
+        be refused by fencing and its body would have run twice. Otherwise as
+        `release_expired`.
+
+        Args:
+            execution: The lease to take back (from a step row: `execution_of`).
+            now: Unix seconds.
+            reason: Why the worker is known to be gone; recorded in the event.
+
+        Returns:
+            True if released; False if the step is no longer under that lease.
+        """
+        ...
+
+    async def retry_workflow(
+        self, workflow_id: str, from_step: int | None, now: float
+    ) -> WorkflowRow:
+        """Run a failed or cancelled workflow again: `WorkflowRetried`; the workflow is running.
+
+        The steps before `from_step` keep their outputs; from `from_step` on (default: the
+        first step that did not complete — the failed or cancelled one) the steps are pending
+        as if never run: attempt and recovery counters at 0, outputs, errors and resume input
+        cleared. Their fencing tokens keep increasing, so a stale worker is still refused.
+        Atomic: two concurrent retries append one `WorkflowRetried`; the other is refused.
+
+        Raises:
+            UnknownWorkflowError / UnknownStepError: No such workflow, or no such step.
+            NotRetryableError: The workflow is running, waiting or completed (the message
+                names its state), or a step before `from_step` has not completed; nothing
+                is appended.
         """
         ...
 
@@ -367,20 +328,6 @@ class DurableStore(Protocol):
         index."""
         ...
 
-    async def calls(
-        self, workflow_id: str | None = None, step_index: int | None = None
-    ) -> list[CallRow]:
-        """Return the durable calls and waits of one workflow (or all), one query.
-
-        Args:
-            workflow_id: The workflow, or None for every workflow.
-            step_index: Only the rows whose latest start or wait was made by this step.
-
-        Returns:
-            `CallRow` s in the order their keys were first recorded (`CallRow.first_seq`).
-        """
-        ...
-
     async def load_events(
         self, workflow_id: str | None = None, *, after_seq: int = 0, limit: int | None = None
     ) -> list[Event]:
@@ -394,7 +341,9 @@ class DurableStore(Protocol):
 
         ``reason`` is set for StepFailed, StepWaiting, WorkflowFailed, WorkflowCancelled and
         CallFailed; ``output`` (JSON text) for StepCompleted and CallCompleted; ``input``
-        (JSON text) for WorkflowStarted and StepResumed; else None.
+        (JSON text) for WorkflowStarted and StepResumed; ``key`` (text) for the call events,
+        WaitTimedOut, and a keyed wait's StepWaiting and StepResumed; ``label`` (JSON text)
+        for the call events of a call that has a label; else None.
         """
         ...
 

@@ -20,6 +20,8 @@ from agentq.outcomes import ErrorInfo
 __all__ = [
     "EVENT_COLUMNS",
     "INPUT_KINDS",
+    "KEY_KINDS",
+    "LABEL_KINDS",
     "OUTPUT_KINDS",
     "REASON_KINDS",
     "CallKind",
@@ -95,7 +97,10 @@ class StepRow:
         step_index: 0-based position.
         step_name: The step's name.
         state: pending, leased, waiting, completed or failed.
-        attempt: Attempts made since the step started or was last resumed (0 = none yet).
+        attempt: Number of the latest attempt that counts toward ``RetryPolicy.max_attempts``,
+            counted since the step started, was last resumed or its workflow retried (0 = none
+            yet). An attempt lost to a crash is not counted: once `WorkerRecovered` re-admits
+            it, the count goes back one and the re-admitted attempt runs under the same number.
         worker_id: Lease holder (or last holder), else None.
         lease_token: Fencing token of the latest claim (0 = never claimed).
         lease_expires_at: Unix seconds when the lease expires, while leased; else None.
@@ -107,6 +112,9 @@ class StepRow:
         retry_at: Unix seconds before which the next attempt should not start, else None.
         started_at: Unix seconds of the first `StepStarted`, else None.
         finished_at: Unix seconds of completion or final failure, else None.
+        recoveries: Attempts lost to crashes (one per `WorkerRecovered`: a lease that ran out,
+            or whose worker process is gone, without an outcome), counted like `attempt`;
+            bounded by ``StepDef.max_recoveries`` when the step is claimed.
         wait_key: While the step waits on a keyed wait (``ctx.wait_for_input``), its key;
             else None (also for the step-level ``raise WaitForInput``).
         wait_details: The keyed wait's details (a JSON object), else None.
@@ -129,6 +137,7 @@ class StepRow:
     retry_at: float | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    recoveries: int = 0
     wait_key: str | None = None
     wait_details: dict[str, Any] | None = None
     wait_deadline: float | None = None
@@ -186,7 +195,8 @@ class CallRow:
         duration: Seconds the latest run took (as the caller measured it), or the wait
             lasted; None while started or waiting.
         runs: How many `CallStarted` the call has (more than 1: it ran again after a
-            failure or a crash); 1 for a wait (a wait key is recorded once).
+            failure or a crash); for a wait, how many times it was asked (1, unless a
+            retried workflow asked again a wait its cancellation left unanswered).
         last_seq: Sequence number of its latest event.
         first_seq: Sequence number of its first event: `DurableStore.calls` lists rows in
             this order.
@@ -227,24 +237,40 @@ EVENT_COLUMNS: tuple[str, ...] = (
     "reason",
     "output",
     "input",
+    "key",
+    "label",
 )
-"""Column order of `DurableStore.event_rows`: ``at`` is Unix seconds; ``output`` and ``input``
-are JSON text (or None)."""
+"""Column order of `DurableStore.event_rows`: ``at`` is Unix seconds; ``output``, ``input`` and
+``label`` are JSON text (or None); ``key`` is the durable call's or wait's key (or None)."""
 
 
 REASON_KINDS = frozenset(
-    {_K.STEP_FAILED, _K.STEP_WAITING, _K.WORKFLOW_FAILED, _K.WORKFLOW_CANCELLED, _K.CALL_FAILED}
+    {
+        _K.STEP_FAILED,
+        _K.STEP_WAITING,
+        _K.WORKFLOW_FAILED,
+        _K.WORKFLOW_CANCELLED,
+        _K.WORKER_RECOVERED,
+        _K.CALL_FAILED,
+    }
 )
 """Kinds whose ``data`` has a ``reason`` (the ``reason`` column of `DurableStore.event_rows`)."""
 OUTPUT_KINDS = frozenset({_K.STEP_COMPLETED, _K.CALL_COMPLETED})
 """Kinds whose ``data`` has an ``output`` (the ``output`` column of `DurableStore.event_rows`)."""
 INPUT_KINDS = frozenset({_K.WORKFLOW_STARTED, _K.STEP_RESUMED})
 """Kinds whose ``data`` has an ``input`` (the ``input`` column of `DurableStore.event_rows`)."""
+LABEL_KINDS = frozenset({_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED})
+"""Kinds whose ``data`` has a call's ``label`` (the ``label`` column of `DurableStore.event_rows`;
+None there when the call has no label)."""
+KEY_KINDS = LABEL_KINDS | {_K.WAIT_TIMED_OUT, _K.STEP_WAITING, _K.STEP_RESUMED}
+"""Kinds whose ``data`` may have a durable call's or wait's ``key`` (the ``key`` column of
+`DurableStore.event_rows`; a step-level wait's `StepWaiting` and `StepResumed` have none)."""
 
 
 def event_row(event: Event) -> tuple[Any, ...]:
-    """Return `event` as a tuple in `EVENT_COLUMNS` order (JSON text for output and input)."""
+    """Return `event` as a tuple in `EVENT_COLUMNS` order (JSON text for output, input, label)."""
     kind, data = event.kind, event.data
+    label = data.get("label") if kind in LABEL_KINDS else None
     return (
         event.seq,
         event.timestamp,
@@ -257,4 +283,6 @@ def event_row(event: Event) -> tuple[Any, ...]:
         data.get("reason") if kind in REASON_KINDS else None,
         _JSON.encode(data.get("output")) if kind in OUTPUT_KINDS else None,
         _JSON.encode(data.get("input")) if kind in INPUT_KINDS else None,
+        data.get("key") if kind in KEY_KINDS else None,
+        None if label is None else _JSON.encode(label),
     )

@@ -30,6 +30,7 @@ from agentq.store.projection import Rows
 from agentq.store.rows import (
     CallKind,
     CallRow,
+    CallState,
     StepRow,
     StepState,
     WorkflowRow,
@@ -162,13 +163,27 @@ def fail_step(
     return apply(tx, Rows(wf, steps), [failed, follow])
 
 
-def _check_wait_key(workflow_id: str, key: str, row: CallRow | None) -> None:
-    """Refuse a wait key already recorded: a call's key, or a wait asked before."""
+def _check_wait_key(workflow_id: str, key: str, reason: str, row: CallRow | None) -> None:
+    """Refuse a wait key already recorded: a call's key, or a wait asked before.
+
+    One exception: a wait still unanswered (state waiting) while its step holds a lease.
+    Only a cancellation leaves a wait so (it ends the step, not the wait), so the step runs
+    again after `retry_workflow` and asks the same question again: the row is re-opened.
+    With another reason it is another question under the same key, and refused.
+    """
     if row is None:
         return
     where = describe_call(workflow_id, key, "key")
     if row.kind is not CallKind.WAIT:
         raise KeyConflictError(f"{where} is a durable call's key; a wait needs a key of its own")
+    if row.state is CallState.WAITING:
+        if row.reason == reason:
+            return
+        raise KeyConflictError(
+            f"wait {where} was asked already with another question ({row.reason!r}, not "
+            f"{reason!r}) and never answered; a wait key asks one question: use a new key "
+            "for a new question"
+        )
     raise KeyConflictError(
         f"wait {where} was asked already ({row.reason!r}, now {row.state.value.replace('_', ' ')}"
         "); a wait key asks one question once: use a new key for a new question"
@@ -185,7 +200,8 @@ def wait_step(
     deadline: float | None = None,
 ) -> WorkflowRow:
     """Rule of `DurableStore.wait_step`: `StepWaiting`; the lease is released. With a key
-    (a durable wait), also a new wait row (`_check_wait_key`: a key is recorded once)."""
+    (a durable wait), also a new wait row (`_check_wait_key`: a key is recorded once, or
+    re-opened when a retried workflow asks its unanswered question again)."""
     now, at = check_now(now)
     reason = check_text(reason, "reason")
     if key is not None:
@@ -200,8 +216,12 @@ def wait_step(
     ex, wf, steps = fenced(tx, execution, "wait_step")
     data: dict[str, Any] = {"reason": reason}
     raw: dict[str, str] | None = None
+    calls: dict[str, CallRow] = {}
     if key is not None:
-        _check_wait_key(ex.workflow_id, key, tx.load_call(ex.workflow_id, key))
+        row = tx.load_call(ex.workflow_id, key)
+        _check_wait_key(ex.workflow_id, key, reason, row)
+        if row is not None:
+            calls[key] = row  # asked again after a retry: the row is re-opened
         data.update(key=key, details=details_value, deadline=limit)
         raw = {"details": details_text}
     draft = Draft.build(
@@ -214,4 +234,4 @@ def wait_step(
         worker_id=ex.worker_id,
         raw=raw,
     )
-    return apply(tx, Rows(wf, steps), [draft])
+    return apply(tx, Rows(wf, steps, calls), [draft])

@@ -1,4 +1,4 @@
-"""Transition rules a caller makes by workflow id: start, resume a step, time a wait out, cancel.
+"""Rules a caller makes by workflow id: start, resume a step, time a wait out, cancel, retry.
 
 These verbs hold no lease: they come from whoever drives the workflow (the engine starting a
 run, a person approving a wait, a cancel button), not from the worker running a step. Each is
@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentq.errors import (
+    NotRetryableError,
     NotWaitingError,
+    UnknownStepError,
     UnknownWorkflowError,
     WorkflowClosedError,
     WorkflowMismatchError,
@@ -24,7 +26,7 @@ from agentq.store.projection import Rows
 from agentq.store.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.tx import Draft, Tx, apply, describe_closed, describe_step, load_step
 
-__all__ = ["cancel_workflow", "resume_step", "start_workflow", "time_out_wait"]
+__all__ = ["cancel_workflow", "resume_step", "retry_workflow", "start_workflow", "time_out_wait"]
 
 _K = EventKind
 
@@ -164,3 +166,57 @@ def cancel_workflow(tx: Tx, workflow_id: str, reason: str, now: float) -> bool:
     draft = Draft.build(_K.WORKFLOW_CANCELLED, workflow_id, at, {"reason": reason})
     apply(tx, Rows(wf, steps), [draft])
     return True
+
+
+def retry_workflow(tx: Tx, workflow_id: str, from_step: int | None, now: float) -> WorkflowRow:
+    """Rule of `DurableStore.retry_workflow`: `WorkflowRetried`; the workflow runs again from
+    `from_step` (default: its first step that did not complete).
+
+    The steps before `from_step` must have completed; they keep their outputs. The steps from
+    `from_step` on become pending as if never run, their fencing tokens kept (so a stale
+    worker's write is still refused).
+
+    Raises:
+        UnknownWorkflowError / UnknownStepError: No such workflow or step.
+        NotRetryableError: The workflow is running, waiting or completed, or a step before
+            `from_step` has not completed.
+    """
+    workflow_id = validate_key(workflow_id, "workflow id")
+    first = None if from_step is None else check_index(from_step)
+    now, at = check_now(now)
+    wf, steps = tx.load(workflow_id, 0, 1 << 30)
+    if wf is None:
+        raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
+    if wf.state not in (WorkflowState.FAILED, WorkflowState.CANCELLED):
+        raise NotRetryableError(
+            f"cannot retry workflow {workflow_id!r}: it is {wf.state}; only a failed or "
+            "cancelled workflow runs again"
+        )
+    unfinished = next(
+        (i for i in sorted(steps) if steps[i].state is not StepState.COMPLETED), None
+    )
+    if unfinished is None:  # pragma: no cover - a failed workflow has a step that is not done
+        unfinished = len(wf.step_names) - 1
+    if first is None:
+        first = unfinished
+    elif not 0 <= first < len(wf.step_names):
+        raise UnknownStepError(
+            f"workflow {workflow_id!r} has no {describe_step(workflow_id, first)}: it has "
+            f"{len(wf.step_names)} steps {list(wf.step_names)!r}"
+        )
+    elif first > unfinished:
+        blocked = steps[unfinished]
+        raise NotRetryableError(
+            f"cannot retry workflow {workflow_id!r} from "
+            f"{describe_step(workflow_id, first, wf.step_names[first])}: the step before it, "
+            f"{blocked.step_name!r} (#{unfinished}), is {blocked.state}, not completed; "
+            f"retry from step #{unfinished} or earlier"
+        )
+    draft = Draft.build(
+        _K.WORKFLOW_RETRIED,
+        workflow_id,
+        at,
+        {"from_step": first, "previous_state": str(wf.state), "previous_reason": wf.reason},
+        step=steps[first],
+    )
+    return apply(tx, Rows(wf, steps), [draft])

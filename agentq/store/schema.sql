@@ -3,8 +3,8 @@
 -- Each "-- migration N" section takes a file from version N-1 to version N (the version lives
 -- in PRAGMA user_version). A new file gets every section in order; an older file gets the
 -- sections after its version, all in one transaction. Never edit a released section: append a
--- new one. The projection tables (workflows, steps) can always be recomputed from the events
--- log, so a migration that reshapes them may drop and recreate them and then rebuild.
+-- new one. The projection tables (workflows, steps, calls) can always be recomputed from the
+-- events log, so a migration that reshapes them may drop and recreate them and then rebuild.
 
 -- migration 1
 -- The append-only event log: one row per Event. data is the kind's JSON object.
@@ -71,6 +71,28 @@ CREATE INDEX steps_by_lease_expiry ON steps (lease_expires_at) WHERE state = 'le
 CREATE UNIQUE INDEX workflows_by_start ON workflows (started_seq);
 
 -- migration 3
+-- Crashes get their own budget: recoveries counts a step's attempts lost to crashes (one per
+-- WorkerRecovered event), and a lost attempt no longer counts toward max_attempts. Both follow
+-- from the log, so the projection is rebuilt from it once the column is there.
+ALTER TABLE steps ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;
+-- agentq: rebuild projection
+
+-- migration 4
+-- Job outcomes of Queue(store=...): the output of each completed idempotency key, with the
+-- fingerprint of the call that completed it. Not part of the event log (a job outcome
+-- belongs to a queue, not to a workflow); rows are deleted by forget_job and, once expired,
+-- by the next save_job.
+CREATE TABLE job_outcomes (
+    key          TEXT    PRIMARY KEY,   -- the idempotency key, compared byte-exactly
+    fingerprint  TEXT    NOT NULL,      -- opaque text from the queue: equal means same call
+    output       TEXT    NOT NULL,      -- JSON
+    completed_at REAL    NOT NULL,      -- Unix seconds (UTC)
+    expires_at   REAL                   -- Unix seconds; NULL: never
+);
+-- save_job deletes the expired rows by expiry.
+CREATE INDEX job_outcomes_by_expiry ON job_outcomes (expires_at) WHERE expires_at IS NOT NULL;
+
+-- migration 5
 -- Durable calls and waits (ctx.call, ctx.wait_for_input). A step's keyed wait: its key,
 -- details (JSON object) and deadline (Unix seconds), while it waits; NULL for the step-level
 -- wait and in files written before this version, whose waits all are step-level.

@@ -1,9 +1,10 @@
 """`SqliteStore`: the durable store on one SQLite file, through aiosqlite.
 
 The store owns one aiosqlite connection (`sqlite_connection`: opened on first use, migrated)
-and the group-commit queue: each write verb runs its transition rule inside the next
-`sqlite_batch.Batch`, one transaction on the connection's thread (`sqlite_tx`); each read
-runs a query of `sqlite_reads` on the same thread, after every write submitted before it.
+and its group-commit queue (`sqlite_batch.GroupCommit`): each write verb runs its transition
+rule inside the next batch, one transaction on the connection's thread (`sqlite_tx`); each
+read runs a query of `sqlite_reads` on the same thread, after every write submitted before it.
+The `JobOutcomeStore` verbs of `Queue(store=...)` go the same ways, over `sqlite_jobs`.
 ``docs/store.md`` tells the whole story.
 """
 
@@ -13,25 +14,27 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections import deque
+import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import agentq.store.rules_attempt as rules_attempt
 import agentq.store.rules_calls as rules_calls
 import agentq.store.rules_lease as rules_lease
 import agentq.store.rules_workflow as rules_workflow
+import agentq.store.sqlite_jobs as sqlite_jobs
 import agentq.store.sqlite_reads as sqlite_reads
 import agentq.store.sqlite_tx as sqlite_tx
 from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
-from agentq.store.checks import check_index, check_now, check_seq, check_state
+from agentq.queue import StoredJob
+from agentq.store.checks import check_index, check_now, check_number, check_seq, check_state
 from agentq.store.claims import ClaimResult, Execution
 from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
-from agentq.store.sqlite_batch import DONE, LEAD, Batch, Op
-from agentq.store.sqlite_connection import connect, on_thread
+from agentq.store.sqlite_batch import GroupCommit
+from agentq.store.sqlite_connection import connect, on_thread, release
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -42,7 +45,8 @@ T = TypeVar("T")
 
 
 class SqliteStore:
-    """A `DurableStore` on a SQLite file: WAL, ``BEGIN IMMEDIATE``, group commit.
+    """A `DurableStore` (and `JobOutcomeStore`) on a SQLite file: WAL, ``BEGIN IMMEDIATE``,
+    group commit.
 
     The file is opened on first use, or at once with ``await SqliteStore.open(path)`` or
     ``async with SqliteStore(path) as store:``; close it with ``await store.close()`` (the
@@ -60,7 +64,10 @@ class SqliteStore:
 
     An open store holds one aiosqlite connection and its thread; reads and writes take turns
     on it, so a read sees every write submitted before it. Use a store from one event loop,
-    and close it: aiosqlite's thread is not a daemon. ``":memory:"`` works too.
+    and close it. A store never closed never keeps the process from exiting (the thread is
+    a daemon; every committed transaction is in the file); garbage-collected unclosed, it
+    closes its file, ends its thread and emits a `ResourceWarning`, like an unclosed file.
+    ``":memory:"`` works too.
 
     Args:
         path: The database file (created if missing).
@@ -102,12 +109,27 @@ class SqliteStore:
         self._db: aiosqlite.Connection | None = None
         self._opening = asyncio.Lock()
         self._closed = False
-        self._waiting: deque[Op] = deque()
-        self._busy = False
+        self._commit = GroupCommit(lambda: None if self._closed else self._db, self.__repr__)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open" if self._db else "not open yet"
         return f"SqliteStore({self.path!r}, {state})"
+
+    def __del__(self) -> None:
+        # Garbage-collected unclosed (issue 9 item 10): let the file go, and say so.
+        db = getattr(self, "_db", None)
+        if db is None or self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):  # at interpreter exit: the thread ends with it
+            release(db)
+        warnings.warn(
+            f"SqliteStore({self.path!r}) was never closed; its connection is closed now. "
+            "Close stores with `await store.close()` or `async with SqliteStore(...) as store:`",
+            ResourceWarning,
+            stacklevel=1,
+            source=self,
+        )
 
     @classmethod
     async def open(
@@ -160,11 +182,7 @@ class SqliteStore:
         if self._closed:
             return
         self._closed = True
-        for op in list(self._waiting):
-            if not op.signal.done():
-                self._waiting.remove(op)
-                op.outcome = (False, StoreError(f"{self!r} was closed before this write"))
-                op.signal.set_result(DONE)
+        self._commit.close(f"{self!r} was closed before this write")
         async with self._opening:
             db, self._db = self._db, None
         if db is not None:
@@ -179,7 +197,7 @@ class SqliteStore:
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run a read on the connection thread, after every write submitted before it."""
         db = await self._connect()
-        if self._waiting:  # verbs wait for the next batch: read after them, in that batch
+        if self._commit.pending:  # verbs wait for the next batch: read after them, in it
             return await self._submit(fn, True)
         try:  # else the thread's queue keeps the order: after the batch in flight, if any
             return await self._on_thread(db, fn)
@@ -192,76 +210,7 @@ class SqliteStore:
 
     async def _submit(self, fn: Callable[[Any], T], read: bool) -> T:
         await self._connect()
-        loop = asyncio.get_running_loop()
-        op = Op(fn, read, loop.create_future())
-        self._waiting.append(op)
-        if not self._busy:
-            self._busy = True
-            op.signal.set_result(LEAD)
-        while True:
-            try:
-                signal = await op.signal
-            except asyncio.CancelledError:
-                self._abandon(op)
-                raise
-            if signal == DONE:
-                ok, value = op.outcome
-                if ok:
-                    return cast(T, value)
-                raise value
-            op.signal = loop.create_future()
-            await self._lead(loop)  # if cancelled here, the batch still completes: see _finish
-
-    async def _lead(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Take every waiting verb and run them as one transaction on the connection thread."""
-        ops = [op for op in self._waiting if not op.signal.cancelled()]
-        self._waiting.clear()
-        for op in ops:
-            op.taken = True
-        batch = Batch(ops)
-        db = self._db
-        if db is None or self._closed:
-            batch.fail(StoreError(f"{self!r} is closed"))
-            self._finish(batch)
-            return
-
-        def when_orphaned() -> None:  # on the connection thread: deliver through the loop
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(self._finish, batch)
-
-        try:
-            await self._on_thread(db, lambda conn: batch.run(conn, when_orphaned))
-        except asyncio.CancelledError:
-            if batch.orphan():
-                self._finish(batch)
-            raise
-        except Exception as exc:  # never queued: the connection closed under us
-            batch.fail(StoreError(f"{self!r}: {exc}"))
-        self._finish(batch)
-
-    def _finish(self, batch: Batch) -> None:
-        """Deliver a batch's outcomes (once) and hand the lead to the first waiting verb."""
-        if batch.deliver():
-            self._handoff()
-
-    def _handoff(self) -> None:
-        while self._waiting:
-            op = self._waiting[0]
-            if not op.signal.done():
-                op.signal.set_result(LEAD)
-                return
-            self._waiting.popleft()  # cancelled while waiting
-        self._busy = False
-
-    def _abandon(self, op: Op) -> None:
-        """A waiting caller was cancelled: withdraw its verb unless it was already taken."""
-        if op.taken:
-            return
-        with contextlib.suppress(ValueError):
-            self._waiting.remove(op)
-        signal = op.signal
-        if signal.done() and not signal.cancelled() and signal.result() == LEAD:
-            self._handoff()  # it was its turn to lead: pass the turn on
+        return await self._commit.submit(fn, read)
 
     # ------------------------------------------------------------ writes
 
@@ -272,11 +221,24 @@ class SqliteStore:
         return await self._write(rules_workflow.start_workflow, workflow_id, step_names, input, now)
 
     async def claim_step(
-        self, workflow_id: str, step_index: int, worker_id: str, lease_ttl: float, now: float
+        self,
+        workflow_id: str,
+        step_index: int,
+        worker_id: str,
+        lease_ttl: float,
+        now: float,
+        *,
+        max_recoveries: int = 3,
     ) -> ClaimResult:
         """See `DurableStore.claim_step`."""
         return await self._write(
-            rules_lease.claim_step, workflow_id, step_index, worker_id, lease_ttl, now
+            rules_lease.claim_step,
+            workflow_id,
+            step_index,
+            worker_id,
+            lease_ttl,
+            now,
+            max_recoveries,
         )
 
     async def renew_lease(self, execution: Execution, lease_ttl: float, now: float) -> Execution:
@@ -384,6 +346,34 @@ class SqliteStore:
         """See `DurableStore.release_expired`."""
         return await self._write(rules_lease.release_expired, execution, now)
 
+    async def release_dead(self, execution: Execution, now: float, reason: str) -> bool:
+        """See `DurableStore.release_dead`."""
+        return await self._write(rules_lease.release_dead, execution, now, reason)
+
+    async def retry_workflow(
+        self, workflow_id: str, from_step: int | None, now: float
+    ) -> WorkflowRow:
+        """See `DurableStore.retry_workflow`."""
+        return await self._write(rules_workflow.retry_workflow, workflow_id, from_step, now)
+
+    async def save_job(
+        self,
+        key: str,
+        *,
+        fingerprint: str,
+        output: Any,
+        completed_at: float,
+        expires_at: float | None,
+    ) -> bool:
+        """See `JobOutcomeStore.save_job` (one verb of the next group commit)."""
+        return await self._write(
+            sqlite_jobs.save, key, fingerprint, output, completed_at, expires_at
+        )
+
+    async def forget_job(self, key: str) -> bool:
+        """See `JobOutcomeStore.forget_job`."""
+        return await self._write(sqlite_jobs.forget, validate_key(key))
+
     async def rebuild_projection(self) -> None:
         """Recompute every workflow, step and call row by replaying the event log, in one
         transaction.
@@ -394,6 +384,11 @@ class SqliteStore:
         await self._write(sqlite_tx.rebuild)
 
     # ------------------------------------------------------------ reads
+
+    async def load_job(self, key: str, now: float) -> StoredJob | None:
+        """See `JobOutcomeStore.load_job`."""
+        key, now = validate_key(key), check_number(now, "now")
+        return await self._read(lambda conn: sqlite_jobs.load(conn, key, now))
 
     async def expired_leases(self, now: float) -> list[Execution]:
         """See `DurableStore.expired_leases`."""

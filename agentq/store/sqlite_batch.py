@@ -15,21 +15,31 @@ How a write travels through `SqliteStore` (see ``docs/store.md``):
   thread's queue, or, when verbs are waiting for the next batch, in that batch after its
   commit.
 
-`SqliteStore` owns the queue of waiting ops and whose turn it is to lead; a `Batch` owns its
-ops' outcomes, written on the connection thread and delivered once on the event loop.
+A store's `GroupCommit` owns the queue of waiting ops and whose turn it is to lead; a `Batch`
+owns its ops' outcomes, written on the connection thread and delivered once on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
+import weakref
+from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import agentq.store.sqlite_tx as sqlite_tx
+from agentq.errors import StoreError
+from agentq.store.sqlite_connection import on_thread
 
-__all__ = ["DONE", "LEAD", "Batch", "Op"]
+if TYPE_CHECKING:
+    import aiosqlite
+
+__all__ = ["DONE", "LEAD", "Batch", "GroupCommit", "Op"]
+
+T = TypeVar("T")
 
 LEAD = "lead"
 """`Op.signal` result: the op's caller leads the next batch."""
@@ -108,3 +118,119 @@ class Batch:
             if not op.signal.done():
                 op.signal.set_result(DONE)
         return True
+
+
+class GroupCommit:
+    """One store's group-commit queue: the ops waiting for the next transaction, and whose
+    turn it is to lead it.
+
+    Args:
+        connection: Returns the store's open connection, or None once the store is closed.
+        name: Returns how to name the store in messages.
+    """
+
+    def __init__(
+        self,
+        connection: Callable[[], aiosqlite.Connection | None],
+        name: Callable[[], str],
+    ) -> None:
+        self._connection = connection
+        self._name = name
+        self._waiting: deque[Op] = deque()
+        self._busy = False
+
+    @property
+    def pending(self) -> bool:
+        """Whether ops wait for the next batch (a read then rides in it, after them)."""
+        return bool(self._waiting)
+
+    def close(self, message: str) -> None:
+        """Give every op still waiting (not yet taken) a `StoreError` with `message`."""
+        for op in list(self._waiting):
+            if not op.signal.done():
+                self._waiting.remove(op)
+                op.outcome = (False, StoreError(message))
+                op.signal.set_result(DONE)
+
+    async def submit(self, fn: Callable[[Any], T], read: bool) -> T:
+        """Run `fn` in the next batch (leading it when it is this caller's turn); return its
+        result or raise its exception. A caller cancelled before its op was taken withdraws
+        it; once taken, the batch completes for everyone in it."""
+        loop = asyncio.get_running_loop()
+        op = Op(fn, read, loop.create_future())
+        self._waiting.append(op)
+        if not self._busy:
+            self._busy = True
+            op.signal.set_result(LEAD)
+        while True:
+            try:
+                signal = await op.signal
+            except asyncio.CancelledError:
+                self._abandon(op)
+                raise
+            if signal == DONE:
+                ok, value = op.outcome
+                if ok:
+                    return cast(T, value)
+                raise value
+            op.signal = loop.create_future()
+            await self._lead(loop)  # if cancelled here, the batch still completes: see _finish
+
+    async def _lead(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Take every waiting op and run them as one transaction on the connection thread."""
+        ops = [op for op in self._waiting if not op.signal.cancelled()]
+        self._waiting.clear()
+        for op in ops:
+            op.taken = True
+        batch = Batch(ops)
+        db = self._connection()
+        if db is None:
+            batch.fail(StoreError(f"{self._name()} is closed"))
+            self._finish(batch)
+            return
+
+        # Runs on the connection thread, which keeps the last call it ran (this closure)
+        # until the next one arrives: a weak reference (the queue holds its store), so that
+        # an idle store can still be garbage-collected (a caller waiting for the batch keeps
+        # the store alive anyway).
+        queue = weakref.ref(self)
+
+        def when_orphaned() -> None:  # on the connection thread: deliver through the loop
+            live = queue()
+            if live is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                    loop.call_soon_threadsafe(live._finish, batch)
+
+        try:
+            await on_thread(db, lambda conn: batch.run(conn, when_orphaned))
+        except asyncio.CancelledError:
+            if batch.orphan():
+                self._finish(batch)
+            raise
+        except Exception as exc:  # never queued: the connection closed under us
+            batch.fail(StoreError(f"{self._name()}: {exc}"))
+        self._finish(batch)
+
+    def _finish(self, batch: Batch) -> None:
+        """Deliver a batch's outcomes (once) and hand the lead to the first waiting op."""
+        if batch.deliver():
+            self._handoff()
+
+    def _handoff(self) -> None:
+        while self._waiting:
+            op = self._waiting[0]
+            if not op.signal.done():
+                op.signal.set_result(LEAD)
+                return
+            self._waiting.popleft()  # cancelled while waiting
+        self._busy = False
+
+    def _abandon(self, op: Op) -> None:
+        """A waiting caller was cancelled: withdraw its op unless it was already taken."""
+        if op.taken:
+            return
+        with contextlib.suppress(ValueError):
+            self._waiting.remove(op)
+        signal = op.signal
+        if signal.done() and not signal.cancelled() and signal.result() == LEAD:
+            self._handoff()  # it was its turn to lead: pass the turn on

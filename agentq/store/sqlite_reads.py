@@ -14,6 +14,8 @@ from agentq.events import Event, EventKind
 from agentq.store.claims import Execution, execution_of
 from agentq.store.rows import (
     INPUT_KINDS,
+    KEY_KINDS,
+    LABEL_KINDS,
     OUTPUT_KINDS,
     REASON_KINDS,
     CallRow,
@@ -133,7 +135,10 @@ _EVENT_ROWS_SQL = (
     "SELECT seq, at, workflow_id, step_index, step_name, kind, attempt, worker_id, "
     f"CASE WHEN kind IN ({_kinds(REASON_KINDS)}) THEN data ->> '$.reason' END, "
     f"CASE WHEN kind IN ({_kinds(OUTPUT_KINDS)}) THEN data -> '$.output' END, "
-    f"CASE WHEN kind IN ({_kinds(INPUT_KINDS)}) THEN data -> '$.input' END "
+    f"CASE WHEN kind IN ({_kinds(INPUT_KINDS)}) THEN data -> '$.input' END, "
+    f"CASE WHEN kind IN ({_kinds(KEY_KINDS)}) THEN data ->> '$.key' END, "
+    f"CASE WHEN kind IN ({_kinds(LABEL_KINDS)}) AND data ->> '$.label' IS NOT NULL "
+    "THEN data -> '$.label' END "
     "FROM events WHERE {where} ORDER BY seq"
 )
 JSON_ARROWS = sqlite3.sqlite_version_info >= (3, 38, 0)

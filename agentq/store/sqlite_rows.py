@@ -40,7 +40,7 @@ __all__ = [
 STEP_COLUMNS = (
     "workflow_id, step_index, step_name, state, attempt, worker_id, lease_token, "
     "lease_expires_at, output, reason, error, resume_input, resumed, retry_at, started_at, "
-    "finished_at, wait_key, wait_details, wait_deadline"
+    "finished_at, recoveries, wait_key, wait_details, wait_deadline"
 )
 """The ``steps`` columns, in `StepRow` order."""
 CALL_COLUMNS = (
@@ -116,8 +116,9 @@ def step_row(r: Sequence[Any]) -> StepRow:
         r[14],
         r[15],
         r[16],
-        _json(r[17]),
-        r[18],
+        r[17],
+        _json(r[18]),
+        r[19],
     )
 
 

@@ -189,6 +189,7 @@ class SqliteTx:
             row.retry_at,
             row.started_at,
             row.finished_at,
+            row.recoveries,
             row.wait_key,
             self._json(row.wait_details),
             row.wait_deadline,
@@ -202,8 +203,9 @@ class SqliteTx:
         self.conn.execute(
             "UPDATE steps SET state = ?, attempt = ?, worker_id = ?, lease_token = ?, "
             "lease_expires_at = ?, output = ?, reason = ?, error = ?, resume_input = ?, "
-            "resumed = ?, retry_at = ?, started_at = ?, finished_at = ?, wait_key = ?, "
-            "wait_details = ?, wait_deadline = ? WHERE workflow_id = ? AND step_index = ?",
+            "resumed = ?, retry_at = ?, started_at = ?, finished_at = ?, recoveries = ?, "
+            "wait_key = ?, wait_details = ?, wait_deadline = ? "
+            "WHERE workflow_id = ? AND step_index = ?",
             (*values, row.workflow_id, row.step_index),
         )
 

@@ -10,16 +10,20 @@ times a second only when something changed, and re-raises the refresher's errors
 
 =================  ==========================================================================
 `LaneMonitor`      running/permits and queued/capacity per lane (``queue.stats()``)
-`StepTable`        steps with status badges, attempt, duration, error; status filter
-`EventTimeline`    a Gantt-like row per step: attempts, retries, waits, coloured by outcome
+`StepTable`        steps with status badges, attempt, duration, error, durable call counts,
+                   a keyed wait's key, details and deadline; status filter
+`EventTimeline`    a Gantt-like row per step: attempts, retries, waits, coloured by outcome,
+                   and the step's durable calls as thin bars
 `ApprovalPanel`    waiting steps with Approve / Reject buttons that schedule ``engine.resume``
-`Dashboard`        the four above under one refresher
+`Dashboard`        the four above under one refresher, and the call totals (with the calls
+                   the engine answered from the log)
 =================  ==========================================================================
 
 Reading order (each module imports only the ones above it, and the layers below: the
 foundation modules with `agentq.markup`, the queue, the store, the workflows):
 
 - ``_timeline``: the event log folded into spans per workflow step (pure, no ipywidgets);
+- ``_calls``: the event log's call events folded into call counts per step (pure);
 - ``html``: the pure renderers of snapshots, one module per view family (``tables``,
   ``timeline``, ``results``); its docstring lists the stable ``data-agentq`` attributes;
 - ``_source``: what changed in a store since the last refresh (one read per widget tree);

@@ -3,7 +3,8 @@
 One `Source` serves every view of a widget tree, so a refresh reads the store once: the cheap
 `last_seq()` first, then (only if it moved) the events after the last one seen, then the
 projection rows of the workflows those events touched. The cost of a refresh follows what
-changed, not the size of the log.
+changed, not the size of the log. The durable call counts (`CallTally`) are folded from the same
+event rows: they cost no read of their own.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from agentq.events import EventKind
 from agentq.store import DurableStore, StepRow, StepState
+from agentq.widgets._calls import CallTally
 
 __all__ = ["FULL_READ_AFTER", "Source", "StepCache"]
 
@@ -101,6 +103,8 @@ class Source:
         self.seen = 0
         """The highest event ``seq`` read so far."""
         self.steps: StepCache | None = StepCache() if steps else None
+        self.calls = CallTally()
+        """Durable call counts per step and in total, from the event rows read so far."""
         self._loaded = False
 
     def want_steps(self) -> StepCache:
@@ -123,6 +127,7 @@ class Source:
         rows = await store.event_rows(after_seq=self.seen)
         if rows:
             self.seen = rows[-1][0]
+        self.calls.apply(rows)
         if self.steps is not None:
             await self.steps.load(store, rows, full)
         self._loaded = True

@@ -4,10 +4,16 @@ Pure Python (no ipywidgets, no I/O): `Timeline.apply` takes the rows `DurableSto
 returns (tuples in `EVENT_COLUMNS` order) and updates the tracks; `timeline_html`
 (`agentq.widgets.html.timeline`) renders a snapshot of them. Applying rows in ``seq`` order,
 in any number of batches, gives the same tracks as applying them all at once.
+
+Durable calls (``ctx.call``) are folded into `CallSpan` s inside their step's track, one per
+run: from `CallStarted` to the `CallCompleted` or `CallFailed` with its key. A call still open
+when the attempt that started it ends (its worker was lost, or the workflow closed) is *in
+doubt*: its span ends there, unless an outcome for it arrives later.
 """
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -15,7 +21,7 @@ from typing import Any
 
 from agentq.events import EventKind
 
-__all__ = ["Span", "SpanKind", "StepTrack", "Timeline", "WorkflowTrack"]
+__all__ = ["CallSpan", "Span", "SpanKind", "StepTrack", "Timeline", "WorkflowTrack"]
 
 
 class SpanKind:
@@ -53,12 +59,37 @@ class Span:
 
 
 @dataclass(slots=True)
+class CallSpan:
+    """One run of a durable call, drawn inside its step's track.
+
+    Attributes:
+        key: The call's key.
+        name: What to call it: the label's ``tool``, else its ``kind``, else the key.
+        start: Unix seconds of its `CallStarted`.
+        end: Unix seconds of its outcome (or of the end of its attempt, in doubt); None
+            while running (drawn up to "now").
+        outcome: running, completed, failed or in_doubt.
+        attempt: The step attempt that started it.
+    """
+
+    key: str
+    name: str
+    start: float
+    end: float | None
+    outcome: str
+    attempt: int | None = None
+
+
+@dataclass(slots=True)
 class StepTrack:
-    """The spans of one workflow step, oldest first."""
+    """The spans of one workflow step, oldest first, and the runs of its durable calls."""
 
     step_index: int
     step_name: str
     spans: list[Span] = field(default_factory=list)
+    calls: list[CallSpan] = field(default_factory=list)
+    running: dict[str, CallSpan] = field(default_factory=dict)
+    """The calls running now, by key."""
 
     def open_span(self, kind: str | None = None) -> Span | None:
         """Return the last span if it is still open (and of `kind`, when given)."""
@@ -67,6 +98,12 @@ class StepTrack:
             if kind is None or span.kind == kind:
                 return span
         return None
+
+    def end_calls(self, at: float) -> None:
+        """The attempt ended: its calls still running are in doubt from here on."""
+        for span in self.running.values():
+            span.end, span.outcome = at, "in_doubt"
+        self.running.clear()
 
 
 @dataclass(slots=True)
@@ -80,6 +117,7 @@ class WorkflowTrack:
         end: Unix seconds of its closing event, or None.
         last: Unix seconds of its latest event.
         steps: Tracks by step index.
+        calls: The latest run of each durable call, by key (keys are per workflow).
     """
 
     workflow_id: str
@@ -88,6 +126,7 @@ class WorkflowTrack:
     end: float | None = None
     last: float = 0.0
     steps: dict[int, StepTrack] = field(default_factory=dict)
+    calls: dict[str, CallSpan] = field(default_factory=dict)
 
     def step(self, index: int, name: str | None) -> StepTrack:
         track = self.steps.get(index)
@@ -97,6 +136,7 @@ class WorkflowTrack:
 
     def close_all(self, at: float, outcome: str) -> None:
         for track in self.steps.values():
+            track.end_calls(at)
             span = track.open_span()
             if span is not None:
                 span.end = at
@@ -104,6 +144,11 @@ class WorkflowTrack:
 
 
 _K = EventKind
+_CALL_KINDS = frozenset({_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED})
+# Events that end the step's attempt (a StepStarted too: a claim taking a lapsed lease over).
+_ATTEMPT_ENDS = frozenset(
+    {_K.STEP_STARTED, _K.STEP_COMPLETED, _K.STEP_FAILED, _K.STEP_WAITING, _K.WORKER_RECOVERED}
+)
 
 
 class Timeline:
@@ -167,10 +212,15 @@ class Timeline:
     def _apply_one(self, row: tuple[Any, ...]) -> None:
         _, at, workflow_id, step_index, step_name, kind, attempt, _, reason = row[:9]
         wf = self._workflow(workflow_id, at)
-        if step_index is None:
+        if step_index is None or kind == _K.WORKFLOW_RETRIED:
             self._apply_workflow_event(wf, kind, at)
             return
         step = wf.step(step_index, step_name)
+        if kind in _CALL_KINDS:
+            self._apply_call(wf, step, row)
+            return
+        if kind in _ATTEMPT_ENDS:
+            step.end_calls(at)
         if kind == _K.STEP_STARTED:
             self._end(step, SpanKind.BACKOFF, at)
             self._end(step, SpanKind.RUN, at, "lost")  # a claim that took over a lapsed lease
@@ -191,8 +241,32 @@ class Timeline:
         elif kind == _K.STEP_RESUMED:
             self._end(step, SpanKind.WAIT, at, "resumed")
             wf.state = "running"
+        elif kind == _K.WAIT_TIMED_OUT:  # a durable wait's deadline passed: the step goes on
+            self._end(step, SpanKind.WAIT, at, "timeout")
+            wf.state = "running"
         elif kind == _K.WORKER_RECOVERED:
             self._end(step, SpanKind.RUN, at, "lost", reason)
+
+    @staticmethod
+    def _apply_call(wf: WorkflowTrack, step: StepTrack, row: tuple[Any, ...]) -> None:
+        at, kind, attempt, key = row[1], row[5], row[6], row[11]
+        if key is None:
+            return
+        if kind == _K.CALL_STARTED:
+            label = json.loads(row[12]) if row[12] else None
+            name = key
+            if isinstance(label, dict):
+                name = str(label.get("tool") or label.get("kind") or key)
+            started = CallSpan(key, name, at, None, "running", attempt)
+            step.calls.append(started)
+            step.running[key] = wf.calls[key] = started
+            return
+        span = wf.calls.get(key)
+        if span is None or span.outcome not in ("running", "in_doubt"):
+            return
+        step.running.pop(key, None)
+        span.end = at
+        span.outcome = "completed" if kind == _K.CALL_COMPLETED else "failed"
 
     @staticmethod
     def _apply_workflow_event(wf: WorkflowTrack, kind: str, at: float) -> None:
@@ -207,6 +281,8 @@ class Timeline:
         elif kind == _K.WORKFLOW_CANCELLED:
             wf.state, wf.end = "cancelled", at
             wf.close_all(at, "cancelled")
+        elif kind == _K.WORKFLOW_RETRIED:  # `retry`: it runs again, its earlier spans stay
+            wf.state, wf.end = "running", None
 
     @staticmethod
     def _end(

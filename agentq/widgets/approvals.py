@@ -1,11 +1,16 @@
 """`ApprovalPanel`: approve or reject waiting steps with a click.
 
-Each step that raised `WaitForInput` gets a slot: its workflow, step and reason, a text box
-for a note, and Approve / Reject buttons. A click
+Each waiting step (``raise WaitForInput`` or ``ctx.wait_for_input``) gets a slot: its
+workflow, step and reason, for a keyed wait also its key, details (the tool and its arguments,
+say; escaped and shortened) and deadline, a text box for a note, and Approve / Reject buttons.
+A click
 
 1. disables both buttons at once (a second click, however quick, does nothing: one resume),
-2. schedules ``engine.resume(workflow_id, step_name, input)`` as a task on the running loop
-   (the callback never awaits it, so the cell and the kernel stay responsive),
+2. schedules ``engine.resume(workflow_id, step_name, input, key=wait_key)`` as a task on the
+   running loop (the callback never awaits it, so the cell and the kernel stay responsive);
+   ``wait_key`` is the key of the wait the slot shows (None for a step-level wait), so a
+   click answers that wait and no other: if the step moved on to another wait meanwhile,
+   the engine refuses with `NotWaitingError`, which the slot shows,
 3. shows the outcome in the slot and in the panel's log: the workflow's new status, or the
    error (for example `NotWaitingError`, after which the buttons are enabled again).
 
@@ -47,7 +52,9 @@ class ApprovalSlot:
 
     Attributes:
         key: ``(workflow_id, step_index)`` of the step shown, or None when the slot is free.
-        label: HTML: workflow, step and reason.
+        wait_key: The key of the wait shown (``ctx.wait_for_input``), None for a step-level
+            wait; a click resumes with it.
+        label: HTML: workflow, step, reason, and a keyed wait's key, details and deadline.
         note: Text box whose value goes into the resume input.
         approve: The Approve button.
         reject: The Reject button.
@@ -58,6 +65,7 @@ class ApprovalSlot:
 
     def __init__(self, w: Any) -> None:
         self.key: StepKey | None = None
+        self.wait_key: str | None = None
         self.step_name = ""
         self.label = w.HTML("")
         self.note = w.Text(placeholder="note (optional)", layout=w.Layout(width="220px"))
@@ -88,6 +96,7 @@ class ApprovalSlot:
     def show(self, row: StepRow, wait_seq: int) -> bool:
         """Update the label, and enable the buttons for a wait not yet answered."""
         self.wait_seq = wait_seq
+        self.wait_key = row.wait_key
         changed = set_value(self.label, approval_html(row))
         return self.set_enabled(not self.busy and self.clicked_seq < wait_seq) or changed
 
@@ -109,6 +118,9 @@ class ApprovalSlot:
 
 class ApprovalPanel(Live):
     """Every `Waiting` step with its reason, and Approve / Reject buttons that resume it.
+
+    A keyed wait (``ctx.wait_for_input``) also shows its key, details and deadline, and a
+    click resumes with ``key=`` that wait's key.
 
     At most `slots` waiting steps are shown at once (oldest wait first), with a visible
     "n more"; the slot widgets are built once and reused. See the module docstring for what
@@ -223,7 +235,7 @@ class ApprovalPanel(Live):
         try:
             value = self.input_for(approved, slot.note.value)
             loop = self._event_loop or asyncio.get_running_loop()
-            coro = self._resume(slot, key, slot.step_name, verb, value)
+            coro = self._resume(slot, key, slot.step_name, verb, value, slot.wait_key)
             task = loop.create_task(coro, name=f"agentq.resume:{key[0]}:{key[1]}")
         except Exception as exc:  # no loop, or input_for failed: show it, allow a retry
             self._finish(slot, key, verb, None, exc)
@@ -232,10 +244,11 @@ class ApprovalPanel(Live):
         task.add_done_callback(self._tasks.discard)
 
     async def _resume(
-        self, slot: ApprovalSlot, key: StepKey, step: str, verb: str, value: Any
+        self, slot: ApprovalSlot, key: StepKey, step: str, verb: str, value: Any,
+        wait_key: str | None,
     ) -> None:
         try:
-            result = await self.engine.resume(key[0], step, value)
+            result = await self.engine.resume(key[0], step, value, key=wait_key)
         except Exception as exc:
             self._finish(slot, key, verb, None, exc)
         else:

@@ -1,13 +1,14 @@
-"""`Dashboard`: lanes, approvals, steps and the timeline of one engine, under one refresher."""
+"""`Dashboard`: lanes, approvals, steps, call totals and the timeline of one engine."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.widgets._live import DEFAULT_INTERVAL, Live, widgets
+from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
 from agentq.widgets._source import Source
 from agentq.widgets.approvals import ApprovalPanel
+from agentq.widgets.html.calls import call_totals_html
 from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
 
 __all__ = ["Dashboard"]
@@ -27,6 +28,10 @@ class Dashboard(Live):
     One refresher task on the running loop updates all four: each tick reads
     ``queue.stats()`` and ``store.last_seq()``; only when the sequence number moved does it
     read the new events (once, for all views) and the steps of the workflows they touched.
+
+    Above the steps, the durable call totals (`calls`): call runs, failed runs and calls in
+    doubt, counted from the call events read, beside ``engine.answered_from_log`` (the calls
+    and waits this engine answered from the log instead of running them again).
 
     Args:
         engine: The `WorkflowEngine` (its ``queue``, ``store`` and ``clock`` are used).
@@ -65,6 +70,8 @@ class Dashboard(Live):
         self.approvals = ApprovalPanel(engine, slots=slots, _source=self.source, **kw)
         self.steps = StepTable(engine.store, limit=limit, _source=self.source, **kw)
         self.timeline = EventTimeline(engine.store, limit=workflows, _source=self.source, **kw)
+        self.calls = w.HTML(self._calls_html())
+        """HTML: the durable call totals and the calls answered from the log."""
         top = w.HBox(
             [
                 _section(w, "Lanes", self.lanes.widget, "52%"),
@@ -76,11 +83,14 @@ class Dashboard(Live):
             [
                 self._banner,
                 top,
-                _section(w, "Steps", self.steps.widget),
+                _section(w, "Steps", w.VBox([self.calls, self.steps.widget])),
                 _section(w, "Timeline", self.timeline.widget),
             ]
         )
         self.widget.add_class("agentq-dashboard")
+
+    def _calls_html(self) -> str:
+        return call_totals_html(self.source.calls.totals, self.engine.answered_from_log)
 
     async def refresh(self) -> bool:
         """Update every view from what changed (see `Live.refresh`)."""
@@ -92,7 +102,10 @@ class Dashboard(Live):
             changed = self.approvals.sync() | changed
         elif self.approvals._dirty:
             changed = self.approvals.sync() | changed
-        return changed
+        # After the poll (the totals count the rows it read). answered_from_log is the
+        # engine's own counter, not in the log: read every tick (an attribute, no I/O); the
+        # page hears of it only when the text changes.
+        return set_value(self.calls, self._calls_html()) | changed
 
     async def _drain(self) -> None:
         await self.approvals._drain()

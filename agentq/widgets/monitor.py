@@ -80,9 +80,12 @@ def _check_limit(limit: int) -> None:
 class StepTable(Live):
     """Workflows and their steps: status badges, attempt, worker, duration, reason, error.
 
-    Most recently active workflows first; a dropdown filters by status; at most `limit` rows
-    are drawn, with a visible "n more". Each refresh reads the events after the last one seen
-    and re-reads only the steps of the workflows they touched.
+    Each step also shows its durable calls ("3 calls · 1 failed · 1 in doubt", counted from
+    the call events already read: no query of its own) and, while it waits on a keyed wait,
+    the wait's key, details and deadline. Most recently active workflows first; a dropdown
+    filters by status; at most `limit` rows are drawn, with a visible "n more". Each refresh
+    reads the events after the last one seen and re-reads only the steps of the workflows
+    they touched.
 
     Args:
         store: The `DurableStore` to watch.
@@ -132,7 +135,8 @@ class StepTable(Live):
                     break
         total = cache.counts[status] if status else sum(cache.counts.values())
         html = steps_html(
-            rows, now=self.clock.time(), limit=self.limit, total=total, counts=cache.counts
+            rows, now=self.clock.time(), limit=self.limit, total=total, counts=cache.counts,
+            calls=self.source.calls.steps,
         )
         return set_value(self.html, html)
 
@@ -147,7 +151,8 @@ class EventTimeline(Live):
     """A Gantt-like row per workflow step over time, coloured by outcome.
 
     Attempts are solid bars (running, completed, failed, timed out, worker lost), waits for
-    input and retry backoffs hatched; each bar's tooltip gives its duration. The most recently
+    input and retry backoffs hatched, durable calls thin bars inside their step's row (in
+    doubt: hatched); each bar's tooltip gives its duration. The most recently
     active `limit` workflows are drawn, with a visible "n more". Events are read
     incrementally and folded into the `Timeline` model (`model`).
 

@@ -1,23 +1,31 @@
 """One step attempt as the driver packages it: the job body, its lease, what it asks for next.
 
-Used by `agentq.workflows.driver` (and `IN_STEP` by the engine): the job body that turns
-`WaitForInput` into a value (a wait is not a failed job) and marks the context with the
-workflow it runs (`IN_STEP`), the job's key, the markers the driver loop acts on (`Retry`,
-`Again`), and the lease renewer (`Lease`).
+Used by `agentq.workflows.driver` (and `IN_STEP` by the engine): the job body that turns a
+wait (`WaitForInput`, also inside an exception group: `agentq.retry.classify`) into a value,
+since a wait is not a failed job, and marks the context with the workflow it runs
+(`IN_STEP`); the job's key and the name messages give it; the markers the driver loop acts
+on (`Retry`, `Again`); the lease (`Lease`: renewed while the attempt runs, handed back only
+once its body has stopped) and the cancel-safe `claim` that hands back a lease its cancelled
+caller never learnt about.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import hashlib
 from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.errors import LeaseLostError, WorkflowClosedError
-from agentq.store import DurableStore, Execution
+from agentq.errors import AgentqError, LeaseLostError, WaitForInput, WorkflowClosedError
+from agentq.queue import JobHandle
+from agentq.retry import Verdict, classify
+from agentq.store import Claimed, ClaimResult, DurableStore, Execution
 from agentq.workflows.context import StepContext
-from agentq.workflows.model import StepDef, WaitForInput
+from agentq.workflows.model import StepDef
+from agentq.workflows.waits import finish, retrieve, stop
 
 __all__ = [
     "HAND_BACK_TTL",
@@ -26,8 +34,11 @@ __all__ = [
     "Lease",
     "Retry",
     "Waiting",
+    "claim",
+    "hand_back",
     "job_key",
     "step_call",
+    "step_title",
 ]
 
 IN_STEP: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -42,53 +53,82 @@ def job_key(workflow_id: str, step_index: int, lease_token: int) -> str:
     return f"agentq.step:{digest}:{step_index}:{lease_token}"
 
 
+def step_title(workflow_id: str, step_name: str) -> str:
+    """How user-facing messages name a step (never by its internal job key)."""
+    return f"step {step_name!r} of workflow {workflow_id!r}"
+
+
 class Waiting:
     """The output of an attempt that raised `WaitForInput`: a pause, not a failed job.
 
     A wait raised by `StepContext.wait_for_input` carries its key, details and deadline; a
-    step-level ``raise WaitForInput(reason)`` has none.
+    step-level ``raise WaitForInput(reason)`` has none. For a group of waits (parallel calls
+    in an `asyncio.TaskGroup`), `reason` is the group's joined reason (given) and the key,
+    details and deadline are the first wait's.
     """
 
     __slots__ = ("deadline", "details", "key", "reason")
 
-    def __init__(self, wait: WaitForInput) -> None:
-        self.reason = wait.reason
+    def __init__(self, wait: WaitForInput, reason: str | None = None) -> None:
+        self.reason = wait.reason if reason is None else reason
         self.key: str | None = getattr(wait, "key", None)
         self.details: dict[str, Any] | None = getattr(wait, "details", None)
         self.deadline: float | None = getattr(wait, "deadline", None)
 
 
 def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
-    """The job body for one attempt: `step.fn(ctx)`, with `WaitForInput` turned into a value.
+    """The job body for one attempt: `step.fn(ctx)`, with a wait turned into a value.
 
-    A wait is not a failure, so the queue's lane statistics do not count it as one. Async
-    bodies stay async; plain ones stay plain, so the queue runs them in a worker thread.
+    A wait is not a failure, so the queue's lane statistics do not count it as one. A wait
+    raised inside an exception group (an `asyncio.TaskGroup` of parallel calls) is a wait
+    too; its reason is `agentq.retry.Classification.wait_reason`. Async bodies stay async;
+    plain ones stay plain, so the queue runs them in a worker thread. Both run with `IN_STEP`
+    set to the workflow's id.
     """
     fn = step.fn
+    workflow_id = ctx.workflow_id
     if step.is_async:
 
         async def call_async() -> Any:
-            token = IN_STEP.set(ctx.workflow_id)
+            token = IN_STEP.set(workflow_id)
             try:
                 return await fn(ctx)
             except WaitForInput as wait:
                 return Waiting(wait)
+            except BaseExceptionGroup as group:
+                return _wait_in(group)
             finally:
                 IN_STEP.reset(token)
 
         return call_async
 
     def call() -> Any:
+        token = IN_STEP.set(workflow_id)
         try:
             return fn(ctx)
         except WaitForInput as wait:
             return Waiting(wait)
+        except BaseExceptionGroup as group:
+            return _wait_in(group)
+        finally:
+            IN_STEP.reset(token)
 
     return call
 
 
+def _wait_in(group: BaseExceptionGroup[Any]) -> Waiting:
+    """`Waiting` if `group` holds a wait; else re-raise it (a failure for the driver)."""
+    verdict = classify(group)
+    if verdict.verdict is Verdict.WAIT and verdict.waits:
+        return Waiting(verdict.waits[0], verdict.wait_reason)
+    raise group
+
+
 class Retry:
-    """Marker: the attempt failed and another one is scheduled after `delay` seconds."""
+    """Marker: the attempt failed and another one is scheduled after `delay` seconds.
+
+    The store keeps the time (``retry_at``): the next claim answers `NotBefore` until then.
+    """
 
     __slots__ = ("delay",)
 
@@ -110,7 +150,12 @@ HAND_BACK_TTL = 1e-6
 
 
 class Lease:
-    """Keeps one execution's lease alive while its attempt waits and runs."""
+    """One execution's lease: kept alive while its attempt waits and runs, then handed back.
+
+    `start` begins renewing it every ``lease_ttl / 3`` seconds; `stop` ends the renewals;
+    `release` is the shutdown path: interrupt the attempt's job, keep renewing until its body
+    has really stopped, then hand the lease back (never while the body still runs).
+    """
 
     def __init__(
         self, store: DurableStore, clock: Clock, lease_ttl: float, execution: Execution
@@ -120,9 +165,35 @@ class Lease:
         self._ttl = lease_ttl
         self.execution = execution
         self.lost = False
+        self._renewer: asyncio.Task[None] | None = None
 
-    async def keep(self) -> None:
-        """Renew every ``lease_ttl / 3`` seconds until cancelled or the lease is lost."""
+    def start(self) -> None:
+        """Start renewing the lease in a task of its own."""
+        ex = self.execution
+        self._renewer = asyncio.get_running_loop().create_task(
+            self._keep(), name=f"agentq.lease:{ex.workflow_id}:{ex.step_index}"
+        )
+
+    async def stop(self) -> None:
+        """Stop renewing (idempotent).
+
+        Raises:
+            StoreError: A renewal failed in the store.
+        """
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None:
+            await stop(renewer)
+
+    async def release(self, handle: JobHandle | None) -> None:
+        """Interrupt the attempt's job, wait until its body has stopped, hand the lease back."""
+        if handle is not None:
+            handle.cancel()
+            await handle.stopped()
+        with contextlib.suppress(AgentqError):  # a failed renewal: hand back all the same
+            await self.stop()
+        await hand_back(self._store, self._clock, self.execution)
+
+    async def _keep(self) -> None:
         while True:
             await self._clock.sleep(self._ttl / 3)
             try:
@@ -132,3 +203,57 @@ class Lease:
             except (LeaseLostError, WorkflowClosedError):
                 self.lost = True
                 return
+
+
+async def hand_back(store: DurableStore, clock: Clock, execution: Execution) -> bool:
+    """Shorten a lease to `HAND_BACK_TTL` so that another worker may take the step over at once.
+
+    Returns:
+        Whether the store took it (not when the lease was lost or the store failed).
+    """
+    try:
+        await store.renew_lease(execution, HAND_BACK_TTL, clock.time())
+    except AgentqError:
+        return False
+    return True
+
+
+async def claim(
+    store: DurableStore,
+    clock: Clock,
+    workflow_id: str,
+    step_index: int,
+    worker_id: str,
+    lease_ttl: float,
+    *,
+    max_recoveries: int,
+) -> ClaimResult:
+    """`store.claim_step`, cancel-safe: if the caller is cancelled meanwhile, a lease the claim
+    got all the same (it may commit after the caller stopped listening) is handed back."""
+    claiming = asyncio.ensure_future(
+        store.claim_step(
+            workflow_id,
+            step_index,
+            worker_id,
+            lease_ttl,
+            clock.time(),
+            max_recoveries=max_recoveries,
+        )
+    )
+    claiming.add_done_callback(retrieve)
+    try:
+        return await asyncio.shield(claiming)
+    except asyncio.CancelledError:
+        await finish(_hand_back_claim(store, clock, claiming))
+        raise
+
+
+async def _hand_back_claim(
+    store: DurableStore, clock: Clock, claiming: asyncio.Future[ClaimResult]
+) -> None:
+    try:
+        result = await claiming
+    except Exception:  # the claim failed: nothing to hand back
+        return
+    if isinstance(result, Claimed):
+        await hand_back(store, clock, result.execution)

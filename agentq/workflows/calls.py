@@ -26,6 +26,7 @@ the step (`InputRequested`, which the driver records with ``wait_step``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import math
@@ -36,6 +37,7 @@ from typing import Any
 from agentq.clock import Clock
 from agentq.codec import decode, encode
 from agentq.errors import (
+    AgentqError,
     InputTimeout,
     JobFailed,
     JobLost,
@@ -45,7 +47,7 @@ from agentq.errors import (
 )
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo, Failed, FailureReason, Pending
-from agentq.queue import Job, Queue, portable_fingerprint
+from agentq.queue import Job, Queue, stored_fingerprint
 from agentq.store import CallRow, DurableStore, Execution
 from agentq.workflows.model import WaitForInput
 
@@ -140,7 +142,7 @@ class CallLog:
         if usage is not None and not callable(usage):
             _json_object(usage, f"usage of call {job.key!r}")
         key = job.key
-        fingerprint = portable_fingerprint(job.fn, job.fingerprint)
+        fingerprint = stored_fingerprint(job.fn, job.fingerprint)
         if not self._ready:
             await self._read_once()
         row = self._rows.get(key)
@@ -215,7 +217,7 @@ class CallLog:
         # The job runs in a task of its own, so that a cancelled step can stop a call that
         # has not started yet and let one that has started run on and be recorded.
         inner = asyncio.get_running_loop().create_task(
-            self._queue.push_and_wait(replace(job, key=queue_key))
+            self._queue.push_and_wait(replace(job, key=queue_key, persist=False))
         )
         self._inner[key] = (inner, queue_key)
         try:
@@ -238,7 +240,11 @@ class CallLog:
             raise JobFailed(key, failure) from lost
         finally:
             self._inner.pop(key, None)
-            self._queue.forget(queue_key)  # the log answers this key from now on
+            # The log answers this key from now on. The job was not persisted
+            # (persist=False), so a queue's store has nothing of it to remove; a store
+            # failure leaves at most a cached outcome in memory, which the log answers first.
+            with contextlib.suppress(AgentqError):
+                await self._queue.forget(queue_key)
         duration = max(0.0, clock.time() - started)
         try:
             output = decode(encode(output, f"output of call {key!r}"))

@@ -47,11 +47,19 @@ class StepContext:
         workflow_id: The workflow's stable id.
         step_index: 0-based position of this step.
         step_name: This step's name.
-        attempt: 1-based attempt number (counted again from 1 after a resume).
+        attempt: 1-based attempt number (counted again from 1 after a resume or a retry of
+            the workflow). An attempt lost to a crash is re-admitted under the same number:
+            only attempts that ended in a failure count toward ``RetryPolicy.max_attempts``.
         input: The workflow's input.
         outputs: Outputs of the steps before this one, in order.
         previous: The last output (or the workflow input for step 0).
         resume_input: The input delivered by `resume`, or None if the step was not resumed.
+        resumed: Whether the step was resumed: then `resume_input` is what `resume`
+            delivered, None included. Tells "resumed with None" from "not resumed yet".
+        recoveries: Earlier runs of this step lost to crashes (their process died, or their
+            lease ran out, before they recorded an outcome); 0 on a first run. A body with
+            outside effects can check them before acting again (its durable calls already
+            answer from the log).
     """
 
     workflow_id: str
@@ -62,6 +70,8 @@ class StepContext:
     outputs: tuple[Any, ...]
     previous: Any
     resume_input: Any = None
+    resumed: bool = False
+    recoveries: int = 0
     _calls: CallRecorder | None = field(default=None, repr=False, compare=False, kw_only=True)
     # The attempt's call log, set by the engine; None in a context built by hand.
 
@@ -90,8 +100,9 @@ class StepContext:
         restart. A call that started and never finished (the process died) runs again; the
         log marks it as a re-run. Needs an ``async def`` step body.
 
-        The stored fingerprint (`agentq.queue.fingerprint.portable_fingerprint`: the
-        function's module and name and the values the call uses, not its code) tells calls
+        The stored fingerprint (`agentq.queue.fingerprint.stored_fingerprint`: the
+        function's module and name, the names and constants its code uses and the values the
+        call uses, not its bytecode) tells calls
         apart across processes: the same key for another call raises `KeyConflictError`.
         If the step is cancelled (a workflow cancel, a step timeout) while the call runs, the
         call runs on and its outcome is still recorded; a call still waiting for its lane is

@@ -2,15 +2,34 @@
 
 For each step, the loop:
 
-1. claims it (``claim_step``, a compare-and-swap in the store): this worker gets a lease and a
-   fencing token, or learns that the step completed or waits already, that the workflow
-   closed, or that another worker holds it (then polls every ``poll_interval`` seconds);
+1. claims it (``claim_step``, a compare-and-swap in the store, given the step's
+   ``max_recoveries``): this worker gets a lease and a fencing token, or learns that the step
+   completed or waits already, that the workflow closed (also: failed, its attempts lost to
+   crashes too often), that its next attempt is scheduled later (`NotBefore`: the store
+   keeps the retry time, so every engine and `recover` honour it; the run sleeps until then),
+   or that another worker holds it. A holder whose process is gone (``workers.gone_reason``)
+   has its lease taken back at once (``release_dead``); for a live one the run logs once
+   what it waits for and polls every ``poll_interval`` seconds;
 2. pushes the attempt through the queue as a job in the engine's lane, so lane permits bound
    how many step bodies run at once, while a `Lease` renews the lease every ``lease_ttl / 3``
    seconds;
 3. records the outcome with the fencing token: ``complete_step``, ``wait_step`` or
-   ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt). A worker
-   whose lease was taken over meanwhile is refused (`LeaseLostError`) and claims again.
+   ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt and
+   `agentq.retry.classify` calls the failure an ordinary one; the next claim then answers
+   `NotBefore` until that time). A worker whose lease was taken over meanwhile is refused
+   (`LeaseLostError`) and claims again.
+
+Every wait of a run (until a stored retry time, a poll while another worker holds the step,
+the wait for an interrupted body to stop before the next attempt) goes through
+`Driver.pause` or `agentq.workflows.waits.until` with the run's waker, which a
+`cancel` of the workflow (`Driver.interrupt`) ends at once; the loop then claims, learns
+that the workflow is closed, and returns the cancelled result.
+
+A lease is handed back (``renew_lease`` with a tiny ttl, so that another worker may take the
+step over at once) only once the attempt's body has stopped, and always then: when this
+engine is closed or its run cancelled from outside, the attempt's job is interrupted, the
+lease is kept alive until the body has returned (a thread, or a body that ignores
+cancellation, is waited for), and then handed back.
 
 Private to `agentq.workflows.engine`, which starts one drive per workflow and shares it.
 """
@@ -21,18 +40,16 @@ import asyncio
 import contextlib
 import functools
 import math
-import os
-import socket
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from agentq.clock import Clock, SystemClock
-from agentq.codec import decode, encode
+from agentq.codec import decode, encode, storable_text
 from agentq.errors import (
     AgentqError,
     LeaseLostError,
+    NonRetryable,
     PayloadError,
     QueueClosed,
     UnknownWorkflowError,
@@ -41,6 +58,7 @@ from agentq.errors import (
 from agentq.keys import validate_key
 from agentq.outcomes import Completed, ErrorInfo, FailureReason
 from agentq.queue import Job, JobHandle, Priority, Queue
+from agentq.retry import Verdict, classify
 from agentq.store import (
     AlreadyCompleted,
     AlreadyWaiting,
@@ -48,35 +66,36 @@ from agentq.store import (
     DurableStore,
     Execution,
     HeldByOther,
+    NotBefore,
+    StepState,
     WorkflowClosed,
     WorkflowState,
 )
 from agentq.workflows.attempts import (
-    HAND_BACK_TTL,
     Again,
     Lease,
     Retry,
     Waiting,
+    hand_back,
     job_key,
     step_call,
+    step_title,
 )
+from agentq.workflows.attempts import claim as claim_step
 from agentq.workflows.calls import CallLog
 from agentq.workflows.context import StepContext
-from agentq.workflows.model import (
-    NonRetryable,
-    RunResult,
-    RunStatus,
-    StepDef,
-    Workflow,
-)
+from agentq.workflows.model import RunResult, RunStatus, StepDef, Workflow
 from agentq.workflows.results import stored_result
+from agentq.workflows.waits import Wakers, finish, until
+from agentq.workflows.workers import (
+    LOGGER,
+    default_worker_id,
+    gone_reason,
+    held_message,
+    take_back,
+)
 
 __all__ = ["Driver"]
-
-
-def default_worker_id() -> str:
-    """Return ``host:pid:random``, a worker id unique to this engine."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Driver:
@@ -126,16 +145,23 @@ class Driver:
         self.clock: Clock = clock or SystemClock()
         self.poll_interval = poll_interval or min(self.lease_ttl / 4, 1.0)
         self._attempts: dict[str, JobHandle] = {}  # the attempt running now, by workflow
+        self._wakers = Wakers()
         self.answered_from_log = 0
         """Durable calls and waits answered from the log (not run) by this engine's attempts."""
         self.on_deadline: Callable[[str, float], None] | None = None
         """Told (workflow id, Unix seconds) when a step starts a wait that has a deadline."""
 
     def interrupt(self, workflow_id: str) -> None:
-        """Cancel the attempt of `workflow_id` that runs now, if any (for a cancelled run)."""
+        """The workflow was cancelled: cancel its attempt running now, and wake every wait of
+        its runs (backoff, poll, an interrupted body) so that they return at once."""
         handle = self._attempts.get(workflow_id)
         if handle is not None:
             handle.cancel()
+        self._wakers.wake(workflow_id)
+
+    def tables(self) -> dict[str, int]:
+        """How many entries each of the driver's per-workflow tables holds (for tests)."""
+        return {"attempts": len(self._attempts), **self._wakers.sizes()}
 
     async def drive(self, wf: Workflow) -> RunResult:
         """Run `wf`'s steps in order until it completes, waits, fails or is cancelled.
@@ -144,32 +170,48 @@ class Driver:
 
         Raises:
             QueueClosed: The queue closed before or while a step ran; nothing was recorded
-                for that step and its lease was handed back.
+                for that step and its lease was handed back once its body had stopped.
         """
-        row, _ = await self.store.start_workflow(
-            wf.id, wf.step_names, wf.input, self.clock.time()
-        )
-        if row.state.closed:
-            return await stored_result(self.store, row)
-        outputs: list[Any] = []
-        for index, step in enumerate(wf.steps):
-            result = await self._run_step(wf, index, step, outputs)
-            if isinstance(result, RunResult):
-                return result
-            outputs.append(result.output)
-        return RunResult(wf.id, RunStatus.COMPLETED, outputs=tuple(outputs))
+        waker = self._wakers.open(wf.id)
+        try:
+            row, _ = await self.store.start_workflow(
+                wf.id, wf.step_names, wf.input, self.clock.time()
+            )
+            if row.state.closed:
+                return await stored_result(self.store, row)
+            outputs: list[Any] = []
+            for index, step in enumerate(wf.steps):
+                result = await self._run_step(wf, index, step, outputs, waker)
+                if isinstance(result, RunResult):
+                    return result
+                outputs.append(result.output)
+            return RunResult(wf.id, RunStatus.COMPLETED, outputs=tuple(outputs))
+        finally:
+            self._wakers.close(wf.id, waker)
 
     async def _run_step(
-        self, wf: Workflow, index: int, step: StepDef, outputs: Sequence[Any]
+        self,
+        wf: Workflow,
+        index: int,
+        step: StepDef,
+        outputs: Sequence[Any],
+        waker: asyncio.Future[None],
     ) -> Completed | RunResult:
+        warned: str | None = None  # the holder this wait was logged for
         while True:
             if self.queue.closed:  # claiming would record a StepStarted nobody runs
                 raise QueueClosed(
-                    f"the queue is closed: step {step.name!r} of workflow {wf.id!r} was not "
-                    "started"
+                    f"the queue is closed: {step_title(wf.id, step.name)} was not started"
                 )
-            claim = await self.store.claim_step(
-                wf.id, index, self.worker_id, self.lease_ttl, self.clock.time()
+            await self._wakers.after_lingering(wf.id, waker)  # never overlap an old body
+            claim = await claim_step(
+                self.store,
+                self.clock,
+                wf.id,
+                index,
+                self.worker_id,
+                self.lease_ttl,
+                max_recoveries=step.max_recoveries,
             )
             if isinstance(claim, AlreadyCompleted):
                 return Completed(claim.output)
@@ -181,8 +223,21 @@ class Driver:
                 )
             if isinstance(claim, WorkflowClosed):
                 return await self._closed_result(wf.id)
+            if isinstance(claim, NotBefore):  # a retry scheduled by any engine, any process
+                await self.pause(waker, claim.retry_at - self.clock.time())
+                continue
             if isinstance(claim, HeldByOther):
-                await self.clock.sleep(self.poll_interval)
+                if await self._take_back(wf.id, index, claim.worker_id):
+                    continue
+                if warned != claim.worker_id:
+                    warned = claim.worker_id
+                    LOGGER.warning(
+                        held_message(
+                            step.name, wf.id, claim.worker_id, claim.expires_at,
+                            self.clock.time(),
+                        )
+                    )
+                await self.pause(waker, self.poll_interval)
                 continue
             assert isinstance(claim, Claimed)
             ctx = StepContext(
@@ -194,16 +249,46 @@ class Driver:
                 outputs=tuple(outputs),
                 previous=outputs[-1] if outputs else wf.input,
                 resume_input=claim.resume_input,
+                resumed=claim.resumed,
+                recoveries=claim.recoveries,
             )
-            step_result = await self._attempt(wf, step, claim.execution, ctx)
+            step_result = await self._attempt(wf, step, claim.execution, ctx, waker)
+            if isinstance(step_result, Again) and step_result.delay > 0:
+                await self.pause(waker, step_result.delay)
             if isinstance(step_result, Retry | Again):
-                await self.clock.sleep(step_result.delay)
-                continue
+                continue  # claim again: a retry's time is kept by the store (NotBefore)
             return step_result
 
+    async def pause(self, waker: asyncio.Future[None], seconds: float) -> None:
+        """Wait `seconds` on the clock before claiming a step again, or less if the workflow
+        is cancelled meanwhile (`waker`, the run's, is resolved by `interrupt`).
+
+        Every timed wait of a run goes through here: until a stored retry time, between
+        polls of a step another worker holds.
+        """
+        if seconds <= 0:
+            await self.clock.sleep(0)  # just a turn of the loop
+        else:
+            await until(waker, self.clock.sleep(seconds))
+
+    async def _take_back(self, workflow_id: str, index: int, holder: str) -> bool:
+        """Take back the lease of a holder whose process is gone; True to claim again."""
+        if gone_reason(holder) is None:
+            return False
+        row = (await self.store.step_rows(workflow_id))[index]
+        if row.state is StepState.LEASED and row.worker_id == holder:
+            await take_back(self.store, row, self.clock.time())
+        return True  # taken back, or it moved on meanwhile: claim again
+
     async def _attempt(
-        self, wf: Workflow, step: StepDef, execution: Execution, ctx: StepContext
+        self,
+        wf: Workflow,
+        step: StepDef,
+        execution: Execution,
+        ctx: StepContext,
+        waker: asyncio.Future[None],
     ) -> Completed | RunResult | Retry | Again:
+        key = job_key(wf.id, execution.step_index, execution.lease_token)
         lease = Lease(self.store, self.clock, self.lease_ttl, execution)
         log = CallLog(
             store=self.store,
@@ -213,15 +298,20 @@ class Driver:
             execution=lambda: lease.execution,
             load=functools.partial(self.store.calls, wf.id),
         )
+        # The key is unique to this attempt, so the call needs no derived fingerprint (the
+        # queue would otherwise take one of the step's closure, ctx's repr included); its
+        # outcome is recorded in the workflow's event log, not in a queue's store.
         job = Job(
-            job_key(wf.id, execution.step_index, execution.lease_token),
+            key,
             step_call(step, replace(ctx, _calls=log)),
             self.priority,
             timeout=step.timeout,
+            fingerprint=key,
+            persist=False,
+            name=step_title(wf.id, step.name),
         )
-        renewer = asyncio.get_running_loop().create_task(
-            lease.keep(), name=f"agentq.lease:{wf.id}:{execution.step_index}"
-        )
+        lease.start()
+        handle: JobHandle | None = None
         try:
             handle = await self._push(job)
             self._attempts[wf.id] = handle
@@ -231,24 +321,23 @@ class Driver:
                 if self._attempts.get(wf.id) is handle:
                     del self._attempts[wf.id]
             # The next attempt must never overlap this one, even when a timeout could not
-            # stop its body (a thread): wait until the body has really returned, and its
-            # durable calls have been recorded.
-            await handle.stopped()
-            await log.settle()
+            # stop its body (a thread): wait until the body has really returned and its
+            # durable calls have been recorded, unless the workflow is cancelled meanwhile
+            # (then later runs wait for it, see _run_step).
+            if await until(waker, handle.stopped()):
+                await log.settle()
+            else:
+                self._wakers.linger(wf.id, handle)
         except (asyncio.CancelledError, QueueClosed):
-            # This engine (or the whole program) is shutting down, or the queue closed:
-            # record nothing, as a crash would, but hand the lease back at once (once the
-            # durable calls already running have been recorded).
-            with contextlib.suppress(Exception):
-                await asyncio.shield(log.settle())
-            await self._hand_back(lease.execution)
+            # This engine is closing (or the whole program), or the queue closed: record
+            # nothing, as a crash would, and hand the lease back once the body has stopped
+            # and the durable calls it already ran have been recorded.
+            await finish(_release(lease, handle, log))
             raise
         finally:
             log.close()
             self.answered_from_log += log.answered
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            await lease.stop()
         execution = lease.execution
         try:
             return await self._record(wf, step, execution, outcome, ctx)
@@ -256,6 +345,9 @@ class Driver:
             return Again(0.0)
         except WorkflowClosedError:
             return await self._closed_result(wf.id)
+        except asyncio.CancelledError:  # the outcome may not be recorded: hand the lease back
+            await finish(hand_back(self.store, self.clock, execution))
+            raise
 
     async def _push(self, job: Job) -> JobHandle:
         accepted = await self.queue.push(job)
@@ -273,18 +365,7 @@ class Driver:
     ) -> Completed | RunResult | Retry:
         now = self.clock.time()
         if isinstance(outcome, Completed) and isinstance(outcome.output, Waiting):
-            wait = outcome.output
-            await self.store.wait_step(
-                execution,
-                wait.reason,
-                now,
-                key=wait.key,
-                details=wait.details,
-                deadline=wait.deadline,
-            )
-            if wait.deadline is not None and self.on_deadline is not None:
-                self.on_deadline(wf.id, wait.deadline)
-            return RunResult(wf.id, RunStatus.WAITING, step.name, wait.reason, ctx.outputs)
+            return await self._wait(wf, step, execution, outcome.output, ctx)
         if isinstance(outcome, Completed):
             try:
                 # Later steps see the output exactly as a reload from the store would give it
@@ -296,41 +377,84 @@ class Driver:
                 await self.store.fail_step(
                     execution, reason, ErrorInfo.from_exception(bad), now, None
                 )
-                return RunResult(wf.id, RunStatus.FAILED, step.name, reason, ctx.outputs)
+                return _ended(wf, RunStatus.FAILED, step, reason, ctx)
             return Completed(output)
         exc = outcome.exception
         error = outcome.error
         if outcome.reason is FailureReason.CANCELLED:
-            row = await self.store.get_workflow(wf.id)
-            if row is not None and row.state is WorkflowState.CANCELLED:
-                return await stored_result(self.store, row)
-            # Not our cancel: the queue closed (or this engine is closing). Record nothing,
-            # as a crash would, and hand the lease back so `recover` or `run` can continue
+            with contextlib.suppress(AgentqError):  # a closed store: we cannot tell
+                row = await self.store.get_workflow(wf.id)
+                if row is not None and row.state is WorkflowState.CANCELLED:
+                    return await stored_result(self.store, row)
+        if outcome.reason is FailureReason.CANCELLED and self.queue.closed:
+            # Not our cancel: the queue closed. Record nothing, as a crash would, and hand
+            # the lease back (the body has stopped) so that `recover` or `run` can continue
             # the step at once.
-            await self._hand_back(execution)
+            handed = await hand_back(self.store, self.clock, execution)
             raise QueueClosed(
-                f"step {step.name!r} of workflow {wf.id!r} was interrupted by the queue "
-                "closing; nothing was recorded and its lease was handed back, so recover() "
-                "or run() continues it"
+                f"{step_title(wf.id, step.name)} was interrupted by the queue closing; "
+                "nothing was recorded and "
+                + (
+                    "its lease was handed back, so recover() or run() continues it"
+                    if handed
+                    else "its lease could not be handed back (the store failed or is "
+                    f"closed): it expires after lease_ttl ({self.lease_ttl} s)"
+                )
             )
-        if isinstance(exc, NonRetryable):
-            await self.store.fail_step(execution, exc.reason, error, now, None)
-            return RunResult(wf.id, RunStatus.FAILED, step.name, exc.reason, ctx.outputs)
+        verdict = classify(exc)
+        if verdict.verdict is Verdict.WAIT and verdict.waits:
+            waiting = Waiting(verdict.waits[0], verdict.wait_reason)
+            return await self._wait(wf, step, execution, waiting, ctx)
+        if verdict.verdict is Verdict.FINAL:
+            leaf = verdict.leaf
+            reason = leaf.reason if isinstance(leaf, NonRetryable) else (
+                str(error) if leaf is exc or leaf is None else str(ErrorInfo.from_exception(leaf))
+            )
+            await self.store.fail_step(execution, reason, error, now, None)
+            return _ended(wf, RunStatus.FAILED, step, reason, ctx)
         reason = str(outcome.reason) if outcome.reason is not FailureReason.ERROR else str(error)
         if step.retry.should_retry(execution.attempt):
             delay = step.retry.delay(execution.attempt)
             await self.store.fail_step(execution, reason, error, now, now + delay)
             return Retry(delay)
         await self.store.fail_step(execution, reason, error, now, None)
-        return RunResult(wf.id, RunStatus.FAILED, step.name, reason, ctx.outputs)
+        return _ended(wf, RunStatus.FAILED, step, reason, ctx)
 
-    async def _hand_back(self, execution: Execution) -> None:
-        """Shorten our lease so that another worker may take the step over at once."""
-        with contextlib.suppress(AgentqError):
-            await self.store.renew_lease(execution, HAND_BACK_TTL, self.clock.time())
+    async def _wait(
+        self, wf: Workflow, step: StepDef, execution: Execution, wait: Waiting, ctx: StepContext
+    ) -> RunResult:
+        await self.store.wait_step(
+            execution,
+            wait.reason,
+            self.clock.time(),
+            key=wait.key,
+            details=wait.details,
+            deadline=wait.deadline,
+        )
+        if wait.deadline is not None and self.on_deadline is not None:
+            self.on_deadline(wf.id, wait.deadline)
+        return _ended(wf, RunStatus.WAITING, step, wait.reason, ctx)
 
     async def _closed_result(self, workflow_id: str) -> RunResult:
         row = await self.store.get_workflow(workflow_id)
         if row is None:
             raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
         return await stored_result(self.store, row)
+
+
+def _ended(
+    wf: Workflow, status: RunStatus, step: StepDef, reason: str, ctx: StepContext
+) -> RunResult:
+    """A live `RunResult`, its reason exactly as the store keeps it (`storable_text`)."""
+    return RunResult(wf.id, status, step.name, storable_text(reason), ctx.outputs)
+
+
+async def _release(lease: Lease, handle: JobHandle | None, log: CallLog) -> None:
+    """Interrupt an attempt, wait until its body has stopped and its durable calls have been
+    recorded, then hand its lease back (never while the body still runs)."""
+    if handle is not None:
+        handle.cancel()
+        await handle.stopped()
+    with contextlib.suppress(Exception):
+        await log.settle()
+    await lease.release(None)

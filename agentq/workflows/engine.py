@@ -1,10 +1,16 @@
-"""`WorkflowEngine`: the public verbs over workflows (run, resume, cancel, status, close).
+"""`WorkflowEngine`: the public verbs over workflows (run, resume, retry, cancel, status, close).
 
-The engine keeps one run per workflow: concurrent `run` calls (and the run a `resume`
-continues) share it. Each run is a task executing `Driver.drive` (``driver.py``), which claims,
-attempts and records the steps one after another; a `Registry` (``registry.py``) holds the
-step bodies by workflow id, since step bodies are code, not data: after a restart the program
-registers its workflows again, then calls `agentq.recover`.
+The engine keeps one run per workflow: concurrent `run` calls (and the run a `resume` or a
+`retry` continues, or `run_soon` starts in the background) share it (`Runs`, ``runs.py``).
+Each run is a task executing `Driver.drive` (``driver.py``), which claims, attempts and
+records the steps one after another; a `Registry` (``registry.py``) holds the step bodies by
+workflow id, since step bodies are code, not data: after a restart the program registers its
+workflows again, then calls `agentq.recover`.
+
+A long-lived engine keeps only what it still needs: a registration is dropped once its run
+has ended completed, failed or cancelled (the store keeps the record, and `run`, `resume` and
+`status` of such an id still answer from it); waiting workflows stay registered, since
+`resume` needs their bodies. Runs, attempts and wake-ups are forgotten as they end.
 
 Every transition is an event in the store's append-only log.
 """
@@ -13,19 +19,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
+from types import TracebackType
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.errors import AgentqError, DeadlockError, UnknownStepError, UnknownWorkflowError
+from agentq.errors import (
+    AgentqError,
+    DeadlockError,
+    NotRetryableError,
+    UnknownWorkflowError,
+)
 from agentq.keys import validate_key
 from agentq.queue import Priority, Queue
-from agentq.store import DurableStore
+from agentq.store import DurableStore, WorkflowState
 from agentq.workflows.attempts import IN_STEP
+from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
-from agentq.workflows.model import RunResult, StepStatus, Workflow
-from agentq.workflows.registry import Registry
-from agentq.workflows.results import status_of
+from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
+from agentq.workflows.registry import Registry, step_index
+from agentq.workflows.results import ended_result, refuse_resume, status_of
+from agentq.workflows.runs import Runs
 
 __all__ = ["WorkflowEngine"]
 
@@ -36,8 +49,11 @@ class WorkflowEngine:
     Args:
         queue: The queue whose lane runs the step bodies (shared with other jobs).
         store: Where the event log and the steps projection live.
-        worker_id: This worker's id, the lease holder's name; default ``host:pid:random``.
-            Give each process (or engine) its own.
+        worker_id: This worker's id, the lease holder's name. The default,
+            ``{host}:{pid}:{8 hex digits}`` (see `agentq.workflows.workers`), lets another
+            engine on this host take the lease back at once once this process is gone (after
+            a crash or a kernel restart) instead of waiting for it to expire. Give each
+            process (or engine) its own.
         lease_ttl: Seconds a claimed step stays leased without renewal (> 0). Renewed every
             ``lease_ttl / 3`` seconds while the body runs; a crashed worker's steps can be
             recovered once it has expired.
@@ -55,11 +71,13 @@ class WorkflowEngine:
     The arguments are kept, read-only, as the attributes of the same names (`worker_id`
     filled in, `clock` the one in use, `poll_interval` the one computed).
 
-    The engine belongs to the event loop it is first used on; it is not thread-safe.
+    The engine belongs to the event loop it is first used on; it is not thread-safe. Use it
+    as ``async with WorkflowEngine(queue, store) as engine:`` inside the blocks of the queue
+    and the store: leaving the block closes the engine first (see `close`), so that the
+    leases of interrupted steps are handed back while the store is still open.
 
     Example:
-        >>> async with Queue() as queue:
-        ...     engine = WorkflowEngine(queue, MemoryStore())
+        >>> async with Queue() as queue, WorkflowEngine(queue, MemoryStore()) as engine:
         ...     result = await engine.run(Workflow("w1", [StepDef("hello", lambda ctx: "hi")]))
         ...     result.status
         <RunStatus.COMPLETED: 'completed'>
@@ -86,10 +104,9 @@ class WorkflowEngine:
             poll_interval=poll_interval,
         )
         self._registry = Registry()
-        self._driver.on_deadline = self._time_out_later
-        self._timers: dict[str, asyncio.Task[None]] = {}  # a wait's deadline, by workflow
-        self._runs: dict[str, asyncio.Task[RunResult]] = {}
-        self._delivering: dict[str, asyncio.Task[RunResult]] = {}
+        self._runs = Runs(self._driver.drive, self._drop_if_ended)
+        self._deadlines = Deadlines(lambda: self.clock, self._expire)
+        self._driver.on_deadline = self._deadlines.set
 
     # ----------------------------------------------------------------- settings
 
@@ -143,6 +160,27 @@ class WorkflowEngine:
         """
         self._registry.add(workflow)
 
+    def unregister(self, name: str) -> bool:
+        """Forget the workflow registered under `name` (a workflow id).
+
+        The store keeps its record; only the step bodies are forgotten, so `resume` and
+        `recover` can no longer continue it here until it is registered again. A run in
+        progress goes on (it holds its bodies). Registrations of workflows whose run ended
+        completed, failed or cancelled are dropped without this call.
+
+        Args:
+            name: A workflow id (named definitions will be accepted here too).
+
+        Returns:
+            True if something was registered under `name`, else False.
+
+        Raises:
+            TypeError: `name` is not a str.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"unregister() expects a workflow id (str), got {name!r}")
+        return self._registry.remove(name)
+
     def registered(self, workflow_id: str) -> Workflow | None:
         """Return the registered workflow with this id, or None."""
         return self._registry.get(workflow_id)
@@ -158,64 +196,74 @@ class WorkflowEngine:
         """Run a workflow until it completes, waits, fails or is cancelled.
 
         Steps that completed earlier are never run again; a workflow that already ended
-        returns its stored result and appends nothing. Concurrent calls for one workflow in
-        this engine share one run (each step executes once). Cancelling the caller does not
-        stop the run: use `cancel` for that.
+        returns its stored result and appends nothing (given by id, also once its
+        registration was dropped). Concurrent calls for one workflow in this engine share one
+        run (each step executes once). Cancelling the caller does not stop the run: use
+        `cancel` for that. The registration is dropped when the run ends completed, failed
+        or cancelled.
 
         Args:
-            workflow: A `Workflow` (registered on the way) or the id of a registered one.
+            workflow: A `Workflow` (registered on the way), the id of a registered one, or
+                the id of a stored workflow that has ended.
 
         Returns:
             A `RunResult` with status completed, waiting, failed or cancelled.
 
         Raises:
-            UnknownWorkflowError: An id that is not registered.
+            UnknownWorkflowError: An id that is neither registered nor a stored workflow that
+                has ended.
             WorkflowMismatchError: The id is stored (or registered) with different steps.
             PayloadError: The workflow input is not JSON or too large.
+            QueueClosed: The queue closed before or while a step ran (see `close`).
             StoreError: The store failed; the run can be retried (or recovered) later.
         """
+        if isinstance(workflow, str) and self._registry.get(workflow) is None:
+            ended = await ended_result(self.store, workflow)
+            if ended is not None:
+                return ended
         wf = self._registry.lookup(workflow)
         if IN_STEP.get() == wf.id:
             raise DeadlockError(
                 f"a step of workflow {wf.id!r} awaits a run of its own workflow, which waits "
                 "for that step: this wait could never end"
             )
-        delivering = self._delivering.get(wf.id)
-        if delivering is not None:  # a resume in flight continues the workflow: join it
-            await asyncio.wait({delivering})
-        return await asyncio.shield(self._start(wf))
+        return await self._runs.join(wf)
 
-    def _start(self, wf: Workflow) -> asyncio.Task[RunResult]:
-        """Return this engine's run of `wf`, starting one if none is in progress."""
-        task = self._runs.get(wf.id)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(
-                self._driver.drive(wf), name=f"agentq.run:{wf.id}"
-            )
-            self._runs[wf.id] = task
-            task.add_done_callback(functools.partial(self._forget_run, wf.id))
-        return task
+    def run_soon(self, workflow: Workflow | str) -> None:
+        """Start running a workflow as this engine's background task; return at once.
 
-    def _forget_run(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
-        if self._runs.get(workflow_id) is task:
-            del self._runs[workflow_id]
-        if not task.cancelled():
-            task.exception()  # retrieved by the awaiting callers; avoid "never retrieved"
+        Nothing changes if this engine runs it already (or a `resume` or `retry` of it is
+        about to). The run goes on with nobody awaiting it: ``await engine.run(workflow)``
+        joins it for its `RunResult`, `cancel` stops the workflow, `close` the run. An
+        exception the run raises (a store failure) goes to whoever joins it, and is logged
+        through ``logging.getLogger("agentq")``. `agentq.recover` starts its runs this way.
+
+        Args:
+            workflow: A `Workflow` (registered on the way) or the id of a registered one.
+
+        Raises:
+            UnknownWorkflowError: An id that is not registered.
+            WorkflowMismatchError: The id is registered with different steps.
+        """
+        self._runs.start_soon(self._registry.lookup(workflow))
 
     async def resume(
-        self, workflow_id: str, step: str | int, input: Any = None, *, key: str | None = None
+        self, workflow_id: str, step: str | int, input: Any, *, key: str | None = None
     ) -> RunResult:
         """Deliver `input` to a `Waiting` step and continue the workflow.
 
-        The step runs again with ``ctx.resume_input == input`` (and ``ctx.attempt`` counted
-        from 1); `StepResumed` records the input. A step waiting in
-        `StepContext.wait_for_input` gets the input as that call's return value. Of
-        concurrent resumes of one wait, exactly one wins; the others raise `NotWaitingError`.
+        The step runs again with ``ctx.resumed`` true, ``ctx.resume_input == input`` (None
+        included) and ``ctx.attempt`` counted from 1; `StepResumed` records the input. A step
+        waiting in `StepContext.wait_for_input` gets the input as that call's return value.
+        Of concurrent resumes of one wait, exactly one wins; the others raise
+        `NotWaitingError`. `input` is required: None is an answer too, so it must be given on
+        purpose.
 
         Args:
-            workflow_id: The workflow (must be registered with this engine).
+            workflow_id: The workflow (registered with this engine, or stored and ended:
+                then the refusal says why).
             step: The waiting step's name or 0-based index.
-            input: A JSON value.
+            input: A JSON value (None included).
             key: The key of the `wait_for_input` this answers, checked against the wait the
                 step is on now; None answers whatever it waits for.
 
@@ -230,60 +278,139 @@ class WorkflowEngine:
             WorkflowClosedError: The workflow is cancelled, failed or completed.
             PayloadError: `input` is not JSON or too large; nothing is recorded.
         """
-        wf = self._registry.lookup(workflow_id)
-        try:
-            index = wf.index_of(step)
-        except KeyError:
-            raise UnknownStepError(
-                f"workflow {workflow_id!r} has no step {step!r}; its steps are "
-                f"{list(wf.step_names)}"
-            ) from None
-        loop = asyncio.get_running_loop()
-        deliver = loop.create_task(self._deliver(wf, index, input, key))
-        self._delivering[wf.id] = deliver
-        deliver.add_done_callback(functools.partial(self._delivered, wf.id))
-        # Shielded: once called, the input is delivered and the run continues even if our
-        # caller is cancelled meanwhile (as with `run`, cancelling never strands a workflow).
-        return await asyncio.shield(deliver)
+        wf = self._registry.get(workflow_id) if isinstance(workflow_id, str) else None
+        if wf is None:  # never recorded here: the store refuses an ended workflow's resume
+            if await ended_result(self.store, workflow_id) is None:
+                self._registry.lookup(workflow_id)  # raises UnknownWorkflowError
+            await refuse_resume(self.store, self.clock.time(), workflow_id, step, input, key)
+        index = step_index(wf.id, wf.step_names, step)
 
-    async def _deliver(
-        self, wf: Workflow, index: int, input: Any, key: str | None
+        async def deliver() -> None:
+            now = self.clock.time()
+            row = await self.store.get_workflow(wf.id)
+            if row is not None:  # the run must be able to continue before the wait is used
+                await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
+            await self.store.resume_step(wf.id, index, input, now, key=key)
+
+        # A run that is still returning from the wait would not see the input: it ends
+        # first, then a run of our own continues (claims keep each step to one run).
+        return await self._runs.replace(wf, deliver, before=False)
+
+    async def retry(
+        self, workflow: Workflow | str, *, from_step: str | int | None = None
     ) -> RunResult:
-        now = self.clock.time()
-        row = await self.store.get_workflow(wf.id)
-        if row is not None:  # the run must be able to continue before the wait is consumed
+        """Run a failed or cancelled workflow again, and return its new `RunResult`.
+
+        By default it continues from the step that failed (or was cancelled, or was next
+        when the workflow was cancelled between steps); `from_step` runs the steps again from
+        an earlier one. Steps before it keep their outputs and are not run again; the steps
+        from it on start over as if never run (``ctx.attempt`` from 1, their crash budget
+        whole, their earlier outputs and resume input forgotten by the projection; the log
+        keeps everything and records `WorkflowRetried`). As with `resume`, cancelling the
+        caller does not stop the retried run.
+
+        Args:
+            workflow: The `Workflow` (registered on the way), or the id of one registered
+                with this engine.
+            from_step: The step (name or 0-based index) to run again from; every step
+                before it must have completed. None: the first step that did not complete.
+
+        Returns:
+            The `RunResult` of the new run.
+
+        Raises:
+            UnknownWorkflowError: An id that is not registered with this engine (step
+                bodies are code, and a registration is dropped once its run ended failed or
+                cancelled: pass the `Workflow`), or a workflow that was never stored.
+            UnknownStepError: No such step.
+            NotRetryableError: The workflow is running, waiting or completed (the message
+                names its state), or a step before `from_step` has not completed; nothing
+                is recorded.
+            WorkflowMismatchError: The id is stored with different steps or input.
+
+        Example:
+            >>> result = await engine.run(order)
+            >>> if result.status is RunStatus.FAILED:      # fix the cause, then
+            ...     result = await engine.retry(order)     # or retry(order, from_step="fetch")
+        """
+        if isinstance(workflow, Workflow):
+            wf = self._registry.lookup(workflow)
+        else:
+            known = self._registry.get(validate_key(workflow, "workflow id"))
+            if known is None:
+                stored = await self.store.get_workflow(workflow)
+                if stored is not None and stored.state is WorkflowState.COMPLETED:
+                    raise NotRetryableError(  # whatever the bodies: nothing to retry
+                        f"cannot retry workflow {workflow!r}: it is {stored.state}; only a "
+                        "failed or cancelled workflow runs again"
+                    )
+                where = f"is {stored.state} in the store" if stored else "is not in the store"
+                raise UnknownWorkflowError(
+                    f"workflow {workflow!r} {where}, and its steps are not registered with "
+                    "this engine (step bodies are code, not data): pass the Workflow, "
+                    "engine.retry(workflow)"
+                )
+            wf = known
+        index = None if from_step is None else step_index(wf.id, wf.step_names, from_step)
+
+        async def check() -> None:  # said before waiting for a run in progress to end
+            row = await self.store.get_workflow(wf.id)
+            if row is None:
+                raise UnknownWorkflowError(
+                    f"workflow {wf.id!r} is not in the store: it never ran, so there is "
+                    "nothing to retry; run it"
+                )
+            if row.state not in (WorkflowState.FAILED, WorkflowState.CANCELLED):
+                raise NotRetryableError(
+                    f"cannot retry workflow {wf.id!r}: it is {row.state}; only a failed or "
+                    "cancelled workflow runs again"
+                )
+
+        async def again() -> None:
+            now = self.clock.time()
             await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
-        await self.store.resume_step(wf.id, index, input, now, key=key)
-        previous = self._runs.get(wf.id)
-        if previous is not None:
-            # A run that is still returning from the wait would not see the input: let it
-            # end, then continue with a run of our own (claims keep each step to one run).
-            await asyncio.wait({previous})
-            if self._runs.get(wf.id) is previous:
-                del self._runs[wf.id]
-        return await asyncio.shield(self._start(wf))
+            await self.store.retry_workflow(wf.id, index, now)
 
-    def _delivered(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
-        if self._delivering.get(workflow_id) is task:
-            del self._delivering[workflow_id]
-        if not task.cancelled():
-            task.exception()  # retrieved by the awaiting caller; avoid "never retrieved"
+        # The run that ended it may still be on its way out (a cancelled attempt stopping):
+        # it ends before the workflow is reopened, so it never sees it running again.
+        return await self._runs.replace(wf, again, before=True, check=check)
 
-    async def cancel(self, workflow_id: str, reason: str = "cancelled") -> bool:
+    async def cancel(self, workflow_id: str | Workflow, reason: str = "cancelled") -> bool:
         """Cancel a workflow: no further step starts and a running attempt is interrupted.
 
-        Idempotent: `WorkflowCancelled` is recorded once; cancelling a workflow that already
-        ended records nothing.
+        Works on any workflow this engine knows: stored, or only registered (or given as a
+        `Workflow`) and never run; the latter is stored as cancelled, so that a later `run`
+        returns its cancelled result without running a step. Idempotent: `WorkflowCancelled`
+        is recorded once; cancelling a workflow that already ended records nothing. A
+        cancelled workflow can run again with `retry`.
+
+        Args:
+            workflow_id: The workflow's id (or the `Workflow` itself).
+            reason: Recorded with `WorkflowCancelled`, returned as `RunResult.reason`.
 
         Returns:
             True if this call cancelled it, False if it had already ended.
 
         Raises:
-            UnknownWorkflowError: The workflow is not stored.
+            UnknownWorkflowError: The workflow is neither stored nor registered.
+            WorkflowMismatchError: The `Workflow` given (or registered under this id) is
+                stored with other steps or input; nothing is recorded.
         """
-        cancelled = await self.store.cancel_workflow(workflow_id, reason, self.clock.time())
+        wf = workflow_id if isinstance(workflow_id, Workflow) else None
+        wid = validate_key(wf.id if wf else workflow_id, "workflow id")
+        wf = wf or self._registry.get(wid)
+        now = self.clock.time()
+        if wf is not None:  # stored as it is registered, if it never ran: then cancelled
+            await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
+        elif await self.store.get_workflow(wid) is None:
+            raise UnknownWorkflowError(
+                f"workflow {wid!r} is neither registered with this engine nor in the store"
+            )
+        cancelled = await self.store.cancel_workflow(wid, reason, now)
         if cancelled:
-            self._driver.interrupt(workflow_id)
+            self._driver.interrupt(wid)
+        if not self._runs.busy(wid):  # else dropped when its run in progress returns
+            self._registry.remove(wid)
         return cancelled
 
     async def status(self, workflow_id: str) -> list[StepStatus]:
@@ -299,41 +426,60 @@ class WorkflowEngine:
         return [status_of(row) for row in rows]
 
     async def close(self) -> None:
-        """Cancel this engine's runs in progress and wait for them to stop.
+        """Interrupt this engine's runs in progress; return once their step bodies stopped.
 
-        Their leases are left to expire, so another worker's `recover` can take them over.
+        Each step attempt that runs is interrupted (its job cancelled) and recorded as
+        nothing, as a crash would be; its lease is kept alive until the body has really
+        returned (a thread, or a body that ignores cancellation, is waited for, however long
+        it takes), then handed back, so that another engine can continue the step at once
+        and never runs it beside the old body. Callers awaiting those runs get
+        `asyncio.CancelledError`. The engine can be used again afterwards.
+
+        Raises:
+            DeadlockError: Called from inside a step body of one of these runs, which close
+                would wait for; schedule it instead
+                (``asyncio.get_running_loop().create_task(engine.close())``).
         """
-        for timer in self._timers.values():
-            timer.cancel()
-        tasks = list(self._runs.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        inside = IN_STEP.get()
+        if inside is not None and self._runs.busy(inside):
+            raise DeadlockError(
+                f"close() called from inside a step of workflow {inside!r} would wait for "
+                "that step to stop; schedule it instead "
+                "(asyncio.get_running_loop().create_task(engine.close()))"
+            )
+        self._deadlines.cancel_all()
+        while tasks := self._runs.in_progress():
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
 
-    def _time_out_later(self, workflow_id: str, deadline: float) -> None:
-        """Continue `workflow_id` once a wait's deadline has passed, while this engine lives."""
-        old = self._timers.get(workflow_id)
-        if old is not None:
-            old.cancel()
-        timer = asyncio.get_running_loop().create_task(
-            self._time_out(workflow_id, deadline), name=f"agentq.deadline:{workflow_id}"
-        )
-        self._timers[workflow_id] = timer
-        timer.add_done_callback(functools.partial(self._timer_done, workflow_id))
+    async def __aenter__(self) -> WorkflowEngine:
+        return self
 
-    async def _time_out(self, workflow_id: str, deadline: float) -> None:
-        await self.clock.sleep(max(0.0, deadline - self.clock.time()))
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Leave ``async with``: let the runs in progress end, or, if the block raised,
+        interrupt them; then `close`."""
+        while exc_type is None and (pending := self._runs.in_progress()):
+            await asyncio.wait(pending)
+        await self.close()
+
+    def _drop_if_ended(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
+        """Drop the registration once a run (or continuation) ended it, if nothing else runs."""
+        if task.cancelled() or task.exception() is not None:  # retrieved: never "unretrieved"
+            return
+        if task.result().status in _ENDED and not self._runs.busy(workflow_id):
+            self._registry.remove(workflow_id)  # the store keeps the record
+
+    async def _expire(self, workflow_id: str) -> None:
+        """A wait's deadline passed: run the workflow (the wait times out, or was answered)."""
         if self._registry.get(workflow_id) is not None:
             with contextlib.suppress(AgentqError):
-                await self.run(workflow_id)  # the wait times out there (or was answered)
-
-    def _timer_done(self, workflow_id: str, task: asyncio.Task[None]) -> None:
-        if self._timers.get(workflow_id) is task:
-            del self._timers[workflow_id]
-        if not task.cancelled():
-            task.exception()
+                await self.run(workflow_id)
 
     @property
     def answered_from_log(self) -> int:
@@ -346,4 +492,17 @@ class WorkflowEngine:
 
     def running(self, workflow_id: str) -> bool:
         """Whether this engine is running the workflow right now."""
-        return workflow_id in self._runs
+        return self._runs.running(workflow_id)
+
+    def tables(self) -> dict[str, int]:
+        """How many entries each per-workflow table holds: registrations, runs, deliveries
+        and the driver's (attempts, wake-ups, bodies left running). For tests and leaks."""
+        return {
+            "registered": len(self._registry),
+            **self._runs.sizes(),
+            **self._driver.tables(),
+        }
+
+
+_ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+"""Run statuses after which a workflow's registration is dropped."""

@@ -5,20 +5,26 @@ A workflow is an ordered list of steps under a stable id. A step body receives a
 plain function (run in a worker thread). It signals with exceptions:
 
 - ``raise WaitForInput(reason)``: the step becomes `Waiting` until `WorkflowEngine.resume`
-  delivers input; the step then runs again with ``ctx.resume_input`` set.
-- ``raise NonRetryable(reason)``: the workflow fails at once, without retry.
+  delivers input; the step then runs again with ``ctx.resumed`` true and
+  ``ctx.resume_input`` set.
+- ``raise NonRetryable(reason)`` (or any exception whose ``retryable`` is ``False``): the
+  workflow fails at once, without retry.
 - any other exception: the attempt failed; the step's `RetryPolicy` decides what follows.
+
+An exception group (parallel calls in an `asyncio.TaskGroup`) is judged by its leaves:
+`agentq.retry.classify` is the one rule, shared with the queue's jobs.
 
 `RunResult` and `StepStatus` show as HTML at the end of a notebook cell; their
 ``_repr_html_`` is built from `agentq.markup`, a foundation module, so the model never imports
 the notebook layer (`agentq.widgets`) that shows it.
 
-The queue recognises `NonRetryable` and `WaitForInput` by this module's name
-(``agentq.workflows.model``) without importing it: keep them here.
+`WaitForInput`, `NonRetryable` and `MAX_REASON_CHARS` are defined in `agentq.errors` (the
+queue reads them too) and re-exported here.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -26,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from agentq.errors import AgentqError
+from agentq.errors import MAX_REASON_CHARS, NonRetryable, WaitForInput
 from agentq.keys import validate_key
 from agentq.markup import (
     COLORS,
@@ -54,47 +60,6 @@ __all__ = [
 ]
 
 
-MAX_REASON_CHARS = 4096
-"""Longest reason kept from `WaitForInput` and `NonRetryable`; longer ones are cut with '…'."""
-
-
-def _reason_text(reason: object) -> str:
-    text = reason if isinstance(reason, str) else str(reason)
-    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
-
-
-class WaitForInput(AgentqError):
-    """Raised by a step body to wait for outside input (a human approval, a webhook).
-
-    Args:
-        reason: Shown to whoever must provide the input, e.g. in the approval panel. A
-            non-str value is converted with `str`; at most `MAX_REASON_CHARS` are kept.
-    """
-
-    retryable = False
-
-    def __init__(self, reason: object = "") -> None:
-        text = _reason_text(reason)
-        super().__init__(text)
-        self.reason = text
-
-
-class NonRetryable(AgentqError):
-    """Raised by a step body (or a job) to fail at once, without any retry.
-
-    Args:
-        reason: Recorded as the failure reason, verbatim (a non-str value is converted with
-            `str`; at most `MAX_REASON_CHARS` are kept).
-    """
-
-    retryable = False
-
-    def __init__(self, reason: object = "") -> None:
-        text = _reason_text(reason)
-        super().__init__(text)
-        self.reason = text
-
-
 StepFn = Callable[[StepContext], Any] | Callable[[StepContext], Awaitable[Any]]
 
 
@@ -104,26 +69,42 @@ class StepDef:
 
     Args:
         name: Unique within the workflow; a non-empty str.
-        fn: ``fn(ctx) -> JSON``: an async function, or a plain one that runs in a thread.
+        fn: ``fn(ctx) -> JSON``: an async function, or a plain one that runs in a thread. It
+            must accept being called with one positional argument, the `StepContext`
+            (``*args`` and parameters with defaults are fine); checked here with
+            `inspect.signature` when Python can tell the signature (some builtins it cannot:
+            those are not checked).
         retry: Attempts and backoff; default one attempt.
         timeout: Seconds one attempt may run, or None for no limit. A timeout cancels an
             async body and counts as a failed attempt; a thread cannot be interrupted, so the
             next attempt starts only after the thread has returned.
+        max_recoveries: How many times an attempt lost to a crash is re-admitted (an int
+            >= 0; default 3). An attempt is lost when its process dies (or its lease runs
+            out, or a shutdown interrupts it) before it records an outcome; it is run again
+            under the same attempt number and does not count toward `retry`'s
+            ``max_attempts``. One more lost attempt fails the workflow, with a reason saying
+            its attempts were lost to crashes: a body that kills its own process cannot run
+            forever.
 
     Raises:
-        TypeError: `fn` is not callable, or `retry` is not a `RetryPolicy`.
-        ValueError: `name` is empty or `timeout` is not a positive number.
+        TypeError: `fn` is not callable, cannot be called as ``fn(ctx)`` (the message names
+            the step and the signature), `retry` is not a `RetryPolicy`, or `max_recoveries`
+            is not an int.
+        ValueError: `name` is empty, `timeout` is not a positive number, or
+            `max_recoveries` is negative.
     """
 
     name: str
     fn: StepFn
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout: float | None = None
+    max_recoveries: int = 3
 
     def __post_init__(self) -> None:
         validate_key(self.name, "step name")
         if not callable(self.fn):
             raise TypeError(f"step {self.name!r}: fn must be callable, got {self.fn!r}")
+        _check_takes_ctx(self.name, self.fn)
         if not isinstance(self.retry, RetryPolicy):
             raise TypeError(f"step {self.name!r}: retry must be a RetryPolicy, got {self.retry!r}")
         if self.timeout is not None and (
@@ -136,6 +117,15 @@ class StepDef:
                 f"step {self.name!r}: timeout must be a positive number of seconds or None, "
                 f"got {self.timeout!r}"
             )
+        if isinstance(self.max_recoveries, bool) or not isinstance(self.max_recoveries, int):
+            raise TypeError(
+                f"step {self.name!r}: max_recoveries must be an int >= 0, got "
+                f"{self.max_recoveries!r}"
+            )
+        if self.max_recoveries < 0:
+            raise ValueError(
+                f"step {self.name!r}: max_recoveries must be >= 0, got {self.max_recoveries!r}"
+            )
 
     @property
     def is_async(self) -> bool:
@@ -144,6 +134,25 @@ class StepDef:
         return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
         )
+
+
+def _check_takes_ctx(name: str, fn: Callable[..., Any]) -> None:
+    """Raise `TypeError` if `fn` cannot be called with one positional argument."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read (some builtins): not checked
+        return
+    try:
+        signature.bind(None)
+    except TypeError as why:
+        inner = fn.func if isinstance(fn, functools.partial) else fn
+        shown = getattr(inner, "__qualname__", None) or type(inner).__qualname__
+        if inner is not fn:
+            shown = f"functools.partial({shown})"
+        raise TypeError(
+            f"step {name!r}: fn {shown}{signature} cannot be called as fn(ctx) ({why}); a "
+            "step function takes exactly one positional argument, the StepContext"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +312,9 @@ class RunResult:
         status: completed, waiting, failed or cancelled.
         step: Name of the step that is waiting or failed (None when completed or cancelled
             between steps).
-        reason: Why it waits, failed or was cancelled (None when completed).
+        reason: Why it waits, failed or was cancelled (None when completed): the same text
+            the store keeps, live or read back, so at most `agentq.codec.MAX_TEXT_CHARS`
+            characters (longer text is cut and says how much was left out).
         outputs: Outputs of the completed steps, in order.
     """
 

@@ -1,25 +1,36 @@
-"""`recover`: finish the work a crashed worker left behind.
+"""`recover`: finish the work a crashed worker left behind, without waiting for it.
 
 After a crash (or SIGKILL) a step stays leased by a worker that no longer exists, and
 workflows stay ``running`` with nobody driving them. `recover`:
 
-1. re-admits every step whose lease has expired (``now > expires_at``), recording
-   `WorkerRecovered`; a live lease is never touched, not even at the same clock tick;
-2. resumes, concurrently, every running workflow that this engine has registered and that
-   no live lease holds (another worker is driving those);
+1. re-admits every step whose lease has expired (``now > expires_at``), and every step leased
+   by a worker whose process is known to be gone (a default worker id of this host whose pid
+   no longer exists: see `agentq.workflows.workers`), recording `WorkerRecovered`; any other
+   live lease is never touched, not even at the same clock tick;
+2. starts, as this engine's background runs, every running workflow that this engine has
+   registered and that no live lease holds (another worker is driving those), and counts
+   the ones this engine runs already; it waits for none of them (`RecoveryReport.wait`
+   does);
 3. reports the workflows it could not resume because their step bodies are not registered
    here: step bodies are code, not data, so a restarted program registers its workflows
    again before calling `recover`.
+
+`recover` never blocks on work: not on a step body (which may wait for something the caller
+does only after `recover` returns), not on a run this engine is already driving, not on a
+stored retry time (the run waits for it in the background), not on another worker's lease.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from agentq.store import Execution, StepState, WorkflowState
 from agentq.workflows.engine import WorkflowEngine
 from agentq.workflows.model import RunResult
+from agentq.workflows.workers import take_back
 
 __all__ = ["RecoveryReport", "recover"]
 
@@ -29,38 +40,80 @@ class RecoveryReport:
     """What `recover` did.
 
     Attributes:
-        recovered: The expired leases that were re-admitted (one `WorkerRecovered` each).
-        resumed: Result of each workflow this engine resumed, by workflow id.
+        recovered: The leases that were taken back (one `WorkerRecovered` each): expired
+            ones, and live ones whose worker's process is gone.
+        resumed: Ids of the running workflows now running in this engine, in start order:
+            `recover` started them as background runs (or found this engine running them
+            already). They go on after `recover` returns; `wait` (or ``engine.run``) joins
+            them.
         unregistered: Running workflows left alone because their steps are not registered
             with this engine.
-        held_elsewhere: Running workflows left alone because another worker holds a live
-            lease on one of their steps.
-        errors: Exceptions raised while resuming a workflow, by workflow id (the other
-            workflows were still resumed).
+        held_elsewhere: Running workflows left alone because another worker, which may be
+            alive, holds a live lease on one of their steps.
+        errors: Exceptions raised while starting a workflow's run, by workflow id (the other
+            workflows were still started). A run's own failure comes from `wait`.
+        joins: How `wait` joins each resumed run (``engine.run`` of its workflow), by
+            workflow id; not part of the repr or of equality.
     """
 
     recovered: tuple[Execution, ...] = ()
-    resumed: dict[str, RunResult] = field(default_factory=dict)
+    resumed: tuple[str, ...] = ()
     unregistered: tuple[str, ...] = ()
     held_elsewhere: tuple[str, ...] = ()
     errors: dict[str, Exception] = field(default_factory=dict)
+    joins: Mapping[str, Callable[[], Awaitable[RunResult]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    async def wait(self) -> dict[str, RunResult]:
+        """Wait until every run in `resumed` has ended; return their results.
+
+        Cancelling the caller stops the waiting, not the runs. A run that waits for input
+        ends with status waiting: ``resume`` continues it.
+
+        Returns:
+            The `RunResult` of each workflow in `resumed`, by id, in that order.
+
+        Raises:
+            Exception: The first exception a run raised (in the order of `resumed`; e.g.
+                `StoreError`), once every run has ended.
+        """
+        ids = list(self.joins)
+        outcomes = await asyncio.gather(
+            *(join() for join in self.joins.values()), return_exceptions=True
+        )
+        results: dict[str, RunResult] = {}
+        for workflow_id, outcome in zip(ids, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            results[workflow_id] = outcome
+        return results
 
 
 async def recover(engine: WorkflowEngine) -> RecoveryReport:
-    """Re-admit expired leases and resume the interrupted workflows this engine knows.
+    """Re-admit lost leases and resume the interrupted workflows this engine knows.
 
-    Safe to call at any time and from several processes at once: re-admission is a
-    compare-and-swap, and each step is claimed by exactly one worker.
+    Returns at once: the resumed workflows run as the engine's background tasks (see the
+    module docstring), so `recover` may be called from anywhere, a running step included,
+    and at any time, from several processes at once: re-admission is a compare-and-swap, and
+    each step is claimed by exactly one worker.
 
     Args:
         engine: The engine whose store is inspected and whose registered workflows resume.
 
     Returns:
-        A `RecoveryReport`.
+        A `RecoveryReport`; ``await report.wait()`` for the resumed runs' results.
 
     Raises:
+        TypeError: `engine` is not a `WorkflowEngine` (the message names the value).
         StoreError: The store failed.
+
+    Example:
+        >>> report = await recover(engine)
+        >>> results = await report.wait()      # when the program wants the outcomes
     """
+    if not isinstance(engine, WorkflowEngine):
+        raise TypeError(f"recover() expects a WorkflowEngine, got {engine!r:.80}")
     store = engine.store
     now = engine.clock.time()
     recovered: list[Execution] = []
@@ -76,32 +129,33 @@ async def recover(engine: WorkflowEngine) -> RecoveryReport:
             and row.lease_expires_at is not None
             and now <= row.lease_expires_at
         ):
-            live.add(row.workflow_id)
+            released = await take_back(store, row, now)  # its worker's process is gone
+            if released is not None:
+                recovered.append(released)
+            else:
+                live.add(row.workflow_id)
 
-    to_resume: list[str] = []
+    resumed: list[str] = []
     unregistered: list[str] = []
     held: list[str] = []
-    for wf in await store.workflows(WorkflowState.RUNNING):
-        wid = wf.workflow_id
-        if engine.registered(wid) is None:
-            unregistered.append(wid)
-        elif wid in live and not engine.running(wid):
-            held.append(wid)
-        else:
-            to_resume.append(wid)
-
-    results = await asyncio.gather(
-        *(engine.run(wid) for wid in to_resume), return_exceptions=True
-    )
-    resumed: dict[str, RunResult] = {}
     errors: dict[str, Exception] = {}
-    for wid, result in zip(to_resume, results, strict=True):
-        if isinstance(result, RunResult):
-            resumed[wid] = result
-        elif isinstance(result, Exception):
-            errors[wid] = result
-        else:
-            raise result
+    joins: dict[str, Callable[[], Awaitable[RunResult]]] = {}
+    for workflow_row in await store.workflows(WorkflowState.RUNNING):
+        wid = workflow_row.workflow_id
+        wf = engine.registered(wid)
+        if wf is None:
+            unregistered.append(wid)
+            continue
+        if wid in live and not engine.running(wid):
+            held.append(wid)
+            continue
+        try:
+            engine.run_soon(wf)
+        except Exception as exc:  # e.g. registered with other steps than stored
+            errors[wid] = exc
+            continue
+        resumed.append(wid)
+        joins[wid] = functools.partial(engine.run, wf)
     return RecoveryReport(
-        tuple(recovered), resumed, tuple(unregistered), tuple(held), errors
+        tuple(recovered), tuple(resumed), tuple(unregistered), tuple(held), errors, joins
     )

@@ -3,18 +3,26 @@
 Step bodies are code, not data: `resume` and `recover` can continue a workflow only if its
 `Workflow` (with its step functions) is registered with the engine. Registering an id again
 replaces the bodies (a notebook cell run twice) but never the step names or the input: a
-workflow id names one run.
+workflow id names one run. The engine removes a registration once its run has ended
+(completed, failed or cancelled), so that a long-lived engine does not keep every workflow
+it ever ran.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentq.codec import decode, encode
-from agentq.errors import PayloadError, UnknownWorkflowError, WorkflowMismatchError
+from agentq.errors import (
+    PayloadError,
+    UnknownStepError,
+    UnknownWorkflowError,
+    WorkflowMismatchError,
+)
 from agentq.workflows.model import Workflow
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "step_index"]
 
 
 def _same_json(a: Any, b: Any) -> bool:
@@ -54,6 +62,13 @@ class Registry:
             )
         self._workflows[workflow.id] = workflow
 
+    def remove(self, workflow_id: str) -> bool:
+        """Forget the workflow registered under `workflow_id`; whether there was one."""
+        return self._workflows.pop(workflow_id, None) is not None
+
+    def __len__(self) -> int:
+        return len(self._workflows)
+
     def get(self, workflow_id: str) -> Workflow | None:
         """Return the registered workflow with this id, or None."""
         return self._workflows.get(workflow_id)
@@ -80,3 +95,19 @@ class Registry:
                 "or call register_workflow() first"
             )
         return found
+
+
+def step_index(workflow_id: str, names: Sequence[str], step: str | int) -> int:
+    """The 0-based index of `step` (a name or an index) among a workflow's step `names`.
+
+    Raises:
+        UnknownStepError: No such step; the message lists the steps.
+    """
+    if isinstance(step, int) and not isinstance(step, bool):
+        if 0 <= step < len(names):
+            return step
+    elif isinstance(step, str) and step in names:
+        return names.index(step)
+    raise UnknownStepError(
+        f"workflow {workflow_id!r} has no step {step!r}; its steps are {list(names)}"
+    )

@@ -1,15 +1,20 @@
 """What the store's rows say about a run: a step row's `StepStatus`, a workflow row's `RunResult`.
 
 Used by `WorkflowEngine.status` and by the driver when the workflow it runs has already ended
-(a run of a finished workflow returns its stored result and appends nothing).
+(a run of a finished workflow returns its stored result and appends nothing), and by `run` and
+`resume` of an ended workflow whose registration was dropped: they answer from the store.
 """
 
 from __future__ import annotations
 
+from typing import Any, NoReturn
+
+from agentq.errors import UnknownWorkflowError
 from agentq.store import DurableStore, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.workflows.model import RunResult, RunStatus, StepStatus
+from agentq.workflows.registry import step_index
 
-__all__ = ["status_of", "stored_result"]
+__all__ = ["ended_result", "refuse_resume", "status_of", "stored_result"]
 
 RUN_STATUS = {
     WorkflowState.COMPLETED: RunStatus.COMPLETED,
@@ -53,4 +58,40 @@ async def stored_result(store: DurableStore, row: WorkflowRow) -> RunResult:
         focus.step_name if focus else None,
         row.reason if row.reason is not None else (focus.reason if focus else None),
         outputs,
+    )
+
+
+async def ended_result(store: DurableStore, workflow_id: str) -> RunResult | None:
+    """The stored `RunResult` of a workflow that has ended (completed, failed, cancelled),
+    or None if it is not stored or has not ended."""
+    row = await store.get_workflow(workflow_id)
+    if row is None or not row.state.closed:
+        return None
+    return await stored_result(store, row)
+
+
+async def refuse_resume(
+    store: DurableStore,
+    now: float,
+    workflow_id: str,
+    step: str | int,
+    input: Any,
+    key: str | None = None,
+) -> NoReturn:
+    """Refuse a `resume` of a stored workflow that has ended, as the store words it.
+
+    An ended workflow has no waiting step, so ``resume_step`` refuses and records nothing.
+
+    Raises:
+        UnknownStepError: No such step.
+        NotWaitingError / WorkflowClosedError / PayloadError: What the store says.
+        UnknownWorkflowError: The workflow was reopened meanwhile by another engine, and the
+            input recorded: not this engine's to run, since it is not registered here.
+    """
+    names = [row.step_name for row in await store.step_rows(workflow_id)]
+    index = step_index(workflow_id, names, step)
+    await store.resume_step(workflow_id, index, input, now, key=key)
+    raise UnknownWorkflowError(
+        f"workflow {workflow_id!r} is not registered with this engine; the input was "
+        "recorded and an engine that registers it continues it"
     )

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .crash import KillPoint
 from .dataset import DEFAULT_CATEGORY, categories
+from .plan import STEP_PERMITS
 from .report import format_summary
 from .run import Options, replay
 
@@ -35,6 +36,13 @@ def _count(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
 
 
@@ -89,6 +97,14 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         help="where around that call: before it, during it (applied, not committed) or after"
         " its commit (default: %(default)s)",
     )
+    parser.add_argument(
+        "--concurrency",
+        type=_positive,
+        default=STEP_PERMITS,
+        metavar="N",
+        help="workflows driven at once (default: %(default)s); with 1, tasks run one after"
+        " another and a crash leaves exactly one call in doubt",
+    )
     parser.add_argument("--seed", type=int, default=0, help="fault injector's seed")
     parser.add_argument(
         "--fresh", action="store_true", help="delete the databases and exports first"
@@ -117,6 +133,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         fresh=args.fresh,
         quiet=args.quiet,
         approve=not args.reject_all,
+        concurrency=args.concurrency,
     )
 
 

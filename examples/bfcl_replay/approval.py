@@ -1,10 +1,12 @@
 """Approvals: what a resume input means to a step, and the headless demo's approval policy.
 
-A turn whose calls need approval waits (`WaitForInput`) until someone resumes its step. The
-resume input has the shape agentq's `ApprovalPanel` sends: ``{"approved": bool, "note":
-str}`` (a bare bool is accepted too). A person clicks Approve or Reject in the notebook; the
-headless demo has no person, so an `ApprovalPolicy` answers every wait through the same public
-call, ``engine.resume(workflow_id, step, input)``, and counts what it decided.
+Each call that needs approval is asked for with a durable wait of its own,
+``ctx.wait_for_input(<call key>/approval, reason, details={"tool": ..., "args": ...})``
+(`plan.approval_key`, `plan.approval_details`), before any call of its turn runs. The resume
+input has the shape agentq's `ApprovalPanel` sends: ``{"approved": bool, "note": str}`` (a
+bare bool is accepted too). A person clicks Approve or Reject in the notebook; the headless
+demo has no person, so an `ApprovalPolicy` answers every wait through the same public call,
+``engine.resume(workflow_id, step, input, key=<the wait's key>)``, and counts what it decided.
 """
 
 from __future__ import annotations
@@ -43,14 +45,15 @@ def read_decision(value: object) -> Decision:
 
 @dataclass
 class ApprovalPolicy:
-    """The headless approver: answers every waiting turn the same way, and counts.
+    """The headless approver: answers every waiting call the same way, and counts.
 
     Args:
         approve: True approves every wait (``approve-all``, the demo's policy); False rejects
             every one (``reject-all``: those workflows fail, naming the rejection).
 
     Attributes:
-        approved: Waits approved by this policy (in this process).
+        approved: Waits (one per call needing approval) approved by this policy, in this
+            process.
         rejected: Waits rejected by this policy (in this process).
     """
 
@@ -68,12 +71,29 @@ class ApprovalPolicy:
         verb, button = ("approves", "Approve") if self.approve else ("rejects", "Reject")
         flag = str(self.approve).lower()
         return (
-            f"{self.name}: {verb} every waiting turn with engine.resume(id, step, "
-            f'{{"approved": {flag}, "note": ...}}), as a click on {button} does'
+            f"{self.name}: {verb} every waiting call with engine.resume(id, step, "
+            f'{{"approved": {flag}, "note": ...}}, key=<its wait key>), as a click on {button} '
+            "does"
         )
 
-    def decide(self, workflow_id: str, step: str, reason: str) -> JsonObject:
-        """Answer one wait; return the resume input to send."""
+    def decide(
+        self,
+        workflow_id: str,
+        step: str,
+        reason: str,
+        *,
+        key: str | None = None,
+        details: JsonObject | None = None,
+    ) -> JsonObject:
+        """Answer one wait; return the resume input to send.
+
+        Args:
+            workflow_id: The waiting workflow.
+            step: The waiting step's name.
+            reason: The wait's question.
+            key: The wait's key (None for a step-level wait).
+            details: The wait's details (``{"tool": ..., "args": ...}``), if any.
+        """
         if self.approve:
             self.approved += 1
         else:

@@ -6,12 +6,15 @@ so a restarted process (or a rerun of the same command) finds its earlier work.
 ============================  ================================================================
 workflow id                   ``bfcl/<task id>``, e.g. ``bfcl/multi_turn_base_12``
 step name                     ``turn-<n>``: one step per user turn (0-based)
-idempotency key of a call     ``bfcl/<task id>/<turn>/<index>``: the queue's job key and the
-                              key the service host deduplicates on
+key of a call                 ``bfcl/<task id>/<turn>/<index>``: the durable call's key in
+                              agentq's log (``ctx.call``) and the idempotency key the service
+                              host deduplicates on
+key of an approval            ``bfcl/<task id>/<turn>/<index>/approval``: the key of the
+                              ``ctx.wait_for_input`` asking a person to approve that call
 ============================  ================================================================
 
 Lanes (`LANES`): the engine's step attempts run in the MEDIUM lane; inside a step each tool
-call is a job of its own, in the lane of its kind:
+call is a durable call whose job runs in the lane of its kind:
 
 - reads (`Kind.READ`) in a wide LOW lane: 8 permits. They never change what another call
   observes, so running many at once is harmless.
@@ -32,7 +35,9 @@ from collections.abc import Mapping, Sequence
 from agentq import Backoff, LaneConfig, Priority, RetryPolicy
 
 from .dataset import Call
+from .jsontypes import JsonObject
 from .services import KINDS, Kind, kind_of
+from .snapshot import to_json_result
 
 WORKFLOW_PREFIX = "bfcl/"
 """Prefix of every workflow id of the replay."""
@@ -57,8 +62,8 @@ failures in a row at a 20 % error rate happen about once in 400,000 calls."""
 
 STEP_RETRY = RetryPolicy(max_attempts=3, backoff=Backoff.fixed(0.05))
 """Each step's policy, for what the call jobs could not absorb (a call whose retries ran out):
-the retried step pushes the same keys again, and the calls that completed are answered from
-the queue's cache, not applied again."""
+the retried step makes the same durable calls again; those that completed are answered from
+agentq's log (never sent to the service host again), and only the failed one runs again."""
 
 WHY_APPROVAL: Mapping[str, str] = {
     "place_order": "moves money",
@@ -106,6 +111,49 @@ def call_key(task_id: str, turn: int, index: int) -> str:
     return f"{WORKFLOW_PREFIX}{task_id}/{turn}/{index}"
 
 
+def approval_key(task_id: str, turn: int, index: int) -> str:
+    """Return the key of the wait approving a call: ``bfcl/<task id>/<turn>/<index>/approval``.
+
+    A key is either a call's or a wait's in agentq's log, so the approval's key is the call's
+    key with a suffix.
+    """
+    return f"{call_key(task_id, turn, index)}/approval"
+
+
+def call_label(call: Call) -> JsonObject:
+    """Return the label stored with a call's events in agentq's log.
+
+    ``{"kind": "tool", "tool": <function>, "service": <read|write|approval>, "class":
+    <service class>}``: what the calls projection and frames show beside the key.
+
+    Raises:
+        UnknownFunctionError: No service offers the function.
+    """
+    kind = kind_of(call.function)
+    label: JsonObject = {"kind": "tool", "tool": call.function, "service": kind.value}
+    owner = _OWNERS.get(call.function)
+    if owner is not None:
+        label["class"] = owner
+    return label
+
+
+def approval_details(call: Call) -> JsonObject:
+    """Return the details shown with a call's approval wait.
+
+    ``{"tool": <function>, "args": {<keyword arguments>}, "why": <what it does>}``, plus
+    ``"positional": [...]`` when the call has positional arguments. Values are converted to
+    JSON as results are (`snapshot.to_json_result`: tuples become lists).
+    """
+    details: JsonObject = {
+        "tool": call.function,
+        "args": to_json_result(dict(call.kwargs)),
+        "why": WHY_APPROVAL.get(call.function, "needs approval"),
+    }
+    if call.args:
+        details["positional"] = to_json_result(list(call.args))
+    return details
+
+
 def lane_of(kind: Kind) -> Priority:
     """Return the lane of a call of this kind: LOW for reads, HIGH for the others."""
     return Priority.LOW if kind is Kind.READ else Priority.HIGH
@@ -137,7 +185,8 @@ def describe_call(call: Call, limit: int = 120) -> str:
 
 
 def approval_reason(task_id: str, turn: int, calls: Sequence[Call], request: str = "") -> str:
-    """Return the wait reason of a turn whose calls need approval.
+    """Return the wait reason asking to approve calls of a turn (the replay asks one call at a
+    time: `calls` holds one).
 
     Example:
         ``multi_turn_base_12 turn 2 needs approval: TradingBot.place_order(order_type='Buy',

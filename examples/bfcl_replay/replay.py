@@ -1,26 +1,45 @@
-"""The replay proper: each BFCL task is an agentq `Workflow`, each user turn a step.
+"""The replay proper: each BFCL task is an agentq `Workflow`, each user turn a step, each
+ground-truth tool call a durable call.
 
 A turn's step (`run_turn`), in order:
 
 1. parses the turn's calls (`ast` only) and checks each against the task's services
    (function offered, arguments fit the signature); a call that can never run fails the
    workflow at once (`NonRetryable`) before any call of the turn is applied;
-2. if a call needs approval (it moves money or sends something), waits for it
-   (`WaitForInput`, with a reason listing those calls) unless the step was resumed with an
-   approval (``ctx.resume_input``); a rejection fails the workflow;
-3. pushes each call, one after another, through the shared `Queue` as its own job:
-   idempotency key ``bfcl/<task>/<turn>/<index>``, lane by kind (see `plan`), retry policy
-   `plan.CALL_RETRY`. The job applies the call through the `ServiceHost`, which honours the
-   same key durably, so a call is applied once even when its step runs again after a crash;
-4. returns ``{"results": [...]}``, the calls' JSON results (the step's durable output).
+2. asks for the approval of each call that needs one (it moves money or sends something),
+   one durable wait per call, before any call of the turn runs:
+   ``ctx.wait_for_input(<call key>/approval, reason, details={"tool": ..., "args": ...})``.
+   The first time, the step parks (``Waiting``); ``engine.resume(..., key=)`` records the
+   answer and the step runs again, where the same wait returns it. A rejection fails the
+   workflow with nothing of the turn applied;
+3. makes each call, one after another, a durable call:
+   ``await ctx.call(Job(key, fn, lane, retry=plan.CALL_RETRY), label={"kind": "tool",
+   "tool": ..., "service": ...})`` with the key ``bfcl/<task>/<turn>/<index>``, its job in
+   the lane of its kind (see `plan`). The job applies the call through the `ServiceHost`
+   (the external services), which honours the same key on its side;
+4. returns ``{"results": [...]}`` (plus ``"approval"``: the approvers' note), the calls'
+   JSON results: the step's durable output.
 
-Each call is a nested `push_and_wait` from inside the step's job: agentq admits a nested
-call into another lane through that lane, so the LOW and HIGH permits bound the calls while
-the step keeps its MEDIUM permit (only a nested call into the caller's own lane runs inline,
-on the caller's permit). A call job never waits for a step, so no wait goes round in a circle.
+Exactly once, in two places. agentq's log records each call (``CallStarted`` before its job
+runs, ``CallCompleted`` with its result), so when a step runs again (after a crash, a
+retry or a resume) every call it completed is answered from the log and never sent to the
+service host again. A call that started and never finished (the process died while it ran)
+is in doubt: it runs again (``CallStarted`` with ``rerun: true``) and reaches the service
+host again, which refuses a key it already applied and returns the stored result. So the
+host refuses only calls in doubt.
+
+Why approvals come first, one wait per call: a person approves a tool call and its arguments
+(the wait's details), and a rejection leaves the whole turn unapplied, as the turn-level
+approval did before durable calls; and no call of the turn has run before a resume, so the
+re-run after each resume answers only the earlier approvals from the log.
+
+The calls' jobs run through the engine's queue from inside the step's job: agentq admits a
+nested call into another lane through that lane, so the LOW and HIGH permits bound the calls
+while the step keeps its MEDIUM permit. A call job never waits for a step, so no wait goes
+round in a circle.
 
 Example:
-    >>> env = ReplayEnv(queue, host)
+    >>> env = ReplayEnv(host)
     >>> workflows = build_workflows(tasks, env)
     >>> result = await drive(engine, workflows[0], ApprovalPolicy())
 """
@@ -37,16 +56,15 @@ from agentq import (
     JobFailed,
     NonRetryable,
     NotWaitingError,
-    Queue,
     RunResult,
     RunStatus,
     StepContext,
     StepDef,
-    WaitForInput,
+    StepStatus,
     Workflow,
     WorkflowEngine,
 )
-from agentq import KeyConflictError as QueueKeyConflict
+from agentq import KeyConflictError as AgentqKeyConflict
 
 from .approval import ApprovalPolicy, read_decision
 from .crash import CrashPlan
@@ -62,8 +80,11 @@ from .jsontypes import JsonObject, JsonValue
 from .plan import (
     CALL_RETRY,
     STEP_RETRY,
+    approval_details,
+    approval_key,
     approval_reason,
     call_key,
+    call_label,
     describe_call,
     lane_of,
     needs_approval,
@@ -83,17 +104,23 @@ class CallRetriesExhausted(Exception):
 
 @dataclass
 class ReplayEnv:
-    """What the step bodies share: the queue, the service host, and an optional crash plan.
+    """What the step bodies share: the service host, and an optional crash plan.
+
+    The calls run through the queue of the engine that runs the steps (``ctx.call``).
 
     Args:
-        queue: The queue every call job goes through (the engine's queue).
-        host: The durable, idempotent services.
+        host: The durable, idempotent services (the outside world).
         crash: Kills the process around a state-changing call (``--crash-after``), or None.
+
+    Attributes:
+        approvals_read: Approval waits that returned an answer in this process. A wait
+            returns only once answered, from agentq's log, so ``engine.answered_from_log -
+            approvals_read`` is the number of calls answered from the log.
     """
 
-    queue: Queue
     host: ServiceHost
     crash: CrashPlan | None = None
+    approvals_read: int = 0
     _checkers: dict[str, Services] = field(default_factory=dict, init=False, repr=False)
 
     def checker(self, task: Task) -> Services:
@@ -104,7 +131,11 @@ class ReplayEnv:
         return services
 
     def call_job(self, task: Task, turn: int, index: int, call: Call) -> Job:
-        """Return the job of one call: its key, its lane, its retry policy."""
+        """Return the job of one call: its key, its lane, its retry policy.
+
+        Its fingerprint is the call's text: the same key for another call text is refused
+        (``KeyConflictError``) by agentq's log and by the service host.
+        """
         kind = kind_of(call.function)
         key = call_key(task.id, turn, index)
         return Job(
@@ -132,12 +163,14 @@ async def run_turn(env: ReplayEnv, task: Task, turn: int, ctx: StepContext) -> J
     """The body of a turn's step (see the module docstring).
 
     Returns:
-        ``{"results": [...]}``, plus ``"approval"`` (the note) when the turn was approved.
+        ``{"results": [...]}``, plus ``"approval"`` (the approvers' note, distinct notes
+        joined by ``"; "``) when the turn held calls needing approval.
 
     Raises:
         NonRetryable: A call is malformed, unknown, has arguments that do not fit, raises in
             its service, or was not approved.
-        WaitForInput: A call needs approval and none was given yet.
+        WaitForInput: (from ``ctx.wait_for_input``) a call needs approval and none was
+            given yet: the step parks.
         CallRetriesExhausted: A call kept failing transiently.
     """
     try:
@@ -151,35 +184,60 @@ async def run_turn(env: ReplayEnv, task: Task, turn: int, ctx: StepContext) -> J
         except CallError as error:
             raise NonRetryable(f"turn {turn} call {index}: {error}") from error
     output: JsonObject = {}
-    held = [call for call in calls if needs_approval(call)]
-    if held:
-        if ctx.resume_input is None:
-            raise WaitForInput(approval_reason(task.id, turn, held, task.turns[turn]))
-        decision = read_decision(ctx.resume_input)
-        if not decision.approved:
-            listed = "; ".join(describe_call(call, 80) for call in held)
-            raise NonRetryable(
-                f"turn {turn} not approved ({decision.note or 'rejected'}): {listed}"
-            )
-        output["approval"] = decision.note
+    note = await _approvals(env, task, turn, calls, ctx)
+    if note is not None:
+        output["approval"] = note
     results: list[JsonValue] = []
     for index, call in enumerate(calls):
-        try:
-            results.append(await env.queue.push_and_wait(env.call_job(task, turn, index, call)))
-        except JobFailed as failed:
-            cause = failed.__cause__
-            where = f"turn {turn} call {index}"
-            if isinstance(cause, TransientToolError):
-                raise CallRetriesExhausted(
-                    f"{where}: {CALL_RETRY.max_attempts} attempts failed: {cause}"
-                ) from failed
-            if isinstance(cause, CallError | ToolCallError | KeyConflictError):
-                raise NonRetryable(f"{where}: {cause}") from failed
-            raise
-        except QueueKeyConflict as error:
-            raise NonRetryable(f"turn {turn} call {index}: {error}") from error
+        results.append(await _durable_call(env, task, turn, index, call, ctx))
     output["results"] = results
     return output
+
+
+async def _approvals(
+    env: ReplayEnv, task: Task, turn: int, calls: Sequence[Call], ctx: StepContext
+) -> str | None:
+    """Ask for each call needing approval, in order; return the notes (None: none needed)."""
+    notes: list[str] = []
+    for index, call in enumerate(calls):
+        if not needs_approval(call):
+            continue
+        answer = await ctx.wait_for_input(
+            approval_key(task.id, turn, index),
+            approval_reason(task.id, turn, [call], task.turns[turn]),
+            details=approval_details(call),
+        )
+        env.approvals_read += 1
+        decision = read_decision(answer)
+        if not decision.approved:
+            raise NonRetryable(
+                f"turn {turn} call {index} not approved ({decision.note or 'rejected'}): "
+                f"{describe_call(call, 80)}"
+            )
+        notes.append(decision.note)
+    return "; ".join(dict.fromkeys(notes)) if notes else None
+
+
+async def _durable_call(
+    env: ReplayEnv, task: Task, turn: int, index: int, call: Call, ctx: StepContext
+) -> JsonValue:
+    where = f"turn {turn} call {index}"
+    try:
+        result: JsonValue = await ctx.call(
+            env.call_job(task, turn, index, call), label=call_label(call)
+        )
+    except JobFailed as failed:
+        cause = failed.__cause__
+        if isinstance(cause, TransientToolError):
+            raise CallRetriesExhausted(
+                f"{where}: {CALL_RETRY.max_attempts} attempts failed: {cause}"
+            ) from failed
+        if isinstance(cause, CallError | ToolCallError | KeyConflictError):
+            raise NonRetryable(f"{where}: {cause}") from failed
+        raise
+    except AgentqKeyConflict as error:
+        raise NonRetryable(f"{where}: {error}") from error
+    return result
 
 
 def build_workflow(task: Task, env: ReplayEnv) -> Workflow:
@@ -229,12 +287,38 @@ async def drive(
     """
     result = await engine.run(workflow)
     while result.status is RunStatus.WAITING and policy is not None and result.step:
-        answer = policy.decide(result.workflow_id, result.step, result.reason or "")
+        key, details = await waiting_on(engine, workflow, result.step)
+        answer = policy.decide(
+            result.workflow_id, result.step, result.reason or "", key=key, details=details
+        )
         try:
-            result = await engine.resume(result.workflow_id, result.step, answer)
+            result = await engine.resume(result.workflow_id, result.step, answer, key=key)
         except NotWaitingError:  # resumed elsewhere meanwhile: follow the run
             result = await engine.run(workflow)
     return result
+
+
+async def waiting_on(
+    engine: WorkflowEngine, workflow: Workflow, step: str
+) -> tuple[str | None, JsonObject | None]:
+    """Return the key and details of the wait a step is on (one read of its workflow's steps).
+
+    Args:
+        engine: The engine.
+        workflow: The workflow.
+        step: The waiting step's name (``RunResult.step``).
+
+    Returns:
+        ``(key, details)`` of the step's ``ctx.wait_for_input``; ``(None, None)`` when the
+        step no longer waits (resumed elsewhere) or waits without a key.
+
+    Raises:
+        KeyError: The workflow has no such step.
+    """
+    status = (await engine.status(workflow.id))[workflow.index_of(step)]
+    if isinstance(status, StepStatus.Waiting):
+        return status.key, status.details
+    return None, None
 
 
 async def drive_all(
@@ -255,8 +339,9 @@ async def drive_all(
         concurrency: Workflows driven at once.
         on_result: Called with each final result as it comes.
         ungated: Ids of workflows driven at once, outside the limit: those whose step is
-            still leased by a worker that died (``RecoveryReport.held_elsewhere``). Their
-            run mostly waits for the lease to expire, and must not hold up the others.
+            still leased by a worker that may have died on another host
+            (``RecoveryReport.held_elsewhere``). Their run mostly waits for the lease to
+            expire, and must not hold up the others.
 
     Returns:
         The final `RunResult` of each workflow, by id, in the order given.

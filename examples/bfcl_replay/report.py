@@ -106,6 +106,19 @@ class Summary:
     Every count is about this run's tasks only (the store may hold other runs' workflows).
     Counts named ``*_now`` are this process's; the others are totals over the stores for
     these tasks (a rerun after a crash adds to what the crashed process did).
+
+    Duplicates, kept apart by who prevented them:
+
+    - ``calls_answered_from_log_now``: durable calls this process asked for whose key agentq's
+      log holds as completed (a step running again after a crash, a retry or a resume):
+      answered from the log, never sent to the service host (``engine.answered_from_log``
+      less the approval waits answered);
+    - ``duplicates_refused_now`` (``refused_keys_now``): calls that reached the service host
+      again and were refused there because it had applied their key. Only a call in doubt
+      can: one that started and never finished because the process died while it ran;
+    - ``calls_rerun_now`` (``rerun_keys_now``): the calls in doubt this process sent again
+      (``CallStarted`` with ``rerun: true`` in this run's events), refused by the host when
+      it had applied them before the crash, applied now when it had not.
     """
 
     tasks: int = 0
@@ -122,6 +135,7 @@ class Summary:
     step_retries: int = 0
     calls: int = 0
     calls_by_kind: dict[str, int] = field(default_factory=dict)
+    calls_recorded: int = 0
     calls_applied_now: int = 0
     calls_applied_before: int = 0
     call_retries_now: int = 0
@@ -129,11 +143,15 @@ class Summary:
     approvals: int = 0
     approvals_now: int = 0
     approved_calls: int = 0
+    approved_turns: int = 0
     rejections: int = 0
     rejections_now: int = 0
     approval_policy: str = ""
     duplicates_refused_now: int = 0
-    duplicates_cached_now: int = 0
+    refused_keys_now: list[str] = field(default_factory=list)
+    calls_answered_from_log_now: int = 0
+    calls_rerun_now: int = 0
+    rerun_keys_now: list[str] = field(default_factory=list)
     leases_recovered_now: int = 0
     workflows_resumed_now: int = 0
     held_by_dead_worker_now: int = 0
@@ -157,8 +175,8 @@ class Summary:
 
     @property
     def duplicates_prevented_now(self) -> int:
-        """Repeated calls that were not applied again (host refusals + queue cache hits)."""
-        return self.duplicates_refused_now + self.duplicates_cached_now
+        """Repeated calls that were not applied again (answered from the log + host refusals)."""
+        return self.calls_answered_from_log_now + self.duplicates_refused_now
 
     @property
     def calls_per_second(self) -> float:
@@ -216,18 +234,20 @@ def format_summary(s: Summary) -> str:
         f"{s.step_retries} step retries",
         f"  tool calls   {s.calls}: {kinds.get('read', 0)} read (LOW lane), "
         f"{kinds.get('write', 0)} write + {kinds.get('approval', 0)} approval (HIGH lane)",
-        f"               {s.calls_applied_now} applied by this run · "
-        f"{s.calls_applied_before} applied before it",
+        f"               {s.calls_recorded} durable calls completed in agentq's log · "
+        f"{s.calls_applied_now} applied by this run · {s.calls_applied_before} applied before it",
         f"  retries      {s.call_retries_now} call retries by the jobs' policy"
         + (f" ({causes})" if causes else ""),
-        f"  approvals    {s.approvals} turns approved ({s.approved_calls} calls) · "
+        f"  approvals    {s.approvals} calls approved ({s.approved_turns} turns) · "
         f"{s.approvals_now} by this run"
         + (f" · {s.rejections} rejected ({s.rejections_now} by this run)" if s.rejections else ""),
         f"               policy {s.approval_policy}",
         f"  duplicates   {s.duplicates_prevented_now} prevented: "
-        f"{s.duplicates_refused_now} found already applied by the service host · "
-        f"{s.duplicates_cached_now} answered from the queue's cache",
-        f"  recovery     {s.leases_recovered_now} expired leases re-admitted · "
+        f"{s.calls_answered_from_log_now} answered from agentq's log (never sent again) · "
+        f"{s.duplicates_refused_now} refused by the service host (already applied)",
+        f"  in doubt     {s.calls_rerun_now} sent again (calls started before a crash and never "
+        "recorded: CallStarted rerun)",
+        f"  recovery     {s.leases_recovered_now} leases re-admitted · "
         f"{s.workflows_resumed_now} workflows resumed by recovery · "
         f"{s.held_by_dead_worker_now} taken over after their lease expired",
         f"  time         {s.wall_seconds:.2f} s wall · {s.calls_per_second:,.0f} calls/s",

@@ -4,17 +4,22 @@
 
 1. selects the tasks (``--category``, ``--tasks``: `selection.select_tasks`) and runs their
    ground truth directly (the reference);
-2. opens the service host (its own SQLite file) and agentq's store (a SQLite file, the
-   embedded default, or a `MemoryStore`), and a `Queue` with the replay's lanes;
+2. opens the service host (its own SQLite file: the external services) and agentq's store
+   (a SQLite file, the embedded default, or a `MemoryStore`), and a `Queue` with the
+   replay's lanes;
 3. builds and registers one workflow per task, then recovers them
    (`selection.recover_selection`, agentq's `recover` limited to this run's workflows): a
-   rerun after a crash re-admits the dead worker's expired leases and resumes its workflows;
+   rerun after a crash re-admits the dead worker's leases (at once when its process is gone
+   from this host, else once they expire) and resumes its workflows in the background;
 4. drives every workflow to its end, a bounded number at a time, answering approvals with the
-   headless `ApprovalPolicy` through ``engine.resume``; workflows still leased by a dead
-   worker are taken over as soon as their lease expires (``engine.run`` waits for that);
+   headless `ApprovalPolicy` through ``engine.resume``; workflows still leased by a worker
+   that may be alive are taken over as soon as their lease expires (``engine.run`` waits for
+   that);
 5. reads back this run's workflows only (`selection.read_selection`), checks every task
    against the reference, exports the run's events and a static dashboard under the run's own
-   name (`Selection.export_stem`), and returns the `Summary`.
+   name (`Selection.export_stem`), and returns the `Summary`, which keeps apart the repeated
+   calls agentq's log answered (never sent again) and those the service host refused (calls
+   in doubt after a crash, sent again).
 
 Run it again on the same files and it finds everything done: no call is applied again. The
 store may hold other runs (other categories, other programs): nothing here reads them, so the
@@ -30,20 +35,18 @@ import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from agentq import (
-    JobEvent,
-    JobEventKind,
     Queue,
     RecoveryReport,
     RunResult,
     RunStatus,
     WorkflowEngine,
 )
-from agentq.store import DurableStore, MemoryStore, SqliteStore, StepState
+from agentq.store import CallKind, CallState, DurableStore, MemoryStore, SqliteStore, StepState
 
 from .approval import ApprovalPolicy
 from .crash import CrashPlan, KillPoint, marker_path
@@ -55,15 +58,16 @@ from .plan import (
     LANES,
     STEP_LANE,
     STEP_PERMITS,
-    WORKFLOW_PREFIX,
     needs_approval,
     workflow_id,
 )
+from .progress import Progress, Tally
 from .replay import ReplayEnv, build_workflows, drive_all
 from .report import Summary, check, collect_runs, format_summary, set_verdict
 from .selection import (
     Selection,
     SelectionReading,
+    count_reruns,
     read_selection,
     recover_selection,
     select_tasks,
@@ -141,59 +145,6 @@ def remove_files(options: Options) -> list[Path]:
     return removed
 
 
-@dataclass
-class _Tally:
-    """What this process saw happen to the call jobs (from the queue's job events)."""
-
-    retries: Counter[str] = field(default_factory=Counter)
-    cached: int = 0
-    done: int = 0
-
-    def on_job(self, event: JobEvent) -> None:
-        if not event.key.startswith(WORKFLOW_PREFIX):
-            return  # a step attempt, not a call
-        if event.kind is JobEventKind.RETRY:
-            error = getattr(event.outcome, "error", None)
-            name = str(getattr(error, "type", "error")).rsplit(".", 1)[-1]
-            self.retries[name] += 1
-        elif event.kind in (JobEventKind.CACHED, JobEventKind.JOINED):
-            self.cached += 1
-
-
-class _Progress:
-    """Prints a line every `seconds` or every `tasks` finished tasks, whichever comes first."""
-
-    def __init__(
-        self, out: TextIO, total: int, host: ServiceHost, tally: _Tally, policy: ApprovalPolicy
-    ) -> None:
-        self.out, self.total, self.host, self.tally, self.policy = out, total, host, tally, policy
-        self.start = time.perf_counter()
-        self.printed_at = self.start
-        self.printed_done = 0
-
-    def line(self) -> None:
-        stats = self.host.stats()
-        elapsed = time.perf_counter() - self.start
-        print(
-            f"[{elapsed:6.1f} s] {self.tally.done:>3}/{self.total} tasks done · "
-            f"{stats.applied:>4} calls applied · {self.policy.approved + self.policy.rejected} "
-            f"approvals · {sum(self.tally.retries.values())} retries · "
-            f"{stats.duplicates} duplicates refused",
-            file=self.out,
-            flush=True,
-        )
-        self.printed_at, self.printed_done = time.perf_counter(), self.tally.done
-
-    async def run(self, seconds: float = 2.0, tasks: int = 20) -> None:
-        while True:
-            await asyncio.sleep(0.1)
-            if (
-                self.tally.done - self.printed_done >= tasks
-                or time.perf_counter() - self.printed_at >= seconds
-            ):
-                self.line()
-
-
 @contextlib.asynccontextmanager
 async def _store(db: Path | None, given: DurableStore | None) -> AsyncIterator[DurableStore]:
     if given is not None:  # the caller's store: used, not closed
@@ -218,11 +169,12 @@ class _Outcome:
     """What driving the workflows left, for the summary."""
 
     engine: WorkflowEngine
+    env: ReplayEnv
     results: dict[str, RunResult]
     report: RecoveryReport
     wall: float
     start_seq: int
-    tally: _Tally
+    tally: Tally
     policy: ApprovalPolicy
 
 
@@ -277,6 +229,11 @@ async def replay(
             stats = host.stats()
             summary.calls_applied_now = stats.applied
             summary.duplicates_refused_now = stats.duplicates
+            summary.refused_keys_now = host.refused_keys()
+            summary.rerun_keys_now = await count_reruns(
+                outcome.engine, reading.calls, outcome.start_seq
+            )
+            summary.calls_rerun_now = len(summary.rerun_keys_now)
             verdict = check(reference, collect_runs(tasks, outcome.results, host))
             set_verdict(summary, verdict, tasks)
             if options.stem is not None:
@@ -302,11 +259,12 @@ async def _drive(
     out: TextIO,
 ) -> _Outcome:
     engine = WorkflowEngine(queue, store, lease_ttl=options.lease_ttl, priority=STEP_LANE)
-    workflows = build_workflows(tasks, ReplayEnv(queue, host, crash))
+    env = ReplayEnv(host, crash)
+    workflows = build_workflows(tasks, env)
     for workflow in workflows:
         engine.register_workflow(workflow)
     policy = ApprovalPolicy(approve=options.approve)
-    tally = _Tally()
+    tally = Tally()
     calls = sum(len(texts) for task in tasks for texts in task.call_texts)
     where = "memory (MemoryStore)" if options.db is None else str(options.db)
     groups = ", ".join(f"{name} {n}" for name, n in tasks_per_category(tasks).items())
@@ -321,7 +279,7 @@ async def _drive(
     if crash is not None:
         _say(options, out, f"crash injection: {crash.describe()}")
     start_seq = await store.last_seq()
-    progress = _Progress(out, len(tasks), host, tally, policy)
+    progress = Progress(out, len(tasks), host, tally, policy)
     unsubscribe = queue.subscribe(tally.on_job)
     ticker = None if options.quiet else asyncio.get_running_loop().create_task(progress.run())
     started = time.perf_counter()
@@ -351,12 +309,18 @@ async def _drive(
         await engine.close()
     if not options.quiet:
         progress.line()
-    return _Outcome(engine, results, report, wall, start_seq, tally, policy)
+    return _Outcome(engine, env, results, report, wall, start_seq, tally, policy)
+
+
+def _answered_calls(engine: WorkflowEngine, env: ReplayEnv) -> int:
+    # `answered_from_log` counts the durable calls and the waits answered from the log; every
+    # approval wait that returned was answered from the log.
+    return engine.answered_from_log - env.approvals_read
 
 
 def _recovery_line(report: RecoveryReport) -> str:
     return (
-        f"recovery: {len(report.recovered)} expired leases re-admitted · "
+        f"recovery: {len(report.recovered)} leases re-admitted · "
         f"{len(report.resumed)} workflows resumed · {len(report.held_elsewhere)} still leased "
         "by a worker that may be alive (taken over once the lease expires) · "
         f"{len(report.unregistered)} unregistered · {len(report.errors)} errors"
@@ -387,7 +351,7 @@ def _summarize(selection: Selection, reading: SelectionReading, outcome: _Outcom
     total = count_events(rows)
     now = count_events(rows, outcome.start_seq)
     steps = {(row.workflow_id, row.step_index): row for row in reading.steps}
-    approved_calls = steps_total = steps_completed = 0
+    approved_calls = approved_turns = steps_total = steps_completed = 0
     for task in tasks:
         for turn in range(len(task.call_texts)):
             steps_total += 1
@@ -396,6 +360,7 @@ def _summarize(selection: Selection, reading: SelectionReading, outcome: _Outcom
                 continue
             steps_completed += 1
             if isinstance(row.output, dict) and "approval" in row.output:
+                approved_turns += 1
                 approved_calls += sum(needs_approval(call) for call in task.turn_calls(turn))
     statuses = Counter(result.status for result in outcome.results.values())
     recovered = len(outcome.report.recovered)
@@ -413,15 +378,19 @@ def _summarize(selection: Selection, reading: SelectionReading, outcome: _Outcom
         step_retries=total["RetryScheduled"],
         calls=sum(len(texts) for task in tasks for texts in task.call_texts),
         calls_by_kind=dict(_kinds(tasks)),
+        calls_recorded=sum(
+            row.kind == CallKind.CALL and row.state == CallState.COMPLETED for row in reading.calls
+        ),
         call_retries_now=sum(outcome.tally.retries.values()),
         retry_causes_now=dict(outcome.tally.retries),
         approvals=total["approved"],
         rejections=total["rejected"],
         approvals_now=outcome.policy.approved,
         approved_calls=approved_calls,
+        approved_turns=approved_turns,
         rejections_now=outcome.policy.rejected,
         approval_policy=outcome.policy.describe(),
-        duplicates_cached_now=outcome.tally.cached,
+        calls_answered_from_log_now=_answered_calls(outcome.engine, outcome.env),
         leases_recovered_now=recovered,
         workflows_resumed_now=len(outcome.report.resumed),
         held_by_dead_worker_now=max(0, now["WorkerRecovered"] - recovered),

@@ -9,9 +9,11 @@ hold, not what the store holds, so it never reads the whole log or the whole pro
   the expired leases and the running workflows (both bounded by unfinished work, not by the
   store's size) and the steps of this run's running workflows. (`agentq.recover(engine)`
   reads every step row of the store to find the live leases.)
-- `read_selection`: this run's events and steps, one workflow at a time
-  (``store.event_rows(workflow_id)``, ``store.step_rows(workflow_id)``): the summary, the
-  event export and the dashboard are built from it.
+- `read_selection`: this run's events, steps and durable calls, one workflow at a time
+  (``store.event_rows(workflow_id)``, ``store.step_rows(workflow_id)``,
+  ``store.calls(workflow_id)``): the summary, the event export and the dashboard are built
+  from it; `count_reruns` reads the events of this run (``after_seq``) of the few
+  workflows that have a call run more than once, for the ``rerun`` flags.
 
 `Selection` names the run (``--category``, ``--tasks``) so that its exports never overwrite a
 fuller run's: the default run (every base task) writes ``out/bfcl-events.*``; any other
@@ -20,14 +22,15 @@ selection adds its name, e.g. ``out/bfcl-all-events.*``, ``out/bfcl-base-first5-
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentq import RecoveryReport, RunResult, WorkflowEngine
-from agentq.store import Execution, StepRow, StepState, WorkflowState
+from agentq import EventKind, RecoveryReport, RunResult, WorkflowEngine
+from agentq.store import CallKind, CallRow, Execution, StepRow, StepState, WorkflowState
+from agentq.workflows.workers import take_back
 
 from .dataset import DEFAULT_CATEGORY, Task, categories, load_category
 
@@ -110,31 +113,68 @@ class SelectionReading:
     Attributes:
         events: Their events as `EVENT_COLUMNS` tuples, by sequence number.
         steps: Their step rows, workflow by workflow, in the run's order.
+        calls: Their durable calls and waits (`CallRow`), workflow by workflow.
     """
 
     events: list[tuple[Any, ...]]
     steps: list[StepRow]
+    calls: list[CallRow]
 
 
 async def read_selection(engine: WorkflowEngine, workflow_ids: Sequence[str]) -> SelectionReading:
-    """Read the events and steps of these workflows only (one query each per workflow)."""
+    """Read the events, steps and calls of these workflows only (one query each per workflow)."""
     store = engine.store
     events: list[tuple[Any, ...]] = []
     steps: list[StepRow] = []
+    calls: list[CallRow] = []
     for workflow in workflow_ids:
         events += await store.event_rows(workflow)
         steps += await store.step_rows(workflow)
+        calls += await store.calls(workflow)
     events.sort(key=lambda row: int(row[0]))
-    return SelectionReading(events, steps)
+    return SelectionReading(events, steps, calls)
+
+
+async def count_reruns(
+    engine: WorkflowEngine, calls: Sequence[CallRow], after_seq: int
+) -> list[str]:
+    """Return the keys of the calls in doubt that this run sent again, in log order.
+
+    A call in doubt (``CallStarted`` recorded, no outcome: the process died while it ran)
+    starts again with ``rerun: true`` on its new ``CallStarted``. Only workflows holding a
+    call that started more than once since `after_seq` can have one, so only their events of
+    this run are read (``load_events(workflow, after_seq=...)``): none in a run without a
+    crash or a retried call.
+
+    Args:
+        engine: The engine (its store is read).
+        calls: This run's call rows (`SelectionReading.calls`).
+        after_seq: The log's last sequence number before this run.
+    """
+    suspects = list(
+        dict.fromkeys(
+            row.workflow_id
+            for row in calls
+            if row.kind == CallKind.CALL and row.runs > 1 and row.last_seq > after_seq
+        )
+    )
+    keys: list[tuple[int, str]] = []
+    for workflow in suspects:
+        for event in await engine.store.load_events(workflow, after_seq=after_seq):
+            if event.kind is EventKind.CALL_STARTED and event.data.get("rerun") is True:
+                keys.append((event.seq, str(event.data.get("key"))))
+    return [key for _, key in sorted(keys)]
 
 
 async def recover_selection(engine: WorkflowEngine, workflow_ids: Sequence[str]) -> RecoveryReport:
     """`agentq.recover`, limited to these workflows.
 
-    1. Re-admits each expired lease of these workflows (``WorkerRecovered``).
-    2. Resumes, concurrently, each of them that is still running, registered with this engine,
-       and not held by a live lease of another worker (those are reported in
-       ``held_elsewhere``; ``engine.run`` takes them over once their lease expires).
+    1. Re-admits each expired lease of these workflows, and each live one whose worker's
+       process is gone (``WorkerRecovered``).
+    2. Starts, as the engine's background runs, each of them that is still running,
+       registered with this engine, and not held by a live lease of another worker (those are
+       reported in ``held_elsewhere``; ``engine.run`` takes them over once their lease
+       expires). It does not wait for them: ``drive_all`` joins them.
 
     Reads the expired leases and the running workflows of the store (what crashed or is in
     progress), and the steps of the running workflows of this run: never a finished one.
@@ -150,40 +190,42 @@ async def recover_selection(engine: WorkflowEngine, workflow_ids: Sequence[str])
         if execution.workflow_id in mine and await store.release_expired(execution, now):
             recovered.append(execution)
     now = engine.clock.time()
-    to_resume: list[str] = []
+    resumed: list[str] = []
     held: list[str] = []
     unregistered: list[str] = []
+    joins: dict[str, Callable[[], Awaitable[RunResult]]] = {}
     for row in await store.workflows(WorkflowState.RUNNING):
         workflow = row.workflow_id
         if workflow not in mine:
             continue
-        if engine.registered(workflow) is None:
+        registered = engine.registered(workflow)
+        if registered is None:
             unregistered.append(workflow)
-        elif _leased(await store.step_rows(workflow), now) and not engine.running(workflow):
+            continue
+        live = False
+        for step in await store.step_rows(workflow):
+            if _leased(step, now):
+                released = await take_back(store, step, now)  # its process is gone
+                if released is None:
+                    live = True
+                else:
+                    recovered.append(released)
+        if live and not engine.running(workflow):
             held.append(workflow)
-        else:
-            to_resume.append(workflow)
-    outcomes = await asyncio.gather(
-        *(engine.run(workflow) for workflow in to_resume), return_exceptions=True
+            continue
+        engine.run_soon(registered)
+        resumed.append(workflow)
+        joins[workflow] = functools.partial(engine.run, registered)
+    return RecoveryReport(
+        tuple(recovered), tuple(resumed), tuple(unregistered), tuple(held), {}, joins
     )
-    resumed: dict[str, RunResult] = {}
-    errors: dict[str, Exception] = {}
-    for workflow, outcome in zip(to_resume, outcomes, strict=True):
-        if isinstance(outcome, RunResult):
-            resumed[workflow] = outcome
-        elif isinstance(outcome, Exception):
-            errors[workflow] = outcome
-        else:
-            raise outcome
-    return RecoveryReport(tuple(recovered), resumed, tuple(unregistered), tuple(held), errors)
 
 
-def _leased(steps: Sequence[StepRow], now: float) -> bool:
-    return any(
+def _leased(row: StepRow, now: float) -> bool:
+    return (
         row.state is StepState.LEASED
         and row.lease_expires_at is not None
         and now <= row.lease_expires_at
-        for row in steps
     )
 
 

@@ -140,6 +140,7 @@ class ServiceHost:
         self._lock = threading.Lock()
         self._live: dict[str, _Live] = {}
         self._stats = HostStats()
+        self._refused: list[str] = []
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         try:
             self._db.execute("PRAGMA busy_timeout = 10000")
@@ -193,6 +194,7 @@ class ServiceHost:
                 raise
             if applied.duplicate:
                 self._count(duplicates=1)
+                self._refused.append(idempotency_key)
             else:
                 self._count(applied=1)
             return applied
@@ -233,6 +235,12 @@ class ServiceHost:
         """Return the counts since this host was opened."""
         with self._lock:
             return self._stats
+
+    def refused_keys(self) -> list[str]:
+        """Return the keys refused as duplicates since this host was opened, in order (one
+        entry per refusal: `HostStats.duplicates` of them)."""
+        with self._lock:
+            return list(self._refused)
 
     def close(self) -> None:
         """Close the file. The host cannot be used afterwards."""

@@ -14,8 +14,11 @@ from examples.bfcl_replay.plan import (
     LANES,
     STEP_LANE,
     WHY_APPROVAL,
+    approval_details,
+    approval_key,
     approval_reason,
     call_key,
+    call_label,
     describe_call,
     lane_of,
     needs_approval,
@@ -31,6 +34,7 @@ def test_ids_and_keys_are_deterministic_and_readable() -> None:
     assert task_id_of("bfcl/multi_turn_base_12") == "multi_turn_base_12"
     assert step_name(3) == "turn-3"
     assert call_key("multi_turn_base_12", 2, 0) == "bfcl/multi_turn_base_12/2/0"
+    assert approval_key("multi_turn_base_12", 2, 0) == "bfcl/multi_turn_base_12/2/0/approval"
     with pytest.raises(ValueError, match="not a BFCL replay workflow id"):
         task_id_of("other/1")
 
@@ -60,6 +64,29 @@ def test_an_approval_reason_lists_the_calls_and_what_they_do() -> None:
     )
 
 
+def test_a_call_is_labelled_and_its_approval_shows_the_tool_and_its_arguments() -> None:
+    order = parse_call("place_order(order_type='Buy', symbol='AAPL', price=150.0, amount=100)")
+    assert call_label(order) == {
+        "kind": "tool",
+        "tool": "place_order",
+        "service": "approval",
+        "class": "TradingBot",
+    }
+    assert call_label(parse_call("ls()"))["service"] == "read"
+    assert approval_details(order) == {
+        "tool": "place_order",
+        "args": {"order_type": "Buy", "symbol": "AAPL", "price": 150.0, "amount": 100},
+        "why": "moves money",
+    }
+    tweet = parse_call("post_tweet('hi', tags=('#a', '#b'))")
+    assert approval_details(tweet) == {
+        "tool": "post_tweet",
+        "args": {"tags": ["#a", "#b"]},  # JSON: a tuple becomes a list
+        "why": "publishes a post",
+        "positional": ["hi"],
+    }
+
+
 def test_a_long_call_is_elided_in_the_middle() -> None:
     call = parse_call(f"post_tweet(content='{'x' * 300}', tags=['#end'])")
     text = describe_call(call, 80)
@@ -77,7 +104,7 @@ def test_a_resume_input_is_read_as_the_approval_panel_sends_it() -> None:
 
 def test_the_headless_policy_answers_every_wait_and_counts() -> None:
     policy = ApprovalPolicy()
-    assert policy.decide("bfcl/t", "turn-0", "why") == {
+    assert policy.decide("bfcl/t", "turn-0", "why", key="bfcl/t/0/1/approval") == {
         "approved": True,
         "note": "approve-all policy of the headless demo",
     }
@@ -85,7 +112,7 @@ def test_the_headless_policy_answers_every_wait_and_counts() -> None:
     strict = ApprovalPolicy(approve=False)
     assert strict.decide("bfcl/t", "turn-0", "why")["approved"] is False
     assert (strict.rejected, strict.name) == (1, "reject-all")
-    assert "engine.resume" in policy.describe()
+    assert "engine.resume" in policy.describe() and "key=" in policy.describe()
 
 
 class Killed(Exception):
@@ -136,7 +163,7 @@ def test_a_task_is_one_workflow_with_a_step_per_turn(bfcl_tasks: list[Task]) -> 
     from examples.bfcl_replay.replay import ReplayEnv, build_workflow
 
     task = bfcl_tasks[12]
-    workflow = build_workflow(task, ReplayEnv(queue=None, host=None))  # type: ignore[arg-type]
+    workflow = build_workflow(task, ReplayEnv(host=None))  # type: ignore[arg-type]
     assert workflow.id == "bfcl/multi_turn_base_12"
     assert workflow.step_names == tuple(f"turn-{n}" for n in range(len(task.turns)))
     assert workflow.input == {

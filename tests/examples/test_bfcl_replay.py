@@ -1,33 +1,20 @@
-"""The BFCL replay through agentq: all 200 tasks match the ground truth, bad data fails alone."""
+"""The BFCL replay through agentq: all 200 tasks match the ground truth, each tool call a durable
+call recorded once in agentq's log; bad data fails alone."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import io
 import json
 import sqlite3
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from agentq import (
-    Job,
-    LaneConfig,
-    MemoryStore,
-    Priority,
-    Queue,
-    StepContext,
-    StepDef,
-    Workflow,
-    WorkflowEngine,
-)
+from agentq.store import SqliteStore
 from examples.bfcl_replay.__main__ import parse_args
 from examples.bfcl_replay.dataset import Task
-from examples.bfcl_replay.jsontypes import JsonValue
-from examples.bfcl_replay.plan import call_key
+from examples.bfcl_replay.plan import call_key, step_name, workflow_id
 from examples.bfcl_replay.report import format_summary
 from examples.bfcl_replay.run import Options, replay
 
@@ -73,9 +60,13 @@ async def test_all_200_tasks_match_the_ground_truth_with_transient_errors(
     assert summary.calls_by_kind == {"read": 480, "write": 442, "approval": 220}
     assert summary.call_retries_now > 50
     assert set(summary.retry_causes_now) == {"TransientToolError"}
-    assert summary.approvals == summary.approvals_now == 216  # turns holding an approval call
-    assert summary.approved_calls == 220
+    assert summary.approvals == summary.approvals_now == 220  # one wait per approval call
+    assert (summary.approved_calls, summary.approved_turns) == (220, 216)
+    # Every call is a durable call, recorded once; nothing ran twice, nothing was in doubt.
+    assert summary.calls_recorded == 1142
     assert summary.duplicates_prevented_now == 0
+    assert summary.calls_answered_from_log_now == summary.duplicates_refused_now == 0
+    assert summary.calls_rerun_now == 0 and summary.refused_keys_now == []
     with sqlite3.connect(tmp_path / "bfcl-services.db") as db:
         (applied,) = db.execute(
             "SELECT COUNT(DISTINCT idempotency_key) FROM applied_calls"
@@ -87,8 +78,10 @@ async def test_all_200_tasks_match_the_ground_truth_with_transient_errors(
 
     events = pd.read_parquet(summary.events_path)
     assert len(events) == summary.events
-    assert (events.kind == "StepResumed").sum() == 216
+    assert (events.kind == "StepResumed").sum() == 220
+    assert (events.kind == "CallStarted").sum() == (events.kind == "CallCompleted").sum() == 1142
     assert (events.kind == "WorkflowCompleted").sum() == 200
+    assert summary.step_retries == 0 and (events.kind == "CallFailed").sum() == 0
     page = _read(summary.dashboard_path)
     assert 'data-agentq="lanes"' in page and 'data-agentq="timeline"' in page
     assert "200/200 tasks match the ground truth" in page
@@ -99,7 +92,8 @@ async def test_all_200_tasks_match_the_ground_truth_with_transient_errors(
     again = await replay(_options(tmp_path), tasks=bfcl_tasks)
     assert again.ok, format_summary(again)
     assert again.calls_applied_now == 0 and again.calls_applied_before == 1142
-    assert again.approvals_now == 0 and again.approvals == 216
+    assert again.approvals_now == 0 and again.approvals == 220
+    assert again.duplicates_prevented_now == 0  # completed workflows: no step runs again
     assert again.events == summary.events
 
 
@@ -159,6 +153,24 @@ async def test_rejected_approvals_fail_those_workflows_and_apply_none_of_their_c
     for reason in summary.unfinished.values():
         assert " not approved (reject-all policy of the headless demo): " in reason
     assert summary.matched == summary.completed
+    # The approvals come before any call of their turn: a rejected turn applied nothing, and
+    # agentq's log holds its waits but none of its calls.
+    with sqlite3.connect(tmp_path / "bfcl-services.db") as db:
+        keys = {key for (key,) in db.execute("SELECT idempotency_key FROM applied_calls")}
+    db.close()
+    async with SqliteStore(tmp_path / "bfcl.db") as store:
+        for task in tasks:
+            if task.id not in summary.unfinished:
+                continue
+            failed = next(
+                row for row in await store.step_rows(workflow_id(task.id)) if row.state == "failed"
+            )
+            turn = failed.step_index
+            assert failed.step_name == step_name(turn)
+            turn_keys = {call_key(task.id, turn, i) for i in range(len(task.call_texts[turn]))}
+            assert not keys & turn_keys
+            logged = await store.calls(workflow_id(task.id), step_index=turn)
+            assert {row.kind for row in logged} == {"wait"}
 
 
 def test_the_command_line_defaults_to_sqlite_files_under_out() -> None:
@@ -186,33 +198,3 @@ async def test_progress_lines_are_printed_while_it_runs(
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("replaying 25 BFCL tasks (")
     assert lines[-1].endswith("duplicates refused") and " 25/25 tasks done · " in lines[-1]
-
-
-async def test_calls_pushed_from_steps_are_bounded_by_their_own_lane() -> None:
-    # A call pushed from inside a step (a job of the MEDIUM lane) goes through its own lane, so
-    # that lane's permits bound it: what the replay's lane configuration relies on.
-    running, peak, lock = 0, 0, threading.Lock()
-
-    def call() -> str:
-        nonlocal running, peak
-        with lock:
-            running += 1
-            peak = max(peak, running)
-        time.sleep(0.02)
-        with lock:
-            running -= 1
-        return "ok"
-
-    async def step(ctx: StepContext) -> JsonValue:
-        output: JsonValue = await queue.push_and_wait(
-            Job(f"call-{ctx.workflow_id}", call, Priority.LOW)
-        )
-        return output
-
-    async with Queue({Priority.LOW: LaneConfig(capacity=10, permits=1)}) as queue:
-        engine = WorkflowEngine(queue, MemoryStore())
-        runs = [engine.run(Workflow(f"w{i}", [StepDef("s", step)])) for i in range(4)]
-        results = await asyncio.gather(*runs)
-    assert [r.output for r in results] == ["ok"] * 4
-    assert peak == 1
-    assert queue.stats()[Priority.LOW].completed == 4

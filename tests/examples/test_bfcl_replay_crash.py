@@ -1,44 +1,19 @@
 """Crash tests: `python -m examples.bfcl_replay --crash-after N` SIGKILLs itself around a
-state-changing call; the same command run again recovers, finishes and matches the ground truth,
-and no call was applied twice."""
+state-changing call, 16 workflows at a time; the same command run again recovers, finishes and
+matches the ground truth. Every call completed before the crash is answered from agentq's log,
+never sent to the service host again: the host refuses only calls in doubt (started, never
+recorded) that it had applied before the kill."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from bfcl_crash_log import applied_keys, read_crash, run_replay
 
-ROOT = Path(__file__).parents[2]
 TOTAL = 1142
-
-
-def _replay(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "examples.bfcl_replay", "--db", str(tmp_path / "bfcl.db"), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env=env,
-        check=False,
-    )
-
-
-def _applied_keys(path: Path) -> list[str]:
-    with sqlite3.connect(path) as db:
-        keys = [key for (key,) in db.execute("SELECT idempotency_key FROM applied_calls")]
-    db.close()
-    return keys
 
 
 @pytest.mark.slow
@@ -47,35 +22,48 @@ def test_a_replay_killed_around_a_state_changing_call_recovers_and_matches(
     tmp_path: Path, point: str, after: int
 ) -> None:
     command = ["--crash-after", str(after), "--crash-at", point, "--transient-rate", "0.05"]
-    services = tmp_path / "bfcl-services.db"
 
-    crashed = _replay(tmp_path, "--fresh", *command)
+    crashed = run_replay(tmp_path, "--fresh", *command)
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
-    marker = json.loads((tmp_path / f"bfcl-services.db.crashed-{point}-{after}").read_text())
-    killed_at = marker["key"]  # the state-changing call the process died around
-    committed = _applied_keys(services)
-    assert len(committed) >= after
-    assert (killed_at in committed) is (point == "after")
+    left = read_crash(tmp_path, point, after)
+    assert len(left.applied) >= after
+    # What agentq's log knows: every completed call was applied; the killed call is in doubt
+    # (its CallStarted was committed before its job ran), applied only when killed after.
+    assert left.completed <= left.applied
+    assert left.killed in left.in_doubt
+    assert (left.killed in left.applied) is (point == "after")
 
-    rerun = _replay(tmp_path, *command)
+    rerun = run_replay(tmp_path, *command)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "recovery: " in rerun.stdout
     assert rerun.stdout.rstrip().endswith("✔ 200/200 tasks match the ground truth")
     summary = json.loads((tmp_path / "bfcl-summary.json").read_text())
-    assert summary["ok"] is True
-    # No call was applied twice: the host holds each of the 1142 keys once, the rerun applied
-    # exactly the calls the crashed process had not committed, and every call the rerun made
-    # again (its step was interrupted) was answered from the stored result.
-    keys = _applied_keys(services)
+    assert summary["ok"] is True and summary["calls_recorded"] == TOTAL
+
+    # A call completed before the crash never reached the service host again: it was answered
+    # from agentq's log. Only the calls in doubt were sent again (CallStarted rerun); the host
+    # refused exactly those of them it had applied before the kill, and applied the others.
+    refused = summary["refused_keys_now"]
+    assert len(refused) == len(set(refused)) == summary["duplicates_refused_now"]
+    assert not set(refused) & left.completed
+    assert set(refused) == left.in_doubt & left.applied
+    assert set(summary["rerun_keys_now"]) == left.in_doubt
+    assert summary["calls_rerun_now"] == len(left.in_doubt)
+    assert (left.killed in refused) is (point == "after")
+    assert summary["calls_answered_from_log_now"] == left.answered_later
+    assert summary["duplicates_prevented_now"] == left.answered_later + len(refused)
+
+    # No call was applied twice: the host holds each of the 1142 keys once, and the rerun
+    # applied exactly the calls the crashed process had not committed.
+    keys = applied_keys(tmp_path / "bfcl-services.db")
     assert len(keys) == len(set(keys)) == TOTAL
-    assert summary["calls_applied_before"] == len(committed)
-    assert summary["calls_applied_now"] == TOTAL - len(committed)
-    if point == "after":  # the killed call's step was interrupted: its call came back
-        assert summary["duplicates_refused_now"] >= 1
+    assert summary["calls_applied_before"] == len(left.applied)
+    assert summary["calls_applied_now"] == TOTAL - len(left.applied)
     # The crashed worker's steps were taken over once their leases expired.
     assert summary["leases_recovered_now"] + summary["held_by_dead_worker_now"] >= 1
-    assert summary["approvals"] == 216
+    assert summary["approvals"] == 220
 
-    again = _replay(tmp_path, *command)
+    again = run_replay(tmp_path, *command)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert json.loads((tmp_path / "bfcl-summary.json").read_text())["calls_applied_now"] == 0
+    final = json.loads((tmp_path / "bfcl-summary.json").read_text())
+    assert final["calls_applied_now"] == final["duplicates_prevented_now"] == 0

@@ -47,6 +47,10 @@ class CountingStore(SqliteStore):
         rows = await super().step_rows(workflow_id)
         return self._count("step_rows", rows, workflow_id is None)
 
+    async def calls(self, workflow_id: str | None = None, step_index: int | None = None) -> Any:
+        rows = await super().calls(workflow_id, step_index)
+        return self._count("calls", rows, workflow_id is None)
+
     async def workflows(self, state: WorkflowState | None = None) -> Any:
         rows = await super().workflows(state)
         return self._count("workflows", rows, state is None)
@@ -126,6 +130,7 @@ async def test_the_work_around_a_replay_reads_only_its_own_workflows(
     assert among_store.reads == alone_store.reads
     assert among_store.reads["event_rows"] == alone.events == among.events
     assert among.tasks == 6 and among.events > 0
+    assert among_store.reads["calls"] > 0  # the engine's per-attempt reads, the summary's
 
     again, again_store = await _counted(crowded, mine)  # everything found complete
     assert again_store.whole == []

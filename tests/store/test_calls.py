@@ -158,16 +158,19 @@ async def test_a_start_that_never_finished_runs_again_as_a_rerun(store: DurableS
     ex = await claim(store, worker="w2", now=T0 + 6)  # the lease expired: taken over
     row = await begin(store, ex, "charge", now=T0 + 6)
     started = [e for e in await store.load_events("wf") if e.kind is EventKind.CALL_STARTED]
+    # The attempt lost to the crash is re-admitted under its own number (a crash does not
+    # count toward max_attempts), with a new lease token.
     assert [(e.attempt, e.worker_id, e.data["rerun"]) for e in started] == [
-        (1, "w1", False), (2, "w2", True)]
+        (1, "w1", False), (1, "w2", True)]
+    assert ex.lease_token == crashed.lease_token + 1
     assert (row.state, row.runs, row.attempt, row.started_at) == (
-        CallState.STARTED, 2, 2, T0 + 6)
+        CallState.STARTED, 2, 1, T0 + 6)
     n = await store.last_seq()
     with pytest.raises(LeaseLostError, match="taken over"):  # the crashed attempt, late
         await finish(store, crashed, "charge")
     await unchanged(store, n)
     done = await finish(store, ex, "charge", output="paid", now=T0 + 7)
-    assert (done.state, done.output, done.attempt) == (CallState.COMPLETED, "paid", 2)
+    assert (done.state, done.output, done.attempt) == (CallState.COMPLETED, "paid", 1)
 
 
 async def test_a_completed_key_is_answered_from_the_log_never_started(
@@ -672,7 +675,7 @@ async def test_calls_returns_copies(store: DurableStore) -> None:
 async def test_event_rows_show_call_outputs_and_failure_reasons(store: DurableStore) -> None:
     await start(store)
     ex = await claim(store)
-    await begin(store, ex, "a")
+    await begin(store, ex, "a", label={"kind": "tool", "tool": "<search>", "n": [1, 2.5]})
     await finish(store, ex, "a", output={"x": [1, 2.5]})
     await begin(store, ex, "b")
     await store.fail_call(ex, "b", reason="timeout", error=None, duration=1, now=T0)
@@ -684,6 +687,23 @@ async def test_event_rows_show_call_outputs_and_failure_reasons(store: DurableSt
     assert by_kind["CallCompleted"]["output"] == '{"x":[1,2.5]}'
     assert by_kind["CallFailed"]["reason"] == "timeout"
     assert by_kind["CallStarted"]["output"] is None and by_kind["WaitTimedOut"]["reason"] is None
+    # The key of every call and keyed-wait event, and the call's label, as their own columns.
+    assert [(r[5], r[11]) for r in rows if r[11] is not None] == [
+        ("CallStarted", "a"), ("CallCompleted", "a"), ("CallStarted", "b"), ("CallFailed", "b"),
+        ("StepWaiting", "w"), ("WaitTimedOut", "w"),
+    ]
+    labels = [r[12] for r in rows if r[5] in ("CallStarted", "CallCompleted")]
+    assert labels == ['{"kind":"tool","tool":"<search>","n":[1,2.5]}'] * 2 + [None]
+    assert all(r[12] is None for r in rows if not r[5].startswith("Call"))
+
+
+async def test_event_rows_without_a_keyed_wait_have_no_key(store: DurableStore) -> None:
+    await start(store)
+    await store.wait_step(await claim(store), "ok?", T0)
+    await store.resume_step("wf", 0, {"yes": True}, T0)
+    rows = await store.event_rows("wf")
+    assert rows == [event_row(e) for e in await store.load_events("wf")]
+    assert [r[11] for r in rows] == [None] * len(rows)
 
 
 async def test_the_calls_projection_is_a_replay_of_the_log(store: DurableStore) -> None:

@@ -155,12 +155,17 @@ async def test_an_expired_lease_is_taken_over_with_worker_recovered(store: Durab
     await start(store)
     await claim(store, ttl=10.0, now=T0)
     ex = await claim(store, worker="w2", ttl=10.0, now=T0 + 10.5)
-    assert (ex.lease_token, ex.attempt, ex.worker_id) == (2, 2, "w2")
+    # the lost attempt is re-admitted under its own number: it does not count as an attempt
+    assert (ex.lease_token, ex.attempt, ex.worker_id) == (2, 1, "w2")
     events = await store.load_events("wf")
     assert [e.kind for e in events[-2:]] == [EventKind.WORKER_RECOVERED, EventKind.STEP_STARTED]
     recovered = events[-2]
-    assert recovered.data == {"previous_worker": "w1", "lease_token": 1, "expired_at": T0 + 10}
+    assert recovered.data == {
+        "previous_worker": "w1", "lease_token": 1, "expired_at": T0 + 10,
+        "reason": "lease expired"}
     assert (recovered.attempt, recovered.worker_id) == (1, "w2")
+    row = await step(store, 0)
+    assert (row.attempt, row.recoveries, row.lease_token) == (1, 1, 2)
 
 
 async def test_claim_of_a_completed_step_returns_its_output(store: DurableStore) -> None:
@@ -480,12 +485,15 @@ async def test_expired_leases_and_release(store: DurableStore) -> None:
     assert not await store.release_expired(live, T0 + 52)  # live
     event = (await store.load_events("w-early"))[-1]
     assert (event.kind, event.worker_id, event.attempt) == (EventKind.WORKER_RECOVERED, None, 1)
-    assert event.data == {"previous_worker": "w1", "lease_token": 1, "expired_at": T0 + 2}
-    assert (await step(store, 0, "w-early")).state is StepState.PENDING
+    assert event.data == {
+        "previous_worker": "w1", "lease_token": 1, "expired_at": T0 + 2,
+        "reason": "lease expired"}
+    released = await step(store, 0, "w-early")
+    assert (released.state, released.attempt, released.recoveries) == (StepState.PENDING, 0, 1)
     with pytest.raises(LeaseLostError, match="no longer holds it"):
         await store.complete_step(expired[0], "late", T0 + 7)
     again = await claim(store, "w-early", now=T0 + 7)
-    assert (again.attempt, again.lease_token) == (2, 2)
+    assert (again.attempt, again.lease_token) == (1, 2)  # the lost attempt, re-admitted
 
 
 async def test_release_of_a_renewed_lease_is_refused(store: DurableStore) -> None:

@@ -21,7 +21,7 @@ from agentq.errors import (
     WorkflowMismatchError,
 )
 from agentq.store import Claimed, SqliteStore, StepState, sqlite_reads, sqlite_tx
-from agentq.store.sqlite_schema import SCHEMA_VERSION, migrations
+from agentq.store.sqlite_schema import SCHEMA_VERSION, migrations, rebuilds
 
 from .conftest import T0, claim, kinds, run_step, start
 
@@ -63,6 +63,11 @@ async def test_aiosqlite_private_api(db_path: Path) -> None:
         ident, same, _ = await store._on_thread(db, probe)
         assert ident == db._thread.ident and ident != threading.get_ident() and same
         assert await db._execute(probe, db._conn, extra=7) == (ident, True, 7)  # type: ignore[no-untyped-call]
+        # What an unclosed store relies on (sqlite_connection.daemonize and release).
+        assert isinstance(db._thread, threading.Thread) and db._thread.daemon
+        assert db._connection is db._conn and db._running is True
+        assert hasattr(db._tx, "put_nowait"), "aiosqlite.Connection._tx changed"
+        assert hasattr(aiosqlite.core, "_STOP_RUNNING_SENTINEL"), "the stop sentinel is gone"
 
 
 # ---------------------------------------------------------------- opening
@@ -154,6 +159,140 @@ async def test_an_older_file_is_migrated_on_open(db_path: Path) -> None:
         conn.close()
 
 
+def _version_2_file(path: Path) -> None:
+    """Write a file exactly as the release with schema version 2 left it after a crash.
+
+    "released": step a completed, then b's worker died and `recover` released its lease (that
+    release wrote WorkerRecovered without a reason, and kept b's attempt at 1). "leased": its
+    worker died holding the lease, which expired at T0 + 5.
+    """
+    conn = raw(path)
+    for statements in migrations()[:2]:
+        for statement in statements:
+            conn.execute(statement)
+    events = [
+        ("released", None, None, "WorkflowStarted", None, None, '{"steps":["a","b"],"input":1}'),
+        ("released", 0, "a", "StepStarted", 1, "w1", '{"lease_token":1,"expires_at":%r}'
+         % (T0 + 5)),
+        ("released", 0, "a", "StepCompleted", 1, "w1", '{"output":"A"}'),
+        ("released", 1, "b", "StepStarted", 1, "w1", '{"lease_token":1,"expires_at":%r}'
+         % (T0 + 5)),
+        ("released", 1, "b", "WorkerRecovered", 1, None,
+         '{"previous_worker":"w1","lease_token":1,"expired_at":%r}' % (T0 + 5)),
+        ("leased", None, None, "WorkflowStarted", None, None, '{"steps":["a"],"input":null}'),
+        ("leased", 0, "a", "StepStarted", 1, "w1", '{"lease_token":1,"expires_at":%r}'
+         % (T0 + 5)),
+    ]
+    for seq, (wid, index, name, kind, attempt, worker, data) in enumerate(events, 1):
+        conn.execute(
+            "INSERT INTO events (seq, at, workflow_id, step_index, step_name, kind, attempt, "
+            "worker_id, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (seq, T0, wid, index, name, kind, attempt, worker, data),
+        )
+    conn.executemany(
+        "INSERT INTO workflows (workflow_id, started_seq, state, step_names, input, reason, "
+        "created_at) VALUES (?, ?, 'running', ?, ?, NULL, ?)",
+        [("released", 1, '["a","b"]', "1", T0), ("leased", 6, '["a"]', "null", T0)],
+    )
+    conn.executemany(
+        "INSERT INTO steps (workflow_id, step_index, step_name, state, attempt, worker_id, "
+        "lease_token, lease_expires_at, output, reason, error, resume_input, resumed, "
+        "retry_at, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, "
+        "NULL, 0, NULL, ?, ?)",
+        [
+            ("released", 0, "a", "completed", 1, "w1", 1, None, '"A"', T0, T0),
+            ("released", 1, "b", "pending", 1, "w1", 1, None, None, T0, None),
+            ("leased", 0, "a", "leased", 1, "w1", 1, T0 + 5, None, T0, None),
+        ],
+    )
+    conn.execute("PRAGMA user_version = 2")
+    conn.close()
+
+
+async def test_a_version_2_file_is_migrated_and_its_workflows_continue(db_path: Path) -> None:
+    """Schema 3 counts lost attempts (``recoveries``); a version-2 file gets the column and
+    a projection rebuilt from its log, and its interrupted workflows carry on."""
+    _version_2_file(db_path)
+    async with SqliteStore(db_path) as store:
+        assert user_version(db_path) == SCHEMA_VERSION
+        a, b = await store.step_rows("released")
+        assert (a.state, a.output, a.recoveries) == (StepState.COMPLETED, "A", 0)
+        # the released attempt was lost to a crash: counted apart, not as an attempt
+        assert (b.state, b.attempt, b.recoveries, b.lease_token) == (StepState.PENDING, 0, 1, 1)
+        [leased] = await store.step_rows("leased")
+        assert (leased.state, leased.recoveries, leased.lease_expires_at) == (
+            StepState.LEASED, 0, T0 + 5)
+        resumed = await store.claim_step("released", 1, "w2", 10.0, T0 + 10)
+        assert isinstance(resumed, Claimed)
+        assert (resumed.execution.attempt, resumed.execution.lease_token) == (1, 2)
+        assert resumed.recoveries == 1
+        await store.complete_step(resumed.execution, "B", T0 + 10)
+        taken = await store.claim_step("leased", 0, "w2", 10.0, T0 + 10)
+        assert isinstance(taken, Claimed) and taken.recoveries == 1
+        await store.complete_step(taken.execution, "A2", T0 + 10)
+        assert [w.state.value for w in await store.workflows()] == ["completed", "completed"]
+        old_recovery = (await store.load_events("released"))[4]
+        assert (old_recovery.kind, old_recovery.reason) == ("WorkerRecovered", None)
+    async with SqliteStore(db_path) as again:  # opening a migrated file changes nothing
+        assert await again.last_seq() == 14
+    assert user_version(db_path) == SCHEMA_VERSION
+
+
+async def test_a_file_from_before_job_outcomes_gets_the_table_on_open(db_path: Path) -> None:
+    """A file written by the release before `Queue(store=)` opens, migrates and keeps working."""
+    steps = migrations()
+    mine = next(
+        i for i, statements in enumerate(steps)
+        if any("CREATE TABLE job_outcomes" in s for s in statements)
+    )
+    conn = raw(db_path)
+    for statements in steps[:mine]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {mine}")
+    conn.close()
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        await run_step(store, output="step")
+        assert await store.save_job(
+            "k", fingerprint="fp", output={"sent": 1}, completed_at=T0, expires_at=None
+        )
+    assert user_version(db_path) == SCHEMA_VERSION
+    async with SqliteStore(db_path) as store:  # and the outcome is on disk
+        loaded = await store.load_job("k", T0)
+        assert loaded is not None and loaded.output == {"sent": 1}
+        assert (await store.step_rows("wf"))[0].output == "step"
+
+
+async def test_a_version_4_file_gets_durable_calls_on_open(db_path: Path) -> None:
+    """A file of the release before durable calls (schema 4) migrates to 5 and keeps working:
+    its step-level wait is answered, its job outcomes stay, and its steps make calls."""
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a", "b"])
+        await run_step(store, output="A")
+        await store.wait_step(await claim(store, index=1), "ok?", T0)
+        await store.save_job("job", fingerprint="fp", output=1, completed_at=T0, expires_at=None)
+    downgrade(db_path, 4)
+    conn = raw(db_path)
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(steps)")}
+    finally:
+        conn.close()
+    assert "calls" not in names and "job_outcomes" in names
+    assert "wait_key" not in columns and "recoveries" in columns
+    async with SqliteStore(db_path) as store:
+        assert user_version(db_path) == SCHEMA_VERSION == 5
+        b = (await store.step_rows("wf"))[1]
+        assert (b.state, b.reason, b.wait_key) == (StepState.WAITING, "ok?", None)
+        assert await store.calls() == [] and await store.load_job("job", T0) is not None
+        await store.resume_step("wf", 1, "yes", T0 + 1)
+        ex = await claim(store, index=1, now=T0 + 1)
+        await store.start_call(ex, "k", fingerprint=None, lane=None, label=None, now=T0 + 1)
+        [row] = await store.calls("wf")
+        assert row.key == "k" and row.step_index == 1
+
+
 async def test_a_newer_file_is_refused(db_path: Path) -> None:
     async with SqliteStore(db_path) as store:
         await start(store)
@@ -175,9 +314,11 @@ async def test_not_a_database(tmp_path: Path) -> None:
 
 def test_migrations_parse() -> None:
     steps = migrations()
-    assert len(steps) == SCHEMA_VERSION >= 2
+    assert len(steps) == SCHEMA_VERSION >= 3
     assert all(s.endswith(";") for m in steps for s in m)
     assert any("CREATE TRIGGER" in s and "END;" in s for s in steps[1])
+    # migration 3 (recoveries) rebuilds the projection; 4 (job_outcomes) and 5 (calls) need not
+    assert rebuilds() == [False, False, True, False, False]
 
 
 # ---------------------------------------------------------------- group commit
@@ -330,14 +471,14 @@ async def test_a_next_leader_cancelled_before_it_leads_passes_the_turn_on(
         second = asyncio.ensure_future(store.start_workflow("second", ["a"], None, T0))
         third = asyncio.ensure_future(store.start_workflow("third", ["a"], None, T0))
         await settle()
-        handoff, cancelled = store._handoff, list[bool]()
+        handoff, cancelled = store._commit._handoff, list[bool]()
 
         def handoff_then_cancel() -> None:
             handoff()  # `second` is told to lead ...
             if not cancelled:
                 cancelled.append(second.cancel())  # ... and cancelled before it runs
 
-        monkeypatch.setattr(store, "_handoff", handoff_then_cancel)
+        monkeypatch.setattr(store._commit, "_handoff", handoff_then_cancel)
         gate.set()
         await blocker
         async with asyncio.timeout(5):
@@ -443,3 +584,105 @@ async def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Pat
 def test_an_empty_path_is_refused() -> None:
     with pytest.raises(ValueError, match="empty path"):
         SqliteStore("")
+
+
+async def test_a_workflows_calls_are_read_in_one_indexed_query(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        ex = await claim(store, ttl=3600.0)
+        for i in range(50):
+            await store.start_call(ex, f"k{i}", fingerprint=None, lane=None, label=None, now=T0)
+        db = store._db
+        assert db is not None
+        statements: list[str] = []
+        await store._on_thread(db, lambda conn: conn.set_trace_callback(statements.append))
+        rows = await store.calls("wf")
+        await store._on_thread(db, lambda conn: conn.set_trace_callback(None))
+        assert len(rows) == 50 and len(statements) == 1, statements
+        plan = await store._on_thread(
+            db, lambda conn: conn.execute(f"EXPLAIN QUERY PLAN {statements[0]}").fetchall()
+        )
+        assert [r[3] for r in plan] == [
+            "SEARCH calls USING INDEX calls_by_workflow (workflow_id=?)"]
+
+
+# ---------------------------------------------------------------- a store never closed
+
+UNCLOSED = """
+import asyncio, sys
+from agentq.store import SqliteStore
+
+kept = []
+
+async def main(path: str, keep: bool) -> None:
+    store = SqliteStore(path)
+    if keep:
+        kept.append(store)  # alive until the interpreter exits
+    await store.start_workflow("left-open", ["a", "b"], {"n": 1}, 1.0)
+    print("written", flush=True)
+
+asyncio.run(main(sys.argv[1], sys.argv[2] == "keep"))
+"""
+
+
+@pytest.mark.parametrize("keep", ["keep", "drop"])
+def test_issue9_a_store_never_closed_never_keeps_the_process_alive(
+    db_path: Path, keep: str
+) -> None:
+    """Issue 9 item 10: a script that writes through a store and exits without closing it
+    exits at once (it used to hang for ever on aiosqlite's thread), and what it committed
+    is in the file. A store garbage-collected unclosed says so with a ResourceWarning."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", UNCLOSED, str(db_path), keep],
+        capture_output=True, text=True, timeout=20, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "written"
+    assert "Traceback" not in done.stderr and "Exception" not in done.stderr, done.stderr
+    if keep == "drop":
+        assert "ResourceWarning" in done.stderr and "was never closed" in done.stderr
+    conn = raw(db_path)
+    try:
+        rows = conn.execute("SELECT workflow_id, state FROM workflows").fetchall()
+    finally:
+        conn.close()
+    assert rows == [("left-open", "running")]
+
+
+async def test_a_store_collected_unclosed_warns_closes_its_file_and_ends_its_thread(
+    db_path: Path,
+) -> None:
+    import gc
+    import weakref
+
+    store: SqliteStore | None = SqliteStore(db_path)
+    assert store is not None
+    await start(store, "wf")
+    assert store._db is not None
+    thread = store._db._thread
+    collected = weakref.ref(store)
+    with pytest.warns(ResourceWarning, match="was never closed"):
+        store = None
+        gc.collect()
+    assert collected() is None
+    await asyncio.to_thread(thread.join, 5)
+    assert not thread.is_alive()
+    async with SqliteStore(db_path) as again:
+        row = await again.get_workflow("wf")
+        assert row is not None
+
+
+async def test_a_closed_store_is_collected_without_a_warning(db_path: Path) -> None:
+    import gc
+
+    store: SqliteStore | None = await SqliteStore.open(db_path)
+    assert store is not None
+    await store.close()
+    store = None
+    gc.collect()  # filterwarnings = error: a ResourceWarning here would fail the test
+    never_opened = SqliteStore(db_path)
+    del never_opened
+    gc.collect()

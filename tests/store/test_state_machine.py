@@ -1,7 +1,12 @@
 """Random histories of every verb against a plain-dict model, on every store.
 
-After each rule: the projection equals the model, the log has the model's number of events,
-and a replay of the log equals the live projection (a renewed lease's expiry aside).
+After each rule: the projection (workflows, steps, calls) equals the model, the log has the
+model's number of events, and a replay of the log equals the live projection (a renewed
+lease's expiry aside). Claims run under a random crash budget (``max_recoveries``) beside
+stored retry times, expired and dead leases taken back, and retries of failed or cancelled
+workflows. Durable calls (start / complete / fail, and start again after a crash: a takeover
+of an expired lease), keyed waits, resumes (with and without a key) and time-outs share a
+small pool of keys, so that key conflicts happen too.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
+    initialize,
     invariant,
     multiple,
     precondition,
@@ -29,7 +35,9 @@ from hypothesis.stateful import (
 
 from agentq.errors import (
     EngineError,
+    KeyConflictError,
     LeaseLostError,
+    NotRetryableError,
     NotWaitingError,
     UnknownStepError,
     UnknownWorkflowError,
@@ -39,10 +47,13 @@ from agentq.errors import (
 from agentq.store import (
     AlreadyCompleted,
     AlreadyWaiting,
+    CallKind,
+    CallState,
     Claimed,
     DurableStore,
     Execution,
     HeldByOther,
+    NotBefore,
     StepState,
     WorkflowClosed,
     WorkflowState,
@@ -76,12 +87,33 @@ class MStep:
     output: Any = None
     resumed: bool = False
     resume_input: Any = None
+    recoveries: int = 0
+    retry_at: float | None = None
+    wait_key: str | None = None
+    wait_deadline: float | None = None
+
+
+@dataclass
+class MCall:
+    kind: CallKind
+    state: CallState
+    step_index: int
+    attempt: int
+    first: int  # seq of its first event
+    fingerprint: str | None = None
+    runs: int = 1
+    output: Any = None
 
 
 @dataclass
 class MWorkflow:
     steps: list[MStep] = field(default_factory=list)
     state: WorkflowState = WorkflowState.RUNNING
+    calls: dict[str, MCall] = field(default_factory=dict)
+
+
+KEYS = st.sampled_from(["k1", "k2", "k3"])
+FINGERPRINTS = st.sampled_from(["f1", "f2", None])
 
 
 class StoreMachine(RuleBasedStateMachine):
@@ -97,6 +129,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.model: dict[str, MWorkflow] = {}
         self.inputs: dict[str, Any] = {}
         self.events = 0
+        self.claimed: list[Execution] = []
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coro)
@@ -120,6 +153,14 @@ class StoreMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ rules
 
+    @initialize(target=executions)
+    def begin(self) -> Any:
+        """Every history starts with two workflows, one step of them claimed, so that the
+        rules that need an attempt (calls, waits) have one from the start."""
+        self.start("w1", None)
+        self.start("w3", None)
+        return self.claim_now("w3", "A", 3.0)
+
     @rule(wid=st.sampled_from(IDS), value=JSON)
     def start(self, wid: str, value: Any) -> None:
         names = [f"s{i}" for i in range(STEPS[wid])]
@@ -137,8 +178,13 @@ class StoreMachine(RuleBasedStateMachine):
             self.events += 1
 
     def pick(self, data: st.DataObject, *states: StepState) -> tuple[str, int]:
-        """A workflow (rarely an unknown one) and a step, mostly the first in one of `states`."""
-        wid = data.draw(st.sampled_from([*sorted(self.model), "nope"]))
+        """A workflow (rarely an unknown one) and a step, mostly the first in one of `states`,
+        of a workflow that has one."""
+        apt = sorted(w for w, wf in self.model.items() if any(s.state in states for s in wf.steps))
+        if apt and data.draw(st.integers(0, 2)):
+            wid = data.draw(st.sampled_from(apt))
+        else:
+            wid = data.draw(st.sampled_from([*sorted(self.model), "nope"]))
         wf = self.model.get(wid)
         n = len(wf.steps) if wf else 1
         steps = wf.steps if wf else []
@@ -155,10 +201,16 @@ class StoreMachine(RuleBasedStateMachine):
         data=st.data(),
         worker=st.sampled_from(["A", "B"]),
         ttl=st.sampled_from([1.0, 3.0]),
+        limit=st.sampled_from([0, 1, 3]),
     )
-    def claim(self, data: st.DataObject, worker: str, ttl: float) -> Any:
+    def claim(self, data: st.DataObject, worker: str, ttl: float, limit: int) -> Any:
         wid, index = self.pick(data, StepState.PENDING, StepState.LEASED)
-        call = self.store.claim_step(wid, index, worker, ttl, self.now)
+        return self.claim_now(wid, worker, ttl, index, limit)
+
+    def claim_now(
+        self, wid: str, worker: str, ttl: float, index: int = 0, limit: int = 3
+    ) -> Any:
+        call = self.store.claim_step(wid, index, worker, ttl, self.now, max_recoveries=limit)
         wf = self.model.get(wid)
         if wf is None:
             self.expect(call, UnknownWorkflowError)
@@ -174,6 +226,7 @@ class StoreMachine(RuleBasedStateMachine):
             self.expect(call, EngineError)
             return multiple()
         result = self.run(call)
+        takeover = int(s.state is StepState.LEASED)
         if s.state is StepState.COMPLETED:
             assert result == AlreadyCompleted(s.output)
         elif wf.state.closed:
@@ -182,23 +235,41 @@ class StoreMachine(RuleBasedStateMachine):
             assert isinstance(result, AlreadyWaiting)
         elif live:
             assert result == HeldByOther(s.worker or "", s.expires or 0.0)
+        elif s.retry_at is not None and self.now < s.retry_at:
+            assert result == NotBefore(s.retry_at)  # nothing recorded before the retry time
+        elif s.recoveries + takeover > limit:  # lost to crashes too many times: fails
+            assert result == WorkflowClosed(WorkflowState.FAILED, result.reason), result
+            assert "crash" in (result.reason or "")
+            self.events += 2 + takeover
+            s.state, s.expires = StepState.FAILED, None
+            s.attempt, s.recoveries = max(s.attempt - takeover, 0), s.recoveries + takeover
+            wf.state = WorkflowState.FAILED
         else:
             assert isinstance(result, Claimed), result
-            self.events += 2 if s.state is StepState.LEASED else 1
-            s.state, s.attempt, s.token = StepState.LEASED, s.attempt + 1, s.token + 1
+            self.events += 1 + takeover
+            # a lost attempt (taken over) is re-admitted under its own number
+            s.attempt = max(s.attempt - takeover, 0) + 1
+            s.recoveries += takeover
+            s.state, s.token, s.retry_at = StepState.LEASED, s.token + 1, None
             s.worker = worker
             s.expires = s.started_expires = self.now + ttl
             ex = result.execution
             assert (ex.attempt, ex.lease_token, ex.expires_at) == (s.attempt, s.token, s.expires)
             assert (result.resumed, result.resume_input) == (s.resumed, s.resume_input)
+            assert result.recoveries == s.recoveries
+            self.claimed.append(ex)
             return multiple(ex)
         return multiple()
 
-    def fenced(self, ex: Execution) -> tuple[MWorkflow, MStep, type[Exception] | None]:
+    def fenced(
+        self, ex: Execution, after_cancel: bool = False
+    ) -> tuple[MWorkflow, MStep, type[Exception] | None]:
         wf = self.model[ex.workflow_id]
         s = wf.steps[ex.step_index]
         if s.token != ex.lease_token or s.worker != ex.worker_id:
             return wf, s, LeaseLostError
+        if after_cancel and wf.state is WorkflowState.CANCELLED and s.state is StepState.FAILED:
+            return wf, s, None
         if wf.state.closed:
             return wf, s, WorkflowClosedError
         if s.state is not StepState.LEASED:
@@ -231,26 +302,96 @@ class StoreMachine(RuleBasedStateMachine):
         self.events += 2
         s.expires = None
         if retry:
-            s.state = StepState.PENDING
+            s.state, s.retry_at = StepState.PENDING, self.now + 1
         else:
             s.state, wf.state = StepState.FAILED, WorkflowState.FAILED
 
-    @rule(ex=executions)
-    def wait(self, ex: Execution) -> None:
+    def held(self, data: st.DataObject) -> Execution:
+        """An execution, mostly one that still holds its lease (else the verb is refused);
+        when none does, mostly a new claim of the next step of a running workflow."""
+        held = [
+            ex for ex in self.claimed
+            if (s := self.model[ex.workflow_id].steps[ex.step_index]).state is StepState.LEASED
+            and (s.token, s.worker) == (ex.lease_token, ex.worker_id)
+        ]
+        if not held and data.draw(st.integers(0, 3)):
+            ready = [
+                (wid, i)
+                for wid, wf in sorted(self.model.items())
+                if not wf.state.closed
+                for i, s in enumerate(wf.steps)
+                if s.state is StepState.PENDING
+                and all(b.state is StepState.COMPLETED for b in wf.steps[:i])
+            ]
+            if ready:
+                wid, index = data.draw(st.sampled_from(ready))
+                self.claim_now(wid, "A", 3.0, index)
+                return self.claimed[-1]
+        if held and data.draw(st.integers(0, 7)):
+            return data.draw(st.sampled_from(held))
+        return data.draw(st.sampled_from(self.claimed))
+
+    @precondition(lambda self: self.claimed)
+    @rule(
+        data=st.data(),
+        key=st.one_of(st.none(), KEYS),
+        deadline=st.sampled_from([None, 0.0, 1.0, 3.0]),
+    )
+    def wait(self, data: st.DataObject, key: str | None, deadline: float | None) -> None:
+        self.wait_as(self.held(data), key, deadline)
+
+    def wait_as(self, ex: Execution, key: str | None, deadline: float | None) -> bool:
         wf, s, error = self.fenced(ex)
-        call = self.store.wait_step(ex, "input?", self.now)
+        limit = None if key is None or deadline is None else self.now + deadline
+        call = self.store.wait_step(ex, "input?", self.now, key=key, deadline=limit)
+        c = None if key is None else wf.calls.get(key)
+        # A wait left unanswered by a cancellation is asked again (same question) after a
+        # retry; any other key recorded before is refused.
+        again = c is not None and c.kind is CallKind.WAIT and c.state is CallState.WAITING
+        if error is None and c is not None and not again:
+            error = KeyConflictError
         if error:
             self.expect(call, error)
-            return
+            return False
         self.run(call)
         self.events += 1
         s.state, s.expires, wf.state = StepState.WAITING, None, WorkflowState.WAITING
+        s.wait_key, s.wait_deadline = key, limit
+        if key is not None and c is not None:
+            c.step_index, c.attempt, c.runs = ex.step_index, ex.attempt, c.runs + 1
+        elif key is not None:
+            wf.calls[key] = MCall(
+                CallKind.WAIT, CallState.WAITING, ex.step_index, ex.attempt, self.events
+            )
+        return True
+
+    @precondition(lambda self: self.claimed)
+    @rule(
+        data=st.data(),
+        key=KEYS,
+        then=st.sampled_from(["resume", "resume with its key", "time out", "leave"]),
+        value=JSON,
+    )
+    def ask(self, data: st.DataObject, key: str, then: str, value: Any) -> None:
+        """A whole keyed wait: recorded, then answered, timed out (after its 1 s) or left."""
+        ex = self.held(data)
+        if not self.wait_as(ex, key, 1.0) or then == "leave":
+            return
+        if then == "time out":
+            self.now += 1.0
+            self.time_out_at(ex.workflow_id, ex.step_index)
+        else:
+            given = key if then == "resume with its key" else None
+            self.resume_at(ex.workflow_id, ex.step_index, value, given)
 
     @precondition(lambda self: self.model)
-    @rule(data=st.data(), value=JSON)
-    def resume(self, data: st.DataObject, value: Any) -> None:
+    @rule(data=st.data(), value=JSON, key=st.one_of(st.none(), st.none(), KEYS))
+    def resume(self, data: st.DataObject, value: Any, key: str | None) -> None:
         wid, index = self.pick(data, StepState.WAITING)
-        call = self.store.resume_step(wid, index, value, self.now)
+        self.resume_at(wid, index, value, key)
+
+    def resume_at(self, wid: str, index: int, value: Any, key: str | None) -> None:
+        call = self.store.resume_step(wid, index, value, self.now, key=key)
         wf = self.model.get(wid)
         if wf is None:
             self.expect(call, UnknownWorkflowError)
@@ -259,12 +400,144 @@ class StoreMachine(RuleBasedStateMachine):
         elif wf.steps[index].state is not StepState.WAITING:
             closed = wf.state in (WorkflowState.CANCELLED, WorkflowState.FAILED)
             self.expect(call, WorkflowClosedError if closed else NotWaitingError)
+        elif key is not None and key != wf.steps[index].wait_key:
+            self.expect(call, NotWaitingError)
         else:
             self.run(call)
             self.events += 1
             s = wf.steps[index]
+            if s.wait_key is not None:
+                answered = wf.calls[s.wait_key]
+                answered.state, answered.output = CallState.ANSWERED, value
             s.state, s.attempt, s.resumed, s.resume_input = StepState.PENDING, 0, True, value
+            s.recoveries, s.retry_at = 0, None
+            s.wait_key = s.wait_deadline = None
             wf.state = WorkflowState.RUNNING
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def time_out(self, data: st.DataObject) -> None:
+        wid, index = self.pick(data, StepState.WAITING)
+        self.time_out_at(wid, index)
+
+    def time_out_at(self, wid: str, index: int) -> None:
+        call = self.store.time_out_wait(wid, index, self.now)
+        wf = self.model.get(wid)
+        if wf is None:
+            self.expect(call, UnknownWorkflowError)
+            return
+        if index >= len(wf.steps):
+            self.expect(call, UnknownStepError)
+            return
+        s = wf.steps[index]
+        due = (
+            not wf.state.closed
+            and s.state is StepState.WAITING
+            and s.wait_key is not None
+            and s.wait_deadline is not None
+            and s.wait_deadline <= self.now
+        )
+        assert self.run(call) == due
+        if due:
+            assert s.wait_key is not None
+            self.events += 1
+            wf.calls[s.wait_key].state = CallState.TIMED_OUT
+            s.state, s.attempt, s.recoveries = StepState.PENDING, 0, 0
+            s.wait_key = s.wait_deadline = None
+            wf.state = WorkflowState.RUNNING
+
+    # A crash is a claim that takes an expired lease over; the new attempt then starts its
+    # calls again (``rerun``) while the dead attempt's late outcomes are refused.
+
+    @precondition(lambda self: self.claimed)
+    @rule(
+        data=st.data(),
+        key=KEYS,
+        fingerprint=FINGERPRINTS,
+        outcome=st.sampled_from(["completed", "completed", "failed", "in doubt"]),
+        output=JSON,
+    )
+    def call(
+        self, data: st.DataObject, key: str, fingerprint: str | None, outcome: str, output: Any
+    ) -> None:
+        """A whole call: start, then complete, fail or leave it in doubt (a crash follows)."""
+        ex = self.held(data)
+        if self.start_call_as(ex, key, fingerprint) and outcome != "in doubt":
+            self.end_call_as(ex, key, output, outcome == "completed")
+
+    @precondition(lambda self: self.claimed)
+    @rule(data=st.data(), key=KEYS, fingerprint=FINGERPRINTS)
+    def start_call(self, data: st.DataObject, key: str, fingerprint: str | None) -> None:
+        self.start_call_as(self.held(data), key, fingerprint)
+
+    def start_call_as(self, ex: Execution, key: str, fingerprint: str | None) -> bool:
+        wf, _, error = self.fenced(ex)
+        c = wf.calls.get(key)
+        call = self.store.start_call(
+            ex, key, fingerprint=fingerprint, lane=None, label=None, now=self.now
+        )
+        if error is None and c is not None:
+            if c.kind is CallKind.WAIT or (
+                fingerprint is not None
+                and c.fingerprint is not None
+                and fingerprint != c.fingerprint
+            ):
+                error = KeyConflictError
+            elif c.state is CallState.COMPLETED:
+                error = EngineError
+        if error:
+            self.expect(call, error)
+            return False
+        row = self.run(call)
+        self.events += 1
+        if c is None:
+            c = wf.calls[key] = MCall(
+                CallKind.CALL, CallState.STARTED, ex.step_index, ex.attempt, self.events,
+                fingerprint,
+            )
+        else:
+            assert self.run(self.store.load_events(after_seq=self.events - 1))[0].data[
+                "rerun"] == (c.state is CallState.STARTED)
+            c.state, c.step_index, c.attempt, c.output = (
+                CallState.STARTED, ex.step_index, ex.attempt, None)
+            c.runs += 1
+            c.fingerprint = c.fingerprint if fingerprint is None else fingerprint
+        assert (row.state, row.runs) == (CallState.STARTED, c.runs)
+        return True
+
+    @precondition(lambda self: self.claimed)
+    @rule(data=st.data(), output=JSON, ok=st.booleans())
+    def end_call(self, data: st.DataObject, output: Any, ok: bool) -> None:
+        ex = self.held(data)
+        wf = self.model[ex.workflow_id]
+        started = sorted(k for k, c in wf.calls.items() if c.state is CallState.STARTED)
+        key = data.draw(st.sampled_from([*started, *started, "k1", "k2", "k3"]))
+        self.end_call_as(ex, key, output, ok)
+
+    def end_call_as(self, ex: Execution, key: str, output: Any, ok: bool) -> None:
+        wf, _, error = self.fenced(ex, after_cancel=True)
+        c = wf.calls.get(key)
+        if ok:
+            call = self.store.complete_call(
+                ex, key, output=output, usage=None, duration=0.5, now=self.now
+            )
+        else:
+            call = self.store.fail_call(
+                ex, key, reason="error", error=None, duration=0.5, now=self.now
+            )
+        if error is None:
+            if c is not None and c.kind is CallKind.WAIT:
+                error = KeyConflictError
+            elif c is None or c.state is not CallState.STARTED or c.step_index != ex.step_index:
+                error = EngineError
+        if error:
+            self.expect(call, error)
+            return
+        assert c is not None
+        self.run(call)
+        self.events += 1
+        c.state = CallState.COMPLETED if ok else CallState.FAILED
+        c.output, c.attempt = (output if ok else None), ex.attempt
 
     @rule(wid=st.sampled_from([*IDS, "nope"]), go=st.integers(0, 3))
     def cancel(self, wid: str, go: int) -> None:
@@ -282,6 +555,7 @@ class StoreMachine(RuleBasedStateMachine):
             for s in wf.steps:
                 if s.state in (StepState.LEASED, StepState.WAITING):
                     s.state, s.expires = StepState.FAILED, None
+                    s.wait_key = s.wait_deadline = None
 
     @rule(ex=executions, ttl=st.sampled_from([1.0, 3.0]))
     def renew(self, ex: Execution, ttl: float) -> None:
@@ -294,6 +568,12 @@ class StoreMachine(RuleBasedStateMachine):
         assert self.run(call).expires_at == self.now + ttl
         s.expires = self.now + ttl
 
+    def lost(self, s: MStep) -> None:
+        """The model of `WorkerRecovered`: the attempt was lost to a crash."""
+        self.events += 1
+        s.state, s.expires = StepState.PENDING, None
+        s.attempt, s.recoveries = max(s.attempt - 1, 0), s.recoveries + 1
+
     @rule(ex=executions)
     def release(self, ex: Execution) -> None:
         s = self.model[ex.workflow_id].steps[ex.step_index]
@@ -305,8 +585,69 @@ class StoreMachine(RuleBasedStateMachine):
         )
         assert self.run(self.store.release_expired(ex, self.now)) == expected
         if expected:
-            self.events += 1
-            s.state, s.expires = StepState.PENDING, None
+            self.lost(s)
+
+    @rule(ex=executions)
+    def release_dead(self, ex: Execution) -> None:
+        s = self.model[ex.workflow_id].steps[ex.step_index]
+        expected = s.state is StepState.LEASED and (s.token, s.worker) == (
+            ex.lease_token, ex.worker_id)
+        assert self.run(self.store.release_dead(ex, self.now, "its process is gone")) == expected
+        if expected:
+            self.lost(s)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), from_step=st.sampled_from([None, None, 0, 1, 2, 3]))
+    def retry(self, data: st.DataObject, from_step: int | None) -> None:
+        wid = data.draw(st.sampled_from([*sorted(self.model), "nope"]))
+        self.retry_from(wid, from_step)
+
+    def retry_from(self, wid: str, from_step: int | None) -> None:
+        call = self.store.retry_workflow(wid, from_step, self.now)
+        wf = self.model.get(wid)
+        if wf is None:
+            self.expect(call, UnknownWorkflowError)
+            return
+        if wf.state not in (WorkflowState.FAILED, WorkflowState.CANCELLED):
+            self.expect(call, NotRetryableError)
+            return
+        unfinished = next(
+            i for i, s in enumerate(wf.steps) if s.state is not StepState.COMPLETED)
+        first = unfinished if from_step is None else from_step
+        if first >= len(wf.steps):
+            self.expect(call, UnknownStepError)
+            return
+        if first > unfinished:
+            self.expect(call, NotRetryableError)
+            return
+        row = self.run(call)
+        assert row.state is WorkflowState.RUNNING and row.reason is None
+        self.events += 1
+        wf.state = WorkflowState.RUNNING
+        for i in range(first, len(wf.steps)):
+            wf.steps[i] = MStep(token=wf.steps[i].token)
+
+    @precondition(
+        lambda self: any(s.wait_key for wf in self.model.values() for s in wf.steps)
+    )
+    @rule(data=st.data(), go=st.integers(0, 3))
+    def ask_again_after_a_retry(self, data: st.DataObject, go: int) -> None:
+        """Cancel a workflow waiting on a keyed wait, retry it, ask the same wait again."""
+        if go:  # one time in four, as cancel
+            return
+        waiting = sorted(
+            (wid, i) for wid, wf in self.model.items()
+            for i, s in enumerate(wf.steps) if s.wait_key is not None
+        )
+        wid, index = data.draw(st.sampled_from(waiting))
+        key = self.model[wid].steps[index].wait_key
+        self.cancel(wid, 0)
+        self.retry_from(wid, None)
+        claimed = len(self.claimed)
+        self.claim_now(wid, "A", 3.0, index)
+        assert len(self.claimed) == claimed + 1  # a fresh step is claimable at once
+        assert self.wait_as(self.claimed[-1], key, None)
+        assert self.model[wid].calls[key or ""].runs >= 2
 
     @rule()
     def recover(self) -> None:
@@ -346,8 +687,22 @@ class StoreMachine(RuleBasedStateMachine):
             assert (row.worker_id, row.lease_expires_at) == (
                 s.worker, s.expires if s.state is StepState.LEASED else None)
             assert (row.resumed, row.resume_input) == (s.resumed, s.resume_input)
+            assert (row.recoveries, row.retry_at) == (s.recoveries, s.retry_at)
+            assert (row.wait_key, row.wait_deadline) == (s.wait_key, s.wait_deadline)
             if s.state is StepState.COMPLETED:
                 assert row.output == s.output
+        calls = self.run(self.store.calls())
+        expected_calls = sorted(
+            ((c.first, wid, key, c) for wid, wf in self.model.items()
+             for key, c in wf.calls.items()),
+            key=lambda t: t[0],
+        )
+        assert [(r.first_seq, r.workflow_id, r.key) for r in calls] == [
+            (first, wid, key) for first, wid, key, _ in expected_calls]
+        for row, (_, _, _, c) in zip(calls, expected_calls, strict=True):
+            assert (row.kind, row.state, row.step_index, row.attempt) == (
+                c.kind, c.state, c.step_index, c.attempt)
+            assert (row.fingerprint, row.runs, row.output) == (c.fingerprint, c.runs, c.output)
 
     @invariant()
     def projection_is_a_replay_of_the_log(self) -> None:
@@ -361,6 +716,9 @@ class StoreMachine(RuleBasedStateMachine):
             for row, s in zip(live, model, strict=True)
         ]
         assert [s for _, rows in replayed for _, s in sorted(rows.steps.items())] == live
+        replayed_calls = [c for _, rows in replayed for c in rows.calls.values()]
+        replayed_calls.sort(key=lambda c: c.first_seq)
+        assert replayed_calls == self.run(self.store.calls())
 
     @invariant()
     def leases_follow_the_rules(self) -> None:

@@ -1,14 +1,19 @@
-"""Small stand-ins for the widget tests: a read-side store with call counts, a queue's stats."""
+"""Small stand-ins for the widget tests: a read-side store with call counts, a queue's stats,
+an engine; and an agent workflow with durable calls and a keyed wait for the real engine."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from agentq.events import EventKind
+from agentq.queue import Job, Priority
+from agentq.retry import RetryPolicy
 from agentq.store import StepRow, StepState
+from agentq.workflows import StepContext, StepDef, Workflow
 
 T0 = 1_767_225_600.0
 
@@ -39,6 +44,8 @@ class ReadStore:
         reason: str | None = None,
         output: Any = None,
         input: Any = None,
+        key: str | None = None,
+        label: dict[str, Any] | None = None,
     ) -> int:
         seq = len(self.events) + 1
         index, name = step if step is not None else (None, None)
@@ -55,6 +62,8 @@ class ReadStore:
                 reason,
                 None if output is None else json.dumps(output),
                 None if input is None else json.dumps(input),
+                key,
+                None if label is None else json.dumps(label),
             )
         )
         return seq
@@ -117,7 +126,8 @@ class StatsQueue:
 
 
 class FakeEngine:
-    """`store`, `queue`, `clock` and a `resume` that records its calls and waits for `gate`."""
+    """`store`, `queue`, `clock`, `answered_from_log`, and a `resume` that records its calls
+    (and the wait keys given in `keys`) and waits for `gate`."""
 
     def __init__(self, store: ReadStore, clock: Any) -> None:
         import asyncio
@@ -126,17 +136,57 @@ class FakeEngine:
         self.queue = StatsQueue()
         self.clock = clock
         self.resumes: list[tuple[str, Any, Any]] = []
+        self.keys: list[str | None] = []
+        self.answered_from_log = 0
         self.gate = asyncio.Event()
         self.gate.set()
         self.called = asyncio.Event()
         self.error: Exception | None = None
 
-    async def resume(self, workflow_id: str, step: Any, input: Any) -> Any:
+    async def resume(
+        self, workflow_id: str, step: Any, input: Any, *, key: str | None = None
+    ) -> Any:
         from agentq.workflows import RunResult, RunStatus
 
         self.resumes.append((workflow_id, step, input))
+        self.keys.append(key)
         self.called.set()
         await self.gate.wait()
         if self.error is not None:
             raise self.error
         return RunResult(workflow_id, RunStatus.COMPLETED, outputs=("done",))
+
+
+class Tools:
+    """The outside world of an agent: records every call that really ran."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    async def model(self, prompt: str) -> dict[str, Any]:
+        self.ran.append("model")
+        return {"text": f"plan for {prompt}", "usage": {"tokens": 100}}
+
+    async def tool(self, name: str, i: int) -> dict[str, Any]:
+        self.ran.append(f"{name}:{i}")
+        if name == "book" and self.ran.count(f"{name}:{i}") == 1:
+            raise ConnectionError("booking service down")
+        return {"tool": name, "i": i}
+
+
+def agent_workflow(tools: Tools, workflow_id: str = "trip") -> Workflow:
+    """A step that asks a model, runs three tools (one fails once), then waits for approval."""
+
+    async def agent(ctx: StepContext) -> Any:
+        await ctx.call(Job("plan", functools.partial(tools.model, "trip")),
+                       label={"kind": "model"}, usage=lambda out: out["usage"])
+        for i, name in enumerate(["search", "search", "book"]):
+            job = Job(f"tool:{i}", functools.partial(tools.tool, name, i), Priority.HIGH)
+            await ctx.call(job, label={"kind": "tool", "tool": name},
+                           usage={"tokens": 10 * (i + 1)})
+        return await ctx.wait_for_input(
+            "approve", "book it?", details={"tool": "book", "args": {"to": "<script>"}},
+            timeout=60,
+        )
+
+    return Workflow(workflow_id, [StepDef("agent", agent, retry=RetryPolicy(2))])

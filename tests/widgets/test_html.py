@@ -1,4 +1,5 @@
-"""The pure renderers: escaping, caps with "n more", badges and colours, data-* attributes."""
+"""The pure renderers: escaping, caps with "n more", badges and colours, data-* attributes;
+durable call counts, call bars and keyed waits (and the pure folds they render)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from agentq.events import EventKind
 from agentq.outcomes import ErrorInfo
 from agentq.store import StepRow, StepState
 from agentq.widgets import html as h
+from agentq.widgets._calls import CallCounts, CallTally
 from agentq.widgets._timeline import Timeline
 from agentq.workflows import RunResult, RunStatus, StepStatus
 
@@ -71,6 +73,20 @@ def test_step_rows_carry_stable_data_attributes_and_badges() -> None:
     assert "1.50 s" in markup  # finished - started
     assert "3.00 s …" in markup  # open: counted up to now
     assert h.COLORS["completed"][0] in markup and h.COLORS["waiting"][0] in markup
+
+
+def test_a_leased_row_names_its_holder_and_when_the_lease_expires() -> None:
+    """Issue 9 item 9: a run waiting for a lease is visible: holder and expiry."""
+    leased = row(1, StepState.LEASED, finished_at=None, worker_id="h:41822:9f3ac01b",
+                 lease_expires_at=T0 + 30, recoveries=2)
+    markup = h.steps_html([leased], now=T0 + 18)
+    assert "leased by h:41822:9f3ac01b · expires in 12 s" in markup
+    assert "1 <span" in markup and "+2 lost" in markup
+    lapsed = h.steps_html([leased], now=T0 + 75)
+    assert "expired 45 s ago" in lapsed
+    assert "expired 1 m 05 s ago" in h.steps_html([leased], now=T0 + 95)
+    assert "leased by" not in h.steps_html([row(2)], now=T0)
+    assert "lost" not in h.steps_html([row(2)], now=T0)
 
 
 def test_rows_are_capped_with_a_visible_n_more() -> None:
@@ -136,6 +152,22 @@ def test_timeline_draws_retries_waits_and_outcomes() -> None:
     assert "+10.00 s" in markup
 
 
+def test_timeline_ends_a_wait_that_timed_out() -> None:
+    store = ReadStore()
+    wf, s = "wf", (0, "ask")
+    store.event(EventKind.WORKFLOW_STARTED, wf, at=T0)
+    store.event(EventKind.STEP_STARTED, wf, s, at=T0, attempt=1)
+    store.event(EventKind.STEP_WAITING, wf, s, at=T0 + 1, attempt=1, reason="ok?")
+    store.event(EventKind.WAIT_TIMED_OUT, wf, s, at=T0 + 61)
+    store.event(EventKind.STEP_STARTED, wf, s, at=T0 + 61, attempt=1)
+    tl = Timeline()
+    tl.apply(store.events)
+    markup = h.timeline_html(tl.recent(5), now=T0 + 62)
+    spans = re.findall(r'data-kind="(\w+)" data-outcome="(\w+)"', markup)
+    assert spans == [("run", "waited"), ("wait", "timeout"), ("run", "running")]
+    assert "waited for input (timeout) — ok? · 1 m 00 s" in markup
+
+
 def test_timeline_caps_workflows_and_spans() -> None:
     store = ReadStore()
     for i in range(20):
@@ -183,6 +215,21 @@ def test_worker_lost_is_drawn_and_a_new_claim_starts_a_new_bar() -> None:
     assert [s.outcome for s in track.steps[0].spans] == ["lost", "running"]
 
 
+def test_a_retried_workflow_runs_again_on_its_timeline() -> None:
+    store = ReadStore()
+    store.event(EventKind.WORKFLOW_STARTED, "w")
+    store.event(EventKind.STEP_STARTED, "w", (0, "a"), attempt=1)
+    store.event(EventKind.STEP_FAILED, "w", (0, "a"), attempt=1, reason="boom")
+    store.event(EventKind.WORKFLOW_FAILED, "w", reason="boom")
+    store.event(EventKind.WORKFLOW_RETRIED, "w", (0, "a"))
+    store.event(EventKind.STEP_STARTED, "w", (0, "a"), attempt=1)
+    tl = Timeline()
+    tl.apply(store.events)
+    track = tl.get("w")
+    assert track is not None and (track.state, track.end) == ("running", None)
+    assert [s.outcome for s in track.steps[0].spans] == ["failed", "running"]
+
+
 def test_run_result_and_step_status_reprs() -> None:
     done = h.run_result_html(RunResult("w1", RunStatus.COMPLETED, outputs=(1, {"a": [1, 2]})))
     assert 'data-agentq="run-result" data-workflow="w1" data-status="completed"' in done
@@ -223,3 +270,173 @@ def test_html_module_needs_no_ipywidgets() -> None:
         "assert 'ipywidgets' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- durable calls: counts, totals, bars; keyed waits --------------------------------------
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+def call_events(store: ReadStore, wf: str = "w", step: tuple[int, str] = (0, "agent")) -> None:
+    """Attempt 1 starts three calls: one completes, one fails, one is left in doubt when the
+    worker is declared lost; attempt 2 runs the failed and the doubtful one again."""
+    K = EventKind
+    store.event(K.WORKFLOW_STARTED, wf, at=T0)
+    store.event(K.STEP_STARTED, wf, step, at=T0, attempt=1)
+    for i, key in enumerate(("plan", "search", "pay")):
+        label = {"kind": "model"} if key == "plan" else {"kind": "tool", "tool": key}
+        store.event(K.CALL_STARTED, wf, step, at=T0 + i, attempt=1, key=key, label=label)
+    store.event(K.CALL_COMPLETED, wf, step, at=T0 + 1, attempt=1, key="plan")
+    store.event(K.CALL_FAILED, wf, step, at=T0 + 3, attempt=1, key="search", reason="down")
+    store.event(K.WORKER_RECOVERED, wf, step, at=T0 + 5, attempt=1)
+
+
+def test_call_tally_counts_calls_per_step_and_in_doubt() -> None:
+    store = ReadStore()
+    call_events(store)
+    tally = CallTally()
+    tally.apply(store.events)
+    assert tally.steps[("w", 0)] == CallCounts(
+        calls=3, runs=3, completed=1, failed=1, running=0, in_doubt=1, failed_runs=1
+    )
+    assert tally.totals == tally.steps[("w", 0)]
+    K, step = EventKind, (0, "agent")
+    store.event(K.STEP_STARTED, "w", step, at=T0 + 6, attempt=2)
+    store.event(K.CALL_STARTED, "w", step, at=T0 + 6, attempt=2, key="search")
+    store.event(K.CALL_STARTED, "w", step, at=T0 + 6, attempt=2, key="pay")
+    tally.apply(store.events)
+    assert tally.steps[("w", 0)] == CallCounts(3, 5, 1, 0, 2, 0, 1)  # both run again
+    store.event(K.CALL_COMPLETED, "w", step, at=T0 + 7, attempt=2, key="search")
+    store.event(K.CALL_COMPLETED, "w", step, at=T0 + 8, attempt=2, key="pay")
+    store.event(K.STEP_COMPLETED, "w", step, at=T0 + 8, attempt=2)
+    one_by_one = CallTally()
+    for r in store.events:
+        one_by_one.apply([r])
+        one_by_one.apply([r])  # re-reading is harmless
+    tally.apply(store.events)
+    assert tally.steps == one_by_one.steps and tally.totals == one_by_one.totals
+    assert tally.totals == CallCounts(3, 5, 3, 0, 0, 0, 1)
+
+
+def test_a_cancelled_workflow_leaves_its_running_calls_in_doubt_until_their_outcome() -> None:
+    store = ReadStore()
+    K, step = EventKind, (0, "s")
+    store.event(K.STEP_STARTED, "w", step, attempt=1)
+    store.event(K.CALL_STARTED, "w", step, attempt=1, key="pay")
+    store.event(K.WORKFLOW_CANCELLED, "w", reason="stop")
+    tally, tl = CallTally(), Timeline()
+    tally.apply(store.events)
+    tl.apply(store.events)
+    assert tally.totals.in_doubt == 1
+    track = tl.get("w")
+    assert track is not None and track.steps[0].calls[0].outcome == "in_doubt"
+    store.event(K.CALL_COMPLETED, "w", step, attempt=1, key="pay")  # it ran on; recorded
+    tally.apply(store.events)
+    tl.apply(store.events)
+    assert tally.totals.in_doubt == 0 and tally.totals.completed == 1
+    assert track.steps[0].calls[0].outcome == "completed"
+
+
+def test_call_counts_are_compact_and_name_only_what_is_there() -> None:
+    assert h.call_counts_html(None) == "" and h.call_counts_html(CallCounts()) == ""
+    markup = h.call_counts_html(CallCounts(3, 4, 1, 1, 0, 1, 1))
+    text = re.sub(r"<[^>]+>", "", markup)
+    assert text == "3 calls · 1 failed · 1 in doubt"
+    assert 'data-calls="3" data-runs="4" data-failed="1" data-running="0" data-in-doubt="1"' \
+        in markup
+    assert h.COLORS["in_doubt"][0] in markup and h.COLORS["failed"][0] in markup
+    one = re.sub(r"<[^>]+>", "", h.call_counts_html(CallCounts(1, 1, 0, 0, 1, 0, 0)))
+    assert one == "1 call · 1 running"
+
+
+def test_steps_html_has_a_calls_column_only_when_given_counts() -> None:
+    rows = [row(1), row(2)]
+    plain = h.steps_html(rows, now=T0)
+    assert "<th" in plain and ">calls</th>" not in plain and "call-counts" not in plain
+    counts = {("wf-1", 0): CallCounts(2, 2, 2, 0, 0, 0, 0)}
+    markup = h.steps_html(rows, now=T0, calls=counts)
+    assert ">calls</th>" in markup and markup.count('data-agentq="call-counts"') == 1
+    first, second = markup.split('data-agentq="step-row"')[1:]
+    assert "2 calls" in first and "call-counts" not in second
+    assert 'colspan="8"' in h.steps_html([], now=T0, calls={})
+
+
+def test_call_totals_show_runs_failures_doubt_and_answered_from_the_log() -> None:
+    totals = CallCounts(calls=4, runs=6, completed=2, failed=1, running=0, in_doubt=1,
+                        failed_runs=2)
+    markup = h.call_totals_html(totals, 7)
+    assert 'data-calls="4" data-runs="6" data-failed="2" data-in-doubt="1" data-answered="7"' \
+        in markup
+    text = re.sub(r"<[^>]+>", "", markup)
+    assert text == "durable calls: 6 runs · 2 failed · 1 in doubt · 7 answered from the log"
+    assert "data-answered" not in h.call_totals_html(totals)
+
+
+def test_timeline_draws_calls_as_bars_inside_their_step() -> None:
+    store = ReadStore()
+    call_events(store)
+    store.event(EventKind.STEP_STARTED, "w", (0, "agent"), at=T0 + 6, attempt=2)
+    store.event(EventKind.CALL_STARTED, "w", (0, "agent"), at=T0 + 6, attempt=2, key="pay",
+                label={"kind": "tool", "tool": SCRIPT})
+    tl = Timeline()
+    tl.apply(store.events)
+    markup = h.timeline_html(tl.recent(5), now=T0 + 10)
+    calls = re.findall(r'data-agentq="call" data-key="([^"]+)" data-tool="([^"]+)" '
+                       r'data-outcome="(\w+)"', markup)
+    assert calls == [
+        ("plan", "model", "completed"), ("search", "search", "failed"),
+        ("pay", "pay", "in_doubt"), ("pay", "&lt;script&gt;alert(1)&lt;/script&gt;", "running"),
+    ]
+    assert "<script" not in markup
+    # The doubtful run ends where its attempt ended (T0+5), the running one runs to now.
+    assert "call pay (pay) · attempt 1: in doubt (started, no outcome recorded) · 3.00 s" \
+        in markup
+    assert "· 4.00 s so far" in markup
+    assert 'data-agentq="timeline-step" data-workflow="w" data-step="agent"' in markup
+    assert h.COLORS["in_doubt"][0] in markup and "call in doubt" in markup  # the legend
+
+
+def test_timeline_caps_call_bars_per_step_with_n_more() -> None:
+    store = ReadStore()
+    store.event(EventKind.STEP_STARTED, "w", (0, "s"), attempt=1)
+    for i in range(100):
+        store.event(EventKind.CALL_STARTED, "w", (0, "s"), attempt=1, key=f"c{i}")
+        store.event(EventKind.CALL_COMPLETED, "w", (0, "s"), attempt=1, key=f"c{i}")
+    tl = Timeline()
+    tl.apply(store.events)
+    markup = h.timeline_html(tl.recent(1), now=T0 + 300, max_calls=10)
+    assert markup.count('data-agentq="call"') == 10
+    assert 'data-key="c99"' in markup and 'data-key="c89"' not in markup  # the latest
+    assert 'data-agentq="more-calls" data-workflow="w" data-step="s" data-hidden="90"' in markup
+    assert "90 more calls not drawn" in markup
+    assert "more-calls" not in h.timeline_html(tl.recent(1), now=T0 + 300, max_calls=100)
+
+
+def waiting_row(**kw: object) -> StepRow:
+    base: dict[str, object] = {
+        "reason": "book it?", "wait_key": "approve" + SCRIPT, "wait_deadline": T0 + 60,
+        "wait_details": {"tool": SCRIPT, "args": {"to": EVIL, "body": "x" * 500}},
+        "started_at": T0,
+    }
+    base.update(kw)
+    return StepRow("trip", 0, "agent", StepState.WAITING, attempt=1, **base)  # type: ignore[arg-type]
+
+
+def test_a_keyed_wait_shows_its_key_details_and_deadline_escaped_and_shortened() -> None:
+    row_ = waiting_row()
+    for markup in (h.steps_html([row_], now=T0 + 61), h.approval_html(row_), h.wait_html(row_)):
+        assert "<script" not in markup and "<img" not in markup
+        assert "approve&lt;script&gt;" in markup  # the key, escaped
+        assert "tool <b>&lt;script&gt;alert(1)&lt;/script&gt;</b>" in markup
+        assert "answer by 00:01:00 UTC" in markup
+        shown = re.sub(r"<[^>]+>", "", markup)  # the text, without tooltips
+        assert "…" in shown and "x" * 200 not in shown and "x" * 400 in markup  # shortened
+        assert 'data-agentq="wait" data-key="approve&lt;script&gt;alert(1)&lt;/script&gt;" ' \
+            f'data-deadline="{T0 + 60}"' in markup
+    assert "(passed)" in h.steps_html([row_], now=T0 + 61)
+    assert "(passed)" not in h.steps_html([row_], now=T0 + 1)
+    assert 'data-key="approve&lt;script&gt;' in h.approval_html(row_).split(">")[0]
+    bare = waiting_row(wait_key=None, wait_details=None, wait_deadline=None)
+    assert h.wait_html(bare) == "" and 'data-agentq="wait"' not in h.steps_html([bare], now=T0)
+    args_only = h.wait_html(waiting_row(wait_details={"args": {"q": 1}}, wait_deadline=None))
+    assert "<code>{&quot;q&quot;: 1}</code>" in args_only and "answer by" not in args_only

@@ -1,9 +1,11 @@
 """The live widgets on small fakes: trait values, only-on-change, incremental reads, stop(),
-approval clicks (BH-19), and the refresher on a running loop without nest_asyncio (BH-22)."""
+approval clicks (BH-19), and the refresher on a running loop without nest_asyncio (BH-22);
+durable call counts and totals, keyed waits in the panel (resumed with their key)."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -26,7 +28,7 @@ from agentq.workflows import (
     WorkflowEngine,
 )
 
-from .fakes import FakeEngine, ReadStore, StatsQueue
+from .fakes import T0, FakeEngine, ReadStore, StatsQueue, Tools, agent_workflow
 
 K = EventKind
 TICK = 0.25
@@ -433,4 +435,140 @@ async def test_bh23_background_runs_show_up_tick_by_tick_and_no_burst_is_lost(
     lane = dash.lanes.html.value
     assert 'data-priority="medium" data-running="0" data-permits="2"' in lane
     assert 'data-completed="60" data-failed="0"' in lane  # a wait is not a failure
+    await dash.stop()
+
+
+# --- durable calls and keyed waits ---------------------------------------------------------
+
+
+def text_of(markup: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", markup))
+
+
+def agent_events(store: ReadStore, wf: str = "a") -> None:
+    """Attempt 1 of s0: a call completes, one fails, one is in doubt (the worker is lost)."""
+    started(store, wf, 1)
+    s0 = (0, "s0")
+    store.event(K.STEP_STARTED, wf, s0, attempt=1, worker_id="w1")
+    store.event(K.CALL_STARTED, wf, s0, attempt=1, key="plan", label={"kind": "model"})
+    store.event(K.CALL_COMPLETED, wf, s0, attempt=1, key="plan")
+    store.event(K.CALL_STARTED, wf, s0, attempt=1, key="search", label={"tool": "search"})
+    store.event(K.CALL_FAILED, wf, s0, attempt=1, key="search", reason="down")
+    store.event(K.CALL_STARTED, wf, s0, attempt=1, key="pay", label={"tool": "pay"})
+    store.event(K.WORKER_RECOVERED, wf, s0, attempt=1)
+    store.step(wf, 0, "s0", StepState.PENDING, attempt=1)
+
+
+async def test_step_table_counts_calls_from_the_events_it_already_reads(
+    store: ReadStore,
+) -> None:
+    agent_events(store)
+    table = StepTable(store, clock=FakeClock())
+    await table.refresh()
+    assert store.calls == {"event_rows": 1, "step_rows": 1}  # no read of its own for calls
+    assert "3 calls · 1 failed · 1 in doubt" in text_of(table.html.value)
+    store.event(K.STEP_STARTED, "a", (0, "s0"), attempt=2, worker_id="w2")
+    store.event(K.CALL_STARTED, "a", (0, "s0"), attempt=2, key="search")
+    store.event(K.CALL_STARTED, "a", (0, "s0"), attempt=2, key="pay")
+    store.step("a", 0, "s0", StepState.LEASED, attempt=2, worker_id="w2")
+    assert await table.refresh() is True
+    assert store.calls == {"event_rows": 2, "step_rows": 1, "step_rows(wf)": 1, "last_seq": 1}
+    assert "3 calls · 2 running" in text_of(table.html.value)
+    assert 'data-calls="3" data-runs="5" data-failed="0" data-running="2" data-in-doubt="0"' \
+        in table.html.value
+
+
+async def test_dashboard_shows_call_totals_beside_the_calls_answered_from_the_log(
+    store: ReadStore, engine: FakeEngine
+) -> None:
+    agent_events(store)
+    dash = Dashboard(engine)
+    await dash.refresh()
+    assert 'data-runs="3" data-failed="1" data-in-doubt="1" data-answered="0"' in dash.calls.value
+    assert text_of(dash.calls.value) == (
+        "durable calls: 3 runs · 1 failed · 1 in doubt · 0 answered from the log"
+    )
+    assert "1 in doubt" in text_of(dash.steps.html.value)
+    # The engine's counter moves with no event: the next tick shows it, and reads nothing more.
+    engine.answered_from_log = 4
+    reads = dict(store.calls)
+    seen = changes(dash.calls)
+    assert await dash.refresh() is True
+    assert 'data-answered="4"' in dash.calls.value and len(seen) == 1
+    assert store.calls["event_rows"] == reads["event_rows"]
+    assert await dash.refresh() is False and len(seen) == 1
+
+
+async def test_the_panel_shows_a_keyed_wait_and_resumes_with_its_key(
+    store: ReadStore, engine: FakeEngine
+) -> None:
+    started(store, "trip", 1)
+    store.event(K.STEP_STARTED, "trip", (0, "s0"), attempt=1)
+    store.event(K.STEP_WAITING, "trip", (0, "s0"), attempt=1, reason="book it?", key="approve")
+    store.step("trip", 0, "s0", StepState.WAITING, reason="book it?", wait_key="approve",
+               wait_details={"tool": "book", "args": {"to": "<script>x</script>"}},
+               wait_deadline=T0 + 60)
+    waiting(store, "plain")  # a step-level wait: no key
+    panel = ApprovalPanel(engine)
+    await panel.refresh()
+    slot, plain = panel.slots[0], panel.slots[1]
+    assert slot.key == ("trip", 0) and slot.wait_key == "approve" and plain.wait_key is None
+    label = slot.label.value
+    assert "<script" not in label and "&lt;script&gt;x&lt;/script&gt;" in label
+    assert "key approve · tool book" in text_of(label) and "answer by 00:01:00 UTC" in label
+    slot.note.value = "go"
+    slot.approve.click()
+    plain.reject.click()
+    await panel.join()
+    assert engine.resumes == [
+        ("trip", "s0", {"approved": True, "note": "go"}),
+        ("plain", "s0", {"approved": False, "note": ""}),
+    ]
+    assert engine.keys == ["approve", None]
+    # The step goes on to its next wait: the slot shows that one, and a click answers it.
+    store.event(K.STEP_RESUMED, "trip", (0, "s0"), key="approve")
+    store.event(K.STEP_STARTED, "trip", (0, "s0"), attempt=1)
+    store.event(K.STEP_WAITING, "trip", (0, "s0"), attempt=1, reason="really?", key="confirm")
+    store.step("trip", 0, "s0", StepState.WAITING, reason="really?", wait_key="confirm")
+    await panel.refresh()
+    assert slot.wait_key == "confirm" and not slot.approve.disabled
+    assert "key confirm" in text_of(slot.label.value) and "book" not in slot.label.value
+    slot.approve.click()
+    await panel.join()
+    assert engine.keys == ["approve", None, "confirm"]
+
+
+async def test_a_real_agent_run_shows_its_calls_and_answers_from_the_log(
+    real: WorkflowEngine,
+) -> None:
+    tools = Tools()
+    assert (await real.run(agent_workflow(tools))).status == "waiting"
+    dash = Dashboard(real)
+    await dash.refresh()
+    row_ = dash.steps.html.value.split('data-agentq="step-row"')[1]
+    assert 'data-calls="4" data-runs="5" data-failed="0" data-running="0" data-in-doubt="0"' \
+        in row_
+    assert 'data-agentq="wait" data-key="approve"' in row_ and "tool <b>book</b>" in row_
+    answered = real.answered_from_log
+    assert answered == 3  # the retry answered plan, tool:0 and tool:1 from the log
+    assert f'data-runs="5" data-failed="1" data-in-doubt="0" data-answered="{answered}"' \
+        in dash.calls.value
+    bars = re.findall(r'data-agentq="call" data-key="([^"]+)" data-tool="([^"]+)" '
+                      r'data-outcome="(\w+)"', dash.timeline.html.value)
+    assert bars == [
+        ("plan", "model", "completed"), ("tool:0", "search", "completed"),
+        ("tool:1", "search", "completed"), ("tool:2", "book", "failed"),
+        ("tool:2", "book", "completed"),
+    ]
+    slot = dash.approvals.slots[0]
+    assert slot.wait_key == "approve" and "&lt;script&gt;" in slot.label.value
+    slot.approve.click()
+    async with asyncio.timeout(5):
+        await dash.approvals.join()
+    assert 'data-outcome="completed"' in slot.status.value
+    assert isinstance((await real.status("trip"))[0], StepStatus.Completed)
+    assert tools.ran.count("model") == 1 and len(tools.ran) == 5  # nothing ran twice
+    await dash.refresh()
+    assert real.answered_from_log > answered
+    assert f'data-answered="{real.answered_from_log}"' in dash.calls.value
     await dash.stop()

@@ -5,10 +5,13 @@ returns an HTML string, so they are tested without a kernel and need no ipywidge
 order:
 
 - `agentq.markup` (below every layer): escaping, colours, badges, durations, "n more" lines;
+- ``calls``: `call_counts_html` (a step's durable calls) and `call_totals_html` (all of them,
+  with the calls answered from the log), from `agentq.widgets._calls` counts;
+- ``results``: `approval_html`, `wait_html` (a keyed wait's key, details and deadline),
+  `outcome_html`, and `run_result_html` / `step_status_html`, which are the values' own
+  ``_repr_html_`` (built by the workflow model from `agentq.markup`);
 - ``tables``: `lanes_html` and `steps_html` (and `queue_stats_html`);
-- ``timeline``: `timeline_html`, the Gantt chart of `agentq.widgets._timeline` tracks;
-- ``results``: `approval_html`, `outcome_html`, and `run_result_html` / `step_status_html`,
-  which are the values' own ``_repr_html_`` (built by the workflow model from `agentq.markup`).
+- ``timeline``: `timeline_html`, the Gantt chart of `agentq.widgets._timeline` tracks.
 
 Every user-supplied string (ids, step names, reasons, errors, payloads) goes through
 `html.escape`; a step named ``<img src=x onerror=alert(1)>`` shows as text. Long lists are
@@ -22,12 +25,17 @@ lane              data-priority, data-running, data-permits, data-queued, data-c
                   data-completed, data-failed
 steps             (the table)
 step-row          data-workflow, data-step, data-index, data-status (a `StepState` value)
+call-counts       data-calls, data-runs, data-failed, data-running, data-in-doubt (a step's)
+call-totals       data-calls, data-runs, data-failed (runs), data-in-doubt, data-answered
+wait              data-key, data-deadline (Unix seconds; absent without a deadline)
 more              data-hidden (how many items are not shown)
 timeline          (the container)
 timeline-workflow data-workflow, data-state
 timeline-step     data-workflow, data-step
 span              data-kind (run, wait, backoff), data-outcome
-approval          data-workflow, data-step
+call              data-key, data-tool, data-outcome (running, completed, failed, in_doubt)
+more-calls        data-workflow, data-step, data-hidden (call bars not drawn)
+approval          data-workflow, data-step, data-key (a keyed wait's)
 approval-outcome  data-workflow, data-step, data-outcome (pending, completed, waiting,
                   failed, cancelled, error)
 approval-log      (the latest outcomes, newest first)
@@ -37,11 +45,13 @@ error             (a refresher or resume error)
 """
 
 from agentq.markup import COLORS, badge, error_html, fmt_seconds, more_html
+from agentq.widgets.html.calls import call_counts_html, call_totals_html
 from agentq.widgets.html.results import (
     approval_html,
     outcome_html,
     run_result_html,
     step_status_html,
+    wait_html,
 )
 from agentq.widgets.html.tables import LaneSnapshot, lanes_html, queue_stats_html, steps_html
 from agentq.widgets.html.timeline import timeline_html
@@ -51,6 +61,8 @@ __all__ = [
     "LaneSnapshot",
     "approval_html",
     "badge",
+    "call_counts_html",
+    "call_totals_html",
     "error_html",
     "fmt_seconds",
     "lanes_html",
@@ -61,4 +73,5 @@ __all__ = [
     "step_status_html",
     "steps_html",
     "timeline_html",
+    "wait_html",
 ]

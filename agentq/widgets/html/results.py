@@ -1,27 +1,81 @@
 """Runs and the steps waiting for a person: approval labels, click outcomes, run results.
 
-`approval_html` and `outcome_html` are what `ApprovalPanel` shows. `run_result_html` and
+`approval_html` and `outcome_html` are what `ApprovalPanel` shows; `wait_html` (a keyed wait's
+key, details and deadline) is in both the panel and the step table. `run_result_html` and
 `step_status_html` give the same HTML as the values' own ``_repr_html_`` (which the workflow
 model builds from `agentq.markup`, so it needs nothing from this package).
 """
 
 from __future__ import annotations
 
-from agentq.markup import COLORS, FONT, MUTED, badge, esc, short
+from typing import Any
+
+from agentq.markup import COLORS, FONT, MUTED, badge, clock_text, esc, json_text, short
 from agentq.store import StepRow
 from agentq.workflows import RunResult, StepStatus
 
-__all__ = ["approval_html", "outcome_html", "run_result_html", "step_status_html"]
+__all__ = ["approval_html", "outcome_html", "run_result_html", "step_status_html", "wait_html"]
+
+
+def _when(seconds: float) -> str:
+    try:
+        return clock_text(seconds)
+    except (OverflowError, OSError, ValueError):  # beyond what datetime holds
+        return f"{seconds:.0f} (Unix seconds)"
+
+
+def _details(details: dict[str, Any], limit: int) -> str:
+    # The tool, when the details name one, then the rest as JSON (escaped, shortened).
+    tool = details.get("tool")
+    rest = {k: v for k, v in details.items() if k != "tool"} if tool is not None else details
+    parts = [] if tool is None else [f"tool <b>{short(tool, 40)}</b>"]
+    if rest:
+        args = rest.get("args") if list(rest) == ["args"] else rest
+        parts.append(f"<code>{json_text(args, limit)}</code>")
+    return " ".join(parts)
+
+
+def wait_html(row: StepRow, *, now: float | None = None, limit: int = 120) -> str:
+    """Render what a keyed wait (``ctx.wait_for_input``) asks: its key, details, deadline.
+
+    Returns '' for a step that is not on a keyed wait (a step-level ``WaitForInput``).
+    Every value is escaped; the details are shown as the tool they name (``details["tool"]``)
+    and the rest as JSON, shortened to `limit` characters (the full text in a tooltip).
+
+    Args:
+        row: The step's projection row (``wait_key``, ``wait_details``, ``wait_deadline``).
+        now: Unix seconds; when given, a deadline already passed is marked so.
+        limit: Maximum characters of the details' JSON.
+    """
+    if row.wait_key is None:
+        return ""
+    parts = [f"key <code>{short(row.wait_key, 60)}</code>"]
+    if row.wait_details:
+        parts.append(_details(row.wait_details, limit))
+    if row.wait_deadline is not None:
+        passed = now is not None and now >= row.wait_deadline
+        note = " (passed)" if passed else ""
+        parts.append(f"answer by {esc(_when(row.wait_deadline))}{note}")
+    deadline = "" if row.wait_deadline is None else f' data-deadline="{row.wait_deadline}"'
+    return (
+        f'<div data-agentq="wait" data-key="{esc(row.wait_key)}"{deadline} '
+        f'style="{MUTED};font-size:11px">{" · ".join(parts)}</div>'
+    )
 
 
 def approval_html(row: StepRow) -> str:
-    """Render the label of one waiting step: workflow, step and the reason it waits."""
+    """Render the label of one waiting step: workflow, step and the reason it waits.
+
+    For a keyed wait (``ctx.wait_for_input``) also its key, details (the tool and its
+    arguments, say) and deadline: see `wait_html`.
+    """
     reason = short(row.reason or "(no reason given)", 200)
+    key = "" if row.wait_key is None else f' data-key="{esc(row.wait_key)}"'
     return (
         f'<div data-agentq="approval" data-workflow="{esc(row.workflow_id)}" '
-        f'data-step="{esc(row.step_name)}" style="{FONT}">{badge("waiting")} '
+        f'data-step="{esc(row.step_name)}"{key} style="{FONT}">{badge("waiting")} '
         f"<b>{short(row.workflow_id, 50)}</b> · {short(row.step_name, 40)}"
-        f'<div style="padding:2px 0 0 4px">{reason}</div></div>'
+        f'<div style="padding:2px 0 0 4px">{reason}{wait_html(row, limit=200)}</div></div>'
     )
 
 

@@ -1,7 +1,7 @@
 """The lane and step tables: `lanes_html` (one row per lane) and `steps_html` (one per step).
 
-Pure functions of snapshots (``queue.stats().lanes``, `StepRow` lists), built from the
-primitives of `agentq.markup`; `agentq.widgets.monitor` shows them live.
+Pure functions of snapshots (``queue.stats().lanes``, `StepRow` lists, call counts), built from
+the primitives of `agentq.markup`; `agentq.widgets.monitor` shows them live.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from agentq.markup import (
     short,
 )
 from agentq.store import StepRow, StepState
+from agentq.widgets._calls import CallCounts
+from agentq.widgets.html.calls import call_counts_html
+from agentq.widgets.html.results import wait_html
 
 __all__ = ["LaneSnapshot", "lanes_html", "queue_stats_html", "steps_html"]
 
@@ -113,6 +116,30 @@ def _duration(row: StepRow, now: float) -> tuple[str, str]:
     return fmt_seconds(seconds) + " …", f"started {clock_text(row.started_at)}, still open"
 
 
+def _seconds(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 60 else fmt_seconds(seconds)
+
+
+def _lease_note(row: StepRow, now: float) -> str:
+    """Who holds a leased row's lease and when it runs out (a run may be waiting for it)."""
+    if row.state is not StepState.LEASED or row.lease_expires_at is None:
+        return ""
+    left = row.lease_expires_at - now
+    when = f"expires in {_seconds(left)}" if left >= 0 else f"expired {_seconds(-left)} ago"
+    until = clock_text(row.lease_expires_at) if row.lease_expires_at < 1e11 else "never"
+    return (
+        f'<span data-agentq="lease" style="{MUTED}" title="lease held until {esc(until)}">'
+        f"leased by {short(row.worker_id or '?', 60)} · {esc(when)}</span>"
+    )
+
+
+def _attempt_cell(row: StepRow) -> str:
+    if not row.recoveries:
+        return str(row.attempt)
+    lost = f"{row.recoveries} attempt(s) lost to crashes, not counted as attempts"
+    return f'{row.attempt} <span style="{MUTED}" title="{lost}">+{row.recoveries} lost</span>'
+
+
 def steps_html(
     rows: Sequence[StepRow],
     *,
@@ -120,8 +147,15 @@ def steps_html(
     limit: int = 50,
     total: int | None = None,
     counts: Mapping[str, int] | None = None,
+    calls: Mapping[tuple[str, int], CallCounts] | None = None,
 ) -> str:
     """Render step rows as a table: status badges, attempt, worker, duration, reason, error.
+
+    A step waiting on a keyed wait also shows the wait's key, details and deadline
+    (`wait_html`).
+    A leased row says who holds the lease and when it expires ("leased by W · expires in
+    12 s"): a run of that workflow elsewhere waits for it. An attempt count shows the attempts
+    lost to crashes beside it ("2 +1 lost").
 
     Args:
         rows: Rows to show, in display order (only the first `limit` are rendered).
@@ -129,6 +163,8 @@ def steps_html(
         limit: Maximum rows rendered.
         total: How many rows match in all (for the "n more" line); default ``len(rows)``.
         counts: Steps per status, shown as a summary line above the table.
+        calls: Durable call counts by ``(workflow_id, step_index)`` (``CallTally.steps``):
+            when given, a "calls" column shows each step's (`call_counts_html`).
     """
     shown = rows[:limit]
     hidden = (len(rows) if total is None else total) - len(shown)
@@ -137,18 +173,23 @@ def steps_html(
         parts = [f"{badge(s.value, f'{LABELS.get(s.value, s.value)} {counts[s.value]}')}"
                  for s in StepState if counts.get(s.value)]
         summary = f'<div style="display:flex;gap:6px;padding:2px 0 6px">{"".join(parts)}</div>'
+    titles = ["workflow", "step", "status", "attempt", "worker", "duration", "reason / error"]
+    if calls is not None:
+        titles.insert(6, "calls")
     head = "".join(
         f'<th style="text-align:left;padding:3px 8px;border-bottom:1px solid #d1d5db">{h}</th>'
-        for h in ("workflow", "step", "status", "attempt", "worker", "duration", "reason / error")
+        for h in titles
     )
     body = []
     previous: str | None = None
     for row in shown:
         status = row.state.value
         text, tip = _duration(row, now)
-        note = ""
+        note = _lease_note(row, now)
         if row.reason:
             note = short(row.reason, 80)
+        if row.state is StepState.WAITING and row.wait_key is not None:
+            note += wait_html(row, now=now)
         if row.error is not None:
             if row.state is StepState.FAILED:
                 err = f'<span style="color:{COLORS["failed"][0]}">{short(row.error, 100)}</span>'
@@ -159,6 +200,10 @@ def steps_html(
         previous = row.workflow_id
         border = "border-top:1px solid #e5e7eb;" if first else ""
         wf_cell = short(row.workflow_id, 40) if first else ""
+        calls_cell = ""
+        if calls is not None:
+            cell = call_counts_html(calls.get((row.workflow_id, row.step_index)))
+            calls_cell = f'<td style="padding:2px 8px">{cell}</td>'
         body.append(
             f'<tr data-agentq="step-row" data-workflow="{esc(row.workflow_id)}" '
             f'data-step="{esc(row.step_name)}" data-index="{row.step_index}" '
@@ -166,13 +211,15 @@ def steps_html(
             f'<td style="padding:2px 8px;font-weight:600">{wf_cell}</td>'
             f'<td style="padding:2px 8px">{short(row.step_name, 40)}</td>'
             f'<td style="padding:2px 8px">{badge(status)}</td>'
-            f'<td style="padding:2px 8px;text-align:right">{row.attempt}</td>'
+            f'<td style="padding:2px 8px;text-align:right">{_attempt_cell(row)}</td>'
             f'<td style="padding:2px 8px;{MUTED}">{short(row.worker_id or "", 24)}</td>'
             f'<td style="padding:2px 8px;white-space:nowrap" title="{esc(tip)}">{esc(text)}</td>'
-            f'<td style="padding:2px 8px">{note}</td></tr>'
+            f'{calls_cell}<td style="padding:2px 8px">{note}</td></tr>'
         )
     if not body:
-        body.append(f'<tr><td colspan="7" style="{MUTED};padding:6px 8px">no steps</td></tr>')
+        body.append(
+            f'<tr><td colspan="{len(titles)}" style="{MUTED};padding:6px 8px">no steps</td></tr>'
+        )
     return (
         f'<div style="{FONT}">{summary}<table data-agentq="steps" style="border-collapse:'
         f'collapse;width:100%"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'

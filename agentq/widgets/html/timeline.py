@@ -1,7 +1,8 @@
 """The event timeline drawn as a Gantt chart: one row per workflow step, a bar per span.
 
 Renders the tracks of `agentq.widgets._timeline.Timeline` (the event log folded into spans),
-with the primitives of `agentq.markup`; `EventTimeline` shows it live.
+with the primitives of `agentq.markup`; `EventTimeline` shows it live. Durable calls are thin
+bars along the bottom of their step's row, coloured by outcome (in doubt: hatched).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentq.markup import COLORS, FONT, MUTED, badge, clock_text, esc, fmt_seconds, more_html, short
-from agentq.widgets._timeline import Span, SpanKind, WorkflowTrack
+from agentq.widgets._timeline import CallSpan, Span, SpanKind, StepTrack, WorkflowTrack
 
 __all__ = ["timeline_html"]
 
@@ -47,10 +48,43 @@ def _span_div(step: str, span: Span, t0: float, width: float, now: float) -> str
     )
 
 
+_CALL_OUTCOMES = {"in_doubt": "in doubt (started, no outcome recorded)"}
+
+
+def _call_div(step: str, call: CallSpan, t0: float, width: float, now: float) -> str:
+    end = call.end if call.end is not None else now
+    left = 100.0 * (call.start - t0) / width
+    size = max(0.3, 100.0 * (end - call.start) / width)
+    color = COLORS.get(call.outcome, COLORS["pending"])[0]
+    fill = color
+    if call.outcome == "in_doubt":
+        fill = f"repeating-linear-gradient(90deg,{color} 0 3px,transparent 3px 5px)"
+    outcome = _CALL_OUTCOMES.get(call.outcome, call.outcome)
+    still = " so far" if call.end is None else ""
+    title = (
+        f"{step} · call {call.key} ({call.name}) · attempt {call.attempt}: {outcome} · "
+        f"{fmt_seconds(end - call.start)}{still} (from {clock_text(call.start)})"
+    )
+    return (
+        f'<div data-agentq="call" data-key="{esc(call.key)}" data-tool="{esc(call.name)}" '
+        f'data-outcome="{esc(call.outcome)}" title="{esc(title)}" style="position:absolute;'
+        f"left:{left:.2f}%;width:{size:.2f}%;bottom:1px;height:4px;background:{fill};"
+        f'border-radius:1px;outline:1px solid #ffffffaa"></div>'
+    )
+
+
+def _calls(step: StepTrack, t0: float, width: float, now: float, limit: int) -> tuple[str, int]:
+    """The bars of the step's latest `limit` call runs, and how many older ones are left out."""
+    shown = step.calls[-limit:] if limit > 0 else []
+    bars = "".join(_call_div(step.step_name, c, t0, width, now) for c in shown)
+    return bars, len(step.calls) - len(shown)
+
+
 def _legend() -> str:
     items = [("running", "running"), ("completed", "completed"), ("failed", "failed"),
              ("timeout", "timed out"), ("waiting", "waiting for input"),
-             ("backoff", "retry backoff"), ("lost", "worker lost")]
+             ("backoff", "retry backoff"), ("lost", "worker lost"),
+             ("in_doubt", "call in doubt")]
     return "".join(
         f'<span style="display:inline-flex;align-items:center;gap:3px;margin-right:10px">'
         f'<span style="width:10px;height:10px;border-radius:2px;background:{COLORS[k][0]}">'
@@ -66,11 +100,15 @@ def timeline_html(
     limit: int = 12,
     total: int | None = None,
     max_spans: int = 60,
+    max_calls: int = 40,
 ) -> str:
     """Render a Gantt-like timeline: one row per workflow step, bars coloured by outcome.
 
     Attempts are solid bars; waits for input and retry backoffs are hatched; open spans run
-    to `now` with a dashed edge. Every bar has a tooltip (``title``) with its duration.
+    to `now` with a dashed edge. Durable calls are thin bars inside their step's row (one per
+    run; a call in doubt is hatched and ends where its attempt ended; a running one runs to
+    `now`). Every bar has a tooltip (``title``) with its duration; call names come from the
+    label (its ``tool``, else its ``kind``, else the key), escaped.
 
     Args:
         workflows: Tracks to show, in display order (only the first `limit` are rendered).
@@ -78,6 +116,8 @@ def timeline_html(
         limit: Maximum workflows rendered.
         total: How many workflows exist (for the "n more" line); default ``len(workflows)``.
         max_spans: Maximum bars per step row (the most recent); older ones are counted.
+        max_calls: Maximum call bars per step row (the most recent runs); the others are
+            counted in an "n more calls" note.
     """
     shown = list(workflows[:limit])
     hidden = (len(workflows) if total is None else total) - len(shown)
@@ -105,6 +145,8 @@ def timeline_html(
             if older:
                 label += f' <span style="{MUTED}">(+{older} earlier)</span>'
             bars = "".join(_span_div(step.step_name, s, t0, width, now) for s in spans)
+            call_bars, hidden_calls = _calls(step, t0, width, now, max_calls)
+            bars += call_bars
             parts.append(
                 f'<div data-agentq="timeline-step" data-workflow="{esc(wf.workflow_id)}" '
                 f'data-step="{esc(step.step_name)}" style="display:flex;align-items:center;'
@@ -113,6 +155,13 @@ def timeline_html(
                 f'height:16px;background:var(--jp-layout-color2,#f3f4f6);border-radius:3px">'
                 f"{bars}</div></div>"
             )
+            if hidden_calls:
+                parts.append(
+                    f'<div data-agentq="more-calls" data-workflow="{esc(wf.workflow_id)}" '
+                    f'data-step="{esc(step.step_name)}" data-hidden="{hidden_calls}" '
+                    f'style="margin-left:178px;{MUTED};font-size:10px;font-style:italic">… '
+                    f"{hidden_calls} more calls not drawn (the latest {max_calls} are)</div>"
+                )
     parts.append(
         f'<div style="display:flex;justify-content:space-between;margin-left:178px;{MUTED};'
         f'font-size:11px"><span>{clock_text(t0)}</span><span>+{fmt_seconds(width)}</span></div>'

@@ -1,0 +1,155 @@
+"""`Runs`: an engine's runs in progress, one per workflow, and what replaces them.
+
+A run is a task executing ``Driver.drive`` for one workflow. Concurrent `run` calls share it;
+`run_soon` (and `recover`) start it in the background. A `resume` or a `retry` changes the
+stored workflow, then replaces the run in progress with a new one (a run returning from a
+wait, or stopping after a cancel, would not see the change): a *continuation*, which a `run`
+called meanwhile joins. Every task is shielded from its callers: cancelling a caller never
+stops a run nor a continuation whose change was asked for.
+
+Private to `agentq.workflows.engine`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from agentq.workflows.model import RunResult, Workflow
+from agentq.workflows.workers import LOGGER
+
+__all__ = ["Runs"]
+
+
+class Runs:
+    """The runs of one engine, by workflow id, and the continuations in flight.
+
+    Args:
+        drive: Runs one workflow to its `RunResult` (the driver's ``drive``).
+        ended: Told (workflow id, task) when a run or a continuation has ended, after it was
+            forgotten (the engine drops the registration of a workflow that has ended).
+    """
+
+    def __init__(
+        self,
+        drive: Callable[[Workflow], Coroutine[Any, Any, RunResult]],
+        ended: Callable[[str, asyncio.Task[RunResult]], None] | None = None,
+    ) -> None:
+        self._drive = drive
+        self._ended = ended
+        self._runs: dict[str, asyncio.Task[RunResult]] = {}
+        self._continuing: dict[str, asyncio.Task[RunResult]] = {}
+
+    def running(self, workflow_id: str) -> bool:
+        """Whether a run of the workflow is in progress."""
+        return workflow_id in self._runs
+
+    def busy(self, workflow_id: str) -> bool:
+        """Whether a run of the workflow, or a resume or retry continuing it, is in progress."""
+        return workflow_id in self._runs or workflow_id in self._continuing
+
+    def tasks(self) -> list[asyncio.Task[RunResult]]:
+        """The runs in progress."""
+        return list(self._runs.values())
+
+    def in_progress(self) -> list[asyncio.Task[RunResult]]:
+        """The runs and continuations that have not ended yet."""
+        return [t for t in (*self._runs.values(), *self._continuing.values()) if not t.done()]
+
+    def sizes(self) -> dict[str, int]:
+        """How many runs and continuations are in progress (for tests and leaks)."""
+        return {"runs": len(self._runs), "delivering": len(self._continuing)}
+
+    def start(self, wf: Workflow) -> asyncio.Task[RunResult]:
+        """Return the run of `wf` in progress, starting one if there is none."""
+        task = self._runs.get(wf.id)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(
+                self._drive(wf), name=f"agentq.run:{wf.id}"
+            )
+            self._runs[wf.id] = task
+            task.add_done_callback(functools.partial(self._forget, wf.id))
+        return task
+
+    def _forget(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
+        if self._runs.get(workflow_id) is task:
+            del self._runs[workflow_id]
+        if not task.cancelled():
+            task.exception()  # retrieved by the awaiting callers; avoid "never retrieved"
+        if self._ended is not None:
+            self._ended(workflow_id, task)
+
+    def start_soon(self, wf: Workflow) -> None:
+        """Start a run of `wf` in the background, unless one is in progress or about to be.
+
+        An exception the run raises is logged (its joiners get it too).
+        """
+        if wf.id not in self._runs and wf.id not in self._continuing:
+            self.start(wf).add_done_callback(_log_failure)
+
+    async def join(self, wf: Workflow) -> RunResult:
+        """Wait for the run of `wf`, starting one if needed (after a continuation in flight)."""
+        continuing = self._continuing.get(wf.id)
+        if continuing is not None:  # a resume or retry in flight continues it: join that
+            await asyncio.wait({continuing})
+        return await asyncio.shield(self.start(wf))
+
+    async def replace(
+        self,
+        wf: Workflow,
+        change: Callable[[], Awaitable[None]],
+        *,
+        before: bool,
+        check: Callable[[], Awaitable[None]] | None = None,
+    ) -> RunResult:
+        """Store `change`, then replace the run of `wf` in progress with a new one.
+
+        A `join` of `wf` waits for this from the moment it is called.
+
+        Args:
+            wf: The workflow.
+            change: Makes the stored change (resume a step, reopen the workflow); raising
+                leaves the runs as they are.
+            before: Let the run in progress end before the change is made (else after).
+            check: Run first (before any wait); raising refuses the whole replacement.
+
+        Returns:
+            The new run's `RunResult`. Shielded: once called, the change is made and the run
+            continues even if the caller is cancelled meanwhile.
+        """
+
+        async def continuation() -> RunResult:
+            if check is not None:
+                await check()
+            if not before:
+                await change()
+            previous = self._runs.get(wf.id)
+            if previous is not None:
+                await asyncio.wait({previous})
+                if self._runs.get(wf.id) is previous:
+                    del self._runs[wf.id]
+            if before:
+                await change()
+            return await asyncio.shield(self.start(wf))
+
+        task = asyncio.get_running_loop().create_task(
+            continuation(), name=f"agentq.continue:{wf.id}"
+        )
+        self._continuing[wf.id] = task
+        task.add_done_callback(functools.partial(self._continued, wf.id))
+        return await asyncio.shield(task)
+
+    def _continued(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
+        if self._continuing.get(workflow_id) is task:
+            del self._continuing[workflow_id]
+        if not task.cancelled():
+            task.exception()  # retrieved by the awaiting caller; avoid "never retrieved"
+        if self._ended is not None:
+            self._ended(workflow_id, task)
+
+
+def _log_failure(task: asyncio.Task[RunResult]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        LOGGER.warning("the background run %s raised", task.get_name(), exc_info=task.exception())

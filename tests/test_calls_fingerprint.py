@@ -3,8 +3,8 @@
 It must tell two calls apart by what they pass, and must not change as a tool's own state
 (a cache, a log, a counter) changes while calls run: else a retried or recovered step would
 find its own recorded calls "recorded for another call". And its fast path (no derivation of
-the functions a call only uses) must give exactly the digest of the rule computed the slow
-way.
+the functions a call only uses, a cache for calls over plain values) must give exactly the
+digest of the rule computed the slow way.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentq.queue.fingerprint import (
+    _CACHE,
     _portable,
     _Value,
     derive_fingerprint,
@@ -165,7 +166,7 @@ def test_the_fast_path_gives_the_digest_of_the_rule() -> None:
     for fn in callables():
         expected = reference(fn)
         assert portable_fingerprint(fn) == expected, fn
-        assert portable_fingerprint(fn) == expected, fn  # again: the same
+        assert portable_fingerprint(fn) == expected, fn  # again: answered from the cache
     first = portable_fingerprint(lambda: send(MODE))
     MODE = "rebound"  # a notebook cell rebinds the global the lambda reads
     try:
@@ -199,3 +200,18 @@ def test_cached_digests_never_mix_two_calls_up(value: Any, other: Any) -> None:
     ):
         assert portable_fingerprint(fn) == reference(fn)
         assert portable_fingerprint(fn) == reference(fn)
+
+
+def test_a_call_over_plain_values_is_answered_from_the_cache() -> None:
+    user = "alice"
+    call = lambda: send(user)  # noqa: E731 - the shape ctx.call is given
+    key = _CACHE.key(call)
+    assert key is not None
+    first = portable_fingerprint(call)
+    assert _CACHE.get(key) == first
+    assert portable_fingerprint(lambda: send(user)) == first  # a new lambda, the same key
+    assert _CACHE.key(functools.partial(send, "alice")) is not None
+    for not_plain in (1.0, [1], {"a": 1}, object()):
+        assert _CACHE.key(functools.partial(send, not_plain)) is None
+    outbox_reader = lambda: send(outbox[-1])  # noqa: E731 - reads a module-level list
+    assert _CACHE.key(outbox_reader) is None

@@ -20,6 +20,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``results``     stored rows read back as a `StepStatus` or a `RunResult`; what the store says
                 to `run` and `resume` of an ended workflow that is no longer registered
 ``registry``    the workflows an engine knows by id, and the checks on registering one again
+``recording``   an attempt's outcome recorded (complete, wait, fail or retry) as `classify`
+                judges it
 ``driver``      the loop that runs one workflow's steps: claim, attempt, record; the
                 engine's settings
 ``runs``        an engine's runs in progress, one per workflow, and the resumes and retries

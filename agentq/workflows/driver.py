@@ -45,20 +45,15 @@ from dataclasses import replace
 from typing import Any
 
 from agentq.clock import Clock, SystemClock
-from agentq.codec import decode, encode, storable_text
 from agentq.errors import (
-    AgentqError,
     LeaseLostError,
-    NonRetryable,
-    PayloadError,
     QueueClosed,
     UnknownWorkflowError,
     WorkflowClosedError,
 )
 from agentq.keys import validate_key
-from agentq.outcomes import Completed, ErrorInfo, FailureReason
+from agentq.outcomes import Completed
 from agentq.queue import Job, JobHandle, Priority, Queue
-from agentq.retry import Verdict, classify
 from agentq.store import (
     AlreadyCompleted,
     AlreadyWaiting,
@@ -69,13 +64,11 @@ from agentq.store import (
     NotBefore,
     StepState,
     WorkflowClosed,
-    WorkflowState,
 )
 from agentq.workflows.attempts import (
     Again,
     Lease,
     Retry,
-    Waiting,
     hand_back,
     job_key,
     step_call,
@@ -85,6 +78,7 @@ from agentq.workflows.attempts import claim as claim_step
 from agentq.workflows.calls import CallLog
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import RunResult, RunStatus, StepDef, Workflow
+from agentq.workflows.recording import Recorder
 from agentq.workflows.results import stored_result
 from agentq.workflows.waits import Wakers, finish, until
 from agentq.workflows.workers import (
@@ -148,8 +142,16 @@ class Driver:
         self._wakers = Wakers()
         self.answered_from_log = 0
         """Durable calls and waits answered from the log (not run) by this engine's attempts."""
-        self.on_deadline: Callable[[str, float], None] | None = None
+        self._recorder = Recorder(store, self.clock, queue, self.lease_ttl)
+
+    @property
+    def on_deadline(self) -> Callable[[str, float], None] | None:
         """Told (workflow id, Unix seconds) when a step starts a wait that has a deadline."""
+        return self._recorder.on_deadline
+
+    @on_deadline.setter
+    def on_deadline(self, tell: Callable[[str, float], None] | None) -> None:
+        self._recorder.on_deadline = tell
 
     def interrupt(self, workflow_id: str) -> None:
         """The workflow was cancelled: cancel its attempt running now, and wake every wait of
@@ -340,7 +342,7 @@ class Driver:
             await lease.stop()
         execution = lease.execution
         try:
-            return await self._record(wf, step, execution, outcome, ctx)
+            return await self._recorder.record(wf, step, execution, outcome, ctx)
         except LeaseLostError:
             return Again(0.0)
         except WorkflowClosedError:
@@ -355,98 +357,11 @@ class Driver:
         assert isinstance(handle, JobHandle), f"step attempt keys are unique: {accepted!r}"
         return handle
 
-    async def _record(
-        self,
-        wf: Workflow,
-        step: StepDef,
-        execution: Execution,
-        outcome: Any,
-        ctx: StepContext,
-    ) -> Completed | RunResult | Retry:
-        now = self.clock.time()
-        if isinstance(outcome, Completed) and isinstance(outcome.output, Waiting):
-            return await self._wait(wf, step, execution, outcome.output, ctx)
-        if isinstance(outcome, Completed):
-            try:
-                # Later steps see the output exactly as a reload from the store would give it
-                # (tuples as lists, float subclasses as float), live or after a restart.
-                output = decode(encode(outcome.output, "output"))
-                await self.store.complete_step(execution, output, now)
-            except PayloadError as bad:
-                reason = f"payload: {bad}"
-                await self.store.fail_step(
-                    execution, reason, ErrorInfo.from_exception(bad), now, None
-                )
-                return _ended(wf, RunStatus.FAILED, step, reason, ctx)
-            return Completed(output)
-        exc = outcome.exception
-        error = outcome.error
-        if outcome.reason is FailureReason.CANCELLED:
-            with contextlib.suppress(AgentqError):  # a closed store: we cannot tell
-                row = await self.store.get_workflow(wf.id)
-                if row is not None and row.state is WorkflowState.CANCELLED:
-                    return await stored_result(self.store, row)
-        if outcome.reason is FailureReason.CANCELLED and self.queue.closed:
-            # Not our cancel: the queue closed. Record nothing, as a crash would, and hand
-            # the lease back (the body has stopped) so that `recover` or `run` can continue
-            # the step at once.
-            handed = await hand_back(self.store, self.clock, execution)
-            raise QueueClosed(
-                f"{step_title(wf.id, step.name)} was interrupted by the queue closing; "
-                "nothing was recorded and "
-                + (
-                    "its lease was handed back, so recover() or run() continues it"
-                    if handed
-                    else "its lease could not be handed back (the store failed or is "
-                    f"closed): it expires after lease_ttl ({self.lease_ttl} s)"
-                )
-            )
-        verdict = classify(exc)
-        if verdict.verdict is Verdict.WAIT and verdict.waits:
-            waiting = Waiting(verdict.waits[0], verdict.wait_reason)
-            return await self._wait(wf, step, execution, waiting, ctx)
-        if verdict.verdict is Verdict.FINAL:
-            leaf = verdict.leaf
-            reason = leaf.reason if isinstance(leaf, NonRetryable) else (
-                str(error) if leaf is exc or leaf is None else str(ErrorInfo.from_exception(leaf))
-            )
-            await self.store.fail_step(execution, reason, error, now, None)
-            return _ended(wf, RunStatus.FAILED, step, reason, ctx)
-        reason = str(outcome.reason) if outcome.reason is not FailureReason.ERROR else str(error)
-        if step.retry.should_retry(execution.attempt):
-            delay = step.retry.delay(execution.attempt)
-            await self.store.fail_step(execution, reason, error, now, now + delay)
-            return Retry(delay)
-        await self.store.fail_step(execution, reason, error, now, None)
-        return _ended(wf, RunStatus.FAILED, step, reason, ctx)
-
-    async def _wait(
-        self, wf: Workflow, step: StepDef, execution: Execution, wait: Waiting, ctx: StepContext
-    ) -> RunResult:
-        await self.store.wait_step(
-            execution,
-            wait.reason,
-            self.clock.time(),
-            key=wait.key,
-            details=wait.details,
-            deadline=wait.deadline,
-        )
-        if wait.deadline is not None and self.on_deadline is not None:
-            self.on_deadline(wf.id, wait.deadline)
-        return _ended(wf, RunStatus.WAITING, step, wait.reason, ctx)
-
     async def _closed_result(self, workflow_id: str) -> RunResult:
         row = await self.store.get_workflow(workflow_id)
         if row is None:
             raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
         return await stored_result(self.store, row)
-
-
-def _ended(
-    wf: Workflow, status: RunStatus, step: StepDef, reason: str, ctx: StepContext
-) -> RunResult:
-    """A live `RunResult`, its reason exactly as the store keeps it (`storable_text`)."""
-    return RunResult(wf.id, status, step.name, storable_text(reason), ctx.outputs)
 
 
 async def _release(lease: Lease, handle: JobHandle | None, log: CallLog) -> None:

@@ -54,6 +54,8 @@ async def test_live_lease_is_renewed_and_never_recovered_bh04(
         e2 = WorkflowEngine(q2, store, worker_id="e2", lease_ttl=1.0, clock=clock)
         e2.register_workflow(wf)
         run = asyncio.ensure_future(e1.run(wf))
+        async with asyncio.timeout(10):  # claimed: a live lease (before, there is none)
+            await clock.wait_for_sleepers(2)  # the body and its lease renewer
         rounds = 0
         while not run.done():  # 5 s of body at 0.5 s a round, plus the store's thread hops
             rounds += 1

@@ -24,6 +24,7 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                 judges it
 ``driver``      the loop that runs one workflow's steps: claim, attempt, record; the
                 engine's settings
+``changes``     the stored changes a resume or a retry makes before a new run continues
 ``runs``        an engine's runs in progress, one per workflow, and the resumes and retries
                 that replace them
 ``deadlines``   the live engine's timers that continue a workflow when a wait's deadline passes

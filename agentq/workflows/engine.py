@@ -26,13 +26,18 @@ from agentq.clock import Clock
 from agentq.errors import (
     AgentqError,
     DeadlockError,
-    NotRetryableError,
     UnknownWorkflowError,
 )
 from agentq.keys import validate_key
 from agentq.queue import Priority, Queue
-from agentq.store import DurableStore, WorkflowState
+from agentq.store import DurableStore
 from agentq.workflows.attempts import IN_STEP
+from agentq.workflows.changes import (
+    resume_change,
+    retry_change,
+    retry_check,
+    unregistered_retry,
+)
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
 from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
@@ -285,13 +290,7 @@ class WorkflowEngine:
             await refuse_resume(self.store, self.clock.time(), workflow_id, step, input, key)
         index = step_index(wf.id, wf.step_names, step)
 
-        async def deliver() -> None:
-            now = self.clock.time()
-            row = await self.store.get_workflow(wf.id)
-            if row is not None:  # the run must be able to continue before the wait is used
-                await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
-            await self.store.resume_step(wf.id, index, input, now, key=key)
-
+        deliver = resume_change(self.store, self.clock, wf, index, input, key)
         # A run that is still returning from the wait would not see the input: it ends
         # first, then a run of our own continues (claims keep each step to one run).
         return await self._runs.replace(wf, deliver, before=False)
@@ -338,39 +337,12 @@ class WorkflowEngine:
         else:
             known = self._registry.get(validate_key(workflow, "workflow id"))
             if known is None:
-                stored = await self.store.get_workflow(workflow)
-                if stored is not None and stored.state is WorkflowState.COMPLETED:
-                    raise NotRetryableError(  # whatever the bodies: nothing to retry
-                        f"cannot retry workflow {workflow!r}: it is {stored.state}; only a "
-                        "failed or cancelled workflow runs again"
-                    )
-                where = f"is {stored.state} in the store" if stored else "is not in the store"
-                raise UnknownWorkflowError(
-                    f"workflow {workflow!r} {where}, and its steps are not registered with "
-                    "this engine (step bodies are code, not data): pass the Workflow, "
-                    "engine.retry(workflow)"
-                )
+                await unregistered_retry(self.store, workflow)
             wf = known
         index = None if from_step is None else step_index(wf.id, wf.step_names, from_step)
 
-        async def check() -> None:  # said before waiting for a run in progress to end
-            row = await self.store.get_workflow(wf.id)
-            if row is None:
-                raise UnknownWorkflowError(
-                    f"workflow {wf.id!r} is not in the store: it never ran, so there is "
-                    "nothing to retry; run it"
-                )
-            if row.state not in (WorkflowState.FAILED, WorkflowState.CANCELLED):
-                raise NotRetryableError(
-                    f"cannot retry workflow {wf.id!r}: it is {row.state}; only a failed or "
-                    "cancelled workflow runs again"
-                )
-
-        async def again() -> None:
-            now = self.clock.time()
-            await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
-            await self.store.retry_workflow(wf.id, index, now)
-
+        check = retry_check(self.store, wf)  # said before waiting for a run in progress
+        again = retry_change(self.store, self.clock, wf, index)
         # The run that ended it may still be on its way out (a cancelled attempt stopping):
         # it ends before the workflow is reopened, so it never sees it running again.
         return await self._runs.replace(wf, again, before=True, check=check)

@@ -1,0 +1,91 @@
+"""The stored changes that `resume` and `retry` make before a new run continues a workflow.
+
+Each is a coroutine function that `Runs.replace` calls at the right moment (after the run in
+progress for a resume, before it for a retry), and `unregistered_retry` says why a retry by id
+of a workflow this engine does not know cannot run. Private to `agentq.workflows.engine`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
+
+from agentq.clock import Clock
+from agentq.errors import NotRetryableError, UnknownWorkflowError
+from agentq.store import DurableStore, WorkflowState
+from agentq.workflows.model import Workflow
+
+__all__ = ["resume_change", "retry_change", "retry_check", "unregistered_retry"]
+
+Change = Callable[[], Awaitable[None]]
+
+
+def resume_change(
+    store: DurableStore, clock: Clock, wf: Workflow, index: int, input: Any, key: str | None
+) -> Change:
+    """Deliver `input` to step `index` of `wf` (``resume_step``), the workflow stored first."""
+
+    async def deliver() -> None:
+        now = clock.time()
+        row = await store.get_workflow(wf.id)
+        if row is not None:  # the run must be able to continue before the wait is used
+            await store.start_workflow(wf.id, wf.step_names, wf.input, now)
+        await store.resume_step(wf.id, index, input, now, key=key)
+
+    return deliver
+
+
+def retry_check(store: DurableStore, wf: Workflow) -> Change:
+    """Refuse a retry of `wf` unless it is stored failed or cancelled.
+
+    The check raises `UnknownWorkflowError` (never stored) or `NotRetryableError` (naming the
+    state); nothing is recorded.
+    """
+
+    async def check() -> None:
+        row = await store.get_workflow(wf.id)
+        if row is None:
+            raise UnknownWorkflowError(
+                f"workflow {wf.id!r} is not in the store: it never ran, so there is "
+                "nothing to retry; run it"
+            )
+        if row.state not in (WorkflowState.FAILED, WorkflowState.CANCELLED):
+            raise NotRetryableError(
+                f"cannot retry workflow {wf.id!r}: it is {row.state}; only a failed or "
+                "cancelled workflow runs again"
+            )
+
+    return check
+
+
+def retry_change(store: DurableStore, clock: Clock, wf: Workflow, index: int | None) -> Change:
+    """Reopen `wf` from step `index` (None: its first step that did not complete)."""
+
+    async def again() -> None:
+        now = clock.time()
+        await store.start_workflow(wf.id, wf.step_names, wf.input, now)
+        await store.retry_workflow(wf.id, index, now)
+
+    return again
+
+
+async def unregistered_retry(store: DurableStore, workflow_id: str) -> NoReturn:
+    """Refuse `retry(workflow_id)` of an id this engine has not registered.
+
+    Raises:
+        NotRetryableError: The workflow is stored completed: nothing to retry, whatever the
+            bodies.
+        UnknownWorkflowError: Otherwise: step bodies are code, so the `Workflow` is needed
+            (a registration is dropped once its run ended).
+    """
+    stored = await store.get_workflow(workflow_id)
+    if stored is not None and stored.state is WorkflowState.COMPLETED:
+        raise NotRetryableError(
+            f"cannot retry workflow {workflow_id!r}: it is {stored.state}; only a failed or "
+            "cancelled workflow runs again"
+        )
+    where = f"is {stored.state} in the store" if stored else "is not in the store"
+    raise UnknownWorkflowError(
+        f"workflow {workflow_id!r} {where}, and its steps are not registered with this "
+        "engine (step bodies are code, not data): pass the Workflow, engine.retry(workflow)"
+    )

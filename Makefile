@@ -64,6 +64,7 @@ browser: $(TEST_STAMP)
 bench: $(TEST_STAMP)
 	$(PY) -m bench.queue
 	$(PY) -m bench.workflows
+	$(PY) -m bench.calls
 	$(PY) -m bench.frames
 	$(PY) -m bench.replay
 

@@ -22,7 +22,7 @@ from agentq.errors import (
 )
 from agentq.queue import Job, JobOutcomeStore, LaneConfig, Priority, Queue
 from agentq.retry import RetryPolicy
-from agentq.store import DurableStore, SqliteStore
+from agentq.store import DurableStore, MemoryStore, SqliteStore
 from agentq.workflows import (
     RunStatus,
     StepContext,
@@ -383,6 +383,121 @@ async def test_thousands_of_calls_in_one_step_replay_from_one_read(
     )
     assert result.output == sum(range(2000))
     assert world.ran["t"] == 2000  # the retry answered every call from the log
+
+
+async def test_a_tool_that_keeps_state_is_still_the_same_call_on_a_retry(
+    engine: WorkflowEngine,
+) -> None:
+    """A tool's own state (a cache, a log of what it sent) changes as calls run; a retried
+    step's calls must still answer from the log rather than conflict with their records."""
+    sent: list[str] = []
+    cache: dict[str, str] = {}
+    flaky = {"left": 1}
+
+    async def send(to: str) -> str:
+        sent.append(to)
+        cache[to] = f"sent to {to}"
+        return cache[to]
+
+    async def body(ctx: StepContext) -> list[str]:
+        out = [
+            await ctx.call(Job("mail:alice", functools.partial(send, "alice"))),
+            await ctx.call(Job("mail:bob", lambda: send("bob"))),
+        ]
+        if flaky["left"]:
+            flaky["left"] -= 1
+            raise ConnectionError("the step fails once after its calls")
+        return out
+
+    wf = Workflow("wf-stateful-tool", [StepDef("s", body, retry=RetryPolicy(2))])
+    result = await engine.run(wf)
+    assert result.status is RunStatus.COMPLETED, result.reason
+    assert result.output == ["sent to alice", "sent to bob"]
+    assert sent == ["alice", "bob"]  # the retry answered both calls from the log
+    assert engine.answered_from_log == 2
+
+
+async def test_cancel_while_a_call_waits_for_its_lane_records_it_cancelled(
+    engine: WorkflowEngine,
+) -> None:
+    """A call still waiting for a lane permit never reached the world: it is cancelled
+    before it starts, recorded as failed with reason ``cancelled``, and its body never runs."""
+    release = asyncio.Event()
+    ran: list[str] = []
+
+    async def hold() -> None:
+        await release.wait()
+
+    async def pay() -> str:
+        ran.append("pay")
+        return "paid"
+
+    holders = [
+        await engine.queue.push(Job(f"holder-{i}", hold, Priority.HIGH)) for i in range(2)
+    ]  # both HIGH permits taken
+    entered = asyncio.Event()
+
+    async def body(ctx: StepContext) -> Any:
+        entered.set()
+        return await ctx.call(Job("pay", pay, Priority.HIGH))
+
+    run = asyncio.create_task(engine.run(Workflow("wf-cancel-pending", [StepDef("s", body)])))
+    await entered.wait()
+    for _ in range(200):  # until the call is recorded as started and waits in its lane
+        rows = await engine.store.calls("wf-cancel-pending")
+        if rows and engine.queue.stats()[Priority.HIGH].queued == 1:
+            break
+        await asyncio.sleep(0)
+    assert [r.state for r in rows] == ["started"]
+    assert await engine.cancel("wf-cancel-pending")
+    result = await run
+    assert result.status is RunStatus.CANCELLED
+    release.set()
+    for holder in holders:
+        await holder.handle  # type: ignore[union-attr]
+    [row] = await engine.store.calls("wf-cancel-pending")
+    assert row.state == "failed" and row.reason == "cancelled"
+    assert ran == []  # the body never ran
+
+
+class CountingStore(MemoryStore):
+    """A MemoryStore that counts its reads of the recorded calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    async def calls(self, workflow_id: str | None = None, step_index: int | None = None) -> Any:
+        self.reads += 1
+        return await super().calls(workflow_id, step_index)
+
+
+async def test_the_recorded_calls_are_read_once_per_attempt_that_uses_them(
+    clock: FakeClock,
+) -> None:
+    """A step that makes no durable call costs no read; one that makes many costs one, also
+    when its first calls run concurrently."""
+    world = World()
+    store = CountingStore()
+
+    async def plain(ctx: StepContext) -> str:
+        return "no calls"
+
+    async def many(ctx: StepContext) -> list[Any]:
+        first = await asyncio.gather(
+            *(ctx.call(Job(f"c{i}", functools.partial(world.tool, "t", i))) for i in range(3))
+        )
+        rest = [await ctx.call(Job(f"d{i}", functools.partial(world.tool, "t", i)))
+                for i in range(5)]
+        return [*first, *rest]
+
+    async with Queue(LANES, clock=clock) as q:
+        engine = WorkflowEngine(q, store, worker_id="w1", clock=clock)
+        wf = Workflow("wf-reads", [StepDef("a", plain), StepDef("b", plain), StepDef("c", many)])
+        result = await engine.run(wf)
+        await engine.close()
+    assert result.status is RunStatus.COMPLETED and len(result.output) == 8
+    assert store.reads == 1
 
 
 async def test_a_queue_store_keeps_neither_the_calls_nor_the_step_jobs(

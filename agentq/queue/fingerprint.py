@@ -60,7 +60,12 @@ which keeps only what means the same thing in another process:
 - a function's code object becomes the names and the literal constants its code uses (with
   those of the functions defined inside it), not its bytecode, which changes between Python
   versions. An edited function body that reads the same names and constants is the same
-  call across processes (it is another call within one process).
+  call across processes (it is another call within one process);
+- a function the call only *uses* (the function a partial or a bound method wraps, a
+  function among the values: the tool a lambda calls) becomes its module and qualified name
+  alone, not its code, closure or globals: those are the tool's own state (a cache, a log of
+  what it sent), which changes as calls run and must not make a retried or recovered call
+  look like another one. Only the function given itself (a lambda) counts with its values.
 
 So a key completed with ``partial(send_mail, "alice")`` before a restart answers a push of
 ``partial(send_mail, "alice")`` after it, and refuses ``partial(send_mail, "bob")``. An
@@ -71,7 +76,6 @@ format version (``v1:``): a later format will not match it.
 
 from __future__ import annotations
 
-import dis
 import enum
 import functools
 import hashlib
@@ -79,6 +83,8 @@ import json
 import re
 from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
+
+from agentq.queue.fingerprint_cache import StoredCache, code_info
 
 __all__ = ["MAX_ITEMS", "MAX_VALUES", "derive_fingerprint", "stored_fingerprint"]
 
@@ -125,43 +131,15 @@ def _type_name(value: object) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-# What a code object reads, by the identity of the code object (a dict lookup by id is much
-# cheaper than hashing a code object). Entries keep their code object, so an id is never
-# reused while its entry lives; the table is emptied when it reaches _CODE_LIMIT entries.
-_CODE_LIMIT = 1024
-_CODE_INFO: dict[int, tuple[CodeType, frozenset[str], tuple[str, ...]]] = {}
-
-
-def _code_info(code: CodeType) -> tuple[CodeType, frozenset[str], tuple[str, ...]]:
-    """`code`, the closure variables it rebinds (``nonlocal`` state), the globals it may read."""
-    info = _CODE_INFO.get(id(code))
-    if info is None or info[0] is not code:
-        rebound = frozenset(
-            str(ins.argval)
-            for ins in dis.get_instructions(code)
-            if ins.opname in ("STORE_DEREF", "DELETE_DEREF")
-        )
-        names: set[str] = set()
-        todo = [code]
-        while todo:  # the function's code and the code of the functions defined inside it
-            current = todo.pop()
-            names.update(current.co_names)
-            todo.extend(c for c in current.co_consts if isinstance(c, CodeType))
-        info = (code, rebound, tuple(sorted(names)))
-        if len(_CODE_INFO) >= _CODE_LIMIT:
-            _CODE_INFO.clear()
-        _CODE_INFO[id(code)] = info
-    return info
-
-
 class _Walk:
     """One derivation: the values being entered (to tell a cycle) and the budget left."""
 
-    __slots__ = ("budget", "stack")
+    __slots__ = ("budget", "by_name", "stack")
 
-    def __init__(self) -> None:
+    def __init__(self, *, by_name: bool = False) -> None:
         self.stack: set[int] = set()
         self.budget = MAX_VALUES
+        self.by_name = by_name  # a function the call only uses: its module and name only
 
     def value(self, value: object, depth: int) -> Any:
         """The comparable form of one value: itself for str and None, else a `_Value`."""
@@ -189,6 +167,8 @@ class _Walk:
             if len(value) > MAX_ITEMS:  # type: ignore[arg-type]
                 return _IDENTITY
             return self.container(value, kind, depth + 1)
+        if kind is FunctionType and self.by_name:
+            return ("call", (("function", value.__module__, value.__qualname__),))  # type: ignore[attr-defined]
         if kind is FunctionType or kind is MethodType or isinstance(value, functools.partial):
             return ("call", self.derive(value, depth + 1))
         if hasattr(kind, "__array__") or hasattr(kind, "__dataframe__"):
@@ -240,7 +220,11 @@ class _Walk:
                     fn = fn.func
                 else:
                     break
-            if type(fn) is FunctionType:
+            if type(fn) is FunctionType and self.by_name and (parts or depth > 0):
+                # only used (a partial's or a method's function, one among the values):
+                # its closure and globals are its own state, which changes as calls run
+                parts.append(("function", fn.__module__, fn.__qualname__))
+            elif type(fn) is FunctionType:
                 stack.add(id(fn))
                 entered.append(id(fn))
                 parts.append(self.function(fn, depth))
@@ -253,7 +237,7 @@ class _Walk:
 
     def function(self, fn: FunctionType, depth: int) -> tuple[Any, ...]:
         code = fn.__code__
-        _, rebound, names = _code_info(code)
+        _, rebound, names = code_info(code)
         defaults = fn.__defaults__
         kwdefaults = fn.__kwdefaults__
         closure = fn.__closure__
@@ -340,7 +324,7 @@ def _code_form(code: CodeType) -> tuple[Any, ...]:
     """The portable form of a code object: the names and literal constants it uses."""
     constants: set[str] = set()
     _constants(code, constants)
-    return ("code", _code_info(code)[2], tuple(sorted(constants)))
+    return ("code", code_info(code)[2], tuple(sorted(constants)))
 
 
 _JSON = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
@@ -384,6 +368,9 @@ def _portable(part: Any) -> Any:
     return ["object", _type_name(part)]  # not produced by _derive or _form; kept safe
 
 
+_CACHE = StoredCache()
+
+
 def stored_fingerprint(fn: Any, explicit: Any = None) -> str:
     """Return the fingerprint of the call ``fn()`` as text to store (see the module docstring).
 
@@ -391,12 +378,28 @@ def stored_fingerprint(fn: Any, explicit: Any = None) -> str:
         fn: The job's callable.
         explicit: The job's explicit ``fingerprint=``, or None to derive it from `fn`.
 
+    A function the call only uses (a partial's or a bound method's function, a function
+    among the values: a global or closure value the given function reads) counts by its
+    module and qualified name alone: its own closure and globals are its state (a cache, a
+    log, a client), which changes as calls run, and must not make a retried or recovered
+    durable call look like another call. A call over plain values (see
+    `agentq.queue.fingerprint_cache`) is answered from a cache.
+
     Returns:
         ``"v1:"`` and 64 hex digits: equal texts mean the same call, in any process.
     """
+    key = None
     if explicit is not None:
         form = ["explicit", _portable(_Walk().form(explicit, 0))]
     else:
-        form = ["derived", _portable(_Walk().derive(fn, 0))]
+        key = _CACHE.key(fn)
+        if key is not None:
+            cached = _CACHE.get(key)
+            if cached is not None:
+                return cached
+        form = ["derived", _portable(_Walk(by_name=True).derive(fn, 0))]
     digest = hashlib.sha256(_canonical(form).encode("ascii")).hexdigest()
-    return f"{STORED_FORMAT}:{digest}"
+    text = f"{STORED_FORMAT}:{digest}"
+    if key is not None:
+        _CACHE.put(key, text)
+    return text

@@ -1,9 +1,10 @@
 """Durable calls and waits inside a step: `CallLog`, what `ctx.call` and `ctx.wait_for_input` do.
 
-A `CallLog` belongs to one step attempt. The driver builds it when the attempt starts, from one
-read of the workflow's recorded calls (`DurableStore.calls`), hands it to the attempt's
-`StepContext`, and closes it when the attempt ends, after `settle` has waited for every call
-that was still being recorded. So:
+A `CallLog` belongs to one step attempt. The driver builds it when the attempt starts and hands
+it to the attempt's `StepContext`; it reads the workflow's recorded calls (`DurableStore.calls`)
+once, at the attempt's first call or wait (a step that makes none costs no read), and the
+driver closes it when the attempt ends, after `settle` has waited for every call that was
+still being recorded. So:
 
 - a call whose key completed earlier in this workflow (in this process or another, before a
   crash, a retry, a resume or a restart) answers from that read, appending nothing;
@@ -29,7 +30,7 @@ import contextlib
 import functools
 import hashlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -76,6 +77,11 @@ def call_queue_key(workflow_id: str, key: str) -> str:
     return f"agentq.call:{digest}"
 
 
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # raised to the callers awaiting it; never "never retrieved"
+
+
 def _json_object(value: object, what: str) -> dict[str, Any] | None:
     if value is None:
         return None
@@ -94,7 +100,8 @@ class CallLog:
         workflow_id: The workflow.
         execution: A callable returning the attempt's current `Execution` (renewed leases
             keep the fencing token).
-        rows: The workflow's recorded calls and waits, read once when the attempt started.
+        load: Reads the workflow's recorded calls and waits (``store.calls(workflow_id)``);
+            awaited once, at the attempt's first call or wait.
 
     All methods run on the engine's event loop, from the step's own task or tasks it starts.
     """
@@ -107,14 +114,17 @@ class CallLog:
         clock: Clock,
         workflow_id: str,
         execution: Callable[[], Execution],
-        rows: list[CallRow],
+        load: Callable[[], Awaitable[list[CallRow]]],
     ) -> None:
         self._store = store
         self._queue = queue
         self._clock = clock
         self._workflow_id = workflow_id
         self._execution = execution
-        self._rows: dict[str, CallRow] = {row.key: row for row in rows}
+        self._rows: dict[str, CallRow] = {}  # filled by the one read, then kept up to date
+        self._load = load
+        self._read: asyncio.Task[None] | None = None
+        self._ready = False
         self._running: dict[str, asyncio.Task[Any]] = {}
         self._inner: dict[str, tuple[asyncio.Task[Any], str]] = {}
         self._closed = False
@@ -133,6 +143,8 @@ class CallLog:
             _json_object(usage, f"usage of call {job.key!r}")
         key = job.key
         fingerprint = stored_fingerprint(job.fn, job.fingerprint)
+        if not self._ready:
+            await self._read_once()
         row = self._rows.get(key)
         if row is not None:
             self._check_same(row, key, fingerprint)
@@ -154,6 +166,18 @@ class CallLog:
             if inner is not None and isinstance(self._queue.state(inner[1]), Pending):
                 inner[0].cancel()  # it never reached the world: recorded as cancelled
             raise
+
+    async def _read_once(self) -> None:
+        """Read the recorded calls, once for the attempt (concurrent first calls share it)."""
+        if self._read is None:
+            self._read = asyncio.get_running_loop().create_task(self._fill())
+            self._read.add_done_callback(_retrieved)
+        await asyncio.shield(self._read)  # a cancelled caller leaves the read to the others
+
+    async def _fill(self) -> None:
+        for row in await self._load():
+            self._rows.setdefault(row.key, row)
+        self._ready = True
 
     def _ran(self, key: str, task: asyncio.Task[Any]) -> None:
         if self._running.get(key) is task:
@@ -277,6 +301,8 @@ class CallLog:
                 f"wait {key!r}: timeout must be a positive, finite number of seconds or None, "
                 f"got {timeout!r}"
             )
+        if not self._ready:
+            await self._read_once()
         row = self._rows.get(key)
         if row is not None:
             if row.kind != "wait":

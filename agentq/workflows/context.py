@@ -125,6 +125,8 @@ class StepContext:
             KeyConflictError: The key is recorded in this workflow for another call or for
                 a `wait_for_input`.
             LeaseLostError: This worker lost the step's lease; nothing was recorded or run.
+            StoreError: The store failed reading the recorded calls (once per attempt, at
+                its first call or wait) or recording this one.
             StepContextError: The attempt this ctx belongs to has ended.
             TypeError: `job` is not a `Job`, or `label`/`usage` is not a dict with str keys.
             PayloadError: `label` or `usage` is not JSON or too large (before anything runs,

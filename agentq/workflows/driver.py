@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -297,7 +298,7 @@ class Driver:
             clock=self.clock,
             workflow_id=wf.id,
             execution=lambda: lease.execution,
-            rows=await self.store.calls(wf.id),
+            load=functools.partial(self.store.calls, wf.id),
         )
         # The key is unique to this attempt, so the call needs no derived fingerprint (the
         # queue would otherwise take one of the step's closure, ctx's repr included); its

@@ -1,0 +1,134 @@
+"""What a code object reads, and the cache of `stored_fingerprint` for calls over plain values.
+
+A replayed step checks one stored fingerprint per recorded call, and most calls are a lambda
+or a `functools.partial` over a few str, int or bytes values: deriving the fingerprint, its
+canonical JSON and its SHA-256 again for each costs tens of microseconds. `StoredCache` keys
+such a call on exactly what its stored form depends on, so that the same call made again
+costs one dictionary lookup:
+
+- a plain function (not a method, no keyword-only defaults): its code object, module and
+  qualified name, and the values of its defaults, of the closure cells it does not rebind
+  and of the module-level names its code reads (or that a name is missing);
+- a `functools.partial` of a plain function: the function and the partial's arguments.
+
+Each value must be plain: a str, bytes, int, bool or None (keyed by type and value, so
+``1`` and ``True`` differ), or a function, class or module (by identity: the stored form of
+a function the call only uses is its name, of a class or module its name). Any other value
+(a float, since ``0.0 == -0.0`` have two forms; a container; an object) means no key, and
+the fingerprint is derived as usual. ``tests/test_calls_fingerprint.py`` checks that a
+cached digest always equals the derived one.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+from types import CodeType, FunctionType, ModuleType
+from typing import Any
+
+__all__ = ["StoredCache", "code_info"]
+
+# What a code object reads, by the identity of the code object (a dict lookup by id is much
+# cheaper than hashing a code object). Entries keep their code object, so an id is never
+# reused while its entry lives; the table is emptied when it reaches _CODE_LIMIT entries.
+_CODE_LIMIT = 1024
+_CODE_INFO: dict[int, tuple[CodeType, frozenset[str], tuple[str, ...]]] = {}
+
+
+def code_info(code: CodeType) -> tuple[CodeType, frozenset[str], tuple[str, ...]]:
+    """`code`, the closure variables it rebinds (``nonlocal`` state), the globals it may read."""
+    info = _CODE_INFO.get(id(code))
+    if info is None or info[0] is not code:
+        rebound = frozenset(
+            str(ins.argval)
+            for ins in dis.get_instructions(code)
+            if ins.opname in ("STORE_DEREF", "DELETE_DEREF")
+        )
+        names: set[str] = set()
+        todo = [code]
+        while todo:  # the function's code and the code of the functions defined inside it
+            current = todo.pop()
+            names.update(current.co_names)
+            todo.extend(c for c in current.co_consts if isinstance(c, CodeType))
+        info = (code, rebound, tuple(sorted(names)))
+        if len(_CODE_INFO) >= _CODE_LIMIT:
+            _CODE_INFO.clear()
+        _CODE_INFO[id(code)] = info
+    return info
+
+
+_SCALARS = frozenset({str, bytes, int, bool, type(None)})
+_NOT_PLAIN: Any = object()
+_SELF: Any = object()  # the call itself among its values: a "cycle" in its form
+_EMPTY: Any = object()  # an empty closure cell
+_MISSING: Any = object()  # a global name the code reads that is not bound
+
+
+def _plain(value: object) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
+        return (kind, value)
+    if kind is FunctionType or isinstance(value, type | ModuleType):
+        return value
+    return _NOT_PLAIN
+
+
+class StoredCache:
+    """Stored fingerprints of calls over plain values, by a key that determines them.
+
+    Args:
+        size: Entries kept; the cache is emptied when it is full.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._digests: dict[tuple[Any, ...], str] = {}
+
+    def key(self, fn: Any) -> tuple[Any, ...] | None:
+        """Return a key that determines the stored fingerprint of ``fn()``, or None when
+        `fn` is not a plain function or partial over plain values (see the module)."""
+        values: list[Any] = []
+        if type(fn) is FunctionType:
+            if fn.__kwdefaults__:
+                return None
+            code = fn.__code__
+            _, rebound, names = code_info(code)
+            defaults = fn.__defaults__ or ()
+            parts: list[Any] = [code, fn.__module__, fn.__qualname__, len(defaults)]
+            values.extend(defaults)
+            for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
+                if name not in rebound:
+                    try:
+                        values.append(cell.cell_contents)
+                    except ValueError:
+                        values.append(_EMPTY)
+            namespace = fn.__globals__
+            values.extend(namespace.get(name, _MISSING) for name in names)
+        elif type(fn) is functools.partial and type(fn.func) is FunctionType:
+            keywords = sorted(fn.keywords.items())
+            parts = ["partial", fn.func, len(fn.args), *[name for name, _ in keywords]]
+            values.extend(fn.args)
+            values.extend(value for _, value in keywords)
+        else:
+            return None
+        for value in values:
+            if value is fn:
+                plain = _SELF
+            elif value is _EMPTY or value is _MISSING:
+                plain = value
+            else:
+                plain = _plain(value)
+                if plain is _NOT_PLAIN:
+                    return None
+            parts.append(plain)
+        return tuple(parts)
+
+    def get(self, key: tuple[Any, ...]) -> str | None:
+        """The stored fingerprint cached under `key`, or None."""
+        return self._digests.get(key)
+
+    def put(self, key: tuple[Any, ...], text: str) -> None:
+        """Cache `text` under `key` (emptying the cache first when it is full)."""
+        if len(self._digests) >= self._size:
+            self._digests.clear()
+        self._digests[key] = text

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from agentq.clock import FakeClock
+from agentq.queue import LaneConfig, Priority, Queue
 from agentq.store import DurableStore
 from agentq.store.memory import MemoryStore
 from agentq.store.sqlite import SqliteStore
+from agentq.workflows import WorkflowEngine
 
 
 @pytest.fixture
@@ -34,3 +36,12 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture
+async def engine(store: DurableStore, clock: FakeClock) -> AsyncIterator[WorkflowEngine]:
+    """An engine (worker "w1", 30 s leases) on the fake clock, over a 4-permit MEDIUM lane."""
+    async with Queue({Priority.MEDIUM: LaneConfig(capacity=50, permits=4)}, clock=clock) as q:
+        eng = WorkflowEngine(q, store, worker_id="w1", lease_ttl=30.0, clock=clock)
+        yield eng
+        await eng.close()

@@ -7,7 +7,6 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,7 +22,7 @@ from agentq.errors import (
     WorkflowMismatchError,
 )
 from agentq.events import EventKind
-from agentq.queue import JobOutcomeStore, LaneConfig, Priority, Queue
+from agentq.queue import JobOutcomeStore, Priority, Queue
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store import DurableStore
 from agentq.workflows import (
@@ -40,14 +39,6 @@ from agentq.workflows import (
 from agentq.workflows.attempts import job_key
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-async def engine(store: DurableStore, clock: FakeClock) -> AsyncIterator[WorkflowEngine]:
-    async with Queue({Priority.MEDIUM: LaneConfig(capacity=50, permits=4)}, clock=clock) as q:
-        eng = WorkflowEngine(q, store, worker_id="w1", lease_ttl=30.0, clock=clock)
-        yield eng
-        await eng.close()
 
 
 async def kinds(store: DurableStore, workflow_id: str) -> list[str]:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 
 import pytest
 from queue_helpers import until
 
 from agentq.clock import FakeClock
-from agentq.queue import LaneConfig, Priority, Queue
+from agentq.queue import Queue
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store import DurableStore
 from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
@@ -24,14 +23,6 @@ pytestmark = pytest.mark.timeout(60)
 
 BOUND = 5.0
 """Real seconds any wait of these tests may take (the fake clock never moves on its own)."""
-
-
-@pytest.fixture
-async def engine(store: DurableStore, clock: FakeClock) -> AsyncIterator[WorkflowEngine]:
-    async with Queue({Priority.MEDIUM: LaneConfig(capacity=50, permits=4)}, clock=clock) as q:
-        eng = WorkflowEngine(q, store, worker_id="w1", lease_ttl=30.0, clock=clock)
-        yield eng
-        await eng.close()
 
 
 async def kinds(store: DurableStore, workflow_id: str) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from agentq.clock import FakeClock
 from agentq.codec import MAX_TEXT_CHARS, encode
 from agentq.errors import PayloadError
 from agentq.events import EventKind
-from agentq.queue import LaneConfig, Priority, Queue
+from agentq.queue import Priority, Queue
 from agentq.retry import RetryPolicy
 from agentq.store import DurableStore
 from agentq.workflows import (
@@ -34,14 +33,6 @@ from agentq.workflows import (
 )
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-async def engine(store: DurableStore, clock: FakeClock) -> AsyncIterator[WorkflowEngine]:
-    async with Queue({Priority.MEDIUM: LaneConfig(capacity=50, permits=4)}, clock=clock) as q:
-        eng = WorkflowEngine(q, store, worker_id="w1", lease_ttl=30.0, clock=clock)
-        yield eng
-        await eng.close()
 
 
 async def kinds(store: DurableStore, workflow_id: str) -> list[str]:

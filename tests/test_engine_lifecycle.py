@@ -9,7 +9,6 @@ end.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from agentq.clock import FakeClock
 from agentq.errors import NotWaitingError, UnknownWorkflowError, WorkflowClosedError
 from agentq.queue import LaneConfig, Priority, Queue
-from agentq.store import DurableStore, MemoryStore
+from agentq.store import MemoryStore
 from agentq.workflows import (
     NonRetryable,
     RunStatus,
@@ -32,14 +31,6 @@ from agentq.workflows import (
 pytestmark = pytest.mark.timeout(120)
 
 EMPTY = {"registered": 0, "runs": 0, "delivering": 0, "attempts": 0, "wakers": 0, "lingering": 0}
-
-
-@pytest.fixture
-async def engine(store: DurableStore, clock: FakeClock) -> AsyncIterator[WorkflowEngine]:
-    async with Queue({Priority.MEDIUM: LaneConfig(capacity=50, permits=4)}, clock=clock) as q:
-        eng = WorkflowEngine(q, store, worker_id="w1", lease_ttl=30.0, clock=clock)
-        yield eng
-        await eng.close()
 
 
 async def gate(ctx: StepContext) -> Any:

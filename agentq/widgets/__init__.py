@@ -17,6 +17,8 @@ times a second only when something changed, and re-raises the refresher's errors
 `ApprovalPanel`    waiting steps with Approve / Reject buttons that schedule ``engine.resume``
 `Dashboard`        the four above under one refresher, and the call totals (with the calls
                    the engine answered from the log)
+`export_html`      the same views of a store (no lanes, no buttons) as one static HTML file;
+                   `dashboard_html` returns the page (needs no ipywidgets: ``agentq export``)
 =================  ==========================================================================
 
 Reading order (each module imports only the ones above it, and the layers below: the
@@ -30,7 +32,9 @@ foundation modules with `agentq.markup`, the queue, the store, the workflows):
 - ``_live``: `Live`, the refresher every widget runs on the kernel's loop;
 - ``monitor``: `LaneMonitor`, `StepTable`, `EventTimeline`;
 - ``approvals``: `ApprovalPanel` and its slots;
-- ``dashboard``: `Dashboard`.
+- ``dashboard``: `Dashboard`;
+- ``export``: `export_html` and `dashboard_html` (beside ``dashboard``, importing neither it
+  nor ipywidgets).
 """
 
 from __future__ import annotations
@@ -41,9 +45,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentq.widgets.approvals import ApprovalPanel
     from agentq.widgets.dashboard import Dashboard
+    from agentq.widgets.export import dashboard_html, export_html
     from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
 
-__all__ = ["ApprovalPanel", "Dashboard", "EventTimeline", "LaneMonitor", "StepTable"]
+__all__ = [
+    "ApprovalPanel",
+    "Dashboard",
+    "EventTimeline",
+    "LaneMonitor",
+    "StepTable",
+    "dashboard_html",
+    "export_html",
+]
 
 _HOMES = {
     "ApprovalPanel": "agentq.widgets.approvals",
@@ -51,6 +64,8 @@ _HOMES = {
     "EventTimeline": "agentq.widgets.monitor",
     "LaneMonitor": "agentq.widgets.monitor",
     "StepTable": "agentq.widgets.monitor",
+    "dashboard_html": "agentq.widgets.export",
+    "export_html": "agentq.widgets.export",
 }
 
 

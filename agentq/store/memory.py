@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import agentq.store.rules_attempt as rules_attempt
@@ -145,10 +145,18 @@ class MemoryStore:
     # ------------------------------------------------------------ writes
 
     async def start_workflow(
-        self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+        self,
+        workflow_id: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        *,
+        trace: Mapping[str, str] | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
-        return self._run(rules_workflow.start_workflow, workflow_id, step_names, input, now)
+        return self._run(
+            rules_workflow.start_workflow, workflow_id, step_names, input, now, trace
+        )
 
     async def claim_step(
         self,

@@ -15,7 +15,7 @@ and token, and are refused with `LeaseLostError` once another claim has taken th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentq.events import Event
@@ -45,9 +45,25 @@ class DurableStore(DurableCalls, Protocol):
     """
 
     async def start_workflow(
-        self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+        self,
+        workflow_id: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        *,
+        trace: Mapping[str, str] | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """Create the workflow with its steps Pending and append `WorkflowStarted`, once.
+
+        Args:
+            workflow_id: Stable id of the workflow.
+            step_names: Its step names, in order (unique).
+            input: The workflow input (JSON).
+            now: Unix seconds.
+            trace: The W3C trace context of the run that starts it (``traceparent``, maybe
+                ``tracestate``; `agentq.tracing.carrier`), kept in the event's data as
+                ``trace`` so that later runs link back to it; None (or empty) records
+                nothing. Not compared when the workflow exists.
 
         Returns:
             ``(row, created)``: `created` is False when the workflow already existed (nothing
@@ -57,6 +73,7 @@ class DurableStore(DurableCalls, Protocol):
             WorkflowMismatchError: The id exists with different step names or another input
                 (compared as decoded JSON).
             PayloadError: `input` is not JSON or too large.
+            TypeError: `trace` is not a dict of str to str.
         """
         ...
 

@@ -8,7 +8,7 @@ the rule of the `DurableStore` verb of the same name, run by a store inside one 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentq.errors import (
@@ -37,12 +37,18 @@ def _short(value: Any) -> str:
 
 
 def start_workflow(
-    tx: Tx, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+    tx: Tx,
+    workflow_id: str,
+    step_names: Sequence[str],
+    input: Any,
+    now: float,
+    trace: Mapping[str, str] | None = None,
 ) -> tuple[WorkflowRow, bool]:
     """Rule of `DurableStore.start_workflow`; also checks the ids and names.
 
     Raises:
-        InvalidKeyError / TypeError: A bad workflow id or step name.
+        InvalidKeyError / TypeError: A bad workflow id or step name, or a `trace` that is not
+            a dict of str to str.
         ValueError: No steps, or duplicate step names.
         WorkflowMismatchError: The id exists with other step names or another input.
     """
@@ -57,6 +63,11 @@ def start_workflow(
         raise ValueError(f"workflow {workflow_id!r} has duplicate step names: {dupes}")
     now, at = check_now(now)
     value, text = check_payload(input, "input")
+    if trace is not None and (
+        not isinstance(trace, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in trace.items())
+    ):
+        raise TypeError(f"trace must be a dict of str to str, or None; got {trace!r:.80}")
     existing, _ = tx.load(workflow_id)
     if existing is not None:
         if existing.step_names != names:
@@ -71,13 +82,10 @@ def start_workflow(
                 "run: use a new id for new input"
             )
         return existing, False
-    draft = Draft.build(
-        _K.WORKFLOW_STARTED,
-        workflow_id,
-        at,
-        {"steps": list(names), "input": value},
-        raw={"input": text},
-    )
+    data: dict[str, Any] = {"steps": list(names), "input": value}
+    if trace:
+        data["trace"] = dict(trace)
+    draft = Draft.build(_K.WORKFLOW_STARTED, workflow_id, at, data, raw={"input": text})
     return apply(tx, Rows(None, {}), [draft]), True
 
 

@@ -15,7 +15,7 @@ import contextlib
 import os
 import sqlite3
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import agentq.store.rules_attempt as rules_attempt
@@ -215,10 +215,18 @@ class SqliteStore:
     # ------------------------------------------------------------ writes
 
     async def start_workflow(
-        self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+        self,
+        workflow_id: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        *,
+        trace: Mapping[str, str] | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
-        return await self._write(rules_workflow.start_workflow, workflow_id, step_names, input, now)
+        return await self._write(
+            rules_workflow.start_workflow, workflow_id, step_names, input, now, trace
+        )
 
     async def claim_step(
         self,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
+import os
 from collections.abc import Mapping, Sequence
 from types import ModuleType, TracebackType
 from typing import Any
@@ -55,6 +56,7 @@ CALL = "agentq.call"
 JOB = "agentq.job"
 
 _INSTRUMENTATION = "agentq"
+_UNKNOWN = object()
 
 
 class _Api:
@@ -66,12 +68,19 @@ class _Api:
         self.w3c = w3c
         self.status = status
         self.inactive = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        self.from_environment = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
         self._provider: Any = None
         self._tracer: Any = None
 
     def tracer(self) -> Any | None:
         """The agentq tracer of the global provider, or None while no SDK provider is set."""
-        provider = self.trace.get_tracer_provider()
+        # `get_tracer_provider` reads os.environ on every call (microseconds); the API's own
+        # global says at the cost of an attribute read whether a provider was ever set.
+        provider = getattr(self.trace, "_TRACER_PROVIDER", _UNKNOWN)
+        if provider is None and not self.from_environment:
+            return None
+        if provider is None or provider is _UNKNOWN:
+            provider = self.trace.get_tracer_provider()
         if isinstance(provider, self.inactive):
             return None
         if provider is not self._provider:

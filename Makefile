@@ -67,6 +67,7 @@ bench: $(TEST_STAMP)
 	$(PY) -m bench.calls
 	$(PY) -m bench.frames
 	$(PY) -m bench.replay
+	$(PY) -m bench.tracing
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -359,3 +359,15 @@ def test_python_dash_m_agentq(made: Path) -> None:
         capture_output=True, text=True, env=env, timeout=60, check=False,
     )
     assert usage.returncode == 2
+
+
+def test_python_dash_m_agentq_without_the_cli_extra_names_it() -> None:
+    code = (
+        "import sys, runpy; sys.modules['click'] = None; "
+        "runpy.run_module('agentq', run_name='__main__')"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=60, check=False)
+    assert done.returncode == 1
+    assert "pip install 'agentq[cli]'" in done.stderr and "Traceback" not in done.stderr

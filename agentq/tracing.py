@@ -76,7 +76,7 @@ class _Api:
         """The agentq tracer of the global provider, or None while no SDK provider is set."""
         # `get_tracer_provider` reads os.environ on every call (microseconds); the API's own
         # global says at the cost of an attribute read whether a provider was ever set.
-        provider = getattr(self.trace, "_TRACER_PROVIDER", _UNKNOWN)
+        provider: Any = getattr(self.trace, "_TRACER_PROVIDER", _UNKNOWN)
         if provider is None and not self.from_environment:
             return None
         if provider is None or provider is _UNKNOWN:

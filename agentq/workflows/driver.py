@@ -184,8 +184,10 @@ class Driver:
     async def _drive(self, wf: Workflow, span: tracing.Span) -> RunResult:
         waker = self._wakers.open(wf.id)
         try:
+            trace = tracing.carrier()  # passed only when tracing is on: None-safe for any store
             row, created = await self.store.start_workflow(
-                wf.id, wf.step_names, wf.input, self.clock.time(), trace=tracing.carrier()
+                wf.id, wf.step_names, wf.input, self.clock.time(),
+                **({} if trace is None else {"trace": trace}),
             )
             links = [] if created else await spans.origin_links(span, self.store, wf.id)
             if row.state.closed:

@@ -114,6 +114,26 @@ async def test_without_a_provider_nothing_is_traced_or_stored(
     assert tracing.links_to({"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}, "x") == []
 
 
+async def test_without_the_api_every_span_point_is_the_shared_no_op(
+    engine: WorkflowEngine, monkeypatch: pytest.MonkeyPatch, spans: Any
+) -> None:
+    monkeypatch.setattr(tracing, "_api", lambda: None)  # as if opentelemetry-api were absent
+    assert not tracing.active()
+    assert tracing.capture() is None and tracing.carrier() is None
+    assert tracing.span("x") is tracing.call_span("w", "k", {"kind": "tool"}, None)
+    assert tracing.links_to({"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}, "x") == []
+
+    async def step(ctx: StepContext) -> Any:
+        return await ctx.call(Job("tool:1", lambda: _lookup("Lima"), Priority.HIGH),
+                              label={"kind": "tool", "tool": "weather"})
+
+    result = await engine.run(Workflow("no-api", [StepDef("s", step)]))
+    assert result.status is RunStatus.COMPLETED
+    assert spans.get_finished_spans() == ()
+    (started,) = await engine.store.load_events("no-api", limit=1)
+    assert "trace" not in started.data
+
+
 # ------------------------------------------------------------------ structure
 
 

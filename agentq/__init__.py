@@ -6,6 +6,8 @@
   waiting for outside input, every transition an `Event` in an append-only log.
 - `DurableStore`: `MemoryStore` (tests) and `SqliteStore` (one SQLite file; extra ``sqlite``).
 - `agentq.frames` and `agentq.widgets`: pandas and ipywidgets views (extra ``notebook``).
+- the ``agentq`` command line (`agentq.cli`, ``python -m agentq``; extra ``cli``) and
+  OpenTelemetry spans of runs, steps, calls and jobs (`agentq.tracing`; extra ``otel``).
 
 ``import agentq`` needs no third-party package.
 """

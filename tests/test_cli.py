@@ -128,6 +128,19 @@ def test_show_gives_steps_calls_and_the_wait_with_its_details(made: Path) -> Non
     assert "durable calls and waits" in out and "tool:1" in out and '"doubled": 6' in out
 
 
+def test_show_json_has_every_row_and_field(made: Path) -> None:
+    result = run("show", str(made), "broken", "--json")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    assert shown["workflow"]["state"] == "failed"
+    (step,) = shown["steps"]
+    assert step["state"] == "failed" and step["error"]["type"].endswith("NonRetryable")
+    assert shown["calls"] == []
+    asks = json.loads(run("show", str(made), "asks", "--json").stdout)
+    assert [c["key"] for c in asks["calls"]] == ["tool:1", "approve-send"]
+    assert asks["steps"][1]["wait_details"] == {"tool": "send", "args": {"to": "ops"}}
+
+
 def test_show_an_unknown_workflow_is_refused(made: Path) -> None:
     result = run("show", str(made), "nope")
     assert result.exit_code == 1

@@ -135,14 +135,19 @@ def ls(ctx: click.Context, store: str, state: str | None, as_json: bool) -> None
 @cli.command()
 @STORE
 @WORKFLOW
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: the workflow, step and call rows, every field.")
 @click.pass_context
-def show(ctx: click.Context, store: str, workflow_id: str) -> None:
+def show(ctx: click.Context, store: str, workflow_id: str, as_json: bool) -> None:
     """Show one workflow: its steps, the waits with their details, its durable calls."""
 
     async def work(s: DurableStore) -> None:
         wf = await actions.find_workflow(s, workflow_id)
         steps = await s.step_rows(wf.workflow_id)
         calls = await s.calls(wf.workflow_id)
+        if as_json:
+            click.echo(views.workflow_json(wf, steps, calls))
+            return
         _settings(ctx).console().print(views.workflow_view(wf, steps, calls))
 
     _run(store, work)

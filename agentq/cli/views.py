@@ -7,6 +7,7 @@ and ``events --json`` give the whole values.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -19,7 +20,15 @@ from rich.text import Text
 from agentq.events import Event
 from agentq.store import CallRow, StepRow, StepState, WorkflowRow
 
-__all__ = ["event_json", "events_table", "short", "when", "workflow_view", "workflows_table"]
+__all__ = [
+    "event_json",
+    "events_table",
+    "short",
+    "when",
+    "workflow_json",
+    "workflow_view",
+    "workflows_table",
+]
 
 _STYLES = {
     "running": "cyan",
@@ -185,6 +194,22 @@ def _state_kind(kind: str) -> Text:
     if kind in ("StepWaiting", "WorkflowCancelled"):
         return Text(kind, style="yellow")
     return Text(kind)
+
+
+def workflow_json(
+    wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[CallRow]
+) -> str:
+    """One workflow as one JSON object: ``workflow`` (its row), ``steps`` and ``calls`` (their
+    rows, every field; errors as ``{type, message, traceback}``)."""
+    return json.dumps(
+        {
+            "workflow": dataclasses.asdict(wf),
+            "steps": [dataclasses.asdict(row) for row in steps],
+            "calls": [dataclasses.asdict(row) for row in calls],
+        },
+        ensure_ascii=False,
+        default=str,
+    )
 
 
 def event_json(event: Event) -> str:

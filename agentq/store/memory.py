@@ -145,10 +145,18 @@ class MemoryStore:
     # ------------------------------------------------------------ writes
 
     async def start_workflow(
-        self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+        self,
+        workflow_id: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        *,
+        definition: str | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
-        return self._run(rules_workflow.start_workflow, workflow_id, step_names, input, now)
+        return self._run(
+            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition
+        )
 
     async def claim_step(
         self,

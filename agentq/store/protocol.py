@@ -45,18 +45,35 @@ class DurableStore(DurableCalls, Protocol):
     """
 
     async def start_workflow(
-        self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+        self,
+        workflow_id: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        *,
+        definition: str | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """Create the workflow with its steps Pending and append `WorkflowStarted`, once.
 
+        Args:
+            workflow_id: The new workflow's id (`agentq.keys` rules).
+            step_names: Its step names, in order (non-empty, unique).
+            input: Its input (JSON).
+            now: Unix seconds.
+            definition: The name of the `WorkflowDef` it is made from (`agentq.keys`
+                rules), recorded in `WorkflowStarted` and `WorkflowRow.definition`; None for
+                a plain workflow.
+
         Returns:
-            ``(row, created)``: `created` is False when the workflow already existed (nothing
-            is appended then).
+            ``(row, created)``: `created` is False when the workflow already existed with
+            the same steps, input and definition (nothing is appended then).
 
         Raises:
-            WorkflowMismatchError: The id exists with different step names or another input
-                (compared as decoded JSON).
+            WorkflowMismatchError: The id exists with different step names, another input
+                (compared as decoded JSON) or another definition (a plain workflow's None
+                included); nothing is appended.
             PayloadError: `input` is not JSON or too large.
+            InvalidKeyError / TypeError: A bad id, step name or definition name.
         """
         ...
 

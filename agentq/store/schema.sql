@@ -127,3 +127,9 @@ CREATE TABLE calls (
 );
 CREATE UNIQUE INDEX calls_by_key ON calls (workflow_id, call_key);
 CREATE INDEX calls_by_workflow ON calls (workflow_id);
+
+-- migration 6
+-- Workflow definitions (WorkflowDef): the name of the definition a workflow was made from, so
+-- that any engine that registered that definition can run it; NULL for a plain Workflow and
+-- in files written before this version (their logs have no definitions: nothing to rebuild).
+ALTER TABLE workflows ADD COLUMN definition TEXT;

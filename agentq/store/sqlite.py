@@ -215,10 +215,18 @@ class SqliteStore:
     # ------------------------------------------------------------ writes
 
     async def start_workflow(
-        self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+        self,
+        workflow_id: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        *,
+        definition: str | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
-        return await self._write(rules_workflow.start_workflow, workflow_id, step_names, input, now)
+        return await self._write(
+            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition
+        )
 
     async def claim_step(
         self,

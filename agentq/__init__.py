@@ -93,6 +93,7 @@ from agentq.workflows import (
     StepStatus,
     WaitForInput,
     Workflow,
+    WorkflowDef,
     WorkflowEngine,
     recover,
 )
@@ -174,6 +175,7 @@ __all__ = [
     "WaitForInput",
     "Workflow",
     "WorkflowClosedError",
+    "WorkflowDef",
     "WorkflowEngine",
     "WorkflowMismatchError",
     "WorkflowRow",

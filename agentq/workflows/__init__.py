@@ -6,9 +6,9 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ==============  ===============================================================================
 ``context``     `StepContext`: what a step body receives; ``ctx.call`` and
                 ``ctx.wait_for_input`` (through the small `CallRecorder` protocol)
-``model``       `Workflow`, `StepDef`, and what a run reports: `StepStatus`, `RunStatus`,
-                `RunResult` (the signals `WaitForInput` and `NonRetryable` are
-                `agentq.errors`', re-exported)
+``model``       `Workflow`, `WorkflowDef`, `StepDef`, and what a run reports:
+                `StepStatus`, `RunStatus`, `RunResult` (the signals `WaitForInput` and
+                `NonRetryable` are `agentq.errors`', re-exported)
 ``waits``       the waits of a run (backoff, poll, an interrupted body) that a cancel wakes
 ``calls``       `CallLog`: one attempt's durable calls and waits, answered from the log or
                 run through the queue and recorded under the attempt's fencing token
@@ -19,7 +19,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                 driver acts on
 ``results``     stored rows read back as a `StepStatus` or a `RunResult`; what the store says
                 to `run` and `resume` of an ended workflow that is no longer registered
-``registry``    the workflows an engine knows by id, and the checks on registering one again
+``registry``    what an engine can run: plain workflows by id, definitions by name; a
+                stored instance built from its definition
 ``recording``   an attempt's outcome recorded (complete, wait, fail or retry) as `classify`
                 judges it
 ``driver``      the loop that runs one workflow's steps: claim, attempt, record; the
@@ -46,6 +47,7 @@ from agentq.workflows.model import (
     StepStatus,
     WaitForInput,
     Workflow,
+    WorkflowDef,
 )
 from agentq.workflows.recovery import RecoveryReport, recover
 
@@ -60,6 +62,7 @@ __all__ = [
     "StepStatus",
     "WaitForInput",
     "Workflow",
+    "WorkflowDef",
     "WorkflowEngine",
     "recover",
 ]

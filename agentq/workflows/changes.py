@@ -29,7 +29,9 @@ def resume_change(
         now = clock.time()
         row = await store.get_workflow(wf.id)
         if row is not None:  # the run must be able to continue before the wait is used
-            await store.start_workflow(wf.id, wf.step_names, wf.input, now)
+            await store.start_workflow(
+                wf.id, wf.step_names, wf.input, now, definition=wf.definition
+            )
         await store.resume_step(wf.id, index, input, now, key=key)
 
     return deliver
@@ -63,7 +65,9 @@ def retry_change(store: DurableStore, clock: Clock, wf: Workflow, index: int | N
 
     async def again() -> None:
         now = clock.time()
-        await store.start_workflow(wf.id, wf.step_names, wf.input, now)
+        await store.start_workflow(
+            wf.id, wf.step_names, wf.input, now, definition=wf.definition
+        )
         await store.retry_workflow(wf.id, index, now)
 
     return again

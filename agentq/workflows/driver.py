@@ -177,7 +177,7 @@ class Driver:
         waker = self._wakers.open(wf.id)
         try:
             row, _ = await self.store.start_workflow(
-                wf.id, wf.step_names, wf.input, self.clock.time()
+                wf.id, wf.step_names, wf.input, self.clock.time(), definition=wf.definition
             )
             if row.state.closed:
                 return await stored_result(self.store, row)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -57,6 +57,7 @@ __all__ = [
     "StepStatus",
     "WaitForInput",
     "Workflow",
+    "WorkflowDef",
 ]
 
 
@@ -164,10 +165,15 @@ class Workflow:
             again continues or returns the stored run; it never starts a second one.
         steps: The steps, in order; at least one; names unique.
         input: JSON value given to every step as ``ctx.input``.
+        definition: The name of the `WorkflowDef` this instance was made from (set by
+            `WorkflowDef.workflow`), recorded in the store so that any engine that
+            registered that definition can run it; None (the default) for a plain workflow,
+            tied to the process that registered it.
 
     Raises:
         ValueError: Empty `steps` or duplicate step names.
-        InvalidKeyError: `id` is empty, not UTF-8 or too long.
+        TypeError: A step is not a `StepDef`.
+        InvalidKeyError: `id` (or `definition`) is empty, not UTF-8 or too long.
 
     Example:
         >>> wf = Workflow("order-42", [StepDef("fetch", fetch), StepDef("charge", charge)])
@@ -176,20 +182,13 @@ class Workflow:
     id: str
     steps: Sequence[StepDef]
     input: Any = None
+    definition: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         validate_key(self.id, "workflow id")
-        steps = tuple(self.steps)
-        if not steps:
-            raise ValueError(f"workflow {self.id!r} has no steps")
-        for step in steps:
-            if not isinstance(step, StepDef):
-                raise TypeError(f"workflow {self.id!r}: steps must be StepDef, got {step!r}")
-        names = [s.name for s in steps]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"workflow {self.id!r} has duplicate step names: {dupes}")
-        object.__setattr__(self, "steps", steps)
+        object.__setattr__(self, "steps", _checked_steps(f"workflow {self.id!r}", self.steps))
+        if self.definition is not None:
+            validate_key(self.definition, "definition name")
 
     @property
     def step_names(self) -> tuple[str, ...]:
@@ -206,6 +205,85 @@ class Workflow:
             if s.name == step:
                 return i
         raise KeyError(step)
+
+
+def _checked_steps(owner: str, steps: Sequence[StepDef]) -> tuple[StepDef, ...]:
+    """`steps` as a tuple, checked: a non-empty sequence of `StepDef` with unique names."""
+    if isinstance(steps, str | bytes | StepDef) or not isinstance(steps, Iterable):
+        raise TypeError(f"{owner}: steps must be a sequence of StepDef, got {steps!r:.80}")
+    checked = tuple(steps)
+    if not checked:
+        raise ValueError(f"{owner} has no steps")
+    for step in checked:
+        if not isinstance(step, StepDef):
+            raise TypeError(f"{owner}: steps must be StepDef, got {step!r:.80}")
+    names = [s.name for s in checked]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{owner} has duplicate step names: {dupes}")
+    return checked
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowDef:
+    """A named workflow definition: the steps of many instances, runnable in any process.
+
+    A plain `Workflow` is one instance whose step bodies only the process that registered
+    it knows. A definition names its steps once; each instance (``definition.workflow(id,
+    input)``, or ``engine.start(definition, id, input)``) records the definition's name in
+    the store, so that any engine that registered a definition of that name, in any
+    process, can run, resume, retry and recover it by id. Step bodies are code, not data:
+    what is stored is the name, the step names and the input, never the functions.
+
+    Args:
+        name: The definition's name (a non-empty str of at most 1024 bytes of UTF-8, like a
+            key). Engines look definitions up by it: keep it stable across releases of
+            the program.
+        steps: The steps, in order: a non-empty sequence of `StepDef` with unique names.
+            Stored instances record the step names; an engine whose registered definition
+            has other step names refuses to run them (`WorkflowMismatchError`).
+
+    Raises:
+        InvalidKeyError: `name` is empty, not valid UTF-8 or too long.
+        TypeError: `name` is not a str, `steps` is not a sequence, or a step is not a
+            `StepDef`.
+        ValueError: `steps` is empty or has duplicate names.
+
+    Example:
+        >>> order = WorkflowDef("order", [StepDef("fetch", fetch), StepDef("charge", charge)])
+        >>> engine.register(order)
+        >>> await engine.start(order, "order-42", input={"sku": "A1"})
+        >>> result = await engine.run("order-42")        # or in another process
+    """
+
+    name: str
+    steps: Sequence[StepDef]
+
+    def __post_init__(self) -> None:
+        validate_key(self.name, "definition name")
+        object.__setattr__(self, "steps", _checked_steps(f"definition {self.name!r}", self.steps))
+
+    @property
+    def step_names(self) -> tuple[str, ...]:
+        """The step names, in order."""
+        return tuple(s.name for s in self.steps)
+
+    def workflow(self, workflow_id: str, input: Any = None) -> Workflow:
+        """Make an instance: a `Workflow` with these steps that remembers this definition.
+
+        Nothing is stored: `WorkflowEngine.start` (or `run`) stores it.
+
+        Args:
+            workflow_id: The instance's id (a key: non-empty, at most 1024 bytes of UTF-8).
+            input: The instance's input (JSON), given to every step as ``ctx.input``.
+
+        Returns:
+            ``Workflow(workflow_id, self.steps, input=input, definition=self.name)``.
+
+        Raises:
+            InvalidKeyError / TypeError: A bad `workflow_id`.
+        """
+        return Workflow(workflow_id, self.steps, input=input, definition=self.name)
 
 
 class StepStatus:

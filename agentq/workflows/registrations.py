@@ -1,0 +1,190 @@
+"""`Registrations`: what a `WorkflowEngine` can run, and `start` of a definition's instance.
+
+The registration verbs of the engine, kept apart from its run verbs (``engine.py``, which
+derives from this class): ``register`` (a `WorkflowDef`, by name), ``register_workflow`` (a
+plain `Workflow`, by id), ``unregister``, ``start`` (store an instance without running it),
+and the lookup every run verb makes for an id (``_find``): a registered plain workflow, or a
+stored instance built from its registered definition (see ``registry.py``).
+
+Private to `agentq.workflows.engine`; the verbs are documented as `WorkflowEngine`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentq.clock import Clock
+from agentq.errors import UnknownWorkflowError, WorkflowMismatchError
+from agentq.keys import validate_key
+from agentq.store import DurableStore
+from agentq.workflows.model import Workflow, WorkflowDef
+from agentq.workflows.registry import Registry
+
+__all__ = ["Registrations"]
+
+
+class Registrations:
+    """The registered plain workflows and definitions of an engine, and the verbs over them.
+
+    A subclass provides `store` and `clock` (`WorkflowEngine` does).
+    """
+
+    def __init__(self) -> None:
+        self._registry = Registry()
+
+    @property
+    def store(self) -> DurableStore:
+        """Where instances are stored (provided by the engine)."""
+        raise NotImplementedError
+
+    @property
+    def clock(self) -> Clock:
+        """The time source (provided by the engine)."""
+        raise NotImplementedError
+
+    def register(self, definition: WorkflowDef) -> None:
+        """Register a `WorkflowDef`: this engine can then start, run, resume, retry and
+        recover every stored instance of it, whichever process started it.
+
+        Registering the same name again replaces the definition (a notebook cell run
+        again): its new bodies serve the next step of every instance. Stored instances whose
+        step names differ from the new definition's are refused when they are run, resumed,
+        retried or recovered (`WorkflowMismatchError` naming both lists; nothing stored
+        changes). Runs in progress go on with the bodies they started with.
+
+        Raises:
+            TypeError: `definition` is not a `WorkflowDef`.
+        """
+        self._registry.define(definition)
+
+    def register_workflow(self, workflow: Workflow) -> None:
+        """Make a plain `workflow`'s step bodies known to this engine (needed by `resume`,
+        `recover`); the workflow is tied to this engine (see `register` for definitions).
+
+        Registering the same id again replaces the bodies (a notebook cell run twice), as
+        long as the step names and the input are the same.
+
+        Raises:
+            TypeError: `workflow` is not a `Workflow`.
+            WorkflowMismatchError: The id is registered with different step names, another
+                input or another definition (nothing is replaced).
+        """
+        self._registry.add(workflow)
+
+    def unregister(self, name: str) -> bool:
+        """Forget the definition registered under `name`, or the plain workflow with id `name`
+        (both, if both are registered under that string).
+
+        The store keeps every record; only step bodies are forgotten, so `resume`, `retry`
+        and `recover` can no longer continue those workflows here until they are registered
+        again. Runs in progress go on (they hold their bodies). Registrations of plain
+        workflows whose run ended completed, failed or cancelled are dropped without this
+        call.
+
+        Args:
+            name: A definition's name or a plain workflow's id.
+
+        Returns:
+            True if something was registered under `name`, else False.
+
+        Raises:
+            TypeError: `name` is not a str.
+        """
+        if not isinstance(name, str):
+            raise TypeError(
+                f"unregister() expects a definition name or a workflow id (str), got {name!r}"
+            )
+        plain = self._registry.remove(name)
+        return self._registry.undefine(name) or plain
+
+    def registered(self, workflow_id: str) -> Workflow | None:
+        """Return the plain workflow registered with this id, or None."""
+        return self._registry.get(workflow_id)
+
+    def definition(self, name: str) -> WorkflowDef | None:
+        """Return the definition registered under `name`, or None."""
+        return self._registry.definition(name)
+
+    @property
+    def workflow_ids(self) -> tuple[str, ...]:
+        """Ids of the registered plain workflows, in registration order."""
+        return self._registry.ids
+
+    @property
+    def definitions(self) -> tuple[str, ...]:
+        """Names of the registered definitions, in registration order."""
+        return self._registry.names
+
+    async def start(
+        self, definition: WorkflowDef | str, workflow_id: str, input: Any = None
+    ) -> bool:
+        """Store a new instance of a definition, without running it.
+
+        `WorkflowStarted` records the definition's name, the step names and the input; any
+        engine that registered the definition (this one, or one in another process) then
+        runs it by id: ``run(workflow_id)``, `recover`. Idempotent: an id already stored
+        from the same definition with the same steps and input is left as it is.
+
+        Args:
+            definition: A `WorkflowDef` (registered on the way, replacing one registered
+                under its name, as `register` does: what a notebook cell expects), or the
+                name of one registered with this engine.
+            workflow_id: The instance's id (a key: non-empty, at most 1024 bytes of UTF-8).
+            input: The instance's input (JSON), given to every step as ``ctx.input``.
+
+        Returns:
+            True if this call stored the instance; False if it was stored already (nothing
+            is appended then).
+
+        Raises:
+            UnknownWorkflowError: A name that no registered definition has.
+            WorkflowMismatchError: The id is stored (or registered as a plain workflow) with
+                another definition, other steps or another input; nothing is stored.
+            TypeError: `definition` is neither a `WorkflowDef` nor a str.
+            InvalidKeyError: A bad `workflow_id`.
+            PayloadError: `input` is not JSON or too large; nothing is stored.
+
+        Example:
+            >>> await engine.start(order, "order-42", {"sku": "A1"})
+            True
+            >>> result = await engine.run("order-42")
+        """
+        if isinstance(definition, WorkflowDef):
+            self._registry.define(definition)
+        elif isinstance(definition, str):
+            found = self._registry.definition(definition)
+            if found is None:
+                raise UnknownWorkflowError(
+                    f"no definition named {definition!r} is registered with this engine "
+                    f"(registered: {list(self._registry.names)}); register it first"
+                )
+            definition = found
+        else:
+            raise TypeError(f"start() expects a WorkflowDef or its name, got {definition!r:.80}")
+        wf = definition.workflow(workflow_id, input)
+        plain = self._registry.get(wf.id)
+        if plain is not None and plain.definition != wf.definition:
+            raise WorkflowMismatchError(
+                f"workflow {wf.id!r} is registered with this engine as a plain workflow, not "
+                f"from definition {definition.name!r}; use a new id"
+            )
+        _, created = await self.store.start_workflow(
+            wf.id, wf.step_names, wf.input, self.clock.time(), definition=definition.name
+        )
+        return created
+
+    async def _find(self, workflow_id: str) -> Workflow | None:
+        """The workflow to run for `workflow_id` when it is still open: a registered plain
+        one, or a stored instance of a registered definition; None when it is stored and
+        has ended, or (raising) when this engine cannot run it.
+
+        Raises:
+            UnknownWorkflowError / WorkflowMismatchError: See `Registry.resolve`.
+        """
+        plain = self._registry.get(workflow_id)
+        if plain is not None:
+            return plain
+        row = await self.store.get_workflow(validate_key(workflow_id, "workflow id"))
+        if row is not None and row.state.closed:
+            return None
+        return self._registry.resolve(workflow_id, row)

@@ -87,3 +87,78 @@ async def test_sqlite_reopened_reads_the_definition(tmp_path: Path) -> None:
     async with SqliteStore(tmp_path / "d.db") as again:
         row = await again.get_workflow("wf")
         assert row is not None and row.definition == "order"
+
+
+# ---------------------------------------------------------------- ready_workflows
+
+
+async def ready(
+    store: DurableStore, now: float, *names: str, limit: int = 50
+) -> list[tuple[str, int, str]]:
+    return [
+        (r.workflow.workflow_id, r.step_index, str(r.state))
+        for r in await store.ready_workflows(now, names, limit)
+    ]
+
+
+async def test_ready_lists_pending_current_steps_of_the_given_definitions(
+    store: DurableStore,
+) -> None:
+    await store.start_workflow("a1", ["x", "y"], None, T0, definition="a")
+    await store.start_workflow("plain", ["x"], None, T0)
+    await store.start_workflow("b1", ["x"], None, T0, definition="b")
+    await store.start_workflow("a2", ["x", "y"], 7, T0, definition="a")
+    await run_step(store, "a2", 0, "out")
+    assert await ready(store, T0, "a") == [("a1", 0, "pending"), ("a2", 1, "pending")]
+    assert await ready(store, T0, "a", "b", limit=2) == [("a1", 0, "pending"), ("b1", 0, "pending")]
+    assert await ready(store, T0, "c") == [] and await ready(store, T0) == []
+    [work] = await store.ready_workflows(T0, ["b"], 1)
+    assert work.workflow == await store.get_workflow("b1")
+
+
+async def test_ready_skips_live_leases_and_retry_times_ahead_but_not_expired_leases(
+    store: DurableStore,
+) -> None:
+    for wid in ("leased", "retrying", "done", "cancelled"):
+        await store.start_workflow(wid, ["x"], None, T0, definition="d")
+    await store.claim_step("leased", 0, "w1", 10.0, T0)
+    ex = (await store.claim_step("retrying", 0, "w1", 10.0, T0)).execution  # type: ignore[union-attr]
+    await store.fail_step(ex, "error", None, T0, retry_at=T0 + 5)
+    await run_step(store, "done", 0, "ok")
+    await store.cancel_workflow("cancelled", "no", T0)
+    assert await ready(store, T0 + 1, "d") == []
+    assert await ready(store, T0 + 5, "d") == [("retrying", 0, "pending")]
+    assert await ready(store, T0 + 10, "d") == [("retrying", 0, "pending")]  # live at expiry
+    assert await ready(store, T0 + 10.5, "d") == [
+        ("leased", 0, "leased"), ("retrying", 0, "pending")]
+
+
+async def test_ready_lists_waits_whose_deadline_passed(store: DurableStore) -> None:
+    for wid in ("timed", "forever"):
+        await store.start_workflow(wid, ["x"], None, T0, definition="d")
+    ex = (await store.claim_step("timed", 0, "w1", 10.0, T0)).execution  # type: ignore[union-attr]
+    await store.wait_step(ex, "ok?", T0, key="k", deadline=T0 + 60)
+    ex = (await store.claim_step("forever", 0, "w1", 10.0, T0)).execution  # type: ignore[union-attr]
+    await store.wait_step(ex, "ok?", T0)
+    assert await ready(store, T0 + 59, "d") == []
+    assert await ready(store, T0 + 60, "d") == [("timed", 0, "waiting")]
+    await store.resume_step("forever", 0, "yes", T0 + 61)
+    assert await ready(store, T0 + 61, "d") == [("timed", 0, "waiting"), ("forever", 0, "pending")]
+
+
+@pytest.mark.parametrize(
+    ("now", "names", "limit", "error"),
+    [
+        (float("nan"), ["d"], 1, ValueError),
+        (T0, "d", 1, TypeError),
+        (T0, [1], 1, TypeError),
+        (T0, ["d"], 0, ValueError),
+        (T0, ["d"], 1.5, TypeError),
+        (T0, ["d"], True, TypeError),
+    ],
+)
+async def test_ready_refuses_bad_arguments(
+    store: DurableStore, now: float, names: object, limit: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        await store.ready_workflows(now, names, limit)  # type: ignore[arg-type]

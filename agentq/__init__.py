@@ -85,6 +85,7 @@ from agentq.store import (
 from agentq.workflows import (
     MAX_REASON_CHARS,
     NonRetryable,
+    Recorded,
     RecoveryReport,
     RunResult,
     RunStatus,
@@ -153,6 +154,7 @@ __all__ = [
     "QueueFull",
     "QueueStats",
     "Queued",
+    "Recorded",
     "RecoveryReport",
     "RetryPolicy",
     "RunResult",

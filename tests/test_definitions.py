@@ -16,6 +16,7 @@ import pytest
 from agentq import (
     InvalidKeyError,
     NonRetryable,
+    Recorded,
     RunStatus,
     StepContext,
     StepDef,
@@ -28,7 +29,12 @@ from agentq import (
     recover,
 )
 from agentq.clock import FakeClock
-from agentq.errors import UnknownWorkflowError
+from agentq.errors import (
+    NotRetryableError,
+    NotWaitingError,
+    UnknownStepError,
+    UnknownWorkflowError,
+)
 from agentq.events import EventKind
 from agentq.queue import LaneConfig, Priority, Queue
 from agentq.store import DurableStore
@@ -232,7 +238,7 @@ async def test_another_engine_runs_an_instance_once_it_registered_the_definition
     await engine.start(WorkflowDef("order", steps("a", "b", log=log)), "o-1", 7)
     with pytest.raises(UnknownWorkflowError, match="definition 'order', which is not registered"):
         await other.run("o-1")
-    with pytest.raises(UnknownWorkflowError, match="definition 'order'"):
+    with pytest.raises(NotRetryableError, match="it is running"):  # the store's own check
         await other.retry("o-1")
     other.register(WorkflowDef("order", steps("a", "b", log=log, tag="other-")))
     result = await other.run("o-1")
@@ -316,10 +322,13 @@ async def test_unregister_a_definition_by_name(engine: WorkflowEngine) -> None:
     assert engine.unregister("approval") is True
     assert engine.unregister("approval") is False and engine.definitions == ()
     with pytest.raises(UnknownWorkflowError, match="definition 'approval'"):
-        await engine.resume("ap-1", "ask", "yes")
+        await engine.run("ap-1")
     with pytest.raises(UnknownWorkflowError, match="no definition named 'approval'"):
         await engine.start("approval", "ap-2")
-    assert (await engine.status("ap-1"))[0].reason == "ok?"  # type: ignore[attr-defined]
+    # A resume is recorded all the same: an engine that holds the definition runs it on.
+    assert await engine.resume("ap-1", "ask", "yes") == Recorded("ap-1", "approval", "resumed")
+    assert await engine.status("ap-1") == [StepStatus.Pending()]
+    assert log == ["ap-1.ask"]
 
 
 async def test_unregister_forgets_a_name_and_an_id_that_are_the_same_string(
@@ -367,3 +376,40 @@ async def test_recover_runs_instances_of_registered_definitions_only(
     results = await report.wait()
     assert results["o-1"].output == "2:a:None"
     assert log == ["2:o-1.a"]
+
+
+# ------------------------------------------------------------------ recorded elsewhere
+
+
+async def test_resume_and_retry_without_the_definition_are_recorded_for_another_engine(
+    engine: WorkflowEngine, other: WorkflowEngine
+) -> None:
+    log: list[str] = []
+    fixed = False
+
+    def flaky(ctx: StepContext) -> str:
+        if not fixed:
+            raise NonRetryable("broken")
+        return "fixed"
+
+    engine.register(WorkflowDef("approval", [waiting_step("ask", log)]))
+    engine.register(WorkflowDef("job", [StepDef("x", flaky)]))
+    await engine.start("approval", "ap-1")
+    await engine.start("job", "j-1")
+    assert (await engine.run("ap-1")).status is RunStatus.WAITING
+    assert (await engine.run("j-1")).status is RunStatus.FAILED
+
+    # "other" holds neither definition: it records, and says so.
+    assert await other.resume("ap-1", 0, "yes") == Recorded("ap-1", "approval", "resumed")
+    assert await other.retry("j-1", from_step="x") == Recorded("j-1", "job", "retried")
+    assert (await kinds(other.store, "j-1"))[-1] is EventKind.WORKFLOW_RETRIED
+    with pytest.raises(NotWaitingError):  # checked by the store as always: nothing recorded
+        await other.resume("ap-1", "ask", "again")
+    with pytest.raises(UnknownStepError):
+        await other.retry("j-1", from_step="nope")
+    with pytest.raises(UnknownWorkflowError):  # a plain workflow stays with its engine
+        await other.resume("nobody", "ask", 1)
+
+    fixed = True
+    assert (await engine.run("ap-1")).output == "yes"
+    assert (await engine.run("j-1")).output == "fixed"

@@ -43,6 +43,7 @@ from agentq.workflows.engine import WorkflowEngine
 from agentq.workflows.model import (
     MAX_REASON_CHARS,
     NonRetryable,
+    Recorded,
     RunResult,
     RunStatus,
     StepDef,
@@ -56,6 +57,7 @@ from agentq.workflows.recovery import RecoveryReport, recover
 __all__ = [
     "MAX_REASON_CHARS",
     "NonRetryable",
+    "Recorded",
     "RecoveryReport",
     "RunResult",
     "RunStatus",

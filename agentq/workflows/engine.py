@@ -30,17 +30,19 @@ from agentq.errors import (
 )
 from agentq.keys import validate_key
 from agentq.queue import Priority, Queue
-from agentq.store import DurableStore, WorkflowState
+from agentq.store import DurableStore, WorkflowRow, WorkflowState
 from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.changes import (
     resume_change,
+    resume_elsewhere,
     retry_change,
     retry_check,
+    retry_elsewhere,
     unregistered_retry,
 )
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
-from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
+from agentq.workflows.model import Recorded, RunResult, RunStatus, StepStatus, Workflow
 from agentq.workflows.registrations import Registrations
 from agentq.workflows.registry import step_index
 from agentq.workflows.results import refuse_resume, status_of, stored_result
@@ -184,6 +186,8 @@ class WorkflowEngine(Registrations):
                 row = await self.store.get_workflow(workflow)
                 assert row is not None
                 return await stored_result(self.store, row)
+            if isinstance(found, WorkflowRow):  # raises: its definition is not registered
+                found = self._registry.resolve(workflow, found)
             workflow = found
         wf = self._registry.lookup(workflow)
         if IN_STEP.get() == wf.id:
@@ -213,7 +217,7 @@ class WorkflowEngine(Registrations):
 
     async def resume(
         self, workflow_id: str, step: str | int, input: Any, *, key: str | None = None
-    ) -> RunResult:
+    ) -> RunResult | Recorded:
         """Deliver `input` to a `Waiting` step and continue the workflow.
 
         The step runs again with ``ctx.resumed`` true, ``ctx.resume_input == input`` (None
@@ -223,16 +227,22 @@ class WorkflowEngine(Registrations):
         `NotWaitingError`. `input` is required: None is an answer too, so it must be given on
         purpose.
 
+        An instance of a `WorkflowDef` that this engine has not registered is resumed all
+        the same: the input is recorded at once (checked by the store as always) and
+        `Recorded` is returned; a serving engine that holds the definition (`serve`) runs
+        the step on. A plain workflow is tied to the engine that registered it.
+
         Args:
-            workflow_id: The workflow (registered with this engine, or stored and ended:
-                then the refusal says why).
+            workflow_id: The workflow (registered with this engine, an instance of a
+                definition, or stored and ended: then the refusal says why).
             step: The waiting step's name or 0-based index.
             input: A JSON value (None included).
             key: The key of the `wait_for_input` this answers, checked against the wait the
                 step is on now; None answers whatever it waits for.
 
         Returns:
-            The `RunResult` of the continued run.
+            The `RunResult` of the continued run; `Recorded` when the definition is not
+            registered here.
 
         Raises:
             UnknownWorkflowError: Not registered or not stored.
@@ -245,6 +255,8 @@ class WorkflowEngine(Registrations):
         wf = await self._find(workflow_id)
         if wf is None:  # stored and ended: the store refuses the resume, saying why
             await refuse_resume(self.store, self.clock.time(), workflow_id, step, input, key)
+        if isinstance(wf, WorkflowRow):  # its definition is elsewhere: record, serve runs it
+            return await resume_elsewhere(self.store, self.clock, wf, step, input, key)
         index = step_index(wf.id, wf.step_names, step)
 
         deliver = resume_change(self.store, self.clock, wf, index, input, key)
@@ -254,7 +266,7 @@ class WorkflowEngine(Registrations):
 
     async def retry(
         self, workflow: Workflow | str, *, from_step: str | int | None = None
-    ) -> RunResult:
+    ) -> RunResult | Recorded:
         """Run a failed or cancelled workflow again, and return its new `RunResult`.
 
         By default it continues from the step that failed (or was cancelled, or was next
@@ -271,8 +283,13 @@ class WorkflowEngine(Registrations):
             from_step: The step (name or 0-based index) to run again from; every step
                 before it must have completed. None: the first step that did not complete.
 
+        An instance of a `WorkflowDef` not registered here is retried all the same: the
+        retry is recorded at once (`WorkflowRetried`, checked by the store as always) and
+        `Recorded` is returned; a serving engine that holds the definition runs it.
+
         Returns:
-            The `RunResult` of the new run.
+            The `RunResult` of the new run; `Recorded` when the definition is not registered
+            here.
 
         Raises:
             UnknownWorkflowError: An id that is not registered with this engine (step
@@ -297,6 +314,8 @@ class WorkflowEngine(Registrations):
                 row = await self.store.get_workflow(workflow)
                 if row is None or row.definition is None or row.state is WorkflowState.COMPLETED:
                     await unregistered_retry(self.store, workflow)
+                if self._registry.definition(row.definition) is None:  # record, serve runs it
+                    return await retry_elsewhere(self.store, self.clock, row, from_step)
                 known = self._registry.resolve(workflow, row)
             wf = known
         index = None if from_step is None else step_index(wf.id, wf.step_names, from_step)

@@ -51,6 +51,7 @@ from agentq.workflows.context import StepContext
 __all__ = [
     "MAX_REASON_CHARS",
     "NonRetryable",
+    "Recorded",
     "RunResult",
     "RunStatus",
     "StepDef",
@@ -428,3 +429,25 @@ class RunResult:
             + "<br>".join(lines)
             + "</div>"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What `WorkflowEngine.resume` and `retry` return when this engine cannot run the workflow.
+
+    The workflow is an instance of a `WorkflowDef` that this engine has not registered: its
+    step bodies are elsewhere. The change is stored all the same (`StepResumed` with the
+    input, or `WorkflowRetried`), and a serving engine that registered the definition
+    (`WorkflowEngine.serve`) runs the workflow on: there is no `RunResult` to return yet.
+    ``await engine.status(workflow_id)`` (or the store's rows) tells how it goes on.
+
+    Attributes:
+        workflow_id: The workflow.
+        definition: The name of the definition that runs it.
+        change: ``"resumed"`` or ``"retried"``.
+    """
+
+    workflow_id: str
+    definition: str
+    change: str
+

@@ -16,7 +16,7 @@ from typing import Any
 from agentq.clock import Clock
 from agentq.errors import UnknownWorkflowError, WorkflowMismatchError
 from agentq.keys import validate_key
-from agentq.store import DurableStore
+from agentq.store import DurableStore, WorkflowRow
 from agentq.workflows.model import Workflow, WorkflowDef
 from agentq.workflows.registry import Registry
 
@@ -173,13 +173,19 @@ class Registrations:
         )
         return created
 
-    async def _find(self, workflow_id: str) -> Workflow | None:
-        """The workflow to run for `workflow_id` when it is still open: a registered plain
-        one, or a stored instance of a registered definition; None when it is stored and
-        has ended, or (raising) when this engine cannot run it.
+    async def _find(self, workflow_id: str) -> Workflow | WorkflowRow | None:
+        """What this engine can do with the workflow `workflow_id`.
+
+        Returns:
+            The `Workflow` to run (a registered plain one, or a stored open instance of a
+            registered definition); the stored row of an open instance of a definition not
+            registered here (its changes can be recorded, not run); None when it is stored
+            and has ended.
 
         Raises:
-            UnknownWorkflowError / WorkflowMismatchError: See `Registry.resolve`.
+            UnknownWorkflowError: Neither registered here nor stored, or stored as a plain
+                workflow not registered here.
+            WorkflowMismatchError: The registered definition has other step names.
         """
         plain = self._registry.get(workflow_id)
         if plain is not None:
@@ -187,4 +193,10 @@ class Registrations:
         row = await self.store.get_workflow(validate_key(workflow_id, "workflow id"))
         if row is not None and row.state.closed:
             return None
+        if (
+            row is not None
+            and row.definition is not None
+            and self._registry.definition(row.definition) is None
+        ):
+            return row
         return self._registry.resolve(workflow_id, row)

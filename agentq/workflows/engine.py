@@ -47,6 +47,7 @@ from agentq.workflows.registrations import Registrations
 from agentq.workflows.registry import step_index
 from agentq.workflows.results import refuse_resume, status_of, stored_result
 from agentq.workflows.runs import Runs
+from agentq.workflows.serving import Server
 
 __all__ = ["WorkflowEngine"]
 
@@ -115,6 +116,7 @@ class WorkflowEngine(Registrations):
         self._runs = Runs(self._driver.drive, self._drop_if_ended)
         self._deadlines = Deadlines(lambda: self.clock, self._expire)
         self._driver.on_deadline = self._deadlines.set
+        self._server = Server(self._driver, self._registry, self._runs)  # for serve()
 
     # ----------------------------------------------------------------- settings
 

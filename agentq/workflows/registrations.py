@@ -1,24 +1,28 @@
-"""`Registrations`: what a `WorkflowEngine` can run, and `start` of a definition's instance.
+"""`Registrations`: what a `WorkflowEngine` can run; `start` and `serve` of definitions.
 
 The registration verbs of the engine, kept apart from its run verbs (``engine.py``, which
 derives from this class): ``register`` (a `WorkflowDef`, by name), ``register_workflow`` (a
 plain `Workflow`, by id), ``unregister``, ``start`` (store an instance without running it),
-and the lookup every run verb makes for an id (``_find``): a registered plain workflow, or a
-stored instance built from its registered definition (see ``registry.py``).
+``serve`` (run the ready instances of the registered definitions, ``serving.py``), and the
+lookup every run verb makes for an id (``_find``): a registered plain workflow, or a stored
+instance built from its registered definition (see ``registry.py``).
 
 Private to `agentq.workflows.engine`; the verbs are documented as `WorkflowEngine`'s.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, NoReturn
 
 from agentq.clock import Clock
-from agentq.errors import UnknownWorkflowError, WorkflowMismatchError
+from agentq.errors import EngineError, UnknownWorkflowError, WorkflowMismatchError
 from agentq.keys import validate_key
 from agentq.store import DurableStore, WorkflowRow
 from agentq.workflows.model import Workflow, WorkflowDef
 from agentq.workflows.registry import Registry
+from agentq.workflows.serving import Server
+from agentq.workflows.waits import finish
 
 __all__ = ["Registrations"]
 
@@ -40,6 +44,13 @@ class Registrations:
     @property
     def clock(self) -> Clock:
         """The time source (provided by the engine)."""
+        raise NotImplementedError
+
+    _server: Server
+    """The serve loop (made by the engine, over its driver, registry and runs)."""
+
+    async def close(self) -> None:
+        """Interrupt the runs in progress (provided by the engine)."""
         raise NotImplementedError
 
     def register(self, definition: WorkflowDef) -> None:
@@ -200,3 +211,63 @@ class Registrations:
         ):
             return row
         return self._registry.resolve(workflow_id, row)
+
+    async def serve(self, *, poll_interval: float = 1.0) -> NoReturn:
+        """Run the ready work of every registered definition, until cancelled.
+
+        Several engines, in several processes, may serve one store: each step is claimed
+        by exactly one of them (a compare-and-swap in the store). A serving engine claims
+        only what it can start at once: at most as many runs as its lane has permits (less
+        the runs it has in progress that are not waiting on the clock, and what other jobs
+        use of the lane). Each poll reads the store's ready work
+        (`DurableStore.ready_workflows`): open instances of the registered definitions
+        whose current step is pending (its stored retry time, if any, come), leased under
+        an expired lease (taken over, recording `WorkerRecovered`, as `recover` does), or
+        waiting on a wait whose deadline has passed (the wait then raises `InputTimeout`).
+        It starts each one's run in this engine, which goes on step after step as any run
+        does; resumes and retries recorded by engines that do not hold the definition are
+        picked up the same way. Plain workflows are never served (they are tied to the
+        engine that registered them). Definitions registered while serving are served
+        from the next poll on.
+
+        Between polls it waits `poll_interval` seconds on the engine's clock, or less: until
+        a run it started ends, or until the store says new work arrived (a store
+        implementing `agentq.store.WorkNotifier`, as a PostgreSQL store does with
+        ``LISTEN/NOTIFY``; SQLite and memory stores are polled: one small indexed query
+        per poll). A store failure is logged (``logging.getLogger("agentq")``) and tried
+        again at the next poll.
+
+        Cancelling the task that awaits `serve` stops claiming and closes the engine as
+        `close` does: every run in progress here is interrupted, each lease handed back
+        once its body has stopped (so another serving engine continues at once), and the
+        engine can be used (or serve) again.
+
+        Args:
+            poll_interval: Seconds between two reads of the ready work (> 0, finite). New
+                work is noticed within about this long.
+
+        Raises:
+            ValueError: `poll_interval` is not a positive number of seconds.
+            EngineError: This engine is serving already.
+            asyncio.CancelledError: When cancelled (it never returns otherwise).
+
+        Example:
+            >>> engine.register(order)
+            >>> server = asyncio.create_task(engine.serve())   # or await it in a worker
+            >>> ...
+            >>> server.cancel()
+        """
+        if (
+            isinstance(poll_interval, bool)
+            or not isinstance(poll_interval, int | float)
+            or not 0 < poll_interval < math.inf
+        ):
+            raise ValueError(
+                f"poll_interval must be a positive number of seconds, got {poll_interval!r}"
+            )
+        if self._server.serving:
+            raise EngineError("serve() is running on this engine already")
+        try:
+            await self._server.serve(float(poll_interval))
+        finally:
+            await finish(self.close())

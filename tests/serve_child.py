@@ -2,10 +2,11 @@
 
 Usage: python tests/serve_child.py DB SIDE NAME
 
-Registers `definition` (``job``: steps a, b, c) on an engine over the SQLite file DB (lane of
-4 permits, 2 s leases, worker id ``NAME:<pid>``) and serves until killed. Each step body
-appends ``"<workflow> <step> <pid>"`` to the SIDE file when it starts, works 50 ms, then
-returns, so that the parent can count what ran where, and kill this process mid-run.
+Registers `definition` (``job``: steps a, b, c) and `approval` on an engine over the SQLite
+file DB (lane of 4 permits, 2 s leases, worker id ``NAME:<pid>``) and serves until killed.
+Each step body of ``job`` appends ``"<workflow> <step> <pid>"`` to the SIDE file when it
+starts, works 50 ms, then returns, so that the parent can count what ran where, and kill
+this process mid-run.
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ def definition(side: Path) -> WorkflowDef:
     return WorkflowDef("job", [step("a"), step("b"), step("c")])
 
 
+def approval() -> WorkflowDef:
+    """``approval``: one step that waits for a person, then returns the answer."""
+
+    async def ask(ctx: StepContext) -> object:
+        return await ctx.wait_for_input("approve", "ship it?")
+
+    return WorkflowDef("approval", [StepDef("ask", ask)])
+
+
 async def main(db: Path, side: Path, name: str) -> None:
     lanes = {Priority.MEDIUM: LaneConfig(capacity=50, permits=4)}
     async with Queue(lanes) as queue, SqliteStore(db) as store:
@@ -44,6 +54,7 @@ async def main(db: Path, side: Path, name: str) -> None:
             queue, store, worker_id=f"{name}:{os.getpid()}", lease_ttl=LEASE_TTL
         )
         engine.register(definition(side))
+        engine.register(approval())
         print("serving", flush=True)
         await engine.serve(poll_interval=POLL)
 

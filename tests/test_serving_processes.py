@@ -11,6 +11,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agentq import Queue, WorkflowEngine
+from agentq import Queue, Recorded, WorkflowEngine
 from agentq.events import EventKind
 from agentq.store import SqliteStore, WorkflowState
 
@@ -68,13 +69,14 @@ async def start_all(db: Path, side: Path) -> list[str]:
     return ids
 
 
-async def all_completed(db: Path, ids: list[str]) -> None:
-    """Poll the file (bounded) until every workflow completed: the servers are other
-    processes, so there is nothing in this one to wait on."""
+async def all_completed(db: Path, ids: list[str], but: str | None = None) -> None:
+    """Poll the file (bounded) until every workflow in `ids` completed, and `but` waits: the
+    servers are other processes, so there is nothing in this one to wait on."""
     async with SqliteStore(db) as store, asyncio.timeout(60):
         while True:
-            done = await store.workflows(WorkflowState.COMPLETED)
-            if len(done) == len(ids):
+            done = {w.workflow_id for w in await store.workflows(WorkflowState.COMPLETED)}
+            waiting = {w.workflow_id for w in await store.workflows(WorkflowState.WAITING)}
+            if done >= set(ids) and (but is None or but in waiting):
                 return
             await asyncio.sleep(0.1)
 
@@ -106,9 +108,20 @@ def ran(side: Path) -> tuple[Counter[tuple[str, str]], dict[tuple[str, str], lis
 async def test_two_serving_processes_run_each_step_body_once(tmp_path: Path) -> None:
     db, side = tmp_path / "serve.db", tmp_path / "side.txt"
     ids = await start_all(db, side)
+    async with SqliteStore(db) as store:  # this process holds no definition at all
+        await store.start_workflow("ap-1", ["ask"], None, time.time(), definition="approval")
     async with servers(db, side, "one", "two") as procs:
-        await all_completed(db, ids)
+        await all_completed(db, ids, but="ap-1")
         pids = {str(p.pid) for p in procs}
+        async with Queue() as queue, SqliteStore(db) as store:
+            clerk = WorkflowEngine(queue, store, worker_id="clerk")
+            assert await clerk.resume("ap-1", "ask", {"ok": True}) == Recorded(
+                "ap-1", "approval", "resumed"
+            )
+        await all_completed(db, [*ids, "ap-1"])  # the servers noticed the recorded input
+    async with SqliteStore(db) as store:
+        [asked] = await store.step_rows("ap-1")
+    assert asked.output == {"ok": True}
     runs, where = ran(side)
     assert runs == Counter({(w, s): 1 for w in ids for s in "abc"})
     assert {pid for ps in where.values() for pid in ps} == pids  # both served

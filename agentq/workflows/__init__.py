@@ -6,9 +6,9 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 =================  ============================================================================
 ``context``        `StepContext`: what a step body receives; ``ctx.call`` and
                    ``ctx.wait_for_input`` (through the small `CallRecorder` protocol)
-``model``          `Workflow`, `WorkflowDef`, `StepDef`, and what a run reports:
-                   `StepStatus`, `RunStatus`, `RunResult` (the signals `WaitForInput` and
-                   `NonRetryable` are `agentq.errors`', re-exported)
+``reports``        what a run reports: `StepStatus`, `RunStatus`, `RunResult`, `Recorded`
+``model``          `StepDef`, `Workflow`, `WorkflowDef` (the reports and the signals
+                   `WaitForInput` and `NonRetryable`, `agentq.errors`', re-exported)
 ``waits``          the waits of a run (backoff, poll, an interrupted body) that a cancel wakes
 ``calls``          `CallLog`: one attempt's durable calls and waits, answered from the log or
                    run through the queue and recorded under the attempt's fencing token
@@ -29,9 +29,10 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``runs``           an engine's runs in progress, one per workflow, and the resumes and retries
                    that replace them
 ``deadlines``      the live engine's timers that continue a workflow when a wait's deadline passes
+``serving``        `Server`: the loop of ``serve`` (free permits, ready work, claims)
 ``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
-                   register_workflow, unregister, start (an instance, not run); finding
-                   what to run for an id
+                   register_workflow, unregister, start (an instance, not run), serve;
+                   finding what to run for an id
 ``engine``         `WorkflowEngine`: run, run_soon, resume, retry, cancel, status, close
 ``recovery``       `recover` and its `RecoveryReport`: finish what a crashed worker left,
                    without waiting for it

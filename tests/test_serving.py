@@ -26,7 +26,7 @@ from agentq import (
     WorkflowEngine,
 )
 from agentq.clock import FakeClock
-from agentq.errors import EngineError
+from agentq.errors import EngineError, QueueClosed
 from agentq.events import EventKind
 from agentq.queue import LaneConfig, Priority, Queue
 from agentq.store import DurableStore, StepState, WorkflowState
@@ -372,3 +372,15 @@ async def test_cancelling_serve_interrupts_its_runs_and_hands_their_leases_back(
     await engines.tick()
     await finished(engines.store, ["j-1"])
     assert bodies.runs[("j-1", "a")] == 2  # the interrupted body ran again, elsewhere
+
+
+async def test_serve_ends_when_its_queue_closes_without_claiming(engines: Engines) -> None:
+    bodies = Bodies()
+    engine = await engines.new("w1", job(bodies))
+    await engine.queue.close()
+    await engine.start("job", "j-1")
+    with pytest.raises(QueueClosed, match="serve"):
+        await engine.serve()
+    assert [e.kind for e in await engines.store.load_events("j-1")] == [
+        EventKind.WORKFLOW_STARTED]
+

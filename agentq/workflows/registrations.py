@@ -249,6 +249,8 @@ class Registrations:
         Raises:
             ValueError: `poll_interval` is not a positive number of seconds.
             EngineError: This engine is serving already.
+            QueueClosed: The engine's queue closed (nothing claimed could run); checked
+                before each poll.
             asyncio.CancelledError: When cancelled (it never returns otherwise).
 
         Example:

@@ -20,7 +20,8 @@ Each turn of the loop:
    ends (a permit is free again), or until the store's `WorkNotifier.wait_for_work` says
    new work arrived (a store that implements it: PostgreSQL's ``LISTEN/NOTIFY``).
 
-A store failure while reading or claiming is logged and tried again at the next poll. An
+A store failure while reading or claiming is logged and tried again at the next poll. A
+closed queue ends the loop (`QueueClosed`): nothing claimed could run. An
 instance whose registered definition has other step names than the stored ones is skipped
 (logged once). Private to `agentq.workflows.engine`.
 """
@@ -30,7 +31,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, NoReturn
 
-from agentq.errors import AgentqError, WorkflowMismatchError
+from agentq.errors import AgentqError, QueueClosed, WorkflowMismatchError
 from agentq.store import Claimed, ReadyWork, StepState, WorkNotifier
 from agentq.workflows.attempts import claim
 from agentq.workflows.driver import Driver
@@ -63,6 +64,8 @@ class Server:
         self.serving = True
         try:
             while True:
+                if self._driver.queue.closed:  # nothing could run: claims would be lost
+                    raise QueueClosed("the engine's queue is closed: serve() stops")
                 try:
                     await self.take_up()
                 except AgentqError as exc:  # the store failed: said, and tried again

@@ -168,16 +168,19 @@ class WorkflowEngine(Registrations):
         or cancelled.
 
         Args:
-            workflow: A `Workflow` (registered on the way), the id of a registered one, or
-                the id of a stored workflow that has ended.
+            workflow: A `Workflow` (registered on the way), the id of a registered one, the
+                id of a stored instance of a `WorkflowDef` registered here (built from it,
+                with its stored input), or the id of a stored workflow that has ended.
 
         Returns:
             A `RunResult` with status completed, waiting, failed or cancelled.
 
         Raises:
             UnknownWorkflowError: An id that is neither registered nor a stored workflow that
-                has ended.
-            WorkflowMismatchError: The id is stored (or registered) with different steps.
+                has ended, or an instance of a definition not registered here (the message
+                names it).
+            WorkflowMismatchError: The id is stored (or registered) with different steps,
+                or its registered definition has other step names than the stored ones.
             PayloadError: The workflow input is not JSON or too large.
             QueueClosed: The queue closed before or while a step ran (see `close`).
             StoreError: The store failed; the run can be retried (or recovered) later.
@@ -280,8 +283,8 @@ class WorkflowEngine(Registrations):
         caller does not stop the retried run.
 
         Args:
-            workflow: The `Workflow` (registered on the way), or the id of one registered
-                with this engine.
+            workflow: The `Workflow` (registered on the way), the id of one registered
+                with this engine, or the id of a stored instance of a `WorkflowDef`.
             from_step: The step (name or 0-based index) to run again from; every step
                 before it must have completed. None: the first step that did not complete.
 

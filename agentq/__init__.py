@@ -87,6 +87,7 @@ from agentq.store import (
 from agentq.workflows import (
     MAX_REASON_CHARS,
     NonRetryable,
+    Recorded,
     RecoveryReport,
     RunResult,
     RunStatus,
@@ -95,6 +96,7 @@ from agentq.workflows import (
     StepStatus,
     WaitForInput,
     Workflow,
+    WorkflowDef,
     WorkflowEngine,
     recover,
 )
@@ -154,6 +156,7 @@ __all__ = [
     "QueueFull",
     "QueueStats",
     "Queued",
+    "Recorded",
     "RecoveryReport",
     "RetryPolicy",
     "RunResult",
@@ -176,6 +179,7 @@ __all__ = [
     "WaitForInput",
     "Workflow",
     "WorkflowClosedError",
+    "WorkflowDef",
     "WorkflowEngine",
     "WorkflowMismatchError",
     "WorkflowRow",

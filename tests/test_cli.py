@@ -20,7 +20,14 @@ from agentq.cli.commands import Settings, store_title
 from agentq.clock import FakeClock
 from agentq.queue import LaneConfig, Priority, Queue
 from agentq.store import SqliteStore, StepState, WorkflowState
-from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
+from agentq.workflows import (
+    RunStatus,
+    StepContext,
+    StepDef,
+    Workflow,
+    WorkflowDef,
+    WorkflowEngine,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -248,6 +255,49 @@ def test_approve_records_the_input_and_an_engine_continues(made: Path, clock: Fa
     assert final.outputs[1] == {"answer": {"approved": True, "note": "looks fine"}}
     calls = [e for e in asyncio.run(_read(made))[2] if e.kind == "CallStarted"]
     assert len([c for c in calls if c.workflow_id == "asks"]) == 1  # the tool ran once
+
+
+async def test_an_approval_on_the_command_line_is_picked_up_by_a_serving_engine(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    path = tmp_path / "served.db"
+    definition = WorkflowDef("report", [StepDef("plan", _plan), StepDef("ask", _ask)])
+    async with (
+        SqliteStore(path) as store,
+        Queue({Priority.MEDIUM: LaneConfig(capacity=10, permits=2),
+               Priority.HIGH: LaneConfig(capacity=10, permits=2)}, clock=clock) as queue,
+        WorkflowEngine(queue, store, worker_id="server", clock=clock) as engine,
+    ):
+        engine.register(definition)
+        await engine.start(definition, "r-1", {"x": 5})
+        server = asyncio.ensure_future(engine.serve(poll_interval=1.0))
+        try:
+            await _until(store, "r-1", WorkflowState.WAITING)
+            # the command line, on its own connection (here a thread; any process will do)
+            result = await asyncio.to_thread(
+                run, "approve", str(path), "r-1", "--note", "ship it", clock=clock
+            )
+            assert result.exit_code == 0, result.output
+            async with asyncio.timeout(20):
+                await clock.wait_for_sleepers(1)
+            await clock.advance(1.0)  # the server's next poll finds the resumed step
+            await _until(store, "r-1", WorkflowState.COMPLETED)
+        finally:
+            server.cancel()
+            await asyncio.gather(server, return_exceptions=True)
+        (step,) = [r for r in await store.step_rows("r-1") if r.step_name == "ask"]
+        assert step.output == {"answer": {"approved": True, "note": "ship it"}}
+        events = await store.load_events("r-1")
+        assert [e.kind for e in events].count("CallStarted") == 1  # the tool ran once
+
+
+async def _until(store: SqliteStore, workflow_id: str, state: WorkflowState) -> None:
+    async with asyncio.timeout(20):
+        while True:
+            row = await store.get_workflow(workflow_id)
+            if row is not None and row.state is state:
+                return
+            await asyncio.sleep(0)
 
 
 def test_reject_with_explicit_json_input(made: Path) -> None:

@@ -3,6 +3,7 @@ parent/child structure, attributes (GenAI for tool calls), error status, links a
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from agentq.workflows import (  # noqa: E402
     StepContext,
     StepDef,
     Workflow,
+    WorkflowDef,
     WorkflowEngine,
 )
 
@@ -316,6 +318,32 @@ async def test_a_resumed_run_in_another_engine_links_back_to_the_first(
     (attempt,) = _by_name(spans, tracing.STEP_ATTEMPT)  # step "a" completed earlier
     assert attempt.attributes["agentq.step.resumed"] is True
     assert [lk.context.span_id for lk in attempt.links] == [origin.context.span_id]
+
+
+async def test_a_served_instance_links_to_the_span_that_started_it(
+    store: DurableStore, clock: FakeClock, spans: Any
+) -> None:
+    definition = WorkflowDef("job", [StepDef("a", lambda ctx: ctx.input)])
+    async with _queue(clock) as queue:
+        engine = _engine(store, clock, queue, "server")
+        engine.register(definition)
+        with trace.get_tracer("test").start_as_current_span("request"):
+            assert await engine.start(definition, "job-1", 7)
+        server = asyncio.ensure_future(engine.serve(poll_interval=1.0))
+        try:
+            async with asyncio.timeout(20):
+                while True:  # yield to the serving loop until its run has ended
+                    if _by_name(spans, tracing.WORKFLOW_RUN):
+                        break
+                    await asyncio.sleep(0)
+        finally:
+            server.cancel()
+            await asyncio.gather(server, return_exceptions=True)
+    (request,) = _by_name(spans, "request")
+    (run,) = _by_name(spans, tracing.WORKFLOW_RUN)
+    assert run.attributes["agentq.workflow.status"] == "completed"
+    assert run.context.trace_id != request.context.trace_id  # served later, its own trace
+    assert [lk.context.span_id for lk in run.links] == [request.context.span_id]
 
 
 # ------------------------------------------------------------------ pure helpers

@@ -3,7 +3,10 @@
 The command line has no step bodies, so it never runs a step: each verb appends its event
 through the store's own verb (`resume_step`, `cancel_workflow`, `retry_workflow`), in one
 transaction, and the engine that serves the workflow (``engine.serve()``, or a later
-``engine.run`` / `agentq.recover` where its definition is registered) continues it. Every
+``engine.run`` / `agentq.recover` where it is registered) continues it. These are the verbs
+`WorkflowEngine.resume` and ``retry`` use in a process without the workflow's definition
+(they return `Recorded` there); unlike them, the command line also records for a plain
+workflow, which the program that registered it continues. Every
 refusal of the store (not waiting, closed, not retryable) becomes `Refused` with the store's
 message; nothing is written then.
 """

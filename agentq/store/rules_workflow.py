@@ -42,17 +42,21 @@ def start_workflow(
     step_names: Sequence[str],
     input: Any,
     now: float,
+    definition: str | None = None,
     trace: Mapping[str, str] | None = None,
 ) -> tuple[WorkflowRow, bool]:
     """Rule of `DurableStore.start_workflow`; also checks the ids and names.
 
     Raises:
-        InvalidKeyError / TypeError: A bad workflow id or step name, or a `trace` that is not
-            a dict of str to str.
+        InvalidKeyError / TypeError: A bad workflow id, step name or definition name, or a
+            `trace` that is not a dict of str to str.
         ValueError: No steps, or duplicate step names.
-        WorkflowMismatchError: The id exists with other step names or another input.
+        WorkflowMismatchError: The id exists with other step names, another input or
+            another definition (None included: a plain workflow is not a definition's).
     """
     workflow_id = validate_key(workflow_id, "workflow id")
+    if definition is not None:
+        definition = validate_key(definition, "definition name")
     if isinstance(step_names, str) or not isinstance(step_names, Sequence):
         raise TypeError(f"step_names must be a sequence of str, got {step_names!r:.80}")
     names = tuple(validate_key(n, "step name") for n in step_names)
@@ -70,6 +74,11 @@ def start_workflow(
         raise TypeError(f"trace must be a dict of str to str, or None; got {trace!r:.80}")
     existing, _ = tx.load(workflow_id)
     if existing is not None:
+        if existing.definition != definition:
+            raise WorkflowMismatchError(
+                f"workflow {workflow_id!r} exists {_made_from(existing.definition)}, not "
+                f"{_made_from(definition)}; a workflow id names one run: use a new id"
+            )
         if existing.step_names != names:
             raise WorkflowMismatchError(
                 f"workflow {workflow_id!r} exists with steps {list(existing.step_names)!r}, "
@@ -82,11 +91,15 @@ def start_workflow(
                 "run: use a new id for new input"
             )
         return existing, False
-    data: dict[str, Any] = {"steps": list(names), "input": value}
+    data: dict[str, Any] = {"steps": list(names), "input": value, "definition": definition}
     if trace:
         data["trace"] = dict(trace)
     draft = Draft.build(_K.WORKFLOW_STARTED, workflow_id, at, data, raw={"input": text})
     return apply(tx, Rows(None, {}), [draft]), True
+
+
+def _made_from(definition: str | None) -> str:
+    return "as a plain workflow" if definition is None else f"from definition {definition!r}"
 
 
 def _wait_row(tx: Tx, step: StepRow) -> dict[str, CallRow]:

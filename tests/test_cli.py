@@ -270,6 +270,9 @@ async def test_an_approval_on_the_command_line_is_picked_up_by_a_serving_engine(
     ):
         engine.register(definition)
         await engine.start(definition, "r-1", {"x": 5})
+        listed = await asyncio.to_thread(run, "ls", str(path), "--json")
+        assert [json.loads(line)["definition"] for line in listed.stdout.splitlines()] == [
+            "report"]
         server = asyncio.ensure_future(engine.serve(poll_interval=1.0))
         try:
             await _until(store, "r-1", WorkflowState.WAITING)

@@ -121,7 +121,8 @@ def ls(ctx: click.Context, store: str, state: str | None, as_json: bool) -> None
         if as_json:
             for row in rows:
                 click.echo(json.dumps({
-                    "workflow_id": row.workflow_id, "state": row.state.value,
+                    "workflow_id": row.workflow_id, "definition": row.definition,
+                    "state": row.state.value,
                     "steps": list(row.step_names), "reason": row.reason,
                     "created_at": row.created_at, "updated_at": row.updated_at,
                     "last_seq": row.last_seq,

@@ -71,7 +71,8 @@ def _seconds(seconds: float | None) -> str:
 
 
 def workflows_table(workflows: Sequence[WorkflowRow], steps: Sequence[StepRow]) -> Table:
-    """One row per workflow: id, state, steps done of all, the current step, times, reason.
+    """One row per workflow: id, definition, state, steps done of all, the current step, times,
+    reason.
 
     Args:
         workflows: The rows to list, in the order given.
@@ -82,8 +83,8 @@ def workflows_table(workflows: Sequence[WorkflowRow], steps: Sequence[StepRow]) 
     for row in steps:
         by_workflow.setdefault(row.workflow_id, []).append(row)
     table = Table(title=f"{len(workflows)} workflow(s)", title_justify="left")
-    for name in ("workflow", "state", "steps", "current step", "started (UTC)", "updated (UTC)",
-                 "reason"):
+    for name in ("workflow", "definition", "state", "steps", "current step", "started (UTC)",
+                 "updated (UTC)", "reason"):
         table.add_column(name, overflow="fold")
     for wf in workflows:
         rows = by_workflow.get(wf.workflow_id, [])
@@ -91,7 +92,8 @@ def workflows_table(workflows: Sequence[WorkflowRow], steps: Sequence[StepRow]) 
         current = next((r for r in rows if r.state is not StepState.COMPLETED), None)
         step = "" if current is None else f"{current.step_name} ({current.state.value})"
         table.add_row(
-            wf.workflow_id, _state(wf.state.value), f"{done}/{len(wf.step_names)}", step,
+            wf.workflow_id, wf.definition or "", _state(wf.state.value),
+            f"{done}/{len(wf.step_names)}", step,
             when(wf.created_at), when(wf.updated_at), short(wf.reason),
         )
     return table
@@ -150,6 +152,8 @@ def workflow_view(wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[Cal
     head = Text()
     head.append(f"workflow {wf.workflow_id}  ", style="bold")
     head.append(wf.state.value, style=_STYLES.get(wf.state.value, ""))
+    if wf.definition is not None:
+        head.append(f"  (definition {wf.definition})")
     head.append(f"\nstarted {when(wf.created_at)} UTC, updated {when(wf.updated_at)} UTC,"
                 f" last event #{wf.last_seq}")
     head.append(f"\ninput: {short(wf.input, 200)}")

@@ -116,7 +116,9 @@ class _Backend(CallableOperationBackend[None]):
         if isinstance(operation_id, ToolsetCallToolId):
             tool_name, run_context = cache_key[0], cache_key[2]
             assert isinstance(tool_name, str) and isinstance(run_context, RunContext)
-            op = journal.tool(tool_name, str(run_context.tool_call_id))
+            op = journal.tool(
+                tool_name, str(run_context.tool_call_id), approved=run_context.tool_call_approved
+            )
             return await _call(journal, op, body, self._tool_priority, None)
         return await _call(journal, journal.other(name), body, self._tool_priority, None)
 

@@ -146,9 +146,14 @@ class RunJournal:
         self.model_requests += 1
         return self._check(op)
 
-    def tool(self, name: str, tool_call_id: str) -> Operation:
-        """Return the tool call `tool_call_id` (key ``tool:<id>``), checked against the log."""
-        return self._check(Operation(TOOL, f"{TOOL}:{tool_call_id}", name))
+    def tool(self, name: str, tool_call_id: str, *, approved: bool = False) -> Operation:
+        """Return the tool call `tool_call_id` (key ``tool:<id>``), checked against the log.
+
+        A tool that raised `ApprovalRequired` runs again once approved, under the key
+        ``tool:<id>:approved`` (the first run's outcome is recorded under ``tool:<id>``).
+        """
+        key = f"{TOOL}:{tool_call_id}" + (":approved" if approved else "")
+        return self._check(Operation(TOOL, key, name))
 
     def approval(self, name: str, tool_call_id: str, asked: int = 0) -> Operation:
         """Return the approval wait of `tool_call_id`, checked against the log.

@@ -52,13 +52,14 @@ class AgentRuns:
         return await self._engine.run(self._workflow(run_id, run_input))
 
     async def ensure(self, run_id: str) -> None:
-        """Make the stored run `run_id` of this agent known to the engine (to resume it).
+        """Register the stored run `run_id` with this agent's step (to resume it here).
+
+        Registering again replaces the step body (a `DurableAgent` built anew, in a notebook
+        cell run twice or after a restart, takes its runs over).
 
         Raises:
             UnknownWorkflowError: No run `run_id` of this agent is stored.
         """
-        if self._engine.registered(run_id) is not None:
-            return
         stored = await self._engine.store.get_workflow(run_id)
         if (
             stored is None

@@ -258,3 +258,22 @@ async def test_bad_arguments_are_refused(engine: WorkflowEngine, store: DurableS
         await durable.run(42, run_id="n")  # type: ignore[arg-type]
     with pytest.raises(LookupError, match="nope"):
         await durable.approve("nope")
+
+
+async def test_the_run_tree_shows_requests_tools_and_tokens(
+    engine: WorkflowEngine, tmp_path: Path
+) -> None:
+    from agentq.integrations.pydantic_ai.tree import run_tree
+
+    side = tmp_path / "side.txt"
+    durable = DurableAgent(child.build_agent(side, approval=True), engine)
+    await durable.run(child.PROMPT, run_id="<tree>")
+    html = await run_tree(engine.store, "<tree>")
+    assert html.count("data-agentq='agent-model'") == 3
+    assert html.count("data-agentq='agent-leaf'") == 4  # add, add, mul, the approval of send
+    assert "&lt;tree&gt;" in html and "<tree>" not in html
+    assert html.index("tool:a1") < html.index("model:1") < html.index("tool:m1")
+    assert "approval of <b>send</b>" in html
+    rows = await engine.store.calls("<tree>")
+    tokens = sum(r.usage["input_tokens"] for r in rows if r.usage)
+    assert f"{tokens} in /" in html

@@ -8,6 +8,7 @@ really ran.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -277,3 +278,24 @@ async def test_the_run_tree_shows_requests_tools_and_tokens(
     rows = await engine.store.calls("<tree>")
     tokens = sum(r.usage["input_tokens"] for r in rows if r.usage)
     assert f"{tokens} in /" in html
+
+
+async def test_the_approval_panel_approves_an_agent_tool_call_with_edited_args(
+    engine: WorkflowEngine, tmp_path: Path
+) -> None:
+    from agentq.widgets import ApprovalPanel
+
+    side = tmp_path / "side.txt"
+    durable = DurableAgent(child.build_agent(side, approval=True), engine)
+    await durable.run(child.PROMPT, run_id="panel")
+    panel = ApprovalPanel(engine)
+    await panel.refresh()
+    slot = panel.slots[0]
+    assert slot.wait_key == "approval:s1" and "send" in slot.label.value
+    assert json.loads(slot.args.value) == {"to": "bob"}
+    slot.args.value = '{"to": "dora"}'
+    slot.approve.click()
+    await panel.join()
+    assert 'data-outcome="completed"' in slot.status.value
+    assert ran(side)["tool send dora"] == 1 and ran(side)["tool send bob"] == 0
+    await panel.stop()

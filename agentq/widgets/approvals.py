@@ -80,7 +80,7 @@ class ApprovalSlot:
         self.approve = w.Button(description="Approve", button_style="success", icon="check")
         self.reject = w.Button(description="Reject", button_style="danger", icon="times")
         self.status = w.HTML("")
-        self.args = w.Textarea(layout=w.Layout(width="420px", height="60px", display="none"))
+        self.args = w.Textarea(layout=w.Layout(width="420px", height="84px", display="none"))
         self.args.add_class("agentq-approval-args")
         self.args_shown = ""  # the editor's text as prefilled ("" when hidden)
         self._args_for: tuple[int, str | None] | None = None  # the wait it was filled for

@@ -299,3 +299,31 @@ async def test_the_approval_panel_approves_an_agent_tool_call_with_edited_args(
     assert 'data-outcome="completed"' in slot.status.value
     assert ran(side)["tool send dora"] == 1 and ran(side)["tool send bob"] == 0
     await panel.stop()
+
+
+async def test_an_in_run_external_event_wait_is_a_durable_wait(engine: WorkflowEngine) -> None:
+    from pydantic_ai import CallDeferred
+    from pydantic_ai.capabilities import RequestInput
+
+    asked: list[str] = []
+
+    def ask(ctx: RunContext[None], requests: object, token: str) -> None:
+        asked.append(token)  # hand the token to whoever answers; answer later
+
+    agent: Agent[None, str] = Agent(TestModel(), name="ext", capabilities=[RequestInput(ask)])
+
+    @agent.tool_plain
+    def ship(parcel: str) -> str:
+        raise CallDeferred
+
+    durable = DurableAgent(agent, engine)
+    run = await durable.run("ship it", run_id="ev")
+    assert run.status is RunStatus.WAITING and asked == ["ev/event:deferred_tool_calls:0"]
+    [step] = await engine.status("ev")
+    assert step.key == "event:deferred_tool_calls:0"  # type: ignore[union-attr]
+    [tool_call] = [r.key for r in await engine.store.calls("ev") if r.key.startswith("tool:")]
+    call_id = tool_call.removeprefix("tool:")
+    payload = {"calls": {call_id: "shipped by hand"}}
+    done = await engine.resume("ev", "agent", payload, key="event:deferred_tool_calls:0")
+    assert done.status is RunStatus.COMPLETED
+    assert asked == ["ev/event:deferred_tool_calls:0"]  # `ask` answered from the log

@@ -209,7 +209,10 @@ class DurableAgent(Generic[AgentDepsT]):
         run_input = {"agent": self._name, "prompt": prompt, "message_history": history}
         if deps is not None:
             self._deps[run_id] = deps
-        return await self._report(await self._runs.run(run_id, run_input))
+        result = await self._runs.run(run_id, run_input)
+        if result.status is not RunStatus.WAITING:
+            self._deps.pop(run_id, None)  # the run ended: its deps are not needed again
+        return await self._report(result)
 
     async def pending_approvals(self, run_id: str | None = None) -> list[PendingApproval]:
         """List the tool calls of this agent's runs that wait for a decision, from the store.

@@ -95,7 +95,7 @@ def _recorded(row: CallRow) -> Operation | None:
         if not row.key.startswith(_WAIT_PREFIXES):
             return None
         details = row.details or {}
-        tool = details.get("tool")
+        tool = details.get("tool", details.get("event"))  # an approval's tool, an event's name
         wait_kind = row.key.split(":", 1)[0]
         return Operation(wait_kind, row.key, tool if isinstance(tool, str) else None)
     label = row.label or {}

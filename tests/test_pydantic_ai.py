@@ -327,3 +327,19 @@ async def test_an_in_run_external_event_wait_is_a_durable_wait(engine: WorkflowE
     done = await engine.resume("ev", "agent", payload, key="event:deferred_tool_calls:0")
     assert done.status is RunStatus.COMPLETED
     assert asked == ["ev/event:deferred_tool_calls:0"]  # `ask` answered from the log
+
+
+async def test_deps_reach_the_tools_also_after_an_approval(engine: WorkflowEngine) -> None:
+    agent: Agent[list[str], str] = Agent(TestModel(), name="deps", deps_type=list)
+
+    @agent.tool(requires_approval=True)
+    def note(ctx: RunContext[list[str]], text: str) -> str:
+        ctx.deps.append(text)
+        return "noted"
+
+    outbox: list[str] = []
+    durable = DurableAgent(agent, engine)
+    run = await durable.run("note it", run_id="d", deps=outbox)
+    assert run.status is RunStatus.WAITING and outbox == []
+    done = await durable.approve("d", override_args={"text": "hello"})
+    assert done.status is RunStatus.COMPLETED and outbox == ["hello"]

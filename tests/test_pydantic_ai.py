@@ -343,3 +343,13 @@ async def test_deps_reach_the_tools_also_after_an_approval(engine: WorkflowEngin
     assert run.status is RunStatus.WAITING and outbox == []
     done = await durable.approve("d", override_args={"text": "hello"})
     assert done.status is RunStatus.COMPLETED and outbox == ["hello"]
+
+
+async def test_an_agent_run_shows_as_its_tree_in_a_notebook(
+    engine: WorkflowEngine, tmp_path: Path
+) -> None:
+    run = await DurableAgent(child.build_agent(tmp_path / "side.txt"), engine).run(
+        child.PROMPT, run_id="card")
+    html = run._repr_html_()
+    assert 'data-agentq="run-result"' in html and 'data-agentq="agent-tree"' in html
+    assert html.count("data-agentq='agent-model'") == 3

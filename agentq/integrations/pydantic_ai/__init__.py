@@ -7,6 +7,8 @@ In reading order (each module imports only the ones below it):
 
 ================  =============================================================================
 ``_agent``        `DurableAgent`, `AgentRun`, `PendingApproval`: runs, approvals, results
+``tree``          the run as a tree (workflow → model requests → tool calls), pure HTML; what
+                  an `AgentRun` shows in a notebook
 ``_runs``         how a run becomes a workflow of the engine (one step, ``agent``)
 ``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
                   backend makes each model request and tool call a durable call, and whose
@@ -14,7 +16,6 @@ In reading order (each module imports only the ones below it):
 ``_approval``     the resume input of an approval, checked, as pydantic-ai's decision
 ``_journal``      one attempt of a run: keys, labels, and the check against the log
                   (`ReplayDivergenceError`)
-``tree``          the run as a tree (workflow → model requests → tool calls), pure HTML
 ================  =============================================================================
 
 See docs/agents.md.

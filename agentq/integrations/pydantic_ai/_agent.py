@@ -22,6 +22,7 @@ from agentq.integrations.pydantic_ai._approval import approval_input
 from agentq.integrations.pydantic_ai._capability import AgentqDurability
 from agentq.integrations.pydantic_ai._journal import CURRENT, RunJournal
 from agentq.integrations.pydantic_ai._runs import STEP, AgentRuns
+from agentq.integrations.pydantic_ai.tree import run_tree_html
 from agentq.queue import Priority
 from agentq.store import CallKind, CallRow, CallState
 from agentq.workflows import RunResult, RunStatus, StepContext, WorkflowEngine
@@ -68,6 +69,9 @@ class AgentRun:
         pending: The tool calls waiting for a decision (status waiting).
         reason: Why it waits, failed or was cancelled, else None.
         result: The workflow's `RunResult`.
+        tree_html: The run as a tree (workflow → model requests → tool calls, with tokens),
+            HTML (`agentq.integrations.pydantic_ai.tree.run_tree_html`); what a notebook
+            shows for an `AgentRun` at the end of a cell.
     """
 
     run_id: str
@@ -78,6 +82,11 @@ class AgentRun:
     pending: list[PendingApproval]
     reason: str | None
     result: RunResult = field(repr=False)
+    tree_html: str = field(default="", repr=False)
+
+    def _repr_html_(self) -> str:
+        """The run's result card (status, reason, output) above its tree."""
+        return f"{self.result._repr_html_()}{self.tree_html}"
 
 
 class DurableAgent(Generic[AgentDepsT]):
@@ -329,8 +338,8 @@ class DurableAgent(Generic[AgentDepsT]):
         out = result.output if isinstance(result.output, dict) else {}
         stored = out.get("messages")
         messages = [] if stored is None else ModelMessagesTypeAdapter.validate_python(stored)
-        waiting = result.status is RunStatus.WAITING
-        pending = await self.pending_approvals(result.workflow_id) if waiting else []
+        rows = await self._engine.store.calls(result.workflow_id)
+        pending = [p for p in map(self._pending, rows) if p is not None]
         return AgentRun(
             result.workflow_id,
             result.status,
@@ -340,4 +349,5 @@ class DurableAgent(Generic[AgentDepsT]):
             pending,
             result.reason,
             result,
+            run_tree_html(result.workflow_id, rows),
         )

@@ -65,8 +65,12 @@ def script(side: Path, approval: bool) -> FunctionModel:
 
 
 def build_agent(side: Path, *, approval: bool = False, add_needs_approval: bool = False,
-                instructions: str = "Be brief.") -> Agent[None, str]:
-    """The test agent: tools ``add``, ``mul`` and (approval agent) ``send``."""
+                instructions: str = "Be brief.",
+                mul_down: list[bool] | None = None) -> Agent[None, str]:
+    """The test agent: tools ``add``, ``mul`` and (approval agent) ``send``.
+
+    While ``mul_down[0]`` is true, ``mul`` raises `ConnectionError` (before noting a run).
+    """
     agent = Agent(script(side, approval), name="calc", instructions=instructions)
 
     @agent.tool_plain(requires_approval=add_needs_approval)
@@ -76,6 +80,8 @@ def build_agent(side: Path, *, approval: bool = False, add_needs_approval: bool 
 
     @agent.tool_plain
     def mul(a: int, b: int) -> int:
+        if mul_down and mul_down[0]:
+            raise ConnectionError("tool backend down")
         note(side, f"tool mul {a} {b}")
         if os.environ.get(CRASH_AT) == "m1":
             os.kill(os.getpid(), signal.SIGKILL)

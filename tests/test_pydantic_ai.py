@@ -353,3 +353,17 @@ async def test_an_agent_run_shows_as_its_tree_in_a_notebook(
     html = run._repr_html_()
     assert 'data-agentq="run-result"' in html and 'data-agentq="agent-tree"' in html
     assert html.count("data-agentq='agent-model'") == 3
+
+
+async def test_a_failed_run_is_retried_by_id_without_repeating_its_calls(
+    engine: WorkflowEngine, tmp_path: Path
+) -> None:
+    side = tmp_path / "side.txt"
+    down = [True]
+    durable = DurableAgent(child.build_agent(side, mul_down=down), engine)
+    run = await durable.run(child.PROMPT, run_id="retry")
+    assert run.status is RunStatus.FAILED and "tool backend down" in (run.reason or "")
+    down[0] = False
+    result = await engine.retry("retry")
+    assert result.status is RunStatus.COMPLETED
+    assert ran(side) == ONCE_EACH  # model 0, model 1 and the adds from the log; mul once

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agentq import Queue, RunStatus, WorkflowEngine
+from agentq import Queue, RunStatus, WorkflowEngine, recover
 from agentq.clock import FakeClock
 from agentq.store import CallKind, SqliteStore
 
@@ -71,10 +71,14 @@ async def test_sigkill_mid_run_then_continue_in_a_new_process(tmp_path: Path) ->
     clock = FakeClock(start=time.time() + 60)  # well past the dead worker's 5 s lease
     async with Queue(clock=clock) as queue, SqliteStore(db) as store:
         engine = WorkflowEngine(queue, store, worker_id="rescuer", lease_ttl=5.0, clock=clock)
+        # Building the same DurableAgent registers its definition: `recover` continues the run.
         durable = child.DurableAgent(child.build_agent(side), engine)
-        run = await durable.run(child.PROMPT, run_id="run-crash")
-        rows = await store.calls("run-crash")
+        report = await recover(engine)
+        assert report.resumed == ("run-crash",)
+        assert (await report.wait())["run-crash"].status is RunStatus.COMPLETED
         answered = engine.answered_from_log
+        run = await durable.run(child.PROMPT, run_id="run-crash")  # its recorded result
+        rows = await store.calls("run-crash")
     assert run.status is RunStatus.COMPLETED, run.reason
     assert run.output == "done after 2 requests"
 
@@ -103,7 +107,9 @@ async def test_a_run_waiting_for_approval_survives_the_process(tmp_path: Path) -
         durable = child.DurableAgent(child.build_agent(side, approval=True), engine)
         [pending] = await durable.pending_approvals()
         assert (pending.run_id, pending.tool, pending.args) == ("run-wait", "send", {"to": "bob"})
-        done = await durable.approve("run-wait", override_args={"to": "carol"})
+        # The engine's own verb, by id (what the ApprovalPanel's click sends).
+        answer = {"approved": True, "note": "", "override_args": {"to": "carol"}}
+        done = await engine.resume("run-wait", "agent", answer, key=pending.key)
     assert done.status is RunStatus.COMPLETED
     runs, _ = ran(side)
     assert runs["tool send carol"] == 1 and runs["tool send bob"] == 0

@@ -55,7 +55,12 @@ from .servicehost import ServiceHost
 from .services import kind_of
 
 AGENT_NAME = "bfcl"
-"""The `DurableAgent`'s name (in every run's input and approval details)."""
+"""The pydantic-ai agents' name."""
+
+
+def agent_name(task: Task) -> str:
+    """The `DurableAgent`'s name of a task, its workflow definition's: ``bfcl-agent/<task>``."""
+    return f"bfcl-agent/{task.id}"
 
 _ANY_ARGS = {"type": "object", "additionalProperties": True}
 _POSITIONAL = "_args"
@@ -174,7 +179,9 @@ def build_agent(
     names = dict.fromkeys(call.function for turn in task.calls for call in turn)
     tools = [_tool(task, host, crash, name) for name in names]
     agent: Agent[None, str] = Agent(_script(task), name=AGENT_NAME, tools=tools)
-    return DurableAgent(agent, engine)
+    # One definition per task: its step body is this task's agent (its script, its tools),
+    # and a resume after an approval must run that one.
+    return DurableAgent(agent, engine, name=agent_name(task))
 
 
 def prompt_of(task: Task) -> str:

@@ -107,6 +107,13 @@ class DurableAgent(Generic[AgentDepsT]):
     from the store, and `approve`, `deny`, ``engine.resume(run_id, "agent", {"approved":
     bool, "note": str, "override_args": dict | None}, key=...)`` or the `ApprovalPanel` answer.
 
+    Building a `DurableAgent` registers a `WorkflowDef` named after the agent (one step,
+    ``agent``) with the engine. So any process that builds the same `DurableAgent` on the same
+    store can run, resume, retry or recover its runs by id (``engine.run(run_id)``,
+    ``engine.resume``, ``recover(engine)``, ``engine.serve()``, the `ApprovalPanel`). Two
+    `DurableAgent`s of one name on one engine share that definition: the one built last
+    serves every run of that name (give agents with other tools or models other names).
+
     The agent itself is not changed: the durability capability is added to each run.
     ``deps`` are live objects (clients, connections) and are never stored: the run uses the
     deps given to the `run` call of this process for that ``run_id``, else ``None``.
@@ -286,8 +293,8 @@ class DurableAgent(Generic[AgentDepsT]):
             raise LookupError(
                 f"run {run_id!r} has no single waiting tool call {tool_call_id!r}; waiting: {ids}"
             )
-        await self._runs.ensure(run_id)
         result = await self._engine.resume(run_id, STEP, answer, key=chosen[0].key)
+        assert isinstance(result, RunResult)  # this engine holds the agent's definition
         return await self._report(result)
 
     def _pending(self, row: CallRow) -> PendingApproval | None:

@@ -1,9 +1,11 @@
 """How a `DurableAgent`'s runs become workflows of the engine: the one place that knows.
 
-Each run is a workflow of one step, ``agent``, whose id is the run id and whose input holds
-the agent's name, the prompt and the message history. Until named definitions exist, each run
-is a plain `Workflow` registered in this process; `ensure` registers a stored run again (from
-its stored input) so that a new process can resume or continue it.
+The agent registers a `WorkflowDef` named after it, with one step, ``agent``; each run is an
+instance of it whose id is the run id and whose input holds the agent's name, the prompt and
+the message history. The store records the definition's name with each run, so any process
+that builds the same `DurableAgent` (and so registers the same definition) can run, resume,
+retry or recover a run by its id: ``engine.run(run_id)``, ``engine.resume(run_id, "agent",
+...)``, ``recover(engine)``, ``engine.serve()``.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agentq.errors import UnknownWorkflowError, WorkflowMismatchError
-from agentq.workflows import RunResult, StepContext, StepDef, Workflow, WorkflowEngine
+from agentq.errors import WorkflowMismatchError
+from agentq.workflows import RunResult, StepContext, StepDef, WorkflowDef, WorkflowEngine
 
 __all__ = ["STEP", "AgentRuns"]
 
@@ -21,7 +23,15 @@ STEP = "agent"
 
 
 class AgentRuns:
-    """The workflows of one agent's runs on one engine."""
+    """The definition of one agent's runs, registered on one engine.
+
+    Args:
+        engine: The engine; the definition is registered with it at once (replacing one of
+            the same name: a `DurableAgent` built again, in a notebook cell run twice or
+            after a restart, takes the agent's runs over).
+        agent_name: The definition's name.
+        step: The body of the ``agent`` step.
+    """
 
     def __init__(
         self,
@@ -30,41 +40,26 @@ class AgentRuns:
         step: Callable[[StepContext], Awaitable[dict[str, Any]]],
     ) -> None:
         self._engine = engine
-        self._agent_name = agent_name
-        self._step = step
-
-    def _workflow(self, run_id: str, run_input: dict[str, Any]) -> Workflow:
-        return Workflow(run_id, [StepDef(STEP, self._step)], input=run_input)
+        self.definition = WorkflowDef(agent_name, [StepDef(STEP, step)])
+        engine.register(self.definition)
 
     async def run(self, run_id: str, run_input: dict[str, Any]) -> RunResult:
-        """Start or continue the run `run_id` with `run_input`; return its `RunResult`.
+        """Start the run `run_id` with `run_input` (if new) and run it; return its `RunResult`.
+
+        A stored run continues (a crash), reports its wait, or returns its recorded result.
 
         Raises:
             WorkflowMismatchError: `run_id` is stored with another input (another prompt,
-                history or agent).
+                history or agent) or from another definition; nothing is changed.
         """
         stored = await self._engine.store.get_workflow(run_id)
-        if stored is not None and stored.input != run_input:
+        if stored is not None and (
+            stored.input != run_input or stored.definition != self.definition.name
+        ):
             raise WorkflowMismatchError(
                 f"run_id {run_id!r} is a stored run of another prompt, history or agent "
-                f"(stored input {stored.input!r}); use a new run_id for a new turn"
+                f"(definition {stored.definition!r}, input {stored.input!r}); use a new "
+                "run_id for a new turn"
             )
-        return await self._engine.run(self._workflow(run_id, run_input))
-
-    async def ensure(self, run_id: str) -> None:
-        """Register the stored run `run_id` with this agent's step (to resume it here).
-
-        Registering again replaces the step body (a `DurableAgent` built anew, in a notebook
-        cell run twice or after a restart, takes its runs over).
-
-        Raises:
-            UnknownWorkflowError: No run `run_id` of this agent is stored.
-        """
-        stored = await self._engine.store.get_workflow(run_id)
-        if (
-            stored is None
-            or not isinstance(stored.input, dict)
-            or (stored.input.get("agent") != self._agent_name)
-        ):
-            raise UnknownWorkflowError(f"no run {run_id!r} of agent {self._agent_name!r} is stored")
-        self._engine.register_workflow(self._workflow(run_id, stored.input))
+        await self._engine.start(self.definition, run_id, run_input)
+        return await self._engine.run(run_id)

@@ -349,6 +349,19 @@ async def test_a_served_instance_links_to_the_span_that_started_it(
 # ------------------------------------------------------------------ pure helpers
 
 
+async def test_a_tool_call_keyed_by_its_call_id_names_it(
+    engine: WorkflowEngine, spans: Any
+) -> None:
+    async def step(ctx: StepContext) -> Any:  # the pydantic-ai integration's convention
+        return await ctx.call(Job("tool:call_abc", lambda: _lookup("Kyiv"), Priority.HIGH),
+                              label={"kind": "tool", "tool": "weather"})
+
+    assert (await engine.run(Workflow("k-1", [StepDef("s", step)]))).status is (
+        RunStatus.COMPLETED)
+    (tool,) = _by_name(spans, "execute_tool weather")
+    assert tool.attributes["gen_ai.tool.call.id"] == "call_abc"
+
+
 def test_usage_attributes_read_both_naming_conventions() -> None:
     assert tracing.usage_attributes({"input_tokens": 1, "output_tokens": 2, "cost": 0.1}) == {
         "gen_ai.usage.input_tokens": 1, "gen_ai.usage.output_tokens": 2}

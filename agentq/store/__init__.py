@@ -37,6 +37,14 @@ The stores:
     ``sqlite_batch``    `GroupCommit` (the queue of waiting verbs), `Batch` and `Op`: the verbs
                         of one group-commit transaction.
     ``sqlite``          `SqliteStore`: the connection and the verbs.
+    ``postgres_schema``  PostgreSQL migrations from ``postgres_schema.sql``, under an
+                        advisory lock.
+    ``postgres_tx``     `PostgresTx` (the rules' `Tx`: the workflow row locked, the next
+                        sequence number), rebuilding the projection.
+    ``postgres_reads``  the read verbs as queries (the row decoders of ``sqlite_rows``).
+    ``postgres_jobs``   the ``job_outcomes`` table in PostgreSQL.
+    ``postgres_connection``  connecting, migrating, the pool, one transaction (retries).
+    ``postgres``        `PostgresStore`: the pool, worker threads and the verbs.
 
 Stores are passive: they are given
 the time (``now``, Unix seconds), never sleep and never start tasks.
@@ -54,6 +62,7 @@ from agentq.store.claims import (
     execution_of,
 )
 from agentq.store.memory import MemoryStore
+from agentq.store.postgres import PostgresStore
 from agentq.store.protocol import DurableStore
 from agentq.store.rows import (
     EVENT_COLUMNS,
@@ -81,6 +90,7 @@ __all__ = [
     "HeldByOther",
     "MemoryStore",
     "NotBefore",
+    "PostgresStore",
     "SqliteStore",
     "StepRow",
     "StepState",

@@ -81,6 +81,7 @@ class Cluster:
     directory: Path | None = None
     _user: list[str] = field(default_factory=list)
     _databases: int = 0
+    _options: str = ""
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         cmd = [*args]
@@ -112,24 +113,34 @@ class Cluster:
         options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1"
         if not self.durable:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        options += " -c max_connections=200"
+        self._options = options + " -c max_connections=200"
         log = self.directory / "server.log"
-        done = self._run(pg_ctl, "-D", str(data), "-o", options, "-l", str(log), "-w", "start")
+        done = self._run(pg_ctl, "-D", str(data), "-o", self._options, "-l", str(log), "-w",
+                         "start")
         if done.returncode != 0:
             text = log.read_text() if log.exists() else done.stderr
             raise PostgresUnavailable(f"pg_ctl start failed: {text.strip()[-800:]}")
         return self
 
-    def restart(self) -> None:
-        """Stop the server (fast: open connections are cut) and start it again, same port."""
+    def stop_server(self) -> None:
+        """Stop the server (fast: open connections are cut), keeping its data."""
         pg_ctl = find_bin("pg_ctl")
         assert pg_ctl and self.directory
-        data = str(self.directory / "data")
-        self._run(pg_ctl, "-D", data, "-m", "fast", "-w", "stop")
-        done = self._run(pg_ctl, "-D", data, "-l", str(self.directory / "server.log"), "-w",
-                         "start")
+        self._run(pg_ctl, "-D", str(self.directory / "data"), "-m", "fast", "-w", "stop")
+
+    def start_server(self) -> None:
+        """Start the server stopped by `stop_server` again, on the same port."""
+        pg_ctl = find_bin("pg_ctl")
+        assert pg_ctl and self.directory
+        done = self._run(pg_ctl, "-D", str(self.directory / "data"), "-o", self._options,
+                         "-l", str(self.directory / "server.log"), "-w", "start")
         if done.returncode != 0:
-            raise PostgresUnavailable(f"pg_ctl restart failed: {done.stderr.strip()[-800:]}")
+            raise PostgresUnavailable(f"pg_ctl start failed: {done.stderr.strip()[-800:]}")
+
+    def restart(self) -> None:
+        """Stop the server (cutting every connection) and start it again, same port."""
+        self.stop_server()
+        self.start_server()
 
     def stop(self) -> None:
         """Stop the server and delete its directory. Idempotent."""

@@ -2,11 +2,19 @@
 
 ``postgres_schema.sql`` is a list of ``-- migration N`` sections; a database's version lives in
 the one row of ``agentq_schema``, inside agentq's own PostgreSQL schema (``agentq`` unless
-`PostgresStore` is given another). `migrate` runs when a store opens: in one transaction that
-first takes ``pg_advisory_xact_lock`` on a key derived from the schema's name, it reads the
-version, applies the sections after it and records the new one; so several processes opening
-one new database at once migrate it exactly once (the others wait for the lock, then find it
-done). A newer version, or a schema with tables but no ``agentq_schema``, is refused with
+`PostgresStore` is given another). `migrate` runs when a store opens: it takes an advisory lock
+(``pg_advisory_lock``) on a key derived from the schema's name, then, in one transaction, reads
+the version, applies the sections after it and records the new one, and releases the lock; so
+several processes opening one new database at once migrate it exactly once (the others wait
+for the lock, then find it done).
+
+The lock is the session's, taken before the transaction begins, not
+``pg_advisory_xact_lock`` inside it: a transaction that waited for the lock would still
+resolve table names from the catalog cache of before the wait (it found no agentq tables
+then) and fail on the tables the other process just created; a transaction begun after the
+wait reads the catalog afresh. If the connection dies, the server releases the lock.
+
+A newer version, or a schema with tables but no ``agentq_schema``, is refused with
 `SchemaError`.
 """
 
@@ -79,31 +87,39 @@ def migrate(conn: psycopg.Connection[Any], schema: str, name: str) -> None:
     """
     if _version(conn, schema) == SCHEMA_VERSION:
         return
-    with conn.transaction():
-        conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"agentq migrate {schema}",)
+    lock = ("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"agentq migrate {schema}",))
+    conn.execute(*lock)  # waits while another process migrates
+    try:
+        with conn.transaction():  # begun after the wait: sees that process's tables
+            _migrate(conn, schema, name)
+    finally:
+        conn.execute(lock[0].replace("pg_advisory_lock", "pg_advisory_unlock"), lock[1])
+
+
+def _migrate(conn: psycopg.Connection[Any], schema: str, name: str) -> None:
+    version = _version(conn, schema)  # another process may have migrated meanwhile
+    if version == SCHEMA_VERSION:
+        return
+    if version is not None and version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{name} has agentq schema version {version} in schema {schema!r}; this "
+            f"agentq reads versions up to {SCHEMA_VERSION}: upgrade agentq"
         )
-        version = _version(conn, schema)  # another process may have migrated meanwhile
-        if version is not None and version > SCHEMA_VERSION:
-            raise SchemaError(
-                f"{name} has agentq schema version {version} in schema {schema!r}; this "
-                f"agentq reads versions up to {SCHEMA_VERSION}: upgrade agentq"
+    if version is None:
+        foreign = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
             )
-        if version is None:
-            foreign = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
-                )
-            ]
-            if foreign:
-                raise SchemaError(
-                    f"{name} has a schema {schema!r} with tables {sorted(foreign)[:5]} and no "
-                    "agentq schema version; refusing to add agentq's tables to it (give "
-                    "PostgresStore another schema=)"
-                )
-            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            version = 0
-        for statements in _MIGRATIONS[version:]:  # one round trip per migration
-            conn.execute("\n".join(statements))
-        conn.execute("UPDATE agentq_schema SET version = %s", (SCHEMA_VERSION,))
+        ]
+        if foreign:
+            raise SchemaError(
+                f"{name} has a schema {schema!r} with tables {sorted(foreign)[:5]} and no "
+                "agentq schema version; refusing to add agentq's tables to it (give "
+                "PostgresStore another schema=)"
+            )
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        version = 0
+    for statements in _MIGRATIONS[version:]:  # one round trip per migration
+        conn.execute("\n".join(statements))
+    conn.execute("UPDATE agentq_schema SET version = %s", (SCHEMA_VERSION,))

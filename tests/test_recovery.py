@@ -28,9 +28,13 @@ from agentq import (
     recover,
 )
 from agentq.events import EventKind
-from agentq.store import Claimed, DurableStore, Execution, SqliteStore
+from agentq.store import Claimed, DurableStore, Execution
 
 pytestmark = pytest.mark.timeout(120)
+
+# The tests that take a `store` run on PostgreSQL too: leases, fencing and recovery are where
+# a store's transactions matter most.
+ALL_STORES = pytest.mark.parametrize("store", ["memory", "sqlite", "postgres"], indirect=True)
 
 HERE = Path(__file__).parent
 
@@ -39,6 +43,7 @@ async def kinds(store: DurableStore, workflow_id: str) -> list[str]:
     return [str(e.kind) for e in await store.load_events(workflow_id)]
 
 
+@ALL_STORES
 async def test_live_lease_is_renewed_and_never_recovered_bh04(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -76,6 +81,7 @@ async def test_live_lease_is_renewed_and_never_recovered_bh04(
     assert ks.count(EventKind.STEP_COMPLETED) == 1
 
 
+@ALL_STORES
 async def test_lapsed_lease_is_taken_over_and_stale_result_refused_bh04(
     store: DurableStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,6 +131,7 @@ async def test_lapsed_lease_is_taken_over_and_stale_result_refused_bh04(
     assert [e.kind for e in events].count(EventKind.WORKFLOW_COMPLETED) == 1
 
 
+@ALL_STORES
 async def test_recover_continues_after_the_recovered_step_and_reports(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -168,6 +175,7 @@ async def test_recover_continues_after_the_recovered_step_and_reports(
 # ---------------------------------------------------------------- stored retry times (item 1)
 
 
+@ALL_STORES
 async def test_every_engine_and_recover_honour_a_stored_retry_time(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -223,6 +231,7 @@ async def _lose_attempts(store: DurableStore, clock: FakeClock, wid: str, n: int
         await clock.advance(2.0)
 
 
+@ALL_STORES
 async def test_lost_attempts_are_readmitted_and_failed_ones_still_count(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -246,6 +255,7 @@ async def test_lost_attempts_are_readmitted_and_failed_ones_still_count(
     assert ks.count("WorkerRecovered") == 3 and ks.count("StepFailed") == 2
 
 
+@ALL_STORES
 async def test_past_max_recoveries_the_workflow_fails_saying_why(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -280,6 +290,7 @@ def test_max_recoveries_is_checked(value: object, error: type[Exception]) -> Non
 # ---------------------------------------------------------------- recover never blocks (item 7)
 
 
+@ALL_STORES
 async def test_recover_on_the_engine_running_the_workflow_returns_at_once(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -308,6 +319,7 @@ async def test_recover_on_the_engine_running_the_workflow_returns_at_once(
     assert (await kinds(store, "wf-self")).count("StepStarted") == 1
 
 
+@ALL_STORES
 async def test_recover_does_not_wait_for_the_runs_it_starts(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -347,11 +359,18 @@ def _wait_for_marks(marks: Path, wanted: int, proc: subprocess.Popen[bytes]) -> 
 
 
 @pytest.mark.slow
-async def test_sigkill_mid_step_then_recover_in_a_new_process_bh05(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_sigkill_mid_step_then_recover_in_a_new_process_bh05(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
     """BH-05: kill -9 while b runs; a new process recovers: b again, then c; a not re-run."""
-    db, marks, n = tmp_path / "crash.db", tmp_path / "marks.txt", 5
+    db, marks, n = str(tmp_path / "crash.db"), tmp_path / "marks.txt", 5
+    schema: list[str] = []
+    if kind == "postgres":
+        target = request.getfixturevalue("pg_target")
+        db, schema = target.dsn, [target.schema]
     proc = subprocess.Popen(  # noqa: ASYNC220 - the test drives a real process on purpose
-        [sys.executable, str(HERE / "crash_child.py"), str(db), str(marks), str(n)],
+        [sys.executable, str(HERE / "crash_child.py"), db, str(marks), str(n), *schema],
         stderr=subprocess.PIPE,
     )
     try:
@@ -365,12 +384,12 @@ async def test_sigkill_mid_step_then_recover_in_a_new_process_bh05(tmp_path: Pat
 
     sys.path.insert(0, str(HERE))
     try:
-        from crash_child import workflows
+        from crash_child import open_store, workflows
     finally:
         sys.path.remove(str(HERE))
 
     clock = FakeClock(start=time.time() + 60)  # well past the dead worker's 5 s lease
-    async with Queue(clock=clock) as queue, SqliteStore(db) as store:
+    async with Queue(clock=clock) as queue, open_store(db, *schema) as store:
         engine = WorkflowEngine(queue, store, worker_id="rescuer", lease_ttl=5.0, clock=clock)
         for wf in workflows(marks, n, hang_in_b=False):
             engine.register_workflow(wf)

@@ -60,13 +60,15 @@ browser: $(TEST_STAMP)
 	bash scripts/ensure-chromium.sh
 	$(PY) -m pytest tests/browser
 
-## Benchmarks: each prints ratios against a raw baseline measured in the same run.
+## Benchmarks: each prints ratios against a raw baseline measured in the same run
+## (bench.postgres starts a throwaway PostgreSQL cluster of its own, like the tests).
 bench: $(TEST_STAMP)
 	$(PY) -m bench.queue
 	$(PY) -m bench.workflows
 	$(PY) -m bench.calls
 	$(PY) -m bench.frames
 	$(PY) -m bench.replay
+	$(PY) -m bench.postgres
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -4,10 +4,11 @@ Synchronous, over a `psycopg.Connection` (the async half, `agentq.store.postgres
 transaction on a worker thread; `agentq.store.postgres_connection` begins and commits it).
 Concurrency is the database's, so the transaction takes its locks itself:
 
-- `PostgresTx.load` locks the workflow's row (``SELECT … FOR UPDATE``) before reading it and
-  its steps: every write verb reads its workflow first (`agentq.store.tx.load_step`), so two
-  verbs on one workflow take turns, and a claim is a compare-and-swap: the loser of a race
-  reads the winner's committed lease and gets `HeldByOther`. A workflow not there yet is
+- `PostgresTx.load` locks the workflow's row (``SELECT … FOR UPDATE``), then reads it and
+  its steps in one statement: every write verb reads its workflow first
+  (`agentq.store.tx.load_step`), so two verbs on one workflow take turns, and a claim is a
+  compare-and-swap: the loser of a race reads the winner's committed lease and gets
+  `HeldByOther`. A workflow not there yet is
   locked by id with ``pg_advisory_xact_lock`` and read again, so two `start_workflow` of one
   id create it once.
 - `PostgresTx.append` takes the next sequence number from the one row of ``event_seq``
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.projection import replay
-from agentq.store.rows import CallRow, StepRow, WorkflowRow
+from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.sqlite_rows import (
     CALL_COLUMNS,
     EVENT_TABLE_COLUMNS,
@@ -66,10 +67,14 @@ def _json(value: Any) -> str | None:
 
 _LOCK = "SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE"
 _LOCK_ID = "SELECT pg_advisory_xact_lock(hashtextextended(encode(%s, 'hex'), 17))"
-_GET_WORKFLOW = f"{WORKFLOW_SELECT} WHERE w.workflow_id = %s"
-_GET_STEPS = (
-    f"SELECT {STEP_COLUMNS} FROM steps WHERE workflow_id = %s AND step_index BETWEEN %s AND %s "
-    "ORDER BY step_index"
+# The workflow row and its steps first..last, in one statement, once the row is locked. Not
+# "FOR UPDATE OF w" here: after waiting for the lock, READ COMMITTED would recheck the locked
+# row alone and join it with the step rows of before the wait.
+_LOAD = (
+    WORKFLOW_SELECT.replace(" FROM workflows", ", "
+    + ", ".join(f"s.{c.strip()}" for c in STEP_COLUMNS.split(",")) + " FROM workflows")
+    + " LEFT JOIN steps AS s ON s.workflow_id = w.workflow_id AND s.step_index BETWEEN %s AND %s"
+    " WHERE w.workflow_id = %s ORDER BY s.step_index"
 )
 _APPEND = (
     "WITH n AS (UPDATE event_seq SET last_seq = last_seq + 1 RETURNING last_seq) "
@@ -103,33 +108,30 @@ class PostgresTx:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
-        self._locked: set[str] = set()
-
-    def _lock(self, workflow_id: str) -> None:
-        if workflow_id in self._locked:
-            return
-        wid = key(workflow_id)
-        if self.conn.execute(_LOCK, (wid,)).fetchone() is None:
-            # Not there (yet): serialize the creators of this id, then look again (READ
-            # COMMITTED: the new statement sees a row committed while we waited).
-            self.conn.execute(_LOCK_ID, (wid,))
-            self.conn.execute(_LOCK, (wid,))
-        self._locked.add(workflow_id)
+        self._locked: set[str] = set()  # workflows whose row this transaction locked
+        # (state, reason) of the workflows read: an update that changes neither is skipped.
+        self._states: dict[str, tuple[WorkflowState, str | None]] = {}
 
     def load(
         self, workflow_id: str, first: int = 0, last: int = -1
     ) -> tuple[WorkflowRow | None, dict[int, StepRow]]:
-        self._lock(workflow_id)
         wid = key(workflow_id)
-        r = self.conn.execute(_GET_WORKFLOW, (wid,)).fetchone()
-        if r is None:
+        if workflow_id not in self._locked:
+            if self.conn.execute(_LOCK, (wid,)).fetchone() is None:
+                # Not there (yet): serialize the creators of this id, then lock again (READ
+                # COMMITTED: a new statement sees a row committed while we waited).
+                self.conn.execute(_LOCK_ID, (wid,))
+                self.conn.execute(_LOCK, (wid,))
+            self._locked.add(workflow_id)
+        rows = self.conn.execute(_LOAD, (first, last, wid)).fetchall()
+        if not rows:
             return None, {}
-        wf = workflow_row(r)
+        wf = workflow_row(rows[0])
+        self._states[workflow_id] = (wf.state, wf.reason)
         steps: dict[int, StepRow] = {}
-        if last >= first:
-            last = min(last, len(wf.step_names) - 1)
-            for s in self.conn.execute(_GET_STEPS, (wid, max(first, 0), last)):
-                row = step_row(s)
+        for r in rows:
+            if r[8] is not None:
+                row = step_row(r[8:])
                 steps[row.step_index] = row
         return wf, steps
 
@@ -151,12 +153,16 @@ class PostgresTx:
         return draft.event(int(r[0]))
 
     def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
+        state = (row.state, row.reason)
         if started_seq is None:
-            self.conn.execute(
-                "UPDATE workflows SET state = %s, reason = %s WHERE workflow_id = %s",
-                (str(row.state), row.reason, key(row.workflow_id)),
-            )
+            if self._states.get(row.workflow_id) != state:
+                self.conn.execute(
+                    "UPDATE workflows SET state = %s, reason = %s WHERE workflow_id = %s",
+                    (str(row.state), row.reason, key(row.workflow_id)),
+                )
+                self._states[row.workflow_id] = state
             return
+        self._states[row.workflow_id] = state
         self.conn.execute(
             "INSERT INTO workflows (started_seq, workflow_id, state, step_names, input, "
             "reason, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",

@@ -118,7 +118,9 @@ def _migrate(conn: psycopg.Connection[Any], schema: str, name: str) -> None:
                 "agentq schema version; refusing to add agentq's tables to it (give "
                 "PostgresStore another schema=)"
             )
-        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+        if exists.fetchone() is None:  # CREATE needs the database's CREATE privilege
+            conn.execute(f'CREATE SCHEMA "{schema}"')
         version = 0
     for statements in _MIGRATIONS[version:]:  # one round trip per migration
         conn.execute("\n".join(statements))

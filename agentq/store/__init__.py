@@ -44,6 +44,7 @@ The stores:
     ``postgres_reads``  the read verbs as queries (the row decoders of ``sqlite_rows``).
     ``postgres_jobs``   the ``job_outcomes`` table in PostgreSQL.
     ``postgres_connection``  connecting, migrating, the pool, one transaction (retries).
+    ``postgres_listen``  ``LISTEN`` for new work on a connection of its own.
     ``postgres``        `PostgresStore`: the pool, worker threads and the verbs.
 
 Stores are passive: they are given

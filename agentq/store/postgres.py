@@ -33,6 +33,7 @@ from agentq.queue import StoredJob
 from agentq.store.checks import check_index, check_now, check_number, check_seq, check_state
 from agentq.store.claims import ClaimResult, Execution
 from agentq.store.postgres_connection import Connections, describe_dsn
+from agentq.store.postgres_listen import Listener
 from agentq.store.postgres_tx import PostgresTx, rebuild
 from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 
@@ -117,6 +118,7 @@ class PostgresStore:
         self.dsn = dsn
         self.schema = schema
         self._connections = Connections(dsn, schema, min_size, max_size, float(connect_timeout))
+        self._listener = Listener(dsn, schema, float(connect_timeout), describe_dsn(dsn))
         self._executor: ThreadPoolExecutor | None = None
         self._opening = asyncio.Lock()
         self._closed = False
@@ -206,6 +208,7 @@ class PostgresStore:
         if executor is not None:
             await asyncio.to_thread(executor.shutdown, True)
         await asyncio.to_thread(self._connections.close)
+        await self._listener.close()
 
     # ------------------------------------------------------------ running
 
@@ -406,6 +409,37 @@ class PostgresStore:
         expires as of its `StepStarted` event.
         """
         await self._write(rebuild)
+
+    # ------------------------------------------------------------ wake-ups
+
+    async def wait_for_work(self, timeout: float) -> bool:  # noqa: ASYNC109 - a poll bound
+        """Wait until new work may be ready, at most `timeout` seconds (``LISTEN/NOTIFY``).
+
+        Any process's transaction that appends an event after which work may be ready (a
+        workflow started, retried, resumed or re-admitted, a step completed, a retry
+        scheduled, a wait timed out) notifies the store's channel at commit; this returns
+        True as soon as a notification arrives. It listens on a connection of its own, made
+        at the first call and made again after it drops (the call that finds it dropped
+        returns True at once, so that the caller polls). The wait runs in the caller's task.
+
+        Args:
+            timeout: Seconds, >= 0.
+
+        Returns:
+            True if notified (possibly spuriously: read `ready_workflows` either way), False
+            once `timeout` has passed.
+
+        Raises:
+            StoreError: The store is closed, or no connection could be made to listen on.
+            ValueError: A bad `timeout`.
+        """
+        seconds = check_number(timeout, "timeout")
+        if seconds < 0:
+            raise ValueError(f"timeout must be seconds >= 0, got {timeout!r}")
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        await self._connect()
+        return await self._listener.wait(seconds)
 
     # ------------------------------------------------------------ reads
 

@@ -52,6 +52,20 @@ CREATE TRIGGER events_no_update BEFORE UPDATE OR DELETE ON events
 CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
     FOR EACH STATEMENT EXECUTE FUNCTION events_append_only();
 
+-- Wake-ups: an event after which a serving engine may find work ready notifies the channel
+-- "agentq.<schema>" (delivered at commit; repeats in one transaction are folded into one).
+-- PostgresStore.wait_for_work LISTENs on it.
+CREATE FUNCTION events_notify_work() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('agentq.' || TG_TABLE_SCHEMA, '');
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER events_wake_workers AFTER INSERT ON events FOR EACH ROW
+    WHEN (NEW.kind IN ('WorkflowStarted', 'StepCompleted', 'RetryScheduled', 'StepResumed',
+                       'WorkflowRetried', 'WorkerRecovered', 'WaitTimedOut'))
+    EXECUTE FUNCTION events_notify_work();
+
 -- The projection: one row per workflow (its updated_at and last_seq are read from its latest
 -- event), locked FOR UPDATE by every write verb on the workflow ...
 CREATE TABLE workflows (

@@ -294,3 +294,74 @@ async def test_a_stopped_server_fails_with_store_error_then_recovers(
         assert ex.lease_token == 1
         assert [str(e.kind) for e in await store.load_events()] == [
             "WorkflowStarted", "StepStarted"]
+
+
+# ---------------------------------------------------------------- wake-ups (LISTEN/NOTIFY)
+
+
+async def test_wait_for_work_wakes_when_another_store_starts_a_workflow(
+    pg_target: Target,
+) -> None:
+    async with (
+        PostgresStore(pg_target.dsn, schema=pg_target.schema) as waiter,
+        PostgresStore(pg_target.dsn, schema=pg_target.schema) as writer,
+    ):
+        assert await waiter.wait_for_work(0.01) is False  # listening from now on
+        waiting = asyncio.ensure_future(waiter.wait_for_work(30))
+        await asyncio.sleep(0)
+        started = time.monotonic()
+        await writer.start_workflow("wf", ["a"], None, T0)
+        async with asyncio.timeout(10):
+            assert await waiting is True
+        assert time.monotonic() - started < 5
+
+
+async def test_a_claim_alone_wakes_nobody_and_a_completed_step_does(pg_target: Target) -> None:
+    async with (
+        PostgresStore(pg_target.dsn, schema=pg_target.schema) as waiter,
+        PostgresStore(pg_target.dsn, schema=pg_target.schema) as writer,
+    ):
+        await writer.start_workflow("wf", ["a", "b"], None, T0)
+        assert await waiter.wait_for_work(0.01) is False  # listening from now on
+        assert await waiter.wait_for_work(0.01) is False  # the start came before: not seen
+        ex = await claim(writer)
+        assert await waiter.wait_for_work(0.2) is False
+        await writer.complete_step(ex, "a", T0)
+        async with asyncio.timeout(10):
+            assert await waiter.wait_for_work(30) is True
+
+
+async def test_the_listener_is_reestablished_after_its_connection_drops(
+    pg_target: Target,
+) -> None:
+    async with (
+        PostgresStore(pg_target.dsn, schema=pg_target.schema) as waiter,
+        PostgresStore(pg_target.dsn, schema=pg_target.schema) as writer,
+    ):
+        assert await waiter.wait_for_work(0.01) is False
+        with psycopg.connect(pg_target.dsn, autocommit=True) as admin:
+            cut = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE query LIKE 'LISTEN%%' AND pid <> pg_backend_pid()"
+            ).fetchall()
+        assert cut == [(True,)]
+        async with asyncio.timeout(10):
+            assert await waiter.wait_for_work(30) is True  # dropped: poll now
+        assert await waiter.wait_for_work(0.01) is False  # listening again, new connection
+        waiting = asyncio.ensure_future(waiter.wait_for_work(30))
+        await asyncio.sleep(0)
+        await writer.start_workflow("wf", ["a"], None, T0)
+        async with asyncio.timeout(10):
+            assert await waiting is True
+        assert waiter._listener.connects == 2
+
+
+async def test_wait_for_work_refuses_bad_timeouts_and_a_closed_store(pg_target: Target) -> None:
+    store = await PostgresStore.open(pg_target.dsn, schema=pg_target.schema)
+    with pytest.raises(ValueError, match="timeout"):
+        await store.wait_for_work(-1)
+    with pytest.raises(TypeError):
+        await store.wait_for_work("1")  # type: ignore[arg-type]
+    await store.close()
+    with pytest.raises(StoreError, match="closed"):
+        await store.wait_for_work(1)

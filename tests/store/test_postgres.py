@@ -365,3 +365,14 @@ async def test_wait_for_work_refuses_bad_timeouts_and_a_closed_store(pg_target: 
     await store.close()
     with pytest.raises(StoreError, match="closed"):
         await store.wait_for_work(1)
+
+
+async def test_a_store_never_closed_closes_its_pool_and_warns(pg_target: Target) -> None:
+    store = await PostgresStore.open(pg_target.dsn, schema=pg_target.schema)
+    await start(store)
+    pool = store._connections.pool
+    assert pool is not None
+    with pytest.warns(ResourceWarning, match="never closed"):
+        store.__del__()
+    assert pool.closed
+    await store.close()  # closing it later is harmless

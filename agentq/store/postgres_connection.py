@@ -193,6 +193,8 @@ class Connections:
             except (errors.SerializationFailure, errors.DeadlockDetected) as exc:
                 if attempt == RETRIES - 1:
                     raise self._error(exc, f"gave up after {RETRIES} tries") from exc
+            except pool_mod.PoolTimeout as exc:  # (an OperationalError: caught first)
+                raise self._error(exc, f"no connection within {self.connect_timeout} s") from exc
             except self._psycopg.OperationalError as exc:
                 if committing:
                     raise self._error(exc, "the connection was lost during COMMIT, so the "
@@ -201,8 +203,6 @@ class Connections:
                     raise self._error(exc, "connection lost") from exc
                 reconnected = True
                 pool.check()  # drop the idle connections that died with this one
-            except pool_mod.PoolTimeout as exc:
-                raise self._error(exc, f"no connection within {self.connect_timeout} s") from exc
             except self._psycopg.Error as exc:
                 raise self._error(exc, type(exc).__name__) from exc
         raise AssertionError("unreachable")  # pragma: no cover

@@ -285,7 +285,7 @@ async def test_a_stopped_server_fails_with_store_error_then_recovers(
         await start(store)
         own_cluster.stop_server()
         started = time.monotonic()
-        with pytest.raises(StoreError, match="no connection within|connection lost"):
+        with pytest.raises(StoreError, match=r"no connection within|connection lost"):
             async with asyncio.timeout(30):
                 await store.claim_step("wf", 0, "w1", 10.0, T0)
         assert time.monotonic() - started < 20

@@ -11,7 +11,9 @@ authentication, loopback only. `Cluster.stop()` stops it and deletes the directo
 copy, a few tens of milliseconds) and returns its DSN.
 
 Run by hand: ``python -m tests.pg_cluster`` starts a cluster, prints its DSN and waits for
-Enter, then stops it.
+Enter, then stops it. ``python -m tests.pg_cluster --install`` only makes sure PostgreSQL is
+installed (``make test`` runs it first, so that apt-get does not run inside a test's timeout);
+it exits 1 with the reason when it cannot be, and the PostgreSQL tests then fail with it.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Cluster", "PostgresUnavailable", "Schemas", "Target", "find_bin"]
+__all__ = [
+    "Cluster", "PostgresUnavailable", "Schemas", "Target", "ensure_installed", "find_bin",
+]
 
 
 class PostgresUnavailable(RuntimeError):
@@ -240,7 +245,25 @@ def _quote(arg: str) -> str:
     return "'" + arg.replace("'", "'\"'\"'") + "'"
 
 
-if __name__ == "__main__":
+def ensure_installed() -> None:
+    """Install PostgreSQL with apt-get unless ``initdb`` is already there.
+
+    Raises:
+        PostgresUnavailable: It is not there and cannot be installed.
+    """
+    if find_bin("initdb") is None:
+        _install()
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--install"]:
+    if os.environ.get("AGENTQ_SKIP_PG") == "1":
+        sys.exit(0)
+    try:
+        ensure_installed()
+    except PostgresUnavailable as exc:
+        print(f"pg_cluster: {exc}", file=sys.stderr)
+        sys.exit(1)
+elif __name__ == "__main__":
     cluster = Cluster().start()
     try:
         print(cluster.dsn(), flush=True)

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import open_postgres
+from pg_cluster import Target
 
-from agentq.store import Claimed, DurableStore, Execution, MemoryStore, SqliteStore
+from agentq.store import Claimed, DurableStore, Execution, MemoryStore, PostgresStore, SqliteStore
 
 T0 = 1_767_225_600.0
 """The time the tests start at (Unix seconds)."""
@@ -26,7 +26,8 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     """A fresh store of every kind: SQLite on a file in `tmp_path`, PostgreSQL on this test's
     `pg_target`; closed afterwards."""
     if request.param == "postgres":
-        s = await open_postgres(request)
+        target: Target = request.getfixturevalue("pg_target")
+        s: DurableStore = await PostgresStore.open(target.dsn, schema=target.schema)
     else:
         s = await make_store(request.param, tmp_path)
     try:

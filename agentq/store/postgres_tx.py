@@ -16,8 +16,9 @@ Concurrency is the database's, so the transaction takes its locks itself:
   sequence numbers and leaves no gap. Transactions on different workflows run at once up to
   their first event; from there they commit one at a time.
 - The fencing check runs in the rule (`agentq.store.rules_attempt.fenced`) on the locked row,
-  in the transaction that appends the event and writes the step: the row cannot change
-  between the check and the write.
+  in the transaction that appends the event and writes the step; and the write itself is a
+  compare-and-swap, ``UPDATE steps … WHERE lease_token = <the token read>``, which refuses
+  (`LeaseLostError`, the transaction rolled back) if the row changed regardless.
 
 Keys (ids, names, call keys) are sent as UTF-8 ``bytea`` (they may hold NUL) and read back as
 `str` by the loader that `agentq.store.postgres_connection` registers on each connection.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from agentq.errors import LeaseLostError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.projection import replay
@@ -42,7 +44,7 @@ from agentq.store.sqlite_rows import (
     step_row,
     workflow_row,
 )
-from agentq.store.tx import Draft
+from agentq.store.tx import Draft, describe_step
 
 if TYPE_CHECKING:
     import psycopg
@@ -92,7 +94,7 @@ _INSERT_STEP = (
 )
 _UPDATE_STEP = (
     "UPDATE steps SET " + ", ".join(f"{c.strip()} = %s" for c in _STEP_VALUES.split(","))
-    + " WHERE workflow_id = %s AND step_index = %s"
+    + " WHERE workflow_id = %s AND step_index = %s AND lease_token = %s"
 )
 _LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = %s AND call_key = %s"
 _INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({', '.join(['%s'] * 21)})"
@@ -109,6 +111,8 @@ class PostgresTx:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
         self._locked: set[str] = set()  # workflows whose row this transaction locked
+        # The fencing token of each step row as read: an update is conditional on it.
+        self._tokens: dict[tuple[str, int], int] = {}
         # (state, reason) of the workflows read: an update that changes neither is skipped.
         self._states: dict[str, tuple[WorkflowState, str | None]] = {}
 
@@ -133,6 +137,7 @@ class PostgresTx:
             if r[8] is not None:
                 row = step_row(r[8:])
                 steps[row.step_index] = row
+                self._tokens[(workflow_id, row.step_index)] = row.lease_token
         return wf, steps
 
     def append(self, draft: Draft) -> Event:
@@ -201,7 +206,19 @@ class PostgresTx:
             head = (key(row.workflow_id), row.step_index, key(row.step_name))
             self.conn.execute(_INSERT_STEP, (*head, *values))
         else:
-            self.conn.execute(_UPDATE_STEP, (*values, key(row.workflow_id), row.step_index))
+            where = (row.workflow_id, row.step_index)
+            token = self._tokens.get(where)
+            if token is None:  # pragma: no cover - every rule reads the steps it writes
+                raise AssertionError(f"PostgresTx: step {where!r} written but never read")
+            changed = self.conn.execute(
+                _UPDATE_STEP, (*values, key(row.workflow_id), row.step_index, token)
+            ).rowcount
+            if changed != 1:  # the row lock should make this impossible: refuse, roll back
+                raise LeaseLostError(
+                    f"{describe_step(row.workflow_id, row.step_index, row.step_name)}: its "
+                    f"fencing token is no longer #{token} (changed under this transaction)"
+                )
+        self._tokens[(row.workflow_id, row.step_index)] = row.lease_token
 
     def load_call(self, workflow_id: str, key_: str) -> CallRow | None:
         r = self.conn.execute(_LOAD_CALL, (key(workflow_id), key(key_))).fetchone()

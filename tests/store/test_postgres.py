@@ -19,9 +19,11 @@ import psycopg
 import pytest
 from pg_cluster import Cluster, Target
 
-from agentq.errors import SchemaError, StoreError
+from agentq.errors import LeaseLostError, SchemaError, StoreError
 from agentq.store import Claimed, HeldByOther, PostgresStore, WorkflowState
+from agentq.store.postgres_connection import Connections
 from agentq.store.postgres_schema import SCHEMA_VERSION
+from agentq.store.postgres_tx import PostgresTx
 
 from .conftest import T0, claim, run_step, start
 
@@ -376,3 +378,24 @@ async def test_a_store_never_closed_closes_its_pool_and_warns(pg_target: Target)
         store.__del__()
     assert pool.closed
     await store.close()  # closing it later is harmless
+
+
+async def test_a_step_write_is_a_compare_and_swap_on_the_token_read(pg: PostgresStore) -> None:
+    """Belt and braces under the row lock: a step row whose token changed between the read
+    and the write (impossible through agentq's verbs) makes the write refuse."""
+    await start(pg)
+    await claim(pg)
+    conn = psycopg.connect(pg.dsn)
+    try:
+        Connections(pg.dsn, pg.schema, 1, 1, 5.0)._configure(conn)  # as the pool's
+        tx = PostgresTx(conn)
+        _, steps = tx.load("wf", 0, 0)
+        assert steps[0].lease_token == 1
+        conn.execute("UPDATE steps SET lease_token = 7 WHERE step_index = 0")  # behind its back
+        with pytest.raises(LeaseLostError, match="no longer #1"):
+            tx.put_step(steps[0], False)
+    finally:
+        conn.rollback()
+        conn.close()
+    rows = await pg.step_rows("wf")
+    assert rows[0].lease_token == 1

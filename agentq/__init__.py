@@ -87,6 +87,7 @@ from agentq.store import (
 from agentq.workflows import (
     MAX_REASON_CHARS,
     NonRetryable,
+    Recorded,
     RecoveryReport,
     RunResult,
     RunStatus,
@@ -95,6 +96,7 @@ from agentq.workflows import (
     StepStatus,
     WaitForInput,
     Workflow,
+    WorkflowDef,
     WorkflowEngine,
     recover,
 )
@@ -155,6 +157,7 @@ __all__ = [
     "QueueFull",
     "QueueStats",
     "Queued",
+    "Recorded",
     "RecoveryReport",
     "RetryPolicy",
     "RunResult",
@@ -177,6 +180,7 @@ __all__ = [
     "WaitForInput",
     "Workflow",
     "WorkflowClosedError",
+    "WorkflowDef",
     "WorkflowEngine",
     "WorkflowMismatchError",
     "WorkflowRow",

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,11 +30,19 @@ from agentq.events import Event
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
 from agentq.queue import StoredJob
-from agentq.store.checks import check_index, check_now, check_number, check_seq, check_state
+from agentq.store.checks import (
+    check_index,
+    check_now,
+    check_number,
+    check_ready,
+    check_seq,
+    check_state,
+)
 from agentq.store.claims import ClaimResult, Execution
 from agentq.store.postgres_connection import Connections, describe_dsn
 from agentq.store.postgres_listen import Listener
 from agentq.store.postgres_tx import PostgresTx, rebuild
+from agentq.store.ready import ReadyWork
 from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 
 if TYPE_CHECKING:
@@ -242,10 +250,18 @@ class PostgresStore:
     # ------------------------------------------------------------ writes
 
     async def start_workflow(
-        self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+        self,
+        workflow_id: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        *,
+        definition: str | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
-        return await self._write(rules_workflow.start_workflow, workflow_id, step_names, input, now)
+        return await self._write(
+            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition
+        )
 
     async def claim_step(
         self,
@@ -457,6 +473,19 @@ class PostgresStore:
         """See `DurableStore.get_workflow`."""
         workflow_id = validate_key(workflow_id, "workflow id")
         return await self._read(postgres_reads.get_workflow, workflow_id)
+
+    async def ready_workflows(
+        self, now: float, definitions: Iterable[str], limit: int
+    ) -> list[ReadyWork]:
+        """See `DurableStore.ready_workflows`.
+
+        One query; it skips (``FOR UPDATE SKIP LOCKED``) the workflows whose row another
+        transaction holds at that moment (a worker claiming or recording), so that serving
+        engines polling together spread over the ready work instead of all reaching for the
+        same workflow. Nothing is claimed: the lock ends with the statement.
+        """
+        at, names, most = check_ready(now, definitions, limit)
+        return await self._read(postgres_reads.ready_workflows, at, names, most)
 
     async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
         """See `DurableStore.workflows`."""

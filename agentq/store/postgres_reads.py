@@ -15,12 +15,21 @@ from typing import TYPE_CHECKING, Any
 from agentq.events import Event
 from agentq.store.claims import Execution, execution_of
 from agentq.store.postgres_tx import key
-from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState, event_row
+from agentq.store.ready import ReadyWork
+from agentq.store.rows import (
+    CallRow,
+    StepRow,
+    StepState,
+    WorkflowRow,
+    WorkflowState,
+    event_row,
+)
 from agentq.store.sqlite_rows import (
     CALL_COLUMNS,
     EVENT_TABLE_COLUMNS,
     STEP_COLUMNS,
     WORKFLOW_SELECT,
+    WORKFLOW_WIDTH,
     call_row,
     event_of,
     step_row,
@@ -37,6 +46,7 @@ __all__ = [
     "get_workflow",
     "last_seq",
     "load_events",
+    "ready_workflows",
     "step_rows",
     "workflows",
 ]
@@ -128,3 +138,37 @@ def last_seq(conn: psycopg.Connection[Any]) -> int:
     """Return the highest sequence number (0 when the log is empty)."""
     r = conn.execute("SELECT last_seq FROM event_seq").fetchone()
     return 0 if r is None else int(r[0])
+
+
+# `agentq.store.ready.is_ready` as SQL (as SQLite's query), plus FOR UPDATE SKIP LOCKED: the
+# workflows another transaction holds right now (a claim in flight) are left to it.
+_READY = (
+    "WITH ready AS (SELECT w.workflow_id AS wid, s.step_index AS idx, s.state AS sstate,"
+    " w.started_seq AS started FROM workflows AS w JOIN steps AS s"
+    " ON s.workflow_id = w.workflow_id AND s.step_index = (SELECT min(step_index) FROM steps"
+    " WHERE workflow_id = w.workflow_id AND state <> 'completed')"
+    " WHERE w.definition = ANY(%s) AND w.state IN ('running', 'waiting') AND ("
+    "(w.state = 'running' AND s.state = 'pending' AND (s.retry_at IS NULL OR s.retry_at <= %s))"
+    " OR (w.state = 'running' AND s.state = 'leased' AND s.lease_expires_at < %s)"
+    " OR (w.state = 'waiting' AND s.state = 'waiting' AND s.wait_deadline <= %s))"
+    " ORDER BY w.started_seq LIMIT %s FOR UPDATE OF w SKIP LOCKED) "
+    + WORKFLOW_SELECT.replace(
+        " FROM workflows AS w",
+        ", r.idx, r.sstate FROM ready AS r JOIN workflows AS w ON w.workflow_id = r.wid",
+    )
+    + " ORDER BY r.started"
+)
+
+
+def ready_workflows(
+    conn: psycopg.Connection[Any], now: float, names: tuple[str, ...], limit: int
+) -> list[ReadyWork]:
+    """Return up to `limit` open workflows of `names` whose current step is ready at `now`
+    (`agentq.store.ready.is_ready`, as SQL), in start order, skipping rows locked now."""
+    if not names:
+        return []
+    params = ([key(n) for n in names], now, now, now, limit)
+    return [
+        ReadyWork(workflow_row(r), r[WORKFLOW_WIDTH], StepState(r[WORKFLOW_WIDTH + 1]))
+        for r in conn.execute(_READY, params)
+    ]

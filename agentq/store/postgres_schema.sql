@@ -75,9 +75,12 @@ CREATE TABLE workflows (
     step_names  TEXT    NOT NULL,           -- JSON list of str
     input       TEXT    NOT NULL,           -- JSON
     reason      TEXT,
-    created_at  DOUBLE PRECISION NOT NULL
+    created_at  DOUBLE PRECISION NOT NULL,
+    definition  BYTEA                       -- the WorkflowDef's name; NULL: a plain Workflow
 );
 CREATE INDEX workflows_by_state ON workflows (state, started_seq);
+-- ready_workflows: the open workflows of some definitions, in start order.
+CREATE INDEX workflows_by_definition ON workflows (definition, state, started_seq);
 
 -- ... one row per step ...
 CREATE TABLE steps (

@@ -39,6 +39,7 @@ from agentq.store.sqlite_rows import (
     EVENT_TABLE_COLUMNS,
     STEP_COLUMNS,
     WORKFLOW_SELECT,
+    WORKFLOW_WIDTH,
     call_row,
     event_of,
     step_row,
@@ -134,8 +135,8 @@ class PostgresTx:
         self._states[workflow_id] = (wf.state, wf.reason)
         steps: dict[int, StepRow] = {}
         for r in rows:
-            if r[8] is not None:
-                row = step_row(r[8:])
+            if r[WORKFLOW_WIDTH] is not None:
+                row = step_row(r[WORKFLOW_WIDTH:])
                 steps[row.step_index] = row
                 self._tokens[(workflow_id, row.step_index)] = row.lease_token
         return wf, steps
@@ -170,7 +171,7 @@ class PostgresTx:
         self._states[row.workflow_id] = state
         self.conn.execute(
             "INSERT INTO workflows (started_seq, workflow_id, state, step_names, input, "
-            "reason, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            "reason, created_at, definition) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
             (
                 started_seq,
                 key(row.workflow_id),
@@ -179,6 +180,7 @@ class PostgresTx:
                 _json(row.input) or "null",
                 row.reason,
                 row.created_at,
+                key(row.definition),
             ),
         )
 

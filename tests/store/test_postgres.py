@@ -399,3 +399,20 @@ async def test_a_step_write_is_a_compare_and_swap_on_the_token_read(pg: Postgres
         conn.close()
     rows = await pg.step_rows("wf")
     assert rows[0].lease_token == 1
+
+
+async def test_ready_workflows_skips_a_workflow_another_transaction_holds(
+    pg: PostgresStore,
+) -> None:
+    for i in range(3):
+        await pg.start_workflow(f"wf{i}", ["a"], None, T0, definition="d")
+    with psycopg.connect(pg.dsn) as other:  # a claim in flight elsewhere holds wf1's row
+        other.execute(
+            f"SELECT 1 FROM {pg.schema}.workflows WHERE workflow_id = %s FOR UPDATE", (b"wf1",)
+        )
+        ready = await pg.ready_workflows(T0, ["d"], 10)
+        assert [r.workflow.workflow_id for r in ready] == ["wf0", "wf2"]
+        other.rollback()
+    ready = await pg.ready_workflows(T0, ["d"], 10)
+    assert [(r.workflow.workflow_id, r.workflow.definition) for r in ready] == [
+        ("wf0", "d"), ("wf1", "d"), ("wf2", "d")]

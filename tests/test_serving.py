@@ -31,7 +31,11 @@ from agentq.events import EventKind
 from agentq.queue import LaneConfig, Priority, Queue
 from agentq.store import DurableStore, StepState, WorkflowState
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [
+    pytest.mark.timeout(60),
+    # PostgreSQL too: its wait_for_work (LISTEN/NOTIFY) wakes the serve loop between polls.
+    pytest.mark.parametrize("store", ["memory", "sqlite", "postgres"], indirect=True),
+]
 
 
 class Engines:

@@ -416,3 +416,26 @@ async def test_ready_workflows_skips_a_workflow_another_transaction_holds(
     ready = await pg.ready_workflows(T0, ["d"], 10)
     assert [(r.workflow.workflow_id, r.workflow.definition) for r in ready] == [
         ("wf0", "d"), ("wf1", "d"), ("wf2", "d")]
+
+
+async def test_several_waiters_on_one_store_share_its_listener(pg_target: Target) -> None:
+    async with (
+        PostgresStore(pg_target.dsn, schema=pg_target.schema) as waiter,
+        PostgresStore(pg_target.dsn, schema=pg_target.schema) as writer,
+    ):
+        assert await waiter.wait_for_work(0.01) is False
+        reader = asyncio.ensure_future(waiter.wait_for_work(30))  # the first one reads
+        await asyncio.sleep(0.01)
+        assert waiter._listener._reading
+        second = asyncio.ensure_future(waiter.wait_for_work(30))
+        third = asyncio.ensure_future(waiter.wait_for_work(30))
+        short = asyncio.ensure_future(waiter.wait_for_work(0.05))
+        async with asyncio.timeout(10):
+            assert await short is False  # its own timeout, while another task reads
+        reader.cancel()  # the reader leaves (serve cancels its wait): another takes over
+        await asyncio.sleep(0.01)
+        assert waiter._listener._reading
+        await writer.start_workflow("wf", ["a"], None, T0)
+        async with asyncio.timeout(10):
+            assert await second is True and await third is True
+        assert waiter._listener.connects == 1

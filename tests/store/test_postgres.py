@@ -19,7 +19,10 @@ import psycopg
 import pytest
 from pg_cluster import Cluster, Target
 
+from agentq import StepContext, StepDef, WorkflowDef, WorkflowEngine
+from agentq.clock import FakeClock
 from agentq.errors import LeaseLostError, SchemaError, StoreError
+from agentq.queue import LaneConfig, Priority, Queue
 from agentq.store import Claimed, HeldByOther, PostgresStore, WorkflowState
 from agentq.store.postgres_connection import Connections
 from agentq.store.postgres_schema import SCHEMA_VERSION
@@ -439,3 +442,38 @@ async def test_several_waiters_on_one_store_share_its_listener(pg_target: Target
         async with asyncio.timeout(10):
             assert await second is True and await third is True
         assert waiter._listener.connects == 1
+
+
+async def test_a_serving_engine_notices_new_work_at_once_through_notify(
+    pg_target: Target,
+) -> None:
+    """The serving engine polls once an hour on a clock that never moves: only NOTIFY can
+    tell it that another process (here another store) started an instance."""
+    clock = FakeClock()
+
+    async def body(ctx: StepContext) -> str:
+        return f"{ctx.step_name}:{ctx.input}"
+
+    job = WorkflowDef("job", [StepDef("a", body), StepDef("b", body)])
+    async with (
+        PostgresStore(pg_target.dsn, schema=pg_target.schema) as served,
+        PostgresStore(pg_target.dsn, schema=pg_target.schema) as elsewhere,
+        Queue({Priority.MEDIUM: LaneConfig(capacity=10, permits=2)}, clock=clock) as queue,
+    ):
+        engine = WorkflowEngine(queue, served, worker_id="server", clock=clock)
+        engine.register(job)
+        serving = asyncio.ensure_future(engine.serve(poll_interval=3600.0))
+        try:
+            async with asyncio.timeout(20):
+                await clock.wait_for_sleepers(1)  # polled once, found nothing: asleep
+            await elsewhere.start_workflow("wf", ["a", "b"], 7, clock.time(), definition="job")
+            async with asyncio.timeout(20):  # the clock stays put: only NOTIFY can do it
+                while True:
+                    row = await elsewhere.get_workflow("wf")
+                    if row is not None and row.state is WorkflowState.COMPLETED:
+                        break
+                    await asyncio.sleep(0.01)
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+        assert [s.output for s in await elsewhere.step_rows("wf")] == ["a:7", "b:7"]

@@ -47,7 +47,8 @@ The stores:
     ``postgres_jobs``   the ``job_outcomes`` table in PostgreSQL.
     ``postgres_connection``  connecting, migrating, the pool, one transaction (retries).
     ``postgres_listen``  ``LISTEN`` for new work on a connection of its own.
-    ``postgres``        `PostgresStore`: the pool, worker threads and the verbs.
+    ``postgres_verbs``  `PostgresVerbs`: every verb of `PostgresStore` over its dispatch.
+    ``postgres``        `PostgresStore`: the pool, worker threads, dispatch, wake-ups.
 
 Stores are passive: they are given
 the time (``now``, Unix seconds), never sleep and never start tasks.

@@ -73,6 +73,7 @@ class PostgresStore(PostgresVerbs):
 
     Raises:
         ValueError: A bad `schema`, pool size or timeout.
+        MissingExtraError: psycopg is not installed (``pip install 'agentq[postgres]'``).
 
     Example:
         >>> async with PostgresStore("postgresql://agentq@localhost/agentq") as store:
@@ -108,7 +109,10 @@ class PostgresStore(PostgresVerbs):
         self.dsn = dsn
         self.schema = schema
         self._connections = Connections(dsn, schema, min_size, max_size, float(connect_timeout))
-        self._listener = Listener(dsn, schema, float(connect_timeout), describe_dsn(dsn))
+        self._listener = Listener(
+            dsn, schema, float(connect_timeout), describe_dsn(dsn),
+            self._connections.connection_kwargs(),
+        )
         self._executor: ThreadPoolExecutor | None = None
         self._opening = asyncio.Lock()
         self._closed = False

@@ -49,10 +49,17 @@ class Listener:
         schema: The store's schema (names the channel).
         connect_timeout: Seconds to wait for the connection.
         name: The database as messages show it (no password).
+        kwargs: More connection arguments (the pool's keepalives: a listener on a network
+            that died silently would otherwise never hear of it, and its worker would fall
+            back to polling without a word).
     """
 
-    def __init__(self, dsn: str, schema: str, connect_timeout: float, name: str) -> None:
+    def __init__(
+        self, dsn: str, schema: str, connect_timeout: float, name: str,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
         self.dsn = dsn
+        self.kwargs = dict(kwargs or {}, autocommit=True)
         self.channel = channel(schema)
         self.connect_timeout = connect_timeout
         self.name = name
@@ -75,8 +82,7 @@ class Listener:
             try:
                 conn = await psycopg_mod.AsyncConnection.connect(
                     self.dsn,
-                    autocommit=True,
-                    connect_timeout=max(2, math.ceil(self.connect_timeout)),
+                    **{"connect_timeout": max(2, math.ceil(self.connect_timeout)), **self.kwargs},
                 )
             except psycopg_mod.Error as exc:
                 raise StoreError(f"cannot listen for new work on {self.name}: {exc}") from exc

@@ -477,3 +477,16 @@ async def test_a_serving_engine_notices_new_work_at_once_through_notify(
             serving.cancel()
             await asyncio.gather(serving, return_exceptions=True)
         assert [s.output for s in await elsewhere.step_rows("wf")] == ["a:7", "b:7"]
+
+
+async def test_connections_use_tcp_keepalives_unless_the_dsn_sets_its_own(
+    pg_target: Target,
+) -> None:
+    for dsn, idle in ((pg_target.dsn, "10"), (f"{pg_target.dsn} keepalives_idle=30", "30")):
+        async with PostgresStore(dsn, schema=pg_target.schema) as store:
+            pool = store._connections.pool
+            assert pool is not None
+            with pool.connection() as conn:
+                params = conn.info.get_parameters()
+            assert (params["keepalives_idle"], params["keepalives_count"]) == (idle, "3")
+            assert store._listener.kwargs["keepalives_interval"] == 5

@@ -24,7 +24,7 @@ from agentq.errors import (
 from agentq.events import EventKind
 from agentq.queue import JobOutcomeStore, Priority, Queue
 from agentq.retry import Backoff, RetryPolicy
-from agentq.store import DurableStore
+from agentq.store import DurableStore, MemoryStore
 from agentq.workflows import (
     NonRetryable,
     RunStatus,
@@ -566,6 +566,8 @@ async def test_engine_arguments_are_checked(store: DurableStore) -> None:
             WorkflowEngine(None, store)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="store"):
             WorkflowEngine(queue, object())  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="store must be an instance.*MemoryStore"):
+            WorkflowEngine(queue, MemoryStore)  # type: ignore[arg-type]  # the class
         with pytest.raises(ValueError, match="priority"):
             WorkflowEngine(queue, store, priority="urgent")  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="lease_ttl"):

@@ -123,8 +123,10 @@ class Driver:
             raise ValueError(f"poll_interval must be positive seconds, got {poll_interval!r}")
         if not isinstance(queue, Queue):
             raise TypeError(f"queue must be an agentq.Queue, got {queue!r}")
-        if not isinstance(store, DurableStore):
-            raise TypeError(f"store must implement agentq.DurableStore, got {store!r}")
+        if isinstance(store, type) or not isinstance(store, DurableStore):  # not a class
+            raise TypeError(
+                f"store must be an instance implementing agentq.DurableStore, got {store!r}"
+            )
         try:
             self.priority = Priority(priority)
         except ValueError:

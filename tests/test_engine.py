@@ -566,7 +566,7 @@ async def test_engine_arguments_are_checked(store: DurableStore) -> None:
             WorkflowEngine(None, store)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="store"):
             WorkflowEngine(queue, object())  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match="store must be an instance.*MemoryStore"):
+        with pytest.raises(TypeError, match=r"store must be an instance.*MemoryStore"):
             WorkflowEngine(queue, MemoryStore)  # type: ignore[arg-type]  # the class
         with pytest.raises(ValueError, match="priority"):
             WorkflowEngine(queue, store, priority="urgent")  # type: ignore[arg-type]

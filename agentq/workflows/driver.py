@@ -8,8 +8,8 @@ For each step, the loop:
    crashes too often), that its next attempt is scheduled later (`NotBefore`: the store
    keeps the retry time, so every engine and `recover` honour it; the run sleeps until then),
    or that another worker holds it. A holder whose process is gone (``workers.gone_reason``)
-   has its lease taken back at once (``release_dead``); for a live one the run logs once
-   what it waits for and polls every ``poll_interval`` seconds;
+   has its lease taken back at once (``release_dead``); for a live one the run logs once,
+   at DEBUG, what it waits for and polls every ``poll_interval`` seconds;
 2. pushes the attempt through the queue as a job in the engine's lane, so lane permits bound
    how many step bodies run at once, while a `Lease` renews the lease every ``lease_ttl / 3``
    seconds;
@@ -246,7 +246,9 @@ class Driver:
                     continue
                 if warned != claim.worker_id:
                     warned = claim.worker_id
-                    LOGGER.warning(
+                    # DEBUG: another engine's live lease is normal operation (two servers
+                    # racing for one step); a dead holder's lease expires and is taken over.
+                    LOGGER.debug(
                         held_message(
                             step.name, wf.id, claim.worker_id, claim.expires_at,
                             self.clock.time(),

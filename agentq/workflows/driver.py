@@ -343,7 +343,7 @@ class Driver:
         # outcome is recorded in the workflow's event log, not in a queue's store.
         job = Job(
             key,
-            step_call(step, replace(ctx, _calls=log)),
+            step_call(step, replace(ctx, _calls=log), log),
             self.priority,
             timeout=step.timeout,
             fingerprint=key,
@@ -385,7 +385,9 @@ class Driver:
             return Again(0.0)
         except WorkflowClosedError:
             return await self._closed_result(wf.id)
-        except asyncio.CancelledError:  # the outcome may not be recorded: hand the lease back
+        except BaseException:  # cancelled, or the store failed: the outcome may not be
+            # recorded; hand the lease back so that no live engine keeps it (a retried run,
+            # recover or another engine continues the step at once)
             await finish(hand_back(self.store, self.clock, execution))
             raise
 

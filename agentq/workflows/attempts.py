@@ -27,14 +27,13 @@ from agentq.errors import (
 )
 from agentq.queue import JobHandle
 from agentq.retry import Verdict, classify
-from agentq.store import Claimed, ClaimResult, DurableStore, Execution
+from agentq.store import HANDED_BACK_REASON, Claimed, ClaimResult, DurableStore, Execution
 from agentq.workflows.calls import CallLog, InputRequested
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import StepDef
 from agentq.workflows.waits import finish, retrieve, stop
 
 __all__ = [
-    "HAND_BACK_TTL",
     "IN_STEP",
     "Again",
     "Lease",
@@ -177,10 +176,6 @@ class Again:
         self.delay = delay
 
 
-HAND_BACK_TTL = 1e-6
-"""Seconds a handed-back lease stays live: it has expired by the next clock reading."""
-
-
 class Lease:
     """One execution's lease: kept alive while its attempt waits and runs, then handed back.
 
@@ -238,16 +233,21 @@ class Lease:
 
 
 async def hand_back(store: DurableStore, clock: Clock, execution: Execution) -> bool:
-    """Shorten a lease to `HAND_BACK_TTL` so that another worker may take the step over at once.
+    """Hand a lease back once its attempt's body has stopped (or never started), so that
+    another worker may take the step over at once.
+
+    Recorded as `WorkerRecovered` with `agentq.store.HANDED_BACK_REASON` (``release_dead``
+    of its own lease): the step is pending again, and the interrupted attempt counts neither
+    toward ``max_attempts`` nor toward ``max_recoveries``: a graceful shutdown never fails a
+    workflow by itself. Only a lost process (an expired lease, a dead worker) is a crash.
 
     Returns:
         Whether the store took it (not when the lease was lost or the store failed).
     """
     try:
-        await store.renew_lease(execution, HAND_BACK_TTL, clock.time())
+        return await store.release_dead(execution, clock.time(), HANDED_BACK_REASON)
     except AgentqError:
         return False
-    return True
 
 
 async def claim(

@@ -57,9 +57,11 @@ class StepContext:
         resumed: Whether the step was resumed: then `resume_input` is what `resume`
             delivered, None included. Tells "resumed with None" from "not resumed yet".
         recoveries: Earlier runs of this step lost to crashes (their process died, or their
-            lease ran out, before they recorded an outcome); 0 on a first run. A body with
-            outside effects can check them before acting again (its durable calls already
-            answer from the log).
+            lease ran out, before they recorded an outcome); 0 on a first run. A run that
+            a graceful shutdown interrupted is not a crash and is not counted (the log
+            records it: ``WorkerRecovered`` with ``crash: false``). A body with outside
+            effects can check them before acting again (its durable calls already answer
+            from the log).
     """
 
     workflow_id: str

@@ -25,8 +25,10 @@ the wait for an interrupted body to stop before the next attempt) goes through
 `cancel` of the workflow (`Driver.interrupt`) ends at once; the loop then claims, learns
 that the workflow is closed, and returns the cancelled result.
 
-A lease is handed back (``renew_lease`` with a tiny ttl, so that another worker may take the
-step over at once) only once the attempt's body has stopped, and always then: when this
+A lease is handed back (``release_dead`` of its own lease with `HANDED_BACK_REASON`: the step
+is pending at once for another worker, and the interrupted attempt counts toward neither
+``max_attempts`` nor ``max_recoveries``) only once the attempt's body has stopped, and always
+then: when this
 engine is closed or its run cancelled from outside, the attempt's job is interrupted, the
 lease is kept alive until the body has returned (a thread, or a body that ignores
 cancellation, is waited for), and then handed back.

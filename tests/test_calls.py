@@ -710,3 +710,40 @@ async def test_a_ten_year_wait_shows_its_deadline_in_the_frame(
     assert (await engine.run(Workflow("wf-ten", [StepDef("s", body)]))).status is RunStatus.WAITING
     frame = await frames.calls_frame(engine.store)
     assert not frame["deadline"].isna().any()
+
+
+async def test_a_late_resume_is_refused_the_same_with_or_without_a_timer(
+    db_path: Path, clock: FakeClock
+) -> None:
+    # Review 10 #8: after a restart (no timer fired) the late resume was accepted; with a
+    # live engine it was refused. Now both refuse, saying the wait timed out at its deadline.
+    async def body(ctx: StepContext) -> Any:
+        try:
+            return {"input": await ctx.wait_for_input("ok", "approve?", timeout=60)}
+        except InputTimeout:
+            return "timed out"
+
+    words = r"its wait 'ok' timed out at 20\d\d-.*the step continues with InputTimeout"
+    for wid, restart in (("wf-late-restart", True), ("wf-late-live", False)):
+        wf = Workflow(wid, [StepDef("s", body)])
+        async with Queue(LANES, clock=clock) as q, SqliteStore(db_path) as store:
+            engine = WorkflowEngine(q, store, worker_id="first", clock=clock)
+            assert (await engine.run(wf)).status is RunStatus.WAITING
+            if restart:
+                await engine.close()  # nobody alive at the deadline
+                await clock.advance(61)
+                engine = WorkflowEngine(q, store, worker_id="second", clock=clock)
+                engine.register_workflow(wf)
+            else:
+                await clock.advance(61)  # the live timer times the wait out
+                async with asyncio.timeout(10):
+                    while (await engine.status(wid))[0] != await _completed("timed out"):
+                        await asyncio.sleep(0)
+            with pytest.raises(NotWaitingError, match=words):
+                await engine.resume(wid, "s", True, key="ok")
+            async with asyncio.timeout(10):
+                result = await engine.run(wid)
+            assert result.output == "timed out", wid
+            kinds = [k for k, _ in await events(store, wid)]
+            assert kinds.count("WaitTimedOut") == 1 and "StepResumed" not in kinds
+            await engine.close()

@@ -235,6 +235,7 @@ class Driver:
             if isinstance(claim, AlreadyWaiting):
                 if await self.store.time_out_wait(wf.id, index, self.clock.time()):
                     continue  # its deadline passed: the step runs on, the wait raises
+                await self._watch_deadline(wf.id, index)
                 return RunResult(
                     wf.id, RunStatus.WAITING, step.name, claim.reason, tuple(outputs)
                 )
@@ -277,6 +278,16 @@ class Driver:
             if isinstance(step_result, Retry | Again):
                 continue  # claim again: a retry's time is kept by the store (NotBefore)
             return step_result
+
+    async def _watch_deadline(self, workflow_id: str, index: int) -> None:
+        """Tell `on_deadline` the deadline of the keyed wait step `index` is on, if any: a
+        run that finds a step waiting (after a restart, `recover`) arms the live timer, so
+        that the wait times out on time with nobody calling `run`."""
+        if self.on_deadline is None:
+            return
+        row = (await self.store.step_rows(workflow_id))[index]
+        if row.state is StepState.WAITING and row.wait_deadline is not None:
+            self.on_deadline(workflow_id, row.wait_deadline)
 
     async def _claim(self, workflow_id: str, index: int, step: StepDef) -> ClaimResult:
         """The claim offered for this step (by `serve`), or a new one (the earlier steps of

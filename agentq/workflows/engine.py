@@ -26,6 +26,7 @@ from agentq.clock import Clock
 from agentq.errors import (
     AgentqError,
     DeadlockError,
+    NotWaitingError,
     UnknownWorkflowError,
     WorkflowMismatchError,
 )
@@ -277,7 +278,10 @@ class WorkflowEngine(Registrations):
             UnknownWorkflowError: Not registered or not stored.
             UnknownStepError: No such step.
             NotWaitingError: The step is not waiting (the message names its status); nothing
-                is recorded, and a step that will wait later can still be resumed then.
+                is recorded, and a step that will wait later can still be resumed then. Also
+                a resume after the wait's deadline, whether or not the wait was timed out
+                yet (the message says it timed out at its deadline, UTC): the wait is then
+                timed out (``WaitTimedOut``) and the step continues with `InputTimeout`.
             WorkflowClosedError: The workflow is cancelled, failed or completed.
             PayloadError: `input` is not JSON or too large; nothing is recorded.
         """
@@ -291,7 +295,14 @@ class WorkflowEngine(Registrations):
         deliver = resume_change(self.store, self.clock, wf, index, input, key)
         # A run that is still returning from the wait would not see the input: it ends
         # first, then a run of our own continues (claims keep each step to one run).
-        return await self._runs.replace(wf, deliver, before=False)
+        try:
+            return await self._runs.replace(wf, deliver, before=False)
+        except NotWaitingError:
+            # Refused; if because the wait's deadline passed (no timer fired: a restart),
+            # the wait times out now and the step continues, as the timer would have done.
+            if await self.store.time_out_wait(wf.id, index, self.clock.time()):
+                self._runs.start_soon(wf)
+            raise
 
     async def retry(
         self, workflow: Workflow | str, *, from_step: str | int | None = None

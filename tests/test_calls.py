@@ -736,9 +736,11 @@ async def test_a_late_resume_is_refused_the_same_with_or_without_a_timer(
                 engine.register_workflow(wf)
             else:
                 await clock.advance(61)  # the live timer times the wait out
-                async with asyncio.timeout(10):
-                    while (await engine.status(wid))[0] != await _completed("timed out"):
-                        await asyncio.sleep(0)
+                for _ in range(200):
+                    if (await engine.status(wid))[0] == await _completed("timed out"):
+                        break
+                    await asyncio.sleep(0)
+                assert (await engine.status(wid))[0] == await _completed("timed out")
             with pytest.raises(NotWaitingError, match=words):
                 await engine.resume(wid, "s", True, key="ok")
             async with asyncio.timeout(10):

@@ -17,6 +17,7 @@ import pytest
 from agentq import (
     Backoff,
     FakeClock,
+    InputTimeout,
     Queue,
     RetryPolicy,
     RunStatus,
@@ -409,3 +410,70 @@ async def test_sigkill_mid_step_then_recover_in_a_new_process_bh05(
         assert ks.count(EventKind.WORKFLOW_COMPLETED) == 1, wid
         assert ks.count(EventKind.WORKER_RECOVERED) == 1, wid
         assert ks.count(EventKind.STEP_COMPLETED) == 3, wid
+
+
+# ---------------------------------------------------------------- review 10: wait deadlines
+
+
+def _approval(log: list[str]) -> Workflow:
+    async def approve(ctx: StepContext) -> str:
+        try:
+            answer = await ctx.wait_for_input("ok", "approve?", timeout=60)
+        except InputTimeout:
+            log.append("timed out")
+            return "default path"
+        return f"approved {answer}"
+
+    return Workflow("wf-deadline", [StepDef("approve", approve)])
+
+
+async def test_recover_times_out_a_wait_whose_deadline_passed_while_nobody_ran(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    # Review 10 #1: recover left the step waiting with its deadline in the past; only run()
+    # or serve() timed it out, although the docs said recover does.
+    log: list[str] = []
+    async with Queue(clock=clock) as q:
+        first = WorkflowEngine(q, store, worker_id="first", clock=clock)
+        assert (await first.run(_approval(log))).status is RunStatus.WAITING
+        await first.close()  # the process ends: no timer any more
+    await clock.advance(120)
+    async with Queue(clock=clock) as q:
+        engine = WorkflowEngine(q, store, worker_id="second", clock=clock)
+        engine.register_workflow(_approval(log))
+        report = await recover(engine)
+        assert report.resumed == ("wf-deadline",)
+        async with asyncio.timeout(10):
+            results = await report.wait()
+        await engine.close()
+    assert results["wf-deadline"].output == "default path" and log == ["timed out"]
+    assert (await kinds(store, "wf-deadline")).count("WaitTimedOut") == 1
+
+
+async def test_recover_arms_the_timer_of_a_wait_still_pending(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    # Review 10 #1 (t28): a restart before the deadline, then register + recover without
+    # serve(): the wait stayed open forever.
+    log: list[str] = []
+    async with Queue(clock=clock) as q:
+        first = WorkflowEngine(q, store, worker_id="first", clock=clock)
+        assert (await first.run(_approval(log))).status is RunStatus.WAITING
+        await first.close()
+    await clock.advance(30)  # a restart, half-way to the deadline
+    async with Queue(clock=clock) as q:
+        engine = WorkflowEngine(q, store, worker_id="second", clock=clock)
+        engine.register_workflow(_approval(log))
+        report = await recover(engine)
+        async with asyncio.timeout(10):
+            results = await report.wait()
+        assert results["wf-deadline"].status is RunStatus.WAITING and log == []
+        await clock.advance(31)  # past the deadline: the armed timer continues the step
+        done = StepStatus.Completed("default path")
+        for _ in range(200):
+            if (await engine.status("wf-deadline"))[0] == done:
+                break
+            await asyncio.sleep(0)
+        assert (await engine.status("wf-deadline"))[0] == done
+        await engine.close()
+    assert log == ["timed out"]

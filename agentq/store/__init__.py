@@ -79,10 +79,12 @@ from agentq.store.rows import (
     WorkflowRow,
     WorkflowState,
 )
+from agentq.store.rules_lease import HANDED_BACK_REASON
 from agentq.store.sqlite import SqliteStore
 
 __all__ = [
     "EVENT_COLUMNS",
+    "HANDED_BACK_REASON",
     "AlreadyCompleted",
     "AlreadyWaiting",
     "CallKind",

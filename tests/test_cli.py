@@ -17,9 +17,10 @@ from click.testing import CliRunner, Result
 from agentq import Job, NonRetryable
 from agentq.cli import cli
 from agentq.cli.commands import Settings, store_title
+from agentq.cli.target import is_dsn
 from agentq.clock import FakeClock
 from agentq.queue import LaneConfig, Priority, Queue
-from agentq.store import SqliteStore, StepState, WorkflowState
+from agentq.store import DurableStore, PostgresStore, SqliteStore, StepState, WorkflowState
 from agentq.workflows import (
     RunStatus,
     StepContext,
@@ -62,17 +63,21 @@ def _workflows() -> dict[str, Workflow]:
     }
 
 
-async def _engine_run(path: Path, clock: FakeClock, *ids: str, resume: bool = False) -> Any:
-    async with (
-        SqliteStore(path) as store,
-        Queue({Priority.MEDIUM: LaneConfig(capacity=10, permits=2),
-               Priority.HIGH: LaneConfig(capacity=10, permits=2)}, clock=clock) as queue,
-        WorkflowEngine(queue, store, worker_id="w1", clock=clock) as engine,
-    ):
-        results = []
-        for wid in ids:
-            results.append(await engine.run(_workflows()[wid]))
-        return results
+async def _engine_run(where: Path | Any, clock: FakeClock, *ids: str) -> Any:
+    """Run workflows of `_workflows` to their end or wait on a SQLite path or a pg `Target`."""
+    if isinstance(where, Path):
+        store: DurableStore = await SqliteStore.open(where)
+    else:
+        store = await PostgresStore.open(where.dsn, schema=where.schema)
+    try:
+        async with (
+            Queue({Priority.MEDIUM: LaneConfig(capacity=10, permits=2),
+                   Priority.HIGH: LaneConfig(capacity=10, permits=2)}, clock=clock) as queue,
+            WorkflowEngine(queue, store, worker_id="w1", clock=clock) as engine,
+        ):
+            return [await engine.run(_workflows()[wid]) for wid in ids]
+    finally:
+        await store.close()
 
 
 @pytest.fixture
@@ -220,19 +225,58 @@ def test_a_directory_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "is a directory" in result.stderr
 
 
-def test_a_postgres_dsn_without_postgres_store_says_so() -> None:
-    import agentq.store
-
-    result = run("ls", "postgresql://agentq:secret@localhost:5432/agentq")
-    if hasattr(agentq.store, "PostgresStore"):
-        pytest.skip("PostgresStore exists: the PostgreSQL tests cover DSNs")
+def test_a_wrong_dsn_is_refused_in_one_line_without_its_password() -> None:
+    result = run("ls", "postgresql://agentq:s3cret@127.0.0.1:1/nowhere?connect_timeout=5")
     assert result.exit_code == 1
-    assert "PostgresStore" in result.stderr and "secret" not in result.stderr
+    assert result.stderr.startswith("agentq: cannot open the PostgreSQL store")
+    assert "s3cret" not in result.output and "Traceback" not in result.output
+
+
+def test_every_command_on_postgresql(pg_target: Any, clock: FakeClock, tmp_path: Path) -> None:
+    results = asyncio.run(_engine_run(pg_target, clock, "done", "asks", "broken"))
+    assert [r.status for r in results] == [RunStatus.COMPLETED, RunStatus.WAITING,
+                                           RunStatus.FAILED]
+    dsn, schema = pg_target.dsn, pg_target.schema
+
+    def pg(*args: str) -> Result:
+        return run("--pg-schema", schema, *args, clock=clock)
+
+    listed = pg("ls", dsn, "--json")
+    assert listed.exit_code == 0, listed.output
+    assert [json.loads(line)["state"] for line in listed.stdout.splitlines()] == [
+        "completed", "waiting", "failed"]
+    shown = pg("show", dsn, "asks")
+    assert shown.exit_code == 0 and "approve-send" in shown.stdout
+    events = pg("events", dsn, "broken", "--json")
+    assert json.loads(events.stdout.splitlines()[-1])["kind"] == "WorkflowFailed"
+    assert pg("show", dsn, "nope").exit_code == 1
+    approved = pg("approve", dsn, "asks", "--note", "from psql land")
+    assert approved.exit_code == 0, approved.output
+    assert pg("approve", dsn, "asks").exit_code == 1  # answered already
+    (final,) = asyncio.run(_engine_run(pg_target, clock, "asks"))
+    assert final.status is RunStatus.COMPLETED
+    assert final.outputs[1] == {"answer": {"approved": True, "note": "from psql land"}}
+    assert pg("cancel", dsn, "broken").exit_code == 1  # failed: nothing to cancel
+    assert pg("retry", dsn, "broken").exit_code == 0
+    page = tmp_path / "pg.html"
+    exported = pg("export", dsn, "--html", str(page))
+    assert exported.exit_code == 0, exported.output
+    assert 'data-agentq="timeline"' in page.read_text(encoding="utf-8")
 
 
 def test_store_title_hides_a_dsn_password() -> None:
     assert store_title("postgresql://u:pw@db:5432/x") == "postgresql://db:5432/x"
+    assert store_title("host=db user=u password=pw dbname=x") == "host=db dbname=x"
     assert store_title("/tmp/a/agentq.db") == "agentq.db"
+
+
+def test_what_counts_as_a_dsn(tmp_path: Path) -> None:
+    assert is_dsn("postgresql://db/x") and is_dsn("postgres://u@db/x")
+    assert is_dsn("host=db port=5432 dbname=x") and is_dsn("dbname='my db' user=a")
+    assert not is_dsn("agentq.db") and not is_dsn("color=blue")
+    odd = tmp_path / "host=db"
+    odd.write_bytes(b"")
+    assert not is_dsn(str(odd))  # an existing file is a file
 
 
 # ------------------------------------------------------------------ recording decisions

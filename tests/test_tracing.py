@@ -377,21 +377,3 @@ def test_links_to_ignores_what_is_not_a_trace_context(spans: Any) -> None:
     good = {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
     (link,) = tracing.links_to(good, "why")
     assert link.attributes["agentq.link"] == "why"
-
-
-async def test_the_store_keeps_a_trace_only_as_a_dict_of_strings(
-    store: DurableStore, clock: FakeClock
-) -> None:
-    with pytest.raises(TypeError, match="trace must be a dict of str"):
-        await store.start_workflow("t-1", ["a"], None, clock.time(), trace={"traceparent": 1})  # type: ignore[dict-item]
-    assert await store.get_workflow("t-1") is None
-    row, created = await store.start_workflow(
-        "t-1", ["a"], None, clock.time(), trace={"traceparent": "tp"})
-    assert created
-    (event,) = await store.load_events("t-1")
-    assert event.data["trace"] == {"traceparent": "tp"}
-    _, again = await store.start_workflow("t-1", ["a"], None, clock.time(),
-                                          trace={"traceparent": "other"})
-    assert not again
-    await store.rebuild_projection()
-    assert (await store.get_workflow("t-1")) == row

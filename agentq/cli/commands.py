@@ -22,7 +22,7 @@ from rich.console import Console
 
 from agentq.cli import actions, views
 from agentq.cli.export import export_parquet, export_static_html
-from agentq.cli.target import Refused, open_store
+from agentq.cli.target import DSN_PREFIXES, Refused, is_dsn, open_store
 from agentq.clock import Clock, SystemClock
 from agentq.errors import AgentqError
 from agentq.store import DurableStore, WorkflowState
@@ -40,6 +40,8 @@ class Settings:
     """
 
     clock: Clock = field(default_factory=SystemClock)
+    schema: str = "agentq"
+    """The PostgreSQL schema of agentq's tables (``--pg-schema``)."""
     width: int | None = None
     """Console width in characters; default the terminal's (140 when not a terminal)."""
 
@@ -59,8 +61,10 @@ def _fail(message: object) -> NoReturn:
 def _run(target: str, work: Callable[[DurableStore], Awaitable[T]]) -> T:
     """Open `target`, await ``work(store)``, close the store; a refusal exits with code 1."""
 
+    schema = _settings(click.get_current_context()).schema
+
     async def main() -> T:
-        store = await open_store(target)
+        store = await open_store(target, schema=schema)
         try:
             return await work(store)
         finally:
@@ -96,15 +100,19 @@ WORKFLOW = click.argument("workflow_id", metavar="WORKFLOW_ID")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--pg-schema", default=None, metavar="NAME",
+              help="The PostgreSQL schema of agentq's tables (default: agentq).")
 @click.pass_context
-def cli(ctx: click.Context) -> None:
+def cli(ctx: click.Context, pg_schema: str | None) -> None:
     """Look into an agentq store and record decisions in it.
 
     STORE is the path of an agentq SQLite file (never created here) or a PostgreSQL DSN
     (postgresql://...). approve, reject, cancel and retry only record: the engine that
     serves the workflow (where its definition is registered) continues it.
     """
-    _settings(ctx)
+    settings = _settings(ctx)
+    if pg_schema is not None:
+        settings.schema = pg_schema
 
 
 @cli.command("ls")
@@ -297,10 +305,12 @@ def export(ctx: click.Context, store: str, parquet: Path | None, html: Path | No
 
 
 def store_title(target: str) -> str:
-    """How the page names a store: a file's name, or a DSN without its password."""
-    if "://" in target:
+    """How the page names a store: a file's name, or a DSN without its user and password."""
+    if target.startswith(DSN_PREFIXES):
         scheme, _, rest = target.partition("://")
         return f"{scheme}://{rest.rpartition('@')[2]}"
+    if is_dsn(target):
+        return " ".join(p for p in target.split() if not p.startswith(("password=", "user=")))
     return Path(target).name
 
 

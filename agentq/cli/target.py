@@ -7,40 +7,59 @@ be opened, an unknown workflow, a verb the store refuses.
 from __future__ import annotations
 
 import asyncio
-import importlib
+import re
 import sqlite3
 from pathlib import Path
 
 from agentq.errors import AgentqError
-from agentq.store import DurableStore, SqliteStore
+from agentq.store import DurableStore, PostgresStore, SqliteStore
 
-__all__ = ["DSN_PREFIXES", "Refused", "open_store"]
+__all__ = ["DSN_PREFIXES", "Refused", "is_dsn", "open_store"]
 
 DSN_PREFIXES = ("postgresql://", "postgres://")
-"""How a STORE argument that is a PostgreSQL DSN begins (anything else is a SQLite path)."""
+"""How a STORE argument that is a PostgreSQL URI begins."""
+
+_CONNINFO = re.compile(r"\s*(\w+\s*=\s*('[^']*'|\S+)\s*)+")
+_CONNINFO_KEYS = frozenset({"host", "hostaddr", "port", "dbname", "user", "service"})
+
+
+def is_dsn(target: str) -> bool:
+    """Whether STORE names a PostgreSQL database: a URI (``postgresql://…``), or libpq's
+    ``key=value`` form (``host=db dbname=app user=agentq``) that is not an existing file."""
+    if target.startswith(DSN_PREFIXES):
+        return True
+    if not _CONNINFO.fullmatch(target) or Path(target).exists():
+        return False
+    keys = {part.split("=", 1)[0].strip() for part in target.split() if "=" in part}
+    return bool(keys & _CONNINFO_KEYS)
 
 
 class Refused(AgentqError):
     """A command cannot do what it was asked; the message is the one line shown (exit 1)."""
 
 
-async def open_store(target: str) -> DurableStore:
-    """Open the store named on the command line, without creating anything.
+async def open_store(target: str, *, schema: str = "agentq") -> DurableStore:
+    """Open the store named on the command line; never creates a SQLite file.
+
+    A PostgreSQL database is opened as `PostgresStore.open` does: its agentq schema is
+    created or migrated if needed (a database with tables of its own in that schema is
+    refused).
 
     Args:
-        target: A PostgreSQL DSN (``postgresql://…`` or ``postgres://…``) or the path of an
-            existing agentq SQLite file.
+        target: A PostgreSQL DSN (a ``postgresql://…`` or ``postgres://…`` URI, or libpq's
+            ``key=value`` form; see `is_dsn`) or the path of an existing agentq SQLite file.
+        schema: The PostgreSQL schema agentq's tables are in (ignored for SQLite).
 
     Returns:
         The open store; the caller closes it.
 
     Raises:
         Refused: The path does not exist, is a directory, is empty or is not an agentq
-            database; the DSN names PostgreSQL but this agentq has no `PostgresStore`; or the
-            store failed to open (the message names the target and the cause).
+            database; or the store failed to open: a wrong DSN, an unreachable server,
+            psycopg missing (the message names the cause, never the DSN's password).
     """
-    if target.startswith(DSN_PREFIXES):
-        return await _open_postgres(target)
+    if await asyncio.to_thread(is_dsn, target):
+        return await _open_postgres(target, schema)
     path = await asyncio.to_thread(_check_path, target)
     try:
         return await SqliteStore.open(path)
@@ -76,15 +95,8 @@ def _check_sqlite(path: Path) -> None:
         raise Refused(f"{str(path)!r} is not a SQLite database ({exc})") from exc
 
 
-async def _open_postgres(dsn: str) -> DurableStore:
-    store_module = importlib.import_module("agentq.store")
-    postgres = getattr(store_module, "PostgresStore", None)
-    if postgres is None:
-        raise Refused(
-            "this agentq has no PostgresStore yet: give the path of an agentq SQLite file"
-        )
+async def _open_postgres(dsn: str, schema: str) -> DurableStore:
     try:
-        store: DurableStore = await postgres.open(dsn)
-    except AgentqError as exc:
+        return await PostgresStore.open(dsn, schema=schema)
+    except AgentqError as exc:  # StoreError, SchemaError, MissingExtraError (no psycopg)
         raise Refused(f"cannot open the PostgreSQL store: {exc}") from exc
-    return store

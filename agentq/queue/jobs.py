@@ -38,9 +38,14 @@ class Job:
             across the queue's lanes.
         fn: A zero-argument callable: an ``async def`` function (or a `functools.partial` of
             one, or an object with an ``async def __call__``) runs on the event loop; a plain
-            callable runs in a worker thread of the loop's default executor. A plain
-            callable that returns an awaitable (such as ``lambda: fetch(url)``) has it
-            awaited on the loop. An async generator function is refused: it has no result
+            callable runs in a worker thread of the loop's default executor, so that a
+            ``def`` that blocks never blocks the loop. A plain callable that returns an
+            awaitable (such as ``lambda: fetch(url)``) has it awaited on the loop, and the
+            queue remembers its code object (per queue, at most 1,024): later callables with
+            that code object are called on the loop (which only builds the awaitable), with
+            no thread hop. One that then returns a plain value instead has run on the loop
+            that once and goes back to a thread from its next call (see
+            ``docs/queue.md``). An async generator function is refused: it has no result
             to await. So is a callable whose signature cannot be called with no arguments
             (a required parameter left unbound, or too many bound); a callable without a
             signature (some builtins) is not checked.

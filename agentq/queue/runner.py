@@ -2,7 +2,9 @@
 
 The body of an async job runs directly in the task that runs the record (a lane worker, or
 the waiting job's task for a nested call): no task per job. A plain callable runs in a
-thread of the loop's default executor.
+thread of the loop's default executor, unless its code object was seen returning an awaitable
+(``lambda: fetch(url)``): then it is called on the loop and what it returns is awaited there
+(the rule is in `agentq.queue.builders`).
 
 Interrupts (a timeout, `JobHandle.cancel`, `Queue.close`) decide the attempt at once and then
 cancel the task if it is awaiting an async body or a backoff; the number of such cancels is
@@ -46,6 +48,7 @@ from typing import Any
 
 from agentq.errors import DeadlockError
 from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason
+from agentq.queue.builders import code_of
 from agentq.queue.jobs import JobEventKind
 from agentq.queue.lane import RUNNING
 from agentq.queue.ledger import Ledger, cancelled_outcome, error_outcome
@@ -112,6 +115,9 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
         body_is_async = bool(fn.__code__.co_flags & CO_COROUTINE)
     else:
         body_is_async = is_async(fn)
+    # A plain callable whose code object was seen returning an awaitable runs on the loop.
+    builders = ledger.builders
+    code = None if body_is_async else code_of(fn)
     try:
         previous = ledger.keys.previous_run(record)
         if previous is not None:
@@ -136,6 +142,15 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                 if body_is_async:
                     record.phase = ASYNC_BODY
                     output = await fn()
+                elif code is not None and code in builders:  # it builds an awaitable
+                    record.phase = ASYNC_BODY
+                    output = fn()
+                    if inspect.isawaitable(output):
+                        output = await output
+                    else:  # a plain value this time: back to a thread from the next call
+                        builders.forget(code)
+                        if inspect.isasyncgen(output):
+                            raised = _async_generator_returned(record, output)
                 else:
                     record.phase = THREAD_BODY
                     output = await _in_thread(ledger, record, fn)
@@ -143,14 +158,12 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                         raised = output.exc  # only recorded, even a KeyboardInterrupt
                     elif record.pending is None and record.outcome is None:
                         if inspect.isawaitable(output):
+                            if code is not None:
+                                builders.remember(code)
                             record.phase = ASYNC_BODY
                             output = await output
                         elif inspect.isasyncgen(output):
-                            raised = TypeError(
-                                f"{record.job.title}: fn returned an async generator "
-                                f"({output!r}), not a result; the job's fn must return a "
-                                "value or an awaitable"
-                            )
+                            raised = _async_generator_returned(record, output)
             except asyncio.CancelledError as exc:
                 record.uncancel(task)
                 if task.cancelling() > base:  # cancelled from outside: propagate
@@ -280,6 +293,13 @@ async def _wait_in_phase(
             raise
     finally:
         record.phase = IDLE
+
+
+def _async_generator_returned(record: Record, output: object) -> TypeError:
+    return TypeError(
+        f"{record.job.title}: fn returned an async generator ({output!r}), not a result; "
+        "the job's fn must return a value or an awaitable"
+    )
 
 
 def _discard(value: Any) -> None:

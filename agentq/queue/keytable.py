@@ -27,7 +27,7 @@ from collections.abc import Callable
 from agentq.clock import Clock
 from agentq.errors import KeyConflictError
 from agentq.outcomes import Completed
-from agentq.queue.fingerprint import derive_fingerprint
+from agentq.queue.fingerprint_fast import call_fingerprint
 from agentq.queue.jobs import Job, short_repr
 from agentq.queue.lane import STOPPED, Lane
 from agentq.queue.records import Record
@@ -90,7 +90,7 @@ class KeyTable:
         key = job.key
         fp = job.fingerprint
         if fp is None:
-            fp = derive_fingerprint(job.fn)
+            fp = call_fingerprint(job.fn)
         rec = Record(owner, job, lane, self._records.get(key), fp)
         self._records[key] = rec
         return rec
@@ -121,7 +121,7 @@ class KeyTable:
             return
         mine = job.fingerprint
         if mine is None:
-            mine = derive_fingerprint(job.fn)
+            mine = call_fingerprint(job.fn)
         if mine != rec.fp:
             if first.fingerprint is not None or job.fingerprint is not None:
                 was, now = first.fingerprint, job.fingerprint
@@ -194,7 +194,7 @@ class KeyTable:
         """
         fp = job.fingerprint
         if fp is None:
-            fp = derive_fingerprint(job.fn)
+            fp = call_fingerprint(job.fn)
         rec = Record(owner, job, lane, None, fp)
         rec.state = STOPPED
         rec.resolve(outcome)

@@ -63,6 +63,7 @@ browser: $(TEST_STAMP)
 ## Benchmarks: each prints ratios against a raw baseline measured in the same run.
 bench: $(TEST_STAMP)
 	$(PY) -m bench.queue
+	$(PY) -m bench.memory
 	$(PY) -m bench.workflows
 	$(PY) -m bench.calls
 	$(PY) -m bench.frames

@@ -15,7 +15,12 @@ import pytest
 from agentq.errors import KeyConflictError
 from agentq.queue import Job, Queue
 from agentq.queue.fingerprint import derive_fingerprint
-from agentq.queue.fingerprint_fast import MAX_DEPTH, call_fingerprint, fast_fingerprint
+from agentq.queue.fingerprint_fast import (
+    MAX_DEPTH,
+    Shared,
+    call_fingerprint,
+    fast_fingerprint,
+)
 
 
 async def send(*args: Any, **kwargs: Any) -> Any:
@@ -125,10 +130,22 @@ def test_fast_fingerprints_are_equal_exactly_when_derived_ones_are() -> None:
     fast = [fast_fingerprint(fn) for fn in calls]
     derived = [derive_fingerprint(fn) for fn in calls]
     assert sum(f is not None for f in fast) >= 25  # the common forms take the fast path
+    shared = Shared()
     for i, j in itertools.product(range(len(calls)), repeat=2):
         same = derived[i] == derived[j]
         mine = call_fingerprint(calls[i]) == call_fingerprint(calls[j])
         assert mine == same, (i, j, calls[i], calls[j])
+        kept = call_fingerprint(calls[i], shared) == call_fingerprint(calls[j], shared)
+        assert kept == same, (i, j, calls[i], calls[j])
+
+
+def test_equal_parts_are_kept_once_per_shared_table() -> None:
+    shared = Shared()
+    first = fast_fingerprint(over_default(1), shared)
+    second = fast_fingerprint(over_default(2), shared)
+    assert first is not None and second is not None
+    assert first != second
+    assert first[1][7] is second[1][7]  # the module-level names read: one tuple
 
 
 def test_the_forms_that_have_no_fast_fingerprint() -> None:

@@ -10,8 +10,8 @@ a tuple that compares like the derived fingerprint would:
 - the same layers and parts as `derive_fingerprint` (a partial's arguments, then its
   function; a function's module, qualified name, code object, defaults, keyword-only
   defaults, the closure cells it does not rebind and the module-level names its code reads);
-- str and None as themselves; bool, int and bytes with their type (``1`` and ``True``
-  differ), as the derived form does;
+- str, int and None as themselves (no other kind kept here equals an int); bool and bytes
+  with their type (``1`` and ``True`` differ, as in the derived form);
 - a module-level module or class as its name, its type's name and its qualified name;
 - a function among the values by its own fast fingerprint, or by identity (the same object
   is the same value, however its state changed since: the rule of the derived form);
@@ -35,7 +35,7 @@ from typing import Any
 from agentq.queue.fingerprint import derive_fingerprint
 from agentq.queue.fingerprint_cache import code_info
 
-__all__ = ["MAX_DEPTH", "MAX_VALUES", "call_fingerprint", "fast_fingerprint"]
+__all__ = ["MAX_DEPTH", "MAX_VALUES", "Shared", "call_fingerprint", "fast_fingerprint"]
 
 MAX_DEPTH = 4
 """Functions nested deeper than this among a call's values: no fast fingerprint."""
@@ -43,7 +43,7 @@ MAX_DEPTH = 4
 MAX_VALUES = 64
 """Values one fast fingerprint may hold; beyond: no fast fingerprint."""
 
-_TAGGED = frozenset({int, bool, bytes})
+_TAGGED = frozenset({bool, bytes})  # int is kept as itself: no other kind here equals an int
 _MARK: Any = object()  # the first part of every fast fingerprint
 _CYCLE = ("cycle",)
 
@@ -71,11 +71,12 @@ class _Fn:
 class _Fast:
     """One pass: the functions being entered (to tell a cycle) and the values left."""
 
-    __slots__ = ("budget", "stack")
+    __slots__ = ("budget", "shared", "stack")
 
-    def __init__(self) -> None:
+    def __init__(self, shared: Shared | None) -> None:
         self.stack: list[int] = []
         self.budget = MAX_VALUES
+        self.shared = shared
 
     def value(self, value: Any, depth: int) -> Any:
         """The comparable form of one value, or `_MARK` when it has no fast form."""
@@ -85,6 +86,8 @@ class _Fast:
         self.budget -= 1
         if self.budget < 0:
             return _MARK
+        if kind is int:
+            return value
         if kind in _TAGGED:
             return (kind, value)
         if kind is FunctionType:
@@ -93,7 +96,12 @@ class _Fast:
             if depth >= MAX_DEPTH:
                 return _MARK
             parts = self.call(value, depth + 1)
-            return _MARK if parts is None else _Fn(value, parts)
+            if parts is None:
+                return _MARK
+            shared = self.shared
+            if shared is None:
+                return _Fn(value, parts)
+            return shared.function(value, parts)
         return _MARK
 
     def call(self, fn: Any, depth: int) -> tuple[Any, ...] | None:
@@ -181,6 +189,9 @@ class _Fast:
                     if form is _MARK:
                         return None
                     reads.append((name, form))
+        read = tuple(reads)
+        if read and self.shared is not None:
+            read = self.shared.reads(code, read)
         return (
             "function",
             fn.__module__,
@@ -189,23 +200,112 @@ class _Fast:
             tuple(defaults),
             tuple(kwdefaults),
             tuple(cells),
-            tuple(reads),
+            read,
         )
 
 
-def fast_fingerprint(fn: Any) -> tuple[Any, ...] | None:
+class Shared:
+    """Parts that many fingerprints of one queue hold equal, kept once (memory, per queue).
+
+    A queue holds the fingerprint of every key it knows; thousands of ``lambda: work(i)``
+    share the fast form of ``work`` and of the module-level names the lambda reads. Each
+    part is computed for every call as before (so it is as of that call) and, when it equals
+    the one kept, the kept one is used instead: equal parts, one object.
+
+    Args:
+        size: Entries kept per table; a table is emptied when it is full.
+    """
+
+    __slots__ = ("_functions", "_reads", "_size")
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._functions: dict[int, _Fn] = {}
+        self._reads: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+
+    def function(self, fn: object, parts: Any) -> _Fn:
+        """The `_Fn` of `fn` with `parts`: the kept one if equal, else a new one kept."""
+        kept = self._functions.get(id(fn))
+        if kept is not None and kept.fn is fn and kept.parts == parts:
+            return kept
+        made = _Fn(fn, parts)
+        if len(self._functions) >= self._size:
+            self._functions.clear()
+        self._functions[id(fn)] = made
+        return made
+
+    def reads(self, code: object, read: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The module-level values read by `code`: the kept tuple if equal, else `read`."""
+        kept = self._reads.get(id(code))
+        if kept is not None and kept[0] is code and kept[1] == read:
+            return kept[1]
+        if len(self._reads) >= self._size:
+            self._reads.clear()
+        self._reads[id(code)] = (code, read)
+        return read
+
+
+def fast_fingerprint(fn: Any, shared: Shared | None = None) -> tuple[Any, ...] | None:
     """The fast fingerprint of the call ``fn()``, or None when it has none (see the module).
+
+    Args:
+        fn: Any callable.
+        shared: Where equal parts are kept once (a queue's), or None.
 
     Returns:
         A tuple, equal to another call's fast fingerprint exactly when their derived
         fingerprints are equal, and never equal to a derived or explicit fingerprint; or
         None for a call that is not over plain values only.
     """
-    parts = _Fast().call(fn, 0)
-    return None if parts is None else (_MARK, *parts)
+    if type(fn) is functools.partial and not fn.keywords:  # the common partial: inline
+        args: list[Any] = []
+        for arg in fn.args:
+            kind = type(arg)
+            if kind is str or arg is None or kind is int:
+                args.append(arg)
+            elif kind in _TAGGED:
+                args.append((kind, arg))
+            else:
+                break
+        else:
+            func = fn.func
+            if type(func) is FunctionType and len(args) < MAX_VALUES:
+                simple = _SIMPLE.get(id(func.__code__))
+                if (
+                    simple is not None
+                    and simple[0] is func.__code__
+                    and not func.__defaults__
+                    and not func.__kwdefaults__
+                ):  # no defaults, closure or globals read: only the function's names
+                    return (
+                        _MARK,
+                        ("partial", tuple(args), ()),
+                        ("function", func.__module__, func.__qualname__, simple[0],
+                         (), (), (), ()),
+                    )
+    parts = _Fast(shared).call(fn, 0)
+    if parts is None:
+        return None
+    if len(parts) == 2 and type(fn) is functools.partial:
+        _remember_simple(parts[1])
+    return (_MARK, *parts)
 
 
-def call_fingerprint(fn: Any) -> Any:
+# Code objects whose functions read no closure cell and no global name (the function part of
+# a partial is then only its names and code), by id: the inline path of `fast_fingerprint`.
+_SIMPLE_LIMIT = 1024
+_SIMPLE: dict[int, tuple[Any]] = {}
+
+
+def _remember_simple(function: tuple[Any, ...]) -> None:
+    code = function[3]
+    if function[4:] == ((), (), (), ()) and not code.co_freevars and not code_info(code)[2]:
+        if len(_SIMPLE) >= _SIMPLE_LIMIT:
+            _SIMPLE.clear()
+        _SIMPLE[id(code)] = (code,)
+
+
+def call_fingerprint(fn: Any, shared: Shared | None = None) -> Any:
     """The fingerprint of ``fn()`` to compare with ``==``: the fast one, else the derived one."""
-    fast = fast_fingerprint(fn)
+    fast = fast_fingerprint(fn, shared)
     return derive_fingerprint(fn) if fast is None else fast

@@ -91,6 +91,20 @@ class _Fast:
         if kind in _TAGGED:
             return (kind, value)
         if kind is FunctionType:
+            code = value.__code__
+            simple = _SIMPLE.get(id(code))
+            if (
+                simple is not None
+                and simple[0] is code
+                and not value.__defaults__
+                and not value.__kwdefaults__
+            ):  # reads no value: its parts are its names and code (see `call`)
+                only: tuple[Any, ...] = (
+                    ("function", value.__module__, value.__qualname__, code, (), (), (), ()),
+                )
+                return _Fn(value, only) if self.shared is None else self.shared.function(
+                    value, only
+                )
             if id(value) in self.stack:
                 return _Fn(value, _CYCLE)
             if depth >= MAX_DEPTH:
@@ -133,6 +147,7 @@ class _Fast:
             function = self.function(fn, depth)
             if function is None:
                 return None
+            _remember_simple(function)
             parts.append(function)
             return tuple(parts)
         finally:
@@ -284,21 +299,22 @@ def fast_fingerprint(fn: Any, shared: Shared | None = None) -> tuple[Any, ...] |
                          (), (), (), ()),
                     )
     parts = _Fast(shared).call(fn, 0)
-    if parts is None:
-        return None
-    if len(parts) == 2 and type(fn) is functools.partial:
-        _remember_simple(parts[1])
-    return (_MARK, *parts)
+    return None if parts is None else (_MARK, *parts)
 
 
-# Code objects whose functions read no closure cell and no global name (the function part of
-# a partial is then only its names and code), by id: the inline path of `fast_fingerprint`.
+# Code objects whose functions read no closure cell and no global name (the function part is
+# then only its names and code, given no defaults), by id: the inline paths of
+# `fast_fingerprint` and `_Fast.value`. Each entry keeps its code object, so an id is never
+# reused while it is listed; it depends on the code object alone, like `code_info`'s table.
 _SIMPLE_LIMIT = 1024
 _SIMPLE: dict[int, tuple[Any]] = {}
 
 
 def _remember_simple(function: tuple[Any, ...]) -> None:
+    """Remember the code of `function` (a function part) if it reads no value at all."""
     code = function[3]
+    if id(code) in _SIMPLE:
+        return
     if function[4:] == ((), (), (), ()) and not code.co_freevars and not code_info(code)[2]:
         if len(_SIMPLE) >= _SIMPLE_LIMIT:
             _SIMPLE.clear()

@@ -28,7 +28,7 @@ from agentq.retry import RetryPolicy
 __all__ = ["Job", "JobEvent", "JobEventKind"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Job:
     """One call to run at most once per idempotency key.
 
@@ -111,7 +111,32 @@ class Job:
         return f"job {self.key!r}" if name is None else name
     persist: bool = field(default=True, kw_only=True)
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        key: str,
+        fn: Callable[[], Any],
+        priority: Priority = Priority.MEDIUM,
+        *,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        fingerprint: Any = None,
+        name: str | None = None,
+        persist: bool = True,
+    ) -> None:
+        # Written by hand, through the slots' own setters: the generated __init__ of a frozen
+        # dataclass goes through object.__setattr__ per field, twice as slow (building a Job
+        # is on every push, a cache hit included).
+        _set_key(self, key)
+        _set_fn(self, fn)
+        _set_priority(self, priority)
+        _set_timeout(self, timeout)
+        _set_retry(self, retry)
+        _set_fingerprint(self, fingerprint)
+        _set_name(self, name)
+        _set_persist(self, persist)
+        self._validate()
+
+    def _validate(self) -> None:
         validate_key(self.key)
         fn = self.fn
         kind = type(fn)
@@ -143,7 +168,7 @@ class Job:
             )
         if type(self.priority) is not Priority:
             what = f"job {self.key!r}: unknown priority"
-            object.__setattr__(self, "priority", as_priority(self.priority, what))
+            _set_priority(self, as_priority(self.priority, what))
         timeout = self.timeout
         if timeout is not None and not _positive_seconds(timeout):
             raise ValueError(
@@ -158,6 +183,17 @@ class Job:
             raise TypeError(f"job {self.key!r}: name must be a str or None, got {self.name!r}")
         if self.persist is not True and self.persist is not False:
             raise TypeError(f"job {self.key!r}: persist must be a bool, got {self.persist!r}")
+
+
+_slots: Any = Job.__dict__
+_set_key = _slots["key"].__set__
+_set_fn = _slots["fn"].__set__
+_set_priority = _slots["priority"].__set__
+_set_timeout = _slots["timeout"].__set__
+_set_retry = _slots["retry"].__set__
+_set_fingerprint = _slots["fingerprint"].__set__
+_set_name = _slots["name"].__set__
+_set_persist = _slots["persist"].__set__
 
 
 def _positive_seconds(value: object) -> bool:

@@ -144,7 +144,9 @@ class Job:
         if kind is FunctionType:
             code = fn.__code__
             async_generator = bool(code.co_flags & CO_ASYNC_GENERATOR)
-            if code.co_argcount or code.co_kwonlyargcount:
+            if code.co_kwonlyargcount or (
+                code.co_argcount and code.co_argcount > len(fn.__defaults__ or ())
+            ):  # a parameter without a default (``lambda i=i: ...`` has one with)
                 _check_no_arguments(self.key, fn)
         elif kind is functools.partial and type(fn.func) is FunctionType:  # type: ignore[attr-defined]
             code = fn.func.__code__  # type: ignore[attr-defined]

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 from collections.abc import Callable, Coroutine
 from inspect import CO_COROUTINE
@@ -113,6 +114,8 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
     record.task = task
     if type(fn) is FunctionType:
         body_is_async = bool(fn.__code__.co_flags & CO_COROUTINE)
+    elif type(fn) is functools.partial and type(fn.func) is FunctionType:
+        body_is_async = bool(fn.func.__code__.co_flags & CO_COROUTINE)
     else:
         body_is_async = is_async(fn)
     # A plain callable whose code object was seen returning an awaitable runs on the loop.

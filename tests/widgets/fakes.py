@@ -12,7 +12,7 @@ from typing import Any
 from agentq.events import EventKind
 from agentq.queue import Job, Priority
 from agentq.retry import RetryPolicy
-from agentq.store import StepRow, StepState
+from agentq.store import StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.workflows import StepContext, StepDef, Workflow
 
 T0 = 1_767_225_600.0
@@ -31,6 +31,7 @@ class ReadStore:
         self.calls: Counter[str] = Counter()
         self.after: list[int] = []  # after_seq of every event_rows call
         self.fail_with: Exception | None = None
+        self.definitions: dict[str, str | None] = {}  # workflow id -> its definition's name
 
     def event(
         self,
@@ -87,6 +88,14 @@ class ReadStore:
         self.after.append(after_seq)
         return [
             r for r in self.events[after_seq:] if workflow_id is None or r[2] == workflow_id
+        ]
+
+    async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
+        """Running rows of the workflows in `definitions` (all that `steps_frame` reads)."""
+        self._check("workflows")
+        return [
+            WorkflowRow(wid, WorkflowState.RUNNING, (), None, None, T0, T0, 0, definition)
+            for wid, definition in self.definitions.items()
         ]
 
     async def step_rows(self, workflow_id: str | None = None) -> list[StepRow]:

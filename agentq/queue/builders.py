@@ -10,11 +10,12 @@ awaitable) and the awaitable is awaited there. The rule:
 
 - the first call of a plain callable with a given code object always runs in a thread;
 - it is remembered if that call returned an awaitable (a coroutine, a future, any object
-  with ``__await__``);
-- a remembered callable that later returns a plain value (not an awaitable) has run on the
-  loop that once, which is fine for a value built at once; its code object is forgotten,
-  so its next call runs in a thread again: a callable that sometimes blocks costs the loop
-  at most that one call before it is sent back to threads;
+  with ``__await__``) within `BLOCKING` seconds (a ``def`` that blocks, then returns an
+  awaitable, stays in threads);
+- a remembered callable that later returns a plain value (not an awaitable), or takes
+  longer than `BLOCKING` on the loop, has run on the loop that once; its code object is
+  forgotten, so its next call runs in a thread again: a callable that sometimes blocks
+  costs the loop at most that one call before it is sent back to threads;
 - an exception raised by a remembered callable on the loop fails the attempt as it would
   in a thread (the code object stays remembered).
 
@@ -30,10 +31,17 @@ import functools
 from types import CodeType, FunctionType, MethodType
 from typing import Any
 
-__all__ = ["LIMIT", "Builders", "code_of"]
+__all__ = ["BLOCKING", "LIMIT", "Builders", "code_of"]
 
 LIMIT = 1024
 """Most code objects one queue remembers; the table is emptied when it is full."""
+
+BLOCKING = 0.02
+"""Seconds of the call itself (real time, `time.perf_counter`: what the loop would be held
+for, not the queue's clock) beyond which a callable counts as blocking: not remembered from
+its thread, and forgotten if it took that long on the loop. Building a coroutine takes
+microseconds; 20 ms leaves room for a thread or the loop being descheduled on a busy
+machine (a false alarm only costs one thread hop)."""
 
 
 def code_of(fn: Any) -> CodeType | None:
@@ -54,9 +62,11 @@ def code_of(fn: Any) -> CodeType | None:
 class Builders:
     """The code objects of plain callables that returned an awaitable (see the module)."""
 
-    __slots__ = ("_codes",)
+    __slots__ = ("_codes", "blocking")
 
-    def __init__(self) -> None:
+    def __init__(self, blocking: float = BLOCKING) -> None:
+        self.blocking = blocking
+        """Seconds beyond which a call counts as blocking (`BLOCKING` by default)."""
         # By the id of the code object (hashing a code object hashes its bytecode); each
         # entry keeps its code object alive, so an id is never reused while it is listed.
         self._codes: dict[int, CodeType] = {}

@@ -44,6 +44,7 @@ import functools
 import inspect
 from collections.abc import Callable, Coroutine
 from inspect import CO_COROUTINE
+from time import perf_counter
 from types import FunctionType
 from typing import Any
 
@@ -147,7 +148,10 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                     output = await fn()
                 elif code is not None and code in builders:  # it builds an awaitable
                     record.phase = ASYNC_BODY
+                    began = perf_counter()
                     output = fn()
+                    if perf_counter() - began > builders.blocking:  # it blocked the loop: threads
+                        builders.forget(code)
                     if inspect.isawaitable(output):
                         output = await output
                     else:  # a plain value this time: back to a thread from the next call
@@ -156,12 +160,13 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                             raised = _async_generator_returned(record, output)
                 else:
                     record.phase = THREAD_BODY
-                    output = await _in_thread(ledger, record, fn)
+                    took = [0.0]
+                    output = await _in_thread(ledger, record, fn, took)
                     if type(output) is _Raised:
                         raised = output.exc  # only recorded, even a KeyboardInterrupt
                     elif record.pending is None and record.outcome is None:
                         if inspect.isawaitable(output):
-                            if code is not None:
+                            if code is not None and took[0] <= builders.blocking:
                                 builders.remember(code)
                             record.phase = ASYNC_BODY
                             output = await output
@@ -320,14 +325,17 @@ class _Raised:
         self.exc = exc
 
 
-async def _in_thread(ledger: Ledger, record: Record, fn: Callable[[], Any]) -> Any:
-    """Run `fn` in a worker thread: its result, or `_Raised` with what it raised.
+async def _in_thread(
+    ledger: Ledger, record: Record, fn: Callable[[], Any], took: list[float]
+) -> Any:
+    """Run `fn` in a worker thread: its result, or `_Raised` with what it raised; the
+    seconds the call took in the thread are written to ``took[0]``.
 
     If cancelled from outside, wait for the thread, then re-raise.
     """
     loop = ledger.running_loop()
     done: asyncio.Future[Any] = loop.create_future()
-    loop.run_in_executor(None, _thread_main, loop, done, contextvars.copy_context(), fn)
+    loop.run_in_executor(None, _thread_main, loop, done, contextvars.copy_context(), fn, took)
     try:
         return await asyncio.shield(done)
     except asyncio.CancelledError as exc:
@@ -349,11 +357,14 @@ def _thread_main(
     done: asyncio.Future[Any],
     ctx: contextvars.Context,
     fn: Callable[[], Any],
+    took: list[float],
 ) -> None:
+    began = perf_counter()
     try:
         result = ctx.run(fn)
     except BaseException as exc:
         result = _Raised(exc)
+    took[0] = perf_counter() - began  # read on the loop once `done` is resolved
     try:
         loop.call_soon_threadsafe(_resolve, done, result)
     except RuntimeError:  # the loop is closed: nobody waits for this thread any more

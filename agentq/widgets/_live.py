@@ -4,17 +4,22 @@ One task per widget tree calls `Live.refresh` every `interval` seconds of its cl
 reads only what changed and assigns ``.value`` of existing widgets only when the rendered HTML
 differs, so an idle dashboard costs one ``last_seq()`` per tick and sends nothing to the page.
 An error ends the task, shows a red banner in the widget, and is re-raised by `Live.stop`.
+
+A refresher belongs to the notebook cell that started it (`agentq.widgets._cells`): running that
+cell again cancels it, so re-running a cell never leaves an orphan refresher behind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from agentq.clock import Clock, SystemClock
 from agentq.extras import require
-from agentq.markup import error_html
+from agentq.markup import error_html, esc
+from agentq.sync import CLICK_TASK_PREFIX
+from agentq.widgets._cells import CellOwner
 
 __all__ = ["DEFAULT_INTERVAL", "Live"]
 
@@ -52,6 +57,11 @@ class Live:
     widget: Any
     """The root ipywidget (what a notebook cell displays)."""
 
+    takes_clicks: ClassVar[bool] = False
+    """Whether the widget has buttons whose work runs on the kernel's loop; its refresher
+    task is then named with `agentq.sync.CLICK_TASK_PREFIX`, so that `agentq.sync.run`
+    refuses to block the cell while it runs."""
+
     def __init__(self, *, interval: float = DEFAULT_INTERVAL, clock: Clock | None = None) -> None:
         if (
             isinstance(interval, bool)
@@ -66,6 +76,9 @@ class Live:
         self._error: BaseException | None = None
         self._banner = widgets().HTML("")
         self._banner.layout.display = "none"
+        self._cell = CellOwner(self._replaced)
+        self.replaced = False
+        """True once the cell that started this widget ran again (its refresher is cancelled)."""
 
     async def refresh(self) -> bool:
         """Bring every view up to date once; return whether anything shown changed.
@@ -92,6 +105,9 @@ class Live:
         """Start the refresher task on the running loop; return self (so a cell displays it).
 
         Idempotent while running. In Jupyter, call it in a cell: the kernel's loop is running.
+        The refresher belongs to that cell: when the cell runs again (JupyterLab, Notebook 7
+        and VS Code send cell ids), the refresher is cancelled before the new run starts, so a
+        re-run leaves no orphan task (`replaced` becomes True; see `agentq.widgets._cells`).
 
         Raises:
             RuntimeError: No event loop is running in this thread (outside Jupyter: call it
@@ -107,9 +123,24 @@ class Live:
                 "Jupyter cell or from async code"
             ) from None
         self._error = None
+        self.replaced = False
         self._banner.layout.display = "none"
-        self._task = loop.create_task(self._loop(), name=f"agentq.{type(self).__name__}")
+        prefix = CLICK_TASK_PREFIX if self.takes_clicks else "agentq."
+        self._task = loop.create_task(self._loop(), name=f"{prefix}{type(self).__name__}")
+        self._cell.attach()
         return self
+
+    def _replaced(self) -> None:
+        """The cell that started the refresher runs again: cancel it (nothing to await)."""
+        task, self._task = self._task, None
+        self.replaced = True
+        if task is not None and not task.done():
+            task.cancel()
+        self._banner.value = (
+            '<div data-agentq="replaced" style="color:#6b7280;font-size:12px">'
+            f"{esc(type(self).__name__)} stopped: its cell ran again</div>"
+        )
+        self._banner.layout.display = None
 
     async def stop(self) -> None:
         """Stop the refresher, refresh one last time, and re-raise the refresher's error.
@@ -123,6 +154,7 @@ class Live:
             Exception: Whatever ended the refresher (its traceback included), or what the
                 last refresh raises.
         """
+        self._cell.detach()
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()

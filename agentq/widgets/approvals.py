@@ -143,6 +143,8 @@ class ApprovalPanel(Live):
         >>> panel.slots[0].approve.click()     # what the Approve button does
     """
 
+    takes_clicks = True
+
     def __init__(
         self,
         engine: Any,

@@ -50,6 +50,8 @@ class Dashboard(Live):
         >>> await dash.stop()                  # last cell: re-raises background errors
     """
 
+    takes_clicks = True
+
     def __init__(
         self,
         engine: Any,

@@ -8,6 +8,7 @@ from agentq.clock import Clock
 from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
 from agentq.widgets._source import Source
 from agentq.widgets.approvals import ApprovalPanel
+from agentq.widgets.detail import DetailPane
 from agentq.widgets.html.calls import call_totals_html
 from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
 
@@ -72,6 +73,8 @@ class Dashboard(Live):
         self.approvals = ApprovalPanel(engine, slots=slots, _source=self.source, **kw)
         self.steps = StepTable(engine.store, limit=limit, _source=self.source, **kw)
         self.timeline = EventTimeline(engine.store, limit=workflows, _source=self.source, **kw)
+        self.detail = DetailPane(engine.store, clock)
+        """The selection of a workflow, step or call, and its detail (`DetailPane`)."""
         self.calls = w.HTML(self._calls_html())
         """HTML: the durable call totals and the calls answered from the log."""
         top = w.HBox(
@@ -86,6 +89,7 @@ class Dashboard(Live):
                 self._banner,
                 top,
                 _section(w, "Steps", w.VBox([self.calls, self.steps.widget])),
+                _section(w, "Detail", self.detail.widget),
                 _section(w, "Timeline", self.timeline.widget),
             ]
         )
@@ -102,14 +106,17 @@ class Dashboard(Live):
             changed = self.steps.render() | changed
             changed = self.timeline.apply(rows) | changed
             changed = self.approvals.sync() | changed
+            changed = await self.detail.update(rows) | changed
         elif self.approvals._dirty:
             changed = self.approvals.sync() | changed
+        changed = self.detail.choices(self.steps.shown) | changed
         # After the poll (the totals count the rows it read). answered_from_log is the
         # engine's own counter, not in the log: read every tick (an attribute, no I/O); the
         # page hears of it only when the text changes.
         return set_value(self.calls, self._calls_html()) | changed
 
     async def _drain(self) -> None:
+        await self.detail.join()
         await self.approvals._drain()
         if self._error is None and self.approvals.error is not None:
             self._error = self.approvals.error

@@ -120,6 +120,8 @@ class StepTable(Live):
         """The status filter (a `Dropdown` whose value is a `StepState` value or '')."""
         self.html = w.HTML(steps_html((), now=self.clock.time()))
         """The HTML widget showing the table."""
+        self.shown: tuple[str, ...] = ()
+        """The workflows of the rows drawn, in order (what the detail pane offers)."""
         self.widget = w.VBox([self._banner, self.filter, self.html])
         self.filter.observe(lambda _change: self.render(), names="value")
 
@@ -133,6 +135,7 @@ class StepTable(Live):
                 rows.append(row)
                 if len(rows) >= self.limit:
                     break
+        self.shown = tuple(dict.fromkeys(row.workflow_id for row in rows))
         total = cache.counts[status] if status else sum(cache.counts.values())
         html = steps_html(
             rows, now=self.clock.time(), limit=self.limit, total=total, counts=cache.counts,

@@ -127,6 +127,9 @@ class WorkflowTrack:
     last: float = 0.0
     steps: dict[int, StepTrack] = field(default_factory=dict)
     calls: dict[str, CallSpan] = field(default_factory=dict)
+    whole: bool = False
+    """Whether its `WorkflowStarted` was applied (else its history began before the events
+    read, and `Timeline.rebuild` can fill it in)."""
 
     def step(self, index: int, name: str | None) -> StepTrack:
         track = self.steps.get(index)
@@ -198,6 +201,23 @@ class Timeline:
             applied += 1
             self._apply_one(row)
         return applied
+
+    def rebuild(self, workflow_id: str, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Fold a workflow's whole history again from its event `rows` (``seq`` order).
+
+        For a workflow whose first events came before what was read: rows after `last_seq`
+        are left for `apply`; the workflow keeps its place in the recency order.
+        """
+        order = list(self._workflows)
+        self._workflows.pop(workflow_id, None)
+        for row in rows:
+            if row[0] <= self.last_seq:
+                self._apply_one(row)
+        if workflow_id in self._workflows:
+            self._workflows[workflow_id].whole = True
+            self._workflows = OrderedDict(
+                (wf, self._workflows[wf]) for wf in order if wf in self._workflows
+            )
 
     def _workflow(self, workflow_id: str, at: float) -> WorkflowTrack:
         track = self._workflows.get(workflow_id)
@@ -272,6 +292,7 @@ class Timeline:
     def _apply_workflow_event(wf: WorkflowTrack, kind: str, at: float) -> None:
         if kind == _K.WORKFLOW_STARTED:
             wf.start = min(wf.start, at)
+            wf.whole = True
         elif kind == _K.WORKFLOW_COMPLETED:
             wf.state, wf.end = "completed", at
             wf.close_all(at, "completed")

@@ -103,8 +103,8 @@ class Dashboard(Live):
         changed = self.lanes.update()
         rows = await self.source.poll()
         if rows is not None:
-            changed = self.steps.render() | changed
-            changed = self.timeline.apply(rows) | changed
+            changed = await self.steps.show_page() | changed
+            changed = await self.timeline.apply(rows) | changed
             changed = self.approvals.sync() | changed
             changed = await self.detail.update(rows) | changed
         elif self.approvals._dirty:
@@ -116,6 +116,9 @@ class Dashboard(Live):
         return set_value(self.calls, self._calls_html()) | changed
 
     async def _drain(self) -> None:
+        await self.steps.join()
+        if self._error is None and self.steps.error is not None:
+            self._error = self.steps.error
         await self.detail.join()
         await self.approvals._drain()
         if self._error is None and self.approvals.error is not None:

@@ -15,8 +15,9 @@ times a second only when something changed, and re-raises the refresher's errors
 `EventTimeline`    a Gantt-like row per step: attempts, retries, waits, coloured by outcome,
                    and the step's durable calls as thin bars
 `ApprovalPanel`    waiting steps with Approve / Reject buttons that schedule ``engine.resume``
-`Dashboard`        the four above under one refresher, and the call totals (with the calls
-                   the engine answered from the log)
+`Dashboard`        the four above under one refresher, the call totals (with the calls
+                   the engine answered from the log), the detail of a selected workflow,
+                   step or call, and Cancel / Retry buttons
 =================  ==========================================================================
 
 Reading order (each module imports only the ones above it, and the layers below: the
@@ -29,7 +30,12 @@ foundation modules with `agentq.markup`, the queue, the store, the workflows):
 - ``_source``: what changed in a store since the last refresh (one read per widget tree);
 - ``_live``: `Live`, the refresher every widget runs on the kernel's loop;
 - ``monitor``: `LaneMonitor`, `StepTable`, `EventTimeline`;
+- ``_cells``: `CellOwner`: a refresher belongs to the cell that started it;
+- ``_search``: `Query`, `page_of`: search and paging over the workflow index;
+- ``_detail``: `load_detail` and the attempts of a step, for the detail views;
 - ``approvals``: `ApprovalPanel` and its slots;
+- ``detail``: `DetailPane`: a workflow, step or call selected, and its detail;
+- ``actions``: `Actions`: cancel / retry the selected workflow, after a confirmation;
 - ``dashboard``: `Dashboard`.
 """
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
 from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
 from agentq.widgets._source import Source
+from agentq.widgets.actions import Actions
 from agentq.widgets.approvals import ApprovalPanel
 from agentq.widgets.detail import DetailPane
 from agentq.widgets.html.calls import call_totals_html
@@ -41,6 +43,9 @@ class Dashboard(Live):
         workflows: Maximum workflows in the timeline.
         slots: Maximum waiting steps shown at once in the approval panel.
         clock: Time source; default the engine's clock.
+        workflow_for: Optional ``workflow_id -> Workflow | None`` for the Retry button: where
+            to find the step bodies of a workflow the engine no longer has registered (see
+            `agentq.widgets.actions`).
 
     Raises:
         MissingExtraError: ipywidgets is not installed (``pip install 'agentq[notebook]'``).
@@ -62,6 +67,7 @@ class Dashboard(Live):
         workflows: int = 12,
         slots: int = 5,
         clock: Clock | None = None,
+        workflow_for: Callable[[str], Any] | None = None,
     ) -> None:
         clock = clock or engine.clock
         super().__init__(interval=interval, clock=clock)
@@ -75,6 +81,11 @@ class Dashboard(Live):
         self.timeline = EventTimeline(engine.store, limit=workflows, _source=self.source, **kw)
         self.detail = DetailPane(engine.store, clock)
         """The selection of a workflow, step or call, and its detail (`DetailPane`)."""
+        self.actions = Actions(engine, workflow_for=workflow_for)
+        """Cancel / Retry of the workflow the detail shows, with a confirmation."""
+        self.detail.listeners.append(
+            lambda snap: self.actions.target(snap.workflow if snap else None)
+        )
         self.calls = w.HTML(self._calls_html())
         """HTML: the durable call totals and the calls answered from the log."""
         top = w.HBox(
@@ -89,7 +100,7 @@ class Dashboard(Live):
                 self._banner,
                 top,
                 _section(w, "Steps", w.VBox([self.calls, self.steps.widget])),
-                _section(w, "Detail", self.detail.widget),
+                _section(w, "Detail", w.VBox([self.actions.widget, self.detail.widget])),
                 _section(w, "Timeline", self.timeline.widget),
             ]
         )
@@ -120,6 +131,9 @@ class Dashboard(Live):
         if self._error is None and self.steps.error is not None:
             self._error = self.steps.error
         await self.detail.join()
+        await self.actions.join()
+        if self._error is None and self.actions.error is not None:
+            self._error = self.actions.error
         await self.approvals._drain()
         if self._error is None and self.approvals.error is not None:
             self._error = self.approvals.error

@@ -12,7 +12,7 @@ While a workflow is shown, `update` re-reads it when new events touch it, so the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from agentq.clock import Clock
@@ -67,6 +67,8 @@ class DetailPane:
         self.widget = w.HBox([w.VBox([self.workflows, self.items]), self.html])
         self.widget.add_class("agentq-detail")
         self.snapshot: DetailSnapshot | None = None
+        self.listeners: list[Callable[[DetailSnapshot | None], None]] = []
+        """Called with the new snapshot each time one is read (the actions bar follows)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._quiet = False
         self.workflows.observe(self._workflow_picked, names="value")
@@ -120,7 +122,7 @@ class DetailPane:
             raise KeyError(f"workflow {workflow_id!r} is not in the store")
         if item is None:
             item = ("step", step) if step is not None else ("call", call) if call else None
-        self.snapshot = snap
+        self._set(snap)
         self._quiet = True
         try:
             if workflow_id not in self.workflows.options:
@@ -135,6 +137,11 @@ class DetailPane:
         finally:
             self._quiet = False
         self.render()
+
+    def _set(self, snap: DetailSnapshot | None) -> None:
+        self.snapshot = snap
+        for listener in self.listeners:
+            listener(snap)
 
     def render(self) -> bool:
         """Render the selected item from the snapshot (no I/O); return whether it changed."""
@@ -159,7 +166,7 @@ class DetailPane:
         fresh = await load_detail(self.store, snap.workflow.workflow_id)
         if fresh is None:
             return False
-        self.snapshot = fresh
+        self._set(fresh)
         options = _item_options(fresh)
         if options != list(self.items.options):
             self._quiet = True

@@ -269,7 +269,13 @@ class EventTimeline(Live):
         """The folded events: `Timeline` tracks per workflow."""
         self.html = w.HTML(timeline_html((), now=self.clock.time()))
         """The HTML widget showing the timeline."""
-        self.widget = w.VBox([self._banner, self.html])
+        self.zoom = w.FloatRangeSlider(
+            value=(0.0, 100.0), min=0.0, max=100.0, step=0.5, description="zoom %",
+            readout_format=".0f", continuous_update=False, layout=w.Layout(width="420px"),
+        )
+        """The part of the time range drawn, in % (a range slider; redraws without I/O)."""
+        self.widget = w.VBox([self._banner, self.zoom, self.html])
+        self.zoom.observe(lambda _change: self.render(), names="value")
 
     async def apply(self, rows: list[tuple[Any, ...]]) -> bool:
         """Fold new event rows into the model and redraw; return whether the HTML changed.
@@ -286,9 +292,17 @@ class EventTimeline(Live):
                 if not track.whole:
                     history = await self.source.store.event_rows(track.workflow_id)
                     self.model.rebuild(track.workflow_id, history)
+        return self.render()
+
+    def render(self) -> bool:
+        """Redraw from the model (no I/O); return whether the HTML changed."""
+        lo, hi = self.zoom.value
+        lo, hi = max(0.0, lo / 100.0), min(1.0, hi / 100.0)
+        if hi <= lo:  # a slider squeezed to one point: show a sliver around it
+            lo, hi = max(0.0, min(lo, 0.995)), max(0.0, min(lo, 0.995)) + 0.005
         html = timeline_html(
             self.model.recent(self.limit), now=self.clock.time(), limit=self.limit,
-            total=len(self.model),
+            total=len(self.model), zoom=(lo, hi),
         )
         return set_value(self.html, html)
 

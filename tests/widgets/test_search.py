@@ -123,3 +123,15 @@ async def test_waiting_workflows_older_than_the_tail_still_reach_the_approval_pa
     await dash.refresh()
     assert dash.approvals.slots[0].key == ("old", 0)
     await dash.stop()
+
+
+async def test_the_timeline_zoom_slider_redraws_without_reading() -> None:
+    store = ReadStore()
+    workflow(store, "w")
+    timeline = EventTimeline(store, clock=FakeClock(T0 + 20))
+    await timeline.refresh()
+    calls = dict(store.calls)
+    timeline.zoom.value = (50.0, 100.0)
+    assert dict(store.calls) == calls and "zoomed: 50-100%" in timeline.html.value
+    timeline.zoom.value = (40.0, 40.0)  # squeezed to a point: a sliver, no error
+    assert "zoomed: 40-40%" in timeline.html.value

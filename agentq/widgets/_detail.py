@@ -17,6 +17,7 @@ from agentq.store import CallRow, DurableStore, StepRow, WorkflowRow
 __all__ = ["Attempt", "DetailSnapshot", "attempts_of", "load_detail"]
 
 _K = EventKind
+_WORKFLOW_ENDS = frozenset({_K.WORKFLOW_CANCELLED, _K.WORKFLOW_FAILED, _K.WORKFLOW_COMPLETED})
 
 
 @dataclass(slots=True)
@@ -100,7 +101,7 @@ def attempts_of(events: tuple[Event, ...] | list[Event], step_index: int) -> lis
 
     for ev in events:
         at = ev.at.timestamp()
-        if ev.step_index is None:
+        if ev.step_index is None or ev.kind in _WORKFLOW_ENDS:  # WorkflowFailed names its step
             if ev.kind in (_K.WORKFLOW_CANCELLED, _K.WORKFLOW_FAILED, _K.WORKFLOW_COMPLETED):
                 outcome = {"WorkflowCancelled": "cancelled", "WorkflowFailed": "failed"}
                 close(at, outcome.get(ev.kind.value, "completed"))

@@ -12,6 +12,7 @@ cell again cancels it, so re-running a cell never leaves an orphan refresher beh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from typing import Any, ClassVar, Self
 
@@ -21,7 +22,7 @@ from agentq.markup import error_html, esc
 from agentq.sync import CLICK_TASK_PREFIX
 from agentq.widgets._cells import CellOwner
 
-__all__ = ["DEFAULT_INTERVAL", "Live"]
+__all__ = ["DEFAULT_INTERVAL", "Live", "Spawner"]
 
 DEFAULT_INTERVAL = 0.25
 """Seconds between two refreshes (4 Hz): live for a person, light for the browser."""
@@ -38,6 +39,57 @@ def set_value(widget: Any, value: str) -> bool:
         return False
     widget.value = value
     return True
+
+
+class Spawner:
+    """Runs the work of a click as a task on the kernel's loop, whoever calls the callback.
+
+    ipykernel 7 may call a widget's callback on another thread and event loop than the one
+    that runs the cells (seen in JupyterLab: a task created there ran `engine.retry` on the
+    wrong loop and the queue raised `WrongLoopError`). So the loop is the one the widget was
+    built on (or first refreshed on), and a task is created there, thread-safely when the
+    callback runs elsewhere.
+    """
+
+    def __init__(self) -> None:
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def bind(self) -> None:
+        """Remember the running loop, if none was known (call from the refresher)."""
+        if self.loop is None:
+            with contextlib.suppress(RuntimeError):
+                self.loop = asyncio.get_running_loop()
+
+    def spawn(self, make: Any, name: str) -> None:
+        """Start ``make()`` (a coroutine function) as a task on the widget's loop.
+
+        Raises:
+            RuntimeError: No loop is known and none runs in this thread.
+        """
+        loop = self.loop or asyncio.get_running_loop()
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+
+        def start() -> None:
+            task = loop.create_task(make(), name=name)
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+        if current is loop:
+            start()
+        else:
+            loop.call_soon_threadsafe(start)
+
+    async def join(self) -> None:
+        """Wait for the tasks started so far (their errors are the callers' to show)."""
+        while self.tasks:
+            await asyncio.gather(*tuple(self.tasks), return_exceptions=True)
 
 
 class Live:

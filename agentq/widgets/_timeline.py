@@ -148,6 +148,12 @@ class WorkflowTrack:
 
 _K = EventKind
 _CALL_KINDS = frozenset({_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED})
+# Workflow events; WorkflowFailed and WorkflowRetried also name a step (the one that failed, the
+# one it runs again from), and are still about the workflow.
+_WORKFLOW_KINDS = frozenset({
+    _K.WORKFLOW_STARTED, _K.WORKFLOW_COMPLETED, _K.WORKFLOW_FAILED, _K.WORKFLOW_CANCELLED,
+    _K.WORKFLOW_RETRIED,
+})
 # Events that end the step's attempt (a StepStarted too: a claim taking a lapsed lease over).
 _ATTEMPT_ENDS = frozenset(
     {_K.STEP_STARTED, _K.STEP_COMPLETED, _K.STEP_FAILED, _K.STEP_WAITING, _K.WORKER_RECOVERED}
@@ -232,7 +238,7 @@ class Timeline:
     def _apply_one(self, row: tuple[Any, ...]) -> None:
         _, at, workflow_id, step_index, step_name, kind, attempt, _, reason = row[:9]
         wf = self._workflow(workflow_id, at)
-        if step_index is None or kind == _K.WORKFLOW_RETRIED:
+        if step_index is None or kind in _WORKFLOW_KINDS:  # some name a step: still the workflow's
             self._apply_workflow_event(wf, kind, at)
             return
         step = wf.step(step_index, step_name)

@@ -20,14 +20,13 @@ says so.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from agentq.errors import AgentqError
 from agentq.markup import MUTED, esc
 from agentq.store import WorkflowRow, WorkflowState
-from agentq.widgets._live import widgets
+from agentq.widgets._live import Spawner, widgets
 
 __all__ = ["Actions"]
 
@@ -66,9 +65,11 @@ class Actions:
         w = widgets()
         self.engine = engine
         self.workflow_for = workflow_for
-        self.cancel = w.Button(description="Cancel workflow…", icon="stop", disabled=True)
-        self.retry = w.Button(description="Retry…", icon="redo", disabled=True)
-        self.yes = w.Button(description="Yes", button_style="danger")
+        wide = w.Layout(width="auto")
+        self.cancel = w.Button(description="Cancel workflow…", icon="stop", disabled=True,
+                               layout=wide)
+        self.retry = w.Button(description="Retry…", icon="redo", disabled=True, layout=wide)
+        self.yes = w.Button(description="Yes", button_style="danger", layout=wide)
         self.no = w.Button(description="No")
         self.question = w.HTML("")
         self.confirm = w.HBox([self.question, self.yes, self.no])
@@ -81,14 +82,18 @@ class Actions:
         self.asked: str | None = None
         self.error: BaseException | None = None
         """An unexpected error of an action (not an `AgentqError`), re-raised by ``stop()``."""
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._spawner = Spawner()
         self.cancel.on_click(lambda _b: self.ask("cancel"))
         self.retry.on_click(lambda _b: self.ask("retry"))
         self.yes.on_click(lambda _b: self.confirmed())
         self.no.on_click(lambda _b: self._close_question())
 
     def target(self, workflow: WorkflowRow | None) -> None:
-        """Act on `workflow` from now on (the selection changed, or its state did)."""
+        """Act on `workflow` from now on (the selection changed, or its state did).
+
+        Called on the kernel's loop (by the detail pane): its loop is the one actions run on.
+        """
+        self._spawner.bind()
         if workflow is None or self.workflow is None or (
             workflow.workflow_id != self.workflow.workflow_id
         ):
@@ -132,15 +137,12 @@ class Actions:
         self.busy = True
         self._close_question()
         self.status.value = _status(action, row.workflow_id, "pending", "…")
+        workflow_id = row.workflow_id
         try:
-            loop = asyncio.get_running_loop()
-            task = loop.create_task(self._run(action, row.workflow_id),
-                                    name=f"agentq.{action}:{row.workflow_id}")
-        except RuntimeError as exc:  # no running loop: say so, allow another try
-            self._done(action, row.workflow_id, "error", f"{type(exc).__name__}: {exc}")
-            return
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+            self._spawner.spawn(lambda: self._run(action, workflow_id),
+                                f"agentq.{action}:{workflow_id}")
+        except RuntimeError as exc:  # no loop known or running: say so, allow another try
+            self._done(action, workflow_id, "error", f"{type(exc).__name__}: {exc}")
 
     async def _run(self, action: str, workflow_id: str) -> None:
         try:
@@ -168,8 +170,7 @@ class Actions:
 
     async def join(self) -> None:
         """Wait for the actions started by clicks (their outcome is shown, not raised)."""
-        while self._tasks:
-            await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
+        await self._spawner.join()
 
 
 def _status(action: str, workflow_id: str, outcome: str, text: str) -> str:

@@ -11,7 +11,6 @@ While a workflow is shown, `update` re-reads it when new events touch it, so the
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -20,7 +19,7 @@ from agentq.errors import AgentqError
 from agentq.markup import MUTED, error_html
 from agentq.store import DurableStore
 from agentq.widgets._detail import DetailSnapshot, load_detail
-from agentq.widgets._live import set_value, widgets
+from agentq.widgets._live import Spawner, set_value, widgets
 from agentq.widgets.html.detail import (
     call_detail_html,
     step_detail_html,
@@ -69,7 +68,7 @@ class DetailPane:
         self.snapshot: DetailSnapshot | None = None
         self.listeners: list[Callable[[DetailSnapshot | None], None]] = []
         """Called with the new snapshot each time one is read (the actions bar follows)."""
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._spawner = Spawner()
         self._quiet = False
         self.workflows.observe(self._workflow_picked, names="value")
         self.items.observe(self._item_picked, names="value")
@@ -97,9 +96,8 @@ class DetailPane:
     def _workflow_picked(self, change: dict[str, Any]) -> None:
         if self._quiet or change["new"] is None:
             return
-        task = asyncio.get_running_loop().create_task(self._guarded(change["new"], None))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        workflow_id = change["new"]
+        self._spawner.spawn(lambda: self._guarded(workflow_id, None), "agentq.detail")
 
     async def _guarded(self, workflow_id: str, item: Item | None) -> None:
         try:
@@ -160,6 +158,7 @@ class DetailPane:
 
     async def update(self, rows: list[tuple[Any, ...]]) -> bool:
         """Re-read the workflow shown if any of the new event `rows` is about it."""
+        self._spawner.bind()
         snap = self.snapshot
         if snap is None or not any(r[2] == snap.workflow.workflow_id for r in rows):
             return False
@@ -180,8 +179,7 @@ class DetailPane:
 
     async def join(self) -> None:
         """Wait for the reads that selections started."""
-        while self._tasks:
-            await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
+        await self._spawner.join()
 
 
 def _item_options(snap: DetailSnapshot) -> list[tuple[str, Item]]:

@@ -7,12 +7,11 @@ notebook with ``await widget.stop()``. `Dashboard` combines them under one refre
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from agentq.clock import Clock
 from agentq.store import DurableStore
-from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
+from agentq.widgets._live import DEFAULT_INTERVAL, Live, Spawner, set_value, widgets
 from agentq.widgets._search import Page, Query, page_of
 from agentq.widgets._source import Source
 from agentq.widgets._timeline import Timeline
@@ -156,7 +155,7 @@ class StepTable(Live):
                       self.next, self.page_label])
         self.widget = w.VBox([self._banner, bar, self.html])
         self.widget.add_class("agentq-steps")
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._spawner = Spawner()
         for box in (self.query, self.step_query, self.filter, self.window):
             box.observe(lambda _change: self._soon(0), names="value")
         self.prev.on_click(lambda _b: self._soon(self._starts.pop() if self._starts else 0,
@@ -174,9 +173,7 @@ class StepTable(Live):
             self._starts.append(self.page.start)
         elif not back:
             self._starts.clear()
-        task = asyncio.get_running_loop().create_task(self._show_guarded(start))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawner.spawn(lambda: self._show_guarded(start), "agentq.search")
 
     async def _show_guarded(self, start: int) -> None:
         try:
@@ -195,6 +192,7 @@ class StepTable(Live):
         Raises:
             StoreError: The store failed.
         """
+        self._spawner.bind()
         now = self.clock.time()
         first = self.page.start if start is None else start
         page = await page_of(self.steps, self.store, self.search, start=first,
@@ -218,8 +216,7 @@ class StepTable(Live):
 
     async def join(self) -> None:
         """Wait for the pages that the search boxes and buttons asked for."""
-        while self._tasks:
-            await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
+        await self._spawner.join()
 
     async def _drain(self) -> None:
         await self.join()

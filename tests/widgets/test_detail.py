@@ -177,3 +177,20 @@ async def test_dashboard_offers_the_workflows_of_its_table(clock: FakeClock) -> 
         await dash.refresh()  # the detail shown follows the new events
         assert "Resume input" in dash.detail.html.value
         await asyncio.wait_for(dash.stop(), 5)
+
+
+async def test_a_failed_workflow_is_failed_in_the_timeline(engine: WorkflowEngine) -> None:
+    # The store's WorkflowFailed names the step that failed; it is still a workflow event
+    # (seen in the browser: the timeline said "running" for a failed workflow).
+    async def boom(ctx: StepContext) -> Any:
+        raise RuntimeError("down")
+
+    await engine.run(Workflow("f", [StepDef("s", boom, retry=RetryPolicy(1))]))
+    dash = Dashboard(engine)
+    await dash.refresh()
+    assert dash.timeline.model.get("f").state == "failed"  # type: ignore[union-attr]
+    assert 'data-workflow="f" data-state="failed"' in dash.timeline.html.value
+    snap = await load_detail(engine.store, "f")
+    assert snap is not None
+    assert [a.outcome for a in attempts_of(snap.events, 0)] == ["failed"]
+    await dash.stop()

@@ -122,7 +122,8 @@ def _axis(t0: float, width: float, now: float) -> str:
         pct = 100.0 * (now - t0) / width
         marks.append(
             f'<span data-agentq="now-label" style="position:absolute;left:{pct:.2f}%;top:12px;'
-            f'transform:translateX(-50%);color:#dc2626;font-weight:600">now</span>'
+            f'transform:translateX({-100 if pct > 95 else -50}%);color:#dc2626;'
+            f'font-weight:600">now</span>'
         )
     return (
         f'<div data-agentq="axis" data-step="{step:g}" style="position:relative;height:26px;'

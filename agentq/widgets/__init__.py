@@ -25,14 +25,15 @@ foundation modules with `agentq.markup`, the queue, the store, the workflows):
 
 - ``_timeline``: the event log folded into spans per workflow step (pure, no ipywidgets);
 - ``_calls``: the event log's call events folded into call counts per step (pure);
+- ``_detail``: `load_detail` (one workflow read for its detail view) and a step's attempts;
 - ``html``: the pure renderers of snapshots, one module per view family (``tables``,
-  ``timeline``, ``results``); its docstring lists the stable ``data-agentq`` attributes;
+  ``timeline``, ``results``, ``detail``); its docstring lists the stable ``data-agentq``
+  attributes;
 - ``_source``: what changed in a store since the last refresh (one read per widget tree);
-- ``_live``: `Live`, the refresher every widget runs on the kernel's loop;
-- ``monitor``: `LaneMonitor`, `StepTable`, `EventTimeline`;
-- ``_cells``: `CellOwner`: a refresher belongs to the cell that started it;
-- ``_search``: `Query`, `page_of`: search and paging over the workflow index;
-- ``_detail``: `load_detail` and the attempts of a step, for the detail views;
+- ``_search``: `Query` and `page_of`: search and paging over the workflow index;
+- ``_cells``: `CellOwner`: a refresher belongs to the notebook cell that started it;
+- ``_live``: `Live`, the refresher every widget runs on the kernel's loop, and `Spawner`;
+- ``monitor``: `LaneMonitor`, `StepTable` (search, paging), `EventTimeline` (axis, zoom);
 - ``approvals``: `ApprovalPanel` and its slots;
 - ``detail``: `DetailPane`: a workflow, step or call selected, and its detail;
 - ``actions``: `Actions`: cancel / retry the selected workflow, after a confirmation;

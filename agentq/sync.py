@@ -107,7 +107,9 @@ def _click_widgets(loop: asyncio.AbstractEventLoop) -> list[str]:
     names = sorted(
         task.get_name().removeprefix(CLICK_TASK_PREFIX)
         for task in asyncio.all_tasks(loop)
-        if task.get_name().startswith(CLICK_TASK_PREFIX) and not task.done()
+        if task.get_name().startswith(CLICK_TASK_PREFIX)
+        and not task.done()
+        and not task.cancelling()  # being stopped (its cell ran again, say)
     )
     return names
 

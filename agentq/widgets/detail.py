@@ -69,6 +69,7 @@ class DetailPane:
         self.listeners: list[Callable[[DetailSnapshot | None], None]] = []
         """Called with the new snapshot each time one is read (the actions bar follows)."""
         self._spawner = Spawner()
+        self._generation = 0
         self._quiet = False
         self.workflows.observe(self._workflow_picked, names="value")
         self.items.observe(self._item_picked, names="value")
@@ -115,7 +116,11 @@ class DetailPane:
             KeyError: No such workflow, step or call.
             StoreError: The store failed.
         """
+        self._generation += 1
+        generation = self._generation
         snap = await load_detail(self.store, workflow_id)
+        if generation != self._generation:
+            return  # another selection came meanwhile: it shows itself
         if snap is None:
             raise KeyError(f"workflow {workflow_id!r} is not in the store")
         if item is None:

@@ -156,6 +156,7 @@ class StepTable(Live):
         self.widget = w.VBox([self._banner, bar, self.html])
         self.widget.add_class("agentq-steps")
         self._spawner = Spawner()
+        self._generation = 0
         for box in (self.query, self.step_query, self.filter, self.window):
             box.observe(lambda _change: self._soon(0), names="value")
         self.prev.on_click(lambda _b: self._soon(self._starts.pop() if self._starts else 0,
@@ -195,8 +196,12 @@ class StepTable(Live):
         self._spawner.bind()
         now = self.clock.time()
         first = self.page.start if start is None else start
+        self._generation += 1
+        generation = self._generation
         page = await page_of(self.steps, self.store, self.search, start=first,
                              limit=self.limit, now=now)
+        if generation != self._generation:
+            return False  # a later search (the next keystroke) draws its own page
         self.page = page
         self.shown = tuple(page.workflows)
         self.prev.disabled = page.start == 0

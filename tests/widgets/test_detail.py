@@ -194,3 +194,38 @@ async def test_a_failed_workflow_is_failed_in_the_timeline(engine: WorkflowEngin
     assert snap is not None
     assert [a.outcome for a in attempts_of(snap.events, 0)] == ["failed"]
     await dash.stop()
+
+
+async def test_a_slow_selection_overtaken_by_the_next_one_is_dropped(
+    clock: FakeClock,
+) -> None:
+    class Gated(MemoryStore):
+        gate = asyncio.Event()
+
+        async def get_workflow(self, workflow_id: str) -> Any:
+            if workflow_id == "a":
+                await self.gate.wait()
+            return await super().get_workflow(workflow_id)
+
+    from agentq.queue import Queue
+
+    store = Gated()
+    async with Queue(clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, worker_id="w", clock=clock)
+        await engine.run(probe_workflow("a"))
+        await engine.run(probe_workflow("b"))
+        pane = DetailPane(store, clock)
+        pane.choices(["a", "b"])
+        pane.workflows.value = "a"  # its read waits
+        await asyncio.sleep(0)
+        shown = asyncio.Event()
+        pane.html.observe(
+            lambda c: shown.set() if 'data-workflow="b"' in c["new"] else None, names="value"
+        )
+        pane.workflows.value = "b"
+        async with asyncio.timeout(2):  # b is read and shown while a's read still waits
+            await shown.wait()
+        Gated.gate.set()
+        await pane.join()
+        assert pane.snapshot is not None and pane.snapshot.workflow.workflow_id == "b"
+        assert 'data-workflow="b"' in pane.html.value

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from agentq.clock import FakeClock
@@ -135,3 +138,33 @@ async def test_the_timeline_zoom_slider_redraws_without_reading() -> None:
     assert dict(store.calls) == calls and "zoomed: 50-100%" in timeline.html.value
     timeline.zoom.value = (40.0, 40.0)  # squeezed to a point: a sliver, no error
     assert "zoomed: 40-40%" in timeline.html.value
+
+
+class GatedStore(ReadStore):
+    """Reading the steps of `slow` waits for `gate`: a search that is overtaken."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def step_rows(self, workflow_id: str | None = None) -> list[Any]:
+        if workflow_id == "a-slow":
+            await self.gate.wait()
+        return await super().step_rows(workflow_id)
+
+
+async def test_a_slow_search_overtaken_by_the_next_keystroke_draws_nothing() -> None:
+    store = GatedStore()
+    workflow(store, "a-slow")
+    workflow(store, "ab")
+    for i in range(60):
+        workflow(store, f"z-{i}")  # push both off the first page: their steps are not read
+    table = StepTable(store, clock=FakeClock(), limit=6)
+    await table.refresh()
+    table.query.value = "a"  # matches a-slow first: its read waits
+    await asyncio.sleep(0)
+    table.query.value = "ab"
+    await asyncio.sleep(0)
+    store.gate.set()
+    await table.join()
+    assert drawn(table) == ["ab"] and 'data-matches="1"' in table.page_label.value

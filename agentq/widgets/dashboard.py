@@ -26,11 +26,15 @@ def _section(w: Any, title: str, body: Any, width: str | None = None) -> Any:
 
 
 class Dashboard(Live):
-    """Lane bars, the approval panel, the step table and the event timeline of an engine.
+    """Lane bars, approvals, the step table, the detail pane and the timeline of an engine.
 
-    One refresher task on the running loop updates all four: each tick reads
+    One refresher task on the running loop updates them all: each tick reads
     ``queue.stats()`` and ``store.last_seq()``; only when the sequence number moved does it
-    read the new events (once, for all views) and the steps of the workflows they touched.
+    read the new events (once, for all views) and the workflows they touched. The step table
+    searches and pages over every workflow (`steps`); the Detail section (`detail`) shows the
+    selected workflow, step or call, with Cancel / Retry after a confirmation (`actions`); the
+    timeline has a time axis, a "now" line and a zoom slider (`timeline`). Re-running the cell
+    that started it stops it (see `Live.start`).
 
     Above the steps, the durable call totals (`calls`): call runs, failed runs and calls in
     doubt, counted from the call events read, beside ``engine.answered_from_log`` (the calls
@@ -39,7 +43,7 @@ class Dashboard(Live):
     Args:
         engine: The `WorkflowEngine` (its ``queue``, ``store`` and ``clock`` are used).
         interval: Seconds between refreshes; default 0.25 (4 Hz).
-        limit: Maximum step rows in the table.
+        limit: Maximum step rows on a page of the table.
         workflows: Maximum workflows in the timeline.
         slots: Maximum waiting steps shown at once in the approval panel.
         clock: Time source; default the engine's clock.

@@ -107,3 +107,28 @@ async def test_nothing_selected_nothing_enabled(engine: WorkflowEngine) -> None:
     dash.actions.ask("cancel")  # from code, with nothing selected: ignored
     assert dash.actions.confirm.layout.display == "none"
     await dash.stop()
+
+
+async def test_a_click_from_another_thread_runs_on_the_widgets_loop(
+    engine: WorkflowEngine,
+) -> None:
+    # ipykernel 7 may call a button's callback on another thread and loop than the cells'
+    # (seen in JupyterLab: engine.retry ran on the wrong loop and raised WrongLoopError).
+    import asyncio
+
+    await engine.run(asking("t-1"))
+    dash = Dashboard(engine)
+    await dash.refresh()
+    await dash.detail.show("t-1")
+    bar = dash.actions
+    bar.cancel.click()
+    await asyncio.to_thread(bar.yes.click)  # no running loop in that thread
+    await asyncio.sleep(0)  # the task is created on this loop, from the thread's callback
+    await bar.join()
+    assert 'data-outcome="cancelled"' in bar.status.value, bar.status.value
+    assert await state(engine, "t-1") is WorkflowState.CANCELLED
+    # Selecting in the detail pane from another thread reads on this loop too.
+    dash.detail.choices(["t-1"])
+    await asyncio.to_thread(setattr, dash.detail.items, "value", ("step", 0))
+    assert 'data-kind="step"' in dash.detail.html.value
+    await dash.stop()

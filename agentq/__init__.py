@@ -85,6 +85,7 @@ from agentq.store import (
 from agentq.workflows import (
     MAX_REASON_CHARS,
     NonRetryable,
+    Recorded,
     RecoveryReport,
     RunResult,
     RunStatus,
@@ -93,6 +94,7 @@ from agentq.workflows import (
     StepStatus,
     WaitForInput,
     Workflow,
+    WorkflowDef,
     WorkflowEngine,
     recover,
 )
@@ -152,6 +154,7 @@ __all__ = [
     "QueueFull",
     "QueueStats",
     "Queued",
+    "Recorded",
     "RecoveryReport",
     "RetryPolicy",
     "RunResult",
@@ -174,6 +177,7 @@ __all__ = [
     "WaitForInput",
     "Workflow",
     "WorkflowClosedError",
+    "WorkflowDef",
     "WorkflowEngine",
     "WorkflowMismatchError",
     "WorkflowRow",

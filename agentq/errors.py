@@ -24,7 +24,7 @@ faults end in ``Error``; errors about misused arguments also derive from `ValueE
     └── EngineError               a workflow operation is not possible in the current state
         ├── UnknownWorkflowError
         ├── UnknownStepError
-        ├── WorkflowMismatchError a workflow id reused with other steps
+        ├── WorkflowMismatchError a workflow id reused with other steps (or definition)
         ├── NotWaitingError       resume of a step that is not Waiting
         ├── NotRetryableError     retry of a workflow that is not failed or cancelled
         ├── WorkflowClosedError   the workflow is cancelled, failed or completed
@@ -181,7 +181,8 @@ class EngineError(AgentqError):
 
 
 class UnknownWorkflowError(EngineError):
-    """No workflow with this id is registered or stored."""
+    """No workflow with this id is registered or stored, or no definition of that name is
+    registered (the message says which definition to register)."""
 
 
 class UnknownStepError(EngineError):
@@ -189,7 +190,8 @@ class UnknownStepError(EngineError):
 
 
 class WorkflowMismatchError(EngineError):
-    """A workflow id was reused with a different list of steps."""
+    """A workflow id was reused with other steps, input or definition, or a stored instance's
+    steps differ from its registered definition's; nothing was recorded."""
 
 
 class NotWaitingError(EngineError):

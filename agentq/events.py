@@ -8,7 +8,9 @@ Kind-specific values live in `Event.data` (a JSON object):
 =====================  ===========================================================
 kind                   data keys
 =====================  ===========================================================
-WorkflowStarted        steps (list of step names), input
+WorkflowStarted        steps (list of step names), input, definition (the name of the
+                       `WorkflowDef` it was made from, or null for a plain Workflow;
+                       absent in logs written before definitions existed)
 StepStarted            lease_token, expires_at (Unix seconds)
 StepCompleted          output
 StepFailed             reason (error / timeout / cancelled / payload), error {type,

@@ -75,6 +75,7 @@ EVENT_DTYPES: dict[str, str] = {
 
 STEP_DTYPES: dict[str, str] = {
     "workflow_id": "string",
+    "definition": "string",
     "step_index": "int64",
     "step_name": "string",
     "status": "category",
@@ -211,7 +212,9 @@ async def steps_frame(store: DurableStore) -> pd.DataFrame:
 
     Returns:
         Rows by workflow then step index, columns (dtypes) as in `STEP_DTYPES`:
-        ``workflow_id``, ``step_index`` (int64), ``step_name``, ``status`` (category of every
+        ``workflow_id``, ``definition`` (the name of the `WorkflowDef` the workflow was
+        made from; <NA> for a plain workflow), ``step_index`` (int64), ``step_name``,
+        ``status`` (category of every
         `StepState` value: pending, leased, waiting, completed, failed), ``attempt`` (int64,
         attempts since the step started or was last resumed, lost ones not counted),
         ``recoveries`` (int64, attempts lost to crashes), ``worker_id`` (the lease holder
@@ -228,11 +231,13 @@ async def steps_frame(store: DurableStore) -> pd.DataFrame:
     """
     pdm, npm = _modules()
     rows = await store.step_rows()
+    made_from = {w.workflow_id: w.definition for w in await store.workflows()}
     with _gc_paused():
         started = _utc(npm, pdm, [r.started_at for r in rows])
         finished = _utc(npm, pdm, [r.finished_at for r in rows])
         data = {
             "workflow_id": _text(pdm, npm, [r.workflow_id for r in rows]),
+            "definition": _text(pdm, npm, [made_from.get(r.workflow_id) for r in rows]),
             "step_index": pdm.Series([r.step_index for r in rows], dtype="int64"),
             "step_name": _text(pdm, npm, [r.step_name for r in rows]),
             "status": _categorical(pdm, npm, [r.state.value for r in rows], _STATES),

@@ -30,7 +30,10 @@ from agentq.workflows import (
 
 pytestmark = pytest.mark.timeout(120)
 
-EMPTY = {"registered": 0, "runs": 0, "delivering": 0, "attempts": 0, "wakers": 0, "lingering": 0}
+EMPTY = {
+    "registered": 0, "runs": 0, "delivering": 0, "attempts": 0, "offered": 0, "wakers": 0,
+    "lingering": 0,
+}
 
 
 async def gate(ctx: StepContext) -> Any:

@@ -271,6 +271,17 @@ async def test_times_beyond_datetime64_become_nat_instead_of_wrapping() -> None:
     assert frame["started_at"].iloc[0].year == 2026
 
 
+async def test_steps_frame_shows_the_definition_of_each_workflow() -> None:
+    store = MemoryStore()
+    await store.start_workflow("plain", ["s"], None, T0)
+    await store.start_workflow("made", ["a", "b"], None, T0, definition="order")
+    frame = await steps_frame(store)
+    assert dtypes(frame) == STEP_DTYPES
+    assert frame[["workflow_id", "definition"]].astype(object).where(
+        frame[["workflow_id", "definition"]].notna(), None
+    ).values.tolist() == [["plain", None], ["made", "order"], ["made", "order"]]
+
+
 # --- calls_frame: the durable calls and waits ------------------------------------------------
 
 

@@ -11,6 +11,8 @@ What a store hands out:
                     rows (`EVENT_COLUMNS`).
     ``claims``      `Execution` (a held lease), `execution_of` (the lease of a step row) and
                     the `ClaimResult` answers of a claim.
+    ``ready``       `ReadyWork` (what a serving worker may take up now, `is_ready`) and the
+                    optional wake-up hook `WorkNotifier`.
     ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
     ``protocol``    `DurableStore`: every verb, its atomicity and its errors.
 
@@ -55,6 +57,7 @@ from agentq.store.claims import (
 )
 from agentq.store.memory import MemoryStore
 from agentq.store.protocol import DurableStore
+from agentq.store.ready import ReadyWork, WorkNotifier
 from agentq.store.rows import (
     EVENT_COLUMNS,
     CallKind,
@@ -81,9 +84,11 @@ __all__ = [
     "HeldByOther",
     "MemoryStore",
     "NotBefore",
+    "ReadyWork",
     "SqliteStore",
     "StepRow",
     "StepState",
+    "WorkNotifier",
     "WorkflowClosed",
     "WorkflowRow",
     "WorkflowState",

@@ -13,6 +13,7 @@ surrogates and NUL characters are written as backslash escapes, and text longer 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from agentq.codec import MAX_TEXT_CHARS, decode, encode, storable_text
@@ -229,3 +230,29 @@ def check_job_save(
         )
     value, text = check_payload(output, "output")
     return key, fingerprint, value, text, done, expires
+
+
+def check_ready(
+    now: object, definitions: object, limit: object
+) -> tuple[float, tuple[str, ...], int]:
+    """Validate the arguments of `DurableStore.ready_workflows`: ``(now, names, limit)``.
+
+    Raises:
+        TypeError: `definitions` is a str or not an iterable of str; `limit` is not an int.
+        ValueError: `limit` is not >= 1; `now` is not finite.
+    """
+    at = check_number(now, "now")
+    if isinstance(definitions, str | bytes) or not isinstance(definitions, Iterable):
+        raise TypeError(
+            f"definitions must be an iterable of definition names, got {definitions!r:.80}"
+        )
+    names = tuple(dict.fromkeys(definitions))
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"definitions must hold str names, got {name!r:.80}")
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int >= 1, got {limit!r}")
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit!r}")
+    return at, names, limit
+

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import agentq.store.rules_attempt as rules_attempt
@@ -28,11 +28,13 @@ from agentq.store.checks import (
     check_job_save,
     check_now,
     check_number,
+    check_ready,
     check_seq,
     check_state,
 )
 from agentq.store.claims import ClaimResult, Execution, execution_of, is_expired
 from agentq.store.projection import replay
+from agentq.store.ready import ReadyWork, current_step, is_ready
 from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState, event_row
 from agentq.store.tx import Draft
 
@@ -145,10 +147,18 @@ class MemoryStore:
     # ------------------------------------------------------------ writes
 
     async def start_workflow(
-        self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+        self,
+        workflow_id: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        *,
+        definition: str | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
-        return self._run(rules_workflow.start_workflow, workflow_id, step_names, input, now)
+        return self._run(
+            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition
+        )
 
     async def claim_step(
         self,
@@ -354,6 +364,23 @@ class MemoryStore:
         """See `DurableStore.get_workflow`."""
         self._check()
         return copy.deepcopy(self._workflows.get(validate_key(workflow_id, "workflow id")))
+
+    async def ready_workflows(
+        self, now: float, definitions: Iterable[str], limit: int
+    ) -> list[ReadyWork]:
+        """See `DurableStore.ready_workflows`."""
+        self._check()
+        at, names, most = check_ready(now, definitions, limit)
+        found: list[ReadyWork] = []
+        for wf in self._workflows.values():  # in start order
+            if len(found) == most:
+                break
+            if wf.definition not in names or wf.state.closed:
+                continue
+            step = current_step(self._steps.get(wf.workflow_id, ()))
+            if step is not None and is_ready(wf, step, at):
+                found.append(ReadyWork(wf, step.step_index, step.state))
+        return copy.deepcopy(found)
 
     async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
         """See `DurableStore.workflows`."""

@@ -10,7 +10,8 @@ What each event does to the rows (besides setting the workflow's ``updated_at`` 
 ``last_seq``):
 
 =====================  =================================================================
-WorkflowStarted        creates the workflow (running) and its steps (pending)
+WorkflowStarted        creates the workflow (running, with its definition's name or None)
+                       and its steps (pending)
 StepStarted            step leased: attempt, worker, lease token and expiry from the event
 StepCompleted          step completed with its output; lease cleared
 StepFailed             step failed with reason and error; lease cleared
@@ -221,6 +222,7 @@ def project(event: Event, rows: Rows) -> Rows:
             at,
             at,
             event.seq,
+            event.data.get("definition"),
         )
         return Rows(
             workflow,
@@ -276,7 +278,15 @@ def project(event: Event, rows: Rows) -> Rows:
     else:  # pragma: no cover - every kind is handled above
         raise ValueError(f"event #{event.seq} has an unknown kind {kind!r}")
     workflow = WorkflowRow(  # not dataclasses.replace: this runs for every event
-        wf.workflow_id, state, wf.step_names, wf.input, reason, wf.created_at, at, event.seq
+        wf.workflow_id,
+        state,
+        wf.step_names,
+        wf.input,
+        reason,
+        wf.created_at,
+        at,
+        event.seq,
+        wf.definition,
     )
     return Rows(workflow, steps, calls)
 

@@ -15,13 +15,14 @@ and token, and are refused with `LeaseLostError` once another claim has taken th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.claims import ClaimResult, Execution
 from agentq.store.protocol_calls import DurableCalls
+from agentq.store.ready import ReadyWork
 from agentq.store.rows import StepRow, WorkflowRow, WorkflowState
 
 __all__ = ["DurableStore"]
@@ -45,18 +46,35 @@ class DurableStore(DurableCalls, Protocol):
     """
 
     async def start_workflow(
-        self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+        self,
+        workflow_id: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        *,
+        definition: str | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """Create the workflow with its steps Pending and append `WorkflowStarted`, once.
 
+        Args:
+            workflow_id: The new workflow's id (`agentq.keys` rules).
+            step_names: Its step names, in order (non-empty, unique).
+            input: Its input (JSON).
+            now: Unix seconds.
+            definition: The name of the `WorkflowDef` it is made from (`agentq.keys`
+                rules), recorded in `WorkflowStarted` and `WorkflowRow.definition`; None for
+                a plain workflow.
+
         Returns:
-            ``(row, created)``: `created` is False when the workflow already existed (nothing
-            is appended then).
+            ``(row, created)``: `created` is False when the workflow already existed with
+            the same steps, input and definition (nothing is appended then).
 
         Raises:
-            WorkflowMismatchError: The id exists with different step names or another input
-                (compared as decoded JSON).
+            WorkflowMismatchError: The id exists with different step names, another input
+                (compared as decoded JSON) or another definition (a plain workflow's None
+                included); nothing is appended.
             PayloadError: `input` is not JSON or too large.
+            InvalidKeyError / TypeError: A bad id, step name or definition name.
         """
         ...
 
@@ -317,6 +335,32 @@ class DurableStore(DurableCalls, Protocol):
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
         """Return one workflow's row, or None."""
+        ...
+
+    async def ready_workflows(
+        self, now: float, definitions: Iterable[str], limit: int
+    ) -> list[ReadyWork]:
+        """Return open workflows of these definitions whose current step is ready at `now`.
+
+        The current step is a workflow's first step that has not completed; it is ready
+        when `agentq.store.ready.is_ready` says so: pending with no retry time or one
+        ``<= now``, leased with an expired lease, or (in a waiting workflow) waiting on a
+        keyed wait whose deadline is ``<= now``. One small read (SQLite: one indexed query);
+        nothing is claimed or written: a serving engine claims what it takes up, and two
+        engines reading the same work each learn from the claim which one won.
+
+        Args:
+            now: Unix seconds.
+            definitions: Names of `WorkflowDef`s; workflows of other definitions, and plain
+                workflows, are never listed. Empty: nothing is listed.
+            limit: At most this many (an int >= 1), in the order the workflows started.
+
+        Returns:
+            One `ReadyWork` per workflow (its row, the step's index and state).
+
+        Raises:
+            TypeError / ValueError: A bad argument (the message names it).
+        """
         ...
 
     async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:

@@ -76,6 +76,10 @@ class WorkflowRow:
         created_at: Unix seconds of `WorkflowStarted`.
         updated_at: Unix seconds of its latest event.
         last_seq: Sequence number of its latest event.
+        definition: The name of the `WorkflowDef` it was made from (any engine that
+            registered that definition can run it), or None for a plain `Workflow` (tied to
+            the process that registered it) and for workflows written before definitions
+            existed (schema version 5 and older).
     """
 
     workflow_id: str
@@ -86,6 +90,7 @@ class WorkflowRow:
     created_at: float
     updated_at: float
     last_seq: int
+    definition: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,16 +37,24 @@ def _short(value: Any) -> str:
 
 
 def start_workflow(
-    tx: Tx, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+    tx: Tx,
+    workflow_id: str,
+    step_names: Sequence[str],
+    input: Any,
+    now: float,
+    definition: str | None = None,
 ) -> tuple[WorkflowRow, bool]:
     """Rule of `DurableStore.start_workflow`; also checks the ids and names.
 
     Raises:
-        InvalidKeyError / TypeError: A bad workflow id or step name.
+        InvalidKeyError / TypeError: A bad workflow id, step name or definition name.
         ValueError: No steps, or duplicate step names.
-        WorkflowMismatchError: The id exists with other step names or another input.
+        WorkflowMismatchError: The id exists with other step names, another input or
+            another definition (None included: a plain workflow is not a definition's).
     """
     workflow_id = validate_key(workflow_id, "workflow id")
+    if definition is not None:
+        definition = validate_key(definition, "definition name")
     if isinstance(step_names, str) or not isinstance(step_names, Sequence):
         raise TypeError(f"step_names must be a sequence of str, got {step_names!r:.80}")
     names = tuple(validate_key(n, "step name") for n in step_names)
@@ -59,6 +67,11 @@ def start_workflow(
     value, text = check_payload(input, "input")
     existing, _ = tx.load(workflow_id)
     if existing is not None:
+        if existing.definition != definition:
+            raise WorkflowMismatchError(
+                f"workflow {workflow_id!r} exists {_made_from(existing.definition)}, not "
+                f"{_made_from(definition)}; a workflow id names one run: use a new id"
+            )
         if existing.step_names != names:
             raise WorkflowMismatchError(
                 f"workflow {workflow_id!r} exists with steps {list(existing.step_names)!r}, "
@@ -75,10 +88,14 @@ def start_workflow(
         _K.WORKFLOW_STARTED,
         workflow_id,
         at,
-        {"steps": list(names), "input": value},
+        {"steps": list(names), "input": value, "definition": definition},
         raw={"input": text},
     )
     return apply(tx, Rows(None, {}), [draft]), True
+
+
+def _made_from(definition: str | None) -> str:
+    return "as a plain workflow" if definition is None else f"from definition {definition!r}"
 
 
 def _wait_row(tx: Tx, step: StepRow) -> dict[str, CallRow]:

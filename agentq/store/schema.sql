@@ -127,3 +127,12 @@ CREATE TABLE calls (
 );
 CREATE UNIQUE INDEX calls_by_key ON calls (workflow_id, call_key);
 CREATE INDEX calls_by_workflow ON calls (workflow_id);
+
+-- migration 6
+-- Workflow definitions (WorkflowDef): the name of the definition a workflow was made from, so
+-- that any engine that registered that definition can run it; NULL for a plain Workflow and
+-- in files written before this version (their logs have no definitions: nothing to rebuild).
+ALTER TABLE workflows ADD COLUMN definition TEXT;
+-- ready_workflows: the open workflows of some definitions, in start order (a serving engine's
+-- poll reads only these rows, then each one's current step by the steps' primary key).
+CREATE INDEX workflows_by_definition ON workflows (definition, state, started_seq);

@@ -15,7 +15,7 @@ import contextlib
 import os
 import sqlite3
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import agentq.store.rules_attempt as rules_attempt
@@ -30,8 +30,16 @@ from agentq.events import Event
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
 from agentq.queue import StoredJob
-from agentq.store.checks import check_index, check_now, check_number, check_seq, check_state
+from agentq.store.checks import (
+    check_index,
+    check_now,
+    check_number,
+    check_ready,
+    check_seq,
+    check_state,
+)
 from agentq.store.claims import ClaimResult, Execution
+from agentq.store.ready import ReadyWork
 from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.sqlite_batch import GroupCommit
 from agentq.store.sqlite_connection import connect, on_thread, release
@@ -215,10 +223,18 @@ class SqliteStore:
     # ------------------------------------------------------------ writes
 
     async def start_workflow(
-        self, workflow_id: str, step_names: Sequence[str], input: Any, now: float
+        self,
+        workflow_id: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        *,
+        definition: str | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
-        return await self._write(rules_workflow.start_workflow, workflow_id, step_names, input, now)
+        return await self._write(
+            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition
+        )
 
     async def claim_step(
         self,
@@ -399,6 +415,13 @@ class SqliteStore:
         """See `DurableStore.get_workflow`."""
         workflow_id = validate_key(workflow_id, "workflow id")
         return await self._read(lambda conn: sqlite_reads.get_workflow(conn, workflow_id))
+
+    async def ready_workflows(
+        self, now: float, definitions: Iterable[str], limit: int
+    ) -> list[ReadyWork]:
+        """See `DurableStore.ready_workflows`."""
+        at, names, most = check_ready(now, definitions, limit)
+        return await self._read(lambda conn: sqlite_reads.ready_workflows(conn, at, names, most))
 
     async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
         """See `DurableStore.workflows`."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from agentq.events import Event, EventKind
 from agentq.store.claims import Execution, execution_of
+from agentq.store.ready import ReadyWork
 from agentq.store.rows import (
     INPUT_KINDS,
     KEY_KINDS,
@@ -20,6 +21,7 @@ from agentq.store.rows import (
     REASON_KINDS,
     CallRow,
     StepRow,
+    StepState,
     WorkflowRow,
     WorkflowState,
     event_row,
@@ -29,6 +31,7 @@ from agentq.store.sqlite_rows import (
     EVENT_TABLE_COLUMNS,
     STEP_COLUMNS,
     WORKFLOW_SELECT,
+    WORKFLOW_WIDTH,
     call_row,
     event_of,
     step_row,
@@ -43,6 +46,7 @@ __all__ = [
     "get_workflow",
     "last_seq",
     "load_events",
+    "ready_workflows",
     "step_rows",
     "workflows",
 ]
@@ -159,3 +163,36 @@ def event_rows(
 def last_seq(conn: sqlite3.Connection) -> int:
     """Return the highest sequence number (0 when the log is empty)."""
     return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+
+_READY = (
+    "WITH ready AS (SELECT w.workflow_id AS wid, s.step_index AS idx, s.state AS sstate,"
+    " w.started_seq AS started FROM workflows AS w JOIN steps AS s"
+    " ON s.workflow_id = w.workflow_id AND s.step_index = (SELECT MIN(step_index) FROM steps"
+    " WHERE workflow_id = w.workflow_id AND state <> 'completed')"
+    " WHERE w.definition IN ({names}) AND w.state IN ('running', 'waiting') AND ("
+    "(w.state = 'running' AND s.state = 'pending' AND (s.retry_at IS NULL OR s.retry_at <= ?))"
+    " OR (w.state = 'running' AND s.state = 'leased' AND s.lease_expires_at < ?)"
+    " OR (w.state = 'waiting' AND s.state = 'waiting' AND s.wait_deadline <= ?))"
+    " ORDER BY w.started_seq LIMIT ?) "
+    + WORKFLOW_SELECT.replace(
+        " FROM workflows AS w",
+        ", r.idx, r.sstate FROM ready AS r JOIN workflows AS w ON w.workflow_id = r.wid",
+    )
+    + " ORDER BY r.started"
+)
+
+
+def ready_workflows(
+    conn: sqlite3.Connection, now: float, names: tuple[str, ...], limit: int
+) -> list[ReadyWork]:
+    """Return up to `limit` open workflows of `names` whose current step is ready at `now`
+    (`agentq.store.ready.is_ready`, as SQL), in start order."""
+    if not names:
+        return []
+    sql = _READY.format(names=", ".join("?" * len(names)))
+    return [
+        ReadyWork(workflow_row(r), r[WORKFLOW_WIDTH], StepState(r[WORKFLOW_WIDTH + 1]))
+        for r in conn.execute(sql, (*names, now, now, now, limit))
+    ]
+

@@ -25,6 +25,7 @@ from agentq.store.sqlite_rows import (
     EVENT_TABLE_COLUMNS,
     STEP_COLUMNS,
     WORKFLOW_SELECT,
+    WORKFLOW_WIDTH,
     call_row,
     event_of,
     step_row,
@@ -113,10 +114,12 @@ class SqliteTx:
             if wf is None:
                 wf = workflow_row(r)
                 self._states[wf.workflow_id] = (wf.state, wf.reason)
-            if r[8] is None:
+            step = r[WORKFLOW_WIDTH:]
+            if step[0] is None:
                 continue
-            row = step_row(r[8:])
-            for value, text in ((row.output, r[16]), (row.error, r[18]), (row.resume_input, r[19])):
+            row = step_row(step)
+            for value, text in ((row.output, step[8]), (row.error, step[10]),
+                                (row.resume_input, step[11])):
                 if text is not None and isinstance(value, dict | list | ErrorInfo):
                     self._texts[id(value)] = (value, text)
             steps[row.step_index] = row
@@ -151,7 +154,7 @@ class SqliteTx:
         else:
             self.conn.execute(
                 "INSERT INTO workflows (started_seq, workflow_id, state, step_names, input, "
-                "reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "reason, created_at, definition) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     started_seq,
                     row.workflow_id,
@@ -160,6 +163,7 @@ class SqliteTx:
                     self._json(row.input) or "null",
                     row.reason,
                     row.created_at,
+                    row.definition,
                 ),
             )
         self._states[row.workflow_id] = state

@@ -7,7 +7,9 @@ order-3? …" with **Yes** / **No**); **Yes** then
 1. disables every button of the bar at once (a second click does nothing: one action),
 2. schedules ``engine.cancel(workflow_id)`` or ``engine.retry(workflow)`` as a task on the
    running loop (the callback never awaits it: the kernel stays responsive),
-3. shows the outcome ("cancelled", "had already ended", the retried run's status) or the error
+3. shows the outcome ("cancelled", "had already ended", the retried run's status, or
+   "recorded" when the engine does not hold the workflow's definition and a serving engine will
+   run it: `Recorded`) or the error
    (`NotRetryableError`, `UnknownWorkflowError`, …) in the bar, and enables what the
    workflow's new state allows.
 
@@ -27,6 +29,7 @@ from agentq.errors import AgentqError
 from agentq.markup import MUTED, esc
 from agentq.store import WorkflowRow, WorkflowState
 from agentq.widgets._live import Spawner, widgets
+from agentq.workflows import Recorded
 
 __all__ = ["Actions"]
 
@@ -153,8 +156,13 @@ class Actions:
             else:
                 target = self.workflow_for(workflow_id) if self.workflow_for else None
                 result = await self.engine.retry(target or workflow_id)
-                outcome = str(getattr(result.status, "value", result.status))
-                text = f"retried: the workflow is {outcome}"
+                if isinstance(result, Recorded):  # a serving engine with its definition runs it
+                    outcome = "recorded"
+                    text = (f"retry recorded: an engine serving definition "
+                            f"{result.definition!r} runs it")
+                else:
+                    outcome = str(getattr(result.status, "value", result.status))
+                    text = f"retried: the workflow is {outcome}"
         except AgentqError as exc:  # an outcome: not waiting, not retryable, unknown, …
             self._done(action, workflow_id, "error", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a bug: shown, and re-raised by the dashboard's stop()

@@ -32,7 +32,7 @@ from agentq.store import StepRow
 from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
 from agentq.widgets._source import Source, StepKey
 from agentq.widgets.html.results import approval_html, outcome_html
-from agentq.workflows import RunResult
+from agentq.workflows import Recorded, RunResult
 
 __all__ = ["ApprovalPanel", "ApprovalSlot", "default_input"]
 
@@ -261,7 +261,7 @@ class ApprovalPanel(Live):
         slot: ApprovalSlot,
         key: StepKey,
         verb: str,
-        result: RunResult | None,
+        result: RunResult | Recorded | None,
         error: Exception | None,
     ) -> None:
         slot.busy = False

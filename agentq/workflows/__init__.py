@@ -3,36 +3,40 @@
 What is inside, in reading order (each module imports only the ones above it, the foundation
 modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook layer):
 
-==============  ===============================================================================
-``context``     `StepContext`: what a step body receives; ``ctx.call`` and
-                ``ctx.wait_for_input`` (through the small `CallRecorder` protocol)
-``model``       `Workflow`, `StepDef`, and what a run reports: `StepStatus`, `RunStatus`,
-                `RunResult` (the signals `WaitForInput` and `NonRetryable` are
-                `agentq.errors`', re-exported)
-``waits``       the waits of a run (backoff, poll, an interrupted body) that a cancel wakes
-``calls``       `CallLog`: one attempt's durable calls and waits, answered from the log or
-                run through the queue and recorded under the attempt's fencing token
-``workers``     worker ids (``host:pid:token``), whether a lease holder's process is gone,
-                taking its lease back at once; what a waiting run logs
-``attempts``    one step attempt: the job body, its queue key and name, the lease (renewed,
-                handed back once the body stopped), the cancel-safe claim, the markers the
-                driver acts on
-``results``     stored rows read back as a `StepStatus` or a `RunResult`; what the store says
-                to `run` and `resume` of an ended workflow that is no longer registered
-``registry``    the workflows an engine knows by id, and the checks on registering one again
-``recording``   an attempt's outcome recorded (complete, wait, fail or retry) as `classify`
-                judges it
-``driver``      the loop that runs one workflow's steps: claim, attempt, record; the
-                engine's settings
-``changes``     the stored changes a resume or a retry makes before a new run continues
-``runs``        an engine's runs in progress, one per workflow, and the resumes and retries
-                that replace them
-``deadlines``   the live engine's timers that continue a workflow when a wait's deadline passes
-``engine``      `WorkflowEngine`: run, run_soon, resume, retry, cancel, status, close,
-                unregister
-``recovery``    `recover` and its `RecoveryReport`: finish what a crashed worker left,
-                without waiting for it
-==============  ===============================================================================
+=================  ============================================================================
+``context``        `StepContext`: what a step body receives; ``ctx.call`` and
+                   ``ctx.wait_for_input`` (through the small `CallRecorder` protocol)
+``reports``        what a run reports: `StepStatus`, `RunStatus`, `RunResult`, `Recorded`
+``model``          `StepDef`, `Workflow`, `WorkflowDef` (the reports and the signals
+                   `WaitForInput` and `NonRetryable`, `agentq.errors`', re-exported)
+``waits``          the waits of a run (backoff, poll, an interrupted body) that a cancel wakes
+``calls``          `CallLog`: one attempt's durable calls and waits, answered from the log or
+                   run through the queue and recorded under the attempt's fencing token
+``workers``        worker ids (``host:pid:token``), whether a lease holder's process is gone,
+                   taking its lease back at once; what a waiting run logs
+``attempts``       one step attempt: the job body, its queue key and name, the lease (renewed,
+                   handed back once the body stopped), the cancel-safe claim, the markers the
+                   driver acts on
+``results``        stored rows read back as a `StepStatus` or a `RunResult`; what the store says
+                   to `run` and `resume` of an ended workflow that is no longer registered
+``registry``       what an engine can run: plain workflows by id, definitions by name; a
+                   stored instance built from its definition
+``recording``      an attempt's outcome recorded (complete, wait, fail or retry) as `classify`
+                   judges it
+``driver``         the loop that runs one workflow's steps: claim, attempt, record; the
+                   engine's settings
+``changes``        the stored changes a resume or a retry makes before a new run continues
+``runs``           an engine's runs in progress, one per workflow, and the resumes and retries
+                   that replace them
+``deadlines``      the live engine's timers that continue a workflow when a wait's deadline passes
+``serving``        `Server`: the loop of ``serve`` (free permits, ready work, claims)
+``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
+                   register_workflow, unregister, start (an instance, not run), serve;
+                   finding what to run for an id
+``engine``         `WorkflowEngine`: run, run_soon, resume, retry, cancel, status, close
+``recovery``       `recover` and its `RecoveryReport`: finish what a crashed worker left,
+                   without waiting for it
+=================  ============================================================================
 """
 
 from agentq.workflows.context import StepContext
@@ -40,18 +44,21 @@ from agentq.workflows.engine import WorkflowEngine
 from agentq.workflows.model import (
     MAX_REASON_CHARS,
     NonRetryable,
+    Recorded,
     RunResult,
     RunStatus,
     StepDef,
     StepStatus,
     WaitForInput,
     Workflow,
+    WorkflowDef,
 )
 from agentq.workflows.recovery import RecoveryReport, recover
 
 __all__ = [
     "MAX_REASON_CHARS",
     "NonRetryable",
+    "Recorded",
     "RecoveryReport",
     "RunResult",
     "RunStatus",
@@ -60,6 +67,7 @@ __all__ = [
     "StepStatus",
     "WaitForInput",
     "Workflow",
+    "WorkflowDef",
     "WorkflowEngine",
     "recover",
 ]

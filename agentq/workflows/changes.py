@@ -2,7 +2,9 @@
 
 Each is a coroutine function that `Runs.replace` calls at the right moment (after the run in
 progress for a resume, before it for a retry), and `unregistered_retry` says why a retry by id
-of a workflow this engine does not know cannot run. Private to `agentq.workflows.engine`.
+of a workflow this engine does not know cannot run. `resume_elsewhere` and `retry_elsewhere`
+only record the change, for an instance of a definition this engine has not registered: a
+serving engine that holds it runs the workflow on. Private to `agentq.workflows.engine`.
 """
 
 from __future__ import annotations
@@ -12,10 +14,18 @@ from typing import Any, NoReturn
 
 from agentq.clock import Clock
 from agentq.errors import NotRetryableError, UnknownWorkflowError
-from agentq.store import DurableStore, WorkflowState
-from agentq.workflows.model import Workflow
+from agentq.store import DurableStore, WorkflowRow, WorkflowState
+from agentq.workflows.model import Recorded, Workflow
+from agentq.workflows.registry import step_index
 
-__all__ = ["resume_change", "retry_change", "retry_check", "unregistered_retry"]
+__all__ = [
+    "resume_change",
+    "resume_elsewhere",
+    "retry_change",
+    "retry_check",
+    "retry_elsewhere",
+    "unregistered_retry",
+]
 
 Change = Callable[[], Awaitable[None]]
 
@@ -29,7 +39,9 @@ def resume_change(
         now = clock.time()
         row = await store.get_workflow(wf.id)
         if row is not None:  # the run must be able to continue before the wait is used
-            await store.start_workflow(wf.id, wf.step_names, wf.input, now)
+            await store.start_workflow(
+                wf.id, wf.step_names, wf.input, now, definition=wf.definition
+            )
         await store.resume_step(wf.id, index, input, now, key=key)
 
     return deliver
@@ -63,7 +75,9 @@ def retry_change(store: DurableStore, clock: Clock, wf: Workflow, index: int | N
 
     async def again() -> None:
         now = clock.time()
-        await store.start_workflow(wf.id, wf.step_names, wf.input, now)
+        await store.start_workflow(
+            wf.id, wf.step_names, wf.input, now, definition=wf.definition
+        )
         await store.retry_workflow(wf.id, index, now)
 
     return again
@@ -89,3 +103,37 @@ async def unregistered_retry(store: DurableStore, workflow_id: str) -> NoReturn:
         f"workflow {workflow_id!r} {where}, and its steps are not registered with this "
         "engine (step bodies are code, not data): pass the Workflow, engine.retry(workflow)"
     )
+
+
+async def resume_elsewhere(
+    store: DurableStore,
+    clock: Clock,
+    row: WorkflowRow,
+    step: str | int,
+    input: Any,
+    key: str | None,
+) -> Recorded:
+    """Record a resume of `row`, an open instance of a definition not registered here.
+
+    The store checks it as for any resume (`NotWaitingError`, `WorkflowClosedError`, ...);
+    a serving engine that holds the definition runs the step on.
+    """
+    assert row.definition is not None
+    index = step_index(row.workflow_id, row.step_names, step)
+    await store.resume_step(row.workflow_id, index, input, clock.time(), key=key)
+    return Recorded(row.workflow_id, row.definition, "resumed")
+
+
+async def retry_elsewhere(
+    store: DurableStore, clock: Clock, row: WorkflowRow, from_step: str | int | None
+) -> Recorded:
+    """Record a retry of `row`, an instance of a definition not registered here.
+
+    The store checks it as for any retry (`NotRetryableError`, ...); a serving engine that
+    holds the definition runs the workflow on.
+    """
+    assert row.definition is not None
+    index = None if from_step is None else step_index(row.workflow_id, row.step_names, from_step)
+    await store.retry_workflow(row.workflow_id, index, clock.time())
+    return Recorded(row.workflow_id, row.definition, "retried")
+

@@ -58,6 +58,7 @@ from agentq.store import (
     AlreadyCompleted,
     AlreadyWaiting,
     Claimed,
+    ClaimResult,
     DurableStore,
     Execution,
     HeldByOther,
@@ -139,6 +140,9 @@ class Driver:
         self.clock: Clock = clock or SystemClock()
         self.poll_interval = poll_interval or min(self.lease_ttl / 4, 1.0)
         self._attempts: dict[str, JobHandle] = {}  # the attempt running now, by workflow
+        self._offered: dict[str, Claimed] = {}  # claims made for a run to use (serve's)
+        self.pausing = 0
+        """Runs waiting on the clock right now (a retry time, a step another worker holds)."""
         self._wakers = Wakers()
         self.answered_from_log = 0
         """Durable calls and waits answered from the log (not run) by this engine's attempts."""
@@ -163,7 +167,19 @@ class Driver:
 
     def tables(self) -> dict[str, int]:
         """How many entries each of the driver's per-workflow tables holds (for tests)."""
-        return {"attempts": len(self._attempts), **self._wakers.sizes()}
+        return {
+            "attempts": len(self._attempts),
+            "offered": len(self._offered),
+            **self._wakers.sizes(),
+        }
+
+    def offer(self, claim: Claimed) -> None:
+        """Give the next run of the claimed workflow a claim made for it (by `serve`).
+
+        The run uses it instead of claiming that step itself; a run that ends without using
+        it hands the lease back.
+        """
+        self._offered[claim.execution.workflow_id] = claim
 
     async def drive(self, wf: Workflow) -> RunResult:
         """Run `wf`'s steps in order until it completes, waits, fails or is cancelled.
@@ -177,7 +193,7 @@ class Driver:
         waker = self._wakers.open(wf.id)
         try:
             row, _ = await self.store.start_workflow(
-                wf.id, wf.step_names, wf.input, self.clock.time()
+                wf.id, wf.step_names, wf.input, self.clock.time(), definition=wf.definition
             )
             if row.state.closed:
                 return await stored_result(self.store, row)
@@ -190,6 +206,9 @@ class Driver:
             return RunResult(wf.id, RunStatus.COMPLETED, outputs=tuple(outputs))
         finally:
             self._wakers.close(wf.id, waker)
+            unused = self._offered.pop(wf.id, None)
+            if unused is not None:  # the run ended before the step: let another take it
+                await finish(hand_back(self.store, self.clock, unused.execution))
 
     async def _run_step(
         self,
@@ -206,15 +225,7 @@ class Driver:
                     f"the queue is closed: {step_title(wf.id, step.name)} was not started"
                 )
             await self._wakers.after_lingering(wf.id, waker)  # never overlap an old body
-            claim = await claim_step(
-                self.store,
-                self.clock,
-                wf.id,
-                index,
-                self.worker_id,
-                self.lease_ttl,
-                max_recoveries=step.max_recoveries,
-            )
+            claim = await self._claim(wf.id, index, step)
             if isinstance(claim, AlreadyCompleted):
                 return Completed(claim.output)
             if isinstance(claim, AlreadyWaiting):
@@ -261,6 +272,25 @@ class Driver:
                 continue  # claim again: a retry's time is kept by the store (NotBefore)
             return step_result
 
+    async def _claim(self, workflow_id: str, index: int, step: StepDef) -> ClaimResult:
+        """The claim offered for this step (by `serve`), or a new one (the earlier steps of
+        a run that starts from the first step answer `AlreadyCompleted`)."""
+        offered = self._offered.get(workflow_id)
+        if offered is not None and offered.execution.step_index <= index:
+            del self._offered[workflow_id]
+            if offered.execution.step_index == index:
+                return offered
+            await finish(hand_back(self.store, self.clock, offered.execution))  # passed by
+        return await claim_step(
+            self.store,
+            self.clock,
+            workflow_id,
+            index,
+            self.worker_id,
+            self.lease_ttl,
+            max_recoveries=step.max_recoveries,
+        )
+
     async def pause(self, waker: asyncio.Future[None], seconds: float) -> None:
         """Wait `seconds` on the clock before claiming a step again, or less if the workflow
         is cancelled meanwhile (`waker`, the run's, is resolved by `interrupt`).
@@ -270,8 +300,12 @@ class Driver:
         """
         if seconds <= 0:
             await self.clock.sleep(0)  # just a turn of the loop
-        else:
+            return
+        self.pausing += 1
+        try:
             await until(waker, self.clock.sleep(seconds))
+        finally:
+            self.pausing -= 1
 
     async def _take_back(self, workflow_id: str, index: int, holder: str) -> bool:
         """Take back the lease of a holder whose process is gone; True to claim again."""

@@ -30,25 +30,29 @@ from agentq.errors import (
 )
 from agentq.keys import validate_key
 from agentq.queue import Priority, Queue
-from agentq.store import DurableStore
+from agentq.store import DurableStore, WorkflowRow, WorkflowState
 from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.changes import (
     resume_change,
+    resume_elsewhere,
     retry_change,
     retry_check,
+    retry_elsewhere,
     unregistered_retry,
 )
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
-from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
-from agentq.workflows.registry import Registry, step_index
-from agentq.workflows.results import ended_result, refuse_resume, status_of
+from agentq.workflows.model import Recorded, RunResult, RunStatus, StepStatus, Workflow
+from agentq.workflows.registrations import Registrations
+from agentq.workflows.registry import step_index
+from agentq.workflows.results import refuse_resume, status_of, stored_result
 from agentq.workflows.runs import Runs
+from agentq.workflows.serving import Server
 
 __all__ = ["WorkflowEngine"]
 
 
-class WorkflowEngine:
+class WorkflowEngine(Registrations):
     """Run workflows durably: one step after another, each attempt through the queue.
 
     Args:
@@ -108,10 +112,11 @@ class WorkflowEngine:
             clock=clock,
             poll_interval=poll_interval,
         )
-        self._registry = Registry()
+        super().__init__()
         self._runs = Runs(self._driver.drive, self._drop_if_ended)
         self._deadlines = Deadlines(lambda: self.clock, self._expire)
         self._driver.on_deadline = self._deadlines.set
+        self._server = Server(self._driver, self._registry, self._runs)  # for serve()
 
     # ----------------------------------------------------------------- settings
 
@@ -150,51 +155,6 @@ class WorkflowEngine:
         """Seconds between checks while another worker holds a step of a running workflow."""
         return self._driver.poll_interval
 
-    # ----------------------------------------------------------------- registry
-
-    def register_workflow(self, workflow: Workflow) -> None:
-        """Make `workflow`'s step bodies known to this engine (needed by `resume`, `recover`).
-
-        Registering the same id again replaces the bodies (a notebook cell run twice), as
-        long as the step names and the input are the same.
-
-        Raises:
-            TypeError: `workflow` is not a `Workflow`.
-            WorkflowMismatchError: The id is registered with different step names or another
-                input (nothing is replaced).
-        """
-        self._registry.add(workflow)
-
-    def unregister(self, name: str) -> bool:
-        """Forget the workflow registered under `name` (a workflow id).
-
-        The store keeps its record; only the step bodies are forgotten, so `resume` and
-        `recover` can no longer continue it here until it is registered again. A run in
-        progress goes on (it holds its bodies). Registrations of workflows whose run ended
-        completed, failed or cancelled are dropped without this call.
-
-        Args:
-            name: A workflow id (named definitions will be accepted here too).
-
-        Returns:
-            True if something was registered under `name`, else False.
-
-        Raises:
-            TypeError: `name` is not a str.
-        """
-        if not isinstance(name, str):
-            raise TypeError(f"unregister() expects a workflow id (str), got {name!r}")
-        return self._registry.remove(name)
-
-    def registered(self, workflow_id: str) -> Workflow | None:
-        """Return the registered workflow with this id, or None."""
-        return self._registry.get(workflow_id)
-
-    @property
-    def workflow_ids(self) -> tuple[str, ...]:
-        """Ids of the registered workflows, in registration order."""
-        return self._registry.ids
-
     # ----------------------------------------------------------------- public verbs
 
     async def run(self, workflow: Workflow | str) -> RunResult:
@@ -208,24 +168,32 @@ class WorkflowEngine:
         or cancelled.
 
         Args:
-            workflow: A `Workflow` (registered on the way), the id of a registered one, or
-                the id of a stored workflow that has ended.
+            workflow: A `Workflow` (registered on the way), the id of a registered one, the
+                id of a stored instance of a `WorkflowDef` registered here (built from it,
+                with its stored input), or the id of a stored workflow that has ended.
 
         Returns:
             A `RunResult` with status completed, waiting, failed or cancelled.
 
         Raises:
             UnknownWorkflowError: An id that is neither registered nor a stored workflow that
-                has ended.
-            WorkflowMismatchError: The id is stored (or registered) with different steps.
+                has ended, or an instance of a definition not registered here (the message
+                names it).
+            WorkflowMismatchError: The id is stored (or registered) with different steps,
+                or its registered definition has other step names than the stored ones.
             PayloadError: The workflow input is not JSON or too large.
             QueueClosed: The queue closed before or while a step ran (see `close`).
             StoreError: The store failed; the run can be retried (or recovered) later.
         """
-        if isinstance(workflow, str) and self._registry.get(workflow) is None:
-            ended = await ended_result(self.store, workflow)
-            if ended is not None:
-                return ended
+        if isinstance(workflow, str):
+            found = await self._find(workflow)
+            if found is None:  # stored and ended: its stored result, nothing appended
+                row = await self.store.get_workflow(workflow)
+                assert row is not None
+                return await stored_result(self.store, row)
+            if isinstance(found, WorkflowRow):  # raises: its definition is not registered
+                found = self._registry.resolve(workflow, found)
+            workflow = found
         wf = self._registry.lookup(workflow)
         if IN_STEP.get() == wf.id:
             raise DeadlockError(
@@ -254,7 +222,7 @@ class WorkflowEngine:
 
     async def resume(
         self, workflow_id: str, step: str | int, input: Any, *, key: str | None = None
-    ) -> RunResult:
+    ) -> RunResult | Recorded:
         """Deliver `input` to a `Waiting` step and continue the workflow.
 
         The step runs again with ``ctx.resumed`` true, ``ctx.resume_input == input`` (None
@@ -264,16 +232,22 @@ class WorkflowEngine:
         `NotWaitingError`. `input` is required: None is an answer too, so it must be given on
         purpose.
 
+        An instance of a `WorkflowDef` that this engine has not registered is resumed all
+        the same: the input is recorded at once (checked by the store as always) and
+        `Recorded` is returned; a serving engine that holds the definition (`serve`) runs
+        the step on. A plain workflow is tied to the engine that registered it.
+
         Args:
-            workflow_id: The workflow (registered with this engine, or stored and ended:
-                then the refusal says why).
+            workflow_id: The workflow (registered with this engine, an instance of a
+                definition, or stored and ended: then the refusal says why).
             step: The waiting step's name or 0-based index.
             input: A JSON value (None included).
             key: The key of the `wait_for_input` this answers, checked against the wait the
                 step is on now; None answers whatever it waits for.
 
         Returns:
-            The `RunResult` of the continued run.
+            The `RunResult` of the continued run; `Recorded` when the definition is not
+            registered here.
 
         Raises:
             UnknownWorkflowError: Not registered or not stored.
@@ -283,11 +257,11 @@ class WorkflowEngine:
             WorkflowClosedError: The workflow is cancelled, failed or completed.
             PayloadError: `input` is not JSON or too large; nothing is recorded.
         """
-        wf = self._registry.get(workflow_id) if isinstance(workflow_id, str) else None
-        if wf is None:  # never recorded here: the store refuses an ended workflow's resume
-            if await ended_result(self.store, workflow_id) is None:
-                self._registry.lookup(workflow_id)  # raises UnknownWorkflowError
+        wf = await self._find(workflow_id)
+        if wf is None:  # stored and ended: the store refuses the resume, saying why
             await refuse_resume(self.store, self.clock.time(), workflow_id, step, input, key)
+        if isinstance(wf, WorkflowRow):  # its definition is elsewhere: record, serve runs it
+            return await resume_elsewhere(self.store, self.clock, wf, step, input, key)
         index = step_index(wf.id, wf.step_names, step)
 
         deliver = resume_change(self.store, self.clock, wf, index, input, key)
@@ -297,7 +271,7 @@ class WorkflowEngine:
 
     async def retry(
         self, workflow: Workflow | str, *, from_step: str | int | None = None
-    ) -> RunResult:
+    ) -> RunResult | Recorded:
         """Run a failed or cancelled workflow again, and return its new `RunResult`.
 
         By default it continues from the step that failed (or was cancelled, or was next
@@ -309,13 +283,18 @@ class WorkflowEngine:
         caller does not stop the retried run.
 
         Args:
-            workflow: The `Workflow` (registered on the way), or the id of one registered
-                with this engine.
+            workflow: The `Workflow` (registered on the way), the id of one registered
+                with this engine, or the id of a stored instance of a `WorkflowDef`.
             from_step: The step (name or 0-based index) to run again from; every step
                 before it must have completed. None: the first step that did not complete.
 
+        An instance of a `WorkflowDef` not registered here is retried all the same: the
+        retry is recorded at once (`WorkflowRetried`, checked by the store as always) and
+        `Recorded` is returned; a serving engine that holds the definition runs it.
+
         Returns:
-            The `RunResult` of the new run.
+            The `RunResult` of the new run; `Recorded` when the definition is not registered
+            here.
 
         Raises:
             UnknownWorkflowError: An id that is not registered with this engine (step
@@ -337,7 +316,12 @@ class WorkflowEngine:
         else:
             known = self._registry.get(validate_key(workflow, "workflow id"))
             if known is None:
-                await unregistered_retry(self.store, workflow)
+                row = await self.store.get_workflow(workflow)
+                if row is None or row.definition is None or row.state is WorkflowState.COMPLETED:
+                    await unregistered_retry(self.store, workflow)
+                if self._registry.definition(row.definition) is None:  # record, serve runs it
+                    return await retry_elsewhere(self.store, self.clock, row, from_step)
+                known = self._registry.resolve(workflow, row)
             wf = known
         index = None if from_step is None else step_index(wf.id, wf.step_names, from_step)
 
@@ -373,7 +357,9 @@ class WorkflowEngine:
         wf = wf or self._registry.get(wid)
         now = self.clock.time()
         if wf is not None:  # stored as it is registered, if it never ran: then cancelled
-            await self.store.start_workflow(wf.id, wf.step_names, wf.input, now)
+            await self.store.start_workflow(
+                wf.id, wf.step_names, wf.input, now, definition=wf.definition
+            )
         elif await self.store.get_workflow(wid) is None:
             raise UnknownWorkflowError(
                 f"workflow {wid!r} is neither registered with this engine nor in the store"
@@ -449,9 +435,8 @@ class WorkflowEngine:
 
     async def _expire(self, workflow_id: str) -> None:
         """A wait's deadline passed: run the workflow (the wait times out, or was answered)."""
-        if self._registry.get(workflow_id) is not None:
-            with contextlib.suppress(AgentqError):
-                await self.run(workflow_id)
+        with contextlib.suppress(AgentqError):  # not runnable here (any more): left stored
+            await self.run(workflow_id)
 
     @property
     def answered_from_log(self) -> int:

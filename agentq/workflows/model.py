@@ -1,4 +1,4 @@
-"""The workflow model: `Workflow`, `StepDef`, `StepContext`, and what a run reports.
+"""The workflow model: `StepDef`, `Workflow`, `WorkflowDef` (and what a run reports).
 
 A workflow is an ordered list of steps under a stable id. A step body receives a
 `StepContext` and returns a JSON value (see `agentq.codec`); it may be an ``async def`` or a
@@ -14,9 +14,8 @@ plain function (run in a worker thread). It signals with exceptions:
 An exception group (parallel calls in an `asyncio.TaskGroup`) is judged by its leaves:
 `agentq.retry.classify` is the one rule, shared with the queue's jobs.
 
-`RunResult` and `StepStatus` show as HTML at the end of a notebook cell; their
-``_repr_html_`` is built from `agentq.markup`, a foundation module, so the model never imports
-the notebook layer (`agentq.widgets`) that shows it.
+What a run reports (`StepStatus`, `RunStatus`, `RunResult`, `Recorded`) is defined in
+`agentq.workflows.reports` and re-exported here.
 
 `WaitForInput`, `NonRetryable` and `MAX_REASON_CHARS` are defined in `agentq.errors` (the
 queue reads them too) and re-exported here.
@@ -27,36 +26,27 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any
 
 from agentq.errors import MAX_REASON_CHARS, NonRetryable, WaitForInput
 from agentq.keys import validate_key
-from agentq.markup import (
-    COLORS,
-    FONT,
-    MUTED,
-    badge,
-    clock_text,
-    esc,
-    json_text,
-    more_html,
-    short,
-)
 from agentq.retry import RetryPolicy
 from agentq.workflows.context import StepContext
+from agentq.workflows.reports import Recorded, RunResult, RunStatus, StepStatus
 
 __all__ = [
     "MAX_REASON_CHARS",
     "NonRetryable",
+    "Recorded",
     "RunResult",
     "RunStatus",
     "StepDef",
     "StepStatus",
     "WaitForInput",
     "Workflow",
+    "WorkflowDef",
 ]
 
 
@@ -164,10 +154,15 @@ class Workflow:
             again continues or returns the stored run; it never starts a second one.
         steps: The steps, in order; at least one; names unique.
         input: JSON value given to every step as ``ctx.input``.
+        definition: The name of the `WorkflowDef` this instance was made from (set by
+            `WorkflowDef.workflow`), recorded in the store so that any engine that
+            registered that definition can run it; None (the default) for a plain workflow,
+            tied to the process that registered it.
 
     Raises:
         ValueError: Empty `steps` or duplicate step names.
-        InvalidKeyError: `id` is empty, not UTF-8 or too long.
+        TypeError: A step is not a `StepDef`.
+        InvalidKeyError: `id` (or `definition`) is empty, not UTF-8 or too long.
 
     Example:
         >>> wf = Workflow("order-42", [StepDef("fetch", fetch), StepDef("charge", charge)])
@@ -176,20 +171,13 @@ class Workflow:
     id: str
     steps: Sequence[StepDef]
     input: Any = None
+    definition: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         validate_key(self.id, "workflow id")
-        steps = tuple(self.steps)
-        if not steps:
-            raise ValueError(f"workflow {self.id!r} has no steps")
-        for step in steps:
-            if not isinstance(step, StepDef):
-                raise TypeError(f"workflow {self.id!r}: steps must be StepDef, got {step!r}")
-        names = [s.name for s in steps]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"workflow {self.id!r} has duplicate step names: {dupes}")
-        object.__setattr__(self, "steps", steps)
+        object.__setattr__(self, "steps", _checked_steps(f"workflow {self.id!r}", self.steps))
+        if self.definition is not None:
+            validate_key(self.definition, "definition name")
 
     @property
     def step_names(self) -> tuple[str, ...]:
@@ -208,145 +196,80 @@ class Workflow:
         raise KeyError(step)
 
 
-class StepStatus:
-    """A step's status, as `WorkflowEngine.status` reports it.
+def _checked_steps(owner: str, steps: Sequence[StepDef]) -> tuple[StepDef, ...]:
+    """`steps` as a tuple, checked: a non-empty sequence of `StepDef` with unique names."""
+    if isinstance(steps, str | bytes | StepDef) or not isinstance(steps, Iterable):
+        raise TypeError(f"{owner}: steps must be a sequence of StepDef, got {steps!r:.80}")
+    checked = tuple(steps)
+    if not checked:
+        raise ValueError(f"{owner} has no steps")
+    for step in checked:
+        if not isinstance(step, StepDef):
+            raise TypeError(f"{owner}: steps must be StepDef, got {step!r:.80}")
+    names = [s.name for s in checked]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{owner} has duplicate step names: {dupes}")
+    return checked
 
-    One of `StepStatus.Pending`, `StepStatus.Leased(worker_id, expires_at)`,
-    `StepStatus.Completed(output)`, `StepStatus.Failed(reason, attempt)` or
-    `StepStatus.Waiting(reason)`; all frozen dataclasses usable with `match`.
+
+@dataclass(frozen=True, slots=True)
+class WorkflowDef:
+    """A named workflow definition: the steps of many instances, runnable in any process.
+
+    A plain `Workflow` is one instance whose step bodies only the process that registered
+    it knows. A definition names its steps once; each instance (``definition.workflow(id,
+    input)``, or ``engine.start(definition, id, input)``) records the definition's name in
+    the store, so that any engine that registered a definition of that name, in any
+    process, can run, resume, retry and recover it by id. Step bodies are code, not data:
+    what is stored is the name, the step names and the input, never the functions.
+
+    Args:
+        name: The definition's name (a non-empty str of at most 1024 bytes of UTF-8, like a
+            key). Engines look definitions up by it: keep it stable across releases of
+            the program.
+        steps: The steps, in order: a non-empty sequence of `StepDef` with unique names.
+            Stored instances record the step names; an engine whose registered definition
+            has other step names refuses to run them (`WorkflowMismatchError`).
+
+    Raises:
+        InvalidKeyError: `name` is empty, not valid UTF-8 or too long.
+        TypeError: `name` is not a str, `steps` is not a sequence, or a step is not a
+            `StepDef`.
+        ValueError: `steps` is empty or has duplicate names.
+
+    Example:
+        >>> order = WorkflowDef("order", [StepDef("fetch", fetch), StepDef("charge", charge)])
+        >>> engine.register(order)
+        >>> await engine.start(order, "order-42", input={"sku": "A1"})
+        >>> result = await engine.run("order-42")        # or in another process
     """
 
-    Pending: ClassVar[type[StepPending]]
-    Leased: ClassVar[type[StepLeased]]
-    Completed: ClassVar[type[StepCompleted]]
-    Failed: ClassVar[type[StepFailed]]
-    Waiting: ClassVar[type[StepWaiting]]
+    name: str
+    steps: Sequence[StepDef]
 
-    __slots__ = ()
-
-    def _repr_html_(self) -> str:
-        """A status badge with its details, for a bare value at the end of a notebook cell."""
-        match self:
-            case StepCompleted(output=output):
-                return f"{badge('completed')} <code>{json_text(output)}</code>"
-            case StepFailed(reason=reason, attempt=attempt):
-                return f"{badge('failed')} after {attempt} attempt(s): {short(reason, 200)}"
-            case StepWaiting(reason=reason):
-                return f"{badge('waiting')} {short(reason, 200)}"
-            case StepLeased(worker_id=worker, expires_at=expires):
-                return f"{badge('leased')} by {short(worker, 60)} until {clock_text(expires)}"
-            case StepPending():
-                return badge("pending")
-        return esc(repr(self))
-
-
-@dataclass(frozen=True, slots=True)
-class StepPending(StepStatus):
-    """Not started yet, or waiting for its next attempt."""
-
-
-@dataclass(frozen=True, slots=True)
-class StepLeased(StepStatus):
-    """Running under a lease held by `worker_id` until `expires_at` (Unix seconds)."""
-
-    worker_id: str
-    expires_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class StepCompleted(StepStatus):
-    """Finished with `output`."""
-
-    output: Any
-
-
-@dataclass(frozen=True, slots=True)
-class StepFailed(StepStatus):
-    """Failed for good after `attempt` attempts, for `reason`."""
-
-    reason: str
-    attempt: int
-
-
-@dataclass(frozen=True, slots=True)
-class StepWaiting(StepStatus):
-    """Waiting for outside input; `reason` says what for.
-
-    A wait of `StepContext.wait_for_input` also has its `key`, its `deadline` (Unix seconds,
-    or None) and its `details` (a JSON object, or None); a step-level ``raise
-    WaitForInput(reason)`` has None for all three.
-    """
-
-    reason: str
-    key: str | None = None
-    deadline: float | None = None
-    details: dict[str, Any] | None = None
-
-
-StepStatus.Pending = StepPending
-StepStatus.Leased = StepLeased
-StepStatus.Completed = StepCompleted
-StepStatus.Failed = StepFailed
-StepStatus.Waiting = StepWaiting
-
-
-_OUTPUTS_SHOWN = 20
-"""Outputs a `RunResult` card lists; the others are counted in an "n more" line."""
-
-
-class RunStatus(StrEnum):
-    """How a run ended (from the caller's point of view)."""
-
-    COMPLETED = "completed"
-    WAITING = "waiting"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """What `WorkflowEngine.run` and `resume` return.
-
-    Attributes:
-        workflow_id: The workflow.
-        status: completed, waiting, failed or cancelled.
-        step: Name of the step that is waiting or failed (None when completed or cancelled
-            between steps).
-        reason: Why it waits, failed or was cancelled (None when completed): the same text
-            the store keeps, live or read back, so at most `agentq.codec.MAX_TEXT_CHARS`
-            characters (longer text is cut and says how much was left out).
-        outputs: Outputs of the completed steps, in order.
-    """
-
-    workflow_id: str
-    status: RunStatus
-    step: str | None = None
-    reason: str | None = None
-    outputs: tuple[Any, ...] = ()
+    def __post_init__(self) -> None:
+        validate_key(self.name, "definition name")
+        object.__setattr__(self, "steps", _checked_steps(f"definition {self.name!r}", self.steps))
 
     @property
-    def output(self) -> Any:
-        """The last step's output when completed, else None."""
-        return self.outputs[-1] if self.status is RunStatus.COMPLETED and self.outputs else None
+    def step_names(self) -> tuple[str, ...]:
+        """The step names, in order."""
+        return tuple(s.name for s in self.steps)
 
-    def _repr_html_(self) -> str:
-        """A small card (status, step, reason, outputs), for a bare value at the end of a cell."""
-        status = self.status.value
-        lines = [f"<b>{short(self.workflow_id, 80)}</b> {badge(status)}"]
-        if self.step:
-            lines.append(f"step <b>{short(self.step, 60)}</b>")
-        if self.reason:
-            lines.append(f'<span style="{MUTED}">reason:</span> {short(self.reason, 200)}')
-        for i, output in enumerate(self.outputs[:_OUTPUTS_SHOWN]):
-            lines.append(
-                f'<span style="{MUTED}">output {i}:</span> <code>{json_text(output)}</code>'
-            )
-        if len(self.outputs) > _OUTPUTS_SHOWN:
-            lines.append(more_html(len(self.outputs) - _OUTPUTS_SHOWN, "outputs"))
-        return (
-            f'<div data-agentq="run-result" data-workflow="{esc(self.workflow_id)}" '
-            f'data-status="{status}" style="{FONT};border-left:3px solid '
-            f'{COLORS.get(status, COLORS["pending"])[0]};padding:2px 10px">'
-            + "<br>".join(lines)
-            + "</div>"
-        )
+    def workflow(self, workflow_id: str, input: Any = None) -> Workflow:
+        """Make an instance: a `Workflow` with these steps that remembers this definition.
+
+        Nothing is stored: `WorkflowEngine.start` (or `run`) stores it.
+
+        Args:
+            workflow_id: The instance's id (a key: non-empty, at most 1024 bytes of UTF-8).
+            input: The instance's input (JSON), given to every step as ``ctx.input``.
+
+        Returns:
+            ``Workflow(workflow_id, self.steps, input=input, definition=self.name)``.
+
+        Raises:
+            InvalidKeyError / TypeError: A bad `workflow_id`.
+        """
+        return Workflow(workflow_id, self.steps, input=input, definition=self.name)

@@ -8,12 +8,15 @@ workflows stay ``running`` with nobody driving them. `recover`:
    no longer exists: see `agentq.workflows.workers`), recording `WorkerRecovered`; any other
    live lease is never touched, not even at the same clock tick;
 2. starts, as this engine's background runs, every running workflow that this engine has
-   registered and that no live lease holds (another worker is driving those), and counts
-   the ones this engine runs already; it waits for none of them (`RecoveryReport.wait`
-   does);
+   registered (a plain `Workflow` registered here, or an instance of a `WorkflowDef`
+   registered here, whichever process started it) and that no live lease holds (another
+   worker is driving those), and counts the ones this engine runs already; it waits for
+   none of them (`RecoveryReport.wait` does);
 3. reports the workflows it could not resume because their step bodies are not registered
-   here: step bodies are code, not data, so a restarted program registers its workflows
-   again before calling `recover`.
+   here: step bodies are code, not data, so a restarted program registers its definitions
+   (or plain workflows) again before calling `recover`. An instance whose registered
+   definition has other step names than the stored ones is not run: its
+   `WorkflowMismatchError` is in `RecoveryReport.errors`.
 
 `recover` never blocks on work: not on a step body (which may wait for something the caller
 does only after `recover` returns), not on a run this engine is already driving, not on a
@@ -27,9 +30,11 @@ import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from agentq.errors import WorkflowMismatchError
 from agentq.store import Execution, StepState, WorkflowState
 from agentq.workflows.engine import WorkflowEngine
 from agentq.workflows.model import RunResult
+from agentq.workflows.registry import instance_of
 from agentq.workflows.workers import take_back
 
 __all__ = ["RecoveryReport", "recover"]
@@ -47,11 +52,12 @@ class RecoveryReport:
             already). They go on after `recover` returns; `wait` (or ``engine.run``) joins
             them.
         unregistered: Running workflows left alone because their steps are not registered
-            with this engine.
+            with this engine (neither the plain workflow nor its definition).
         held_elsewhere: Running workflows left alone because another worker, which may be
             alive, holds a live lease on one of their steps.
         errors: Exceptions raised while starting a workflow's run, by workflow id (the other
-            workflows were still started). A run's own failure comes from `wait`.
+            workflows were still started); e.g. `WorkflowMismatchError` for an instance
+            whose registered definition has other steps. A run's own failure comes from `wait`.
         joins: How `wait` joins each resumed run (``engine.run`` of its workflow), by
             workflow id; not part of the repr or of equality.
     """
@@ -143,6 +149,15 @@ async def recover(engine: WorkflowEngine) -> RecoveryReport:
     for workflow_row in await store.workflows(WorkflowState.RUNNING):
         wid = workflow_row.workflow_id
         wf = engine.registered(wid)
+        definition = None if workflow_row.definition is None else engine.definition(
+            workflow_row.definition
+        )
+        if wf is None and definition is not None:
+            try:
+                wf = instance_of(definition, workflow_row)
+            except WorkflowMismatchError as exc:  # re-registered with other steps
+                errors[wid] = exc
+                continue
         if wf is None:
             unregistered.append(wid)
             continue

@@ -81,13 +81,19 @@ class Runs:
         if self._ended is not None:
             self._ended(workflow_id, task)
 
-    def start_soon(self, wf: Workflow) -> None:
+    def start_soon(self, wf: Workflow) -> asyncio.Task[RunResult] | None:
         """Start a run of `wf` in the background, unless one is in progress or about to be.
 
         An exception the run raises is logged (its joiners get it too).
+
+        Returns:
+            The new run, or None if none was started.
         """
-        if wf.id not in self._runs and wf.id not in self._continuing:
-            self.start(wf).add_done_callback(_log_failure)
+        if wf.id in self._runs or wf.id in self._continuing:
+            return None
+        task = self.start(wf)
+        task.add_done_callback(_log_failure)
+        return task
 
     async def join(self, wf: Workflow) -> RunResult:
         """Wait for the run of `wf`, starting one if needed (after a continuation in flight)."""

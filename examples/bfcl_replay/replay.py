@@ -292,9 +292,11 @@ async def drive(
             result.workflow_id, result.step, result.reason or "", key=key, details=details
         )
         try:
-            result = await engine.resume(result.workflow_id, result.step, answer, key=key)
+            resumed = await engine.resume(result.workflow_id, result.step, answer, key=key)
         except NotWaitingError:  # resumed elsewhere meanwhile: follow the run
-            result = await engine.run(workflow)
+            resumed = await engine.run(workflow)
+        # Registered here, so it ran here (a Recorded is for a definition held elsewhere).
+        result = resumed if isinstance(resumed, RunResult) else await engine.run(workflow)
     return result
 
 

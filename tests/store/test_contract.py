@@ -65,7 +65,8 @@ async def test_start_creates_the_workflow_and_its_pending_steps(store: DurableSt
     [event] = await store.load_events("wf")
     assert event.kind is EventKind.WORKFLOW_STARTED and event.seq == 1
     assert event.at == datetime.fromtimestamp(T0, UTC) and event.at.tzinfo is not None
-    assert event.data == {"steps": ["a", "b"], "input": {"n": [1, 2]}}
+    assert event.data == {"steps": ["a", "b"], "input": {"n": [1, 2]}, "definition": None}
+    assert row.definition is None
     rows = await store.step_rows("wf")
     assert [(r.step_index, r.step_name, r.state, r.attempt, r.lease_token) for r in rows] == [
         (0, "a", StepState.PENDING, 0, 0),

@@ -4,7 +4,8 @@
 ``data/make_schema_v2.py``): a completed workflow, one waiting for input, one whose worker
 died holding a lease, one waiting out a retry, one pending and one cancelled. Opening it runs
 migrations 3 (``steps.recoveries``, and a projection rebuilt from the log), 4
-(``job_outcomes``) and 5 (durable calls: ``calls`` and the steps' ``wait_*`` columns).
+(``job_outcomes``), 5 (durable calls: ``calls`` and the steps' ``wait_*`` columns) and 6
+(``workflows.definition``).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ LATER_COLUMNS = {"recoveries", "wait_key", "wait_details", "wait_deadline"}
 
 
 async def test_the_fixture_is_a_version_2_file(old_file: Path) -> None:
-    assert version(old_file) == 2 < SCHEMA_VERSION == 5
+    assert version(old_file) == 2 < SCHEMA_VERSION == 6
     names, columns = shape(old_file)
     assert not names & LATER_TABLES and not columns & LATER_COLUMNS
     assert {"events", "workflows", "steps", "workflows_by_start"} <= names

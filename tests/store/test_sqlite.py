@@ -20,7 +20,7 @@ from agentq.errors import (
     StoreError,
     WorkflowMismatchError,
 )
-from agentq.store import Claimed, SqliteStore, StepState, sqlite_reads, sqlite_tx
+from agentq.store import Claimed, SqliteStore, StepState, WorkflowState, sqlite_reads, sqlite_tx
 from agentq.store.sqlite_schema import SCHEMA_VERSION, migrations, rebuilds
 
 from .conftest import T0, claim, kinds, run_step, start
@@ -282,7 +282,7 @@ async def test_a_version_4_file_gets_durable_calls_on_open(db_path: Path) -> Non
     assert "calls" not in names and "job_outcomes" in names
     assert "wait_key" not in columns and "recoveries" in columns
     async with SqliteStore(db_path) as store:
-        assert user_version(db_path) == SCHEMA_VERSION == 5
+        assert user_version(db_path) == SCHEMA_VERSION
         b = (await store.step_rows("wf"))[1]
         assert (b.state, b.reason, b.wait_key) == (StepState.WAITING, "ok?", None)
         assert await store.calls() == [] and await store.load_job("job", T0) is not None
@@ -291,6 +291,37 @@ async def test_a_version_4_file_gets_durable_calls_on_open(db_path: Path) -> Non
         await store.start_call(ex, "k", fingerprint=None, lane=None, label=None, now=T0 + 1)
         [row] = await store.calls("wf")
         assert row.key == "k" and row.step_index == 1
+
+
+async def test_a_version_5_file_gets_definitions_on_open(db_path: Path) -> None:
+    """A file of the release before workflow definitions (schema 5) migrates to 6: its
+    workflows read as plain ones (definition None), they keep running, and new workflows
+    record their definition."""
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a", "b"])
+        await run_step(store, output="A")
+        await store.wait_step(await claim(store, index=1), "ok?", T0, key="approve")
+    downgrade(db_path, 5)
+    conn = raw(db_path)
+    try:
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(workflows)")}
+    finally:
+        conn.close()
+    assert "definition" not in columns and user_version(db_path) == 5
+    async with SqliteStore(db_path) as store:
+        assert user_version(db_path) == SCHEMA_VERSION == 6
+        row = await store.get_workflow("wf")
+        assert row is not None and (row.state, row.definition) == (WorkflowState.WAITING, None)
+        await store.resume_step("wf", 1, "yes", T0 + 1, key="approve")
+        await store.complete_step(await claim(store, index=1, now=T0 + 1), "B", T0 + 1)
+        made, created = await store.start_workflow("new", ["x"], None, T0 + 2, definition="d")
+        assert created and made.definition == "d"
+        before = await store.workflows()
+        await store.rebuild_projection()
+        assert await store.workflows() == before
+    async with SqliteStore(db_path) as again:
+        assert [(w.workflow_id, w.state, w.definition) for w in await again.workflows()] == [
+            ("wf", WorkflowState.COMPLETED, None), ("new", WorkflowState.RUNNING, "d")]
 
 
 async def test_a_newer_file_is_refused(db_path: Path) -> None:
@@ -317,8 +348,9 @@ def test_migrations_parse() -> None:
     assert len(steps) == SCHEMA_VERSION >= 3
     assert all(s.endswith(";") for m in steps for s in m)
     assert any("CREATE TRIGGER" in s and "END;" in s for s in steps[1])
-    # migration 3 (recoveries) rebuilds the projection; 4 (job_outcomes) and 5 (calls) need not
-    assert rebuilds() == [False, False, True, False, False]
+    # migration 3 (recoveries) rebuilds the projection; 4 (job_outcomes), 5 (calls) and 6
+    # (definitions: none in an older log) need not
+    assert rebuilds() == [False, False, True, False, False, False]
 
 
 # ---------------------------------------------------------------- group commit

@@ -32,6 +32,7 @@ class ReadStore:
         self.calls: Counter[str] = Counter()
         self.after: list[int] = []  # after_seq of every event_rows call
         self.fail_with: Exception | None = None
+        self.definitions: dict[str, str | None] = {}  # workflow id -> its definition's name
 
     def event(
         self,
@@ -96,7 +97,7 @@ class ReadStore:
             (r for r in self.steps.values() if r.workflow_id == workflow_id),
             key=lambda r: r.step_index,
         )
-        if not events and not steps:
+        if not events and not steps and workflow_id not in self.definitions:
             return None
         closing = {K.WORKFLOW_COMPLETED.value: WorkflowState.COMPLETED,
                    K.WORKFLOW_FAILED.value: WorkflowState.FAILED,
@@ -109,15 +110,18 @@ class ReadStore:
         first = events[0][1] if events else T0
         last = events[-1] if events else (0, T0)
         return WorkflowRow(workflow_id, state, tuple(r.step_name for r in steps), None, None,
-                           first, last[1], last[0])
+                           first, last[1], last[0], self.definitions.get(workflow_id))
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
         self._check("get_workflow")
         return self._workflow_row(workflow_id)
 
     async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
+        """Rows of every workflow with events, steps or a definition (`definitions`)."""
         self._check("workflows")
-        ids = dict.fromkeys([e[2] for e in self.events] + [k[0] for k in self.steps])
+        ids = dict.fromkeys(
+            [e[2] for e in self.events] + [k[0] for k in self.steps] + list(self.definitions)
+        )
         rows = [r for r in map(self._workflow_row, ids) if r is not None]
         return [r for r in rows if state is None or r.state is state]
 

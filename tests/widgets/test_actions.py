@@ -132,3 +132,29 @@ async def test_a_click_from_another_thread_runs_on_the_widgets_loop(
     await asyncio.to_thread(setattr, dash.detail.items, "value", ("step", 0))
     assert 'data-kind="step"' in dash.detail.html.value
     await dash.stop()
+
+
+async def test_retry_of_a_definition_this_engine_does_not_hold_is_recorded(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    from agentq.queue import Queue
+    from agentq.workflows import WorkflowDef
+
+    async def boom(ctx: StepContext) -> Any:
+        raise RuntimeError("down")
+
+    engine.register(WorkflowDef("job", [StepDef("s", boom, retry=RetryPolicy(1))]))
+    await engine.start("job", "job-1")
+    assert (await engine.run("job-1")).status == "failed"
+    async with Queue(clock=clock) as queue:  # a notebook's engine, without the definition
+        viewer = WorkflowEngine(queue, engine.store, worker_id="viewer", clock=clock)
+        dash = Dashboard(viewer)
+        await dash.refresh()
+        await dash.detail.show("job-1")
+        dash.actions.retry.click()
+        dash.actions.yes.click()
+        await dash.actions.join()
+        status = dash.actions.status.value
+        assert 'data-outcome="recorded"' in status and "&#x27;job&#x27;" in status, status
+        assert await state(engine, "job-1") is WorkflowState.RUNNING  # a serving engine runs it
+        await dash.stop()

@@ -13,7 +13,7 @@ from agentq.store import StepRow, StepState
 from agentq.widgets import html as h
 from agentq.widgets._calls import CallCounts, CallTally
 from agentq.widgets._timeline import Timeline
-from agentq.workflows import RunResult, RunStatus, StepStatus
+from agentq.workflows import Recorded, RunResult, RunStatus, StepStatus
 
 from .fakes import T0, Lane, ReadStore
 
@@ -46,9 +46,16 @@ def test_step_names_reasons_errors_and_ids_are_escaped_everywhere() -> None:
         h.step_status_html(StepStatus.Failed(EVIL, 3)),
         h.error_html(ValueError(EVIL)),
         h.outcome_html("approve", EVIL_ATTR, EVIL, None, ValueError(EVIL)),
+        h.outcome_html("approve", EVIL_ATTR, EVIL, Recorded(EVIL_ATTR, EVIL, "resumed")),
         h.lanes_html([Lane(EVIL)]),
     ):
         no_raw(markup)
+
+
+def test_an_approval_recorded_for_a_serving_engine_says_so() -> None:
+    markup = h.outcome_html("approve", "ap-1", "ask", Recorded("ap-1", "approval", "resumed"))
+    assert 'data-outcome="recorded"' in markup
+    assert "approved" in markup and "recorded" in markup and "approval" in markup
 
 
 def test_timeline_escapes_names_reasons_in_titles() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from agentq.markup import COLORS, FONT, MUTED, badge, clock_text, esc, json_text, short
 from agentq.store import StepRow
-from agentq.workflows import RunResult, StepStatus
+from agentq.workflows import Recorded, RunResult, StepStatus
 
 __all__ = ["approval_html", "outcome_html", "run_result_html", "step_status_html", "wait_html"]
 
@@ -83,7 +83,7 @@ def outcome_html(
     verb: str,
     workflow_id: str,
     step: str,
-    result: RunResult | None,
+    result: RunResult | Recorded | None,
     error: BaseException | None = None,
 ) -> str:
     """Render what a click did to a waiting step: the run's new status, or the error raised.
@@ -92,7 +92,8 @@ def outcome_html(
         verb: "approve" or "reject".
         workflow_id: The workflow resumed.
         step: The step resumed.
-        result: What `WorkflowEngine.resume` returned, or None while it runs (or on error).
+        result: What `WorkflowEngine.resume` returned (a `Recorded` when the engine does not
+            hold the workflow's definition), or None while it runs (or on error).
         error: What it raised, if anything.
     """
     head = (
@@ -108,6 +109,11 @@ def outcome_html(
     if result is None:
         return (
             f'<div {head} data-outcome="pending" style="{FONT};{MUTED}">resuming {who}…</div>'
+        )
+    if isinstance(result, Recorded):
+        return (
+            f'<div {head} data-outcome="recorded" style="{FONT}">{esc(done)} {who}: recorded; '
+            f"an engine serving definition {short(result.definition, 40)} runs it on</div>"
         )
     status = result.status.value
     where = f" at {short(result.step, 40)}" if result.step and status != "completed" else ""

@@ -1,0 +1,275 @@
+"""`Registrations`: what a `WorkflowEngine` can run; `start` and `serve` of definitions.
+
+The registration verbs of the engine, kept apart from its run verbs (``engine.py``, which
+derives from this class): ``register`` (a `WorkflowDef`, by name), ``register_workflow`` (a
+plain `Workflow`, by id), ``unregister``, ``start`` (store an instance without running it),
+``serve`` (run the ready instances of the registered definitions, ``serving.py``), and the
+lookup every run verb makes for an id (``_find``): a registered plain workflow, or a stored
+instance built from its registered definition (see ``registry.py``).
+
+Private to `agentq.workflows.engine`; the verbs are documented as `WorkflowEngine`'s.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NoReturn
+
+from agentq.clock import Clock
+from agentq.errors import EngineError, UnknownWorkflowError, WorkflowMismatchError
+from agentq.keys import validate_key
+from agentq.store import DurableStore, WorkflowRow
+from agentq.workflows.model import Workflow, WorkflowDef
+from agentq.workflows.registry import Registry
+from agentq.workflows.serving import Server
+from agentq.workflows.waits import finish
+
+__all__ = ["Registrations"]
+
+
+class Registrations:
+    """The registered plain workflows and definitions of an engine, and the verbs over them.
+
+    A subclass provides `store` and `clock` (`WorkflowEngine` does).
+    """
+
+    def __init__(self) -> None:
+        self._registry = Registry()
+
+    @property
+    def store(self) -> DurableStore:
+        """Where instances are stored (provided by the engine)."""
+        raise NotImplementedError
+
+    @property
+    def clock(self) -> Clock:
+        """The time source (provided by the engine)."""
+        raise NotImplementedError
+
+    _server: Server
+    """The serve loop (made by the engine, over its driver, registry and runs)."""
+
+    async def close(self) -> None:
+        """Interrupt the runs in progress (provided by the engine)."""
+        raise NotImplementedError
+
+    def register(self, definition: WorkflowDef) -> None:
+        """Register a `WorkflowDef`: this engine can then start, run, resume, retry and
+        recover every stored instance of it, whichever process started it.
+
+        Registering the same name again replaces the definition (a notebook cell run
+        again): its new bodies serve the next step of every instance. Stored instances whose
+        step names differ from the new definition's are refused when they are run, resumed,
+        retried or recovered (`WorkflowMismatchError` naming both lists; nothing stored
+        changes). Runs in progress go on with the bodies they started with.
+
+        Raises:
+            TypeError: `definition` is not a `WorkflowDef`.
+        """
+        self._registry.define(definition)
+
+    def register_workflow(self, workflow: Workflow) -> None:
+        """Make a plain `workflow`'s step bodies known to this engine (needed by `resume`,
+        `recover`); the workflow is tied to this engine (see `register` for definitions).
+
+        Registering the same id again replaces the bodies (a notebook cell run twice), as
+        long as the step names and the input are the same.
+
+        Raises:
+            TypeError: `workflow` is not a `Workflow`.
+            WorkflowMismatchError: The id is registered with different step names, another
+                input or another definition (nothing is replaced).
+        """
+        self._registry.add(workflow)
+
+    def unregister(self, name: str) -> bool:
+        """Forget the definition registered under `name`, or the plain workflow with id `name`
+        (both, if both are registered under that string).
+
+        The store keeps every record; only step bodies are forgotten, so `resume`, `retry`
+        and `recover` can no longer continue those workflows here until they are registered
+        again. Runs in progress go on (they hold their bodies). Registrations of plain
+        workflows whose run ended completed, failed or cancelled are dropped without this
+        call.
+
+        Args:
+            name: A definition's name or a plain workflow's id.
+
+        Returns:
+            True if something was registered under `name`, else False.
+
+        Raises:
+            TypeError: `name` is not a str.
+        """
+        if not isinstance(name, str):
+            raise TypeError(
+                f"unregister() expects a definition name or a workflow id (str), got {name!r}"
+            )
+        plain = self._registry.remove(name)
+        return self._registry.undefine(name) or plain
+
+    def registered(self, workflow_id: str) -> Workflow | None:
+        """Return the plain workflow registered with this id, or None."""
+        return self._registry.get(workflow_id)
+
+    def definition(self, name: str) -> WorkflowDef | None:
+        """Return the definition registered under `name`, or None."""
+        return self._registry.definition(name)
+
+    @property
+    def workflow_ids(self) -> tuple[str, ...]:
+        """Ids of the registered plain workflows, in registration order."""
+        return self._registry.ids
+
+    @property
+    def definitions(self) -> tuple[str, ...]:
+        """Names of the registered definitions, in registration order."""
+        return self._registry.names
+
+    async def start(
+        self, definition: WorkflowDef | str, workflow_id: str, input: Any = None
+    ) -> bool:
+        """Store a new instance of a definition, without running it.
+
+        `WorkflowStarted` records the definition's name, the step names and the input; any
+        engine that registered the definition (this one, or one in another process) then
+        runs it by id: ``run(workflow_id)``, `recover`. Idempotent: an id already stored
+        from the same definition with the same steps and input is left as it is.
+
+        Args:
+            definition: A `WorkflowDef` (registered on the way, replacing one registered
+                under its name, as `register` does: what a notebook cell expects), or the
+                name of one registered with this engine.
+            workflow_id: The instance's id (a key: non-empty, at most 1024 bytes of UTF-8).
+            input: The instance's input (JSON), given to every step as ``ctx.input``.
+
+        Returns:
+            True if this call stored the instance; False if it was stored already (nothing
+            is appended then).
+
+        Raises:
+            UnknownWorkflowError: A name that no registered definition has.
+            WorkflowMismatchError: The id is stored (or registered as a plain workflow) with
+                another definition, other steps or another input; nothing is stored.
+            TypeError: `definition` is neither a `WorkflowDef` nor a str.
+            InvalidKeyError: A bad `workflow_id`.
+            PayloadError: `input` is not JSON or too large; nothing is stored.
+
+        Example:
+            >>> await engine.start(order, "order-42", {"sku": "A1"})
+            True
+            >>> result = await engine.run("order-42")
+        """
+        if isinstance(definition, WorkflowDef):
+            self._registry.define(definition)
+        elif isinstance(definition, str):
+            found = self._registry.definition(definition)
+            if found is None:
+                raise UnknownWorkflowError(
+                    f"no definition named {definition!r} is registered with this engine "
+                    f"(registered: {list(self._registry.names)}); register it first"
+                )
+            definition = found
+        else:
+            raise TypeError(f"start() expects a WorkflowDef or its name, got {definition!r:.80}")
+        wf = definition.workflow(workflow_id, input)
+        plain = self._registry.get(wf.id)
+        if plain is not None and plain.definition != wf.definition:
+            raise WorkflowMismatchError(
+                f"workflow {wf.id!r} is registered with this engine as a plain workflow, not "
+                f"from definition {definition.name!r}; use a new id"
+            )
+        _, created = await self.store.start_workflow(
+            wf.id, wf.step_names, wf.input, self.clock.time(), definition=definition.name
+        )
+        return created
+
+    async def _find(self, workflow_id: str) -> Workflow | WorkflowRow | None:
+        """What this engine can do with the workflow `workflow_id`.
+
+        Returns:
+            The `Workflow` to run (a registered plain one, or a stored open instance of a
+            registered definition); the stored row of an open instance of a definition not
+            registered here (its changes can be recorded, not run); None when it is stored
+            and has ended.
+
+        Raises:
+            UnknownWorkflowError: Neither registered here nor stored, or stored as a plain
+                workflow not registered here.
+            WorkflowMismatchError: The registered definition has other step names.
+        """
+        plain = self._registry.get(workflow_id)
+        if plain is not None:
+            return plain
+        row = await self.store.get_workflow(validate_key(workflow_id, "workflow id"))
+        if row is not None and row.state.closed:
+            return None
+        if (
+            row is not None
+            and row.definition is not None
+            and self._registry.definition(row.definition) is None
+        ):
+            return row
+        return self._registry.resolve(workflow_id, row)
+
+    async def serve(self, *, poll_interval: float = 1.0) -> NoReturn:
+        """Run the ready work of every registered definition, until cancelled.
+
+        Several engines, in several processes, may serve one store: each step is claimed
+        by exactly one of them (a compare-and-swap in the store). A serving engine claims
+        only what it can start at once: at most as many runs as its lane has permits (less
+        the runs it has in progress that are not waiting on the clock, and what other jobs
+        use of the lane). Each poll reads the store's ready work
+        (`DurableStore.ready_workflows`): open instances of the registered definitions
+        whose current step is pending (its stored retry time, if any, come), leased under
+        an expired lease (taken over, recording `WorkerRecovered`, as `recover` does), or
+        waiting on a wait whose deadline has passed (the wait then raises `InputTimeout`).
+        It starts each one's run in this engine, which goes on step after step as any run
+        does; resumes and retries recorded by engines that do not hold the definition are
+        picked up the same way. Plain workflows are never served (they are tied to the
+        engine that registered them). Definitions registered while serving are served
+        from the next poll on.
+
+        Between polls it waits `poll_interval` seconds on the engine's clock, or less: until
+        a run it started ends, or until the store says new work arrived (a store
+        implementing `agentq.store.WorkNotifier`, as a PostgreSQL store does with
+        ``LISTEN/NOTIFY``; SQLite and memory stores are polled: one small indexed query
+        per poll). A store failure is logged (``logging.getLogger("agentq")``) and tried
+        again at the next poll.
+
+        Cancelling the task that awaits `serve` stops claiming and closes the engine as
+        `close` does: every run in progress here is interrupted, each lease handed back
+        once its body has stopped (so another serving engine continues at once), and the
+        engine can be used (or serve) again.
+
+        Args:
+            poll_interval: Seconds between two reads of the ready work (> 0, finite). New
+                work is noticed within about this long.
+
+        Raises:
+            ValueError: `poll_interval` is not a positive number of seconds.
+            EngineError: This engine is serving already.
+            QueueClosed: The engine's queue closed (nothing claimed could run); checked
+                before each poll.
+            asyncio.CancelledError: When cancelled (it never returns otherwise).
+
+        Example:
+            >>> engine.register(order)
+            >>> server = asyncio.create_task(engine.serve())   # or await it in a worker
+            >>> ...
+            >>> server.cancel()
+        """
+        if (
+            isinstance(poll_interval, bool)
+            or not isinstance(poll_interval, int | float)
+            or not 0 < poll_interval < math.inf
+        ):
+            raise ValueError(
+                f"poll_interval must be a positive number of seconds, got {poll_interval!r}"
+            )
+        if self._server.serving:
+            raise EngineError("serve() is running on this engine already")
+        try:
+            await self._server.serve(float(poll_interval))
+        finally:
+            await finish(self.close())

@@ -1,0 +1,152 @@
+"""`Server`: the loop of `WorkflowEngine.serve`, which runs ready work of registered definitions.
+
+Each turn of the loop:
+
+1. counts the runs it may start now: the permits of the engine's lane, less the runs in
+   progress in this engine that are not waiting on the clock (a retry time, another
+   worker's lease) and less what other jobs use of the lane. A serving engine claims only
+   what it can start at once, so it never holds leases on steps that sit in its queue while
+   another engine is idle;
+2. reads `DurableStore.ready_workflows` for that many workflows of the registered
+   definitions (one small indexed query): open instances whose current step is pending
+   (and its retry time, if any, has come), leased under an expired lease, or waiting on a
+   wait whose deadline has passed;
+3. claims each one's current step (a compare-and-swap: of several serving engines exactly
+   one wins; an expired lease is taken over and `WorkerRecovered` recorded, as `recover`
+   does) and starts the instance's run in this engine with that claim (`Driver.offer`); a
+   timed-out wait needs no claim: the run times it out. The run then goes on step after
+   step as any run does;
+4. waits for the poll interval on the engine's clock, or less: until a run it started
+   ends (a permit is free again), or until the store's `WorkNotifier.wait_for_work` says
+   new work arrived (a store that implements it: PostgreSQL's ``LISTEN/NOTIFY``).
+
+A store failure while reading or claiming is logged and tried again at the next poll. A
+closed queue ends the loop (`QueueClosed`): nothing claimed could run. An
+instance whose registered definition has other step names than the stored ones is skipped
+(logged once). Private to `agentq.workflows.engine`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, NoReturn
+
+from agentq.errors import AgentqError, QueueClosed, WorkflowMismatchError
+from agentq.store import Claimed, ReadyWork, StepState, WorkNotifier
+from agentq.workflows.attempts import claim
+from agentq.workflows.driver import Driver
+from agentq.workflows.registry import Registry, instance_of
+from agentq.workflows.runs import Runs
+from agentq.workflows.workers import LOGGER
+
+__all__ = ["Server"]
+
+
+class Server:
+    """The serve loop of one engine, over its driver, registry and runs."""
+
+    def __init__(self, driver: Driver, registry: Registry, runs: Runs) -> None:
+        self._driver = driver
+        self._registry = registry
+        self._runs = runs
+        self._refused: set[str] = set()  # instances whose steps differ: logged once
+        self._ended = asyncio.Event()
+        self.serving = False
+
+    def free(self) -> int:
+        """How many more runs this engine may start now (permits of its lane not in use)."""
+        lane = self._driver.queue.stats()[self._driver.priority]
+        active = len(self._runs.in_progress()) - self._driver.pausing
+        return lane.permits - max(active, lane.running + lane.queued)
+
+    async def serve(self, poll_interval: float) -> NoReturn:
+        """Take up ready work, then wait; forever (until cancelled)."""
+        self.serving = True
+        try:
+            while True:
+                if self._driver.queue.closed:  # nothing could run: claims would be lost
+                    raise QueueClosed("the engine's queue is closed: serve() stops")
+                try:
+                    await self.take_up()
+                except AgentqError as exc:  # the store failed: said, and tried again
+                    LOGGER.warning("serve(): reading or claiming ready work failed: %s", exc)
+                await self._idle(poll_interval)
+        finally:
+            self.serving = False
+
+    async def take_up(self) -> int:
+        """Claim and start what is ready and fits in the free permits; how many started."""
+        names = self._registry.names
+        free = self.free()
+        if not names or free <= 0:
+            return 0
+        store, clock = self._driver.store, self._driver.clock
+        # Its own runs are listed too, then skipped: read past them; and read twice what
+        # fits, since another serving engine may win some of the claims.
+        limit = 2 * free + len(self._runs.in_progress())
+        started = 0
+        for work in await store.ready_workflows(clock.time(), names, limit):
+            if started == free:
+                break
+            if await self._take(work):
+                started += 1
+        return started
+
+    async def _take(self, work: ReadyWork) -> bool:
+        row = work.workflow
+        wid = row.workflow_id
+        definition = self._registry.definition(row.definition or "")
+        if definition is None or self._runs.busy(wid):
+            return False
+        try:
+            wf = instance_of(definition, row)
+        except WorkflowMismatchError as exc:
+            if wid not in self._refused:
+                self._refused.add(wid)
+                LOGGER.warning("serve(): skipping workflow %r: %s", wid, exc)
+            return False
+        if work.state is not StepState.WAITING:  # a timed-out wait: the run times it out
+            driver = self._driver
+            claimed = await claim(
+                driver.store,
+                driver.clock,
+                wid,
+                work.step_index,
+                driver.worker_id,
+                driver.lease_ttl,
+                max_recoveries=wf.steps[work.step_index].max_recoveries,
+            )
+            if not isinstance(claimed, Claimed):  # another engine was first, or it moved on
+                return False
+            driver.offer(claimed)  # a run of it in progress meanwhile uses it too
+        task = self._runs.start_soon(wf)
+        if task is not None:
+            task.add_done_callback(lambda _: self._ended.set())
+        return True
+
+    async def _idle(self, seconds: float) -> None:
+        """Wait `seconds` on the clock, or until a run ends or the store knows of new work."""
+        clock, store = self._driver.clock, self._driver.store
+        if self._ended.is_set():  # a permit is free again: look at once
+            self._ended.clear()
+            await clock.sleep(0)
+            return
+        waits: set[asyncio.Future[Any]] = {
+            asyncio.ensure_future(clock.sleep(seconds)),
+            asyncio.ensure_future(self._ended.wait()),
+        }
+        notified = None
+        if isinstance(store, WorkNotifier):
+            notified = asyncio.ensure_future(store.wait_for_work(seconds))
+            waits.add(notified)
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+        self._ended.clear()
+        if notified is not None and not notified.cancelled() and notified.exception():
+            # A broken hook must not make the loop spin: poll on the clock this time.
+            LOGGER.warning("serve(): wait_for_work failed: %s", notified.exception())
+            await clock.sleep(seconds)

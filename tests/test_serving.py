@@ -1,0 +1,386 @@
+"""`engine.serve()`: ready work of registered definitions, claimed only as permits allow.
+
+In-process engines on one store (each a process as far as registrations go), on a fake
+clock; `test_serving_processes.py` runs real serving processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from agentq import (
+    Backoff,
+    InputTimeout,
+    Recorded,
+    RetryPolicy,
+    RunStatus,
+    StepContext,
+    StepDef,
+    WaitForInput,
+    WorkflowDef,
+    WorkflowEngine,
+)
+from agentq.clock import FakeClock
+from agentq.errors import EngineError, QueueClosed
+from agentq.events import EventKind
+from agentq.queue import LaneConfig, Priority, Queue
+from agentq.store import DurableStore, StepState, WorkflowState
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Engines:
+    """Engines on one store and one fake clock, each with a 2-permit lane; closed at the end."""
+
+    def __init__(self, store: DurableStore, clock: FakeClock) -> None:
+        self.store, self.clock = store, clock
+        self.queues: list[Queue] = []
+        self.servers: list[asyncio.Task[Any]] = []
+
+    async def new(self, worker: str, *definitions: WorkflowDef, permits: int = 2) -> WorkflowEngine:
+        lanes = {Priority.MEDIUM: LaneConfig(capacity=50, permits=permits)}
+        queue = Queue(lanes, clock=self.clock)
+        self.queues.append(queue)
+        engine = WorkflowEngine(
+            queue, self.store, worker_id=worker, lease_ttl=30.0, clock=self.clock
+        )
+        for definition in definitions:
+            engine.register(definition)
+        return engine
+
+    def serve(self, engine: WorkflowEngine, poll_interval: float = 1.0) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(engine.serve(poll_interval=poll_interval))
+        self.servers.append(task)
+        return task
+
+    async def tick(self, seconds: float = 1.0) -> None:
+        """Move the clock once the serving loops sleep (a SQLite read runs on a thread)."""
+        async with asyncio.timeout(20):
+            await self.clock.wait_for_sleepers(1)
+        await self.clock.advance(seconds)
+
+    async def close(self) -> None:
+        for task in self.servers:
+            task.cancel()
+        await asyncio.gather(*self.servers, return_exceptions=True)
+        for queue in self.queues:
+            await queue.close()
+
+
+@pytest.fixture
+async def engines(store: DurableStore, clock: FakeClock) -> AsyncIterator[Engines]:
+    made = Engines(store, clock)
+    yield made
+    await made.close()
+
+
+class Bodies:
+    """Step bodies that count their runs (by workflow and step) and can be held at a gate."""
+
+    def __init__(self) -> None:
+        self.runs: Counter[tuple[str, str]] = Counter()
+        self.by: dict[tuple[str, str], list[str]] = {}
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.inside = 0
+        self.most_inside = 0
+        self.changed = asyncio.Condition()
+
+    def step(self, name: str, worker: str = "") -> StepDef:
+        async def body(ctx: StepContext) -> str:
+            self.runs[(ctx.workflow_id, name)] += 1
+            self.by.setdefault((ctx.workflow_id, name), []).append(worker)
+            self.inside += 1
+            self.most_inside = max(self.most_inside, self.inside)
+            await self.notify()
+            try:
+                await self.gate.wait()
+            finally:
+                self.inside -= 1
+            return f"{name}:{ctx.input}"
+
+        return StepDef(name, body)
+
+    async def notify(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def until(self, done: Callable[[], bool]) -> None:
+        async with asyncio.timeout(20), self.changed:
+            await self.changed.wait_for(done)
+
+
+def job(bodies: Bodies, name: str = "job", worker: str = "") -> WorkflowDef:
+    return WorkflowDef(name, [bodies.step("a", worker), bodies.step("b", worker)])
+
+
+async def finished(
+    store: DurableStore, ids: list[str], state: WorkflowState = WorkflowState.COMPLETED
+) -> None:
+    """Wait (bounded, yielding to the loop) until every workflow in `ids` is stored in `state`."""
+    async with asyncio.timeout(20):
+        while True:
+            rows = [await store.get_workflow(i) for i in ids]
+            if all(r is not None and r.state is state for r in rows):
+                return
+            await asyncio.sleep(0)
+
+
+# ------------------------------------------------------------------ arguments
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), float("nan"), True, "1"])
+async def test_a_bad_poll_interval_is_refused(engines: Engines, bad: Any) -> None:
+    engine = await engines.new("w1")
+    with pytest.raises(ValueError, match="poll_interval must be a positive number"):
+        await engine.serve(poll_interval=bad)
+
+
+async def test_serving_twice_on_one_engine_is_refused(engines: Engines) -> None:
+    engine = await engines.new("w1")
+    engines.serve(engine)
+    await asyncio.sleep(0)
+    with pytest.raises(EngineError, match="already"):
+        await engine.serve()
+
+
+# ------------------------------------------------------------------ what is served
+
+
+async def test_serve_runs_started_instances_claiming_only_what_it_can_start(
+    engines: Engines,
+) -> None:
+    bodies = Bodies()
+    bodies.gate.clear()
+    definition = job(bodies)
+    engine = await engines.new("w1", definition, permits=2)
+    ids = [f"j-{i}" for i in range(5)]
+    for i, wid in enumerate(ids):
+        assert await engine.start(definition, wid, i)
+    engines.serve(engine)
+    await bodies.until(lambda: bodies.inside == 2)
+    rows = await engines.store.step_rows()
+    assert Counter(r.state for r in rows) == {StepState.LEASED: 2, StepState.PENDING: 8}
+
+    bodies.gate.set()
+    await finished(engines.store, ids)
+    assert bodies.runs == Counter({(w, s): 1 for w in ids for s in "ab"})
+    assert bodies.most_inside == 2
+    results = [await engine.run(w) for w in ids]
+    assert [r.outputs for r in results] == [(f"a:{i}", f"b:{i}") for i in range(5)]
+
+
+async def test_an_engine_never_claims_steps_of_a_definition_it_did_not_register(
+    engines: Engines,
+) -> None:
+    bodies = Bodies()
+    a, b = job(bodies, "a-def"), job(bodies, "b-def")
+    starter = await engines.new("starter", a, b)
+    await starter.start(a, "a-1")
+    await starter.start(b, "b-1")
+    await starter.start(b, "b-2")
+    server = await engines.new("server-a", a)
+    engines.serve(server)
+    await finished(engines.store, ["a-1"])
+    assert await server._server.take_up() == 0  # nothing of "a-def" is left
+    events = await engines.store.load_events()
+    assert {e.workflow_id for e in events if e.kind is EventKind.STEP_STARTED} == {"a-1"}
+    assert [s.state for s in await engines.store.step_rows("b-1")] == [StepState.PENDING] * 2
+
+
+async def test_serve_picks_up_definitions_registered_while_it_serves(engines: Engines) -> None:
+    bodies = Bodies()
+    definition = job(bodies)
+    starter = await engines.new("starter", definition)
+    await starter.start(definition, "j-1")
+    server = await engines.new("server")
+    engines.serve(server)
+    await asyncio.sleep(0)
+    server.register(job(bodies))
+    await engines.tick()  # the next poll
+    await finished(engines.store, ["j-1"])
+
+
+async def test_serve_skips_instances_whose_registered_definition_changed_steps(
+    engines: Engines, caplog: pytest.LogCaptureFixture
+) -> None:
+    bodies = Bodies()
+    starter = await engines.new("starter", job(bodies))
+    await starter.start("job", "j-1")
+    changed = WorkflowDef("job", [bodies.step("a"), bodies.step("c")])
+    server = await engines.new("server", changed)
+    assert await server._server.take_up() == 0
+    assert await server._server.take_up() == 0
+    skipped = [r.getMessage() for r in caplog.records if "skipping" in r.getMessage()]
+    assert len(skipped) == 1  # said once
+    assert "workflow 'j-1'" in skipped[0] and "steps ['a', 'c']" in skipped[0]
+    assert [e.kind for e in await engines.store.load_events("j-1")] == [
+        EventKind.WORKFLOW_STARTED]
+
+
+# ------------------------------------------------------------------ time, leases, waits
+
+
+async def test_stored_retry_times_are_honoured_by_every_serving_engine(engines: Engines) -> None:
+    attempts: list[float] = []
+
+    tried = asyncio.Event()
+
+    def flaky(ctx: StepContext) -> str:
+        attempts.append(engines.clock.time())
+        tried.set()
+        if ctx.attempt == 1:
+            raise ValueError("not yet")
+        return "ok"
+
+    definition = WorkflowDef(
+        "flaky", [StepDef("x", flaky, retry=RetryPolicy(2, Backoff.fixed(10.0)))]
+    )
+    first = await engines.new("first", definition)
+    second = await engines.new("second", definition)
+    start = engines.clock.time()
+    await first.start(definition, "f-1")
+    engines.serve(first)
+    engines.serve(second)
+    async with asyncio.timeout(20):
+        await tried.wait()
+    for _ in range(9):  # the second engine polls every second: nothing before retry_at
+        await engines.tick()
+    assert attempts == [start]
+    await engines.tick()
+    await finished(engines.store, ["f-1"])
+    assert attempts == [start, start + 10.0]
+
+
+async def test_an_expired_lease_is_taken_over_with_worker_recovered(engines: Engines) -> None:
+    bodies = Bodies()
+    definition = job(bodies)
+    starter = await engines.new("starter", definition)
+    await starter.start(definition, "j-1")
+    now = engines.clock.time()
+    await engines.store.claim_step("j-1", 0, "dead-worker", 5.0, now)  # never finishes
+    server = await engines.new("server", definition)
+    engines.serve(server)
+    await engines.tick(5.0)
+    assert bodies.runs == Counter()  # live at its expiry time
+    await engines.tick()
+    await finished(engines.store, ["j-1"])
+    kinds = [e.kind for e in await engines.store.load_events("j-1")]
+    assert kinds.count(EventKind.WORKER_RECOVERED) == 1
+    assert bodies.runs == Counter({("j-1", "a"): 1, ("j-1", "b"): 1})
+
+
+async def test_a_wait_whose_deadline_passed_continues_in_a_serving_engine(
+    engines: Engines,
+) -> None:
+    async def ask(ctx: StepContext) -> str:
+        try:
+            return str(await ctx.wait_for_input("approve", "ok?", timeout=30.0))
+        except InputTimeout:
+            return "timed out"
+
+    definition = WorkflowDef("ask", [StepDef("ask", ask)])
+    starter = await engines.new("starter", definition)
+    await starter.start(definition, "q-1")
+    assert (await starter.run("q-1")).status is RunStatus.WAITING
+    await starter.close()  # its own deadline timer is gone with it
+    server = await engines.new("server", definition)
+    engines.serve(server)
+    await engines.tick(29.0)
+    row = await engines.store.get_workflow("q-1")
+    assert row is not None and row.state is WorkflowState.WAITING
+    await engines.tick()
+    await finished(engines.store, ["q-1"])
+    assert (await server.run("q-1")).output == "timed out"
+
+
+# ------------------------------------------------------------------ changes from elsewhere
+
+
+async def test_a_resume_recorded_without_the_definition_is_run_by_the_server(
+    engines: Engines,
+) -> None:
+    async def approve(ctx: StepContext) -> Any:
+        if not ctx.resumed:
+            raise WaitForInput("ok?")
+        return ctx.resume_input
+
+    definition = WorkflowDef("approval", [StepDef("approve", approve)])
+    server = await engines.new("server", definition)
+    await server.start(definition, "ap-1")
+    engines.serve(server)
+    await finished(engines.store, ["ap-1"], WorkflowState.WAITING)
+    clerk = await engines.new("clerk")  # holds no definition
+    assert await clerk.resume("ap-1", "approve", {"ok": 1}) == Recorded(
+        "ap-1", "approval", "resumed"
+    )
+    await engines.tick()
+    await finished(engines.store, ["ap-1"])
+    assert (await server.run("ap-1")).output == {"ok": 1}
+
+
+# ------------------------------------------------------------------ many engines, shutdown
+
+
+async def test_two_serving_engines_run_each_step_once(engines: Engines) -> None:
+    bodies = Bodies()
+    bodies.gate.clear()
+    one = await engines.new("one", job(bodies, worker="one"), permits=3)
+    two = await engines.new("two", job(bodies, worker="two"), permits=3)
+    ids = [f"j-{i}" for i in range(20)]
+    for wid in ids:
+        await one.start("job", wid)
+    engines.serve(one)
+    engines.serve(two)
+    for _ in range(5):  # each takes what its permits allow (a lost claim waits a poll)
+        if bodies.inside == 6:
+            break
+        await engines.tick()
+    await bodies.until(lambda: bodies.inside == 6)
+    bodies.gate.set()
+    await finished(engines.store, ids)
+    assert bodies.runs == Counter({(w, s): 1 for w in ids for s in "ab"})
+    assert {w for ran in bodies.by.values() for w in ran} == {"one", "two"}
+
+
+async def test_cancelling_serve_interrupts_its_runs_and_hands_their_leases_back(
+    engines: Engines,
+) -> None:
+    bodies = Bodies()
+    bodies.gate.clear()
+    definition = job(bodies)
+    first = await engines.new("first", definition)
+    await first.start(definition, "j-1")
+    serving = engines.serve(first)
+    await bodies.until(lambda: bodies.inside == 1)
+    serving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await serving
+    [a, _] = await engines.store.step_rows("j-1")
+    assert a.state is StepState.LEASED and a.lease_expires_at is not None
+    assert a.lease_expires_at <= engines.clock.time() + 1.0  # handed back
+    assert first.tables()["runs"] == 0
+
+    bodies.gate.set()
+    second = await engines.new("second", definition)
+    engines.serve(second)
+    await engines.tick()
+    await finished(engines.store, ["j-1"])
+    assert bodies.runs[("j-1", "a")] == 2  # the interrupted body ran again, elsewhere
+
+
+async def test_serve_ends_when_its_queue_closes_without_claiming(engines: Engines) -> None:
+    bodies = Bodies()
+    engine = await engines.new("w1", job(bodies))
+    await engine.queue.close()
+    await engine.start("job", "j-1")
+    with pytest.raises(QueueClosed, match="serve"):
+        await engine.serve()
+    assert [e.kind for e in await engines.store.load_events("j-1")] == [
+        EventKind.WORKFLOW_STARTED]
+

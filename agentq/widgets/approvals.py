@@ -17,17 +17,24 @@ A click
 The resume input is ``{"approved": True, "note": "<text box>"}`` for Approve and
 ``{"approved": False, "note": "<text box>"}`` for Reject; pass ``input_for`` to shape it
 differently.
+
+A keyed wait whose details hold the arguments of a call (``details["args"]``, a JSON object:
+an agent's tool call, see docs/agents.md) also gets a small JSON editor prefilled with them.
+Approve after editing adds ``"override_args": {...}`` (the edited object) to the input; text
+that is not a JSON object is refused in the slot (nothing is sent, the buttons stay enabled).
+Unedited arguments add nothing; Reject ignores the editor.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
 from agentq.errors import AgentqError
-from agentq.markup import more_html
+from agentq.markup import more_html, short
 from agentq.store import StepRow
 from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
 from agentq.widgets._source import Source, StepKey
@@ -56,6 +63,7 @@ class ApprovalSlot:
             wait; a click resumes with it.
         label: HTML: workflow, step, reason, and a keyed wait's key, details and deadline.
         note: Text box whose value goes into the resume input.
+        args: JSON editor of the wait's ``details["args"]`` (shown only for such a wait).
         approve: The Approve button.
         reject: The Reject button.
         status: HTML: what the last click did.
@@ -72,8 +80,12 @@ class ApprovalSlot:
         self.approve = w.Button(description="Approve", button_style="success", icon="check")
         self.reject = w.Button(description="Reject", button_style="danger", icon="times")
         self.status = w.HTML("")
+        self.args = w.Textarea(layout=w.Layout(width="420px", height="84px", display="none"))
+        self.args.add_class("agentq-approval-args")
+        self.args_shown = ""  # the editor's text as prefilled ("" when hidden)
+        self._args_for: tuple[int, str | None] | None = None  # the wait it was filled for
         buttons = w.HBox([self.note, self.approve, self.reject])
-        self.box = w.VBox([self.label, buttons, self.status])
+        self.box = w.VBox([self.label, self.args, buttons, self.status])
         self.box.add_class("agentq-approval")
         self.box.layout.display = "none"
         self.box.layout.border = "1px solid #fcd34d"
@@ -98,7 +110,31 @@ class ApprovalSlot:
         self.wait_seq = wait_seq
         self.wait_key = row.wait_key
         changed = set_value(self.label, approval_html(row))
+        if self._args_for != (wait_seq, row.wait_key):  # a new wait: fill the editor anew
+            self._args_for = (wait_seq, row.wait_key)
+            args = (row.wait_details or {}).get("args")
+            text = json.dumps(args, indent=1, ensure_ascii=False) if isinstance(args, dict) else ""
+            self.args_shown = text
+            self.args.value = text
+            self.args.layout.display = None if text else "none"
+            changed = True
         return self.set_enabled(not self.busy and self.clicked_seq < wait_seq) or changed
+
+    def edited_args(self) -> dict[str, Any] | None:
+        """Return the edited arguments, or None when the editor is hidden or unchanged.
+
+        Raises:
+            ValueError: The text is not a JSON object (the message says why).
+        """
+        if not self.args_shown or self.args.value.strip() == self.args_shown.strip():
+            return None
+        try:
+            value = json.loads(self.args.value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the arguments are not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise ValueError(f"the arguments must be a JSON object, got {short(value, 60)}")
+        return value
 
     def release(self) -> bool:
         """Free the slot (its step no longer waits)."""
@@ -229,13 +265,20 @@ class ApprovalPanel(Live):
         key = slot.key
         if key is None or slot.busy or slot.clicked_seq >= slot.wait_seq:
             return  # a second click on the same wait (BH-19): nothing more to do
+        verb = "approve" if approved else "reject"
+        try:
+            edited = slot.edited_args() if approved else None
+        except ValueError as exc:  # refused in the slot: nothing sent, the buttons stay on
+            slot.status.value = outcome_html(verb, key[0], slot.step_name, None, exc)
+            return
         slot.busy = True
         slot.clicked_seq = slot.wait_seq
         slot.set_enabled(False)
-        verb = "approve" if approved else "reject"
         slot.status.value = outcome_html(verb, key[0], slot.step_name, None)
         try:
             value = self.input_for(approved, slot.note.value)
+            if edited is not None and isinstance(value, dict):
+                value = {**value, "override_args": edited}
             loop = self._event_loop or asyncio.get_running_loop()
             coro = self._resume(slot, key, slot.step_name, verb, value, slot.wait_key)
             task = loop.create_task(coro, name=f"agentq.resume:{key[0]}:{key[1]}")

@@ -5,6 +5,7 @@ Examples:
     python -m examples.bfcl_replay --category all           # every category bfcl-eval ships
     python -m examples.bfcl_replay --fresh --crash-after 400 # dies with SIGKILL mid-way ...
     python -m examples.bfcl_replay --crash-after 400        # ... the same command finishes it
+    python -m examples.bfcl_replay --agent pydantic-ai      # each task a pydantic-ai agent run
 
 Exit status: 0 when every task completed and matches the ground truth, 1 otherwise, 2 on a
 usage error, 130 when interrupted (Ctrl-C; the same command then recovers and finishes).
@@ -22,7 +23,7 @@ from .crash import KillPoint
 from .dataset import DEFAULT_CATEGORY, categories
 from .plan import STEP_PERMITS
 from .report import format_summary
-from .run import Options, replay
+from .run import AGENTS, Options, replay
 
 
 def _rate(text: str) -> float:
@@ -55,10 +56,19 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         "then check every call result and final service state against the ground truth.",
     )
     parser.add_argument(
+        "--agent",
+        choices=list(AGENTS),
+        default="agentq",
+        help="agentq: a workflow per task, a step per turn, a durable call per tool call; "
+        "pydantic-ai: each task one DurableAgent run of a pydantic-ai agent whose scripted "
+        "model emits each turn's ground-truth calls as tool calls (default: %(default)s)",
+    )
+    parser.add_argument(
         "--db",
         type=Path,
-        default=Path("out/bfcl.db"),
-        help="agentq's SQLite file (default: %(default)s); ':memory:' for a MemoryStore",
+        default=None,
+        help="agentq's SQLite file (default: out/bfcl.db, out/bfcl-agent.db with "
+        "--agent pydantic-ai); ':memory:' for a MemoryStore",
     )
     parser.add_argument(
         "--services-db",
@@ -116,6 +126,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         help="headless policy rejects every approval (those tasks fail) instead of approving",
     )
     args = parser.parse_args(argv)
+    if args.db is None:
+        args.db = Path("out/bfcl.db" if args.agent == "agentq" else "out/bfcl-agent.db")
     memory = str(args.db) == ":memory:"
     db: Path | None = None if memory else args.db
     base = Path("out/bfcl") if db is None else db.with_suffix("")
@@ -134,6 +146,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         quiet=args.quiet,
         approve=not args.reject_all,
         concurrency=args.concurrency,
+        agent=args.agent,
     )
 
 

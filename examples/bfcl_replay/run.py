@@ -100,6 +100,8 @@ class Options:
         concurrency: Workflows driven at once.
         lease_ttl: Seconds a step's lease lasts without renewal: how soon a rerun takes over
             a killed process's steps.
+        agent: ``agentq`` (a workflow per task, a step per turn) or ``pydantic-ai`` (each
+            task one `DurableAgent` run of a pydantic-ai agent: `agent`).
     """
 
     db: Path | None = Path("out/bfcl.db")
@@ -116,7 +118,11 @@ class Options:
     approve: bool = True
     concurrency: int = STEP_PERMITS
     lease_ttl: float = 2.0
+    agent: str = "agentq"
 
+
+AGENTS = ("agentq", "pydantic-ai")
+"""The ways to run a task (``--agent``)."""
 
 EXPORTS = ("-events.parquet", "-events.csv", "-dashboard.html", "-summary.json")
 """The files a replay writes beside its export stem (`Selection.export_stem`)."""
@@ -260,7 +266,8 @@ async def _drive(
 ) -> _Outcome:
     engine = WorkflowEngine(queue, store, lease_ttl=options.lease_ttl, priority=STEP_LANE)
     env = ReplayEnv(host, crash)
-    workflows = build_workflows(tasks, env)
+    agents = options.agent == "pydantic-ai"
+    workflows = [] if agents else build_workflows(tasks, env)
     for workflow in workflows:
         engine.register_workflow(workflow)
     policy = ApprovalPolicy(approve=options.approve)
@@ -272,6 +279,7 @@ async def _drive(
         options,
         out,
         f"replaying {len(tasks)} BFCL tasks ({groups}; {calls} tool calls) through agentq"
+        f"{' as pydantic-ai agent runs' if agents else ''}"
         f" · store {where}"
         f" · services {options.services_db} · transient error rate {options.transient_rate:.0%}"
         f" · seed {options.seed}",
@@ -288,17 +296,25 @@ async def _drive(
         tally.done += 1
 
     try:
-        report = await recover_selection(engine, [workflow.id for workflow in workflows])
+        report = await recover_selection(engine, [workflow_id(task.id) for task in tasks])
         if report.recovered or report.resumed or report.held_elsewhere:
             _say(options, out, _recovery_line(report))
-        results = await drive_all(
-            engine,
-            workflows,
-            policy,
-            concurrency=options.concurrency,
-            on_result=finished,
-            ungated=frozenset(report.held_elsewhere),
-        )
+        if agents:  # each task's run continues where it stopped: `durable.run` of its id
+            from .agent import drive_agents  # needs the pydantic-ai extra
+
+            results = await drive_agents(
+                engine, tasks, host, crash, policy,
+                concurrency=options.concurrency, on_result=finished,
+            )
+        else:
+            results = await drive_all(
+                engine,
+                workflows,
+                policy,
+                concurrency=options.concurrency,
+                on_result=finished,
+                ungated=frozenset(report.held_elsewhere),
+            )
         wall = time.perf_counter() - started
     finally:
         if ticker is not None:

@@ -5,6 +5,7 @@ durable call counts and totals, keyed waits in the panel (resumed with their key
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -585,3 +586,58 @@ async def test_a_real_agent_run_shows_its_calls_and_answers_from_the_log(
     assert real.answered_from_log > answered
     assert f'data-answered="{real.answered_from_log}"' in dash.calls.value
     await dash.stop()
+
+
+async def test_an_agent_tool_call_gets_an_args_editor_and_edited_args_are_sent(
+    store: ReadStore, engine: FakeEngine
+) -> None:
+    started(store, "run", 1)
+    store.event(K.STEP_STARTED, "run", (0, "s0"), attempt=1)
+    store.event(K.STEP_WAITING, "run", (0, "s0"), attempt=1, reason="approve?", key="approval:c1")
+    store.step("run", 0, "s0", StepState.WAITING, reason="approve?", wait_key="approval:c1",
+               wait_details={"tool": "send", "args": {"to": "bob"}, "tool_call_id": "c1"})
+    waiting(store, "plain")
+    panel = ApprovalPanel(engine)
+    await panel.refresh()
+    slot, plain = panel.slots[0], panel.slots[1]
+    assert slot.args.layout.display is None and json_of(slot.args.value) == {"to": "bob"}
+    assert plain.args.layout.display == "none"
+    slot.args.value = '{"to": '  # not JSON: refused in the slot, nothing sent
+    slot.approve.click()
+    await panel.join()
+    assert engine.resumes == [] and not slot.approve.disabled
+    assert 'data-outcome="error"' in slot.status.value and "not JSON" in slot.status.value
+    slot.args.value = "[1]"
+    slot.approve.click()
+    assert engine.resumes == [] and "JSON object" in slot.status.value
+    await panel.refresh()  # a refresh keeps what is being typed
+    assert slot.args.value == "[1]"
+    slot.args.value = '{"to": "alice"}'
+    slot.approve.click()
+    await panel.join()
+    assert engine.resumes == [
+        ("run", "s0", {"approved": True, "note": "", "override_args": {"to": "alice"}})]
+    assert engine.keys == ["approval:c1"]
+
+
+async def test_unedited_args_and_a_reject_send_no_override(
+    store: ReadStore, engine: FakeEngine
+) -> None:
+    for wf in ("a", "b"):
+        started(store, wf, 1)
+        store.event(K.STEP_WAITING, wf, (0, "s0"), attempt=1, reason="ok?", key="k")
+        store.step(wf, 0, "s0", StepState.WAITING, reason="ok?", wait_key="k",
+                   wait_details={"tool": "t", "args": {"x": 1}})
+    panel = ApprovalPanel(engine)
+    await panel.refresh()
+    panel.slots[0].approve.click()
+    panel.slots[1].args.value = '{"x": 2}'
+    panel.slots[1].note.value = "no"
+    panel.slots[1].reject.click()
+    await panel.join()
+    assert engine.resumes == [("a", "s0", {"approved": True, "note": ""}),
+                              ("b", "s0", {"approved": False, "note": "no"})]
+
+
+def json_of(text: str) -> Any:
+    return json.loads(text)

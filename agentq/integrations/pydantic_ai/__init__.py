@@ -1,0 +1,44 @@
+"""pydantic-ai agents on agentq (extra ``pydantic-ai``): `DurableAgent`.
+
+    durable = DurableAgent(agent, engine)
+    run = await durable.run("Refund order 42", run_id="ticket-42")
+
+In reading order (each module imports only the ones below it):
+
+================  =============================================================================
+``_agent``        `DurableAgent`, `AgentRun`, `PendingApproval`: runs, approvals, results
+``tree``          the run as a tree (workflow → model requests → tool calls), pure HTML; what
+                  an `AgentRun` shows in a notebook
+``_runs``         how a run becomes a workflow of the engine (one step, ``agent``)
+``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
+                  backend makes each model request and tool call a durable call, and whose
+                  approvals and external events are durable waits
+``_approval``     the resume input of an approval, checked, as pydantic-ai's decision
+``_journal``      one attempt of a run: keys, labels, and the check against the log
+                  (`ReplayDivergenceError`)
+================  =============================================================================
+
+See docs/agents.md.
+"""
+
+from agentq.extras import require
+
+require("pydantic_ai", "pydantic-ai")
+
+from agentq.integrations.pydantic_ai._agent import (  # noqa: E402
+    AgentRun,
+    DurableAgent,
+    PendingApproval,
+)
+from agentq.integrations.pydantic_ai._approval import approval_input  # noqa: E402
+from agentq.integrations.pydantic_ai._capability import AgentqDurability  # noqa: E402
+from agentq.integrations.pydantic_ai._journal import ReplayDivergenceError  # noqa: E402
+
+__all__ = [
+    "AgentRun",
+    "AgentqDurability",
+    "DurableAgent",
+    "PendingApproval",
+    "ReplayDivergenceError",
+    "approval_input",
+]

@@ -1,0 +1,93 @@
+"""``--agent pydantic-ai``: each BFCL task one `DurableAgent` run of a pydantic-ai agent whose
+scripted model emits the ground-truth calls as tool calls; the same check, 200/200, and a
+crash-and-recover path where completed model requests and tool calls answer from agentq's log."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+from pathlib import Path
+
+import pytest
+from bfcl_crash_log import applied_keys, run_replay
+
+from agentq.store import CallKind, SqliteStore
+from examples.bfcl_replay.__main__ import parse_args
+from examples.bfcl_replay.agent import segments
+from examples.bfcl_replay.dataset import Task
+from examples.bfcl_replay.plan import needs_approval, workflow_id
+from examples.bfcl_replay.report import format_summary
+from examples.bfcl_replay.run import Options, replay
+
+TOTAL = 1142
+
+
+def _options(tmp_path: Path, **changes: object) -> Options:
+    options = Options(
+        db=tmp_path / "bfcl.db",
+        services_db=tmp_path / "bfcl-services.db",
+        stem=tmp_path / "bfcl",
+        transient_rate=0.1,
+        seed=7,
+        quiet=True,
+        agent="pydantic-ai",
+    )
+    return dataclasses.replace(options, **changes)  # type: ignore[arg-type]
+
+
+def test_the_agent_option_and_its_default_files() -> None:
+    assert parse_args([]).agent == "agentq"
+    options = parse_args(["--agent", "pydantic-ai"])
+    assert options.agent == "pydantic-ai" and options.db == Path("out/bfcl-agent.db")
+    assert options.services_db == Path("out/bfcl-agent-services.db")
+    with pytest.raises(SystemExit):
+        parse_args(["--agent", "langgraph"])
+
+
+def test_a_response_ends_at_each_call_needing_approval(bfcl_tasks: list[Task]) -> None:
+    for task in bfcl_tasks:
+        plan = segments(task)
+        played = [(turn, i) for turn, indexes in plan for i in indexes]
+        assert played == [(t, i) for t, texts in enumerate(task.call_texts)
+                          for i in range(len(texts))]
+        for turn, indexes in plan:
+            calls = task.turn_calls(turn)
+            assert not any(needs_approval(calls[i]) for i in indexes[:-1])
+
+
+async def test_agent_runs_match_the_ground_truth_and_a_rerun_applies_nothing(
+    tmp_path: Path, bfcl_tasks: list[Task]
+) -> None:
+    tasks = bfcl_tasks[:24]
+    summary = await replay(_options(tmp_path), tasks=tasks)
+    assert summary.ok, format_summary(summary)
+    assert summary.match_line == "24/24 tasks match the ground truth"
+    calls = sum(len(texts) for task in tasks for texts in task.call_texts)
+    assert summary.calls_applied_now == calls
+    async with SqliteStore(tmp_path / "bfcl.db") as store:
+        rows = await store.calls(workflow_id(tasks[0].id))
+    kinds = {(row.label or {}).get("kind") for row in rows if row.kind is CallKind.CALL}
+    assert kinds == {"model", "tool"}
+    assert all(row.lane == "high" for row in rows if row.key.startswith("model:"))
+
+    again = await replay(_options(tmp_path), tasks=tasks)
+    assert again.ok and again.calls_applied_now == 0 and again.calls_applied_before == calls
+
+
+@pytest.mark.slow
+def test_agent_replay_killed_mid_call_recovers_200_of_200(tmp_path: Path) -> None:
+    command = ["--agent", "pydantic-ai", "--crash-after", "500", "--crash-at", "during",
+               "--quiet"]
+    crashed = run_replay(tmp_path, "--fresh", *command)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
+
+    rerun = run_replay(tmp_path, *command)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert rerun.stdout.rstrip().endswith("✔ 200/200 tasks match the ground truth")
+    summary = json.loads((tmp_path / "bfcl-summary.json").read_text())
+    assert summary["ok"] is True
+    assert summary["calls_answered_from_log_now"] > 0
+    assert summary["calls_applied_before"] >= 500
+    keys = applied_keys(tmp_path / "bfcl-services.db")
+    assert len(keys) == len(set(keys)) == TOTAL  # no tool call applied twice

@@ -124,6 +124,8 @@ class Dashboard(Live):
             changed = await self.detail.update(rows) | changed
         elif self.approvals._dirty:
             changed = self.approvals.sync() | changed
+        else:
+            changed = self.approvals.tick() | changed  # deadlines count down
         changed = self.detail.choices(self.steps.shown) | changed
         # After the poll (the totals count the rows it read). answered_from_log is the
         # engine's own counter, not in the log: read every tick (an attribute, no I/O); the

@@ -168,3 +168,27 @@ async def test_a_slow_search_overtaken_by_the_next_keystroke_draws_nothing() -> 
     store.gate.set()
     await table.join()
     assert drawn(table) == ["ab"] and 'data-matches="1"' in table.page_label.value
+
+
+async def test_an_approval_with_a_deadline_counts_down_each_tick_without_reading() -> None:
+    from agentq.widgets import ApprovalPanel
+
+    clock = FakeClock(T0)
+    store = ReadStore()
+    store.event(K.WORKFLOW_STARTED, "w")
+    store.event(K.STEP_WAITING, "w", (0, "s0"), attempt=1, reason="ok?", key="k")
+    store.step("w", 0, "s0", StepState.WAITING, reason="ok?", wait_key="k",
+               wait_deadline=T0 + 125)
+    panel = ApprovalPanel(FakeEngine(store, clock))
+    await panel.refresh()
+    label = panel.slots[0].label
+    assert 'data-left="125"' in label.value and "(in 2 m 05 s)" in label.value
+    calls = dict(store.calls)
+    await clock.advance(100.4)
+    assert await panel.refresh() is True  # the log did not move: only the label changed
+    assert "(in 24 s)" in label.value
+    assert store.calls["last_seq"] == calls["last_seq"] + 1 and store.calls["event_rows"] == 1
+    await clock.advance(0.2)
+    assert await panel.refresh() is False  # the same whole second: nothing sent
+    await clock.advance(30)
+    assert await panel.refresh() is True and "(passed)" in label.value

@@ -67,6 +67,7 @@ browser: $(TEST_STAMP)
 ## (bench.postgres starts a throwaway PostgreSQL cluster of its own, like the tests).
 bench: $(TEST_STAMP)
 	$(PY) -m bench.queue
+	$(PY) -m bench.memory
 	$(PY) -m bench.workflows
 	$(PY) -m bench.calls
 	$(PY) -m bench.frames

@@ -20,7 +20,7 @@ from pydantic_ai.tools import RunContext
 
 from agentq import Queue, RunStatus, WorkflowEngine
 from agentq.clock import FakeClock
-from agentq.errors import WorkflowMismatchError
+from agentq.errors import UnknownWorkflowError, WorkflowMismatchError
 from agentq.integrations.pydantic_ai import DurableAgent, approval_input
 from agentq.store import CallKind, DurableStore, SqliteStore
 
@@ -257,7 +257,7 @@ async def test_bad_arguments_are_refused(engine: WorkflowEngine, store: DurableS
     durable = DurableAgent(Agent(TestModel(), name="x"), engine)
     with pytest.raises(TypeError, match="42"):
         await durable.run(42, run_id="n")  # type: ignore[arg-type]
-    with pytest.raises(LookupError, match="nope"):
+    with pytest.raises(UnknownWorkflowError, match="'nope'"):
         await durable.approve("nope")
 
 

@@ -16,16 +16,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agentq.errors import NonRetryable
+from agentq.queue import Job
 from agentq.store import CallKind, CallRow
-from agentq.workflows import StepContext
 
-__all__ = ["CURRENT", "Operation", "ReplayDivergenceError", "RunJournal", "request_digest"]
+__all__ = [
+    "CURRENT",
+    "JournalContext",
+    "Operation",
+    "ReplayDivergenceError",
+    "RunJournal",
+    "request_digest",
+]
 
 MODEL = "model"
 TOOL = "tool"
@@ -47,6 +54,34 @@ class ReplayDivergenceError(NonRetryable):
     own (the current time) do not make a run diverge. Typical causes: the agent's tools,
     approval rules or model script changed between the first run and the resume.
     """
+
+
+class JournalContext(Protocol):
+    """What a journal needs of its step context: an agent step's `StepContext`, or the
+    read-only `LogReader` that rebuilds a completed run's messages."""
+
+    @property
+    def workflow_id(self) -> str:
+        """The run's id."""
+
+    async def call(
+        self,
+        job: Job,
+        *,
+        label: Mapping[str, Any] | None = None,
+        usage: Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None = None,
+    ) -> Any:
+        """Run `job` once per key (or answer it from the log)."""
+
+    async def wait_for_input(
+        self,
+        key: str,
+        reason: object,
+        *,
+        details: Mapping[str, Any] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (StepContext's signature)
+    ) -> Any:
+        """Wait durably for input under `key` (or answer it from the log)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +168,7 @@ class RunJournal:
         ops: How many other operations this attempt has made so far, by name.
     """
 
-    ctx: StepContext
+    ctx: JournalContext
     agent_name: str
     recorded: list[Operation]
     position: int = 0
@@ -142,7 +177,7 @@ class RunJournal:
     ops: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, ctx: StepContext, agent_name: str, rows: list[CallRow]) -> RunJournal:
+    def of(cls, ctx: JournalContext, agent_name: str, rows: list[CallRow]) -> RunJournal:
         """Build the journal of an attempt from the run's stored call and wait rows."""
         recorded = [op for op in map(_recorded, rows) if op is not None]
         return cls(ctx, agent_name, recorded)
@@ -176,6 +211,10 @@ class RunJournal:
         n = self.events.get(name, 0)
         self.events[name] = n + 1
         return self._check(Operation(EVENT, f"{EVENT}:{name}:{n}", name))
+
+    def event_again(self, first: Operation, asked: int) -> Operation:
+        """Return the wait asking `first` (an event wait) again: ``<first.key>#<asked>``."""
+        return self._check(Operation(EVENT, f"{first.key}#{asked}", first.tool))
 
     def other(self, name: str) -> Operation:
         """Return the next other operation named `name` (``op:<name>:<n>``), checked."""

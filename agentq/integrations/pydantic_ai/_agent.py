@@ -3,15 +3,16 @@
 One run is one workflow (id: the ``run_id``) of one step, ``agent``, which runs the agent
 with `AgentqDurability` added to the run: model requests and tool calls are durable calls,
 approvals durable waits. The workflow input is the prompt and the message history (JSON,
-pydantic-ai's ``ModelMessagesTypeAdapter``); the step's output is the agent's output, the
-run's messages and its token usage (JSON too).
+pydantic-ai's ``ModelMessagesTypeAdapter``); the step's output is the agent's output and its
+token usage (JSON too), not the run's messages: they grow with every tool return and could
+go over the store's per-value limit after the run's side effects; `DurableAgent.messages`
+rebuilds them read-only from the log (`_replay`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Generic
 
 from pydantic_ai import Agent
@@ -29,10 +30,15 @@ from agentq.integrations.pydantic_ai._inputs import (
 )
 from agentq.integrations.pydantic_ai._journal import CURRENT, RunJournal
 from agentq.integrations.pydantic_ai._replay import LogReader
+from agentq.integrations.pydantic_ai._results import (
+    AgentRun,
+    PendingApproval,
+    pending_of,
+    waiting_call,
+)
 from agentq.integrations.pydantic_ai._runs import STEP, AgentRuns
 from agentq.integrations.pydantic_ai.tree import run_tree_html
 from agentq.queue import Priority
-from agentq.store import CallKind, CallRow, CallState
 from agentq.workflows import RunResult, RunStatus, StepContext, WorkflowEngine
 
 __all__ = ["AgentRun", "DurableAgent", "PendingApproval"]
@@ -40,69 +46,6 @@ __all__ = ["AgentRun", "DurableAgent", "PendingApproval"]
 _log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class PendingApproval:
-    """A wait of an agent run: a tool call waiting for a decision, or an external event.
-
-    Attributes:
-        run_id: The run (its workflow id).
-        tool: The tool's name (an approval), or the event's name (``deferred_tool_calls``
-            for ``RequestInput``).
-        args: The arguments the model gave (a JSON object); ``{}`` for an event.
-        tool_call_id: The model's id of the call; ``""`` for an event.
-        key: The wait's key (``approval:<tool_call_id>``, ``event:<name>:<n>``); give it to
-            `engine.resume`.
-        reason: The question shown (``approve tool call <tool>?``; after an invalid
-            answer, what was wrong with it first). An event's says its key.
-        step: The step to resume: ``"agent"``.
-        kind: ``"approval"`` (answer with `approve` / `deny`) or ``"event"`` (answer with
-            ``engine.resume(run_id, "agent", payload, key=key)``; for ``RequestInput`` the
-            JSON form of pydantic-ai's ``DeferredToolResults``).
-    """
-
-    run_id: str
-    tool: str
-    args: dict[str, Any]
-    tool_call_id: str
-    key: str
-    reason: str
-    step: str = STEP
-    kind: str = "approval"
-
-
-@dataclass(frozen=True, slots=True)
-class AgentRun:
-    """What `DurableAgent.run` (and `approve` / `deny`) return.
-
-    Attributes:
-        run_id: The run (its workflow id).
-        status: completed, waiting (for an approval or an event), failed or cancelled.
-        output: The agent's output as JSON (a str, or a model's fields as a dict) when
-            completed, else None. The same live and read back from the log.
-        messages: The run's messages (all of them, the history included) when completed.
-        usage: Token figures of the run's model requests (``input_tokens``,
-            ``output_tokens``, ``requests``) when completed, else empty.
-        pending: The tool calls waiting for a decision (status waiting).
-        reason: Why it waits, failed or was cancelled, else None.
-        result: The workflow's `RunResult`.
-        tree_html: The run as a tree (workflow → model requests → tool calls, with tokens),
-            HTML (`agentq.integrations.pydantic_ai.tree.run_tree_html`); what a notebook
-            shows for an `AgentRun` at the end of a cell.
-    """
-
-    run_id: str
-    status: RunStatus
-    output: Any
-    messages: list[ModelMessage]
-    usage: dict[str, int]
-    pending: list[PendingApproval]
-    reason: str | None
-    result: RunResult = field(repr=False)
-    tree_html: str = field(default="", repr=False)
-
-    def _repr_html_(self) -> str:
-        """The run's result card (status, reason, output) above its tree."""
-        return f"{self.result._repr_html_()}{self.tree_html}"
 
 
 class DurableAgent(Generic[AgentDepsT]):
@@ -299,7 +242,7 @@ class DurableAgent(Generic[AgentDepsT]):
             StoreError: The store failed.
         """
         rows = await self._engine.store.calls(run_id)
-        return [p for p in map(self._pending, rows) if p is not None]
+        return [p for p in (pending_of(r, self._name) for r in rows) if p is not None]
 
     async def approve(
         self,
@@ -361,7 +304,7 @@ class DurableAgent(Generic[AgentDepsT]):
         answer: dict[str, Any],
         deps: AgentDepsT | None,
     ) -> AgentRun:
-        chosen = await self._waiting_call(run_id, tool_call_id)
+        chosen = await waiting_call(self._engine.store, self._name, run_id, tool_call_id)
         if answer["override_args"] is not None:
             self._args.check(run_id, chosen.tool, answer["override_args"])
         if deps is not None:
@@ -375,59 +318,11 @@ class DurableAgent(Generic[AgentDepsT]):
         assert isinstance(result, RunResult)  # this engine holds the agent's definition
         return await self._report(result)
 
-    async def _waiting_call(self, run_id: str, tool_call_id: str | None) -> PendingApproval:
-        """The one approval of `run_id` an answer is for, or the error saying why there is none."""
-        row = await self._engine.store.get_workflow(run_id)
-        if row is None or row.definition != self._name:
-            raise UnknownWorkflowError(
-                f"no run {run_id!r} of agent {self._name!r} in the store"
-                + ("" if row is None else f" (it is a run of {row.definition!r})")
-            )
-        waits = await self.pending_approvals(run_id)
-        pending = [p for p in waits if p.kind == "approval"]
-        if not pending:
-            state = getattr(row.state, "value", row.state)
-            events = [p.key for p in waits]
-            what = f"waits for {events} (answer with engine.resume)" if events else f"is {state}"
-            raise NotWaitingError(f"run {run_id!r} {what}: nothing waits for an approval")
-        chosen = [p for p in pending if tool_call_id in (None, p.tool_call_id)]
-        if len(chosen) != 1:
-            ids = [p.tool_call_id for p in pending]
-            raise LookupError(
-                f"run {run_id!r} waits for the approval of tool calls {ids}; "
-                + ("give tool_call_id" if tool_call_id is None else f"not {tool_call_id!r}")
-            )
-        return chosen[0]
-
     def _deps_of(self, run_id: str) -> AgentDepsT | None:
         """The deps of an attempt of `run_id`: given in this process, else the factory's."""
         if run_id in self._deps:
             return self._deps[run_id]
         return None if self._deps_factory is None else self._deps_factory(run_id)
-
-    def _pending(self, row: CallRow) -> PendingApproval | None:
-        details = row.details or {}
-        if (
-            row.kind is not CallKind.WAIT
-            or row.state is not CallState.WAITING
-            or not row.key.startswith(("approval:", "event:"))
-            or details.get("agent") != self._name
-        ):
-            return None
-        if row.key.startswith("event:"):
-            event = str(details.get("event"))
-            return PendingApproval(
-                row.workflow_id, event, {}, "", row.key, row.reason or "", kind="event"
-            )
-        args = details.get("args")
-        return PendingApproval(
-            row.workflow_id,
-            str(details.get("tool")),
-            args if isinstance(args, dict) else {},
-            str(details.get("tool_call_id")),
-            row.key,
-            row.reason or "",
-        )
 
     async def _step(self, ctx: StepContext) -> dict[str, Any]:
         rows = await self._engine.store.calls(ctx.workflow_id)
@@ -507,7 +402,7 @@ class DurableAgent(Generic[AgentDepsT]):
                 _log.warning("run %r: its messages cannot be rebuilt", result.workflow_id,
                              exc_info=True)
         rows = await self._engine.store.calls(result.workflow_id)
-        pending = [p for p in map(self._pending, rows) if p is not None]
+        pending = [p for p in (pending_of(r, self._name) for r in rows) if p is not None]
         return AgentRun(
             result.workflow_id,
             result.status,

@@ -58,7 +58,9 @@ class DurableAgent(Generic[AgentDepsT]):
     (``tool:<id>``) and labelled ``{"kind": "tool", "tool": name}``. A run stopped by a
     crash, a kernel restart or an approval continues where it stopped: completed requests
     and tool calls answer from the log. A replay that makes other calls than the log
-    recorded fails the run with `ReplayDivergenceError`.
+    recorded fails the run with `ReplayDivergenceError`; the check compares the sequence
+    (position, kind, tool name, tool_call_id), never the messages a request sends, so
+    instructions that change on their own (today's date) do not make a run diverge.
 
     Tools that need approval (``requires_approval=True``, `ApprovalRequired` raised by a tool
     or a hook) wait in ``ctx.wait_for_input`` under ``approval:<tool_call_id>`` with
@@ -209,6 +211,8 @@ class DurableAgent(Generic[AgentDepsT]):
             ValueError: An element of `message_history` is a dict that is not a message's
                 JSON (its index named); nothing is stored.
             InvalidKeyError: `run_id` is not a valid id.
+            PayloadError: The prompt and history are over the store's 1 MiB limit for one
+                value (nothing is stored).
             WorkflowMismatchError: `run_id` is a stored run of another prompt, history or
                 agent (nothing is changed).
             StoreError: The store failed; the run can be continued later.

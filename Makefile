@@ -39,8 +39,11 @@ demo: $(DEMO_STAMP)
 	$(PY) -m examples.bfcl_replay
 
 ## Run every check: ruff, mypy --strict, the import contract (layers, no cycles), the test suite, the notebooks and the browser suite.
+## The suite starts a throwaway PostgreSQL cluster of its own (PostgreSQL is installed with
+## apt-get first if missing; if it cannot be, the PostgreSQL tests fail and say why).
 test: $(TEST_STAMP)
 	bash scripts/ensure-chromium.sh
+	-$(PY) -m tests.pg_cluster --install
 	$(VENV)/bin/ruff check agentq tests examples bench
 	$(VENV)/bin/mypy agentq examples
 	$(VENV)/bin/lint-imports
@@ -60,13 +63,15 @@ browser: $(TEST_STAMP)
 	bash scripts/ensure-chromium.sh
 	$(PY) -m pytest tests/browser
 
-## Benchmarks: each prints ratios against a raw baseline measured in the same run.
+## Benchmarks: each prints ratios against a raw baseline measured in the same run
+## (bench.postgres starts a throwaway PostgreSQL cluster of its own, like the tests).
 bench: $(TEST_STAMP)
 	$(PY) -m bench.queue
 	$(PY) -m bench.workflows
 	$(PY) -m bench.calls
 	$(PY) -m bench.frames
 	$(PY) -m bench.replay
+	$(PY) -m bench.postgres
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

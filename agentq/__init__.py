@@ -4,7 +4,8 @@
   capacity (backpressure) and their own concurrency permits.
 - `WorkflowEngine`: ordered, durable, multi-step workflows with retries, timeouts and
   waiting for outside input, every transition an `Event` in an append-only log.
-- `DurableStore`: `MemoryStore` (tests) and `SqliteStore` (one SQLite file; extra ``sqlite``).
+- `DurableStore`: `MemoryStore` (tests), `SqliteStore` (one SQLite file; extra ``sqlite``)
+  and `PostgresStore` (a PostgreSQL database shared by many processes; extra ``postgres``).
 - `agentq.frames` and `agentq.widgets`: pandas and ipywidgets views (extra ``notebook``).
 
 ``import agentq`` needs no third-party package.
@@ -76,6 +77,7 @@ from agentq.store import (
     DurableStore,
     Execution,
     MemoryStore,
+    PostgresStore,
     SqliteStore,
     StepRow,
     StepState,
@@ -147,6 +149,7 @@ __all__ = [
     "Outcome",
     "PayloadError",
     "Pending",
+    "PostgresStore",
     "Priority",
     "Processing",
     "Queue",

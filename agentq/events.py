@@ -24,7 +24,10 @@ WorkflowFailed         reason (the event names the step that failed)
 WorkflowCancelled      reason
 WorkerRecovered        previous_worker, lease_token, expired_at (Unix seconds: when
                        the lease ran out, or would have), reason (why it was taken
-                       back: "lease expired", or the worker's process is gone)
+                       back: "lease expired", the worker's process is gone, or its
+                       worker handed it back after a shutdown), crash (only on the
+                       latter: false, not counted toward max_recoveries; absent means
+                       a crash)
 WorkflowRetried        from_step (0-based index; the event names the step too),
                        previous_state (failed / cancelled), previous_reason
 CallStarted            key, lane (or null), attempt, label (JSON object or null),

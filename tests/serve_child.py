@@ -1,9 +1,10 @@
 """A serving worker process for `test_serving_processes.py`.
 
-Usage: python tests/serve_child.py DB SIDE NAME
+Usage: python tests/serve_child.py DB SIDE NAME [SCHEMA]
 
 Registers `definition` (``job``: steps a, b, c) and `approval` on an engine over the SQLite
-file DB (lane of 4 permits, 2 s leases, worker id ``NAME:<pid>``) and serves until killed.
+file DB, or the PostgreSQL database of DSN DB with agentq's tables in SCHEMA (lane of 4
+permits, 2 s leases, worker id ``NAME:<pid>``) and serves until killed.
 Each step body of ``job`` appends ``"<workflow> <step> <pid>"`` to the SIDE file when it
 starts, works 50 ms, then returns, so that the parent can count what ran where, and kill
 this process mid-run.
@@ -17,7 +18,7 @@ import sys
 from pathlib import Path
 
 from agentq import LaneConfig, Priority, Queue, StepContext, StepDef, WorkflowDef, WorkflowEngine
-from agentq.store import SqliteStore
+from agentq.store import PostgresStore, SqliteStore
 
 LEASE_TTL = 2.0
 POLL = 0.1
@@ -47,9 +48,14 @@ def approval() -> WorkflowDef:
     return WorkflowDef("approval", [StepDef("ask", ask)])
 
 
-async def main(db: Path, side: Path, name: str) -> None:
+def open_store(db: str, schema: str | None = None) -> SqliteStore | PostgresStore:
+    """The store DB names: a PostgreSQL DSN when a schema is given, else a SQLite path."""
+    return SqliteStore(db) if schema is None else PostgresStore(db, schema=schema)
+
+
+async def main(db: str, side: Path, name: str, schema: str | None = None) -> None:
     lanes = {Priority.MEDIUM: LaneConfig(capacity=50, permits=4)}
-    async with Queue(lanes) as queue, SqliteStore(db) as store:
+    async with Queue(lanes) as queue, open_store(db, schema) as store:
         engine = WorkflowEngine(
             queue, store, worker_id=f"{name}:{os.getpid()}", lease_ttl=LEASE_TTL
         )
@@ -62,4 +68,4 @@ async def main(db: Path, side: Path, name: str) -> None:
 if __name__ == "__main__":
     from serve_child import main as imported_main  # by module name, as the parent imports it
 
-    asyncio.run(imported_main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]))
+    asyncio.run(imported_main(sys.argv[1], Path(sys.argv[2]), sys.argv[3], *sys.argv[4:5]))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
+import re
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,7 +32,7 @@ from agentq.workflows import (
     Workflow,
     WorkflowEngine,
 )
-from agentq.workflows.calls import call_queue_key
+from agentq.workflows.calls import MAX_WAIT_TIMEOUT, call_queue_key
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -530,3 +532,220 @@ async def test_a_queue_store_keeps_neither_the_calls_nor_the_step_jobs(
     assert call_queue_key("wf-queue-store", "lookup") in pushed
     assert len(set(pushed)) == 3  # the step's attempt, the call, the plain job
     assert saved == ["plain"]  # only the plain job was persisted
+
+
+# ---------------------------------------------------------------- review 10 findings
+
+
+async def test_a_usage_function_that_fails_never_loses_the_completed_call(
+    engine: WorkflowEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Review 10 #2: usage(output) raised before complete_call, the call stayed "started" (in
+    # doubt) and the next attempt sent the paid request again.
+    world = World()
+
+    async def body(ctx: StepContext) -> list[Any]:
+        a = await ctx.call(
+            Job("plan", functools.partial(world.tool, "plan")), usage=lambda out: out["usage"]
+        )
+        b = await ctx.call(
+            Job("more", functools.partial(world.tool, "more")),
+            usage=lambda out: {"when": {1, 2}},  # not JSON
+        )
+        c = await ctx.call(
+            Job("last", functools.partial(world.tool, "last")),
+            usage=lambda out: ["a list"],  # type: ignore[arg-type,return-value]
+        )
+        return [a, b, c]
+
+    wf = Workflow("wf-usage", [StepDef("s", body, retry=RetryPolicy(2))])
+    with caplog.at_level(logging.WARNING, logger="agentq"):
+        result = await engine.run(wf)
+    assert result.status is RunStatus.COMPLETED
+    assert world.ran == Counter({"plan": 1, "more": 1, "last": 1})
+    rows = {row.key: row for row in await engine.store.calls("wf-usage")}
+    assert {k: (r.state, r.usage, r.runs) for k, r in rows.items()} == {
+        "plan": ("completed", None, 1), "more": ("completed", None, 1),
+        "last": ("completed", None, 1),
+    }
+    warned = [r.getMessage() for r in caplog.records if "without usage" in r.getMessage()]
+    assert len(warned) == 3 and "KeyError" in warned[0] and "'plan'" in warned[0]
+
+
+async def test_a_static_usage_that_is_not_json_is_refused_before_the_call_runs(
+    engine: WorkflowEngine,
+) -> None:
+    world = World()
+
+    async def body(ctx: StepContext) -> Any:
+        return await ctx.call(Job("x", functools.partial(world.tool, "x")), usage={"t": {1}})
+
+    result = await engine.run(Workflow("wf-static-usage", [StepDef("s", body)]))
+    assert result.status is RunStatus.FAILED and "usage of call 'x'" in (result.reason or "")
+    assert world.ran == Counter() and await engine.store.calls("wf-static-usage") == []
+
+
+@pytest.mark.parametrize(
+    ("details", "words"),
+    [
+        ({"to": {"alice", "bob"}}, r"details of wait 'ok'\['to'\] is a set"),
+        ({"blob": "x" * 1_100_000}, "details of wait 'ok'"),
+    ],
+)
+async def test_bad_wait_details_fail_the_step_and_release_its_lease(
+    engine: WorkflowEngine, details: dict[str, Any], words: str
+) -> None:
+    # Review 10 #3: a non-JSON value inside details (or > 1 MB) escaped engine.run as a
+    # PayloadError and left the step leased by the live engine.
+    async def body(ctx: StepContext) -> Any:
+        return await ctx.wait_for_input("ok", "send?", details=details)
+
+    wf = Workflow("wf-details", [StepDef("s", body, retry=RetryPolicy(2))])
+    result = await asyncio.wait_for(engine.run(wf), 10)
+    assert result.status is RunStatus.FAILED
+    assert re.search(words, result.reason or "") and "PayloadError" in (result.reason or "")
+    kinds = [k for k, _ in await events(engine.store, "wf-details")]
+    assert kinds.count("StepFailed") == 2 and "StepWaiting" not in kinds  # per its policy
+    assert await engine.store.calls("wf-details") == []
+    assert (await engine.store.step_rows("wf-details"))[0].state == "failed"
+
+
+async def test_a_wait_store_refusal_is_a_step_failure_not_a_held_lease(
+    engine: WorkflowEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def refuse(*args: Any, **kwargs: Any) -> None:
+        raise PayloadError("details too large for this store")
+
+    monkeypatch.setattr(engine.store, "wait_step", refuse)
+
+    async def body(ctx: StepContext) -> Any:
+        return await ctx.wait_for_input("ok", "send?")
+
+    result = await asyncio.wait_for(engine.run(Workflow("wf-refused", [StepDef("s", body)])), 10)
+    assert result.status is RunStatus.FAILED and "too large" in (result.reason or "")
+    assert (await engine.store.step_rows("wf-refused"))[0].state == "failed"
+
+
+async def test_a_wait_swallowed_by_the_body_still_waits(engine: WorkflowEngine) -> None:
+    # Review 10 #6: `except Exception` around a wait (or gather(return_exceptions=True))
+    # completed the step at once on its default path: nobody was asked.
+    caught: list[str] = []
+
+    async def broad(ctx: StepContext) -> str:
+        try:
+            ok = await ctx.wait_for_input("approve-pay", "pay 500 EUR?", timeout=3600)
+        except Exception as exc:  # meant for InputTimeout or a flaky tool
+            caught.append(type(exc).__name__)
+            return "skipped"
+        return "paid" if ok else "rejected"
+
+    async def swallow(ctx: StepContext) -> str:
+        try:
+            await ctx.wait_for_input("ok", "really?")
+        except BaseException:  # the footgun under test
+            caught.append("base")
+        return "went on"
+
+    async def gathered(ctx: StepContext) -> list[Any]:
+        return await asyncio.gather(
+            ctx.wait_for_input("a", "first?"),
+            ctx.wait_for_input("b", "second?"),
+            return_exceptions=True,
+        )
+
+    r1 = await engine.run(Workflow("wf-broad", [StepDef("s", broad)]))
+    assert r1.status is RunStatus.WAITING and caught == []  # the signal is no Exception
+    assert (await engine.resume("wf-broad", "s", True, key="approve-pay")).output == "paid"
+    r2 = await engine.run(Workflow("wf-swallow", [StepDef("s", swallow)]))
+    assert r2.status is RunStatus.WAITING and r2.reason == "really?" and caught == ["base"]
+    assert [c.state for c in await engine.store.calls("wf-swallow")] == ["waiting"]
+    r3 = await engine.run(Workflow("wf-gathered", [StepDef("s", gathered)]))
+    assert r3.status is RunStatus.WAITING and r3.reason == "first?"  # one at a time
+    r3 = await engine.resume("wf-gathered", "s", 1, key="a")
+    assert r3.status is RunStatus.WAITING and r3.reason == "second?"
+    assert (await engine.resume("wf-gathered", "s", 2, key="b")).output == [1, 2]
+
+
+async def test_ctx_call_from_a_plain_def_step_is_refused_before_anything_is_recorded(
+    engine: WorkflowEngine,
+) -> None:
+    # Review 10 #10: the error spoke of the Queue's event loop, and CallStarted was already
+    # committed for a job that never ran (in doubt forever).
+    def step(ctx: StepContext) -> Any:
+        return asyncio.run(ctx.call(Job("x", lambda: 1)))
+
+    def waits(ctx: StepContext) -> Any:
+        return asyncio.run(ctx.wait_for_input("k", "ok?"))
+
+    for wid, fn in (("wf-sync-call", step), ("wf-sync-wait", waits)):
+        result = await engine.run(Workflow(wid, [StepDef("s", fn)]))
+        assert result.status is RunStatus.FAILED
+        assert "StepContextError" in (result.reason or "")
+        assert "async def step" in (result.reason or "")
+        assert await engine.store.calls(wid) == []
+
+
+@pytest.mark.parametrize("seconds", [1e12, 1e300, 10 * 366 * 24 * 3600.0])
+async def test_a_wait_timeout_beyond_ten_years_is_refused(
+    engine: WorkflowEngine, seconds: float
+) -> None:
+    # Review 10 #11: timeout=1e12 was accepted, and calls_frame showed its deadline as NaT.
+    async def body(ctx: StepContext) -> Any:
+        return await ctx.wait_for_input("k", "ok?", timeout=seconds)
+
+    result = await engine.run(Workflow("wf-long", [StepDef("s", body)]))
+    assert result.status is RunStatus.FAILED
+    assert "at most 315576000" in (result.reason or "") and repr(seconds) in (result.reason or "")
+    assert MAX_WAIT_TIMEOUT == 10 * 365.25 * 24 * 3600
+
+
+async def test_a_ten_year_wait_shows_its_deadline_in_the_frame(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    from agentq import frames
+
+    async def body(ctx: StepContext) -> Any:
+        return await ctx.wait_for_input("k", "ok?", timeout=MAX_WAIT_TIMEOUT)
+
+    assert (await engine.run(Workflow("wf-ten", [StepDef("s", body)]))).status is RunStatus.WAITING
+    frame = await frames.calls_frame(engine.store)
+    assert not frame["deadline"].isna().any()
+
+
+async def test_a_late_resume_is_refused_the_same_with_or_without_a_timer(
+    db_path: Path, clock: FakeClock
+) -> None:
+    # Review 10 #8: after a restart (no timer fired) the late resume was accepted; with a
+    # live engine it was refused. Now both refuse, saying the wait timed out at its deadline.
+    async def body(ctx: StepContext) -> Any:
+        try:
+            return {"input": await ctx.wait_for_input("ok", "approve?", timeout=60)}
+        except InputTimeout:
+            return "timed out"
+
+    words = r"its wait 'ok' timed out at 20\d\d-.*the step continues with InputTimeout"
+    for wid, restart in (("wf-late-restart", True), ("wf-late-live", False)):
+        wf = Workflow(wid, [StepDef("s", body)])
+        async with Queue(LANES, clock=clock) as q, SqliteStore(db_path) as store:
+            engine = WorkflowEngine(q, store, worker_id="first", clock=clock)
+            assert (await engine.run(wf)).status is RunStatus.WAITING
+            if restart:
+                await engine.close()  # nobody alive at the deadline
+                await clock.advance(61)
+                engine = WorkflowEngine(q, store, worker_id="second", clock=clock)
+                engine.register_workflow(wf)
+            else:
+                await clock.advance(61)  # the live timer times the wait out
+                for _ in range(200):
+                    if (await engine.status(wid))[0] == await _completed("timed out"):
+                        break
+                    await asyncio.sleep(0)
+                assert (await engine.status(wid))[0] == await _completed("timed out")
+            with pytest.raises(NotWaitingError, match=words):
+                await engine.resume(wid, "s", True, key="ok")
+            async with asyncio.timeout(10):
+                result = await engine.run(wid)
+            assert result.output == "timed out", wid
+            kinds = [k for k, _ in await events(store, wid)]
+            assert kinds.count("WaitTimedOut") == 1 and "StepResumed" not in kinds
+            await engine.close()

@@ -211,6 +211,50 @@ async def test_starting_an_id_again_otherwise_is_a_mismatch_and_changes_nothing(
     assert await engine.store.load_events() == before
 
 
+async def test_a_refused_run_of_a_workflow_on_an_instance_id_registers_nothing(
+    engine: WorkflowEngine,
+) -> None:
+    # Review 10 #5: the refused plain Workflow stayed registered, and every later run("i1")
+    # of the real instance was refused with the same mismatch.
+    order = WorkflowDef("order", steps("a"))
+    await engine.start(order, "i1")
+    with pytest.raises(WorkflowMismatchError):
+        await engine.run(Workflow("i1", steps("a")))
+    assert engine.workflow_ids == ()
+    result = await asyncio.wait_for(engine.run("i1"), 10)
+    assert result.status is RunStatus.COMPLETED and result.outputs == ("a:None",)
+
+
+async def test_a_refused_run_keeps_a_workflow_registered_before(engine: WorkflowEngine) -> None:
+    engine.register_workflow(Workflow("p1", steps("a"), input=1))
+    await engine.store.start_workflow("p1", ("a",), 1, engine.clock.time(), definition="x")
+    with pytest.raises(WorkflowMismatchError):
+        await engine.run(Workflow("p1", steps("a"), input=1))
+    assert engine.workflow_ids == ("p1",)  # registered before the refused run: kept
+
+
+async def test_run_soon_of_an_instance_id_runs_it_like_run(
+    engine: WorkflowEngine, other: WorkflowEngine
+) -> None:
+    # Review 10 #7: run_soon("w0") raised UnknownWorkflowError although run("w0") worked.
+    log: list[str] = []
+    order = WorkflowDef("order", steps("a", "b", log=log))
+    await engine.start(order, "w0", 7)
+    engine.run_soon("w0")
+    assert engine.running("w0")
+    engine.run_soon("w0")  # nothing changes: it runs already
+    result = await asyncio.wait_for(engine.run("w0"), 10)
+    assert result.outputs == ("a:7", "b:7") and log == ["w0.a", "w0.b"]
+    with pytest.raises(UnknownWorkflowError, match="not registered"):
+        other.run_soon("w0")  # no definition registered there: refused at once
+    other.register(WorkflowDef("else", steps("z")))
+    other.run_soon("nope")  # looked up in the background: joiners get the refusal
+    with pytest.raises(UnknownWorkflowError):
+        await asyncio.wait_for(other.run("nope"), 10)
+    await other.close()
+    assert not other.running("nope")
+
+
 async def test_start_of_an_id_registered_as_a_plain_workflow_is_a_mismatch(
     engine: WorkflowEngine,
 ) -> None:

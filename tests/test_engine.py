@@ -24,7 +24,7 @@ from agentq.errors import (
 from agentq.events import EventKind
 from agentq.queue import JobOutcomeStore, Priority, Queue
 from agentq.retry import Backoff, RetryPolicy
-from agentq.store import DurableStore
+from agentq.store import DurableStore, MemoryStore
 from agentq.workflows import (
     NonRetryable,
     RunStatus,
@@ -470,7 +470,10 @@ async def test_queue_closing_mid_step_records_nothing_and_recover_finishes(
     await queue.close(drain=False)
     with pytest.raises(QueueClosed, match="handed back"):
         await run
-    assert await kinds(store, "wf-shutdown") == ["WorkflowStarted", "StepStarted"]
+    # No outcome is recorded; the hand-back is (not a crash: it spends no recovery).
+    assert await kinds(store, "wf-shutdown") == [
+        "WorkflowStarted", "StepStarted", "WorkerRecovered"]
+    assert (await store.step_rows("wf-shutdown"))[0].recoveries == 0
 
     await clock.advance(0.001)  # no need to wait out the 5 s lease: it was handed back
     async with Queue(clock=clock) as fresh:
@@ -566,6 +569,8 @@ async def test_engine_arguments_are_checked(store: DurableStore) -> None:
             WorkflowEngine(None, store)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="store"):
             WorkflowEngine(queue, object())  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"store must be an instance.*MemoryStore"):
+            WorkflowEngine(queue, MemoryStore)  # type: ignore[arg-type]  # the class
         with pytest.raises(ValueError, match="priority"):
             WorkflowEngine(queue, store, priority="urgent")  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="lease_ttl"):
@@ -605,7 +610,9 @@ async def test_closing_the_engine_mid_step_hands_the_lease_back(
         rescuer.register_workflow(wf)
         report = await recover(rescuer)
         results = await report.wait()
-    assert [e.worker_id for e in report.recovered] == ["old"]
+    assert report.recovered == ()  # nothing to take back: "old" handed it back itself
+    handed = [e for e in await store.load_events("wf-engine-close") if e.kind == "WorkerRecovered"]
+    assert [(e.data["previous_worker"], e.data["crash"]) for e in handed] == [("old", False)]
     assert results["wf-engine-close"].output == "done"
     assert "StepFailed" not in await kinds(store, "wf-engine-close")
 

@@ -24,8 +24,22 @@ import pytest
 from agentq.clock import FakeClock
 from agentq.errors import QueueClosed
 from agentq.queue import Queue
-from agentq.store import ClaimResult, DurableStore, MemoryStore, SqliteStore, StepState
-from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
+from agentq.store import (
+    HANDED_BACK_REASON,
+    ClaimResult,
+    DurableStore,
+    MemoryStore,
+    SqliteStore,
+    StepState,
+)
+from agentq.workflows import (
+    RunStatus,
+    StepContext,
+    StepDef,
+    Workflow,
+    WorkflowDef,
+    WorkflowEngine,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -136,12 +150,14 @@ async def test_leaving_the_blocks_by_an_exception_hands_the_lease_back(
     db_path: Path, clock: FakeClock
 ) -> None:
     started = asyncio.Event()
+    runs: list[int] = []
 
     async def slow(ctx: StepContext) -> str:
-        if ctx.recoveries == 0:  # the interrupted run is re-admitted as a lost attempt
+        runs.append(ctx.attempt)
+        if len(runs) == 1:  # the interrupted run is re-admitted under the same attempt
             started.set()
             await clock.sleep(3600)
-        return f"recoveries {ctx.recoveries}"
+        return f"attempt {ctx.attempt}, recoveries {ctx.recoveries}"
 
     wf = Workflow("wf-exit", [StepDef("s", slow)])
     with pytest.raises(RuntimeError, match="the cell failed"):
@@ -165,7 +181,7 @@ async def test_leaving_the_blocks_by_an_exception_hands_the_lease_back(
     ):
         async with asyncio.timeout(BOUND):
             result = await engine.run(wf)  # no hour-long wait for the old lease
-    assert result.output == "recoveries 1"
+    assert result.output == "attempt 1, recoveries 0"  # a shutdown is not a crash
 
 
 async def test_without_the_engine_block_the_store_closes_first_and_the_lease_stays(
@@ -233,8 +249,62 @@ async def test_a_close_while_claiming_hands_back_the_lease_the_claim_got(clock: 
         with pytest.raises(asyncio.CancelledError):
             await run
     row = (await store.step_rows(wf.id))[0]
-    assert row.state is StepState.LEASED and row.worker_id == "a"
-    assert row.lease_expires_at is not None and row.lease_expires_at <= clock.time() + 1e-3
+    assert (row.state, row.attempt, row.recoveries) == (StepState.PENDING, 0, 0)
+    last = (await store.load_events(wf.id))[-1]
+    assert (last.kind, last.data["previous_worker"], last.data["crash"]) == (
+        "WorkerRecovered", "a", False)
+
+
+@pytest.mark.parametrize("closer", ["engine.close", "queue.close", "serve.cancel"])
+async def test_shutdowns_never_fail_a_workflow_by_themselves(
+    store: DurableStore, clock: FakeClock, closer: str
+) -> None:
+    # Review 10 #4: four graceful shutdowns during one long step failed the workflow with
+    # "lost to 4 crashes ... died with their process".
+    runs: list[tuple[int, int]] = []
+    started = asyncio.Event()
+
+    async def long_step(ctx: StepContext) -> str:
+        runs.append((ctx.attempt, ctx.recoveries))
+        if len(runs) <= 5:  # more shutdowns than max_recoveries allows crashes
+            started.set()
+            await clock.sleep(3600)
+        return "done"
+
+    definition = WorkflowDef("agent", [StepDef("turn", long_step, max_recoveries=1)])
+    for _ in range(5):
+        started.clear()
+        queue = Queue(clock=clock)
+        engine = WorkflowEngine(queue, store, lease_ttl=30.0, clock=clock)
+        engine.register(definition)
+        await engine.start(definition, "job-1")
+        if closer == "serve.cancel":
+            task: asyncio.Future[Any] = asyncio.ensure_future(engine.serve(poll_interval=0.05))
+        else:
+            task = asyncio.ensure_future(engine.run("job-1"))
+        async with asyncio.timeout(BOUND):
+            await started.wait()
+            if closer == "engine.close":
+                await engine.close()
+            elif closer == "queue.close":
+                await queue.close(drain=False)
+            else:
+                task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await queue.close()
+    assert [status.__class__.__name__ for status in await engine.status("job-1")] == [
+        "StepPending"]
+    async with Queue(clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, lease_ttl=30.0, clock=clock)
+        engine.register(definition)
+        async with asyncio.timeout(BOUND):
+            result = await engine.run("job-1")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
+    assert runs == [(1, 0)] * 6  # the same attempt, never counted as a crash
+    recovered = [e for e in await store.load_events("job-1") if e.kind == "WorkerRecovered"]
+    assert len(recovered) == 5
+    assert {(e.data["reason"], e.data["crash"]) for e in recovered} == {
+        (HANDED_BACK_REASON, False)}
 
 
 KEYBOARD_INTERRUPT = textwrap.dedent(

@@ -563,6 +563,15 @@ async def test_queue_refuses_a_store_that_is_not_one() -> None:
     assert Queue(store=MemoryStore()).store is not None
 
 
+async def test_queue_refuses_a_store_class_for_an_instance() -> None:
+    # Review 10: the class has the protocol's methods, so it passed the check and the first
+    # push failed deep inside with "load_job() missing 1 required positional argument".
+    with pytest.raises(TypeError, match=r"JobOutcomeStore instance .*MemoryStore.*a class"):
+        Queue(store=MemoryStore)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"clock must be a Clock"):
+        Queue(clock=FakeClock)  # type: ignore[arg-type]
+
+
 # ------------------------------------------------------------------ other ways in
 
 

@@ -17,6 +17,7 @@ import pytest
 from agentq import (
     Backoff,
     FakeClock,
+    InputTimeout,
     Queue,
     RetryPolicy,
     RunStatus,
@@ -28,9 +29,13 @@ from agentq import (
     recover,
 )
 from agentq.events import EventKind
-from agentq.store import Claimed, DurableStore, Execution, SqliteStore
+from agentq.store import Claimed, DurableStore, Execution
 
 pytestmark = pytest.mark.timeout(120)
+
+# The tests that take a `store` run on PostgreSQL too: leases, fencing and recovery are where
+# a store's transactions matter most.
+ALL_STORES = pytest.mark.parametrize("store", ["memory", "sqlite", "postgres"], indirect=True)
 
 HERE = Path(__file__).parent
 
@@ -39,6 +44,7 @@ async def kinds(store: DurableStore, workflow_id: str) -> list[str]:
     return [str(e.kind) for e in await store.load_events(workflow_id)]
 
 
+@ALL_STORES
 async def test_live_lease_is_renewed_and_never_recovered_bh04(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -76,6 +82,7 @@ async def test_live_lease_is_renewed_and_never_recovered_bh04(
     assert ks.count(EventKind.STEP_COMPLETED) == 1
 
 
+@ALL_STORES
 async def test_lapsed_lease_is_taken_over_and_stale_result_refused_bh04(
     store: DurableStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,6 +132,7 @@ async def test_lapsed_lease_is_taken_over_and_stale_result_refused_bh04(
     assert [e.kind for e in events].count(EventKind.WORKFLOW_COMPLETED) == 1
 
 
+@ALL_STORES
 async def test_recover_continues_after_the_recovered_step_and_reports(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -168,6 +176,7 @@ async def test_recover_continues_after_the_recovered_step_and_reports(
 # ---------------------------------------------------------------- stored retry times (item 1)
 
 
+@ALL_STORES
 async def test_every_engine_and_recover_honour_a_stored_retry_time(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -223,6 +232,7 @@ async def _lose_attempts(store: DurableStore, clock: FakeClock, wid: str, n: int
         await clock.advance(2.0)
 
 
+@ALL_STORES
 async def test_lost_attempts_are_readmitted_and_failed_ones_still_count(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -246,6 +256,7 @@ async def test_lost_attempts_are_readmitted_and_failed_ones_still_count(
     assert ks.count("WorkerRecovered") == 3 and ks.count("StepFailed") == 2
 
 
+@ALL_STORES
 async def test_past_max_recoveries_the_workflow_fails_saying_why(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -280,6 +291,7 @@ def test_max_recoveries_is_checked(value: object, error: type[Exception]) -> Non
 # ---------------------------------------------------------------- recover never blocks (item 7)
 
 
+@ALL_STORES
 async def test_recover_on_the_engine_running_the_workflow_returns_at_once(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -308,6 +320,7 @@ async def test_recover_on_the_engine_running_the_workflow_returns_at_once(
     assert (await kinds(store, "wf-self")).count("StepStarted") == 1
 
 
+@ALL_STORES
 async def test_recover_does_not_wait_for_the_runs_it_starts(
     store: DurableStore, clock: FakeClock
 ) -> None:
@@ -347,11 +360,18 @@ def _wait_for_marks(marks: Path, wanted: int, proc: subprocess.Popen[bytes]) -> 
 
 
 @pytest.mark.slow
-async def test_sigkill_mid_step_then_recover_in_a_new_process_bh05(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_sigkill_mid_step_then_recover_in_a_new_process_bh05(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
     """BH-05: kill -9 while b runs; a new process recovers: b again, then c; a not re-run."""
-    db, marks, n = tmp_path / "crash.db", tmp_path / "marks.txt", 5
+    db, marks, n = str(tmp_path / "crash.db"), tmp_path / "marks.txt", 5
+    schema: list[str] = []
+    if kind == "postgres":
+        target = request.getfixturevalue("pg_target")
+        db, schema = target.dsn, [target.schema]
     proc = subprocess.Popen(  # noqa: ASYNC220 - the test drives a real process on purpose
-        [sys.executable, str(HERE / "crash_child.py"), str(db), str(marks), str(n)],
+        [sys.executable, str(HERE / "crash_child.py"), db, str(marks), str(n), *schema],
         stderr=subprocess.PIPE,
     )
     try:
@@ -365,12 +385,12 @@ async def test_sigkill_mid_step_then_recover_in_a_new_process_bh05(tmp_path: Pat
 
     sys.path.insert(0, str(HERE))
     try:
-        from crash_child import workflows
+        from crash_child import open_store, workflows
     finally:
         sys.path.remove(str(HERE))
 
     clock = FakeClock(start=time.time() + 60)  # well past the dead worker's 5 s lease
-    async with Queue(clock=clock) as queue, SqliteStore(db) as store:
+    async with Queue(clock=clock) as queue, open_store(db, *schema) as store:
         engine = WorkflowEngine(queue, store, worker_id="rescuer", lease_ttl=5.0, clock=clock)
         for wf in workflows(marks, n, hang_in_b=False):
             engine.register_workflow(wf)
@@ -390,3 +410,70 @@ async def test_sigkill_mid_step_then_recover_in_a_new_process_bh05(tmp_path: Pat
         assert ks.count(EventKind.WORKFLOW_COMPLETED) == 1, wid
         assert ks.count(EventKind.WORKER_RECOVERED) == 1, wid
         assert ks.count(EventKind.STEP_COMPLETED) == 3, wid
+
+
+# ---------------------------------------------------------------- review 10: wait deadlines
+
+
+def _approval(log: list[str]) -> Workflow:
+    async def approve(ctx: StepContext) -> str:
+        try:
+            answer = await ctx.wait_for_input("ok", "approve?", timeout=60)
+        except InputTimeout:
+            log.append("timed out")
+            return "default path"
+        return f"approved {answer}"
+
+    return Workflow("wf-deadline", [StepDef("approve", approve)])
+
+
+async def test_recover_times_out_a_wait_whose_deadline_passed_while_nobody_ran(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    # Review 10 #1: recover left the step waiting with its deadline in the past; only run()
+    # or serve() timed it out, although the docs said recover does.
+    log: list[str] = []
+    async with Queue(clock=clock) as q:
+        first = WorkflowEngine(q, store, worker_id="first", clock=clock)
+        assert (await first.run(_approval(log))).status is RunStatus.WAITING
+        await first.close()  # the process ends: no timer any more
+    await clock.advance(120)
+    async with Queue(clock=clock) as q:
+        engine = WorkflowEngine(q, store, worker_id="second", clock=clock)
+        engine.register_workflow(_approval(log))
+        report = await recover(engine)
+        assert report.resumed == ("wf-deadline",)
+        async with asyncio.timeout(10):
+            results = await report.wait()
+        await engine.close()
+    assert results["wf-deadline"].output == "default path" and log == ["timed out"]
+    assert (await kinds(store, "wf-deadline")).count("WaitTimedOut") == 1
+
+
+async def test_recover_arms_the_timer_of_a_wait_still_pending(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    # Review 10 #1 (t28): a restart before the deadline, then register + recover without
+    # serve(): the wait stayed open forever.
+    log: list[str] = []
+    async with Queue(clock=clock) as q:
+        first = WorkflowEngine(q, store, worker_id="first", clock=clock)
+        assert (await first.run(_approval(log))).status is RunStatus.WAITING
+        await first.close()
+    await clock.advance(30)  # a restart, half-way to the deadline
+    async with Queue(clock=clock) as q:
+        engine = WorkflowEngine(q, store, worker_id="second", clock=clock)
+        engine.register_workflow(_approval(log))
+        report = await recover(engine)
+        async with asyncio.timeout(10):
+            results = await report.wait()
+        assert results["wf-deadline"].status is RunStatus.WAITING and log == []
+        await clock.advance(31)  # past the deadline: the armed timer continues the step
+        done = StepStatus.Completed("default path")
+        for _ in range(200):
+            if (await engine.status("wf-deadline"))[0] == done:
+                break
+            await asyncio.sleep(0)
+        assert (await engine.status("wf-deadline"))[0] == done
+        await engine.close()
+    assert log == ["timed out"]

@@ -1,5 +1,6 @@
-"""Serving engines in real processes on one SQLite file: each step body runs once; a worker
-killed with SIGKILL mid-run leaves its steps to the other, which takes the expired leases over.
+"""Serving engines in real processes on one SQLite file or PostgreSQL database: each step body
+runs once; a worker killed with SIGKILL mid-run leaves its steps to the other, which takes the
+expired leases over.
 
 Each child (`serve_child.py`) serves definition ``job`` (steps a, b, c); every body appends a
 line to a side file, so the counts below are what really ran, and where.
@@ -15,13 +16,14 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from agentq import Queue, Recorded, WorkflowEngine
 from agentq.events import EventKind
-from agentq.store import SqliteStore, WorkflowState
+from agentq.store import PostgresStore, SqliteStore, WorkflowState
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -36,13 +38,37 @@ finally:
     sys.path.remove(str(HERE))
 
 
+@dataclass(frozen=True)
+class Db:
+    """The shared store: a SQLite file, or a PostgreSQL DSN and schema."""
+
+    place: str
+    schema: str | None = None
+
+    @property
+    def args(self) -> list[str]:
+        """The child's DB (and SCHEMA) arguments."""
+        return [self.place] if self.schema is None else [self.place, self.schema]
+
+    def open(self) -> SqliteStore | PostgresStore:
+        return child.open_store(self.place, self.schema)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Db:
+    if request.param == "sqlite":
+        return Db(str(tmp_path / "serve.db"))
+    target = request.getfixturevalue("pg_target")
+    return Db(target.dsn, target.schema)
+
+
 @asynccontextmanager
 async def servers(
-    db: Path, side: Path, *names: str
+    db: Db, side: Path, *names: str
 ) -> AsyncIterator[list[asyncio.subprocess.Process]]:
     procs = [
         await asyncio.create_subprocess_exec(
-            sys.executable, str(CHILD), str(db), str(side), name,
+            sys.executable, str(CHILD), db.args[0], str(side), name, *db.args[1:],
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
         for name in names
@@ -60,19 +86,19 @@ async def servers(
             await proc.wait()
 
 
-async def start_all(db: Path, side: Path) -> list[str]:
+async def start_all(db: Db, side: Path) -> list[str]:
     ids = [f"job-{i:02d}" for i in range(N)]
-    async with Queue() as queue, SqliteStore(db) as store:
+    async with Queue() as queue, db.open() as store:
         engine = WorkflowEngine(queue, store, worker_id="starter")
         for i, wid in enumerate(ids):
             assert await engine.start(child.definition(side), wid, i)
     return ids
 
 
-async def all_completed(db: Path, ids: list[str], but: str | None = None) -> None:
-    """Poll the file (bounded) until every workflow in `ids` completed, and `but` waits: the
+async def all_completed(db: Db, ids: list[str], but: str | None = None) -> None:
+    """Poll the store (bounded) until every workflow in `ids` completed, and `but` waits: the
     servers are other processes, so there is nothing in this one to wait on."""
-    async with SqliteStore(db) as store, asyncio.timeout(60):
+    async with db.open() as store, asyncio.timeout(60):
         while True:
             done = {w.workflow_id for w in await store.workflows(WorkflowState.COMPLETED)}
             waiting = {w.workflow_id for w in await store.workflows(WorkflowState.WAITING)}
@@ -105,27 +131,27 @@ def ran(side: Path) -> tuple[Counter[tuple[str, str]], dict[tuple[str, str], lis
     return runs, where
 
 
-async def test_two_serving_processes_run_each_step_body_once(tmp_path: Path) -> None:
-    db, side = tmp_path / "serve.db", tmp_path / "side.txt"
+async def test_two_serving_processes_run_each_step_body_once(db: Db, tmp_path: Path) -> None:
+    side = tmp_path / "side.txt"
     ids = await start_all(db, side)
-    async with SqliteStore(db) as store:  # this process holds no definition at all
+    async with db.open() as store:  # this process holds no definition at all
         await store.start_workflow("ap-1", ["ask"], None, time.time(), definition="approval")
     async with servers(db, side, "one", "two") as procs:
         await all_completed(db, ids, but="ap-1")
         pids = {str(p.pid) for p in procs}
-        async with Queue() as queue, SqliteStore(db) as store:
+        async with Queue() as queue, db.open() as store:
             clerk = WorkflowEngine(queue, store, worker_id="clerk")
             assert await clerk.resume("ap-1", "ask", {"ok": True}) == Recorded(
                 "ap-1", "approval", "resumed"
             )
         await all_completed(db, [*ids, "ap-1"])  # the servers noticed the recorded input
-    async with SqliteStore(db) as store:
+    async with db.open() as store:
         [asked] = await store.step_rows("ap-1")
     assert asked.output == {"ok": True}
     runs, where = ran(side)
     assert runs == Counter({(w, s): 1 for w in ids for s in "abc"})
     assert {pid for ps in where.values() for pid in ps} == pids  # both served
-    async with SqliteStore(db) as store:
+    async with db.open() as store:
         events = await store.load_events()
         rows = {r.workflow_id: r for r in await store.workflows()}
         steps = await store.step_rows(ids[7])
@@ -134,8 +160,10 @@ async def test_two_serving_processes_run_each_step_body_once(tmp_path: Path) -> 
     assert [s.output for s in steps] == ["a:7", "b:7", "c:7"]
 
 
-async def test_a_server_killed_mid_run_leaves_its_steps_to_the_other(tmp_path: Path) -> None:
-    db, side = tmp_path / "serve.db", tmp_path / "side.txt"
+async def test_a_server_killed_mid_run_leaves_its_steps_to_the_other(
+    db: Db, tmp_path: Path
+) -> None:
+    side = tmp_path / "side.txt"
     ids = await start_all(db, side)
     async with servers(db, side, "doomed", "survivor") as procs:
         doomed = procs[0]
@@ -146,7 +174,7 @@ async def test_a_server_killed_mid_run_leaves_its_steps_to_the_other(tmp_path: P
         survivor = str(procs[1].pid)
     runs, where = ran(side)
     assert set(runs) == {(w, s) for w in ids for s in "abc"}  # everything ran
-    async with SqliteStore(db) as store:
+    async with db.open() as store:
         events = await store.load_events()
     recovered = [e for e in events if e.kind is EventKind.WORKER_RECOVERED]
     assert recovered, "the dead worker's leases were taken over"

@@ -73,12 +73,17 @@ class Ledger:
             raise ValueError(f"max_keys must be an int >= 0 or None, got {max_keys!r}")
         if clock is None:
             clock = SystemClock()
-        elif not isinstance(clock, Clock):
+        elif isinstance(clock, type) or not isinstance(clock, Clock):
             raise TypeError(f"clock must be a Clock (time() and sleep()), got {clock!r}")
-        if store is not None and not isinstance(store, JobOutcomeStore):
+        # A class has the protocol's methods too (``store=MemoryStore`` for
+        # ``MemoryStore()``): only an instance implements it.
+        if store is not None and (
+            isinstance(store, type) or not isinstance(store, JobOutcomeStore)
+        ):
             raise TypeError(
-                "store must be a JobOutcomeStore (load_job, save_job, forget_job) or None, "
-                f"got {short_repr(store)}"
+                "store must be a JobOutcomeStore instance (load_job, save_job, forget_job) "
+                f"or None, got {short_repr(store)}"
+                + (" (a class: create an instance)" if isinstance(store, type) else "")
             )
         self.lanes: dict[Priority, Lane[Record]] = {
             p: Lane(p, configs.get(p, LaneConfig())) for p in LANE_ORDER

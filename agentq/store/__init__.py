@@ -39,6 +39,16 @@ The stores:
     ``sqlite_batch``    `GroupCommit` (the queue of waiting verbs), `Batch` and `Op`: the verbs
                         of one group-commit transaction.
     ``sqlite``          `SqliteStore`: the connection and the verbs.
+    ``postgres_schema``  PostgreSQL migrations from ``postgres_schema.sql``, under an
+                        advisory lock.
+    ``postgres_tx``     `PostgresTx` (the rules' `Tx`: the workflow row locked, the next
+                        sequence number), rebuilding the projection.
+    ``postgres_reads``  the read verbs as queries (the row decoders of ``sqlite_rows``).
+    ``postgres_jobs``   the ``job_outcomes`` table in PostgreSQL.
+    ``postgres_connection``  connecting, migrating, the pool, one transaction (retries).
+    ``postgres_listen``  ``LISTEN`` for new work on a connection of its own.
+    ``postgres_verbs``  `PostgresVerbs`: every verb of `PostgresStore` over its dispatch.
+    ``postgres``        `PostgresStore`: the pool, worker threads, dispatch, wake-ups.
 
 Stores are passive: they are given
 the time (``now``, Unix seconds), never sleep and never start tasks.
@@ -56,6 +66,7 @@ from agentq.store.claims import (
     execution_of,
 )
 from agentq.store.memory import MemoryStore
+from agentq.store.postgres import PostgresStore
 from agentq.store.protocol import DurableStore
 from agentq.store.ready import ReadyWork, WorkNotifier
 from agentq.store.rows import (
@@ -68,10 +79,12 @@ from agentq.store.rows import (
     WorkflowRow,
     WorkflowState,
 )
+from agentq.store.rules_lease import HANDED_BACK_REASON
 from agentq.store.sqlite import SqliteStore
 
 __all__ = [
     "EVENT_COLUMNS",
+    "HANDED_BACK_REASON",
     "AlreadyCompleted",
     "AlreadyWaiting",
     "CallKind",
@@ -84,6 +97,7 @@ __all__ = [
     "HeldByOther",
     "MemoryStore",
     "NotBefore",
+    "PostgresStore",
     "ReadyWork",
     "SqliteStore",
     "StepRow",

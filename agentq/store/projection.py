@@ -23,9 +23,10 @@ StepResumed            step pending, attempt and recoveries back to 0, resume in
 WaitTimedOut           step pending, attempt and recoveries back to 0, wait fields
                        cleared; workflow running (the step continues and its wait raises
                        `InputTimeout`)
-WorkerRecovered        the lost attempt's lease is dropped: step pending, ``recoveries`` + 1,
-                       ``attempt`` - 1 (a lost attempt does not count toward max_attempts;
-                       the re-admitted one runs under the same number)
+WorkerRecovered        the lost attempt's lease is dropped: step pending, ``recoveries`` + 1
+                       unless ``crash`` is false (a lease its worker handed back after a
+                       shutdown), ``attempt`` - 1 (a lost attempt does not count toward
+                       max_attempts; the re-admitted one runs under the same number)
 WorkflowCompleted      workflow completed
 WorkflowFailed         workflow failed with the reason
 WorkflowCancelled      workflow cancelled; leased and waiting steps become failed
@@ -162,7 +163,7 @@ def _step(event: Event, step: StepRow, at: float) -> StepRow:
                 state=StepState.PENDING,
                 lease_expires_at=None,
                 attempt=max(step.attempt - 1, 0),
-                recoveries=step.recoveries + 1,
+                recoveries=step.recoveries + (1 if data.get("crash", True) else 0),
             )
     raise ValueError(f"event #{event.seq} of kind {event.kind} is not a step event")
 

@@ -307,7 +307,10 @@ class DurableStore(DurableCalls, Protocol):
         Args:
             execution: The lease to take back (from a step row: `execution_of`).
             now: Unix seconds.
-            reason: Why the worker is known to be gone; recorded in the event.
+            reason: Why the worker is known to be gone; recorded in the event. A worker
+                handing back its own lease once its attempt's body stopped (a graceful
+                shutdown) passes `agentq.store.HANDED_BACK_REASON`: the event then says
+                ``crash: false`` and the step's ``recoveries`` is not counted up.
 
         Returns:
             True if released; False if the step is no longer under that lease.

@@ -117,8 +117,9 @@ class StepRow:
         retry_at: Unix seconds before which the next attempt should not start, else None.
         started_at: Unix seconds of the first `StepStarted`, else None.
         finished_at: Unix seconds of completion or final failure, else None.
-        recoveries: Attempts lost to crashes (one per `WorkerRecovered`: a lease that ran out,
-            or whose worker process is gone, without an outcome), counted like `attempt`;
+        recoveries: Attempts lost to crashes (one per `WorkerRecovered` of a crash: a lease
+            that ran out, or whose worker process is gone, without an outcome; a lease its
+            worker handed back after a shutdown is not counted), counted like `attempt`;
             bounded by ``StepDef.max_recoveries`` when the step is claimed.
         wait_key: While the step waits on a keyed wait (``ctx.wait_for_input``), its key;
             else None (also for the step-level ``raise WaitForInput``).

@@ -5,7 +5,11 @@ gets the next fencing token (``lease_token``). An attempt whose lease is taken b
 outcome (it ran out, or its worker's process is gone) was *lost to a crash*: `WorkerRecovered`
 records it, the step's ``recoveries`` counts it, and it does not count toward
 ``RetryPolicy.max_attempts`` (the re-admitted attempt runs under the same number). Past the
-step's ``max_recoveries`` the claim fails the step and the workflow instead. Each function is
+step's ``max_recoveries`` the claim fails the step and the workflow instead. An attempt whose
+worker hands its lease back itself once the body stopped (a graceful shutdown: the engine
+closed, ``serve`` cancelled, the queue closed) is recorded by `WorkerRecovered` too, with
+`HANDED_BACK_REASON` and ``crash: false``: it does not count toward ``max_recoveries`` (nor
+toward ``max_attempts``), since a shutdown never fails a workflow by itself. Each function is
 the rule of the `DurableStore` verb of the same name, run by a store inside one transaction
 (see `agentq.store.tx` for the order every rule works in).
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 from agentq.errors import EngineError, LeaseLostError
 from agentq.events import EventKind
@@ -43,6 +48,7 @@ from agentq.store.tx import Draft, Tx, apply, describe_closed, describe_step, lo
 __all__ = [
     "DEFAULT_MAX_RECOVERIES",
     "EXPIRED_REASON",
+    "HANDED_BACK_REASON",
     "claim_step",
     "crash_reason",
     "release_dead",
@@ -59,6 +65,12 @@ EXPIRED_REASON = "lease expired"
 """The ``reason`` of a `WorkerRecovered` that took over a lease once it had run out."""
 
 
+HANDED_BACK_REASON = "handed back by its worker after a shutdown interrupted the attempt"
+"""The ``reason`` of a `WorkerRecovered` that a worker records for its own lease once the
+attempt's body has stopped (`release_dead` with this reason): not a crash, so the step's
+``recoveries`` (the crash budget) is not counted up."""
+
+
 def crash_reason(step_name: str, lost: int, max_recoveries: int) -> str:
     """The failure reason of a step whose attempts were lost to crashes too many times."""
     crashes = "crash" if lost == 1 else "crashes"
@@ -72,16 +84,19 @@ def crash_reason(step_name: str, lost: int, max_recoveries: int) -> str:
 def _recovered(step: StepRow, at: float, reason: str, worker_id: str | None) -> Draft:
     """`WorkerRecovered` for the lease `step` holds now (recorded by `worker_id`, if any)."""
     held_until = step.lease_expires_at if step.lease_expires_at is not None else math.inf
+    data: dict[str, Any] = {
+        "previous_worker": step.worker_id,
+        "lease_token": step.lease_token,
+        "expired_at": held_until,
+        "reason": reason,
+    }
+    if reason == HANDED_BACK_REASON:
+        data["crash"] = False  # absent: a crash (so are all events written before it)
     return Draft.build(
         _K.WORKER_RECOVERED,
         step.workflow_id,
         at,
-        {
-            "previous_worker": step.worker_id,
-            "lease_token": step.lease_token,
-            "expired_at": held_until,
-            "reason": reason,
-        },
+        data,
         step=step,
         attempt=step.attempt,
         worker_id=worker_id,
@@ -223,7 +238,8 @@ def release_expired(tx: Tx, execution: Execution, now: float) -> bool:
 def release_dead(tx: Tx, execution: Execution, now: float, reason: str) -> bool:
     """Rule of `DurableStore.release_dead`: `WorkerRecovered` (with `reason`) if the lease named
     by `execution` is still the step's, live or expired: the caller vouches that its worker is
-    gone."""
+    gone, or is that worker handing its own lease back (`HANDED_BACK_REASON`: not counted
+    as a crash)."""
     now, at = check_now(now)
     ex = check_execution(execution)
     reason = check_text(reason, "reason")

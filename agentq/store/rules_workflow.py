@@ -19,7 +19,7 @@ from agentq.errors import (
     WorkflowClosedError,
     WorkflowMismatchError,
 )
-from agentq.events import EventKind
+from agentq.events import EventKind, utc
 from agentq.keys import validate_key
 from agentq.store.checks import check_index, check_now, check_payload, check_text
 from agentq.store.projection import Rows
@@ -117,6 +117,12 @@ def resume_step(
     belongs to a closed workflow: cancellation ends the wait). With a `key`, the step must
     wait on that key (`NotWaitingError` naming both keys otherwise). The event records the
     key of the wait it answered whenever the wait had one, given or not.
+
+    A resume after the wait's deadline (``deadline <= now``) is refused, whether or not the
+    wait was timed out yet: `NotWaitingError` saying the wait timed out at its deadline
+    (UTC), nothing recorded. The same when `key` names a wait already timed out. The caller
+    (the engine) then times the wait out (`time_out_wait`), so the outcome never depends on
+    whether an engine happened to be alive at the deadline.
     """
     workflow_id = validate_key(workflow_id, "workflow id")
     index = check_index(step_index)
@@ -128,9 +134,19 @@ def resume_step(
     step = steps[index]
     where = describe_step(workflow_id, index, step.step_name)
     with_key = "" if key is None else f" with wait key {key!r}"
+    if step.state is not StepState.WAITING and wf.state in (
+        WorkflowState.CANCELLED, WorkflowState.FAILED
+    ):
+        raise WorkflowClosedError(f"cannot resume {where}: {describe_closed(wf)}")
+    late = _timed_out(tx, step, key, now)
+    if late is not None:
+        wait_key, deadline = late
+        raise NotWaitingError(
+            f"cannot resume {where}{with_key}: its wait {wait_key!r} timed out at "
+            f"{utc(deadline).isoformat(timespec='milliseconds')} (its deadline passed before "
+            "this input arrived; the step continues with InputTimeout)"
+        )
     if step.state is not StepState.WAITING:
-        if wf.state in (WorkflowState.CANCELLED, WorkflowState.FAILED):
-            raise WorkflowClosedError(f"cannot resume {where}: {describe_closed(wf)}")
         raise NotWaitingError(
             f"cannot resume {where}{with_key}: it is {step.state}, not waiting"
         )
@@ -146,6 +162,31 @@ def resume_step(
         data["key"] = step.wait_key
     draft = Draft.build(_K.STEP_RESUMED, workflow_id, at, data, step=step, raw={"input": text})
     return apply(tx, Rows(wf, steps, _wait_row(tx, step)), [draft])
+
+
+def _timed_out(tx: Tx, step: StepRow, key: str | None, now: float) -> tuple[str, float] | None:
+    """The (key, deadline) of the wait a resume at `now` comes too late for, else None: the
+    step's current wait once its deadline passed, or the wait `key` names if it timed out."""
+    if (
+        step.state is StepState.WAITING
+        and step.wait_key is not None
+        and step.wait_deadline is not None
+        and step.wait_deadline <= now
+        and key in (None, step.wait_key)
+    ):
+        return step.wait_key, step.wait_deadline
+    if key is None or (step.state is StepState.WAITING and key == step.wait_key):
+        return None
+    row = tx.load_call(step.workflow_id, key)
+    if (
+        row is not None
+        and row.kind == "wait"
+        and row.step_index == step.step_index
+        and row.state == "timed_out"
+        and row.deadline is not None
+    ):
+        return key, row.deadline
+    return None
 
 
 def time_out_wait(tx: Tx, workflow_id: str, step_index: int, now: float) -> bool:

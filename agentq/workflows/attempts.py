@@ -19,16 +19,21 @@ from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.errors import AgentqError, LeaseLostError, WaitForInput, WorkflowClosedError
+from agentq.errors import (
+    AgentqError,
+    LeaseLostError,
+    WaitForInput,
+    WorkflowClosedError,
+)
 from agentq.queue import JobHandle
 from agentq.retry import Verdict, classify
-from agentq.store import Claimed, ClaimResult, DurableStore, Execution
+from agentq.store import HANDED_BACK_REASON, Claimed, ClaimResult, DurableStore, Execution
+from agentq.workflows.calls import CallLog, InputRequested
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import StepDef
 from agentq.workflows.waits import finish, retrieve, stop
 
 __all__ = [
-    "HAND_BACK_TTL",
     "IN_STEP",
     "Again",
     "Lease",
@@ -69,14 +74,14 @@ class Waiting:
 
     __slots__ = ("deadline", "details", "key", "reason")
 
-    def __init__(self, wait: WaitForInput, reason: str | None = None) -> None:
+    def __init__(self, wait: WaitForInput | InputRequested, reason: str | None = None) -> None:
         self.reason = wait.reason if reason is None else reason
         self.key: str | None = getattr(wait, "key", None)
         self.details: dict[str, Any] | None = getattr(wait, "details", None)
         self.deadline: float | None = getattr(wait, "deadline", None)
 
 
-def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
+def step_call(step: StepDef, ctx: StepContext, log: CallLog | None = None) -> Callable[[], Any]:
     """The job body for one attempt: `step.fn(ctx)`, with a wait turned into a value.
 
     A wait is not a failure, so the queue's lane statistics do not count it as one. A wait
@@ -84,6 +89,12 @@ def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
     too; its reason is `agentq.retry.Classification.wait_reason`. Async bodies stay async;
     plain ones stay plain, so the queue runs them in a worker thread. Both run with `IN_STEP`
     set to the workflow's id.
+
+    A `ctx.wait_for_input` that asked for input (`log.requested`) ends the attempt waiting,
+    whatever the body did with its signal: let it through, swallowed it and returned (``except
+    BaseException``, ``gather(..., return_exceptions=True)``), or raised something else
+    after it (as a group holding a wait does). Only a cancellation (a step timeout, a cancel
+    of the workflow, a shutdown) goes through as it is.
     """
     fn = step.fn
     workflow_id = ctx.workflow_id
@@ -92,13 +103,21 @@ def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
         async def call_async() -> Any:
             token = IN_STEP.set(workflow_id)
             try:
-                return await fn(ctx)
+                output = await fn(ctx)
             except WaitForInput as wait:
-                return Waiting(wait)
+                return _requested(log) or Waiting(wait)
+            except InputRequested as wait:
+                return _requested(log) or Waiting(wait)
             except BaseExceptionGroup as group:
-                return _wait_in(group)
+                return _requested(log) or _wait_in(group)
+            except Exception:
+                waiting = _requested(log)
+                if waiting is None:
+                    raise
+                return waiting
             finally:
                 IN_STEP.reset(token)
+            return _requested(log) or output
 
         return call_async
 
@@ -114,6 +133,18 @@ def step_call(step: StepDef, ctx: StepContext) -> Callable[[], Any]:
             IN_STEP.reset(token)
 
     return call
+
+
+def _requested(log: CallLog | None) -> Waiting | None:
+    """`Waiting` on the first wait the attempt asked for, or None if it asked for none.
+
+    Keyed waits asked in parallel are answered one at a time: the step waits on the first,
+    with its own reason (the one its key is recorded with); once that is answered, the next
+    attempt asks the others again.
+    """
+    if log is None or not log.requested:
+        return None
+    return Waiting(log.requested[0])
 
 
 def _wait_in(group: BaseExceptionGroup[Any]) -> Waiting:
@@ -143,10 +174,6 @@ class Again:
 
     def __init__(self, delay: float) -> None:
         self.delay = delay
-
-
-HAND_BACK_TTL = 1e-6
-"""Seconds a handed-back lease stays live: it has expired by the next clock reading."""
 
 
 class Lease:
@@ -206,16 +233,21 @@ class Lease:
 
 
 async def hand_back(store: DurableStore, clock: Clock, execution: Execution) -> bool:
-    """Shorten a lease to `HAND_BACK_TTL` so that another worker may take the step over at once.
+    """Hand a lease back once its attempt's body has stopped (or never started), so that
+    another worker may take the step over at once.
+
+    Recorded as `WorkerRecovered` with `agentq.store.HANDED_BACK_REASON` (``release_dead``
+    of its own lease): the step is pending again, and the interrupted attempt counts neither
+    toward ``max_attempts`` nor toward ``max_recoveries``: a graceful shutdown never fails a
+    workflow by itself. Only a lost process (an expired lease, a dead worker) is a crash.
 
     Returns:
         Whether the store took it (not when the lease was lost or the store failed).
     """
     try:
-        await store.renew_lease(execution, HAND_BACK_TTL, clock.time())
+        return await store.release_dead(execution, clock.time(), HANDED_BACK_REASON)
     except AgentqError:
         return False
-    return True
 
 
 async def claim(

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import math
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -51,19 +51,34 @@ from agentq.queue import Job, Queue, stored_fingerprint
 from agentq.store import CallRow, DurableStore, Execution
 from agentq.workflows.model import WaitForInput
 
-__all__ = ["CallLog", "InputRequested", "Usage", "call_queue_key"]
+__all__ = ["MAX_WAIT_TIMEOUT", "CallLog", "InputRequested", "Usage", "call_queue_key"]
+
+MAX_WAIT_TIMEOUT = 10 * 365.25 * 24 * 3600.0
+"""The longest ``wait_for_input`` timeout, in seconds (10 years): its deadline is stored, and
+every deadline must be a time the frames (pandas timestamps) and widgets can show; a longer
+one is refused (``timeout=None`` waits forever)."""
+
+LOGGER = logging.getLogger("agentq")
 
 Usage = Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None
 """What ``ctx.call(usage=...)`` takes: figures to record, or a function of the output."""
 
 
-class InputRequested(WaitForInput):
-    """Raised by `CallLog.wait` to park the step on a keyed wait; the driver records it."""
+class InputRequested(BaseException):  # a signal, like CancelledError
+    """Raised by `CallLog.wait` to park the step on a keyed wait; the driver records it.
+
+    A control-flow signal, not an error: like `asyncio.CancelledError` it derives from
+    `BaseException`, so that a body's ``except Exception`` (meant for `InputTimeout` or a
+    flaky tool) lets it through. A body can still swallow it (``except BaseException``,
+    ``gather(..., return_exceptions=True)``): the `CallLog` remembers every wait it
+    requested (`CallLog.requested`), and the attempt ends waiting all the same.
+    """
 
     def __init__(
         self, reason: str, key: str, details: dict[str, Any] | None, deadline: float | None
     ) -> None:
         super().__init__(reason)
+        self.reason = reason
         self.key = key
         self.details = details
         self.deadline = deadline
@@ -83,11 +98,20 @@ def _retrieved(task: asyncio.Task[Any]) -> None:
 
 
 def _json_object(value: object, what: str) -> dict[str, Any] | None:
+    """`value` as a stored JSON object, or None.
+
+    Raises:
+        TypeError: Not a dict with str keys (nor None).
+        PayloadError: A value inside is not JSON, or the whole is too large (the message
+            names the field, e.g. ``details of wait 'k'['to'] is a set``).
+    """
     if value is None:
         return None
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise TypeError(f"{what} must be a dict with str keys or None, got {value!r:.200}")
-    return dict(value)
+    stored = decode(encode(dict(value), what))
+    assert isinstance(stored, dict)
+    return stored
 
 
 class CallLog:
@@ -128,8 +152,12 @@ class CallLog:
         self._running: dict[str, asyncio.Task[Any]] = {}
         self._inner: dict[str, tuple[asyncio.Task[Any], str]] = {}
         self._closed = False
+        self._loop = asyncio.get_running_loop()  # the engine's: a body on another cannot record
         self.answered = 0
         """Calls answered from the log in this attempt."""
+        self.requested: list[InputRequested] = []
+        """The waits this attempt asked for (not answered yet), in order: the attempt ends
+        waiting on the first even if the body swallowed the signal and returned."""
 
     # ------------------------------------------------------------------ calls
 
@@ -140,7 +168,7 @@ class CallLog:
             raise TypeError(f"ctx.call expects an agentq.Job, got {job!r:.200}")
         label_obj = _json_object(label, f"label of call {job.key!r}")
         if usage is not None and not callable(usage):
-            _json_object(usage, f"usage of call {job.key!r}")
+            usage = _json_object(usage, f"usage of call {job.key!r}")
         key = job.key
         fingerprint = stored_fingerprint(job.fn, job.fingerprint)
         if not self._ready:
@@ -252,16 +280,35 @@ class CallLog:
             failure = Failed(FailureReason.ERROR, ErrorInfo.from_exception(bad), bad)
             await self._fail(key, failure, duration)
             raise JobFailed(key, failure) from bad
-        figures = usage(output) if callable(usage) else usage
         self._rows[key] = await store.complete_call(
             self._execution(),
             key,
             output=output,
-            usage=_json_object(figures, f"usage of call {key!r}"),
+            usage=self._usage(key, usage, output),
             duration=duration,
             now=clock.time(),
         )
         return output
+
+    def _usage(self, key: str, usage: Usage, output: Any) -> dict[str, Any] | None:
+        """The figures to record with a completed call, or None.
+
+        A `usage` function that raises or returns something that is not a JSON object never
+        costs the call its record (the job ran, perhaps paid): the call is recorded as
+        completed without usage, and the problem is logged at WARNING on the ``agentq``
+        logger, naming the call and the error.
+        """
+        if not callable(usage):
+            return None if usage is None else dict(usage)  # checked when the call began
+        try:
+            return _json_object(usage(output), f"usage of call {key!r}")
+        except Exception as exc:
+            LOGGER.warning(
+                "usage of call %r of workflow %r failed (%s: %s); the call is recorded as "
+                "completed without usage",
+                key, self._workflow_id, type(exc).__name__, exc,
+            )
+            return None
 
     async def _fail(self, key: str, failure: Failed, duration: float) -> None:
         reason = (
@@ -295,11 +342,11 @@ class CallLog:
         if timeout is not None and (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
-            or not (0 < timeout < math.inf)
+            or not (0 < timeout <= MAX_WAIT_TIMEOUT)  # NaN too
         ):
             raise ValueError(
-                f"wait {key!r}: timeout must be a positive, finite number of seconds or None, "
-                f"got {timeout!r}"
+                f"wait {key!r}: timeout must be a positive number of seconds of at most "
+                f"{MAX_WAIT_TIMEOUT:.0f} (10 years) or None, got {timeout!r}"
             )
         if not self._ready:
             await self._read_once()
@@ -325,11 +372,26 @@ class CallLog:
                     "arrived before its deadline",
                 )
         deadline = None if timeout is None else self._clock.time() + float(timeout)
-        raise InputRequested(text, key, details_obj, deadline)
+        requested = InputRequested(text, key, details_obj, deadline)
+        self.requested.append(requested)
+        raise requested
 
     # ------------------------------------------------------------------ the attempt's end
 
     def _check_open(self, verb: str) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not self._loop:
+            # A plain-def body runs in a worker thread: an asyncio.run() there makes another
+            # loop, where the engine's queue and store cannot be used. Refused before
+            # anything is recorded.
+            raise StepContextError(
+                f"ctx.{verb} of workflow {self._workflow_id!r} was awaited on another event "
+                "loop than the engine's (a plain def step driving it with asyncio.run()?): "
+                "durable calls and waits need an async def step body; nothing was recorded"
+            )
         if self._closed:
             raise StepContextError(
                 f"ctx.{verb} of workflow {self._workflow_id!r} was used after its step "

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from agentq.clock import Clock
-from agentq.errors import NotRetryableError, UnknownWorkflowError
+from agentq.errors import NotRetryableError, NotWaitingError, UnknownWorkflowError
 from agentq.store import DurableStore, WorkflowRow, WorkflowState
 from agentq.workflows.model import Recorded, Workflow
 from agentq.workflows.registry import step_index
@@ -120,7 +120,11 @@ async def resume_elsewhere(
     """
     assert row.definition is not None
     index = step_index(row.workflow_id, row.step_names, step)
-    await store.resume_step(row.workflow_id, index, input, clock.time(), key=key)
+    try:
+        await store.resume_step(row.workflow_id, index, input, clock.time(), key=key)
+    except NotWaitingError:  # too late? then the wait times out now, as a timer would
+        await store.time_out_wait(row.workflow_id, index, clock.time())
+        raise
     return Recorded(row.workflow_id, row.definition, "resumed")
 
 

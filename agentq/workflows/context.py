@@ -57,9 +57,11 @@ class StepContext:
         resumed: Whether the step was resumed: then `resume_input` is what `resume`
             delivered, None included. Tells "resumed with None" from "not resumed yet".
         recoveries: Earlier runs of this step lost to crashes (their process died, or their
-            lease ran out, before they recorded an outcome); 0 on a first run. A body with
-            outside effects can check them before acting again (its durable calls already
-            answer from the log).
+            lease ran out, before they recorded an outcome); 0 on a first run. A run that
+            a graceful shutdown interrupted is not a crash and is not counted (the log
+            records it: ``WorkerRecovered`` with ``crash: false``). A body with outside
+            effects can check them before acting again (its durable calls already answer
+            from the log).
     """
 
     workflow_id: str
@@ -112,8 +114,11 @@ class StepContext:
             job: The call; ``job.key`` is its idempotency key within this workflow.
             label: A small JSON object stored with every event of the call, e.g.
                 ``{"kind": "tool", "tool": "send_email"}``.
-            usage: Figures to record on completion (tokens, cost): a dict with str keys, or
-                a function of the output returning one (or None).
+            usage: Figures to record on completion (tokens, cost): a dict with str keys
+                (checked, JSON, before the call runs), or a function of the output
+                returning one (or None). A function that raises or returns something else
+                never loses the call: it is recorded as completed without usage, and the
+                problem is logged at WARNING on the ``agentq`` logger.
 
         Returns:
             The job's output, as stored (JSON: tuples come back as lists).
@@ -127,10 +132,13 @@ class StepContext:
             LeaseLostError: This worker lost the step's lease; nothing was recorded or run.
             StoreError: The store failed reading the recorded calls (once per attempt, at
                 its first call or wait) or recording this one.
-            StepContextError: The attempt this ctx belongs to has ended.
+            StepContextError: The attempt this ctx belongs to has ended, or the call is
+                awaited on another event loop than the engine's (a plain ``def`` step
+                driving it with ``asyncio.run``): durable calls need an ``async def`` step.
+                Nothing is recorded.
             TypeError: `job` is not a `Job`, or `label`/`usage` is not a dict with str keys.
-            PayloadError: `label` or `usage` is not JSON or too large (before anything runs,
-                for `label`).
+            PayloadError: `label` or a `usage` dict is not JSON or too large (before
+                anything runs).
 
         Example:
             >>> async def step(ctx):
@@ -159,8 +167,11 @@ class StepContext:
             key: The wait's key within this workflow (a non-empty str).
             reason: What is asked, shown to whoever answers (text; at most
                 `MAX_REASON_CHARS` kept).
-            details: A JSON object shown with the wait, e.g. a tool's name and arguments.
-            timeout: Seconds until the wait times out, or None (never). Once the deadline
+            details: A JSON object shown with the wait, e.g. a tool's name and arguments;
+                checked (nested values, at most 1 MiB encoded) before anything is recorded.
+            timeout: Seconds until the wait times out (> 0, at most 10 years:
+                `agentq.workflows.calls.MAX_WAIT_TIMEOUT`, so that every stored deadline is
+                a time frames and widgets can show), or None (never). Once the deadline
                 has passed, the next `run` or `recover` of the workflow (or the live engine's
                 own timer) continues the step, and this call raises `InputTimeout`; the log
                 records ``WaitTimedOut``. This holds across restarts.
@@ -168,10 +179,20 @@ class StepContext:
         Returns:
             The input given to `resume` (any JSON value).
 
+        The step is parked by a signal that derives from `BaseException` (as
+        `asyncio.CancelledError` does), so an ``except Exception`` lets it through; a body
+        that swallows it anyway (``except BaseException``, ``gather(...,
+        return_exceptions=True)``) still ends its attempt waiting on the first wait it
+        asked for (see docs/durable-calls.md).
+
         Raises:
             InputTimeout: The wait's deadline passed without input.
             KeyConflictError: `key` names a call, or was asked another question.
-            StepContextError: The attempt this ctx belongs to has ended.
-            TypeError / ValueError / InvalidKeyError: A bad key, details or timeout.
+            StepContextError: The attempt this ctx belongs to has ended, or the wait is
+                awaited on another event loop than the engine's (a plain ``def`` step).
+            TypeError / ValueError / InvalidKeyError: A bad key, details or timeout (more
+                than 10 years: ValueError naming the value).
+            PayloadError: `details` holds a value that is not JSON, or is too large (the
+                message names the field); nothing is recorded.
         """
         return await self._log("wait_for_input").wait(key, reason, details, timeout)

@@ -8,8 +8,8 @@ For each step, the loop:
    crashes too often), that its next attempt is scheduled later (`NotBefore`: the store
    keeps the retry time, so every engine and `recover` honour it; the run sleeps until then),
    or that another worker holds it. A holder whose process is gone (``workers.gone_reason``)
-   has its lease taken back at once (``release_dead``); for a live one the run logs once
-   what it waits for and polls every ``poll_interval`` seconds;
+   has its lease taken back at once (``release_dead``); for a live one the run logs once,
+   at DEBUG, what it waits for and polls every ``poll_interval`` seconds;
 2. pushes the attempt through the queue as a job in the engine's lane, so lane permits bound
    how many step bodies run at once, while a `Lease` renews the lease every ``lease_ttl / 3``
    seconds;
@@ -25,8 +25,10 @@ the wait for an interrupted body to stop before the next attempt) goes through
 `cancel` of the workflow (`Driver.interrupt`) ends at once; the loop then claims, learns
 that the workflow is closed, and returns the cancelled result.
 
-A lease is handed back (``renew_lease`` with a tiny ttl, so that another worker may take the
-step over at once) only once the attempt's body has stopped, and always then: when this
+A lease is handed back (``release_dead`` of its own lease with `HANDED_BACK_REASON`: the step
+is pending at once for another worker, and the interrupted attempt counts toward neither
+``max_attempts`` nor ``max_recoveries``) only once the attempt's body has stopped, and always
+then: when this
 engine is closed or its run cancelled from outside, the attempt's job is interrupted, the
 lease is kept alive until the body has returned (a thread, or a body that ignores
 cancellation, is waited for), and then handed back.
@@ -123,8 +125,10 @@ class Driver:
             raise ValueError(f"poll_interval must be positive seconds, got {poll_interval!r}")
         if not isinstance(queue, Queue):
             raise TypeError(f"queue must be an agentq.Queue, got {queue!r}")
-        if not isinstance(store, DurableStore):
-            raise TypeError(f"store must implement agentq.DurableStore, got {store!r}")
+        if isinstance(store, type) or not isinstance(store, DurableStore):  # not a class
+            raise TypeError(
+                f"store must be an instance implementing agentq.DurableStore, got {store!r}"
+            )
         try:
             self.priority = Priority(priority)
         except ValueError:
@@ -231,6 +235,7 @@ class Driver:
             if isinstance(claim, AlreadyWaiting):
                 if await self.store.time_out_wait(wf.id, index, self.clock.time()):
                     continue  # its deadline passed: the step runs on, the wait raises
+                await self._watch_deadline(wf.id, index)
                 return RunResult(
                     wf.id, RunStatus.WAITING, step.name, claim.reason, tuple(outputs)
                 )
@@ -244,7 +249,9 @@ class Driver:
                     continue
                 if warned != claim.worker_id:
                     warned = claim.worker_id
-                    LOGGER.warning(
+                    # DEBUG: another engine's live lease is normal operation (two servers
+                    # racing for one step); a dead holder's lease expires and is taken over.
+                    LOGGER.debug(
                         held_message(
                             step.name, wf.id, claim.worker_id, claim.expires_at,
                             self.clock.time(),
@@ -271,6 +278,16 @@ class Driver:
             if isinstance(step_result, Retry | Again):
                 continue  # claim again: a retry's time is kept by the store (NotBefore)
             return step_result
+
+    async def _watch_deadline(self, workflow_id: str, index: int) -> None:
+        """Tell `on_deadline` the deadline of the keyed wait step `index` is on, if any: a
+        run that finds a step waiting (after a restart, `recover`) arms the live timer, so
+        that the wait times out on time with nobody calling `run`."""
+        if self.on_deadline is None:
+            return
+        row = (await self.store.step_rows(workflow_id))[index]
+        if row.state is StepState.WAITING and row.wait_deadline is not None:
+            self.on_deadline(workflow_id, row.wait_deadline)
 
     async def _claim(self, workflow_id: str, index: int, step: StepDef) -> ClaimResult:
         """The claim offered for this step (by `serve`), or a new one (the earlier steps of
@@ -339,7 +356,7 @@ class Driver:
         # outcome is recorded in the workflow's event log, not in a queue's store.
         job = Job(
             key,
-            step_call(step, replace(ctx, _calls=log)),
+            step_call(step, replace(ctx, _calls=log), log),
             self.priority,
             timeout=step.timeout,
             fingerprint=key,
@@ -381,7 +398,9 @@ class Driver:
             return Again(0.0)
         except WorkflowClosedError:
             return await self._closed_result(wf.id)
-        except asyncio.CancelledError:  # the outcome may not be recorded: hand the lease back
+        except BaseException:  # cancelled, or the store failed: the outcome may not be
+            # recorded; hand the lease back so that no live engine keeps it (a retried run,
+            # recover or another engine continues the step at once)
             await finish(hand_back(self.store, self.clock, execution))
             raise
 

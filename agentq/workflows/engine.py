@@ -26,7 +26,9 @@ from agentq.clock import Clock
 from agentq.errors import (
     AgentqError,
     DeadlockError,
+    NotWaitingError,
     UnknownWorkflowError,
+    WorkflowMismatchError,
 )
 from agentq.keys import validate_key
 from agentq.queue import Priority, Queue
@@ -181,6 +183,7 @@ class WorkflowEngine(Registrations):
                 names it).
             WorkflowMismatchError: The id is stored (or registered) with different steps,
                 or its registered definition has other step names than the stored ones.
+                Nothing changes: a `Workflow` given here is not left registered.
             PayloadError: The workflow input is not JSON or too large.
             QueueClosed: The queue closed before or while a step ran (see `close`).
             StoreError: The store failed; the run can be retried (or recovered) later.
@@ -194,13 +197,22 @@ class WorkflowEngine(Registrations):
             if isinstance(found, WorkflowRow):  # raises: its definition is not registered
                 found = self._registry.resolve(workflow, found)
             workflow = found
+        fresh = isinstance(workflow, Workflow) and self._registry.get(workflow.id) is None
         wf = self._registry.lookup(workflow)
-        if IN_STEP.get() == wf.id:
-            raise DeadlockError(
-                f"a step of workflow {wf.id!r} awaits a run of its own workflow, which waits "
-                "for that step: this wait could never end"
-            )
-        return await self._runs.join(wf)
+        try:
+            if IN_STEP.get() == wf.id:
+                raise DeadlockError(
+                    f"a step of workflow {wf.id!r} awaits a run of its own workflow, which "
+                    "waits for that step: this wait could never end"
+                )
+            return await self._runs.join(wf)
+        except (WorkflowMismatchError, DeadlockError):
+            # Refused (the store holds this id with other steps, input or definition):
+            # a Workflow registered on the way is forgotten again, so that the refusal
+            # changes nothing (run(id) still runs what the store and registry hold).
+            if fresh and self._registry.get(wf.id) is wf and not self._runs.busy(wf.id):
+                self._registry.remove(wf.id)
+            raise
 
     def run_soon(self, workflow: Workflow | str) -> None:
         """Start running a workflow as this engine's background task; return at once.
@@ -212,12 +224,25 @@ class WorkflowEngine(Registrations):
         through ``logging.getLogger("agentq")``. `agentq.recover` starts its runs this way.
 
         Args:
-            workflow: A `Workflow` (registered on the way) or the id of a registered one.
+            workflow: A `Workflow` (registered on the way), the id of a registered one, or
+                (as `run` takes it) the id of a stored instance of a `WorkflowDef`
+                registered here. An id that is not registered as a plain workflow is looked
+                up in the store by the background run itself, since this method cannot
+                wait: what that lookup raises (`UnknownWorkflowError`,
+                `WorkflowMismatchError`, `StoreError`) is logged and goes to whoever joins
+                the run with ``run(id)``.
 
         Raises:
-            UnknownWorkflowError: An id that is not registered.
+            UnknownWorkflowError: An id that is not registered, while no definition is
+                registered here either (then it cannot be an instance run here).
             WorkflowMismatchError: The id is registered with different steps.
         """
+        if isinstance(workflow, str) and self._registry.get(workflow) is None:
+            workflow_id = validate_key(workflow, "workflow id")
+            if not self._registry.names:
+                self._registry.lookup(workflow_id)  # raises: nothing could run it
+            self._runs.start_soon_by(workflow_id, lambda: self._instance(workflow_id))
+            return
         self._runs.start_soon(self._registry.lookup(workflow))
 
     async def resume(
@@ -253,7 +278,10 @@ class WorkflowEngine(Registrations):
             UnknownWorkflowError: Not registered or not stored.
             UnknownStepError: No such step.
             NotWaitingError: The step is not waiting (the message names its status); nothing
-                is recorded, and a step that will wait later can still be resumed then.
+                is recorded, and a step that will wait later can still be resumed then. Also
+                a resume after the wait's deadline, whether or not the wait was timed out
+                yet (the message says it timed out at its deadline, UTC): the wait is then
+                timed out (``WaitTimedOut``) and the step continues with `InputTimeout`.
             WorkflowClosedError: The workflow is cancelled, failed or completed.
             PayloadError: `input` is not JSON or too large; nothing is recorded.
         """
@@ -267,7 +295,14 @@ class WorkflowEngine(Registrations):
         deliver = resume_change(self.store, self.clock, wf, index, input, key)
         # A run that is still returning from the wait would not see the input: it ends
         # first, then a run of our own continues (claims keep each step to one run).
-        return await self._runs.replace(wf, deliver, before=False)
+        try:
+            return await self._runs.replace(wf, deliver, before=False)
+        except NotWaitingError:
+            # Refused; if because the wait's deadline passed (no timer fired: a restart),
+            # the wait times out now and the step continues, as the timer would have done.
+            if await self.store.time_out_wait(wf.id, index, self.clock.time()):
+                self._runs.start_soon(wf)
+            raise
 
     async def retry(
         self, workflow: Workflow | str, *, from_step: str | int | None = None

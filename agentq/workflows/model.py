@@ -70,11 +70,13 @@ class StepDef:
             next attempt starts only after the thread has returned.
         max_recoveries: How many times an attempt lost to a crash is re-admitted (an int
             >= 0; default 3). An attempt is lost when its process dies (or its lease runs
-            out, or a shutdown interrupts it) before it records an outcome; it is run again
+            out) before it records an outcome; it is run again
             under the same attempt number and does not count toward `retry`'s
             ``max_attempts``. One more lost attempt fails the workflow, with a reason saying
             its attempts were lost to crashes: a body that kills its own process cannot run
-            forever.
+            forever. An attempt a graceful shutdown interrupts (engine closed, ``serve``
+            cancelled, queue closed) is handed back by its worker and counts toward
+            neither limit: a shutdown never fails a workflow by itself.
 
     Raises:
         TypeError: `fn` is not callable, cannot be called as ``fn(ctx)`` (the message names

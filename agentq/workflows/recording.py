@@ -51,6 +51,9 @@ class Recorder:
     ) -> Completed | RunResult | Retry:
         """Record an attempt's `outcome` with its fencing token; say what follows.
 
+        What the store refuses as a payload (an output, a wait's details) is a failure of
+        the step, recorded: a `PayloadError` never escapes with the lease still held.
+
         Returns:
             `Completed` (the next step runs), `Retry` (claim again; the store keeps the
             retry time) or the `RunResult` the run ends with (waiting, failed, cancelled).
@@ -110,6 +113,19 @@ class Recorder:
             await self.store.fail_step(execution, reason, error, now, None)
             return _ended(wf, RunStatus.FAILED, step, reason, ctx)
         reason = str(outcome.reason) if outcome.reason is not FailureReason.ERROR else str(error)
+        return await self._fail(wf, step, execution, reason, error, ctx)
+
+    async def _fail(
+        self,
+        wf: Workflow,
+        step: StepDef,
+        execution: Execution,
+        reason: str,
+        error: ErrorInfo | None,
+        ctx: StepContext,
+    ) -> RunResult | Retry:
+        """Record an ordinary failure: a retry if the step's policy allows one, else failed."""
+        now = self.clock.time()
         if step.retry.should_retry(execution.attempt):
             delay = step.retry.delay(execution.attempt)
             await self.store.fail_step(execution, reason, error, now, now + delay)
@@ -119,16 +135,26 @@ class Recorder:
 
     async def wait(
         self, wf: Workflow, step: StepDef, execution: Execution, wait: Waiting, ctx: StepContext
-    ) -> RunResult:
-        """Record that the step waits for input (`wait`); tell `on_deadline` its deadline."""
-        await self.store.wait_step(
-            execution,
-            wait.reason,
-            self.clock.time(),
-            key=wait.key,
-            details=wait.details,
-            deadline=wait.deadline,
-        )
+    ) -> RunResult | Retry:
+        """Record that the step waits for input (`wait`); tell `on_deadline` its deadline.
+
+        A wait the store refuses as a payload (`PayloadError`: ``ctx.wait_for_input``
+        checks its details first, so this is a safety net) is an ordinary failure of the
+        attempt, per the step's retry policy: the lease never stays held by a live engine.
+        """
+        try:
+            await self.store.wait_step(
+                execution,
+                wait.reason,
+                self.clock.time(),
+                key=wait.key,
+                details=wait.details,
+                deadline=wait.deadline,
+            )
+        except PayloadError as bad:
+            return await self._fail(
+                wf, step, execution, f"payload: {bad}", ErrorInfo.from_exception(bad), ctx
+            )
         if wait.deadline is not None and self.on_deadline is not None:
             self.on_deadline(wf.id, wait.deadline)
         return _ended(wf, RunStatus.WAITING, step, wait.reason, ctx)

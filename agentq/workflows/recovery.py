@@ -12,7 +12,12 @@ workflows stay ``running`` with nobody driving them. `recover`:
    registered here, whichever process started it) and that no live lease holds (another
    worker is driving those), and counts the ones this engine runs already; it waits for
    none of them (`RecoveryReport.wait` does);
-3. reports the workflows it could not resume because their step bodies are not registered
+3. does the same for every *waiting* workflow registered here whose step waits on a keyed
+   wait with a deadline (``ctx.wait_for_input(timeout=...)``): its run times the wait out
+   (`WaitTimedOut`; the step continues, where the wait raises `InputTimeout`) if the deadline
+   has passed, and otherwise arms this engine's live timer for it and ends waiting. So a
+   program that restarts and calls `recover` (without `serve`) keeps every deadline;
+4. reports the workflows it could not resume because their step bodies are not registered
    here: step bodies are code, not data, so a restarted program registers its definitions
    (or plain workflows) again before calling `recover`. An instance whose registered
    definition has other step names than the stored ones is not run: its
@@ -49,8 +54,9 @@ class RecoveryReport:
             ones, and live ones whose worker's process is gone.
         resumed: Ids of the running workflows now running in this engine, in start order:
             `recover` started them as background runs (or found this engine running them
-            already). They go on after `recover` returns; `wait` (or ``engine.run``) joins
-            them.
+            already), then the waiting workflows with a wait deadline (their runs time the
+            wait out, or arm this engine's timer and end waiting). They go on after
+            `recover` returns; `wait` (or ``engine.run``) joins them.
         unregistered: Running workflows left alone because their steps are not registered
             with this engine (neither the plain workflow nor its definition).
         held_elsewhere: Running workflows left alone because another worker, which may be
@@ -129,7 +135,10 @@ async def recover(engine: WorkflowEngine) -> RecoveryReport:
 
     now = engine.clock.time()
     live: set[str] = set()
+    timed: set[str] = set()  # waiting on a keyed wait with a deadline
     for row in await store.step_rows():
+        if row.state is StepState.WAITING and row.wait_deadline is not None:
+            timed.add(row.workflow_id)
         if (
             row.state is StepState.LEASED
             and row.lease_expires_at is not None
@@ -146,7 +155,8 @@ async def recover(engine: WorkflowEngine) -> RecoveryReport:
     held: list[str] = []
     errors: dict[str, Exception] = {}
     joins: dict[str, Callable[[], Awaitable[RunResult]]] = {}
-    for workflow_row in await store.workflows(WorkflowState.RUNNING):
+    waiting = [w for w in await store.workflows(WorkflowState.WAITING) if w.workflow_id in timed]
+    for workflow_row in [*await store.workflows(WorkflowState.RUNNING), *waiting]:
         wid = workflow_row.workflow_id
         wf = engine.registered(wid)
         definition = None if workflow_row.definition is None else engine.definition(

@@ -212,6 +212,24 @@ class Registrations:
             return row
         return self._registry.resolve(workflow_id, row)
 
+    async def _instance(self, workflow_id: str) -> Workflow:
+        """The `Workflow` that `run_soon(workflow_id)` runs (see `_find`).
+
+        Raises:
+            UnknownWorkflowError: Not something this engine can run: not registered here,
+                an instance of a definition not registered here, or stored and ended.
+            WorkflowMismatchError: The registered definition has other step names.
+        """
+        found = await self._find(workflow_id)
+        if isinstance(found, Workflow):
+            return found
+        if isinstance(found, WorkflowRow):  # raises: its definition is not registered here
+            return self._registry.resolve(workflow_id, found)
+        raise UnknownWorkflowError(
+            f"workflow {workflow_id!r} has ended: run_soon() has nothing to run (run() "
+            "returns its stored result)"
+        )
+
     async def serve(self, *, poll_interval: float = 1.0) -> NoReturn:
         """Run the ready work of every registered definition, until cancelled.
 

@@ -95,6 +95,28 @@ class Runs:
         task.add_done_callback(_log_failure)
         return task
 
+    def start_soon_by(
+        self, workflow_id: str, resolve: Callable[[], Awaitable[Workflow]]
+    ) -> asyncio.Task[RunResult] | None:
+        """`start_soon` for a workflow known only by id: the run first awaits `resolve` for
+        it (a store read), then drives it. `join` of that id shares the run meanwhile.
+
+        Returns:
+            The new run, or None if one is in progress or about to be.
+        """
+        if workflow_id in self._runs or workflow_id in self._continuing:
+            return None
+
+        async def resolved() -> RunResult:
+            wf = await resolve()
+            return await self._drive(wf)
+
+        task = asyncio.get_running_loop().create_task(resolved(), name=f"agentq.run:{workflow_id}")
+        self._runs[workflow_id] = task
+        task.add_done_callback(functools.partial(self._forget, workflow_id))
+        task.add_done_callback(_log_failure)
+        return task
+
     async def join(self, wf: Workflow) -> RunResult:
         """Wait for the run of `wf`, starting one if needed (after a continuation in flight)."""
         continuing = self._continuing.get(wf.id)

@@ -137,7 +137,7 @@ async def take_back(store: DurableStore, row: StepRow, now: float) -> Execution 
 def held_message(
     step_name: str, workflow_id: str, worker_id: str, expires_at: float, now: float
 ) -> str:
-    """The warning logged once when a run must wait for another worker's live lease."""
+    """The message logged once (DEBUG) when a run must wait for another worker's live lease."""
     until = utc(expires_at).isoformat(timespec="seconds") if expires_at < 1e11 else "never"
     return (
         f"step {step_name!r} of workflow {workflow_id!r} is leased by worker {worker_id!r} "

@@ -1,6 +1,7 @@
-"""The contract suite's fixtures: a `store` of every kind, and small helpers over the verbs.
+"""The contract suite's helpers over the verbs.
 
-To run the suite against another store, add its name to `STORES` and build it in `store`.
+The `store` fixture is parametrised over every store (memory, SQLite, PostgreSQL); to run the
+suite against another store, add its name to `STORES` and build it in `store`.
 """
 
 from __future__ import annotations
@@ -10,29 +11,38 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_cluster import Target
 
-from agentq.store import Claimed, DurableStore, Execution, MemoryStore, SqliteStore
+from agentq.store import Claimed, DurableStore, Execution, MemoryStore, PostgresStore, SqliteStore
 
 T0 = 1_767_225_600.0
 """The time the tests start at (Unix seconds)."""
 
-STORES = ("memory", "sqlite")
-
-
-async def make_store(kind: str, tmp_path: Path) -> DurableStore:
-    """Build a fresh store of `kind`; SQLite on a file in `tmp_path`."""
-    if kind == "memory":
-        return MemoryStore()
-    return await SqliteStore.open(tmp_path / "store.db")
+STORES = ("memory", "sqlite", "postgres")
 
 
 @pytest.fixture(params=STORES)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[DurableStore]:
-    s = await make_store(request.param, tmp_path)
+    """A fresh store of every kind: SQLite on a file in `tmp_path`, PostgreSQL on this test's
+    `pg_target`; closed afterwards."""
+    if request.param == "postgres":
+        target: Target = request.getfixturevalue("pg_target")
+        s: DurableStore = await PostgresStore.open(target.dsn, schema=target.schema)
+    else:
+        s = await make_store(request.param, tmp_path)
     try:
         yield s
     finally:
         await s.close()
+
+
+
+async def make_store(kind: str, tmp_path: Path) -> DurableStore:
+    """Build a fresh MemoryStore or SqliteStore (on a file in `tmp_path`), for the state
+    machines, which build their own stores outside fixtures."""
+    if kind == "memory":
+        return MemoryStore()
+    return await SqliteStore.open(tmp_path / "store.db")
 
 
 async def start(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -417,6 +418,38 @@ async def test_time_out_wait_before_and_after_the_deadline(store: DurableStore) 
         await store.resume_step("wf", 0, "late", T0 + 61)
     claimed = await store.claim_step("wf", 0, "w1", 10.0, T0 + 61)
     assert isinstance(claimed, Claimed) and claimed.execution.attempt == 1
+
+
+async def test_a_resume_after_the_deadline_is_refused_whether_or_not_timed_out(
+    store: DurableStore,
+) -> None:
+    # Review 10 #8: before, a late resume was accepted if nobody had timed the wait out yet,
+    # and refused ("it is pending, not waiting") if somebody had: it depended on uptime.
+    deadline = datetime.fromtimestamp(T0 + 60, UTC).isoformat(timespec="milliseconds")
+    words = rf"its wait 'approve-1' timed out at {re.escape(deadline)}"
+    await start(store)
+    await wait(store, deadline=T0 + 60)
+    n = await store.last_seq()
+    for key in (None, "approve-1"):  # not timed out yet: refused all the same
+        with pytest.raises(NotWaitingError, match=words):
+            await store.resume_step("wf", 0, "late", T0 + 60, key=key)
+    with pytest.raises(NotWaitingError, match="waits on wait key 'approve-1', not on 'other'"):
+        await store.resume_step("wf", 0, "late", T0 + 60, key="other")
+    await unchanged(store, n)
+    assert await store.time_out_wait("wf", 0, T0 + 61)
+    with pytest.raises(NotWaitingError, match=words):  # timed out: the same refusal
+        await store.resume_step("wf", 0, "late", T0 + 62, key="approve-1")
+    await store.claim_step("wf", 0, "w1", 10.0, T0 + 62)
+    with pytest.raises(NotWaitingError, match=words):  # the step moved on: still
+        await store.resume_step("wf", 0, "late", T0 + 63, key="approve-1")
+    await unchanged(store, n + 2)  # WaitTimedOut, StepStarted
+
+
+async def test_a_resume_just_before_the_deadline_is_accepted(store: DurableStore) -> None:
+    await start(store)
+    await wait(store, deadline=T0 + 60)
+    await store.resume_step("wf", 0, "in time", T0 + 59.999, key="approve-1")
+    assert (await one(store, "approve-1")).state is CallState.ANSWERED
 
 
 async def test_time_out_wait_needs_a_keyed_wait_with_a_deadline(store: DurableStore) -> None:

@@ -21,6 +21,7 @@ from agentq.errors import (
 )
 from agentq.events import EventKind
 from agentq.store import (
+    HANDED_BACK_REASON,
     AlreadyCompleted,
     Claimed,
     ClaimResult,
@@ -147,6 +148,31 @@ async def test_the_default_budget_is_three_recoveries(store: DurableStore) -> No
         now += 2.0
     result = await store.claim_step("wf", 0, "w", 1.0, now)
     assert isinstance(result, WorkflowClosed) and "lost to 4 crashes" in (result.reason or "")
+
+
+async def test_a_lease_handed_back_by_its_worker_is_not_a_crash(store: DurableStore) -> None:
+    # Review 10 #4: a graceful shutdown hands the lease back with HANDED_BACK_REASON; any
+    # number of them never spends the crash budget, and replay agrees.
+    await start(store)
+    now = T0
+    for _ in range(5):
+        ex = await claim(store, worker="w", ttl=30.0, now=now)
+        assert ex.attempt == 1
+        assert await store.release_dead(ex, now + 1, HANDED_BACK_REASON)
+        now += 2
+    row = await step(store, 0)
+    assert (row.state, row.attempt, row.recoveries) == (StepState.PENDING, 0, 0)
+    result = await store.claim_step("wf", 0, "w", 30.0, now, max_recoveries=0)
+    assert isinstance(result, Claimed) and result.recoveries == 0
+    recovered = [e for e in await store.load_events("wf") if e.kind == "WorkerRecovered"]
+    assert [e.data["crash"] for e in recovered] == [False] * 5
+    crash = await claim(store, worker="w2", ttl=1.0, now=now + 31)  # the lease ran out
+    row = await step(store, 0)
+    assert (crash.attempt, row.recoveries) == (1, 1)
+    last = [e for e in await store.load_events("wf") if e.kind == "WorkerRecovered"][-1]
+    assert "crash" not in last.data  # absent: a crash
+    [(_, rows)] = replay(await store.load_events())
+    assert rows.steps[0] == await step(store, 0)  # the projection is a replay
 
 
 async def test_resume_starts_the_crash_count_over(store: DurableStore) -> None:

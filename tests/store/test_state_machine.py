@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Coroutine
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -31,7 +31,9 @@ from hypothesis.stateful import (
     multiple,
     precondition,
     rule,
+    run_state_machine_as_test,
 )
+from pg_cluster import Schemas
 
 from agentq.errors import (
     EngineError,
@@ -54,6 +56,7 @@ from agentq.store import (
     Execution,
     HeldByOther,
     NotBefore,
+    PostgresStore,
     StepState,
     WorkflowClosed,
     WorkflowState,
@@ -124,12 +127,15 @@ class StoreMachine(RuleBasedStateMachine):
         super().__init__()
         self.runner = asyncio.Runner()
         self.tmp = tempfile.mkdtemp(prefix="agentq-machine-")
-        self.store: DurableStore = self.run(make_store(self.kind, Path(self.tmp)))
+        self.store: DurableStore = self.run(self.open_store())
         self.now = T0
         self.model: dict[str, MWorkflow] = {}
         self.inputs: dict[str, Any] = {}
         self.events = 0
         self.claimed: list[Execution] = []
+
+    async def open_store(self) -> DurableStore:
+        return await make_store(self.kind, Path(self.tmp))
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coro)
@@ -736,8 +742,40 @@ class SqliteMachine(StoreMachine):
     kind = "sqlite"
 
 
+class PostgresMachine(StoreMachine):
+    """The machine on `PostgresStore`: each example on a schema of `pg_schemas`, emptied
+    after it (see `test_postgres_store_machine`)."""
+
+    kind = "postgres"
+    schemas: ClassVar[Schemas | None] = None
+
+    async def open_store(self) -> DurableStore:
+        assert self.schemas is not None
+        self.target = self.schemas.take()
+        return await PostgresStore.open(self.target.dsn, schema=self.target.schema)
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+        finally:
+            assert self.schemas is not None
+            self.schemas.give_back(self.target)
+
+
 _SETTINGS: dict[str, Any] = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 TestMemoryStoreMachine = StoreMachine.TestCase
 TestMemoryStoreMachine.settings = settings(max_examples=120, stateful_step_count=50, **_SETTINGS)
 TestSqliteStoreMachine = SqliteMachine.TestCase
 TestSqliteStoreMachine.settings = settings(max_examples=60, stateful_step_count=50, **_SETTINGS)
+
+
+def test_postgres_store_machine(pg_schemas: Schemas) -> None:
+    """The same random histories on PostgreSQL (fewer: each verb is a round trip or five)."""
+    PostgresMachine.schemas = pg_schemas
+    try:
+        run_state_machine_as_test(
+            PostgresMachine,
+            settings=settings(max_examples=10, stateful_step_count=40, **_SETTINGS),
+        )
+    finally:
+        PostgresMachine.schemas = None

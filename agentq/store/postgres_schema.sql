@@ -1,0 +1,145 @@
+-- The agentq PostgreSQL schema, as a list of migrations.
+--
+-- Each "-- migration N" section takes a database from version N-1 to version N (the version
+-- lives in the one row of agentq_schema). The tables live in their own PostgreSQL schema
+-- (agentq by default: PostgresStore(schema=...)), which every connection puts first on its
+-- search_path; so the names below are unqualified. Never edit a released section: append a
+-- new one. Statements end with ";" at the end of a line.
+--
+-- Differences from the SQLite schema (schema.sql), each for a reason:
+-- - Ids and keys (workflow ids, step names, worker ids, call and wait keys, lanes, job keys
+--   and fingerprints) are BYTEA holding UTF-8: agentq keys may contain NUL, which a
+--   PostgreSQL TEXT value cannot hold, and BYTEA compares byte-exactly (UTF-8 byte order is
+--   code point order, as in SQLite and in Python), whatever the database's collation.
+-- - JSON is TEXT, compact, exactly as agentq encoded it (JSONB would reorder object keys).
+-- - seq is handed out by the one row of event_seq, updated in the appending transaction: the
+--   row lock makes sequence numbers gapless and in commit order, so a reader that polls
+--   "events after seq N" never misses one committed late (a SEQUENCE would allow both).
+
+-- migration 1
+CREATE TABLE agentq_schema (
+    version     INTEGER NOT NULL
+);
+INSERT INTO agentq_schema (version) VALUES (0);
+
+CREATE TABLE event_seq (
+    last_seq    BIGINT  NOT NULL
+);
+INSERT INTO event_seq (last_seq) VALUES (0);
+
+-- The append-only event log: one row per Event. data is the kind's JSON object.
+CREATE TABLE events (
+    seq         BIGINT  PRIMARY KEY,
+    at          DOUBLE PRECISION NOT NULL,  -- Unix seconds (UTC)
+    workflow_id BYTEA   NOT NULL,
+    step_index  INTEGER,
+    step_name   BYTEA,
+    kind        TEXT    NOT NULL,
+    attempt     INTEGER,
+    worker_id   BYTEA,
+    data        TEXT    NOT NULL            -- JSON object
+);
+CREATE INDEX events_by_workflow ON events (workflow_id, seq);
+
+-- The log is append-only: refuse any UPDATE, DELETE or TRUNCATE of an event, whoever tries.
+CREATE FUNCTION events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'agentq: the events table is append-only';
+END;
+$$;
+CREATE TRIGGER events_no_update BEFORE UPDATE OR DELETE ON events
+    FOR EACH ROW EXECUTE FUNCTION events_append_only();
+CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
+    FOR EACH STATEMENT EXECUTE FUNCTION events_append_only();
+
+-- Wake-ups: an event after which a serving engine may find work ready notifies the channel
+-- "agentq.<schema>" (delivered at commit; repeats in one transaction are folded into one).
+-- PostgresStore.wait_for_work LISTENs on it.
+CREATE FUNCTION events_notify_work() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('agentq.' || TG_TABLE_SCHEMA, '');
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER events_wake_workers AFTER INSERT ON events FOR EACH ROW
+    WHEN (NEW.kind IN ('WorkflowStarted', 'StepCompleted', 'RetryScheduled', 'StepResumed',
+                       'WorkflowRetried', 'WorkerRecovered', 'WaitTimedOut'))
+    EXECUTE FUNCTION events_notify_work();
+
+-- The projection: one row per workflow (its updated_at and last_seq are read from its latest
+-- event), locked FOR UPDATE by every write verb on the workflow ...
+CREATE TABLE workflows (
+    workflow_id BYTEA   PRIMARY KEY,
+    started_seq BIGINT  NOT NULL UNIQUE,    -- seq of its WorkflowStarted: the start order
+    state       TEXT    NOT NULL,
+    step_names  TEXT    NOT NULL,           -- JSON list of str
+    input       TEXT    NOT NULL,           -- JSON
+    reason      TEXT,
+    created_at  DOUBLE PRECISION NOT NULL,
+    definition  BYTEA                       -- the WorkflowDef's name; NULL: a plain Workflow
+);
+CREATE INDEX workflows_by_state ON workflows (state, started_seq);
+-- ready_workflows: the open workflows of some definitions, in start order.
+CREATE INDEX workflows_by_definition ON workflows (definition, state, started_seq);
+
+-- ... one row per step ...
+CREATE TABLE steps (
+    workflow_id      BYTEA   NOT NULL,
+    step_index       INTEGER NOT NULL,
+    step_name        BYTEA   NOT NULL,
+    state            TEXT    NOT NULL,
+    attempt          INTEGER NOT NULL,
+    worker_id        BYTEA,
+    lease_token      BIGINT  NOT NULL,
+    lease_expires_at DOUBLE PRECISION,
+    output           TEXT,                  -- JSON
+    reason           TEXT,
+    error            TEXT,                  -- JSON {type, message, traceback}
+    resume_input     TEXT,                  -- JSON
+    resumed          BOOLEAN NOT NULL,
+    retry_at         DOUBLE PRECISION,
+    started_at       DOUBLE PRECISION,
+    finished_at      DOUBLE PRECISION,
+    recoveries       INTEGER NOT NULL,
+    wait_key         BYTEA,
+    wait_details     TEXT,                  -- JSON object
+    wait_deadline    DOUBLE PRECISION,
+    PRIMARY KEY (workflow_id, step_index)
+);
+CREATE INDEX steps_by_lease_expiry ON steps (lease_expires_at) WHERE state = 'leased';
+
+-- ... and one row per durable call or wait, by (workflow, key).
+CREATE TABLE calls (
+    first_seq   BIGINT  PRIMARY KEY,        -- seq of the key's first event
+    workflow_id BYTEA   NOT NULL,
+    call_key    BYTEA   NOT NULL,
+    kind        TEXT    NOT NULL,           -- call | wait
+    step_index  INTEGER NOT NULL,
+    state       TEXT    NOT NULL,
+    fingerprint BYTEA,
+    lane        BYTEA,
+    attempt     INTEGER NOT NULL,
+    label       TEXT,                       -- JSON object
+    usage       TEXT,                       -- JSON object
+    output      TEXT,                       -- JSON
+    reason      TEXT,
+    error       TEXT,                       -- JSON {type, message, traceback}
+    details     TEXT,                       -- JSON object
+    deadline    DOUBLE PRECISION,
+    started_at  DOUBLE PRECISION,
+    finished_at DOUBLE PRECISION,
+    duration    DOUBLE PRECISION,
+    runs        INTEGER NOT NULL,
+    last_seq    BIGINT  NOT NULL
+);
+CREATE UNIQUE INDEX calls_by_key ON calls (workflow_id, call_key);
+
+-- Job outcomes of Queue(store=...): not part of the event log.
+CREATE TABLE job_outcomes (
+    key          BYTEA   PRIMARY KEY,
+    fingerprint  BYTEA   NOT NULL,
+    output       TEXT    NOT NULL,          -- JSON
+    completed_at DOUBLE PRECISION NOT NULL,
+    expires_at   DOUBLE PRECISION           -- NULL: never
+);
+CREATE INDEX job_outcomes_by_expiry ON job_outcomes (expires_at) WHERE expires_at IS NOT NULL;

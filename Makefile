@@ -67,11 +67,13 @@ browser: $(TEST_STAMP)
 ## (bench.postgres starts a throwaway PostgreSQL cluster of its own, like the tests).
 bench: $(TEST_STAMP)
 	$(PY) -m bench.queue
+	$(PY) -m bench.memory
 	$(PY) -m bench.workflows
 	$(PY) -m bench.calls
 	$(PY) -m bench.frames
 	$(PY) -m bench.replay
 	$(PY) -m bench.postgres
+	$(PY) -m bench.tracing
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

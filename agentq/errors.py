@@ -135,8 +135,9 @@ class DeadlockError(AgentqError):
 
     Raised when a job would wait for room in a full lane whose every permit is held by a job
     waiting the same way, when a job would wait for a job that (transitively) waits for it,
-    when a job calls `Queue.close` on its own queue, and when a workflow step awaits a run of
-    its own workflow.
+    when a job calls `Queue.close` on its own queue, when a workflow step awaits a run of
+    its own workflow, and when `agentq.sync.run` would block a notebook cell while a widget
+    waits for clicks (which reach the kernel only after the cell ends).
     """
 
 

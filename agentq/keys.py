@@ -33,6 +33,8 @@ def validate_key(value: object, what: str = "idempotency key") -> str:
         InvalidKeyError: `value` is empty, contains a lone surrogate, or is longer than
             `MAX_KEY_BYTES` bytes of UTF-8.
     """
+    if type(value) is str and value.isascii() and 0 < len(value) <= MAX_KEY_BYTES:
+        return value  # the common case: one byte per character, nothing to encode
     if type(value) is not str:
         if isinstance(value, str):
             value = str(value)

@@ -14,6 +14,15 @@ maintained fork of nest-asyncio that ipykernel itself depends on) and runs the c
 real task, so `asyncio.timeout` and step timeouts keep working inside it. The patch is applied
 by the first call of `run` that needs it, never on import, and it stays for the life of the
 process (it cannot be undone safely).
+
+What `run` refuses: in a kernel, a blocking call holds the cell, and the kernel handles the
+messages of the page (a click on Approve) only after the cell ends. Work that waits for a click
+under `run` would wait forever, silently. So, while a widget that takes clicks (an
+`ApprovalPanel`, a `Dashboard`) runs its refresher on this loop, `run` refuses up front, before
+it blocks, with a `DeadlockError` that says to write ``await`` instead. Such widgets name their
+refresher task with `CLICK_TASK_PREFIX`; that name is all `run` looks at (no global state).
+A ``time.sleep`` polling loop in a cell blocks the same way and cannot be detected: poll with
+``await asyncio.sleep(...)``.
 """
 
 from __future__ import annotations
@@ -22,9 +31,13 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
+from agentq.errors import DeadlockError
 from agentq.extras import require
 
-__all__ = ["run"]
+__all__ = ["CLICK_TASK_PREFIX", "run"]
+
+CLICK_TASK_PREFIX = "agentq.clicks:"
+"""Name prefix of the refresher task of a widget that takes clicks (approvals, actions)."""
 
 T = TypeVar("T")
 
@@ -52,6 +65,9 @@ def run(awaitable: Awaitable[T], *, timeout: float | None = None) -> T:
             (``pip install 'agentq[notebook]'``); or just write ``await …`` instead.
         RuntimeError: A loop is running that cannot be made re-entrant (not an asyncio
             `BaseEventLoop`, e.g. uvloop): write ``await …`` instead.
+        DeadlockError: A loop is running and a widget that takes clicks (`ApprovalPanel`,
+            `Dashboard`) runs on it: a click could never reach the kernel while this call
+            blocks the cell. Nothing has run; write ``await …`` instead.
         TimeoutError: `timeout` elapsed.
         Exception: Whatever the awaitable raises.
 
@@ -68,6 +84,14 @@ def run(awaitable: Awaitable[T], *, timeout: float | None = None) -> T:
             f"agentq.sync.run cannot nest inside a running {type(loop).__name__}; "
             "write `await ...` instead (top-level await works in Jupyter)"
         )
+    clickable = _click_widgets(loop)
+    if clickable:
+        _close(awaitable)
+        raise DeadlockError(
+            f"agentq.sync.run would block this cell while {', '.join(clickable)} waits for "
+            "clicks, and a click reaches the kernel only after the cell ends: it would wait "
+            "forever. Write `await ...` instead (top-level await works in Jupyter)"
+        )
     try:
         nest = require("nest_asyncio2", "notebook")
     except ImportError:
@@ -76,6 +100,18 @@ def run(awaitable: Awaitable[T], *, timeout: float | None = None) -> T:
     nest.apply(loop)
     task = loop.create_task(_as_task(awaitable, timeout), name="agentq.sync.run")
     return loop.run_until_complete(task)
+
+
+def _click_widgets(loop: asyncio.AbstractEventLoop) -> list[str]:
+    """The widgets that take clicks whose refresher runs on `loop` (by task name)."""
+    names = sorted(
+        task.get_name().removeprefix(CLICK_TASK_PREFIX)
+        for task in asyncio.all_tasks(loop)
+        if task.get_name().startswith(CLICK_TASK_PREFIX)
+        and not task.done()
+        and not task.cancelling()  # being stopped (its cell ran again, say)
+    )
+    return names
 
 
 def _close(awaitable: Awaitable[object]) -> None:

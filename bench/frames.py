@@ -5,6 +5,10 @@
 2. One `Dashboard` refresh after one new event, with 100,000 events in the store, beside the
    same with 1,000 events. Reads are incremental, so the cost must not grow with the log.
    Target: the 100k refresh within 2x of the 1k one.
+3. The first render of a `Dashboard` (its first refresh: the workflow index, the log's last
+   5,000 events, the steps of the first page and of the waiting workflows) at 100,000 events.
+   Target: <= 0.3 s. Printed as wall time and as CPU time of the process (the store's thread
+   included), which a machine shared with other work does not inflate.
 
 The files are built once with bare ``sqlite3`` ``executemany`` into `SqliteStore`'s schema
 (synthetic workflows: 3 steps each, some retried, some waiting for approval and resumed), and
@@ -161,15 +165,16 @@ async def frame_vs_floor(path: Path, rounds: int) -> None:
     print(f"  ratio  {ours_s / floor_s:.2f}x the floor  (target <= 2x)")
 
 
-async def refresh_cost(path: Path, samples: int) -> tuple[float, float, float, int]:
-    """Return (first refresh s, median refresh after one new event s, idle refresh s, events)."""
+async def refresh_cost(path: Path, samples: int) -> tuple[float, float, float, float, int]:
+    """Return (first refresh s, its CPU s, median refresh after one new event s, idle refresh
+    s, events)."""
     async with SqliteStore(path) as store, Queue() as queue:
         engine = WorkflowEngine(queue, store, worker_id="bench")
         events = await store.last_seq()
         dash = Dashboard(engine)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         await dash.refresh()
-        first = time.perf_counter() - start
+        first, first_cpu = time.perf_counter() - start, time.process_time() - cpu
         times, idle = [], []
         run = uuid.uuid4().hex[:8]  # fresh ids, so every sample appends exactly one event
         warmup = 5  # unmeasured rounds first: the first ones pay for imports and caches
@@ -188,7 +193,7 @@ async def refresh_cost(path: Path, samples: int) -> tuple[float, float, float, i
                 times.append(elapsed)
                 idle.append(time.perf_counter() - start)
         assert f'data-workflow="new-{run}-{warmup + samples - 1}"' in dash.steps.html.value
-        return first, statistics.median(times), statistics.median(idle), events
+        return first, first_cpu, statistics.median(times), statistics.median(idle), events
 
 
 async def main() -> None:
@@ -210,16 +215,21 @@ async def main() -> None:
         print("\nDashboard.refresh() after one new event (median of "
               f"{args.samples}; a real SqliteStore):")
         results = {}
+        firsts: dict[int, tuple[float, float]] = {}
         for count in (1_000, 100_000):
             path = folder / f"dash-{count}.db"
             await build(path, count, projection=True)
-            first, one, idle, events = await refresh_cost(path, args.samples)
+            first, first_cpu, one, idle, events = await refresh_cost(path, args.samples)
             results[count] = one
+            firsts[count] = (first, first_cpu)
             print(f"  {events:>7,} events: first refresh {first * 1000:8.1f} ms, "
                   f"refresh after one event {one * 1000:6.2f} ms, idle refresh "
                   f"{idle * 1000:5.2f} ms")
         ratio = results[100_000] / results[1_000]
         print(f"  ratio  100k / 1k = {ratio:.2f}x  (target <= 2x)")
+        wall, cpu = firsts[100_000]
+        print(f"\nDashboard first render at 100,000 events: {wall:.3f} s wall, {cpu:.3f} s CPU "
+              "(target <= 0.3 s)")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 """Queue throughput and cache hits beside bare asyncio baselines (issue 2's benchmark).
 
-Run: ``python bench/queue.py``. Each figure is the best of a few rounds, each on a fresh event
-loop. Targets: jobs/s at least 0.5x the Semaphore baseline; cache hits at least 0.25x the
-dict-of-futures baseline. The rows with ``Queue(store=...)`` run the same jobs and hits with a
-store: each job that must run then costs one store read and one save; cache hits never touch
-the store.
+Run: ``python -m bench.queue``. Each figure is the best of a few rounds, each on a fresh
+event loop; the rows of a group take turns, so that a change of the machine's load hits them
+alike, and each row prints its ratio to the group's limit twice: in wall time and in CPU time
+(steadier when other processes share the cores). Targets (issue 12): W1, ``Job(key, lambda:
+work(i))``, at least 1.0x the Semaphore baseline and an ``async def`` fn 1.5x; W3, cache hits
+with a new ``Job`` per call, at least 0.3x the dict-of-futures baseline. The rows with
+``Queue(store=...)`` run jobs with a store: each job that must run then costs one store read
+and one save; cache hits never touch the store.
 
 The sequential figure (one ``push_and_wait`` at a time, so the lane runs dry between jobs and
 each job starts a lane worker: workers never park, issue 9 item 14) is measured beside one
@@ -16,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import math
+import os
 import tempfile
 import time
 from collections.abc import Callable, Coroutine
@@ -42,6 +47,10 @@ async def value(key: str) -> str:
 
 async def semaphore_baseline() -> float:
     """One task per job behind asyncio.Semaphore(4): seconds for N_JOBS."""
+    return await _semaphore(N_JOBS)
+
+
+async def _semaphore(n: int) -> float:
     sem = asyncio.Semaphore(PERMITS)
 
     async def one() -> None:
@@ -49,17 +58,31 @@ async def semaphore_baseline() -> float:
             await noop()
 
     start = time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(N_JOBS)))
+    await asyncio.gather(*(one() for _ in range(n)))
     return time.perf_counter() - start
 
 
-async def agentq_jobs(capacity: int) -> float:
-    """N_JOBS no-op jobs with unique keys through one lane with 4 permits."""
+async def work(i: int) -> None:
+    return None
+
+
+async def agentq_jobs(capacity: int, form: str = "async") -> float:
+    """N_JOBS no-op jobs with unique keys through one lane with 4 permits.
+
+    `form` is how the job's fn is written: ``"async"`` (an ``async def``), ``"lambda"``
+    (``lambda: work(i)``, a plain callable that returns a coroutine) or ``"partial"``.
+    """
     queue = Queue({Priority.MEDIUM: LaneConfig(capacity=capacity, permits=PERMITS)})
     start = time.perf_counter()
     handles = []
     for i in range(N_JOBS):
-        accepted = await queue.push(Job(f"job-{i}", noop))
+        if form == "lambda":
+            job = Job(f"job-{i}", lambda i=i: work(i))
+        elif form == "partial":
+            job = Job(f"job-{i}", functools.partial(work, i))
+        else:
+            job = Job(f"job-{i}", noop)
+        accepted = await queue.push(job)
         assert isinstance(accepted, Queued)
         handles.append(accepted.handle)
     for handle in handles:
@@ -169,43 +192,77 @@ async def agentq_store_hits() -> float:
             return elapsed
 
 
-def best(measure: Callable[[], Coroutine[Any, Any, float]]) -> float:
-    """The shortest of ROUNDS runs, each on a fresh loop, in seconds."""
-    times: list[float] = []
+def interleaved(
+    rows: dict[str, Callable[[], Coroutine[Any, Any, float]]],
+) -> dict[str, tuple[float, float]]:
+    """Each row's shortest wall time (as the row measures it) and shortest CPU time (the
+    whole run, `time.process_time`, all threads), in seconds, over ROUNDS rounds in which the
+    rows take turns, each on a fresh loop: a change of the machine's load hits every row of
+    a group alike."""
+    wall: dict[str, float] = dict.fromkeys(rows, math.inf)
+    cpu: dict[str, float] = dict.fromkeys(rows, math.inf)
     for _ in range(ROUNDS):
-        gc.collect()
-        times.append(asyncio.run(measure()))
-    return min(times)
+        for name, measure in rows.items():
+            gc.collect()
+            started = time.process_time()
+            wall[name] = min(wall[name], asyncio.run(measure()))
+            cpu[name] = min(cpu[name], time.process_time() - started)
+    return {name: (wall[name], cpu[name]) for name in rows}
+
+
+def _rows(
+    title: str, unit: str, n: int, results: dict[str, tuple[float, float]], base: str,
+    targets: dict[str, str] | None = None,
+) -> None:
+    """Print a group: per row its rate, then its ratio to `base` in wall and in CPU time."""
+    print(f"{title} (best of {ROUNDS}, rows interleaved; ratios: wall, and CPU time)")
+    b_wall, b_cpu = results[base]
+    for name, (wall, cpu) in results.items():
+        target = (targets or {}).get(name, "")
+        print(f"  {name:<34}{n / wall:>12,.0f} {unit}/s   {b_wall / wall:5.2f}x   "
+              f"cpu {b_cpu / cpu:5.2f}x{target}")
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
 
 
 def main() -> None:
-    sem = N_JOBS / best(semaphore_baseline)
-    pooled = N_JOBS / best(lambda: agentq_jobs(capacity=N_JOBS))
-    bounded = N_JOBS / best(lambda: agentq_jobs(capacity=100))
-    print(f"jobs: {N_JOBS:,} no-op async jobs, {PERMITS} permits (best of {ROUNDS})")
-    print(f"  asyncio.Semaphore + task per job  {sem:>12,.0f} jobs/s   1.00x")
-    print(f"  agentq (capacity {N_JOBS:,})        {pooled:>12,.0f} jobs/s   {pooled / sem:.2f}x")
-    print(f"  agentq (capacity 100, push waits) {bounded:>12,.0f} jobs/s   {bounded / sem:.2f}x")
-    one = N_JOBS / best(task_per_job_baseline)
-    seq = N_JOBS / best(agentq_sequential)
-    print(f"sequential: {N_JOBS:,} no-op jobs, each awaited before the next is pushed")
-    print(f"  a task per job, awaited           {one:>12,.0f} jobs/s   1.00x")
-    print(f"  agentq push_and_wait              {seq:>12,.0f} jobs/s   {seq / one:.2f}x")
-    base = N_HITS / best(dict_baseline)
-    hits = N_HITS / best(lambda: agentq_hits(build_jobs=False))
-    built = N_HITS / best(lambda: agentq_hits(build_jobs=True))
-    print(f"cache hits: {N_HITS:,} push_and_wait over {N_KEYS:,} completed keys")
-    print(f"  dict of futures                   {base:>12,.0f} hits/s   1.00x")
-    print(f"  agentq (jobs built once)          {hits:>12,.0f} hits/s   {hits / base:.2f}x")
-    print(f"  agentq (a new Job per call)       {built:>12,.0f} hits/s   {built / base:.2f}x")
-    mem = N_STORED / best(lambda: agentq_store_jobs("memory"))
-    lite = N_STORED / best(lambda: agentq_store_jobs("sqlite"))
-    stored_hits = N_HITS / best(agentq_store_hits)
-    print(f"with a store: {N_STORED:,} jobs (one read, one save each); the same cache hits")
-    print(f"  agentq, store=MemoryStore()       {mem:>12,.0f} jobs/s   {mem / sem:.2f}x")
-    print(f"  agentq, store=SqliteStore(file)   {lite:>12,.0f} jobs/s   {lite / sem:.2f}x")
-    print(f"  agentq cache hits, SqliteStore    {stored_hits:>12,.0f} hits/s   "
-          f"{stored_hits / base:.2f}x")
+    print(f"before: {_load()}")
+    sem = "asyncio.Semaphore + task per job"
+    jobs = interleaved({
+        sem: semaphore_baseline,
+        "agentq, Job(key, lambda: work(i))": lambda: agentq_jobs(N_JOBS, "lambda"),
+        "agentq, async def fn": lambda: agentq_jobs(N_JOBS),
+        "agentq, Job(key, partial(work,i))": lambda: agentq_jobs(N_JOBS, "partial"),
+        "agentq, capacity 100 (push waits)": lambda: agentq_jobs(100),
+    })
+    _rows(f"jobs: {N_JOBS:,} no-op jobs, {PERMITS} permits", "jobs", N_JOBS, jobs, sem, {
+        "agentq, Job(key, lambda: work(i))": "   target >= 1.0x",
+        "agentq, async def fn": "   target >= 1.5x",
+    })
+    task = "a task per job, awaited"
+    seq = interleaved({task: task_per_job_baseline, "agentq push_and_wait": agentq_sequential})
+    _rows(f"sequential: {N_JOBS:,} no-op jobs, each awaited before the next is pushed",
+          "jobs", N_JOBS, seq, task)
+    dict_row = "dict of futures"
+    hits = interleaved({
+        dict_row: dict_baseline,
+        "agentq (jobs built once)": lambda: agentq_hits(build_jobs=False),
+        "agentq (a new Job per call)": lambda: agentq_hits(build_jobs=True),
+        "agentq cache hits, SqliteStore": agentq_store_hits,
+    })
+    _rows(f"cache hits: {N_HITS:,} push_and_wait over {N_KEYS:,} completed keys", "hits",
+          N_HITS, hits, dict_row, {"agentq (a new Job per call)": "   target >= 0.3x"})
+    stored = interleaved({
+        sem: lambda: _semaphore(N_STORED),
+        "agentq, store=MemoryStore()": lambda: agentq_store_jobs("memory"),
+        "agentq, store=SqliteStore(file)": lambda: agentq_store_jobs("sqlite"),
+    })
+    _rows(f"with a store: {N_STORED:,} jobs (one read, one save each)", "jobs", N_STORED,
+          stored, sem)
+    print(f"after: {_load()}")
 
 
 if __name__ == "__main__":

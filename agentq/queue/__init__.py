@@ -6,30 +6,34 @@ each imports only modules that come before it in the list, never one after it.
 1. ``fingerprint_cache`` - what a code object reads; the stored fingerprints of calls
    over plain values, cached.
 2. ``fingerprint`` - what makes two pushes of one key "the same call", and its stored text.
-3. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
+3. ``fingerprint_fast`` - the same fingerprint, taken in one quick pass for calls over
+   plain values (the common lambdas and partials).
+4. ``builders`` - `Builders`: the code objects of plain callables seen returning an
+   awaitable, which a queue then calls on the loop instead of in a thread.
+5. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
    `QueueStats`.
-4. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
-5. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
+6. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
+7. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
    keys across restarts (`Queue(store=...)`), and `StoredJob`.
-6. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, and
+8. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, and
    the states a record goes through in it.
-7. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
+9. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
    its attempt, interrupts, its waits on other jobs); `CURRENT`, the job a context runs.
-8. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
+10. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
    finished keys' expiry and eviction, the runs whose body has not stopped yet, the keys
    whose stored outcome is being read.
-9. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
+11. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
    subscribers, store) and the transitions of the books: answer a known key, claim, settle.
-10. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
+12. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
    output before it settles, forget.
-11. ``runner`` - running one record in the current task: attempts, timeouts, threads,
+13. ``runner`` - running one record in the current task: attempts, timeouts, threads,
     retries, interrupts.
-12. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
+14. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
     taking records.
-13. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
-14. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`.
-15. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
-16. ``queue`` - `Queue`, the public face: small methods over the modules above.
+15. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
+16. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`.
+17. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
+18. ``queue`` - `Queue`, the public face: small methods over the modules above.
 
 ``docs/queue-internals.md`` follows one push through these modules.
 """

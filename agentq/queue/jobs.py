@@ -28,7 +28,7 @@ from agentq.retry import RetryPolicy
 __all__ = ["Job", "JobEvent", "JobEventKind"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Job:
     """One call to run at most once per idempotency key.
 
@@ -38,9 +38,14 @@ class Job:
             across the queue's lanes.
         fn: A zero-argument callable: an ``async def`` function (or a `functools.partial` of
             one, or an object with an ``async def __call__``) runs on the event loop; a plain
-            callable runs in a worker thread of the loop's default executor. A plain
-            callable that returns an awaitable (such as ``lambda: fetch(url)``) has it
-            awaited on the loop. An async generator function is refused: it has no result
+            callable runs in a worker thread of the loop's default executor, so that a
+            ``def`` that blocks never blocks the loop. A plain callable that returns an
+            awaitable (such as ``lambda: fetch(url)``) has it awaited on the loop, and the
+            queue remembers its code object (per queue, at most 1,024): later callables with
+            that code object are called on the loop (which only builds the awaitable), with
+            no thread hop. One that then returns a plain value instead has run on the loop
+            that once and goes back to a thread from its next call (see
+            ``docs/queue.md``). An async generator function is refused: it has no result
             to await. So is a callable whose signature cannot be called with no arguments
             (a required parameter left unbound, or too many bound); a callable without a
             signature (some builtins) is not checked.
@@ -106,7 +111,32 @@ class Job:
         return f"job {self.key!r}" if name is None else name
     persist: bool = field(default=True, kw_only=True)
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        key: str,
+        fn: Callable[[], Any],
+        priority: Priority = Priority.MEDIUM,
+        *,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        fingerprint: Any = None,
+        name: str | None = None,
+        persist: bool = True,
+    ) -> None:
+        # Written by hand, through the slots' own setters: the generated __init__ of a frozen
+        # dataclass goes through object.__setattr__ per field, twice as slow (building a Job
+        # is on every push, a cache hit included).
+        _set_key(self, key)
+        _set_fn(self, fn)
+        _set_priority(self, priority)
+        _set_timeout(self, timeout)
+        _set_retry(self, retry)
+        _set_fingerprint(self, fingerprint)
+        _set_name(self, name)
+        _set_persist(self, persist)
+        self._validate()
+
+    def _validate(self) -> None:
         validate_key(self.key)
         fn = self.fn
         kind = type(fn)
@@ -114,7 +144,9 @@ class Job:
         if kind is FunctionType:
             code = fn.__code__
             async_generator = bool(code.co_flags & CO_ASYNC_GENERATOR)
-            if code.co_argcount or code.co_kwonlyargcount:
+            if code.co_kwonlyargcount or (
+                code.co_argcount and code.co_argcount > len(fn.__defaults__ or ())
+            ):  # a parameter without a default (``lambda i=i: ...`` has one with)
                 _check_no_arguments(self.key, fn)
         elif kind is functools.partial and type(fn.func) is FunctionType:  # type: ignore[attr-defined]
             code = fn.func.__code__  # type: ignore[attr-defined]
@@ -138,7 +170,7 @@ class Job:
             )
         if type(self.priority) is not Priority:
             what = f"job {self.key!r}: unknown priority"
-            object.__setattr__(self, "priority", as_priority(self.priority, what))
+            _set_priority(self, as_priority(self.priority, what))
         timeout = self.timeout
         if timeout is not None and not _positive_seconds(timeout):
             raise ValueError(
@@ -153,6 +185,17 @@ class Job:
             raise TypeError(f"job {self.key!r}: name must be a str or None, got {self.name!r}")
         if self.persist is not True and self.persist is not False:
             raise TypeError(f"job {self.key!r}: persist must be a bool, got {self.persist!r}")
+
+
+_slots: Any = Job.__dict__
+_set_key = _slots["key"].__set__
+_set_fn = _slots["fn"].__set__
+_set_priority = _slots["priority"].__set__
+_set_timeout = _slots["timeout"].__set__
+_set_retry = _slots["retry"].__set__
+_set_fingerprint = _slots["fingerprint"].__set__
+_set_name = _slots["name"].__set__
+_set_persist = _slots["persist"].__set__
 
 
 def _positive_seconds(value: object) -> bool:

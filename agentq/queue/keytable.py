@@ -27,7 +27,7 @@ from collections.abc import Callable
 from agentq.clock import Clock
 from agentq.errors import KeyConflictError
 from agentq.outcomes import Completed
-from agentq.queue.fingerprint import derive_fingerprint
+from agentq.queue.fingerprint_fast import Shared, call_fingerprint
 from agentq.queue.jobs import Job, short_repr
 from agentq.queue.lane import STOPPED, Lane
 from agentq.queue.records import Record
@@ -50,6 +50,7 @@ class KeyTable:
         "_finished",
         "_gates",
         "_records",
+        "_shared",
         "_unstopped",
         "get",
         "max_keys",
@@ -66,6 +67,8 @@ class KeyTable:
         self._unstopped: dict[str, Record] = {}
         # Keys whose stored outcome is being read or removed, by key (`gate`).
         self._gates: dict[str, asyncio.Event] = {}
+        # Equal parts of the fingerprints of many keys, kept once.
+        self._shared = Shared()
         # The record of a key, or None: the dict lookup itself, as every push starts with it.
         self.get: Callable[[str], Record | None] = self._records.get
 
@@ -90,7 +93,7 @@ class KeyTable:
         key = job.key
         fp = job.fingerprint
         if fp is None:
-            fp = derive_fingerprint(job.fn)
+            fp = call_fingerprint(job.fn, self._shared)
         rec = Record(owner, job, lane, self._records.get(key), fp)
         self._records[key] = rec
         return rec
@@ -121,7 +124,7 @@ class KeyTable:
             return
         mine = job.fingerprint
         if mine is None:
-            mine = derive_fingerprint(job.fn)
+            mine = call_fingerprint(job.fn, self._shared)
         if mine != rec.fp:
             if first.fingerprint is not None or job.fingerprint is not None:
                 was, now = first.fingerprint, job.fingerprint
@@ -194,7 +197,7 @@ class KeyTable:
         """
         fp = job.fingerprint
         if fp is None:
-            fp = derive_fingerprint(job.fn)
+            fp = call_fingerprint(job.fn, self._shared)
         rec = Record(owner, job, lane, None, fp)
         rec.state = STOPPED
         rec.resolve(outcome)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from agentq.clock import Clock, SystemClock
 from agentq.errors import WrongLoopError
 from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason, Outcome
+from agentq.queue.builders import Builders
 from agentq.queue.jobs import Job, JobEvent, JobEventKind, check_seconds, short_repr
 from agentq.queue.keytable import KeyTable
 from agentq.queue.lane import Lane
@@ -50,7 +51,7 @@ def error_outcome(exc: BaseException) -> Failed:
 class Ledger:
     """The books of one queue: keys, lanes, clock, loop and subscribers (see the module doc)."""
 
-    __slots__ = ("clock", "keys", "lanes", "loop", "store", "subscribers")
+    __slots__ = ("builders", "clock", "keys", "lanes", "loop", "store", "subscribers")
 
     def __init__(
         self,
@@ -93,6 +94,8 @@ class Ledger:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.subscribers: tuple[Callable[[JobEvent], object], ...] = ()
         self.store = store
+        # Plain callables seen returning an awaitable: called on the loop (`agentq.queue.builders`).
+        self.builders = Builders()
 
     # ------------------------------------------------------------ the event loop
 

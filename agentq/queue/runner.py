@@ -2,7 +2,9 @@
 
 The body of an async job runs directly in the task that runs the record (a lane worker, or
 the waiting job's task for a nested call): no task per job. A plain callable runs in a
-thread of the loop's default executor.
+thread of the loop's default executor, unless its code object was seen returning an awaitable
+(``lambda: fetch(url)``): then it is called on the loop and what it returns is awaited there
+(the rule is in `agentq.queue.builders`).
 
 Interrupts (a timeout, `JobHandle.cancel`, `Queue.close`) decide the attempt at once and then
 cancel the task if it is awaiting an async body or a backoff; the number of such cancels is
@@ -38,14 +40,18 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 from collections.abc import Callable, Coroutine
 from inspect import CO_COROUTINE
+from time import perf_counter
 from types import FunctionType
 from typing import Any
 
+import agentq.tracing as tracing
 from agentq.errors import DeadlockError
 from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason
+from agentq.queue.builders import code_of
 from agentq.queue.jobs import JobEventKind
 from agentq.queue.lane import RUNNING
 from agentq.queue.ledger import Ledger, cancelled_outcome, error_outcome
@@ -99,10 +105,33 @@ def on_timeout(ledger: Ledger, record: Record, attempt: int) -> None:
 async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) -> None:
     """Run `record`'s attempts in `task` (the current one) until it is settled and stopped.
 
+    With tracing on (`agentq.tracing`), inside a `JOB` span started under the context the job
+    was pushed in; a job that ends `Failed` sets the span's status to ERROR.
+
     Raises:
         asyncio.CancelledError: The task was cancelled from outside; the record is settled
             as cancelled first (and a running thread is waited for).
     """
+    if record.trace is None:  # tracing off: no span, no cost
+        await _run_record(ledger, record, task)
+        return
+    job = record.job
+    attributes = {
+        "agentq.job.key": record.key, "agentq.job.name": job.name,
+        "agentq.job.priority": str(job.priority),
+    }
+    with tracing.span(tracing.JOB, attributes, parent=record.trace) as span:
+        try:
+            await _run_record(ledger, record, task)
+        finally:
+            span.set("agentq.job.attempts", record.attempt)
+            outcome = record.outcome
+            if isinstance(outcome, Failed):
+                span.set("agentq.job.failure", str(outcome.reason))
+                span.fail(f"{outcome.reason}: {outcome.error}", outcome.exception)
+
+
+async def _run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) -> None:
     job = record.job
     fn = job.fn
     policy = job.retry
@@ -110,8 +139,13 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
     record.task = task
     if type(fn) is FunctionType:
         body_is_async = bool(fn.__code__.co_flags & CO_COROUTINE)
+    elif type(fn) is functools.partial and type(fn.func) is FunctionType:
+        body_is_async = bool(fn.func.__code__.co_flags & CO_COROUTINE)
     else:
         body_is_async = is_async(fn)
+    # A plain callable whose code object was seen returning an awaitable runs on the loop.
+    builders = ledger.builders
+    code = None if body_is_async else code_of(fn)
     try:
         previous = ledger.keys.previous_run(record)
         if previous is not None:
@@ -136,21 +170,32 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                 if body_is_async:
                     record.phase = ASYNC_BODY
                     output = await fn()
+                elif code is not None and code in builders:  # it builds an awaitable
+                    record.phase = ASYNC_BODY
+                    began = perf_counter()
+                    output = fn()
+                    if perf_counter() - began > builders.blocking:  # it blocked the loop: threads
+                        builders.forget(code)
+                    if inspect.isawaitable(output):
+                        output = await output
+                    else:  # a plain value this time: back to a thread from the next call
+                        builders.forget(code)
+                        if inspect.isasyncgen(output):
+                            raised = _async_generator_returned(record, output)
                 else:
                     record.phase = THREAD_BODY
-                    output = await _in_thread(ledger, record, fn)
+                    took = [0.0]
+                    output = await _in_thread(ledger, record, fn, took)
                     if type(output) is _Raised:
                         raised = output.exc  # only recorded, even a KeyboardInterrupt
                     elif record.pending is None and record.outcome is None:
                         if inspect.isawaitable(output):
+                            if code is not None and took[0] <= builders.blocking:
+                                builders.remember(code)
                             record.phase = ASYNC_BODY
                             output = await output
                         elif inspect.isasyncgen(output):
-                            raised = TypeError(
-                                f"{record.job.title}: fn returned an async generator "
-                                f"({output!r}), not a result; the job's fn must return a "
-                                "value or an awaitable"
-                            )
+                            raised = _async_generator_returned(record, output)
             except asyncio.CancelledError as exc:
                 record.uncancel(task)
                 if task.cancelling() > base:  # cancelled from outside: propagate
@@ -282,6 +327,13 @@ async def _wait_in_phase(
         record.phase = IDLE
 
 
+def _async_generator_returned(record: Record, output: object) -> TypeError:
+    return TypeError(
+        f"{record.job.title}: fn returned an async generator ({output!r}), not a result; "
+        "the job's fn must return a value or an awaitable"
+    )
+
+
 def _discard(value: Any) -> None:
     if inspect.iscoroutine(value):
         value.close()  # a coroutine nobody will await: close it so no warning is raised
@@ -297,14 +349,17 @@ class _Raised:
         self.exc = exc
 
 
-async def _in_thread(ledger: Ledger, record: Record, fn: Callable[[], Any]) -> Any:
-    """Run `fn` in a worker thread: its result, or `_Raised` with what it raised.
+async def _in_thread(
+    ledger: Ledger, record: Record, fn: Callable[[], Any], took: list[float]
+) -> Any:
+    """Run `fn` in a worker thread: its result, or `_Raised` with what it raised; the
+    seconds the call took in the thread are written to ``took[0]``.
 
     If cancelled from outside, wait for the thread, then re-raise.
     """
     loop = ledger.running_loop()
     done: asyncio.Future[Any] = loop.create_future()
-    loop.run_in_executor(None, _thread_main, loop, done, contextvars.copy_context(), fn)
+    loop.run_in_executor(None, _thread_main, loop, done, contextvars.copy_context(), fn, took)
     try:
         return await asyncio.shield(done)
     except asyncio.CancelledError as exc:
@@ -326,11 +381,14 @@ def _thread_main(
     done: asyncio.Future[Any],
     ctx: contextvars.Context,
     fn: Callable[[], Any],
+    took: list[float],
 ) -> None:
+    began = perf_counter()
     try:
         result = ctx.run(fn)
     except BaseException as exc:
         result = _Raised(exc)
+    took[0] = perf_counter() - began  # read on the loop once `done` is resolved
     try:
         loop.call_soon_threadsafe(_resolve, done, result)
     except RuntimeError:  # the loop is closed: nobody waits for this thread any more

@@ -29,6 +29,8 @@ The transition rules, shared by every store:
     ``rules_calls``     start, complete or fail a durable call, under fencing.
 
 The stores:
+    ``detach``          `detached`: the copies `MemoryStore` hands out, sharing only
+                        immutable values.
     ``memory``          `MemoryStore`: the reference store, in dicts; a test double.
     ``sqlite_rows``     SQLite column lists and decoding a result row.
     ``sqlite_tx``       the write lock, `SqliteTx` (the rules' `Tx`), a batch's transaction.

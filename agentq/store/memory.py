@@ -9,9 +9,8 @@ it accepts, refuses and records exactly what `SqliteStore` does; only durability
 
 from __future__ import annotations
 
-import copy
 import heapq
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import agentq.store.rules_attempt as rules_attempt
@@ -33,6 +32,7 @@ from agentq.store.checks import (
     check_state,
 )
 from agentq.store.claims import ClaimResult, Execution, execution_of, is_expired
+from agentq.store.detach import detached
 from agentq.store.projection import replay
 from agentq.store.ready import ReadyWork, current_step, is_ready
 from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState, event_row
@@ -106,7 +106,8 @@ class MemoryStore:
     test double.
 
     Every verb is applied all-or-nothing (staged, then committed only if the rule succeeded)
-    and returns copies, so callers never share mutable values with the store. Values read
+    and returns copies (`agentq.store.detach.detached`: dicts and lists are copied,
+    immutable values shared), so callers never share mutable values with the store. Values read
     back are exactly what `SqliteStore` returns (JSON: tuples come back as lists).
 
     Example:
@@ -142,7 +143,7 @@ class MemoryStore:
         tx = _Tx(self)
         result = rule(tx, *args)
         tx.commit()
-        return copy.deepcopy(result)
+        return detached(result)
 
     # ------------------------------------------------------------ writes
 
@@ -154,10 +155,12 @@ class MemoryStore:
         now: float,
         *,
         definition: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
         return self._run(
-            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition
+            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition,
+            trace,
         )
 
     async def claim_step(
@@ -350,7 +353,7 @@ class MemoryStore:
         job = self._jobs.get(key)
         if job is None or (job.expires_at is not None and job.expires_at <= now):
             return None
-        return copy.deepcopy(job)
+        return detached(job)
 
     async def expired_leases(self, now: float) -> list[Execution]:
         """See `DurableStore.expired_leases`."""
@@ -363,7 +366,7 @@ class MemoryStore:
     async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
         """See `DurableStore.get_workflow`."""
         self._check()
-        return copy.deepcopy(self._workflows.get(validate_key(workflow_id, "workflow id")))
+        return detached(self._workflows.get(validate_key(workflow_id, "workflow id")))
 
     async def ready_workflows(
         self, now: float, definitions: Iterable[str], limit: int
@@ -380,21 +383,21 @@ class MemoryStore:
             step = current_step(self._steps.get(wf.workflow_id, ()))
             if step is not None and is_ready(wf, step, at):
                 found.append(ReadyWork(wf, step.step_index, step.state))
-        return copy.deepcopy(found)
+        return detached(found)
 
     async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
         """See `DurableStore.workflows`."""
         self._check()
         wanted = check_state(state)
         rows = [r for r in self._workflows.values() if wanted is None or r.state is wanted]
-        return copy.deepcopy(rows)
+        return detached(rows)
 
     async def step_rows(self, workflow_id: str | None = None) -> list[StepRow]:
         """See `DurableStore.step_rows`."""
         self._check()
         if workflow_id is None:
-            return copy.deepcopy([r for rows in self._steps.values() for r in rows])
-        return copy.deepcopy(self._steps.get(validate_key(workflow_id, "workflow id"), []))
+            return detached([r for rows in self._steps.values() for r in rows])
+        return detached(self._steps.get(validate_key(workflow_id, "workflow id"), []))
 
     async def calls(
         self, workflow_id: str | None = None, step_index: int | None = None
@@ -413,7 +416,7 @@ class MemoryStore:
             rows = list(self._calls.get(workflow_id, {}).values())
         if index is not None:
             rows = [r for r in rows if r.step_index == index]
-        return copy.deepcopy(rows)
+        return detached(rows)
 
     def _select(self, workflow_id: str | None, after_seq: int) -> list[Event]:
         if workflow_id is not None:
@@ -431,7 +434,7 @@ class MemoryStore:
         self._check()
         after_seq, limit = check_seq(after_seq, limit)
         events = self._select(workflow_id, after_seq)
-        return copy.deepcopy(events if limit is None else events[:limit])
+        return detached(events if limit is None else events[:limit])
 
     async def event_rows(
         self, workflow_id: str | None = None, *, after_seq: int = 0

@@ -15,8 +15,11 @@ times a second only when something changed, and re-raises the refresher's errors
 `EventTimeline`    a Gantt-like row per step: attempts, retries, waits, coloured by outcome,
                    and the step's durable calls as thin bars
 `ApprovalPanel`    waiting steps with Approve / Reject buttons that schedule ``engine.resume``
-`Dashboard`        the four above under one refresher, and the call totals (with the calls
-                   the engine answered from the log)
+`Dashboard`        the four above under one refresher, the call totals (with the calls
+                   the engine answered from the log), the detail of a selected workflow,
+                   step or call, and Cancel / Retry buttons
+`export_html`      the same views of a store (no lanes, no buttons) as one static HTML file;
+                   `dashboard_html` returns the page (needs no ipywidgets: ``agentq export``)
 =================  ==========================================================================
 
 Reading order (each module imports only the ones above it, and the layers below: the
@@ -24,13 +27,21 @@ foundation modules with `agentq.markup`, the queue, the store, the workflows):
 
 - ``_timeline``: the event log folded into spans per workflow step (pure, no ipywidgets);
 - ``_calls``: the event log's call events folded into call counts per step (pure);
+- ``_detail``: `load_detail` (one workflow read for its detail view) and a step's attempts;
 - ``html``: the pure renderers of snapshots, one module per view family (``tables``,
-  ``timeline``, ``results``); its docstring lists the stable ``data-agentq`` attributes;
+  ``timeline``, ``results``, ``detail``); its docstring lists the stable ``data-agentq``
+  attributes;
 - ``_source``: what changed in a store since the last refresh (one read per widget tree);
-- ``_live``: `Live`, the refresher every widget runs on the kernel's loop;
-- ``monitor``: `LaneMonitor`, `StepTable`, `EventTimeline`;
+- ``_search``: `Query` and `page_of`: search and paging over the workflow index;
+- ``_cells``: `CellOwner`: a refresher belongs to the notebook cell that started it;
+- ``_live``: `Live`, the refresher every widget runs on the kernel's loop, and `Spawner`;
+- ``monitor``: `LaneMonitor`, `StepTable` (search, paging), `EventTimeline` (axis, zoom);
 - ``approvals``: `ApprovalPanel` and its slots;
-- ``dashboard``: `Dashboard`.
+- ``detail``: `DetailPane`: a workflow, step or call selected, and its detail;
+- ``actions``: `Actions`: cancel / retry the selected workflow, after a confirmation;
+- ``dashboard``: `Dashboard`;
+- ``export``: `export_html` and `dashboard_html` (beside ``dashboard``, importing neither it
+  nor ipywidgets).
 """
 
 from __future__ import annotations
@@ -41,9 +52,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentq.widgets.approvals import ApprovalPanel
     from agentq.widgets.dashboard import Dashboard
+    from agentq.widgets.export import dashboard_html, export_html
     from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
 
-__all__ = ["ApprovalPanel", "Dashboard", "EventTimeline", "LaneMonitor", "StepTable"]
+__all__ = [
+    "ApprovalPanel",
+    "Dashboard",
+    "EventTimeline",
+    "LaneMonitor",
+    "StepTable",
+    "dashboard_html",
+    "export_html",
+]
 
 _HOMES = {
     "ApprovalPanel": "agentq.widgets.approvals",
@@ -51,6 +71,8 @@ _HOMES = {
     "EventTimeline": "agentq.widgets.monitor",
     "LaneMonitor": "agentq.widgets.monitor",
     "StepTable": "agentq.widgets.monitor",
+    "dashboard_html": "agentq.widgets.export",
+    "export_html": "agentq.widgets.export",
 }
 
 

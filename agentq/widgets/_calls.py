@@ -104,7 +104,7 @@ class CallTally:
 
     def _apply_one(self, row: tuple[Any, ...]) -> None:
         workflow_id, index, kind, attempt, key = row[2], row[3], row[5], row[6], row[_KEY]
-        if index is None:
+        if index is None or kind in _WORKFLOW_ENDS:  # WorkflowFailed names its step
             if kind in _WORKFLOW_ENDS:
                 for step in [s for s in self._running if s[0] == workflow_id]:
                     self._end_attempt(step)

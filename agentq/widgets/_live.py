@@ -4,19 +4,25 @@ One task per widget tree calls `Live.refresh` every `interval` seconds of its cl
 reads only what changed and assigns ``.value`` of existing widgets only when the rendered HTML
 differs, so an idle dashboard costs one ``last_seq()`` per tick and sends nothing to the page.
 An error ends the task, shows a red banner in the widget, and is re-raised by `Live.stop`.
+
+A refresher belongs to the notebook cell that started it (`agentq.widgets._cells`): running that
+cell again cancels it, so re-running a cell never leaves an orphan refresher behind.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from agentq.clock import Clock, SystemClock
 from agentq.extras import require
-from agentq.markup import error_html
+from agentq.markup import error_html, esc
+from agentq.sync import CLICK_TASK_PREFIX
+from agentq.widgets._cells import CellOwner
 
-__all__ = ["DEFAULT_INTERVAL", "Live"]
+__all__ = ["DEFAULT_INTERVAL", "Live", "Spawner"]
 
 DEFAULT_INTERVAL = 0.25
 """Seconds between two refreshes (4 Hz): live for a person, light for the browser."""
@@ -33,6 +39,57 @@ def set_value(widget: Any, value: str) -> bool:
         return False
     widget.value = value
     return True
+
+
+class Spawner:
+    """Runs the work of a click as a task on the kernel's loop, whoever calls the callback.
+
+    ipykernel 7 may call a widget's callback on another thread and event loop than the one
+    that runs the cells (seen in JupyterLab: a task created there ran `engine.retry` on the
+    wrong loop and the queue raised `WrongLoopError`). So the loop is the one the widget was
+    built on (or first refreshed on), and a task is created there, thread-safely when the
+    callback runs elsewhere.
+    """
+
+    def __init__(self) -> None:
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def bind(self) -> None:
+        """Remember the running loop, if none was known (call from the refresher)."""
+        if self.loop is None:
+            with contextlib.suppress(RuntimeError):
+                self.loop = asyncio.get_running_loop()
+
+    def spawn(self, make: Any, name: str) -> None:
+        """Start ``make()`` (a coroutine function) as a task on the widget's loop.
+
+        Raises:
+            RuntimeError: No loop is known and none runs in this thread.
+        """
+        loop = self.loop or asyncio.get_running_loop()
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+
+        def start() -> None:
+            task = loop.create_task(make(), name=name)
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+        if current is loop:
+            start()
+        else:
+            loop.call_soon_threadsafe(start)
+
+    async def join(self) -> None:
+        """Wait for the tasks started so far (their errors are the callers' to show)."""
+        while self.tasks:
+            await asyncio.gather(*tuple(self.tasks), return_exceptions=True)
 
 
 class Live:
@@ -52,6 +109,11 @@ class Live:
     widget: Any
     """The root ipywidget (what a notebook cell displays)."""
 
+    takes_clicks: ClassVar[bool] = False
+    """Whether the widget has buttons whose work runs on the kernel's loop; its refresher
+    task is then named with `agentq.sync.CLICK_TASK_PREFIX`, so that `agentq.sync.run`
+    refuses to block the cell while it runs."""
+
     def __init__(self, *, interval: float = DEFAULT_INTERVAL, clock: Clock | None = None) -> None:
         if (
             isinstance(interval, bool)
@@ -66,6 +128,9 @@ class Live:
         self._error: BaseException | None = None
         self._banner = widgets().HTML("")
         self._banner.layout.display = "none"
+        self._cell = CellOwner(self._replaced)
+        self.replaced = False
+        """True once the cell that started this widget ran again (its refresher is cancelled)."""
 
     async def refresh(self) -> bool:
         """Bring every view up to date once; return whether anything shown changed.
@@ -92,6 +157,9 @@ class Live:
         """Start the refresher task on the running loop; return self (so a cell displays it).
 
         Idempotent while running. In Jupyter, call it in a cell: the kernel's loop is running.
+        The refresher belongs to that cell: when the cell runs again (JupyterLab, Notebook 7
+        and VS Code send cell ids), the refresher is cancelled before the new run starts, so a
+        re-run leaves no orphan task (`replaced` becomes True; see `agentq.widgets._cells`).
 
         Raises:
             RuntimeError: No event loop is running in this thread (outside Jupyter: call it
@@ -107,9 +175,24 @@ class Live:
                 "Jupyter cell or from async code"
             ) from None
         self._error = None
+        self.replaced = False
         self._banner.layout.display = "none"
-        self._task = loop.create_task(self._loop(), name=f"agentq.{type(self).__name__}")
+        prefix = CLICK_TASK_PREFIX if self.takes_clicks else "agentq."
+        self._task = loop.create_task(self._loop(), name=f"{prefix}{type(self).__name__}")
+        self._cell.attach()
         return self
+
+    def _replaced(self) -> None:
+        """The cell that started the refresher runs again: cancel it (nothing to await)."""
+        task, self._task = self._task, None
+        self.replaced = True
+        if task is not None and not task.done():
+            task.cancel()
+        self._banner.value = (
+            '<div data-agentq="replaced" style="color:#6b7280;font-size:12px">'
+            f"{esc(type(self).__name__)} stopped: its cell ran again</div>"
+        )
+        self._banner.layout.display = None
 
     async def stop(self) -> None:
         """Stop the refresher, refresh one last time, and re-raise the refresher's error.
@@ -123,6 +206,7 @@ class Live:
             Exception: Whatever ended the refresher (its traceback included), or what the
                 last refresh raises.
         """
+        self._cell.detach()
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()

@@ -1,63 +1,87 @@
-"""What changed in a store since the last refresh: new event rows, and the touched step rows.
+"""What changed in a store since the last refresh: new event rows, and the touched workflows.
 
 One `Source` serves every view of a widget tree, so a refresh reads the store once: the cheap
-`last_seq()` first, then (only if it moved) the events after the last one seen, then the
-projection rows of the workflows those events touched. The cost of a refresh follows what
-changed, not the size of the log. The durable call counts (`CallTally`) are folded from the same
-event rows: they cost no read of their own.
+`last_seq()` first, then (only if it moved) the events after the last one seen, then the rows
+of the workflows those events touched. The cost of a refresh follows what changed, not the
+size of the log. The durable call counts (`CallTally`) are folded from the same event rows.
+
+The first poll does not read the whole log: it reads the workflows' projection rows (the index
+that search and paging walk), the last `TAIL_EVENTS` events (the timeline, the call counts and
+the wait order start from there), and the step rows of every waiting workflow (the approval
+panel needs those). Step rows of other workflows are read when a page or a search shows them
+(`StepCache.ensure`), once, and kept up to date from then on.
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from operator import attrgetter
 from typing import Any
 
 from agentq.events import EventKind
-from agentq.store import DurableStore, StepRow, StepState
+from agentq.store import DurableStore, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.widgets._calls import CallTally
 
-__all__ = ["FULL_READ_AFTER", "Source", "StepCache"]
+__all__ = ["FULL_READ_AFTER", "TAIL_EVENTS", "Source", "StepCache"]
 
 FULL_READ_AFTER = 32
-"""When one refresh touches more workflows than this, the projection is read whole."""
+"""When one refresh touches more workflows than this, the workflow index is read whole."""
+TAIL_EVENTS = 5_000
+"""How many of the latest events the first poll reads (older ones are read per workflow)."""
 
 StepKey = tuple[str, int]
 
 
 class StepCache:
-    """The ``steps`` projection, kept per workflow, the most recently active workflow last.
+    """Every workflow's projection row (most recently active last) and the step rows read.
 
     Attributes:
-        counts: Steps per `StepState` value.
-        waiting: The waiting steps by ``(workflow_id, step_index)``, oldest wait first.
+        index: Every workflow's `WorkflowRow`, least recently active first.
+        counts: Workflows per `WorkflowState` value.
+        waiting: The waiting steps by ``(workflow_id, step_index)``.
         wait_seq: ``seq`` of the latest `StepWaiting` event of each step seen waiting.
     """
 
     def __init__(self) -> None:
-        self._workflows: OrderedDict[str, tuple[StepRow, ...]] = OrderedDict()
+        self.index: OrderedDict[str, WorkflowRow] = OrderedDict()
+        self._steps: dict[str, tuple[StepRow, ...]] = {}
         self.counts: Counter[str] = Counter()
         self.waiting: dict[StepKey, StepRow] = {}
         self.wait_seq: dict[StepKey, int] = {}
 
     def __len__(self) -> int:
-        return len(self._workflows)
+        return len(self.index)
+
+    def newest(self) -> Iterator[WorkflowRow]:
+        """Yield the workflows, most recently active first."""
+        return reversed(self.index.values())
+
+    def steps_of(self, workflow_id: str) -> tuple[StepRow, ...] | None:
+        """Return a workflow's step rows, or None when they have not been read."""
+        return self._steps.get(workflow_id)
 
     def newest_first(self) -> Iterator[StepRow]:
-        """Yield the rows, most recently active workflow first, steps in order."""
-        for rows in reversed(self._workflows.values()):
-            yield from rows
+        """Yield the step rows read, most recently active workflow first, steps in order."""
+        for wf in self.newest():
+            yield from self._steps.get(wf.workflow_id, ())
+
+    def set_workflow(self, row: WorkflowRow) -> None:
+        """Store a workflow's row and mark it as the most recently active."""
+        old = self.index.pop(row.workflow_id, None)
+        if old is not None:
+            self.counts[old.state.value] -= 1
+        self.index[row.workflow_id] = row
+        self.counts[row.state.value] += 1
 
     def replace(self, workflow_id: str, rows: Sequence[StepRow]) -> None:
-        """Store a workflow's current rows and mark it as the most recently active."""
-        for row in self._workflows.pop(workflow_id, ()):
-            self.counts[row.state.value] -= 1
+        """Store a workflow's current step rows."""
+        for row in self._steps.pop(workflow_id, ()):
             self.waiting.pop((row.workflow_id, row.step_index), None)
         if not rows:
             return
-        self._workflows[workflow_id] = tuple(rows)
+        self._steps[workflow_id] = tuple(rows)
         for row in rows:
-            self.counts[row.state.value] += 1
             if row.state is StepState.WAITING:
                 self.waiting[(row.workflow_id, row.step_index)] = row
 
@@ -67,26 +91,41 @@ class StepCache:
             if row[5] == EventKind.STEP_WAITING and row[3] is not None:
                 self.wait_seq[(row[2], row[3])] = row[0]
 
+    async def ensure(self, store: DurableStore, workflow_ids: Iterable[str]) -> int:
+        """Read the step rows of those of `workflow_ids` not read yet; return how many."""
+        read = 0
+        for wf in workflow_ids:
+            if wf not in self._steps:
+                self.replace(wf, await store.step_rows(wf))
+                read += 1
+        return read
+
     async def load(self, store: DurableStore, rows: Sequence[tuple[Any, ...]], full: bool) -> None:
-        """Bring the cache up to date after new event `rows` (read whole when `full`)."""
+        """Bring the cache up to date after new event `rows` (the first poll when `full`)."""
         self.note_events(rows)
         recency = dict.fromkeys(reversed([r[2] for r in rows]))  # last appearance first
         touched = list(reversed(recency))  # … and last in the list
         if full or len(touched) > FULL_READ_AFTER:
-            by_workflow: dict[str, list[StepRow]] = {}
-            for row in await store.step_rows():
-                by_workflow.setdefault(row.workflow_id, []).append(row)
-            order = [wf for wf in by_workflow if wf not in recency] + [
-                wf for wf in touched if wf in by_workflow
-            ]
-            self._workflows.clear()
-            self.counts.clear()
-            self.waiting.clear()
-            for wf in order:
-                self.replace(wf, by_workflow[wf])
-            return
-        for wf in touched:
-            self.replace(wf, await store.step_rows(wf))
+            await self._read_index(store)
+            if full:  # the approval panel needs every waiting step; pages read the rest
+                waiting = [w for w, r in self.index.items() if r.state is WorkflowState.WAITING]
+                await self.ensure(store, waiting)
+                return
+        else:
+            for wf in touched:
+                row = await store.get_workflow(wf)
+                if row is not None:
+                    self.set_workflow(row)
+        for wf in touched:  # keep what was read (and every waiting step) current
+            row_ = self.index.get(wf)
+            if wf in self._steps or (row_ is not None and row_.state is WorkflowState.WAITING):
+                self.replace(wf, await store.step_rows(wf))
+
+    async def _read_index(self, store: DurableStore) -> None:
+        rows = await store.workflows()
+        rows.sort(key=attrgetter("last_seq"))  # least recently active first
+        self.index = OrderedDict((row.workflow_id, row) for row in rows)
+        self.counts = Counter(row.state.value for row in rows)
 
 
 class Source:
@@ -102,9 +141,12 @@ class Source:
         self.store = store
         self.seen = 0
         """The highest event ``seq`` read so far."""
+        self.floor = 0
+        """The ``seq`` after which the first poll read the log (0: the whole log)."""
         self.steps: StepCache | None = StepCache() if steps else None
         self.calls = CallTally()
-        """Durable call counts per step and in total, from the event rows read so far."""
+        """Durable call counts per step and in total, from the event rows read so far (the
+        last `TAIL_EVENTS` of the log at the first poll, then every new one)."""
         self._loaded = False
 
     def want_steps(self) -> StepCache:
@@ -117,14 +159,18 @@ class Source:
     async def poll(self) -> list[tuple[Any, ...]] | None:
         """Return the event rows appended since the last poll, or None when nothing changed.
 
-        The first poll reads the whole log (and the whole projection); later polls read only
-        what follows the last ``seq`` seen.
+        The first poll reads the last `TAIL_EVENTS` events (and the workflow index); later
+        polls read only what follows the last ``seq`` seen.
         """
         store = self.store
         if self._loaded and await store.last_seq() == self.seen:
             return None
         full = not self._loaded
-        rows = await store.event_rows(after_seq=self.seen)
+        after = self.seen
+        if full and not self.seen:
+            last = await store.last_seq()
+            after = self.floor = max(0, last - TAIL_EVENTS)
+        rows = await store.event_rows(after_seq=after)
         if rows:
             self.seen = rows[-1][0]
         self.calls.apply(rows)

@@ -127,6 +127,9 @@ class WorkflowTrack:
     last: float = 0.0
     steps: dict[int, StepTrack] = field(default_factory=dict)
     calls: dict[str, CallSpan] = field(default_factory=dict)
+    whole: bool = False
+    """Whether its `WorkflowStarted` was applied (else its history began before the events
+    read, and `Timeline.rebuild` can fill it in)."""
 
     def step(self, index: int, name: str | None) -> StepTrack:
         track = self.steps.get(index)
@@ -145,6 +148,12 @@ class WorkflowTrack:
 
 _K = EventKind
 _CALL_KINDS = frozenset({_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED})
+# Workflow events; WorkflowFailed and WorkflowRetried also name a step (the one that failed, the
+# one it runs again from), and are still about the workflow.
+_WORKFLOW_KINDS = frozenset({
+    _K.WORKFLOW_STARTED, _K.WORKFLOW_COMPLETED, _K.WORKFLOW_FAILED, _K.WORKFLOW_CANCELLED,
+    _K.WORKFLOW_RETRIED,
+})
 # Events that end the step's attempt (a StepStarted too: a claim taking a lapsed lease over).
 _ATTEMPT_ENDS = frozenset(
     {_K.STEP_STARTED, _K.STEP_COMPLETED, _K.STEP_FAILED, _K.STEP_WAITING, _K.WORKER_RECOVERED}
@@ -199,6 +208,23 @@ class Timeline:
             self._apply_one(row)
         return applied
 
+    def rebuild(self, workflow_id: str, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Fold a workflow's whole history again from its event `rows` (``seq`` order).
+
+        For a workflow whose first events came before what was read: rows after `last_seq`
+        are left for `apply`; the workflow keeps its place in the recency order.
+        """
+        order = list(self._workflows)
+        self._workflows.pop(workflow_id, None)
+        for row in rows:
+            if row[0] <= self.last_seq:
+                self._apply_one(row)
+        if workflow_id in self._workflows:
+            self._workflows[workflow_id].whole = True
+            self._workflows = OrderedDict(
+                (wf, self._workflows[wf]) for wf in order if wf in self._workflows
+            )
+
     def _workflow(self, workflow_id: str, at: float) -> WorkflowTrack:
         track = self._workflows.get(workflow_id)
         if track is None:
@@ -212,7 +238,7 @@ class Timeline:
     def _apply_one(self, row: tuple[Any, ...]) -> None:
         _, at, workflow_id, step_index, step_name, kind, attempt, _, reason = row[:9]
         wf = self._workflow(workflow_id, at)
-        if step_index is None or kind == _K.WORKFLOW_RETRIED:
+        if step_index is None or kind in _WORKFLOW_KINDS:  # some name a step: still the workflow's
             self._apply_workflow_event(wf, kind, at)
             return
         step = wf.step(step_index, step_name)
@@ -272,6 +298,7 @@ class Timeline:
     def _apply_workflow_event(wf: WorkflowTrack, kind: str, at: float) -> None:
         if kind == _K.WORKFLOW_STARTED:
             wf.start = min(wf.start, at)
+            wf.whole = True
         elif kind == _K.WORKFLOW_COMPLETED:
             wf.state, wf.end = "completed", at
             wf.close_all(at, "completed")

@@ -92,24 +92,28 @@ class ApprovalSlot:
         self.box.layout.padding = "4px 8px"
         self.box.layout.margin = "0 0 6px 0"
         self.busy = False
+        self.row: StepRow | None = None  # the waiting step shown
         self.wait_seq = 0  # seq of the StepWaiting event shown
         self.clicked_seq = -1  # the wait a click was applied to (buttons stay off for it)
 
-    def bind(self, key: StepKey, row: StepRow, wait_seq: int) -> bool:
+    def bind(
+        self, key: StepKey, row: StepRow, wait_seq: int, now: float | None = None
+    ) -> bool:
         """Show a newly waiting step in this slot."""
         self.key, self.step_name = key, row.step_name
         self.note.value = ""
         self.status.value = ""
         self.clicked_seq = -1
         self.box.layout.display = None
-        self.show(row, wait_seq)
+        self.show(row, wait_seq, now)
         return True
 
-    def show(self, row: StepRow, wait_seq: int) -> bool:
+    def show(self, row: StepRow, wait_seq: int, now: float | None = None) -> bool:
         """Update the label, and enable the buttons for a wait not yet answered."""
         self.wait_seq = wait_seq
         self.wait_key = row.wait_key
-        changed = set_value(self.label, approval_html(row))
+        self.row = row
+        changed = set_value(self.label, approval_html(row, now=now))
         if self._args_for != (wait_seq, row.wait_key):  # a new wait: fill the editor anew
             self._args_for = (wait_seq, row.wait_key)
             args = (row.wait_details or {}).get("args")
@@ -135,6 +139,12 @@ class ApprovalSlot:
         if not isinstance(value, dict):
             raise ValueError(f"the arguments must be a JSON object, got {short(value, 60)}")
         return value
+
+    def tick(self, now: float) -> bool:
+        """Redraw the label of a wait with a deadline (its countdown); no I/O."""
+        if self.key is None or self.row is None or self.row.wait_deadline is None:
+            return False
+        return set_value(self.label, approval_html(self.row, now=now))
 
     def release(self) -> bool:
         """Free the slot (its step no longer waits)."""
@@ -178,6 +188,8 @@ class ApprovalPanel(Live):
         >>> panel = ApprovalPanel(engine).start()
         >>> panel.slots[0].approve.click()     # what the Approve button does
     """
+
+    takes_clicks = True
 
     def __init__(
         self,
@@ -227,6 +239,7 @@ class ApprovalPanel(Live):
         """Match the slots to the waiting steps (no I/O); return whether anything changed."""
         self._dirty = False
         changed = False
+        now = self.clock.time()
         waiting = self.waiting
         keys = {_key(row) for row in waiting}
         for slot in self.slots:
@@ -239,9 +252,9 @@ class ApprovalPanel(Live):
             key = _key(row)
             seq = self.steps.wait_seq.get(key, 0)
             if key in by_key:
-                changed = by_key[key].show(row, seq) or changed
+                changed = by_key[key].show(row, seq, now) or changed
             elif free:
-                changed = free.pop(0).bind(key, row, seq) or changed
+                changed = free.pop(0).bind(key, row, seq, now) or changed
             else:
                 hidden += 1
         changed = set_value(self.more, more_html(hidden, "waiting steps")) or changed
@@ -256,8 +269,17 @@ class ApprovalPanel(Live):
         if self._event_loop is None:
             self._event_loop = asyncio.get_running_loop()
         if await self.source.poll() is None and not self._dirty:
-            return False
+            return self.tick()
         return self.sync()
+
+    def tick(self) -> bool:
+        """Count the deadlines of the waits shown down (no I/O; whole seconds, so the page
+        hears of it once a second at most)."""
+        now = self.clock.time()
+        changed = False
+        for slot in self.slots:
+            changed = slot.tick(now) or changed
+        return changed
 
     def _click(self, slot: ApprovalSlot, approved: bool) -> None:
         key = slot.key

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
 from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
 from agentq.widgets._source import Source
+from agentq.widgets.actions import Actions
 from agentq.widgets.approvals import ApprovalPanel
+from agentq.widgets.detail import DetailPane
 from agentq.widgets.html.calls import call_totals_html
 from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
 
@@ -23,11 +26,15 @@ def _section(w: Any, title: str, body: Any, width: str | None = None) -> Any:
 
 
 class Dashboard(Live):
-    """Lane bars, the approval panel, the step table and the event timeline of an engine.
+    """Lane bars, approvals, the step table, the detail pane and the timeline of an engine.
 
-    One refresher task on the running loop updates all four: each tick reads
+    One refresher task on the running loop updates them all: each tick reads
     ``queue.stats()`` and ``store.last_seq()``; only when the sequence number moved does it
-    read the new events (once, for all views) and the steps of the workflows they touched.
+    read the new events (once, for all views) and the workflows they touched. The step table
+    searches and pages over every workflow (`steps`); the Detail section (`detail`) shows the
+    selected workflow, step or call, with Cancel / Retry after a confirmation (`actions`); the
+    timeline has a time axis, a "now" line and a zoom slider (`timeline`). Re-running the cell
+    that started it stops it (see `Live.start`).
 
     Above the steps, the durable call totals (`calls`): call runs, failed runs and calls in
     doubt, counted from the call events read, beside ``engine.answered_from_log`` (the calls
@@ -36,10 +43,13 @@ class Dashboard(Live):
     Args:
         engine: The `WorkflowEngine` (its ``queue``, ``store`` and ``clock`` are used).
         interval: Seconds between refreshes; default 0.25 (4 Hz).
-        limit: Maximum step rows in the table.
+        limit: Maximum step rows on a page of the table.
         workflows: Maximum workflows in the timeline.
         slots: Maximum waiting steps shown at once in the approval panel.
         clock: Time source; default the engine's clock.
+        workflow_for: Optional ``workflow_id -> Workflow | None`` for the Retry button: where
+            to find the step bodies of a workflow the engine no longer has registered (see
+            `agentq.widgets.actions`).
 
     Raises:
         MissingExtraError: ipywidgets is not installed (``pip install 'agentq[notebook]'``).
@@ -50,6 +60,8 @@ class Dashboard(Live):
         >>> await dash.stop()                  # last cell: re-raises background errors
     """
 
+    takes_clicks = True
+
     def __init__(
         self,
         engine: Any,
@@ -59,6 +71,7 @@ class Dashboard(Live):
         workflows: int = 12,
         slots: int = 5,
         clock: Clock | None = None,
+        workflow_for: Callable[[str], Any] | None = None,
     ) -> None:
         clock = clock or engine.clock
         super().__init__(interval=interval, clock=clock)
@@ -70,6 +83,13 @@ class Dashboard(Live):
         self.approvals = ApprovalPanel(engine, slots=slots, _source=self.source, **kw)
         self.steps = StepTable(engine.store, limit=limit, _source=self.source, **kw)
         self.timeline = EventTimeline(engine.store, limit=workflows, _source=self.source, **kw)
+        self.detail = DetailPane(engine.store, clock)
+        """The selection of a workflow, step or call, and its detail (`DetailPane`)."""
+        self.actions = Actions(engine, workflow_for=workflow_for)
+        """Cancel / Retry of the workflow the detail shows, with a confirmation."""
+        self.detail.listeners.append(
+            lambda snap: self.actions.target(snap.workflow if snap else None)
+        )
         self.calls = w.HTML(self._calls_html())
         """HTML: the durable call totals and the calls answered from the log."""
         top = w.HBox(
@@ -84,6 +104,7 @@ class Dashboard(Live):
                 self._banner,
                 top,
                 _section(w, "Steps", w.VBox([self.calls, self.steps.widget])),
+                _section(w, "Detail", w.VBox([self.actions.widget, self.detail.widget])),
                 _section(w, "Timeline", self.timeline.widget),
             ]
         )
@@ -97,17 +118,28 @@ class Dashboard(Live):
         changed = self.lanes.update()
         rows = await self.source.poll()
         if rows is not None:
-            changed = self.steps.render() | changed
-            changed = self.timeline.apply(rows) | changed
+            changed = await self.steps.show_page() | changed
+            changed = await self.timeline.apply(rows) | changed
             changed = self.approvals.sync() | changed
+            changed = await self.detail.update(rows) | changed
         elif self.approvals._dirty:
             changed = self.approvals.sync() | changed
+        else:
+            changed = self.approvals.tick() | changed  # deadlines count down
+        changed = self.detail.choices(self.steps.shown) | changed
         # After the poll (the totals count the rows it read). answered_from_log is the
         # engine's own counter, not in the log: read every tick (an attribute, no I/O); the
         # page hears of it only when the text changes.
         return set_value(self.calls, self._calls_html()) | changed
 
     async def _drain(self) -> None:
+        await self.steps.join()
+        if self._error is None and self.steps.error is not None:
+            self._error = self.steps.error
+        await self.detail.join()
+        await self.actions.join()
+        if self._error is None and self.actions.error is not None:
+            self._error = self.actions.error
         await self.approvals._drain()
         if self._error is None and self.approvals.error is not None:
             self._error = self.approvals.error

@@ -11,7 +11,8 @@ from typing import Any
 
 from agentq.clock import Clock
 from agentq.store import DurableStore
-from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
+from agentq.widgets._live import DEFAULT_INTERVAL, Live, Spawner, set_value, widgets
+from agentq.widgets._search import Page, Query, page_of
 from agentq.widgets._source import Source
 from agentq.widgets._timeline import Timeline
 from agentq.widgets.html.tables import lanes_html, steps_html
@@ -28,6 +29,14 @@ STATUS_OPTIONS = (
     ("failed", "failed"),
 )
 """Choices of the step table's status filter: (label, `StepState` value or '' for all)."""
+
+WINDOW_OPTIONS = (
+    ("any time", 0.0),
+    ("last 5 min", 300.0),
+    ("last hour", 3600.0),
+    ("last day", 86400.0),
+)
+"""Choices of the step table's time window: (label, seconds or 0 for any)."""
 
 
 class LaneMonitor(Live):
@@ -82,14 +91,19 @@ class StepTable(Live):
 
     Each step also shows its durable calls ("3 calls · 1 failed · 1 in doubt", counted from
     the call events already read: no query of its own) and, while it waits on a keyed wait,
-    the wait's key, details and deadline. Most recently active workflows first; a dropdown
-    filters by status; at most `limit` rows are drawn, with a visible "n more". Each refresh
-    reads the events after the last one seen and re-reads only the steps of the workflows
-    they touched.
+    the wait's key, details and deadline. Most recently active workflows first.
+
+    Search and paging instead of a fixed cap: a text box for part of the workflow id
+    (`query`), one for part of a step name (`step_query`), the status (`filter`) and a time
+    window (`window`) select what is listed; a page holds at most `limit` rows (whole
+    workflows), and **◀ newer** / **older ▶** (`prev`, `next`) move through the matches, over
+    the whole history (see `agentq.widgets._search`). Each refresh reads the events after the
+    last one seen and re-reads only the workflows they touched; a page reads the step rows of
+    only the workflows it shows.
 
     Args:
         store: The `DurableStore` to watch.
-        limit: Maximum rows drawn.
+        limit: Maximum rows on a page.
         interval: Seconds between refreshes; default 0.25.
         clock: Time source for the interval and for open durations; default the system clock.
 
@@ -111,40 +125,112 @@ class StepTable(Live):
         _check_limit(limit)
         w = widgets()
         self.limit = limit
+        self.store = store
         self.source = _source or Source(store)
         self.steps = self.source.want_steps()
         self.filter = w.Dropdown(
             options=list(STATUS_OPTIONS), value="", description="status",
-            layout=w.Layout(width="220px"),
+            layout=w.Layout(width="200px"),
         )
         """The status filter (a `Dropdown` whose value is a `StepState` value or '')."""
+        self.query = w.Text(placeholder="workflow id contains", layout=w.Layout(width="190px"))
+        """Search: part of a workflow id."""
+        self.step_query = w.Text(placeholder="step contains", layout=w.Layout(width="140px"))
+        """Search: part of a step name."""
+        self.window = w.Dropdown(options=list(WINDOW_OPTIONS), value=0.0,
+                                 layout=w.Layout(width="120px"))
+        """Time window: the workflow's latest event within this many seconds (0: any)."""
+        self.prev = w.Button(description="◀ newer", layout=w.Layout(width="90px"), disabled=True)
+        self.next = w.Button(description="older ▶", layout=w.Layout(width="90px"), disabled=True)
+        self.page_label = w.HTML("")
+        """HTML: which workflows of how many matching the page shows."""
         self.html = w.HTML(steps_html((), now=self.clock.time()))
         """The HTML widget showing the table."""
-        self.widget = w.VBox([self._banner, self.filter, self.html])
-        self.filter.observe(lambda _change: self.render(), names="value")
+        self.shown: tuple[str, ...] = ()
+        """The workflows of the rows drawn, in order (what the detail pane offers)."""
+        self.page: Page = Page()
+        """The page drawn (`agentq.widgets._search.Page`)."""
+        self._starts: list[int] = []  # the first workflow of each earlier page, for "newer"
+        bar = w.HBox([self.query, self.step_query, self.filter, self.window, self.prev,
+                      self.next, self.page_label])
+        self.widget = w.VBox([self._banner, bar, self.html])
+        self.widget.add_class("agentq-steps")
+        self._spawner = Spawner()
+        self._generation = 0
+        for box in (self.query, self.step_query, self.filter, self.window):
+            box.observe(lambda _change: self._soon(0), names="value")
+        self.prev.on_click(lambda _b: self._soon(self._starts.pop() if self._starts else 0,
+                                                 back=True))
+        self.next.on_click(lambda _b: self._soon(self.page.next_start, forward=True))
 
-    def render(self) -> bool:
-        """Redraw from the cached rows (no I/O); return whether the HTML changed."""
-        cache = self.steps
-        status: str = self.filter.value
-        rows = []
-        for row in cache.newest_first():
-            if not status or row.state.value == status:
-                rows.append(row)
-                if len(rows) >= self.limit:
-                    break
-        total = cache.counts[status] if status else sum(cache.counts.values())
+    @property
+    def search(self) -> Query:
+        """The query the search boxes describe."""
+        return Query(self.query.value.strip(), self.step_query.value.strip(),
+                     self.filter.value, float(self.window.value or 0))
+
+    def _soon(self, start: int, *, forward: bool = False, back: bool = False) -> None:
+        if forward:
+            self._starts.append(self.page.start)
+        elif not back:
+            self._starts.clear()
+        self._spawner.spawn(lambda: self._show_guarded(start), "agentq.search")
+
+    async def _show_guarded(self, start: int) -> None:
+        try:
+            await self.show_page(start)
+        except Exception as exc:  # a store failure: the banner shows it, stop() raises it
+            self._fail(exc, "search failed")
+
+    async def show_page(self, start: int | None = None) -> bool:
+        """Draw the page from the `start`-th matching workflow (default: the current page).
+
+        Reads the step rows of the workflows it shows that were not read yet.
+
+        Returns:
+            Whether the HTML changed.
+
+        Raises:
+            StoreError: The store failed.
+        """
+        self._spawner.bind()
+        now = self.clock.time()
+        first = self.page.start if start is None else start
+        self._generation += 1
+        generation = self._generation
+        page = await page_of(self.steps, self.store, self.search, start=first,
+                             limit=self.limit, now=now)
+        if generation != self._generation:
+            return False  # a later search (the next keystroke) draws its own page
+        self.page = page
+        self.shown = tuple(page.workflows)
+        self.prev.disabled = page.start == 0
+        self.next.disabled = page.next_start >= page.matches
+        label = (
+            f'<span data-agentq="page" data-start="{page.start}" data-matches="{page.matches}" '
+            f'style="font-size:12px;color:#6b7280;padding:0 6px">'
+            f"workflows {min(page.start + 1, page.matches)}-{page.next_start} of "
+            f"{page.matches:,}</span>"
+        )
+        set_value(self.page_label, label)
         html = steps_html(
-            rows, now=self.clock.time(), limit=self.limit, total=total, counts=cache.counts,
-            calls=self.source.calls.steps,
+            page.rows, now=now, limit=self.limit, total=len(page.rows),
+            counts=self.steps.counts, calls=self.source.calls.steps,
         )
         return set_value(self.html, html)
+
+    async def join(self) -> None:
+        """Wait for the pages that the search boxes and buttons asked for."""
+        await self._spawner.join()
+
+    async def _drain(self) -> None:
+        await self.join()
 
     async def refresh(self) -> bool:
         """Read what changed in the store and redraw if anything did (see `Live.refresh`)."""
         if await self.source.poll() is None:
             return False
-        return self.render()
+        return await self.show_page()
 
 
 class EventTimeline(Live):
@@ -185,14 +271,40 @@ class EventTimeline(Live):
         """The folded events: `Timeline` tracks per workflow."""
         self.html = w.HTML(timeline_html((), now=self.clock.time()))
         """The HTML widget showing the timeline."""
-        self.widget = w.VBox([self._banner, self.html])
+        self.zoom = w.FloatRangeSlider(
+            value=(0.0, 100.0), min=0.0, max=100.0, step=0.5, description="zoom %",
+            readout_format=".0f", continuous_update=False, layout=w.Layout(width="420px"),
+        )
+        """The part of the time range drawn, in % (a range slider; redraws without I/O)."""
+        self.widget = w.VBox([self._banner, self.zoom, self.html])
+        self.zoom.observe(lambda _change: self.render(), names="value")
 
-    def apply(self, rows: list[tuple[Any, ...]]) -> bool:
-        """Fold new event rows into the model and redraw; return whether the HTML changed."""
+    async def apply(self, rows: list[tuple[Any, ...]]) -> bool:
+        """Fold new event rows into the model and redraw; return whether the HTML changed.
+
+        A workflow drawn whose history began before the first event read (the first poll
+        reads only the log's tail) is read whole once (`Timeline.rebuild`).
+
+        Raises:
+            StoreError: Reading a workflow's history failed.
+        """
         self.model.apply(rows)
+        if self.source.floor:
+            for track in self.model.recent(self.limit):
+                if not track.whole:
+                    history = await self.source.store.event_rows(track.workflow_id)
+                    self.model.rebuild(track.workflow_id, history)
+        return self.render()
+
+    def render(self) -> bool:
+        """Redraw from the model (no I/O); return whether the HTML changed."""
+        lo, hi = self.zoom.value
+        lo, hi = max(0.0, lo / 100.0), min(1.0, hi / 100.0)
+        if hi <= lo:  # a slider squeezed to one point: show a sliver around it
+            lo, hi = max(0.0, min(lo, 0.995)), max(0.0, min(lo, 0.995)) + 0.005
         html = timeline_html(
             self.model.recent(self.limit), now=self.clock.time(), limit=self.limit,
-            total=len(self.model),
+            total=len(self.model), zoom=(lo, hi),
         )
         return set_value(self.html, html)
 
@@ -201,4 +313,4 @@ class EventTimeline(Live):
         rows = await self.source.poll()
         if rows is None:
             return False
-        return self.apply(rows)
+        return await self.apply(rows)

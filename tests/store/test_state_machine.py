@@ -406,6 +406,8 @@ class StoreMachine(RuleBasedStateMachine):
         elif wf.steps[index].state is not StepState.WAITING:
             closed = wf.state in (WorkflowState.CANCELLED, WorkflowState.FAILED)
             self.expect(call, WorkflowClosedError if closed else NotWaitingError)
+        elif self.too_late(wf.steps[index], key):
+            self.expect(call, NotWaitingError)  # refused whether or not it was timed out
         elif key is not None and key != wf.steps[index].wait_key:
             self.expect(call, NotWaitingError)
         else:
@@ -419,6 +421,15 @@ class StoreMachine(RuleBasedStateMachine):
             s.recoveries, s.retry_at = 0, None
             s.wait_key = s.wait_deadline = None
             wf.state = WorkflowState.RUNNING
+
+    def too_late(self, s: MStep, key: str | None) -> bool:
+        """Whether a resume now comes after the deadline of the keyed wait it answers."""
+        return (
+            s.wait_key is not None
+            and s.wait_deadline is not None
+            and s.wait_deadline <= self.now
+            and key in (None, s.wait_key)
+        )
 
     @precondition(lambda self: self.model)
     @rule(data=st.data())

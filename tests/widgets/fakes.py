@@ -16,6 +16,7 @@ from agentq.store import StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.workflows import StepContext, StepDef, Workflow
 
 T0 = 1_767_225_600.0
+K = EventKind
 
 
 class ReadStore:
@@ -90,13 +91,39 @@ class ReadStore:
             r for r in self.events[after_seq:] if workflow_id is None or r[2] == workflow_id
         ]
 
+    def _workflow_row(self, workflow_id: str) -> WorkflowRow | None:
+        events = [e for e in self.events if e[2] == workflow_id]
+        steps = sorted(
+            (r for r in self.steps.values() if r.workflow_id == workflow_id),
+            key=lambda r: r.step_index,
+        )
+        if not events and not steps and workflow_id not in self.definitions:
+            return None
+        closing = {K.WORKFLOW_COMPLETED.value: WorkflowState.COMPLETED,
+                   K.WORKFLOW_FAILED.value: WorkflowState.FAILED,
+                   K.WORKFLOW_CANCELLED.value: WorkflowState.CANCELLED}
+        state = WorkflowState.RUNNING
+        for e in events:
+            state = closing.get(e[5], state)
+        if state is WorkflowState.RUNNING and any(r.state is StepState.WAITING for r in steps):
+            state = WorkflowState.WAITING
+        first = events[0][1] if events else T0
+        last = events[-1] if events else (0, T0)
+        return WorkflowRow(workflow_id, state, tuple(r.step_name for r in steps), None, None,
+                           first, last[1], last[0], self.definitions.get(workflow_id))
+
+    async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
+        self._check("get_workflow")
+        return self._workflow_row(workflow_id)
+
     async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
-        """Running rows of the workflows in `definitions` (all that `steps_frame` reads)."""
+        """Rows of every workflow with events, steps or a definition (`definitions`)."""
         self._check("workflows")
-        return [
-            WorkflowRow(wid, WorkflowState.RUNNING, (), None, None, T0, T0, 0, definition)
-            for wid, definition in self.definitions.items()
-        ]
+        ids = dict.fromkeys(
+            [e[2] for e in self.events] + [k[0] for k in self.steps] + list(self.definitions)
+        )
+        rows = [r for r in map(self._workflow_row, ids) if r is not None]
+        return [r for r in rows if state is None or r.state is state]
 
     async def step_rows(self, workflow_id: str | None = None) -> list[StepRow]:
         self._check("step_rows" if workflow_id is None else "step_rows(wf)")

@@ -447,3 +447,42 @@ def test_a_keyed_wait_shows_its_key_details_and_deadline_escaped_and_shortened()
     assert h.wait_html(bare) == "" and 'data-agentq="wait"' not in h.steps_html([bare], now=T0)
     args_only = h.wait_html(waiting_row(wait_details={"args": {"q": 1}}, wait_deadline=None))
     assert "<code>{&quot;q&quot;: 1}</code>" in args_only and "answer by" not in args_only
+
+
+# --- the timeline's axis, "now" line and zoom (issue 14) -------------------------------------
+
+
+def _two_steps() -> Timeline:
+    store = ReadStore()
+    store.event(EventKind.WORKFLOW_STARTED, "w", at=T0)
+    store.event(EventKind.STEP_STARTED, "w", (0, "a"), attempt=1, at=T0)
+    store.event(EventKind.STEP_COMPLETED, "w", (0, "a"), attempt=1, at=T0 + 10)
+    store.event(EventKind.STEP_STARTED, "w", (1, "b"), attempt=1, at=T0 + 50)
+    tl = Timeline()
+    tl.apply(store.events)
+    return tl
+
+
+def test_timeline_has_a_time_axis_with_round_ticks_and_a_now_line() -> None:
+    markup = h.timeline_html(_two_steps().recent(1), now=T0 + 60)
+    axis = re.search(r'data-agentq="axis" data-step="([0-9.]+)"', markup)
+    assert axis is not None and axis.group(1) == "10"  # 60 s wide: a tick every 10 s
+    ticks = re.findall(r'data-agentq="tick"[^>]*>([^<]+)<', markup)
+    assert ticks == ["00:00:10", "00:00:20", "00:00:30", "00:00:40", "00:00:50"]
+    assert markup.count('data-agentq="now"') == 2  # a red line in each step row
+    assert 'data-agentq="now-label"' in markup
+
+
+def test_timeline_zoom_clips_bars_to_the_window() -> None:
+    tl = _two_steps()
+    whole = h.timeline_html(tl.recent(1), now=T0 + 60)
+    assert whole.count('data-agentq="span"') == 2
+    early = h.timeline_html(tl.recent(1), now=T0 + 60, zoom=(0.0, 0.5))  # T0 .. T0+30
+    assert early.count('data-agentq="span"') == 1  # step b starts at +50: out of view
+    assert 'data-agentq="now"' not in early and "zoomed: 0-50% of 1 m 00 s" in early
+    late = h.timeline_html(tl.recent(1), now=T0 + 60, zoom=(0.75, 1.0))  # T0+45 .. T0+60
+    span = re.search(r'data-kind="run" data-outcome="running"[^>]*left:([0-9.]+)%;width:'
+                     r"([0-9.]+)%", late)
+    assert span is not None and (span.group(1), span.group(2)) == ("33.33", "66.67")
+    with pytest.raises(ValueError, match="zoom"):
+        h.timeline_html(tl.recent(1), now=T0 + 60, zoom=(0.5, 0.5))

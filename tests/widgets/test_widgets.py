@@ -91,20 +91,23 @@ async def test_step_table_reads_incrementally_and_only_when_the_log_moved(
     table = StepTable(store, clock=FakeClock(), limit=10)
     seen = changes(table.html)
     assert await table.refresh() is True
-    assert store.calls["event_rows"] == 1 and store.calls["step_rows"] == 1
-    assert table.html.value.count('data-agentq="step-row"') == 10
-    assert 'data-hidden="70"' in table.html.value
+    # The first poll: the workflow index, the log's tail, the steps of the workflows shown;
+    # never the whole projection.
+    assert store.calls["event_rows"] == 1 and store.calls["workflows"] == 1
+    assert "step_rows" not in store.calls and store.calls["step_rows(wf)"] == 5
+    assert table.html.value.count('data-agentq="step-row"') == 10  # 5 workflows of 2 steps
+    assert 'data-matches="40"' in table.page_label.value and not table.next.disabled
     # Nothing new: one cheap last_seq, no other read, no message to the page.
     before = dict(store.calls)
     assert await table.refresh() is False
-    assert store.calls["last_seq"] == before.get("last_seq", 0) + 1
-    assert store.calls["event_rows"] == 1 and store.calls["step_rows"] == 1 and len(seen) == 1
-    # One event: read after the last seq seen; re-read only that workflow's steps.
+    assert store.calls["last_seq"] == before["last_seq"] + 1
+    assert store.calls["event_rows"] == 1 and len(seen) == 1
+    # One event: read after the last seq seen; re-read only that workflow.
     store.event(K.STEP_STARTED, "wf-03", (0, "s0"), attempt=1, worker_id="w1")
     store.step("wf-03", 0, "s0", StepState.LEASED, attempt=1, worker_id="w1")
     assert await table.refresh() is True
     assert store.after == [0, 40]
-    assert store.calls["step_rows(wf)"] == 1 and store.calls["step_rows"] == 1
+    assert store.calls["step_rows(wf)"] == 6 and store.calls["get_workflow"] == 1
     first = table.html.value.split('data-agentq="step-row"')[1]
     assert 'data-workflow="wf-03"' in first and 'data-status="leased"' in first
 
@@ -116,12 +119,15 @@ async def test_step_table_filter_redraws_from_cache_without_io(store: ReadStore)
     await table.refresh()
     calls = dict(store.calls)
     table.filter.value = "waiting"
+    await table.join()
     assert dict(store.calls) == calls
     assert table.html.value.count('data-agentq="step-row"') == 1
     assert 'data-status="waiting"' in table.html.value and "ok?" in table.html.value
     table.filter.value = "failed"
+    await table.join()
     assert "no steps" in table.html.value
     table.filter.value = ""
+    await table.join()
     assert table.html.value.count('data-agentq="step-row"') == 3
 
 
@@ -133,8 +139,10 @@ async def test_a_burst_touching_many_workflows_reads_the_projection_once(
     for i in range(100):
         started(store, f"wf-{i}")
     await table.refresh()
-    assert store.calls["step_rows"] == 2 and store.calls["step_rows(wf)"] == 0
-    assert 'data-hidden="150"' in table.html.value  # 200 steps, 50 shown: none lost
+    # More than FULL_READ_AFTER touched: the index is read once, not 100 get_workflow.
+    assert store.calls["workflows"] == 2 and "get_workflow" not in store.calls
+    assert store.calls["step_rows(wf)"] == 25  # only the 25 workflows the page shows
+    assert 'data-matches="100"' in table.page_label.value  # none lost
 
 
 # --- EventTimeline ---------------------------------------------------------------------------
@@ -342,17 +350,19 @@ async def test_dashboard_reads_the_store_once_per_tick_for_all_views(
     waiting(store, "a")
     dash = Dashboard(engine)
     assert await dash.refresh() is True
-    assert store.calls["event_rows"] == 1 and store.calls["step_rows"] == 1
+    assert store.calls["event_rows"] == 1 and store.calls["workflows"] == 1
     assert 'data-workflow="a"' in dash.steps.html.value
     assert 'data-agentq="timeline-step"' in dash.timeline.html.value
     assert dash.approvals.slots[0].key == ("a", 0)
     assert 'data-agentq="lane"' in dash.lanes.html.value
     assert await dash.refresh() is False
-    assert store.calls["event_rows"] == 1 and store.calls["last_seq"] == 1
+    assert store.calls["event_rows"] == 1 and store.calls["last_seq"] == 2
     store.event(K.STEP_RESUMED, "a", (0, "s0"))
     store.step("a", 0, "s0", StepState.PENDING)
     assert await dash.refresh() is True
-    assert store.calls["event_rows"] == 2 and store.calls["step_rows(wf)"] == 1
+    # One more read of that workflow's row and of its steps (the first read was at start).
+    assert store.calls["event_rows"] == 2 and store.calls["step_rows(wf)"] == 2
+    assert store.calls["get_workflow"] == 1
     assert dash.approvals.slots[0].key is None
     assert dash._repr_mimebundle_()  # displays as its root widget
 
@@ -427,8 +437,9 @@ async def test_bh23_background_runs_show_up_tick_by_tick_and_no_burst_is_lost(
         await asyncio.gather(*runs)  # the cell that started them ended long ago
     await tick(clock)  # one refresh, nothing else
     table = dash.steps.html.value
-    assert table.count('data-status="waiting"') >= 30  # every wait, none lost
-    assert 'data-hidden="10"' in table  # 60 steps, 50 shown
+    assert len(re.findall(r'step-row"[^>]*data-status="waiting"', table)) == 25  # a page
+    assert 'data-matches="30"' in dash.steps.page_label.value  # every workflow, none lost
+    assert 'waiting 30' in text_of(table)  # the counts line
     assert dash.timeline.html.value.count('data-agentq="timeline-workflow"') == 12
     waits = [e.workflow_id for e in await real.store.load_events() if e.kind == K.STEP_WAITING]
     assert [s.key for s in dash.approvals.slots] == [(w, 1) for w in waits[:5]]  # oldest first
@@ -466,14 +477,16 @@ async def test_step_table_counts_calls_from_the_events_it_already_reads(
     agent_events(store)
     table = StepTable(store, clock=FakeClock())
     await table.refresh()
-    assert store.calls == {"event_rows": 1, "step_rows": 1}  # no read of its own for calls
+    # No read of its own for calls.
+    assert store.calls == {"last_seq": 1, "event_rows": 1, "workflows": 1, "step_rows(wf)": 1}
     assert "3 calls · 1 failed · 1 in doubt" in text_of(table.html.value)
     store.event(K.STEP_STARTED, "a", (0, "s0"), attempt=2, worker_id="w2")
     store.event(K.CALL_STARTED, "a", (0, "s0"), attempt=2, key="search")
     store.event(K.CALL_STARTED, "a", (0, "s0"), attempt=2, key="pay")
     store.step("a", 0, "s0", StepState.LEASED, attempt=2, worker_id="w2")
     assert await table.refresh() is True
-    assert store.calls == {"event_rows": 2, "step_rows": 1, "step_rows(wf)": 1, "last_seq": 1}
+    assert store.calls == {"event_rows": 2, "workflows": 1, "get_workflow": 1,
+                           "step_rows(wf)": 2, "last_seq": 2}
     assert "3 calls · 2 running" in text_of(table.html.value)
     assert 'data-calls="3" data-runs="5" data-failed="0" data-running="2" data-in-doubt="0"' \
         in table.html.value

@@ -11,7 +11,10 @@ order:
   `outcome_html`, and `run_result_html` / `step_status_html`, which are the values' own
   ``_repr_html_`` (built by the workflow model from `agentq.markup`);
 - ``tables``: `lanes_html` and `steps_html` (and `queue_stats_html`);
-- ``timeline``: `timeline_html`, the Gantt chart of `agentq.widgets._timeline` tracks.
+- ``timeline``: `timeline_html`, the Gantt chart of `agentq.widgets._timeline` tracks;
+- ``detail``: `workflow_detail_html`, `step_detail_html`, `call_detail_html` of a
+  `agentq.widgets._detail.DetailSnapshot`, and `json_html` (pretty JSON, long values folded in
+  ``<details>``, which opens without JavaScript).
 
 Every user-supplied string (ids, step names, reasons, errors, payloads) goes through
 `html.escape`; a step named ``<img src=x onerror=alert(1)>`` shows as text. Long lists are
@@ -41,11 +44,25 @@ approval-outcome  data-workflow, data-step, data-outcome (pending, completed, wa
 approval-log      (the latest outcomes, newest first)
 run-result        data-workflow, data-status
 error             (a refresher or resume error)
+detail            data-kind (workflow, step, call), data-workflow, data-step, data-index,
+                  data-key
+detail-step       data-index (a step's line in a workflow's detail)
+detail-call       data-key (a call's line in a workflow's or step's detail)
+attempt           data-attempt, data-outcome (a step's attempt in its detail)
+detail-error      (an error's type and message); traceback: its folded traceback
+folded            data-chars (a long value folded in ``<details>``)
+usage             (a call's usage figures)
 ================  =========================================================================
 """
 
 from agentq.markup import COLORS, badge, error_html, fmt_seconds, more_html
 from agentq.widgets.html.calls import call_counts_html, call_totals_html
+from agentq.widgets.html.detail import (
+    call_detail_html,
+    json_html,
+    step_detail_html,
+    workflow_detail_html,
+)
 from agentq.widgets.html.results import (
     approval_html,
     outcome_html,
@@ -62,16 +79,20 @@ __all__ = [
     "approval_html",
     "badge",
     "call_counts_html",
+    "call_detail_html",
     "call_totals_html",
     "error_html",
     "fmt_seconds",
+    "json_html",
     "lanes_html",
     "more_html",
     "outcome_html",
     "queue_stats_html",
     "run_result_html",
+    "step_detail_html",
     "step_status_html",
     "steps_html",
     "timeline_html",
     "wait_html",
+    "workflow_detail_html",
 ]

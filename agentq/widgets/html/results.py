@@ -14,7 +14,14 @@ from agentq.markup import COLORS, FONT, MUTED, badge, clock_text, esc, json_text
 from agentq.store import StepRow
 from agentq.workflows import Recorded, RunResult, StepStatus
 
-__all__ = ["approval_html", "outcome_html", "run_result_html", "step_status_html", "wait_html"]
+__all__ = [
+    "approval_html",
+    "countdown_text",
+    "outcome_html",
+    "run_result_html",
+    "step_status_html",
+    "wait_html",
+]
 
 
 def _when(seconds: float) -> str:
@@ -35,7 +42,21 @@ def _details(details: dict[str, Any], limit: int) -> str:
     return " ".join(parts)
 
 
-def wait_html(row: StepRow, *, now: float | None = None, limit: int = 120) -> str:
+def countdown_text(seconds: float) -> str:
+    """Format the time left before a deadline in whole seconds: ``42 s``, ``3 m 05 s``."""
+    left = int(seconds)
+    if left < 1:
+        return "<1 s"
+    if left < 60:
+        return f"{left} s"
+    if left < 3600:
+        return f"{left // 60} m {left % 60:02d} s"
+    return f"{left // 3600} h {left % 3600 // 60:02d} m"
+
+
+def wait_html(
+    row: StepRow, *, now: float | None = None, limit: int = 120, countdown: bool = False
+) -> str:
     """Render what a keyed wait (``ctx.wait_for_input``) asks: its key, details, deadline.
 
     Returns '' for a step that is not on a keyed wait (a step-level ``WaitForInput``).
@@ -46,6 +67,8 @@ def wait_html(row: StepRow, *, now: float | None = None, limit: int = 120) -> st
         row: The step's projection row (``wait_key``, ``wait_details``, ``wait_deadline``).
         now: Unix seconds; when given, a deadline already passed is marked so.
         limit: Maximum characters of the details' JSON.
+        countdown: With `now`, also say how long is left ("in 42 s", whole seconds): for a
+            view redrawn every tick (the approval panel), not for one redrawn on events only.
     """
     if row.wait_key is None:
         return ""
@@ -55,6 +78,10 @@ def wait_html(row: StepRow, *, now: float | None = None, limit: int = 120) -> st
     if row.wait_deadline is not None:
         passed = now is not None and now >= row.wait_deadline
         note = " (passed)" if passed else ""
+        if countdown and now is not None and not passed:
+            left = row.wait_deadline - now
+            note = (f' <span data-agentq="countdown" data-left="{int(left)}">(in '
+                    f"{countdown_text(left)})</span>")
         parts.append(f"answer by {esc(_when(row.wait_deadline))}{note}")
     deadline = "" if row.wait_deadline is None else f' data-deadline="{row.wait_deadline}"'
     return (
@@ -63,19 +90,21 @@ def wait_html(row: StepRow, *, now: float | None = None, limit: int = 120) -> st
     )
 
 
-def approval_html(row: StepRow) -> str:
+def approval_html(row: StepRow, *, now: float | None = None) -> str:
     """Render the label of one waiting step: workflow, step and the reason it waits.
 
     For a keyed wait (``ctx.wait_for_input``) also its key, details (the tool and its
-    arguments, say) and deadline: see `wait_html`.
+    arguments, say) and deadline: see `wait_html`; with `now` (Unix seconds), the deadline's
+    countdown ("answer by 12:00:05 UTC (in 42 s)").
     """
     reason = short(row.reason or "(no reason given)", 200)
+    wait = wait_html(row, now=now, limit=200, countdown=True)
     key = "" if row.wait_key is None else f' data-key="{esc(row.wait_key)}"'
     return (
         f'<div data-agentq="approval" data-workflow="{esc(row.workflow_id)}" '
         f'data-step="{esc(row.step_name)}"{key} style="{FONT}">{badge("waiting")} '
         f"<b>{short(row.workflow_id, 50)}</b> · {short(row.step_name, 40)}"
-        f'<div style="padding:2px 0 0 4px">{reason}{wait_html(row, limit=200)}</div></div>'
+        f'<div style="padding:2px 0 0 4px">{reason}{wait}</div></div>'
     )
 
 

@@ -21,7 +21,7 @@ from agentq.markup import (
     more_html,
     short,
 )
-from agentq.store import StepRow, StepState
+from agentq.store import StepRow, StepState, WorkflowState
 from agentq.widgets._calls import CallCounts
 from agentq.widgets.html.calls import call_counts_html
 from agentq.widgets.html.results import wait_html
@@ -148,6 +148,7 @@ def steps_html(
     total: int | None = None,
     counts: Mapping[str, int] | None = None,
     calls: Mapping[tuple[str, int], CallCounts] | None = None,
+    counted: str = "workflows",
 ) -> str:
     """Render step rows as a table: status badges, attempt, worker, duration, reason, error.
 
@@ -162,17 +163,23 @@ def steps_html(
         now: Unix seconds, for the duration of unfinished steps.
         limit: Maximum rows rendered.
         total: How many rows match in all (for the "n more" line); default ``len(rows)``.
-        counts: Steps per status, shown as a summary line above the table.
+        counts: How many per status (`WorkflowState` or `StepState` values), shown as a
+            summary line above the table.
         calls: Durable call counts by ``(workflow_id, step_index)`` (``CallTally.steps``):
             when given, a "calls" column shows each step's (`call_counts_html`).
+        counted: What `counts` counts, the summary line's first word.
     """
     shown = rows[:limit]
     hidden = (len(rows) if total is None else total) - len(shown)
     summary = ""
     if counts:
-        parts = [f"{badge(s.value, f'{LABELS.get(s.value, s.value)} {counts[s.value]}')}"
-                 for s in StepState if counts.get(s.value)]
-        summary = f'<div style="display:flex;gap:6px;padding:2px 0 6px">{"".join(parts)}</div>'
+        order = dict.fromkeys([*(s.value for s in WorkflowState), *(s.value for s in StepState)])
+        parts = [f"{badge(s, f'{LABELS.get(s, s)} {counts[s]:,}')}" for s in order
+                 if counts.get(s)]
+        summary = (
+            f'<div data-agentq="counts" style="display:flex;gap:6px;padding:2px 0 6px">'
+            f'<span style="{MUTED}">{esc(counted)}</span>{"".join(parts)}</div>'
+        )
     titles = ["workflow", "step", "status", "attempt", "worker", "duration", "reason / error"]
     if calls is not None:
         titles.insert(6, "calls")

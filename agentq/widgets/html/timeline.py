@@ -29,10 +29,19 @@ def _span_title(step: str, span: Span, now: float) -> str:
     return f"{step} · {what}{detail} · {took}{still} (from {clock_text(span.start)})"
 
 
+def _clip(start: float, end: float, t0: float, width: float, least: float) -> tuple[float, float]:
+    """Left and width in % of the window [t0, t0 + width]; width < 0 when outside it."""
+    lo, hi = max(start, t0), min(end, t0 + width)
+    if hi < lo:
+        return 0.0, -1.0
+    return 100.0 * (lo - t0) / width, max(least, 100.0 * (hi - lo) / width)
+
+
 def _span_div(step: str, span: Span, t0: float, width: float, now: float) -> str:
-    end = span.end if span.end is not None else now
-    left = 100.0 * (span.start - t0) / width
-    size = max(0.4, 100.0 * (end - span.start) / width)
+    end = span.end if span.end is not None else max(now, span.start)
+    left, size = _clip(span.start, end, t0, width, 0.4)
+    if size < 0:
+        return ""
     color = COLORS.get(span.outcome, COLORS["pending"])[0]
     if span.kind == SpanKind.RUN:
         fill, top = color, "2px"
@@ -52,9 +61,10 @@ _CALL_OUTCOMES = {"in_doubt": "in doubt (started, no outcome recorded)"}
 
 
 def _call_div(step: str, call: CallSpan, t0: float, width: float, now: float) -> str:
-    end = call.end if call.end is not None else now
-    left = 100.0 * (call.start - t0) / width
-    size = max(0.3, 100.0 * (end - call.start) / width)
+    end = call.end if call.end is not None else max(now, call.start)
+    left, size = _clip(call.start, end, t0, width, 0.3)
+    if size < 0:
+        return ""
     color = COLORS.get(call.outcome, COLORS["pending"])[0]
     fill = color
     if call.outcome == "in_doubt":
@@ -80,6 +90,58 @@ def _calls(step: StepTrack, t0: float, width: float, now: float, limit: int) -> 
     return bars, len(step.calls) - len(shown)
 
 
+_STEPS = (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600,
+          7200, 21600, 43200, 86400)
+
+
+def _tick_step(width: float, ticks: int = 6) -> float:
+    """A round step in seconds giving at most about `ticks` ticks over `width` seconds."""
+    return next((s for s in _STEPS if width / s <= ticks), width / ticks)
+
+
+def _axis(t0: float, width: float, now: float) -> str:
+    """The time axis: round ticks labelled in UTC clock time, and "now" when in view."""
+    step = _tick_step(width)
+    first = (t0 // step + 1) * step
+    marks: list[str] = []
+    for i in range(12):
+        t = first + i * step
+        if t >= t0 + width:
+            break
+        pct = 100.0 * (t - t0) / width
+        label = clock_text(t).removesuffix(" UTC")
+        if step < 1:
+            label += f".{int((t % 1) * 100 + 0.5) % 100:02d}"
+        marks.append(
+            f'<span data-agentq="tick" style="position:absolute;left:{pct:.2f}%;top:0;'
+            f'transform:translateX(-50%);white-space:nowrap">{label}</span>'
+            f'<span style="position:absolute;left:{pct:.2f}%;bottom:0;height:4px;'
+            f'border-left:1px solid #9ca3af"></span>'
+        )
+    if t0 <= now <= t0 + width:
+        pct = 100.0 * (now - t0) / width
+        marks.append(
+            f'<span data-agentq="now-label" style="position:absolute;left:{pct:.2f}%;top:12px;'
+            f'transform:translateX({-100 if pct > 95 else -50}%);color:#dc2626;'
+            f'font-weight:600">now</span>'
+        )
+    return (
+        f'<div data-agentq="axis" data-step="{step:g}" style="position:relative;height:26px;'
+        f'margin-left:178px;{MUTED};font-size:10px;border-bottom:1px solid #d1d5db">'
+        f'{"".join(marks)}</div>'
+    )
+
+
+def _now_line(t0: float, width: float, now: float) -> str:
+    if not t0 <= now <= t0 + width:
+        return ""
+    pct = 100.0 * (now - t0) / width
+    return (
+        f'<div data-agentq="now" style="position:absolute;left:{pct:.2f}%;top:-2px;bottom:-2px;'
+        f'border-left:1px solid #dc2626;z-index:1"></div>'
+    )
+
+
 def _legend() -> str:
     items = [("running", "running"), ("completed", "completed"), ("failed", "failed"),
              ("timeout", "timed out"), ("waiting", "waiting for input"),
@@ -101,6 +163,7 @@ def timeline_html(
     total: int | None = None,
     max_spans: int = 60,
     max_calls: int = 40,
+    zoom: tuple[float, float] = (0.0, 1.0),
 ) -> str:
     """Render a Gantt-like timeline: one row per workflow step, bars coloured by outcome.
 
@@ -118,16 +181,29 @@ def timeline_html(
         max_spans: Maximum bars per step row (the most recent); older ones are counted.
         max_calls: Maximum call bars per step row (the most recent runs); the others are
             counted in an "n more calls" note.
+        zoom: The part of the whole time range drawn, as fractions ``(from, to)`` with
+            ``0 <= from < to <= 1`` (the whole range runs from the first shown workflow's
+            start to the later of `now` and its last event); bars are clipped to it.
+
+    Above the rows, a time axis with round ticks (UTC clock time) and "now"; a red line marks
+    "now" in every row when it is in view.
+
+    Raises:
+        ValueError: A `zoom` that is not ``0 <= from < to <= 1``.
     """
+    lo, hi = zoom
+    if not 0.0 <= lo < hi <= 1.0:
+        raise ValueError(f"zoom must be (from, to) with 0 <= from < to <= 1, got {zoom!r}")
     shown = list(workflows[:limit])
     hidden = (len(workflows) if total is None else total) - len(shown)
     if not shown:
         return (f'<div data-agentq="timeline" style="{FONT};{MUTED};padding:6px">'
                 f"no events yet</div>")
-    t0 = min(wf.start for wf in shown)
-    t1 = max([now, *(wf.last for wf in shown)])
-    width = max(t1 - t0, 1e-3)
-    parts = [f'<div style="padding:0 0 6px;{MUTED}">{_legend()}</div>']
+    start = min(wf.start for wf in shown)
+    full = max(max([now, *(wf.last for wf in shown)]) - start, 1e-3)
+    t0, width = start + lo * full, max((hi - lo) * full, 1e-3)
+    now_line = _now_line(t0, width, now)
+    parts = [f'<div style="padding:0 0 6px;{MUTED}">{_legend()}</div>', _axis(t0, width, now)]
     for wf in shown:
         end = wf.end if wf.end is not None else now
         parts.append(
@@ -146,7 +222,7 @@ def timeline_html(
                 label += f' <span style="{MUTED}">(+{older} earlier)</span>'
             bars = "".join(_span_div(step.step_name, s, t0, width, now) for s in spans)
             call_bars, hidden_calls = _calls(step, t0, width, now, max_calls)
-            bars += call_bars
+            bars += call_bars + now_line
             parts.append(
                 f'<div data-agentq="timeline-step" data-workflow="{esc(wf.workflow_id)}" '
                 f'data-step="{esc(step.step_name)}" style="display:flex;align-items:center;'
@@ -166,5 +242,10 @@ def timeline_html(
         f'<div style="display:flex;justify-content:space-between;margin-left:178px;{MUTED};'
         f'font-size:11px"><span>{clock_text(t0)}</span><span>+{fmt_seconds(width)}</span></div>'
     )
+    if (lo, hi) != (0.0, 1.0):
+        parts.append(
+            f'<div data-agentq="zoomed" style="margin-left:178px;{MUTED};font-size:10px">zoomed: '
+            f"{100 * lo:.0f}-{100 * hi:.0f}% of {fmt_seconds(full)}</div>"
+        )
     parts.append(more_html(hidden, "workflows"))
     return f'<div data-agentq="timeline" style="{FONT}">{"".join(parts)}</div>'

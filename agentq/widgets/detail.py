@@ -1,0 +1,200 @@
+"""`DetailPane`: pick a workflow, then the workflow itself, one of its steps or one of its calls,
+and see its detail (`agentq.widgets.html.detail`).
+
+Two ipywidgets ``Select`` lists drive it, no script in the page: `workflows` (filled by the
+`Dashboard` with the workflows of the step table's current page and search, or by `choices`)
+and `items` (the selected workflow, ``step 0 · fetch``, ``call search-1 · search``…). Selecting
+a workflow reads it once (`load_detail`: four reads, as a task on the running loop, so the
+click's callback returns at once); selecting an item re-renders from that snapshot without I/O.
+While a workflow is shown, `update` re-reads it when new events touch it, so the detail is live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from agentq.clock import Clock
+from agentq.errors import AgentqError
+from agentq.markup import MUTED, error_html
+from agentq.store import DurableStore
+from agentq.widgets._detail import DetailSnapshot, load_detail
+from agentq.widgets._live import Spawner, set_value, widgets
+from agentq.widgets.html.detail import (
+    call_detail_html,
+    step_detail_html,
+    workflow_detail_html,
+)
+
+__all__ = ["DetailPane"]
+
+Item = tuple[str, Any]  # ("workflow", None) | ("step", index) | ("call", key)
+
+_EMPTY = (
+    f'<div data-agentq="detail-empty" style="{MUTED};font-size:12px;padding:4px">'
+    "Select a workflow (and a step or call) to see its detail.</div>"
+)
+
+
+class DetailPane:
+    """A selection of a workflow and of one of its parts, and the detail of what is selected.
+
+    Args:
+        store: Where the workflows are read from.
+        clock: "now" of the views (open durations, lease and deadline countdowns).
+
+    Attributes:
+        workflows: ``Select`` of workflow ids.
+        items: ``Select`` of the selected workflow's parts: the workflow, each step, each call.
+        html: ``HTML``: the detail of the selection.
+        snapshot: The `DetailSnapshot` shown, or None.
+
+    Example:
+        >>> pane = DetailPane(store, clock)
+        >>> await pane.show("order-3", step=2)      # what selecting does, from code
+    """
+
+    def __init__(self, store: DurableStore, clock: Clock) -> None:
+        w = widgets()
+        self.store = store
+        self.clock = clock
+        self.workflows = w.Select(options=[], rows=7, description="workflow",
+                                  layout=w.Layout(width="300px"))
+        self.items = w.Select(options=[], rows=7, description="show",
+                              layout=w.Layout(width="300px"))
+        self.html = w.HTML(_EMPTY)
+        self.widget = w.HBox([w.VBox([self.workflows, self.items]), self.html])
+        self.widget.add_class("agentq-detail")
+        self.snapshot: DetailSnapshot | None = None
+        self.listeners: list[Callable[[DetailSnapshot | None], None]] = []
+        """Called with the new snapshot each time one is read (the actions bar follows)."""
+        self._spawner = Spawner()
+        self._generation = 0
+        self._quiet = False
+        self.workflows.observe(self._workflow_picked, names="value")
+        self.items.observe(self._item_picked, names="value")
+
+    def choices(self, workflow_ids: Iterable[str]) -> bool:
+        """Offer these workflows (keeping the selection if it is still among them, or shown)."""
+        ids = list(dict.fromkeys(workflow_ids))
+        current = self.workflows.value
+        if current is not None and current not in ids:
+            ids.insert(0, current)  # the one shown stays selectable
+        if tuple(ids) == tuple(self.workflows.options):
+            return False
+        self._quiet = True
+        try:
+            self.workflows.options = ids
+            self.workflows.value = current if current in ids else None
+        finally:
+            self._quiet = False
+        return True
+
+    def _item_picked(self, _change: dict[str, Any]) -> None:
+        if not self._quiet:
+            self.render()
+
+    def _workflow_picked(self, change: dict[str, Any]) -> None:
+        if self._quiet or change["new"] is None:
+            return
+        workflow_id = change["new"]
+        self._spawner.spawn(lambda: self._guarded(workflow_id, None), "agentq.detail")
+
+    async def _guarded(self, workflow_id: str, item: Item | None) -> None:
+        try:
+            await self.show(workflow_id, item=item)
+        except (AgentqError, KeyError) as exc:  # the store failed, or it vanished: say so
+            self.html.value = error_html(exc, "detail unavailable")
+
+    async def show(
+        self, workflow_id: str, *, step: int | None = None, call: str | None = None,
+        item: Item | None = None,
+    ) -> None:
+        """Read `workflow_id` and show it (or its step `step`, or its call `call`).
+
+        Raises:
+            KeyError: No such workflow, step or call.
+            StoreError: The store failed.
+        """
+        self._generation += 1
+        generation = self._generation
+        snap = await load_detail(self.store, workflow_id)
+        if generation != self._generation:
+            return  # another selection came meanwhile: it shows itself
+        if snap is None:
+            raise KeyError(f"workflow {workflow_id!r} is not in the store")
+        if item is None:
+            item = ("step", step) if step is not None else ("call", call) if call else None
+        self._set(snap)
+        self._quiet = True
+        try:
+            if workflow_id not in self.workflows.options:
+                self.workflows.options = [workflow_id, *self.workflows.options]
+            self.workflows.value = workflow_id
+            options = _item_options(snap)
+            self.items.options = options
+            wanted = item or ("workflow", None)
+            if wanted not in [v for _, v in options]:
+                raise KeyError(f"workflow {workflow_id!r} has no {wanted[0]} {wanted[1]!r}")
+            self.items.value = wanted
+        finally:
+            self._quiet = False
+        self.render()
+
+    def _set(self, snap: DetailSnapshot | None) -> None:
+        self.snapshot = snap
+        for listener in self.listeners:
+            listener(snap)
+
+    def render(self) -> bool:
+        """Render the selected item from the snapshot (no I/O); return whether it changed."""
+        snap, item = self.snapshot, self.items.value
+        if snap is None or item is None:
+            return set_value(self.html, _EMPTY)
+        now = self.clock.time()
+        kind, value = item
+        if kind == "step":
+            html = step_detail_html(snap, value, now=now)
+        elif kind == "call":
+            html = call_detail_html(snap, value, now=now)
+        else:
+            html = workflow_detail_html(snap, now=now)
+        return set_value(self.html, html)
+
+    async def update(self, rows: list[tuple[Any, ...]]) -> bool:
+        """Re-read the workflow shown if any of the new event `rows` is about it."""
+        self._spawner.bind()
+        snap = self.snapshot
+        if snap is None or not any(r[2] == snap.workflow.workflow_id for r in rows):
+            return False
+        fresh = await load_detail(self.store, snap.workflow.workflow_id)
+        if fresh is None:
+            return False
+        self._set(fresh)
+        options = _item_options(fresh)
+        if options != list(self.items.options):
+            self._quiet = True
+            try:
+                value = self.items.value
+                self.items.options = options
+                self.items.value = value if value in [v for _, v in options] else None
+            finally:
+                self._quiet = False
+        return self.render()
+
+    async def join(self) -> None:
+        """Wait for the reads that selections started."""
+        await self._spawner.join()
+
+
+def _item_options(snap: DetailSnapshot) -> list[tuple[str, Item]]:
+    head = f"workflow {snap.workflow.workflow_id}"
+    options: list[tuple[str, Item]] = [(head, ("workflow", None))]
+    options += [
+        (f"step {s.step_index} · {s.step_name} ({s.state.value})", ("step", s.step_index))
+        for s in snap.steps
+    ]
+    for c in snap.calls:
+        name = (c.label or {}).get("tool") or (c.label or {}).get("kind") or c.kind.value
+        options.append((f"{c.kind.value} {c.key} · {name} ({c.state.value})", ("call", c.key)))
+    return options

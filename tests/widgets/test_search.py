@@ -1,0 +1,194 @@
+"""Search and paging in the step table, and a first poll that reads the log's tail only
+(issue 14: no fixed caps, refresh cost flat in the log's size)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from agentq.clock import FakeClock
+from agentq.events import EventKind
+from agentq.store import StepState
+from agentq.widgets import Dashboard, EventTimeline, StepTable, _source
+
+from .fakes import T0, FakeEngine, ReadStore
+
+K = EventKind
+
+
+def workflow(store: ReadStore, wf: str, steps: tuple[str, ...] = ("fetch", "send"),
+             state: StepState = StepState.COMPLETED, at: float | None = None) -> None:
+    store.event(K.WORKFLOW_STARTED, wf, at=at)
+    for i, name in enumerate(steps):
+        store.event(K.STEP_STARTED, wf, (i, name), attempt=1, at=at)
+        store.step(wf, i, name, state)
+        if state is StepState.COMPLETED:
+            store.event(K.STEP_COMPLETED, wf, (i, name), attempt=1, at=at)
+
+
+def drawn(table: StepTable) -> list[str]:
+    return list(dict.fromkeys(r.workflow_id for r in table.page.rows))
+
+
+async def test_pages_walk_the_whole_history_newest_first() -> None:
+    store = ReadStore()
+    for i in range(12):
+        workflow(store, f"order-{i:02d}")
+    table = StepTable(store, clock=FakeClock(), limit=10)
+    await table.refresh()
+    assert drawn(table) == [f"order-{i:02d}" for i in (11, 10, 9, 8, 7)]
+    assert table.prev.disabled and not table.next.disabled
+    assert 'data-start="0" data-matches="12"' in table.page_label.value
+    table.next.click()
+    await table.join()
+    assert drawn(table) == [f"order-{i:02d}" for i in (6, 5, 4, 3, 2)]
+    table.next.click()
+    await table.join()
+    assert drawn(table) == ["order-01", "order-00"] and table.next.disabled
+    table.prev.click()
+    await table.join()
+    assert drawn(table)[0] == "order-06"
+    table.prev.click()
+    await table.join()
+    assert drawn(table)[0] == "order-11" and table.prev.disabled
+
+
+async def test_search_by_id_step_status_and_time_window() -> None:
+    clock = FakeClock(T0 + 10_000)
+    store = ReadStore()
+    workflow(store, "order-1", at=T0)  # long ago
+    workflow(store, "order-2", ("fetch", "approve"), StepState.WAITING, at=T0 + 9_990)
+    workflow(store, "refund-1", ("lookup",), at=T0 + 9_995)
+    table = StepTable(store, clock=clock)
+    await table.refresh()
+    table.query.value = "order"
+    await table.join()
+    assert drawn(table) == ["order-2", "order-1"]
+    assert 'data-matches="2"' in table.page_label.value
+    table.step_query.value = "appr"
+    await table.join()
+    assert drawn(table) == ["order-2"]
+    assert [r.step_name for r in table.page.rows] == ["approve"]
+    table.step_query.value = ""
+    table.filter.value = "waiting"
+    await table.join()
+    assert [(r.workflow_id, r.step_name) for r in table.page.rows] == [
+        ("order-2", "fetch"), ("order-2", "approve")]
+    table.filter.value = ""
+    table.query.value = ""
+    table.window.value = 300.0  # the last 5 minutes
+    await table.join()
+    assert drawn(table) == ["refund-1", "order-2"]
+
+
+async def test_a_search_reads_only_the_steps_of_the_workflows_it_shows() -> None:
+    store = ReadStore()
+    for i in range(200):
+        workflow(store, f"wf-{i:03d}")
+    table = StepTable(store, clock=FakeClock(), limit=4)
+    await table.refresh()
+    assert store.calls["step_rows(wf)"] == 2  # the first page: two workflows
+    table.query.value = "wf-05"
+    await table.join()
+    assert drawn(table) == ["wf-059", "wf-058"]
+    assert 'data-matches="10"' in table.page_label.value
+    assert store.calls["step_rows(wf)"] == 4 and "step_rows" not in store.calls
+
+
+async def test_the_first_poll_reads_the_tail_and_rebuilds_the_workflows_it_draws(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_source, "TAIL_EVENTS", 7)
+    store = ReadStore()
+    for i in range(20):
+        workflow(store, f"wf-{i:02d}")  # 5 events each: 100 events
+    timeline = EventTimeline(store, clock=FakeClock(), limit=2)
+    await timeline.refresh()
+    # The tail (wf-18's last 2 events, wf-19 whole), then wf-18's whole history.
+    assert store.after == [93, 0]
+    tracks = timeline.model.recent(2)
+    assert [t.workflow_id for t in tracks] == ["wf-19", "wf-18"]
+    assert all(t.whole and t.state == "running" and len(t.steps) == 2 for t in tracks)
+    assert [s.outcome for s in tracks[1].steps[0].spans] == ["completed"]
+
+
+async def test_waiting_workflows_older_than_the_tail_still_reach_the_approval_panel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_source, "TAIL_EVENTS", 5)
+    store = ReadStore()
+    workflow(store, "old", ("ask",), StepState.WAITING)
+    for i in range(10):
+        workflow(store, f"new-{i}")
+    dash = Dashboard(FakeEngine(store, FakeClock()))
+    await dash.refresh()
+    assert dash.approvals.slots[0].key == ("old", 0)
+    await dash.stop()
+
+
+async def test_the_timeline_zoom_slider_redraws_without_reading() -> None:
+    store = ReadStore()
+    workflow(store, "w")
+    timeline = EventTimeline(store, clock=FakeClock(T0 + 20))
+    await timeline.refresh()
+    calls = dict(store.calls)
+    timeline.zoom.value = (50.0, 100.0)
+    assert dict(store.calls) == calls and "zoomed: 50-100%" in timeline.html.value
+    timeline.zoom.value = (40.0, 40.0)  # squeezed to a point: a sliver, no error
+    assert "zoomed: 40-40%" in timeline.html.value
+
+
+class GatedStore(ReadStore):
+    """Reading the steps of `slow` waits for `gate`: a search that is overtaken."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def step_rows(self, workflow_id: str | None = None) -> list[Any]:
+        if workflow_id == "a-slow":
+            await self.gate.wait()
+        return await super().step_rows(workflow_id)
+
+
+async def test_a_slow_search_overtaken_by_the_next_keystroke_draws_nothing() -> None:
+    store = GatedStore()
+    workflow(store, "a-slow")
+    workflow(store, "ab")
+    for i in range(60):
+        workflow(store, f"z-{i}")  # push both off the first page: their steps are not read
+    table = StepTable(store, clock=FakeClock(), limit=6)
+    await table.refresh()
+    table.query.value = "a"  # matches a-slow first: its read waits
+    await asyncio.sleep(0)
+    table.query.value = "ab"
+    await asyncio.sleep(0)
+    store.gate.set()
+    await table.join()
+    assert drawn(table) == ["ab"] and 'data-matches="1"' in table.page_label.value
+
+
+async def test_an_approval_with_a_deadline_counts_down_each_tick_without_reading() -> None:
+    from agentq.widgets import ApprovalPanel
+
+    clock = FakeClock(T0)
+    store = ReadStore()
+    store.event(K.WORKFLOW_STARTED, "w")
+    store.event(K.STEP_WAITING, "w", (0, "s0"), attempt=1, reason="ok?", key="k")
+    store.step("w", 0, "s0", StepState.WAITING, reason="ok?", wait_key="k",
+               wait_deadline=T0 + 125)
+    panel = ApprovalPanel(FakeEngine(store, clock))
+    await panel.refresh()
+    label = panel.slots[0].label
+    assert 'data-left="125"' in label.value and "(in 2 m 05 s)" in label.value
+    calls = dict(store.calls)
+    await clock.advance(100.4)
+    assert await panel.refresh() is True  # the log did not move: only the label changed
+    assert "(in 24 s)" in label.value
+    assert store.calls["last_seq"] == calls["last_seq"] + 1 and store.calls["event_rows"] == 1
+    await clock.advance(0.2)
+    assert await panel.refresh() is False  # the same whole second: nothing sent
+    await clock.advance(30)
+    assert await panel.refresh() is True and "(passed)" in label.value

@@ -1,215 +1,192 @@
-"""Plain callables that return an awaitable: a thread the first time, the loop afterwards."""
+"""Which plain callables run on the loop: only lambdas whose code shows they build a coroutine."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
-import threading
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
 from agentq.errors import JobFailed
 from agentq.queue import Job, Queue
-from agentq.queue.builders import BLOCKING, LIMIT, Builders, code_of
+from agentq.queue.builders import LIMIT, Builders, callee_of
 
 
-async def where(log: list[int]) -> int:
-    return threading.get_ident()
+class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor, counting the calls sent to a thread."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=4)
+        self.hops = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        self.hops += 1
+        return super().submit(fn, *args, **kwargs)
 
 
-def lenient(queue: Queue, blocking: float = 60.0) -> Queue:
-    """`queue`, whose calls count as blocking only beyond `blocking` seconds: the tests must
-    not depend on how busy the machine is (a thread descheduled for 20 ms, the default,
-    would count as blocking)."""
-    queue._ledger.builders.blocking = blocking
-    return queue
+@pytest.fixture
+async def threads() -> AsyncIterator[CountingExecutor]:
+    executor = CountingExecutor()
+    asyncio.get_running_loop().set_default_executor(executor)
+    yield executor
+    executor.shutdown(wait=True)
 
 
-SLOW = 0.1  # the blocking threshold of the tests of blocking callables; they block 3x longer
+async def fetch(x: Any, scale: int = 1) -> Any:
+    return ("async", x * scale)
 
 
-def build(log: list[int], i: int) -> Callable[[], Any]:
-    """A lambda that records the thread it is called in, then builds a coroutine."""
-    return lambda: (log.append(threading.get_ident()), where(log))[1]
+def blocking_tool(x: Any) -> Any:
+    time.sleep(0.01)
+    return ("sync", x)
 
 
-async def test_a_lambda_returning_a_coroutine_runs_in_a_thread_once_then_on_the_loop() -> None:
-    loop_thread = threading.get_ident()
-    calls: list[int] = []
-    async with lenient(Queue()) as queue:
-        for i in range(4):
-            await queue.push_and_wait(Job(f"k{i}", build(calls, i)))
-    assert calls[0] != loop_thread  # the first call: a worker thread
-    assert calls[1:] == [loop_thread] * 3  # the same code object: called on the loop
+def tool_with_its_own_loop(x: Any) -> Any:
+    return asyncio.run(fetch(x))  # works in a thread, fails on a running loop
 
 
-async def test_the_memory_belongs_to_one_queue() -> None:
-    loop_thread = threading.get_ident()
-    calls: list[int] = []
-    async with lenient(Queue()) as first:
-        await first.push_and_wait(Job("a", build(calls, 0)))
-        await first.push_and_wait(Job("b", build(calls, 1)))
-    async with lenient(Queue()) as second:
-        await second.push_and_wait(Job("a", build(calls, 2)))
-    assert calls[1] == loop_thread
-    assert calls[2] != loop_thread  # a new queue starts in a thread again
+def call_tool(name: str, x: Any) -> Any:
+    """A dispatcher: a coroutine for one tool, a blocking call for the others."""
+    return fetch(x) if name == "fetch" else tool_with_its_own_loop(x)
 
 
-async def test_a_plain_def_that_blocks_keeps_running_in_a_thread() -> None:
-    loop_thread = threading.get_ident()
+async def test_a_lambda_around_an_async_call_runs_on_the_loop(
+    threads: CountingExecutor,
+) -> None:
+    async with Queue() as queue:
+        outputs = [await queue.push_and_wait(Job(f"k{i}", lambda i=i: fetch(i))) for i in range(3)]
+        assert outputs == [("async", 0), ("async", 1), ("async", 2)]
+        # keyword arguments and constants, and a callee held by a closure cell
+        assert await queue.push_and_wait(Job("kw", lambda: fetch(2, scale=3))) == ("async", 6)
 
-    def blocking() -> int:
-        threading.Event().wait(0.001)
-        return threading.get_ident()
+        def make(f: Callable[..., Any], x: int) -> Callable[[], Any]:
+            return lambda: f(x)
+
+        assert await queue.push_and_wait(Job("cell", make(fetch, 5))) == ("async", 5)
+        assert await queue.push_and_wait(Job("param", lambda g=fetch: g(7))) == ("async", 7)
+    assert threads.hops == 0
+
+
+async def test_a_dispatcher_to_sync_and_async_tools_always_runs_in_a_thread(
+    threads: CountingExecutor,
+) -> None:
+    # Review 12: the same lambda once returned a coroutine, then ran a tool that starts its
+    # own event loop on the running loop and failed. It must keep working as in a thread.
+    async with Queue() as queue:
+        for i, name in enumerate(["fetch", "sync", "fetch", "sync"]):
+            got = await queue.push_and_wait(Job(f"d{i}", lambda n=name, x=i: call_tool(n, x)))
+            assert got == ("async", i)
+    assert threads.hops == 4
+
+
+async def test_forms_that_may_run_code_before_the_coroutine_stay_in_a_thread(
+    threads: CountingExecutor,
+) -> None:
+    class Client:
+        async def fetch(self, x: int) -> Any:
+            return ("method", x)
+
+    client = Client()
+    async with Queue() as queue:
+        assert await queue.push_and_wait(Job("attr", lambda: client.fetch(1))) == ("method", 1)
+        assert await queue.push_and_wait(Job("call", lambda: fetch(abs(-2)))) == ("async", 2)
+        assert threads.hops == 2
+        # the documented fast forms of the same calls
+        assert await queue.push_and_wait(Job("p", functools.partial(client.fetch, 3))) == (
+            "method", 3,
+        )
+        assert threads.hops == 2
+
+
+async def test_a_callee_rebound_to_a_blocking_def_goes_to_a_thread(
+    threads: CountingExecutor,
+) -> None:
+    tools: dict[str, Callable[..., Any]] = {"tool": fetch}
+
+    def make() -> Callable[[], Any]:
+        tool = tools["tool"]
+        return lambda: tool(1)
 
     async with Queue() as queue:
-        threads = [await queue.push_and_wait(Job(f"b{i}", blocking)) for i in range(3)]
-    assert loop_thread not in threads
+        assert await queue.push_and_wait(Job("a", make())) == ("async", 1)
+        assert threads.hops == 0
+        tools["tool"] = blocking_tool  # same code object, another callee: looked up per job
+        assert await queue.push_and_wait(Job("b", make())) == ("sync", 1)
+        assert threads.hops == 1
 
 
-async def test_a_remembered_callable_returning_a_plain_value_goes_back_to_a_thread() -> None:
-    loop_thread = threading.get_ident()
-    seen: list[int] = []
+async def test_functions_sharing_a_decorators_wrapper_run_where_their_kind_says(
+    threads: CountingExecutor,
+) -> None:
+    # Review 12: one wrapper code object for an async and a blocking function.
+    def traced(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*a: Any, **k: Any) -> Any:
+            return fn(*a, **k)
 
-    def make(awaitable: bool) -> Callable[[], Any]:
-        def fn() -> Any:
-            seen.append(threading.get_ident())
-            return where([]) if awaitable else "plain"
+        return wrapper
 
-        return fn
-
-    async with lenient(Queue()) as queue:
-        await queue.push_and_wait(Job("1", make(True)))  # a thread
-        await queue.push_and_wait(Job("2", make(True)))  # loop
-        assert await queue.push_and_wait(Job("3", make(False))) == "plain"  # loop, forgotten
-        await queue.push_and_wait(Job("4", make(True)))  # a thread again, remembered again
-        await queue.push_and_wait(Job("5", make(True)))  # the loop
-    assert [t == loop_thread for t in seen] == [False, True, True, False, True]
-
-
-async def test_a_remembered_callable_that_raises_on_the_loop_fails_its_job() -> None:
-    def make(fail: bool) -> Callable[[], Any]:
-        def fn() -> Any:
-            if fail:
-                raise ValueError("bad argument")
-            return where([])
-
-        return fn
-
-    async with lenient(Queue()) as queue:
-        await queue.push_and_wait(Job("1", make(False)))
-        with pytest.raises(JobFailed) as caught:
-            await queue.push_and_wait(Job("2", make(True)))
-        assert isinstance(caught.value.__cause__, ValueError)
-        assert await queue.push_and_wait(Job("3", make(False))) == threading.get_ident()
+    search = traced(fetch)
+    read = traced(blocking_tool)
+    async with Queue() as queue:
+        assert await queue.push_and_wait(Job("s", functools.partial(search, 1))) == ("async", 1)
+        assert await queue.push_and_wait(Job("r", functools.partial(read, 2))) == ("sync", 2)
+    assert threads.hops == 2  # a plain wrapper is a plain callable: a thread each time
 
 
-async def test_a_remembered_callable_returning_an_async_generator_fails_its_job() -> None:
-    async def agen() -> Any:
+async def test_a_lambda_around_an_async_generator_function_fails_its_job() -> None:
+    async def numbers() -> AsyncIterator[int]:
         yield 1
 
-    def make(generator: bool) -> Callable[[], Any]:
-        return lambda: agen() if generator else where([])
-
-    async with lenient(Queue()) as queue:
-        await queue.push_and_wait(Job("1", make(False)))
-        with pytest.raises(JobFailed, match="async generator"):
-            await queue.push_and_wait(Job("2", make(True)))
+    async with Queue() as queue:
+        with pytest.raises(JobFailed) as info:
+            await queue.push_and_wait(Job("g", lambda: numbers()))
+    assert isinstance(info.value.__cause__, TypeError)
 
 
-async def test_partials_and_bound_methods_of_plain_functions_are_remembered_too() -> None:
-    loop_thread = threading.get_ident()
-    seen: list[int] = []
+async def test_a_lambda_whose_async_callee_raises_fails_its_job(
+    threads: CountingExecutor,
+) -> None:
+    async def broken(x: int) -> None:
+        raise ValueError(f"bad {x}")
 
-    def start(i: int) -> Any:
-        seen.append(threading.get_ident())
-        return asyncio.sleep(0, i)
-
-    class Client:
-        def call(self) -> Any:
-            seen.append(threading.get_ident())
-            return asyncio.sleep(0, "m")
-
-    async with lenient(Queue()) as queue:
-        for i in range(2):
-            assert await queue.push_and_wait(Job(f"p{i}", functools.partial(start, i))) == i
-        client = Client()
-        for i in range(2):
-            assert await queue.push_and_wait(Job(f"m{i}", client.call)) == "m"
-    assert [t == loop_thread for t in seen] == [False, True, False, True]
+    async with Queue() as queue:
+        with pytest.raises(JobFailed) as info:
+            await queue.push_and_wait(Job("e", lambda: broken(1)))
+    assert isinstance(info.value.__cause__, ValueError)
+    assert threads.hops == 0
 
 
-def test_code_of_names_the_code_that_decides_the_call() -> None:
-    def fn() -> None:
+def test_callee_of_reads_the_one_form() -> None:
+    x = 1
+
+    def f(*a: Any, **k: Any) -> None:
         return None
 
-    class Obj:
-        def method(self) -> None:
-            return None
-
-        def __call__(self) -> None:
-            return None
-
-    assert code_of(fn) is fn.__code__
-    assert code_of(functools.partial(fn)) is fn.__code__
-    assert code_of(Obj().method) is Obj.method.__code__
-    assert code_of(Obj()) is None
-    assert code_of(print) is None
-
-
-def test_the_default_threshold_is_far_above_building_a_coroutine() -> None:
-    assert Builders().blocking == BLOCKING == 0.02
+    assert callee_of((lambda: fetch(x)).__code__) == ("LOAD_GLOBAL", "fetch")
+    assert callee_of((lambda: f(x, 2, k=x)).__code__) == ("LOAD_DEREF", "f")
+    assert callee_of((lambda y=1: fetch(y)).__code__) == ("LOAD_GLOBAL", "fetch")
+    assert callee_of((lambda g=fetch: g(x)).__code__) == ("LOAD_FAST", "g")
+    for other in [
+        lambda: None,
+        lambda: fetch(x) or 1,
+        lambda: fetch(f(x)),
+        lambda: fetch(x.real),
+        lambda: f(*[x]),
+        lambda: [fetch(x)][0],
+        lambda y=fetch: y(x).send,
+    ]:
+        assert callee_of(other.__code__) == ("", ""), other
 
 
 def test_the_table_is_bounded() -> None:
     builders = Builders()
-    codes = [compile(f"x = {i}", "<t>", "exec") for i in range(LIMIT + 1)]
+    codes = [compile(f"lambda: fetch({i})", "<test>", "eval") for i in range(LIMIT + 5)]
     for code in codes:
-        builders.remember(code)
+        fn = eval(code, {"fetch": fetch})
+        assert builders.builds_coroutine(fn)
     assert len(builders) <= LIMIT
-    assert codes[-1] in builders
-    builders.forget(codes[-1])
-    assert codes[-1] not in builders
-    builders.forget(codes[-1])  # twice: harmless
-
-
-def _block(seconds: float) -> None:
-    """Hold the calling thread (what a blocking `def` does), without waiting for anything."""
-    threading.Event().wait(seconds)
-
-
-async def test_a_def_that_blocks_before_returning_an_awaitable_stays_in_threads() -> None:
-    loop_thread = threading.get_ident()
-    seen: list[int] = []
-
-    def slow_builder() -> Any:
-        seen.append(threading.get_ident())
-        _block(SLOW * 3)
-        return where([])
-
-    async with lenient(Queue(), SLOW) as queue:
-        for i in range(3):
-            await queue.push_and_wait(Job(f"s{i}", slow_builder))
-    assert loop_thread not in seen
-
-
-async def test_a_remembered_callable_that_blocks_on_the_loop_goes_back_to_threads() -> None:
-    loop_thread = threading.get_ident()
-    seen: list[int] = []
-
-    def make(block: bool) -> Callable[[], Any]:
-        def fn() -> Any:
-            seen.append(threading.get_ident())
-            if block:
-                _block(SLOW * 3)
-            return where([])
-
-        return fn
-
-    async with lenient(Queue(), SLOW) as queue:
-        await queue.push_and_wait(Job("1", make(False)))  # a thread, then remembered
-        await queue.push_and_wait(Job("2", make(True)))  # the loop: blocked it, forgotten
-        await queue.push_and_wait(Job("3", make(False)))  # a thread again
-    assert [t == loop_thread for t in seen] == [False, True, False]

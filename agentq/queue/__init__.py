@@ -8,8 +8,8 @@ each imports only modules that come before it in the list, never one after it.
 2. ``fingerprint`` - what makes two pushes of one key "the same call", and its stored text.
 3. ``fingerprint_fast`` - the same fingerprint, taken in one quick pass for calls over
    plain values (the common lambdas and partials).
-4. ``builders`` - `Builders`: the code objects of plain callables seen returning an
-   awaitable, which a queue then calls on the loop instead of in a thread.
+4. ``builders`` - `Builders`: which lambdas only build a coroutine (read from their code),
+   which a queue then calls on the loop instead of in a thread.
 5. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
    `QueueStats`.
 6. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.

@@ -39,12 +39,11 @@ class Job:
         fn: A zero-argument callable: an ``async def`` function (or a `functools.partial` of
             one, or an object with an ``async def __call__``) runs on the event loop; a plain
             callable runs in a worker thread of the loop's default executor, so that a
-            ``def`` that blocks never blocks the loop. A plain callable that returns an
-            awaitable (such as ``lambda: fetch(url)``) has it awaited on the loop, and the
-            queue remembers its code object (per queue, at most 1,024): later callables with
-            that code object are called on the loop (which only builds the awaitable), with
-            no thread hop. One that then returns a plain value instead has run on the loop
-            that once and goes back to a thread from its next call (see
+            ``def`` that blocks never blocks the loop; an awaitable it returns is awaited
+            on the loop. One form is called on the loop with no thread hop, because its
+            code shows it only builds a coroutine: a lambda whose body is one call of an
+            ``async def`` function named by a global or an enclosing variable, with
+            constants or plain names as arguments (``lambda: fetch(url)``; see
             ``docs/queue.md``). An async generator function is refused: it has no result
             to await. So is a callable whose signature cannot be called with no arguments
             (a required parameter left unbound, or too many bound); a callable without a

@@ -94,7 +94,7 @@ class Ledger:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.subscribers: tuple[Callable[[JobEvent], object], ...] = ()
         self.store = store
-        # Plain callables seen returning an awaitable: called on the loop (`agentq.queue.builders`).
+        # Lambdas that only build a coroutine: called on the loop (`agentq.queue.builders`).
         self.builders = Builders()
 
     # ------------------------------------------------------------ the event loop

@@ -2,9 +2,9 @@
 
 The body of an async job runs directly in the task that runs the record (a lane worker, or
 the waiting job's task for a nested call): no task per job. A plain callable runs in a
-thread of the loop's default executor, unless its code object was seen returning an awaitable
-(``lambda: fetch(url)``): then it is called on the loop and what it returns is awaited there
-(the rule is in `agentq.queue.builders`).
+thread of the loop's default executor, unless its code shows that calling it only builds a
+coroutine (``lambda: fetch(url)`` with an ``async def`` fetch): then it is called on the loop
+and the coroutine awaited there (the rule is in `agentq.queue.builders`).
 
 Interrupts (a timeout, `JobHandle.cancel`, `Queue.close`) decide the attempt at once and then
 cancel the task if it is awaiting an async body or a backoff; the number of such cancels is
@@ -44,14 +44,12 @@ import functools
 import inspect
 from collections.abc import Callable, Coroutine
 from inspect import CO_COROUTINE
-from time import perf_counter
 from types import FunctionType
 from typing import Any
 
 import agentq.tracing as tracing
 from agentq.errors import DeadlockError
 from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason
-from agentq.queue.builders import code_of
 from agentq.queue.jobs import JobEventKind
 from agentq.queue.lane import RUNNING
 from agentq.queue.ledger import Ledger, cancelled_outcome, error_outcome
@@ -143,9 +141,12 @@ async def _run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) -
         body_is_async = bool(fn.func.__code__.co_flags & CO_COROUTINE)
     else:
         body_is_async = is_async(fn)
-    # A plain callable whose code object was seen returning an awaitable runs on the loop.
-    builders = ledger.builders
-    code = None if body_is_async else code_of(fn)
+    # A lambda that only builds a coroutine (``lambda: fetch(url)``) is called on the loop.
+    builds = (
+        not body_is_async
+        and type(fn) is FunctionType
+        and ledger.builders.builds_coroutine(fn)
+    )
     try:
         previous = ledger.keys.previous_run(record)
         if previous is not None:
@@ -167,31 +168,16 @@ async def _run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) -
             base = task.cancelling()
             raised: BaseException | None = None
             try:
-                if body_is_async:
+                if body_is_async or builds:
                     record.phase = ASYNC_BODY
                     output = await fn()
-                elif code is not None and code in builders:  # it builds an awaitable
-                    record.phase = ASYNC_BODY
-                    began = perf_counter()
-                    output = fn()
-                    if perf_counter() - began > builders.blocking:  # it blocked the loop: threads
-                        builders.forget(code)
-                    if inspect.isawaitable(output):
-                        output = await output
-                    else:  # a plain value this time: back to a thread from the next call
-                        builders.forget(code)
-                        if inspect.isasyncgen(output):
-                            raised = _async_generator_returned(record, output)
                 else:
                     record.phase = THREAD_BODY
-                    took = [0.0]
-                    output = await _in_thread(ledger, record, fn, took)
+                    output = await _in_thread(ledger, record, fn)
                     if type(output) is _Raised:
                         raised = output.exc  # only recorded, even a KeyboardInterrupt
                     elif record.pending is None and record.outcome is None:
                         if inspect.isawaitable(output):
-                            if code is not None and took[0] <= builders.blocking:
-                                builders.remember(code)
                             record.phase = ASYNC_BODY
                             output = await output
                         elif inspect.isasyncgen(output):
@@ -349,17 +335,14 @@ class _Raised:
         self.exc = exc
 
 
-async def _in_thread(
-    ledger: Ledger, record: Record, fn: Callable[[], Any], took: list[float]
-) -> Any:
-    """Run `fn` in a worker thread: its result, or `_Raised` with what it raised; the
-    seconds the call took in the thread are written to ``took[0]``.
+async def _in_thread(ledger: Ledger, record: Record, fn: Callable[[], Any]) -> Any:
+    """Run `fn` in a worker thread: its result, or `_Raised` with what it raised.
 
     If cancelled from outside, wait for the thread, then re-raise.
     """
     loop = ledger.running_loop()
     done: asyncio.Future[Any] = loop.create_future()
-    loop.run_in_executor(None, _thread_main, loop, done, contextvars.copy_context(), fn, took)
+    loop.run_in_executor(None, _thread_main, loop, done, contextvars.copy_context(), fn)
     try:
         return await asyncio.shield(done)
     except asyncio.CancelledError as exc:
@@ -381,14 +364,11 @@ def _thread_main(
     done: asyncio.Future[Any],
     ctx: contextvars.Context,
     fn: Callable[[], Any],
-    took: list[float],
 ) -> None:
-    began = perf_counter()
     try:
         result = ctx.run(fn)
     except BaseException as exc:
         result = _Raised(exc)
-    took[0] = perf_counter() - began  # read on the loop once `done` is resolved
     try:
         loop.call_soon_threadsafe(_resolve, done, result)
     except RuntimeError:  # the loop is closed: nobody waits for this thread any more

@@ -150,7 +150,7 @@ class StepTable(Live):
         """The workflows of the rows drawn, in order (what the detail pane offers)."""
         self.page: Page = Page()
         """The page drawn (`agentq.widgets._search.Page`)."""
-        self._starts: list[int] = []  # the first workflow of each earlier page, for "newer"
+        self._starts: list[tuple[int, int]] = []  # (start, offset) of earlier pages, for "newer"
         bar = w.HBox([self.query, self.step_query, self.filter, self.window, self.prev,
                       self.next, self.page_label])
         self.widget = w.VBox([self._banner, bar, self.html])
@@ -159,9 +159,10 @@ class StepTable(Live):
         self._generation = 0
         for box in (self.query, self.step_query, self.filter, self.window):
             box.observe(lambda _change: self._soon(0), names="value")
-        self.prev.on_click(lambda _b: self._soon(self._starts.pop() if self._starts else 0,
+        self.prev.on_click(lambda _b: self._soon(*(self._starts.pop() if self._starts else (0, 0)),
                                                  back=True))
-        self.next.on_click(lambda _b: self._soon(self.page.next_start, forward=True))
+        self.next.on_click(lambda _b: self._soon(self.page.next_start, self.page.next_offset,
+                                                 forward=True))
 
     @property
     def search(self) -> Query:
@@ -169,23 +170,32 @@ class StepTable(Live):
         return Query(self.query.value.strip(), self.step_query.value.strip(),
                      self.filter.value, float(self.window.value or 0))
 
-    def _soon(self, start: int, *, forward: bool = False, back: bool = False) -> None:
+    def _soon(self, start: int, offset: int = 0, *, forward: bool = False,
+              back: bool = False) -> None:
         if forward:
-            self._starts.append(self.page.start)
+            self._starts.append((self.page.start, self.page.offset))
         elif not back:
             self._starts.clear()
-        self._spawner.spawn(lambda: self._show_guarded(start), "agentq.search")
+        self._spawner.spawn(lambda: self._show_guarded(start, offset), "agentq.search")
 
-    async def _show_guarded(self, start: int) -> None:
+    async def _show_guarded(self, start: int, offset: int) -> None:
         try:
-            await self.show_page(start)
+            await self.show_page(start, offset)
         except Exception as exc:  # a store failure: the banner shows it, stop() raises it
             self._fail(exc, "search failed")
 
-    async def show_page(self, start: int | None = None) -> bool:
+    async def show_page(self, start: int | None = None, offset: int | None = None) -> bool:
         """Draw the page from the `start`-th matching workflow (default: the current page).
 
-        Reads the step rows of the workflows it shows that were not read yet.
+        Reads the step rows of the workflows it shows that were not read yet. A workflow with
+        more matching steps than `limit` is paged by rows: its page ends with "… n more
+        steps", and **older ▶** (or ``show_page(page.next_start, page.next_offset)``) shows
+        the next ones.
+
+        Args:
+            start: Position (0-based) of the page's first workflow among the matching ones.
+            offset: Steps of that workflow to skip (when it is paged by rows); default 0,
+                or the current page's when `start` is None.
 
         Returns:
             Whether the HTML changed.
@@ -196,25 +206,26 @@ class StepTable(Live):
         self._spawner.bind()
         now = self.clock.time()
         first = self.page.start if start is None else start
+        skip = (self.page.offset if start is None else 0) if offset is None else offset
         self._generation += 1
         generation = self._generation
         page = await page_of(self.steps, self.store, self.search, start=first,
-                             limit=self.limit, now=now)
+                             limit=self.limit, now=now, offset=skip)
         if generation != self._generation:
             return False  # a later search (the next keystroke) draws its own page
         self.page = page
         self.shown = tuple(page.workflows)
-        self.prev.disabled = page.start == 0
+        self.prev.disabled = page.start == 0 and page.offset == 0
         self.next.disabled = page.next_start >= page.matches
         label = (
             f'<span data-agentq="page" data-start="{page.start}" data-matches="{page.matches}" '
             f'style="font-size:12px;color:#6b7280;padding:0 6px">'
             f"workflows {min(page.start + 1, page.matches)}-{page.next_start} of "
-            f"{page.matches:,}</span>"
+            f"{page.matches:,}{_steps_range(page)}</span>"
         )
         set_value(self.page_label, label)
         html = steps_html(
-            page.rows, now=now, limit=self.limit, total=len(page.rows),
+            page.rows, now=now, limit=self.limit, total=len(page.rows) + page.cut,
             counts=self.steps.counts, calls=self.source.calls.steps,
         )
         return set_value(self.html, html)
@@ -231,6 +242,16 @@ class StepTable(Live):
         if await self.source.poll() is None:
             return False
         return await self.show_page()
+
+
+def _steps_range(page: Page) -> str:
+    """' · steps 51-100 of 160' when the page shows part of one long workflow, else ''."""
+    if not (page.offset or page.cut):
+        return ""
+    first = page.workflows[0] if page.workflows else ""
+    shown = sum(1 for r in page.rows if r.workflow_id == first)
+    return f" · steps {page.offset + 1:,}-{page.offset + shown:,} of " \
+        f"{page.offset + shown + page.cut:,}"
 
 
 class EventTimeline(Live):

@@ -192,3 +192,47 @@ async def test_an_approval_with_a_deadline_counts_down_each_tick_without_reading
     assert await panel.refresh() is False  # the same whole second: nothing sent
     await clock.advance(30)
     assert await panel.refresh() is True and "(passed)" in label.value
+
+
+async def test_a_workflow_longer_than_the_page_says_how_many_more_and_pages_by_rows() -> None:
+    # Review 14 #1: a 10-step workflow under limit=4 showed 4 rows, no "more", older disabled.
+    store = ReadStore()
+    workflow(store, "old")
+    workflow(store, "long", tuple(f"s{i}" for i in range(10)))
+    workflow(store, "new")
+    table = StepTable(store, clock=FakeClock(), limit=4)
+    await table.refresh()
+    assert drawn(table) == ["new"]
+    table.next.click()
+    await table.join()
+    assert [r.step_name for r in table.page.rows] == ["s0", "s1", "s2", "s3"]
+    assert "6 more" in table.html.value and "steps 1-4 of 10" in table.page_label.value
+    assert not table.next.disabled
+    table.next.click()
+    await table.join()
+    assert [r.step_name for r in table.page.rows] == ["s4", "s5", "s6", "s7"]
+    table.next.click()
+    await table.join()  # the rest of "long", then the next workflow if it fits
+    assert [r.step_name for r in table.page.rows] == ["s8", "s9", "fetch", "send"]
+    assert "steps 9-10 of 10" in table.page_label.value and "more" not in table.html.value
+    assert table.next.disabled
+    for expected in (["s4", "s5", "s6", "s7"], ["s0", "s1", "s2", "s3"]):
+        table.prev.click()
+        await table.join()
+        assert [r.step_name for r in table.page.rows] == expected
+    table.prev.click()
+    await table.join()
+    assert drawn(table) == ["new"] and table.prev.disabled
+
+
+async def test_a_long_workflow_under_a_status_search_is_paged_too() -> None:
+    store = ReadStore()
+    workflow(store, "long", tuple(f"s{i}" for i in range(7)), StepState.FAILED)
+    table = StepTable(store, clock=FakeClock(), limit=3)
+    await table.refresh()
+    table.filter.value = "failed"
+    await table.join()
+    assert len(table.page.rows) == 3 and "4 more" in table.html.value
+    await table.show_page(table.page.next_start, table.page.next_offset)
+    await table.show_page(table.page.next_start, table.page.next_offset)
+    assert [r.step_name for r in table.page.rows] == ["s6"] and table.next.disabled

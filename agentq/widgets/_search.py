@@ -6,9 +6,9 @@ workflow index, most recently active first, keeps the workflows that match, and 
 of at most `limit` step rows from a given position, reading the step rows of only the
 workflows it shows (`StepCache.ensure`). A workflow with more matching steps than `limit` is
 paged by rows: its page shows `limit` of them, `Page.cut` says how many follow, and the next
-page starts at the same workflow with `Page.next_offset` set (no step is ever out of reach). Without a query it stops at the end of the page, so
-its cost does not grow with the log; with one, it scans the index (one pass over the workflow
-rows in memory, no I/O) to count the matches.
+page starts at the same workflow with `Page.next_offset` set (no step is ever out of reach).
+Without a query it stops at the end of the page, so its cost does not grow with the log; with
+one, it scans the index (one pass over the workflow rows in memory, no I/O) to count the matches.
 """
 
 from __future__ import annotations

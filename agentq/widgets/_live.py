@@ -41,6 +41,32 @@ def set_value(widget: Any, value: str) -> bool:
     return True
 
 
+def close_tree(root: Any) -> int:
+    """Close `root` and every widget it holds (children, layout, style, ...); return how many.
+
+    ``widget.close()`` drops the widget from ipywidgets' registry of live models (which
+    otherwise holds it, its callbacks and whatever they reach, for the kernel's lifetime) and
+    removes its views from the page. Idempotent.
+    """
+    base = widgets().Widget
+    stack, seen, closed = [root], set(), 0
+    while stack:
+        w = stack.pop()
+        if not isinstance(w, base) or id(w) in seen:
+            continue
+        seen.add(id(w))
+        for name in w.keys:
+            value = getattr(w, name, None)
+            if isinstance(value, base):
+                stack.append(value)
+            elif isinstance(value, list | tuple):
+                stack.extend(v for v in value if isinstance(v, base))
+        if w.comm is not None:
+            closed += 1
+        w.close()
+    return closed
+
+
 class Spawner:
     """Runs the work of a click as a task on the kernel's loop, whoever calls the callback.
 
@@ -193,14 +219,35 @@ class Live:
             f"{esc(type(self).__name__)} stopped: its cell ran again</div>"
         )
         self._banner.layout.display = None
+        # The cell's output is cleared by its new run: free the widgets (see `close`).
+        self.close()
 
-    async def stop(self) -> None:
+    def close(self) -> None:
+        """Close every ipywidget of this view (idempotent); `stop` calls it.
+
+        ipywidgets keeps each widget in a registry until it is closed, and the buttons'
+        callbacks reach this object, hence its engine and store: without closing, every
+        re-run of a setup cell would keep the old store (its connection and thread) alive for
+        the kernel's lifetime (review 14 #5). After `close`, the views are gone from the page
+        and the object can be garbage-collected once the notebook drops its name.
+        """
+        close_tree(self._banner)
+        root = getattr(self, "widget", None)
+        if root is not None:
+            close_tree(root)
+
+    async def stop(self, *, close: bool = True) -> None:
         """Stop the refresher, refresh one last time, and re-raise the refresher's error.
 
         End each notebook with ``await dashboard.stop()``: a background task that fails
         after its cell ended is otherwise lost silently. Without an error, the views are
-        brought up to date one last time (so the saved notebook shows the final state) and
-        work the widgets started themselves (approvals) is awaited.
+        brought up to date one last time and work the widgets started themselves
+        (approvals) is awaited. Then the widgets are closed (`close`), so nothing keeps the
+        engine and store alive; pass ``close=False`` to keep the final state on the page
+        (and in a saved notebook) at the price of keeping them until the kernel ends.
+
+        Args:
+            close: Close the widgets at the end (also when an error is re-raised).
 
         Raises:
             Exception: Whatever ended the refresher (its traceback included), or what the
@@ -216,10 +263,14 @@ class Live:
                 current = asyncio.current_task()
                 if current is not None and current.cancelling():
                     raise  # stop() itself was cancelled
-        await self._drain()
-        if self._error is not None:
-            raise self._error
-        await self.refresh()
+        try:
+            await self._drain()
+            if self._error is not None:
+                raise self._error
+            await self.refresh()
+        finally:
+            if close:
+                self.close()
 
     async def _drain(self) -> None:
         """Wait for background work started by the widgets (overridden by the approval panel)."""

@@ -22,10 +22,15 @@ from agentq.markup import error_html, esc
 from agentq.sync import CLICK_TASK_PREFIX
 from agentq.widgets._cells import CellOwner
 
-__all__ = ["DEFAULT_INTERVAL", "Live", "Spawner"]
+__all__ = ["DEFAULT_INTERVAL", "LIVE_TIMES_EVERY", "Live", "Spawner"]
 
 DEFAULT_INTERVAL = 0.25
 """Seconds between two refreshes (4 Hz): live for a person, light for the browser."""
+
+LIVE_TIMES_EVERY = 1.0
+"""Seconds (of the widget's clock) between two redraws of live times on idle ticks: running
+durations, lease expiry, deadlines, the timeline's "now" line and open bars are redrawn from
+the last rows read and the clock, with no store read (review 14 #2)."""
 
 
 def widgets() -> Any:
@@ -157,6 +162,16 @@ class Live:
         self._cell = CellOwner(self._replaced)
         self.replaced = False
         """True once the cell that started this widget ran again (its refresher is cancelled)."""
+        self._times_drawn = -math.inf  # clock time of the last redraw of live times
+
+    def _times_due(self, *, drawn: bool = False) -> bool:
+        """Whether live times are due for a redraw (`LIVE_TIMES_EVERY`); `drawn=True` records
+        that the views were just drawn (from fresh rows) and returns False."""
+        now = self.clock.time()
+        if drawn or now - self._times_drawn >= LIVE_TIMES_EVERY:
+            self._times_drawn = now
+            return not drawn
+        return False
 
     async def refresh(self) -> bool:
         """Bring every view up to date once; return whether anything shown changed.

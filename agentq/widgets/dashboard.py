@@ -122,10 +122,15 @@ class Dashboard(Live):
             changed = await self.timeline.apply(rows) | changed
             changed = self.approvals.sync() | changed
             changed = await self.detail.update(rows) | changed
+            self._times_due(drawn=True)
         elif self.approvals._dirty:
             changed = self.approvals.sync() | changed
         else:
             changed = self.approvals.tick() | changed  # deadlines count down
+            if self._times_due():  # ~1 Hz: live times from the last rows and the clock, no I/O
+                changed = self.steps.redraw() | changed
+                changed = self.timeline.render() | changed
+                changed = self.detail.render() | changed
         changed = self.detail.choices(self.steps.shown) | changed
         # After the poll (the totals count the rows it read). answered_from_log is the
         # engine's own counter, not in the log: read every tick (an attribute, no I/O); the

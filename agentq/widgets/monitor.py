@@ -224,9 +224,16 @@ class StepTable(Live):
             f"{page.matches:,}{_steps_range(page)}</span>"
         )
         set_value(self.page_label, label)
+        return self.redraw(now)
+
+    def redraw(self, now: float | None = None) -> bool:
+        """Redraw the page drawn with the clock's time (no I/O): running durations count up
+        and lease expiries count down between events. Returns whether the HTML changed."""
+        page = self.page
         html = steps_html(
-            page.rows, now=now, limit=self.limit, total=len(page.rows) + page.cut,
-            counts=self.steps.counts, calls=self.source.calls.steps,
+            page.rows, now=self.clock.time() if now is None else now, limit=self.limit,
+            total=len(page.rows) + page.cut, counts=self.steps.counts,
+            calls=self.source.calls.steps,
         )
         return set_value(self.html, html)
 
@@ -238,9 +245,11 @@ class StepTable(Live):
         await self.join()
 
     async def refresh(self) -> bool:
-        """Read what changed in the store and redraw if anything did (see `Live.refresh`)."""
+        """Read what changed in the store and redraw if anything did (see `Live.refresh`);
+        on idle ticks, redraw the live times about once a second (`redraw`, no I/O)."""
         if await self.source.poll() is None:
-            return False
+            return self._times_due() and self.redraw()
+        self._times_due(drawn=True)
         return await self.show_page()
 
 
@@ -330,8 +339,10 @@ class EventTimeline(Live):
         return set_value(self.html, html)
 
     async def refresh(self) -> bool:
-        """Read the events appended since the last refresh and redraw (see `Live.refresh`)."""
+        """Read the events appended since the last refresh and redraw (see `Live.refresh`);
+        on idle ticks, move the "now" line and open bars about once a second (no I/O)."""
         rows = await self.source.poll()
         if rows is None:
-            return False
+            return self._times_due() and self.render()
+        self._times_due(drawn=True)
         return await self.apply(rows)

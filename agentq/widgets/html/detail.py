@@ -17,6 +17,7 @@ from agentq.markup import FONT, MUTED, badge, clock_text, esc, fmt_seconds, json
 from agentq.outcomes import ErrorInfo
 from agentq.store import CallRow, StepRow
 from agentq.widgets._detail import DetailSnapshot, attempts_of
+from agentq.widgets.html.results import countdown_text
 
 __all__ = [
     "FOLD_AT",
@@ -224,7 +225,7 @@ def _wait_facts(step: StepRow, now: float) -> str:
     if step.wait_deadline is not None:
         left = step.wait_deadline - now
         deadline = esc(f"{clock_text(step.wait_deadline)} "
-                       f"({'in ' + fmt_seconds(left) if left >= 0 else 'passed'})")
+                       f"({'in ' + countdown_text(left) if left >= 0 else 'passed'})")
     return _table([
         ("key", esc(step.wait_key or "")),
         ("deadline", deadline),

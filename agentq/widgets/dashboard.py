@@ -127,6 +127,7 @@ class Dashboard(Live):
             changed = self.approvals.sync() | changed
         else:
             changed = self.approvals.tick() | changed  # deadlines count down
+            changed = await self.detail.update([]) | changed  # a stale detail, when due
             if self._times_due():  # ~1 Hz: live times from the last rows and the clock, no I/O
                 changed = self.steps.redraw() | changed
                 changed = self.timeline.render() | changed

@@ -111,7 +111,8 @@ class Dashboard(Live):
         self.widget.add_class("agentq-dashboard")
 
     def _calls_html(self) -> str:
-        return call_totals_html(self.source.calls.totals, self.engine.answered_from_log)
+        return call_totals_html(self.source.calls.totals, self.engine.answered_from_log,
+                                floor=self.source.floor)
 
     async def refresh(self) -> bool:
         """Update every view from what changed (see `Live.refresh`)."""

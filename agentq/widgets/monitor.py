@@ -233,7 +233,7 @@ class StepTable(Live):
         html = steps_html(
             page.rows, now=self.clock.time() if now is None else now, limit=self.limit,
             total=len(page.rows) + page.cut, counts=self.steps.counts,
-            calls=self.source.calls.steps,
+            calls=self.source.calls.steps, calls_floor=self.source.floor,
         )
         return set_value(self.html, html)
 

@@ -12,6 +12,8 @@ from agentq.clock import FakeClock
 from agentq.events import EventKind
 from agentq.store import StepState
 from agentq.widgets import Dashboard, EventTimeline, StepTable, _source
+from agentq.widgets._calls import CallCounts
+from agentq.widgets.html.calls import call_counts_html
 
 from .fakes import T0, FakeEngine, ReadStore
 
@@ -236,3 +238,27 @@ async def test_a_long_workflow_under_a_status_search_is_paged_too() -> None:
     await table.show_page(table.page.next_start, table.page.next_offset)
     await table.show_page(table.page.next_start, table.page.next_offset)
     assert [r.step_name for r in table.page.rows] == ["s6"] and table.next.disabled
+
+
+async def test_call_counts_from_a_partial_window_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review 14 #8: totals read from the tail looked like totals of the whole log.
+    store = ReadStore()
+    for i in range(4):
+        workflow(store, f"wf-{i}")  # 5 events each
+    whole = Dashboard(FakeEngine(store, FakeClock()))
+    await whole.refresh()
+    assert "calls-scope" not in whole.calls.value
+    await whole.stop()
+    monkeypatch.setattr(_source, "TAIL_EVENTS", 7)
+    dash = Dashboard(FakeEngine(store, FakeClock()))
+    await dash.refresh()
+    assert 'data-floor="13"' in dash.calls.value
+    assert "in the events after #13 (older ones not read)" in dash.calls.value
+    await dash.stop()
+
+
+def test_a_steps_call_cell_from_a_partial_window_reads_at_least() -> None:
+    counts = CallCounts(calls=3, runs=3, completed=3)
+    assert ">3 calls" in call_counts_html(counts)
+    partial = call_counts_html(counts, floor=95_000)
+    assert "≥ 3 calls" in partial and "counted from event #95,001 on" in partial

@@ -209,6 +209,8 @@ class ApprovalPanel(Live):
         self.input_for = input_for
         self.source = _source or Source(engine.store)
         self.steps = self.source.want_steps()
+        cap = self.steps.waiting_cap
+        self.steps.waiting_cap = slots if cap is None else max(cap, slots)
         self.slots = tuple(ApprovalSlot(w) for _ in range(slots))
         """The slot widgets, in display order."""
         for slot in self.slots:
@@ -257,7 +259,11 @@ class ApprovalPanel(Live):
                 changed = free.pop(0).bind(key, row, seq, now) or changed
             else:
                 hidden += 1
-        changed = set_value(self.more, more_html(hidden, "waiting steps")) or changed
+        if self.steps.unread_waiting:  # waiting workflows not read yet (see `StepCache`)
+            text = more_html(hidden + self.steps.unread_waiting, "waiting")
+        else:
+            text = more_html(hidden, "waiting steps")
+        changed = set_value(self.more, text) or changed
         display = "none" if any(slot.key is not None for slot in self.slots) else None
         if self.empty.layout.display != display:
             self.empty.layout.display = display

@@ -11,7 +11,7 @@ import pytest
 from agentq.clock import FakeClock
 from agentq.events import EventKind
 from agentq.store import StepState
-from agentq.widgets import Dashboard, EventTimeline, StepTable, _source
+from agentq.widgets import ApprovalPanel, Dashboard, EventTimeline, StepTable, _source
 from agentq.widgets._calls import CallCounts
 from agentq.widgets.html.calls import call_counts_html
 
@@ -262,3 +262,21 @@ def test_a_steps_call_cell_from_a_partial_window_reads_at_least() -> None:
     assert ">3 calls" in call_counts_html(counts)
     partial = call_counts_html(counts, floor=95_000)
     assert "≥ 3 calls" in partial and "counted from event #95,001 on" in partial
+
+
+async def test_the_first_render_reads_only_as_many_waiting_workflows_as_the_panel_shows() -> None:
+    # Review 14 #4: the first render read the steps of every waiting workflow.
+    store = ReadStore()
+    for i in range(10):
+        workflow(store, f"ask-{i}", ("ask",), StepState.WAITING)
+    panel = ApprovalPanel(FakeEngine(store, FakeClock()), slots=2)
+    await panel.refresh()
+    assert store.calls["step_rows(wf)"] == 2 and "step_rows" not in store.calls
+    assert [s.key for s in panel.slots] == [("ask-0", 0), ("ask-1", 0)]  # the oldest waits
+    assert "… 8 more waiting not shown" in panel.more.value
+    store.step("ask-0", 0, "ask", StepState.COMPLETED)  # answered elsewhere
+    store.event(K.STEP_COMPLETED, "ask-0", (0, "ask"), attempt=1)
+    await panel.refresh()
+    assert [s.key for s in panel.slots] == [("ask-2", 0), ("ask-1", 0)]
+    assert "… 7 more waiting not shown" in panel.more.value
+    await panel.stop()

@@ -42,9 +42,9 @@ class StepCache:
         waiting: The waiting steps by ``(workflow_id, step_index)``.
         wait_seq: ``seq`` of the latest `StepWaiting` event of each step seen waiting.
         waiting_cap: At most how many waiting workflows to keep read for the approval panel
-            (its slots; None: all). The least recently active are read first (the oldest
-            waits), and more are read as those stop waiting (review 14 #4: the first render
-            read the steps of every waiting workflow, linear in the backlog).
+            (its slots; 0 without a panel; None: all). The least recently active are read
+            first (the oldest waits), and more are read as those stop waiting (review 14 #4:
+            the first render read the steps of every waiting workflow, linear in the backlog).
         unread_waiting: Waiting workflows in the index whose steps were not read (over the cap).
     """
 
@@ -54,7 +54,7 @@ class StepCache:
         self.counts: Counter[str] = Counter()
         self.waiting: dict[StepKey, StepRow] = {}
         self.wait_seq: dict[StepKey, int] = {}
-        self.waiting_cap: int | None = None
+        self.waiting_cap: int | None = 0  # the approval panel raises it to its slots
         self.unread_waiting = 0
 
     def __len__(self) -> int:

@@ -36,7 +36,7 @@ from agentq.clock import Clock
 from agentq.errors import AgentqError
 from agentq.markup import more_html, short
 from agentq.store import StepRow
-from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
+from agentq.widgets._live import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
 from agentq.widgets._source import Source, StepKey
 from agentq.widgets.html.results import approval_html, outcome_html
 from agentq.workflows import Recorded, RunResult
@@ -182,6 +182,7 @@ class ApprovalPanel(Live):
 
     Raises:
         MissingExtraError: ipywidgets is not installed.
+        TypeError: `slots` is not an int.
         ValueError: `slots` < 1 or a bad `interval`.
 
     Example:
@@ -202,8 +203,7 @@ class ApprovalPanel(Live):
         _source: Source | None = None,
     ) -> None:
         super().__init__(interval=interval, clock=clock or engine.clock)
-        if slots < 1:
-            raise ValueError(f"slots must be >= 1, got {slots!r}")
+        check_count(slots, "slots")
         w = widgets()
         self.engine = engine
         self.input_for = input_for

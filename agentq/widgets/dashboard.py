@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
+from agentq.widgets._live import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
 from agentq.widgets._source import Source
 from agentq.widgets.actions import Actions
 from agentq.widgets.approvals import ApprovalPanel
@@ -53,6 +53,8 @@ class Dashboard(Live):
 
     Raises:
         MissingExtraError: ipywidgets is not installed (``pip install 'agentq[notebook]'``).
+        TypeError: `limit`, `workflows` or `slots` is not an int (the message names it).
+        ValueError: One of them is < 1, or `interval` is not a positive number.
 
     Example:
         >>> dash = Dashboard(engine).start()   # last line of a cell: shows it, live
@@ -73,6 +75,8 @@ class Dashboard(Live):
         clock: Clock | None = None,
         workflow_for: Callable[[str], Any] | None = None,
     ) -> None:
+        for value, name in ((limit, "limit"), (workflows, "workflows"), (slots, "slots")):
+            check_count(value, name)  # named as the caller passed them
         clock = clock or engine.clock
         super().__init__(interval=interval, clock=clock)
         w = widgets()

@@ -11,7 +11,14 @@ from typing import Any
 
 from agentq.clock import Clock
 from agentq.store import DurableStore
-from agentq.widgets._live import DEFAULT_INTERVAL, Live, Spawner, set_value, widgets
+from agentq.widgets._live import (
+    DEFAULT_INTERVAL,
+    Live,
+    Spawner,
+    check_count,
+    set_value,
+    widgets,
+)
 from agentq.widgets._search import Page, Query, page_of
 from agentq.widgets._source import Source
 from agentq.widgets._timeline import Timeline
@@ -81,11 +88,6 @@ class LaneMonitor(Live):
         return self.update()
 
 
-def _check_limit(limit: int) -> None:
-    if limit < 1:
-        raise ValueError(f"limit must be >= 1, got {limit!r}")
-
-
 class StepTable(Live):
     """Workflows and their steps: status badges, attempt, worker, duration, reason, error.
 
@@ -109,6 +111,7 @@ class StepTable(Live):
 
     Raises:
         MissingExtraError: ipywidgets is not installed.
+        TypeError: `limit` is not an int.
         ValueError: `limit` < 1 or a bad `interval`.
     """
 
@@ -122,7 +125,7 @@ class StepTable(Live):
         _source: Source | None = None,
     ) -> None:
         super().__init__(interval=interval, clock=clock)
-        _check_limit(limit)
+        check_count(limit, "limit")
         w = widgets()
         self.limit = limit
         self.store = store
@@ -197,12 +200,20 @@ class StepTable(Live):
             offset: Steps of that workflow to skip (when it is paged by rows); default 0,
                 or the current page's when `start` is None.
 
+        A `start` past the last match draws the last workflow's page.
+
         Returns:
             Whether the HTML changed.
 
         Raises:
+            TypeError: `start` or `offset` is not an int (or None).
+            ValueError: `start` or `offset` is negative.
             StoreError: The store failed.
         """
+        if start is not None:
+            check_count(start, "start", least=0)
+        if offset is not None:
+            check_count(offset, "offset", least=0)
         self._spawner.bind()
         now = self.clock.time()
         first = self.page.start if start is None else start
@@ -211,6 +222,10 @@ class StepTable(Live):
         generation = self._generation
         page = await page_of(self.steps, self.store, self.search, start=first,
                              limit=self.limit, now=now, offset=skip)
+        if not page.rows and 0 < page.matches <= first:  # past the end: the last page
+            first, skip = page.matches - 1, 0
+            page = await page_of(self.steps, self.store, self.search, start=first,
+                                 limit=self.limit, now=now)
         if generation != self._generation:
             return False  # a later search (the next keystroke) draws its own page
         self.page = page
@@ -280,6 +295,7 @@ class EventTimeline(Live):
 
     Raises:
         MissingExtraError: ipywidgets is not installed.
+        TypeError: `limit` is not an int.
         ValueError: `limit` < 1 or a bad `interval`.
     """
 
@@ -293,7 +309,7 @@ class EventTimeline(Live):
         _source: Source | None = None,
     ) -> None:
         super().__init__(interval=interval, clock=clock)
-        _check_limit(limit)
+        check_count(limit, "limit")
         w = widgets()
         self.limit = limit
         self.source = _source or Source(store, steps=False)

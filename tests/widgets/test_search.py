@@ -280,3 +280,45 @@ async def test_the_first_render_reads_only_as_many_waiting_workflows_as_the_pane
     assert [s.key for s in panel.slots] == [("ask-2", 0), ("ask-1", 0)]
     assert "… 7 more waiting not shown" in panel.more.value
     await panel.stop()
+
+
+@pytest.mark.parametrize(("start", "error"), [
+    (-1, ValueError), (-100, ValueError), (2.5, TypeError), ("3", TypeError), (True, TypeError),
+])
+async def test_show_page_refuses_a_bad_start_naming_it(start: Any, error: type) -> None:
+    # Review 14 #6.
+    store = ReadStore()
+    for i in range(12):
+        workflow(store, f"wf-{i:02d}")
+    table = StepTable(store, clock=FakeClock(), limit=4)
+    await table.refresh()
+    with pytest.raises(error, match=r"start must be an int >= 0|start must be >= 0, got "):
+        await table.show_page(start)
+    with pytest.raises(ValueError, match="offset must be >= 0, got -1"):
+        await table.show_page(0, -1)
+
+
+async def test_show_page_past_the_end_draws_the_last_page() -> None:
+    store = ReadStore()
+    for i in range(12):
+        workflow(store, f"wf-{i:02d}")
+    table = StepTable(store, clock=FakeClock(), limit=4)
+    await table.refresh()
+    for start in (12, 100):
+        await table.show_page(start)
+        assert drawn(table) == ["wf-00"] and table.next.disabled and not table.prev.disabled
+        assert "workflows 12-12 of 12" in table.page_label.value
+
+
+@pytest.mark.parametrize(("kw", "error", "message"), [
+    ({"workflows": 0}, ValueError, "workflows must be >= 1, got 0"),
+    ({"limit": "50"}, TypeError, "limit must be an int >= 1, got '50'"),
+    ({"limit": 2.5}, TypeError, "limit must be an int >= 1, got 2.5"),
+    ({"slots": 0}, ValueError, "slots must be >= 1, got 0"),
+])
+def test_dashboard_arguments_are_checked_under_their_own_names(
+    kw: dict[str, Any], error: type, message: str
+) -> None:
+    # Review 14 #7.
+    with pytest.raises(error, match=message):
+        Dashboard(FakeEngine(ReadStore(), FakeClock()), **kw)

@@ -34,7 +34,7 @@ from typing import Any
 
 from agentq.clock import Clock
 from agentq.errors import AgentqError
-from agentq.markup import more_html, short
+from agentq.markup import more_html
 from agentq.store import StepRow
 from agentq.widgets._live import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
 from agentq.widgets._source import Source, StepKey
@@ -137,7 +137,7 @@ class ApprovalSlot:
         except json.JSONDecodeError as exc:
             raise ValueError(f"the arguments are not JSON: {exc}") from None
         if not isinstance(value, dict):
-            raise ValueError(f"the arguments must be a JSON object, got {short(value, 60)}")
+            raise ValueError(f"the arguments must be a JSON object, got {_json_kind(value)}")
         return value
 
     def tick(self, now: float) -> bool:
@@ -357,6 +357,18 @@ class ApprovalPanel(Live):
 
     async def _drain(self) -> None:
         await self.join()
+
+
+def _json_kind(value: object) -> str:
+    """Name a parsed JSON value in JSON's words: ``null``, ``true``, ``a string "x"``, ``an
+    array [1, 2]``, ``a number 3`` (review 14 #9: Python's None/True read like a bug)."""
+    text = json.dumps(value, ensure_ascii=False)  # plain text: the banner escapes it
+    text = text if len(text) <= 60 else f"{text[:59]}…"
+    if value is None or isinstance(value, bool):
+        return text
+    kind = ("a string" if isinstance(value, str) else "an array" if isinstance(value, list)
+            else "a number")
+    return f"{kind} {text}"
 
 
 def _key(row: StepRow) -> StepKey:

@@ -73,6 +73,7 @@ bench: $(TEST_STAMP)
 	$(PY) -m bench.frames
 	$(PY) -m bench.replay
 	$(PY) -m bench.postgres
+	$(PY) -m bench.tracing
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -7,6 +7,8 @@
 - `DurableStore`: `MemoryStore` (tests), `SqliteStore` (one SQLite file; extra ``sqlite``)
   and `PostgresStore` (a PostgreSQL database shared by many processes; extra ``postgres``).
 - `agentq.frames` and `agentq.widgets`: pandas and ipywidgets views (extra ``notebook``).
+- the ``agentq`` command line (`agentq.cli`, ``python -m agentq``; extra ``cli``) and
+  OpenTelemetry spans of runs, steps, calls and jobs (`agentq.tracing`; extra ``otel``).
 
 ``import agentq`` needs no third-party package.
 """

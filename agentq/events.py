@@ -10,7 +10,9 @@ kind                   data keys
 =====================  ===========================================================
 WorkflowStarted        steps (list of step names), input, definition (the name of the
                        `WorkflowDef` it was made from, or null for a plain Workflow;
-                       absent in logs written before definitions existed)
+                       absent in logs written before definitions existed); trace (the
+                       W3C trace context of the run that started it, when tracing was
+                       on; see `agentq.tracing`)
 StepStarted            lease_token, expires_at (Unix seconds)
 StepCompleted          output
 StepFailed             reason (error / timeout / cancelled / payload), error {type,

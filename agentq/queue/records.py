@@ -18,6 +18,7 @@ from typing import Any
 from agentq.outcomes import Failed, Outcome
 from agentq.queue.jobs import Job
 from agentq.queue.lane import CLAIMED, LOST, STOPPED, Lane
+from agentq.tracing import capture
 
 # Phases of a running record: what its task is awaiting.
 IDLE = 0
@@ -56,6 +57,7 @@ class Record:
         "state",
         "stop_waiters",
         "task",
+        "trace",
         "unread",
         "waiters",
         "waiting_on",
@@ -87,6 +89,8 @@ class Record:
         self.stop_waiters: list[asyncio.Future[None]] | None = None
         # Claimed without reading the queue's store (push_nowait): read it before running.
         self.unread = False
+        # The OpenTelemetry context of the push (the job's span starts under it), or None.
+        self.trace: Any = capture()
 
     # ------------------------------------------------------------ outcome
 

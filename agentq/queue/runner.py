@@ -48,6 +48,7 @@ from time import perf_counter
 from types import FunctionType
 from typing import Any
 
+import agentq.tracing as tracing
 from agentq.errors import DeadlockError
 from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason
 from agentq.queue.builders import code_of
@@ -104,10 +105,33 @@ def on_timeout(ledger: Ledger, record: Record, attempt: int) -> None:
 async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) -> None:
     """Run `record`'s attempts in `task` (the current one) until it is settled and stopped.
 
+    With tracing on (`agentq.tracing`), inside a `JOB` span started under the context the job
+    was pushed in; a job that ends `Failed` sets the span's status to ERROR.
+
     Raises:
         asyncio.CancelledError: The task was cancelled from outside; the record is settled
             as cancelled first (and a running thread is waited for).
     """
+    if record.trace is None:  # tracing off: no span, no cost
+        await _run_record(ledger, record, task)
+        return
+    job = record.job
+    attributes = {
+        "agentq.job.key": record.key, "agentq.job.name": job.name,
+        "agentq.job.priority": str(job.priority),
+    }
+    with tracing.span(tracing.JOB, attributes, parent=record.trace) as span:
+        try:
+            await _run_record(ledger, record, task)
+        finally:
+            span.set("agentq.job.attempts", record.attempt)
+            outcome = record.outcome
+            if isinstance(outcome, Failed):
+                span.set("agentq.job.failure", str(outcome.reason))
+                span.fail(f"{outcome.reason}: {outcome.error}", outcome.exception)
+
+
+async def _run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) -> None:
     job = record.job
     fn = job.fn
     policy = job.retry

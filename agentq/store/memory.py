@@ -10,7 +10,7 @@ it accepts, refuses and records exactly what `SqliteStore` does; only durability
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import agentq.store.rules_attempt as rules_attempt
@@ -155,10 +155,12 @@ class MemoryStore:
         now: float,
         *,
         definition: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
         return self._run(
-            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition
+            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition,
+            trace,
         )
 
     async def claim_step(

@@ -9,7 +9,7 @@ here, before anything is sent; the rules check their own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import agentq.store.postgres_jobs as postgres_jobs
@@ -65,10 +65,12 @@ class PostgresVerbs:
         now: float,
         *,
         definition: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
         return await self._write(
-            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition
+            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition,
+            trace,
         )
 
     async def claim_step(

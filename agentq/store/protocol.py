@@ -15,7 +15,7 @@ and token, and are refused with `LeaseLostError` once another claim has taken th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentq.events import Event
@@ -53,6 +53,7 @@ class DurableStore(DurableCalls, Protocol):
         now: float,
         *,
         definition: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """Create the workflow with its steps Pending and append `WorkflowStarted`, once.
 
@@ -64,6 +65,10 @@ class DurableStore(DurableCalls, Protocol):
             definition: The name of the `WorkflowDef` it is made from (`agentq.keys`
                 rules), recorded in `WorkflowStarted` and `WorkflowRow.definition`; None for
                 a plain workflow.
+            trace: The W3C trace context of the run that starts it (``traceparent``, maybe
+                ``tracestate``; `agentq.tracing.carrier`), kept in the event's data as
+                ``trace`` so that later runs link back to it; None (or empty) records
+                nothing. Not compared when the workflow exists.
 
         Returns:
             ``(row, created)``: `created` is False when the workflow already existed with
@@ -74,7 +79,8 @@ class DurableStore(DurableCalls, Protocol):
                 (compared as decoded JSON) or another definition (a plain workflow's None
                 included); nothing is appended.
             PayloadError: `input` is not JSON or too large.
-            InvalidKeyError / TypeError: A bad id, step name or definition name.
+            InvalidKeyError / TypeError: A bad id, step name or definition name, or a
+                `trace` that is not a dict of str to str.
         """
         ...
 

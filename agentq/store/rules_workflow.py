@@ -8,7 +8,7 @@ the rule of the `DurableStore` verb of the same name, run by a store inside one 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentq.errors import (
@@ -43,11 +43,13 @@ def start_workflow(
     input: Any,
     now: float,
     definition: str | None = None,
+    trace: Mapping[str, str] | None = None,
 ) -> tuple[WorkflowRow, bool]:
     """Rule of `DurableStore.start_workflow`; also checks the ids and names.
 
     Raises:
-        InvalidKeyError / TypeError: A bad workflow id, step name or definition name.
+        InvalidKeyError / TypeError: A bad workflow id, step name or definition name, or a
+            `trace` that is not a dict of str to str.
         ValueError: No steps, or duplicate step names.
         WorkflowMismatchError: The id exists with other step names, another input or
             another definition (None included: a plain workflow is not a definition's).
@@ -65,6 +67,11 @@ def start_workflow(
         raise ValueError(f"workflow {workflow_id!r} has duplicate step names: {dupes}")
     now, at = check_now(now)
     value, text = check_payload(input, "input")
+    if trace is not None and (
+        not isinstance(trace, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in trace.items())
+    ):
+        raise TypeError(f"trace must be a dict of str to str, or None; got {trace!r:.80}")
     existing, _ = tx.load(workflow_id)
     if existing is not None:
         if existing.definition != definition:
@@ -84,13 +91,10 @@ def start_workflow(
                 "run: use a new id for new input"
             )
         return existing, False
-    draft = Draft.build(
-        _K.WORKFLOW_STARTED,
-        workflow_id,
-        at,
-        {"steps": list(names), "input": value, "definition": definition},
-        raw={"input": text},
-    )
+    data: dict[str, Any] = {"steps": list(names), "input": value, "definition": definition}
+    if trace:
+        data["trace"] = dict(trace)
+    draft = Draft.build(_K.WORKFLOW_STARTED, workflow_id, at, data, raw={"input": text})
     return apply(tx, Rows(None, {}), [draft]), True
 
 

@@ -15,7 +15,7 @@ import contextlib
 import os
 import sqlite3
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import agentq.store.rules_attempt as rules_attempt
@@ -230,10 +230,12 @@ class SqliteStore:
         now: float,
         *,
         definition: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
         return await self._write(
-            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition
+            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition,
+            trace,
         )
 
     async def claim_step(

@@ -18,6 +18,8 @@ times a second only when something changed, and re-raises the refresher's errors
 `Dashboard`        the four above under one refresher, the call totals (with the calls
                    the engine answered from the log), the detail of a selected workflow,
                    step or call, and Cancel / Retry buttons
+`export_html`      the same views of a store (no lanes, no buttons) as one static HTML file;
+                   `dashboard_html` returns the page (needs no ipywidgets: ``agentq export``)
 =================  ==========================================================================
 
 Reading order (each module imports only the ones above it, and the layers below: the
@@ -37,7 +39,9 @@ foundation modules with `agentq.markup`, the queue, the store, the workflows):
 - ``approvals``: `ApprovalPanel` and its slots;
 - ``detail``: `DetailPane`: a workflow, step or call selected, and its detail;
 - ``actions``: `Actions`: cancel / retry the selected workflow, after a confirmation;
-- ``dashboard``: `Dashboard`.
+- ``dashboard``: `Dashboard`;
+- ``export``: `export_html` and `dashboard_html` (beside ``dashboard``, importing neither it
+  nor ipywidgets).
 """
 
 from __future__ import annotations
@@ -48,9 +52,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentq.widgets.approvals import ApprovalPanel
     from agentq.widgets.dashboard import Dashboard
+    from agentq.widgets.export import dashboard_html, export_html
     from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
 
-__all__ = ["ApprovalPanel", "Dashboard", "EventTimeline", "LaneMonitor", "StepTable"]
+__all__ = [
+    "ApprovalPanel",
+    "Dashboard",
+    "EventTimeline",
+    "LaneMonitor",
+    "StepTable",
+    "dashboard_html",
+    "export_html",
+]
 
 _HOMES = {
     "ApprovalPanel": "agentq.widgets.approvals",
@@ -58,6 +71,8 @@ _HOMES = {
     "EventTimeline": "agentq.widgets.monitor",
     "LaneMonitor": "agentq.widgets.monitor",
     "StepTable": "agentq.widgets.monitor",
+    "dashboard_html": "agentq.widgets.export",
+    "export_html": "agentq.widgets.export",
 }
 
 

@@ -9,6 +9,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``reports``        what a run reports: `StepStatus`, `RunStatus`, `RunResult`, `Recorded`
 ``model``          `StepDef`, `Workflow`, `WorkflowDef` (the reports and the signals
                    `WaitForInput` and `NonRetryable`, `agentq.errors`', re-exported)
+``spans``          the OpenTelemetry spans of a run and of a step attempt, and the link back
+                   to the run that started the workflow (`agentq.tracing`; no-ops when off)
 ``waits``          the waits of a run (backoff, poll, an interrupted body) that a cancel wakes
 ``calls``          `CallLog`: one attempt's durable calls and waits, answered from the log or
                    run through the queue and recorded under the attempt's fencing token

@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import agentq.tracing as tracing
 from agentq.clock import Clock
 from agentq.codec import decode, encode
 from agentq.errors import (
@@ -182,7 +183,7 @@ class CallLog:
         running = self._running.get(key)
         if running is None:
             running = asyncio.get_running_loop().create_task(
-                self._run(job, fingerprint, label_obj, usage),
+                self._traced(job, fingerprint, label_obj, usage),
                 name=f"agentq.call:{self._workflow_id}:{key}",
             )
             self._running[key] = running
@@ -225,6 +226,17 @@ class CallLog:
                 "(its function or the values it uses differ): use a new key for a new call, "
                 "or give both jobs the same fingerprint="
             )
+
+    async def _traced(
+        self, job: Job, fingerprint: str, label: dict[str, Any] | None, usage: Usage
+    ) -> Any:
+        """`_run` inside the call's span (`agentq.tracing.call_span`), with its usage."""
+        with tracing.call_span(self._workflow_id, job.key, label, str(job.priority)) as span:
+            output = await self._run(job, fingerprint, label, usage)
+            row = self._rows.get(job.key)
+            if row is not None:
+                span.update(tracing.usage_attributes(row.usage))
+            return output
 
     async def _run(
         self, job: Job, fingerprint: str, label: dict[str, Any] | None, usage: Usage

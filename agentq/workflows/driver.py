@@ -46,6 +46,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+import agentq.tracing as tracing
+import agentq.workflows.spans as spans
 from agentq.clock import Clock, SystemClock
 from agentq.errors import (
     LeaseLostError,
@@ -194,16 +196,25 @@ class Driver:
             QueueClosed: The queue closed before or while a step ran; nothing was recorded
                 for that step and its lease was handed back once its body had stopped.
         """
+        with spans.run_span(wf, self.worker_id) as span:
+            result = await self._drive(wf, span)
+            spans.note_run(span, result)
+            return result
+
+    async def _drive(self, wf: Workflow, span: tracing.Span) -> RunResult:
         waker = self._wakers.open(wf.id)
         try:
-            row, _ = await self.store.start_workflow(
-                wf.id, wf.step_names, wf.input, self.clock.time(), definition=wf.definition
+            trace = tracing.carrier()  # passed only when tracing is on: None-safe for any store
+            row, created = await self.store.start_workflow(
+                wf.id, wf.step_names, wf.input, self.clock.time(), definition=wf.definition,
+                **({} if trace is None else {"trace": trace}),
             )
+            links = [] if created else await spans.origin_links(span, self.store, wf.id)
             if row.state.closed:
                 return await stored_result(self.store, row)
             outputs: list[Any] = []
             for index, step in enumerate(wf.steps):
-                result = await self._run_step(wf, index, step, outputs, waker)
+                result = await self._run_step(wf, index, step, outputs, waker, links)
                 if isinstance(result, RunResult):
                     return result
                 outputs.append(result.output)
@@ -221,6 +232,7 @@ class Driver:
         step: StepDef,
         outputs: Sequence[Any],
         waker: asyncio.Future[None],
+        links: Sequence[Any],
     ) -> Completed | RunResult:
         warned: str | None = None  # the holder this wait was logged for
         while True:
@@ -272,7 +284,9 @@ class Driver:
                 resumed=claim.resumed,
                 recoveries=claim.recoveries,
             )
-            step_result = await self._attempt(wf, step, claim.execution, ctx, waker)
+            with spans.attempt_span(claim.execution, claim.resumed, links) as span:
+                step_result = await self._attempt(wf, step, claim.execution, ctx, waker)
+                spans.note_attempt(span, step_result)
             if isinstance(step_result, Again) and step_result.delay > 0:
                 await self.pause(waker, step_result.delay)
             if isinstance(step_result, Retry | Again):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any, NoReturn
 
+import agentq.tracing as tracing
 from agentq.clock import Clock
 from agentq.errors import EngineError, UnknownWorkflowError, WorkflowMismatchError
 from agentq.keys import validate_key
@@ -179,8 +180,10 @@ class Registrations:
                 f"workflow {wf.id!r} is registered with this engine as a plain workflow, not "
                 f"from definition {definition.name!r}; use a new id"
             )
+        trace = tracing.carrier()  # the caller's span: the runs that serve it link to it
         _, created = await self.store.start_workflow(
-            wf.id, wf.step_names, wf.input, self.clock.time(), definition=definition.name
+            wf.id, wf.step_names, wf.input, self.clock.time(), definition=definition.name,
+            **({} if trace is None else {"trace": trace}),
         )
         return created
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,6 +45,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentq import NotWaitingError, RunResult, RunStatus, WorkflowEngine
 from agentq.integrations.pydantic_ai import AgentRun, DurableAgent
+from agentq.store import CallKind, CallRow, CallState, StepState
 
 from .approval import ApprovalPolicy
 from .crash import CrashPlan
@@ -51,6 +53,8 @@ from .dataset import Call, Task
 from .errors import TransientToolError
 from .jsontypes import JsonObject, JsonValue
 from .plan import CALL_RETRY, call_key, needs_approval, workflow_id
+from .report import Summary
+from .selection import SelectionReading
 from .servicehost import ServiceHost
 from .services import kind_of
 
@@ -144,7 +148,13 @@ def _script(task: Task) -> FunctionModel:
     return FunctionModel(respond)
 
 
-def _tool(task: Task, host: ServiceHost, crash: CrashPlan | None, name: str) -> Tool[None]:
+def _tool(
+    task: Task,
+    host: ServiceHost,
+    crash: CrashPlan | None,
+    name: str,
+    retries: Counter[str] | None = None,
+) -> Tool[None]:
     def apply(ctx: RunContext[None], **args: Any) -> JsonValue:
         # A sync tool: pydantic-ai runs it in a worker thread, as the plain replay's jobs.
         tool_call_id = str(ctx.tool_call_id)
@@ -159,6 +169,8 @@ def _tool(task: Task, host: ServiceHost, crash: CrashPlan | None, name: str) -> 
             except TransientToolError:
                 if attempt == CALL_RETRY.max_attempts:
                     raise
+                if retries is not None:  # the summary's "retries" line counts these
+                    retries["TransientToolError"] += 1
                 continue
             if crash is not None:
                 crash.after_apply(key, kind, applied.duplicate)
@@ -173,11 +185,19 @@ def _tool(task: Task, host: ServiceHost, crash: CrashPlan | None, name: str) -> 
 
 
 def build_agent(
-    task: Task, host: ServiceHost, crash: CrashPlan | None, engine: WorkflowEngine
+    task: Task,
+    host: ServiceHost,
+    crash: CrashPlan | None,
+    engine: WorkflowEngine,
+    retries: Counter[str] | None = None,
 ) -> DurableAgent[None]:
-    """Return the durable agent of one task: its scripted model, its services as tools."""
+    """Return the durable agent of one task: its scripted model, its services as tools.
+
+    A transient service error is retried inside the tool (the call is one durable call of the
+    run, so there is no job retry policy to do it); each retry is counted in `retries`.
+    """
     names = dict.fromkeys(call.function for turn in task.calls for call in turn)
-    tools = [_tool(task, host, crash, name) for name in names]
+    tools = [_tool(task, host, crash, name, retries) for name in names]
     agent: Agent[None, str] = Agent(_script(task), name=AGENT_NAME, tools=tools)
     # One definition per task: its step body is this task's agent (its script, its tools),
     # and a resume after an approval must run that one.
@@ -237,8 +257,11 @@ async def drive_agents(
     *,
     concurrency: int,
     on_result: Callable[[RunResult], None] | None = None,
+    retries: Counter[str] | None = None,
 ) -> dict[str, RunResult]:
     """Drive every task's agent run, at most `concurrency` at a time.
+
+    `retries` counts the tools' retries of transient service errors, by cause.
 
     Returns:
         The final `RunResult` of each task (in the plain replay's shape), by workflow id, in
@@ -249,7 +272,8 @@ async def drive_agents(
 
     async def one(task: Task) -> None:
         async with gate:
-            result = await drive_task(build_agent(task, host, crash, engine), task, policy)
+            durable = build_agent(task, host, crash, engine, retries)
+            result = await drive_task(durable, task, policy)
         results[result.workflow_id] = result
         if on_result is not None:
             on_result(result)
@@ -258,3 +282,44 @@ async def drive_agents(
         for task in tasks:
             group.create_task(one(task), name=f"bfcl.agent:{task.id}")
     return {workflow_id(task.id): results[workflow_id(task.id)] for task in tasks}
+
+
+def count_agent_runs(summary: Summary, tasks: Sequence[Task], reading: SelectionReading) -> None:
+    """Set the summary's counts of agent runs from their log (the plain replay's are per turn).
+
+    Sets ``agent``; ``steps`` / ``steps_completed``: the runs (one step each); ``lanes``: tool
+    calls and model requests by the lane they ran in (``{"tool calls": {"medium": 62},
+    "model requests": {"high": 23}}``); ``turns``: the tasks' user turns; ``approved_turns``:
+    the turns with an approved call (its wait ``approval:<turn>/<index>`` answered
+    ``approved: true``).
+    """
+    summary.agent = "pydantic-ai"
+    summary.steps = len(reading.steps)
+    summary.steps_completed = sum(row.state is StepState.COMPLETED for row in reading.steps)
+    counts = _log_counts(reading.calls)
+    summary.lanes = counts["lanes"]
+    summary.approved_turns = counts["approved_turns"]
+    summary.turns = sum(len(task.call_texts) for task in tasks)
+
+
+def _log_counts(calls: Sequence[CallRow]) -> dict[str, Any]:
+    lanes: dict[str, Counter[str]] = {"tool calls": Counter(), "model requests": Counter()}
+    approved: set[tuple[str, str]] = set()
+    for row in calls:
+        kind = (row.label or {}).get("kind")
+        if row.kind is CallKind.CALL and kind in ("tool", "model"):
+            group = "tool calls" if kind == "tool" else "model requests"
+            lanes[group][str(row.lane)] += 1
+        elif (
+            row.kind is CallKind.WAIT
+            and row.state is CallState.ANSWERED
+            and row.key.startswith("approval:")
+            and isinstance(row.output, dict)
+            and row.output.get("approved") is True
+        ):
+            turn = row.key.removeprefix("approval:").split("#")[0].split("/")[0]
+            approved.add((row.workflow_id, turn))
+    return {
+        "lanes": {group: dict(sorted(n.items())) for group, n in lanes.items()},
+        "approved_turns": len(approved),
+    }

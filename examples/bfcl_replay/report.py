@@ -107,6 +107,12 @@ class Summary:
     Counts named ``*_now`` are this process's; the others are totals over the stores for
     these tasks (a rerun after a crash adds to what the crashed process did).
 
+    With ``agent == "pydantic-ai"`` each task is one agent run (one step): ``steps`` counts
+    runs, ``turns`` the user turns played inside them, ``lanes`` the lanes the agent's tool
+    calls and model requests ran in (read from the log: the agent's ``tool_priority`` and
+    ``model_priority``), ``approved_turns`` the turns with an approved call, and
+    ``call_retries_now`` the tools' own retries of transient service errors.
+
     Duplicates, kept apart by who prevented them:
 
     - ``calls_answered_from_log_now``: durable calls this process asked for whose key agentq's
@@ -167,6 +173,9 @@ class Summary:
     match_line: str = ""
     unfinished: dict[str, str] = field(default_factory=dict)
     mismatch_report: str = ""
+    agent: str = "agentq"
+    lanes: dict[str, dict[str, int]] = field(default_factory=dict)
+    turns: int = 0
 
     @property
     def ok(self) -> bool:
@@ -229,14 +238,29 @@ def format_summary(s: Summary) -> str:
         )
     if notes:
         lines.append("               " + " · ".join(notes))
+    calls = (
+        f"{s.calls}: {kinds.get('read', 0)} read (LOW lane), "
+        f"{kinds.get('write', 0)} write + {kinds.get('approval', 0)} approval (HIGH lane)"
+    )
+    steps = f"{s.steps_completed}/{s.steps} turns completed"
+    retried_by = "by the jobs' policy"
+    if s.agent != "agentq":
+        lanes = " · ".join(
+            f"{group} in {', '.join(f'{lane} {n}' for lane, n in by_lane.items()) or 'none'}"
+            for group, by_lane in s.lanes.items()
+        )
+        calls = (
+            f"{s.calls}: {kinds.get('read', 0)} read, {kinds.get('write', 0)} write + "
+            f"{kinds.get('approval', 0)} approval · lanes in the log: {lanes}"
+        )
+        steps = f"{s.steps_completed}/{s.steps} agent runs completed ({s.turns} turns in them)"
+        retried_by = "inside the agent's tools"
     lines += [
-        f"  steps        {s.steps_completed}/{s.steps} turns completed · "
-        f"{s.step_retries} step retries",
-        f"  tool calls   {s.calls}: {kinds.get('read', 0)} read (LOW lane), "
-        f"{kinds.get('write', 0)} write + {kinds.get('approval', 0)} approval (HIGH lane)",
+        f"  steps        {steps} · {s.step_retries} step retries",
+        f"  tool calls   {calls}",
         f"               {s.calls_recorded} durable calls completed in agentq's log · "
         f"{s.calls_applied_now} applied by this run · {s.calls_applied_before} applied before it",
-        f"  retries      {s.call_retries_now} call retries by the jobs' policy"
+        f"  retries      {s.call_retries_now} call retries {retried_by}"
         + (f" ({causes})" if causes else ""),
         f"  approvals    {s.approvals} calls approved ({s.approved_turns} turns) · "
         f"{s.approvals_now} by this run"

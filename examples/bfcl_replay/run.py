@@ -228,6 +228,10 @@ async def replay(
             outcome = await _drive(options, tasks, host, queue, opened, crash, out)
             reading = await read_selection(outcome.engine, [workflow_id(t.id) for t in tasks])
             summary = _summarize(selection, reading, outcome)
+            if options.agent == "pydantic-ai":  # counted from the agent runs' own log
+                from .agent import count_agent_runs
+
+                count_agent_runs(summary, tasks, reading)
             summary.store = "memory (MemoryStore)" if options.db is None else str(options.db)
             summary.services = str(options.services_db)
             summary.crash = "" if crash is None else crash.describe()
@@ -304,7 +308,7 @@ async def _drive(
 
             results = await drive_agents(
                 engine, tasks, host, crash, policy,
-                concurrency=options.concurrency, on_result=finished,
+                concurrency=options.concurrency, on_result=finished, retries=tally.retries,
             )
         else:
             results = await drive_all(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,29 @@ async def test_agent_runs_match_the_ground_truth_and_a_rerun_applies_nothing(
 
     again = await replay(_options(tmp_path), tasks=tasks)
     assert again.ok and again.calls_applied_now == 0 and again.calls_applied_before == calls
+
+
+async def test_the_agent_summary_counts_what_its_log_holds(
+    tmp_path: Path, bfcl_tasks: list[Task]
+) -> None:
+    # Review 11, #7: lanes, runs vs. turns, the tools' retries and the approved turns.
+    tasks = bfcl_tasks[:10]
+    summary = await replay(_options(tmp_path), tasks=tasks)
+    assert summary.ok, format_summary(summary)
+    async with SqliteStore(tmp_path / "bfcl.db") as store:
+        rows = [r for t in tasks for r in await store.calls(workflow_id(t.id))]
+    tool_lanes = Counter(r.lane for r in rows if (r.label or {}).get("kind") == "tool")
+    model_lanes = Counter(r.lane for r in rows if (r.label or {}).get("kind") == "model")
+    assert summary.lanes == {"tool calls": dict(tool_lanes), "model requests": dict(model_lanes)}
+    assert (summary.steps, summary.steps_completed) == (10, 10)
+    assert summary.turns == sum(len(t.call_texts) for t in tasks)
+    approved_turns = {(t.id, turn) for t in tasks for turn in range(len(t.call_texts))
+                      if any(needs_approval(c) for c in t.turn_calls(turn))}
+    assert summary.approved_turns == len(approved_turns) > 0
+    assert summary.call_retries_now > 0  # transient_rate=0.1: retried inside the tools
+    text = format_summary(summary)
+    assert "10/10 agent runs completed" in text and "(LOW lane)" not in text
+    assert "tool calls in medium" in text and "inside the agent's tools" in text
 
 
 @pytest.mark.slow

@@ -6,10 +6,13 @@
 In reading order (each module imports only the ones below it):
 
 ================  =============================================================================
-``_agent``        `DurableAgent`, `AgentRun`, `PendingApproval`: runs, approvals, results
+``_agent``        `DurableAgent`: runs, approvals, deps, results
+``_results``      `AgentRun`, `PendingApproval`: what a run reports; which wait an answer is for
 ``tree``          the run as a tree (workflow → model requests → tool calls), pure HTML; what
                   an `AgentRun` shows in a notebook
 ``_runs``         how a run becomes a workflow of the engine (one step, ``agent``)
+``_inputs``       a caller's ``message_history`` and ``override_args``, checked before storing
+``_replay``       `LogReader`: a completed run's messages rebuilt read-only from its log
 ``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
                   backend makes each model request and tool call a durable call, and whose
                   approvals and external events are durable waits

@@ -3,14 +3,16 @@
 One run is one workflow (id: the ``run_id``) of one step, ``agent``, which runs the agent
 with `AgentqDurability` added to the run: model requests and tool calls are durable calls,
 approvals durable waits. The workflow input is the prompt and the message history (JSON,
-pydantic-ai's ``ModelMessagesTypeAdapter``); the step's output is the agent's output, the
-run's messages and its token usage (JSON too).
+pydantic-ai's ``ModelMessagesTypeAdapter``); the step's output is the agent's output and its
+token usage (JSON too), not the run's messages: they grow with every tool return and could
+go over the store's per-value limit after the run's side effects; `DurableAgent.messages`
+rebuilds them read-only from the log (`_replay`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any, Generic
 
 from pydantic_ai import Agent
@@ -18,75 +20,32 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai.tools import AgentDepsT
 from pydantic_core import to_jsonable_python
 
+from agentq.errors import NotWaitingError, UnknownWorkflowError, WaitForInput
 from agentq.integrations.pydantic_ai._approval import approval_input
 from agentq.integrations.pydantic_ai._capability import AgentqDurability
+from agentq.integrations.pydantic_ai._inputs import (
+    ArgsChecker,
+    history_json,
+    request_input_names,
+)
 from agentq.integrations.pydantic_ai._journal import CURRENT, RunJournal
+from agentq.integrations.pydantic_ai._replay import LogReader
+from agentq.integrations.pydantic_ai._results import (
+    AgentRun,
+    PendingApproval,
+    pending_of,
+    waiting_call,
+)
 from agentq.integrations.pydantic_ai._runs import STEP, AgentRuns
 from agentq.integrations.pydantic_ai.tree import run_tree_html
 from agentq.queue import Priority
-from agentq.store import CallKind, CallRow, CallState
 from agentq.workflows import RunResult, RunStatus, StepContext, WorkflowEngine
 
 __all__ = ["AgentRun", "DurableAgent", "PendingApproval"]
 
-
-@dataclass(frozen=True, slots=True)
-class PendingApproval:
-    """A tool call of an agent run waiting for a decision.
-
-    Attributes:
-        run_id: The run (its workflow id).
-        tool: The tool's name.
-        args: The arguments the model gave (a JSON object).
-        tool_call_id: The model's id of the call.
-        key: The wait's key (``approval:<tool_call_id>``); give it to `engine.resume`.
-        reason: The question shown (``approve tool call <tool>?``; after an invalid
-            answer, what was wrong with it first).
-        step: The step to resume: ``"agent"``.
-    """
-
-    run_id: str
-    tool: str
-    args: dict[str, Any]
-    tool_call_id: str
-    key: str
-    reason: str
-    step: str = STEP
+_log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class AgentRun:
-    """What `DurableAgent.run` (and `approve` / `deny`) return.
-
-    Attributes:
-        run_id: The run (its workflow id).
-        status: completed, waiting (for an approval or an event), failed or cancelled.
-        output: The agent's output as JSON (a str, or a model's fields as a dict) when
-            completed, else None. The same live and read back from the log.
-        messages: The run's messages (all of them, the history included) when completed.
-        usage: Token figures of the run's model requests (``input_tokens``,
-            ``output_tokens``, ``requests``) when completed, else empty.
-        pending: The tool calls waiting for a decision (status waiting).
-        reason: Why it waits, failed or was cancelled, else None.
-        result: The workflow's `RunResult`.
-        tree_html: The run as a tree (workflow → model requests → tool calls, with tokens),
-            HTML (`agentq.integrations.pydantic_ai.tree.run_tree_html`); what a notebook
-            shows for an `AgentRun` at the end of a cell.
-    """
-
-    run_id: str
-    status: RunStatus
-    output: Any
-    messages: list[ModelMessage]
-    usage: dict[str, int]
-    pending: list[PendingApproval]
-    reason: str | None
-    result: RunResult = field(repr=False)
-    tree_html: str = field(default="", repr=False)
-
-    def _repr_html_(self) -> str:
-        """The run's result card (status, reason, output) above its tree."""
-        return f"{self.result._repr_html_()}{self.tree_html}"
 
 
 class DurableAgent(Generic[AgentDepsT]):
@@ -99,7 +58,9 @@ class DurableAgent(Generic[AgentDepsT]):
     (``tool:<id>``) and labelled ``{"kind": "tool", "tool": name}``. A run stopped by a
     crash, a kernel restart or an approval continues where it stopped: completed requests
     and tool calls answer from the log. A replay that makes other calls than the log
-    recorded fails the run with `ReplayDivergenceError`.
+    recorded fails the run with `ReplayDivergenceError`; the check compares the sequence
+    (position, kind, tool name, tool_call_id), never the messages a request sends, so
+    instructions that change on their own (today's date) do not make a run diverge.
 
     Tools that need approval (``requires_approval=True``, `ApprovalRequired` raised by a tool
     or a hook) wait in ``ctx.wait_for_input`` under ``approval:<tool_call_id>`` with
@@ -115,8 +76,15 @@ class DurableAgent(Generic[AgentDepsT]):
     serves every run of that name (give agents with other tools or models other names).
 
     The agent itself is not changed: the durability capability is added to each run.
-    ``deps`` are live objects (clients, connections) and are never stored: the run uses the
-    deps given to the `run` call of this process for that ``run_id``, else ``None``.
+
+    ``deps`` are live objects (clients, connections) and are never stored. An attempt of a run
+    uses, in this order: the deps given for that ``run_id`` in this process (to `run`,
+    `approve` or `deny`); else ``deps_factory(run_id)``; else ``None``. So a run continued
+    where no `run(deps=)` was called (after a kernel restart, by `engine.resume`, the
+    `ApprovalPanel`, ``recover``, ``serve`` or ``engine.retry``) gets its deps from
+    `deps_factory`. Deps given for a run are released when its step ends (completed or
+    failed, whichever path ran it); `run(deps=)` on a run that failed, was cancelled or waits
+    keeps them for the run's continuation (``engine.retry``, an approval).
 
     Args:
         agent: The pydantic-ai agent.
@@ -125,10 +93,19 @@ class DurableAgent(Generic[AgentDepsT]):
             to ``agent.name``. Keep it stable: a run is continued by the agent of that name.
         model_priority: The lane of model requests.
         tool_priority: The lane of tool calls.
+        deps_factory: ``run_id -> deps``, called for each attempt of a run that has no deps
+            given in this process; None: such attempts get ``deps=None``.
+        tool_timeout: Seconds (by the queue's clock) each tool call may run, or None for no
+            limit: the `Job` timeout of every tool call. A call over it is cancelled and
+            fails (reason ``timeout``); the tool's error reaches pydantic-ai, and the run
+            fails unless the agent handles it. Bound stuck tools with it: a cancelled run's
+            tool call runs on (see docs/agents.md).
 
     Raises:
-        ValueError: Neither `name` nor ``agent.name`` is set.
-        TypeError: `agent` is not a pydantic-ai `Agent`, or `engine` not a `WorkflowEngine`.
+        ValueError: Neither `name` nor ``agent.name`` is set, or `tool_timeout` is not a
+            positive number.
+        TypeError: `agent` is not a pydantic-ai `Agent`, `engine` not a `WorkflowEngine`, or
+            `deps_factory` not callable.
 
     Example:
         >>> durable = DurableAgent(agent, engine)
@@ -145,6 +122,8 @@ class DurableAgent(Generic[AgentDepsT]):
         name: str | None = None,
         model_priority: Priority = Priority.HIGH,
         tool_priority: Priority = Priority.MEDIUM,
+        deps_factory: Callable[[str], AgentDepsT] | None = None,
+        tool_timeout: float | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise TypeError(f"DurableAgent needs a pydantic_ai.Agent, got {agent!r}")
@@ -156,14 +135,29 @@ class DurableAgent(Generic[AgentDepsT]):
                 "DurableAgent needs a name: give the Agent a name (Agent(..., name='support')) "
                 "or pass name= to DurableAgent; it identifies the agent's runs in the log"
             )
+        if deps_factory is not None and not callable(deps_factory):
+            raise TypeError(f"deps_factory must be a callable run_id -> deps, got {deps_factory!r}")
+        if tool_timeout is not None and (
+            isinstance(tool_timeout, bool)
+            or not isinstance(tool_timeout, int | float)
+            or not 0 < tool_timeout < float("inf")
+        ):
+            raise ValueError(
+                f"tool_timeout must be a positive number of seconds, got {tool_timeout!r}"
+            )
         self._agent = agent
         self._engine = engine
         self._name = agent_name
+        self._args = ArgsChecker(agent)
         self._capability: AgentqDurability[AgentDepsT] = AgentqDurability(
             name=agent_name,
             model_priority=Priority(model_priority),
             tool_priority=Priority(tool_priority),
+            check_args=self._args.problem,
+            input_events=request_input_names(agent),
+            tool_timeout=None if tool_timeout is None else float(tool_timeout),
         )
+        self._deps_factory = deps_factory
         self._deps: dict[str, AgentDepsT] = {}
         self._runs = AgentRuns(engine, agent_name, self._step)
 
@@ -201,37 +195,44 @@ class DurableAgent(Generic[AgentDepsT]):
         Args:
             prompt: The user's prompt.
             run_id: The run's id, unique per run (a workflow id).
-            message_history: Earlier messages of the conversation, stored with the run.
-            deps: The agent's dependencies for this run in this process (not stored).
+            message_history: Earlier messages of the conversation, stored with the run: a
+                previous run's ``messages`` (pydantic-ai messages, or their JSON form).
+            deps: The agent's dependencies for this run in this process (not stored; see the
+                class docstring). Given for a run that failed, was cancelled or waits, they
+                are kept for its continuation (``engine.retry``, an approval).
 
         Returns:
             An `AgentRun`: completed (with output), waiting (with pending approvals),
             failed or cancelled (with the reason).
 
         Raises:
-            TypeError: `prompt` is not a str.
+            TypeError: `prompt` is not a str, or `message_history` not a sequence of messages
+                (an element named by its index); nothing is stored.
+            ValueError: An element of `message_history` is a dict that is not a message's
+                JSON (its index named); nothing is stored.
             InvalidKeyError: `run_id` is not a valid id.
+            PayloadError: The prompt and history are over the store's 1 MiB limit for one
+                value (nothing is stored).
             WorkflowMismatchError: `run_id` is a stored run of another prompt, history or
                 agent (nothing is changed).
             StoreError: The store failed; the run can be continued later.
         """
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, got {prompt!r}")
-        history = (
-            None
-            if message_history is None
-            else ModelMessagesTypeAdapter.dump_python(list(message_history), mode="json")
-        )
+        history = history_json(message_history)
         run_input = {"agent": self._name, "prompt": prompt, "message_history": history}
         if deps is not None:
             self._deps[run_id] = deps
         result = await self._runs.run(run_id, run_input)
-        if result.status is not RunStatus.WAITING:
-            self._deps.pop(run_id, None)  # the run ended: its deps are not needed again
+        if result.status is RunStatus.COMPLETED:
+            self._deps.pop(run_id, None)  # nothing continues a completed run
         return await self._report(result)
 
     async def pending_approvals(self, run_id: str | None = None) -> list[PendingApproval]:
-        """List the tool calls of this agent's runs that wait for a decision, from the store.
+        """List the waits of this agent's runs, from the store: approvals and external events.
+
+        Each says its ``kind``: ``"approval"`` (a tool call waiting for a decision) or
+        ``"event"`` (a ``RequestInput`` / ``wait_for_external_event`` wait).
 
         Works in any process on the same store (a notebook restarted, a CLI).
 
@@ -245,7 +246,7 @@ class DurableAgent(Generic[AgentDepsT]):
             StoreError: The store failed.
         """
         rows = await self._engine.store.calls(run_id)
-        return [p for p in map(self._pending, rows) if p is not None]
+        return [p for p in (pending_of(r, self._name) for r in rows) if p is not None]
 
     async def approve(
         self,
@@ -254,6 +255,7 @@ class DurableAgent(Generic[AgentDepsT]):
         *,
         note: str = "",
         override_args: dict[str, Any] | None = None,
+        deps: AgentDepsT | None = None,
     ) -> AgentRun:
         """Approve a waiting tool call (optionally with edited arguments) and continue the run.
 
@@ -261,79 +263,86 @@ class DurableAgent(Generic[AgentDepsT]):
             run_id: The run.
             tool_call_id: The call to approve; None when the run waits for exactly one.
             note: A note recorded with the decision.
-            override_args: Arguments to run the tool with instead of the model's.
+            override_args: The *complete* arguments to run the tool with instead of the
+                model's (pydantic-ai's meaning: they replace the model's arguments, they do
+                not patch them). Checked against the tool's argument schema before anything
+                is recorded.
+            deps: The agent's dependencies for the continued run (not stored); None: the
+                deps given earlier in this process, else ``deps_factory(run_id)``.
 
         Returns:
             The continued run's `AgentRun`.
 
         Raises:
-            LookupError: No such waiting call (or several, and no `tool_call_id`).
+            UnknownWorkflowError: No run `run_id` in the store (or one of another agent).
+            NotWaitingError: The run is not waiting for an approval (completed, failed,
+                cancelled, waiting for an event, or another caller answered first); its
+                state is named. Nothing is recorded.
+            LookupError: The run waits for other tool calls than `tool_call_id` (or for
+                several, and no `tool_call_id` was given).
             TypeError: A value of the wrong type.
-            NotWaitingError: The run moved on meanwhile.
+            ValueError: `override_args` do not fit the tool's schema (a field missing, of
+                the wrong type, or unknown; named). Nothing is recorded.
         """
         answer = approval_input(True, note, override_args)
-        return await self._answer(run_id, tool_call_id, answer)
+        return await self._answer(run_id, tool_call_id, answer, deps)
 
     async def deny(
-        self, run_id: str, tool_call_id: str | None = None, *, note: str = ""
+        self,
+        run_id: str,
+        tool_call_id: str | None = None,
+        *,
+        note: str = "",
+        deps: AgentDepsT | None = None,
     ) -> AgentRun:
         """Deny a waiting tool call (the model reads `note`) and continue the run.
 
         Args and errors as `approve`.
         """
-        return await self._answer(run_id, tool_call_id, approval_input(False, note))
+        return await self._answer(run_id, tool_call_id, approval_input(False, note), deps)
 
     async def _answer(
-        self, run_id: str, tool_call_id: str | None, answer: dict[str, Any]
+        self,
+        run_id: str,
+        tool_call_id: str | None,
+        answer: dict[str, Any],
+        deps: AgentDepsT | None,
     ) -> AgentRun:
-        pending = await self.pending_approvals(run_id)
-        chosen = [p for p in pending if tool_call_id in (None, p.tool_call_id)]
-        if len(chosen) != 1:
-            ids = [p.tool_call_id for p in pending]
-            raise LookupError(
-                f"run {run_id!r} has no single waiting tool call {tool_call_id!r}; waiting: {ids}"
-            )
-        result = await self._engine.resume(run_id, STEP, answer, key=chosen[0].key)
+        chosen = await waiting_call(self._engine.store, self._name, run_id, tool_call_id)
+        if answer["override_args"] is not None:
+            self._args.check(run_id, chosen.tool, answer["override_args"])
+        if deps is not None:
+            self._deps[run_id] = deps
+        try:
+            result = await self._engine.resume(run_id, STEP, answer, key=chosen.key)
+        except NotWaitingError:
+            if deps is not None:
+                self._deps.pop(run_id, None)
+            raise
         assert isinstance(result, RunResult)  # this engine holds the agent's definition
         return await self._report(result)
 
-    def _pending(self, row: CallRow) -> PendingApproval | None:
-        details = row.details or {}
-        if (
-            row.kind is not CallKind.WAIT
-            or row.state is not CallState.WAITING
-            or not row.key.startswith("approval:")
-            or details.get("agent") != self._name
-        ):
-            return None
-        args = details.get("args")
-        return PendingApproval(
-            row.workflow_id,
-            str(details.get("tool")),
-            args if isinstance(args, dict) else {},
-            str(details.get("tool_call_id")),
-            row.key,
-            row.reason or "",
-        )
+    def _deps_of(self, run_id: str) -> AgentDepsT | None:
+        """The deps of an attempt of `run_id`: given in this process, else the factory's."""
+        if run_id in self._deps:
+            return self._deps[run_id]
+        return None if self._deps_factory is None else self._deps_factory(run_id)
 
     async def _step(self, ctx: StepContext) -> dict[str, Any]:
-        journal = RunJournal.of(ctx, self._name, await self._engine.store.calls(ctx.workflow_id))
-        token = CURRENT.set(journal)
+        rows = await self._engine.store.calls(ctx.workflow_id)
         try:
-            stored = ctx.input["message_history"]
-            history = None if stored is None else ModelMessagesTypeAdapter.validate_python(stored)
-            result = await self._agent.run(
-                ctx.input["prompt"],
-                message_history=history,
-                deps=self._deps.get(ctx.workflow_id),  # type: ignore[arg-type]
-                capabilities=[self._capability],
-            )
-        finally:
-            CURRENT.reset(token)
+            result = await self._run_agent(RunJournal.of(ctx, self._name, rows), ctx.input)
+        except WaitForInput:
+            raise  # the run waits: its deps are needed again
+        except Exception:
+            self._deps.pop(ctx.workflow_id, None)  # the run failed (a retry may give them again)
+            raise
+        self._deps.pop(ctx.workflow_id, None)  # the run completed
         usage = result.usage
+        # Not the messages: they grow with each tool return and could go over the store's
+        # limit after every side effect is done (see _replay); `_report` rebuilds them.
         return {
             "output": to_jsonable_python(result.output),
-            "messages": ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode="json"),
             "usage": {
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
@@ -341,12 +350,63 @@ class DurableAgent(Generic[AgentDepsT]):
             },
         }
 
+    async def _run_agent(self, journal: RunJournal, run_input: dict[str, Any]) -> Any:
+        """Run the agent on the run's input with `journal` current; its `AgentRunResult`."""
+        token = CURRENT.set(journal)
+        try:
+            stored = run_input["message_history"]
+            history = None if stored is None else ModelMessagesTypeAdapter.validate_python(stored)
+            return await self._agent.run(
+                run_input["prompt"],
+                message_history=history,
+                deps=self._deps_of(journal.ctx.workflow_id),  # type: ignore[arg-type]
+                capabilities=[self._capability],
+            )
+        finally:
+            CURRENT.reset(token)
+
+    async def messages(self, run_id: str) -> list[ModelMessage]:
+        """Return a completed run's messages (the history included), rebuilt from its log.
+
+        The run's result does not store them (see docs/agents.md, "Sizes"): the agent runs
+        once more, read-only, every model request, tool call and approval answered from its
+        recorded row; nothing is sent or run. Deps: as for a continued run (`deps_factory`,
+        else None); instructions and output validators run again.
+
+        Args:
+            run_id: A completed run of this agent.
+
+        Returns:
+            The messages, as pydantic-ai's ``result.all_messages()`` gave them.
+
+        Raises:
+            UnknownWorkflowError: No run `run_id` of this agent in the store.
+            NotInLog: The log does not hold an outcome the replay needs (a run that did not
+                complete).
+            ReplayDivergenceError: The agent no longer makes the recorded calls.
+        """
+        row = await self._engine.store.get_workflow(run_id)
+        if row is None or row.definition != self._name:
+            raise UnknownWorkflowError(f"no run {run_id!r} of agent {self._name!r} in the store")
+        rows = await self._engine.store.calls(run_id)
+        journal = RunJournal.of(LogReader(run_id, rows), self._name, rows)
+        result = await self._run_agent(journal, dict(row.input))
+        return list(result.all_messages())
+
     async def _report(self, result: RunResult) -> AgentRun:
         out = result.output if isinstance(result.output, dict) else {}
-        stored = out.get("messages")
-        messages = [] if stored is None else ModelMessagesTypeAdapter.validate_python(stored)
+        stored = out.get("messages")  # runs recorded before results left them out
+        messages: list[ModelMessage] = []
+        if stored is not None:
+            messages = ModelMessagesTypeAdapter.validate_python(stored)
+        elif result.status is RunStatus.COMPLETED:
+            try:
+                messages = await self.messages(result.workflow_id)
+            except Exception:  # the output stands; say why the messages are missing
+                _log.warning("run %r: its messages cannot be rebuilt", result.workflow_id,
+                             exc_info=True)
         rows = await self._engine.store.calls(result.workflow_id)
-        pending = [p for p in map(self._pending, rows) if p is not None]
+        pending = [p for p in (pending_of(r, self._name) for r in rows) if p is not None]
         return AgentRun(
             result.workflow_id,
             result.status,

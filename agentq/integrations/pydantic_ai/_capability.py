@@ -33,7 +33,7 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, Literal
 
-from pydantic import JsonValue
+from pydantic import JsonValue, TypeAdapter, ValidationError
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.capabilities import WrapRunHandler
 from pydantic_ai.durable_exec import (
@@ -84,16 +84,27 @@ def model_usage(output: Any) -> dict[str, Any] | None:
     return {**numbers, "model": model} if isinstance(model, str) else numbers
 
 
+ArgsProblem = Callable[[str, Mapping[str, Any]], str | None]
+"""``check_args(tool, args)``: what is wrong with `args` for `tool`, or None."""
+
+
 class _Backend(CallableOperationBackend[None]):
     """Runs each operation of a run as a durable call of the current agent step."""
 
-    def __init__(self, name: str, model_priority: Priority, tool_priority: Priority) -> None:
+    def __init__(
+        self,
+        name: str,
+        model_priority: Priority,
+        tool_priority: Priority,
+        tool_timeout: float | None = None,
+    ) -> None:
         super().__init__(
             namer=JournalOperationNamer(name),
             config=RoleBasedOperationConfig(model=None, event=None, capability=None, tool=None),
         )
         self._model_priority = model_priority
         self._tool_priority = tool_priority
+        self._tool_timeout = tool_timeout
 
     async def execute(
         self,
@@ -119,7 +130,7 @@ class _Backend(CallableOperationBackend[None]):
             op = journal.tool(
                 tool_name, str(run_context.tool_call_id), approved=run_context.tool_call_approved
             )
-            return await _call(journal, op, body, self._tool_priority, None)
+            return await _call(journal, op, body, self._tool_priority, None, self._tool_timeout)
         return await _call(journal, journal.other(name), body, self._tool_priority, None)
 
 
@@ -129,10 +140,13 @@ async def _call(
     body: Callable[[], Awaitable[object]],
     priority: Priority,
     usage: Callable[[Any], Mapping[str, Any] | None] | None,
+    timeout: float | None = None,  # noqa: ASYNC109 (a Job's timeout, by the queue's clock)
 ) -> object:
     # The fingerprint names the operation, not pydantic-ai's closure: the key already says
     # which call of the run it is, and the journal checks kind and tool against the log.
-    job = Job(op.key, body, priority, fingerprint=("pydantic-ai", op.kind, op.tool))
+    job = Job(
+        op.key, body, priority, fingerprint=("pydantic-ai", op.kind, op.tool), timeout=timeout
+    )
     try:
         return await journal.ctx.call(job, label=label_of(op), usage=usage)
     except JobFailed as exc:
@@ -144,11 +158,19 @@ async def _call(
 
 
 class _Waiter(ExternalEventWaiter):
-    """`wait_for_external_event` inside an agent run, as an agentq durable wait."""
+    """`wait_for_external_event` inside an agent run, as an agentq durable wait.
 
-    def __init__(self, journal: RunJournal, priority: Priority) -> None:
+    The payload of a ``RequestInput`` wait (a name in `checked`) must be the JSON form of
+    ``DeferredToolResults``; another payload is recorded and asked again under
+    ``event:<name>:<n>#<asked>``, its reason saying what was wrong (as a mistyped approval).
+    """
+
+    def __init__(
+        self, journal: RunJournal, priority: Priority, checked: frozenset[str] = frozenset()
+    ) -> None:
         self._journal = journal
         self._priority = priority
+        self._checked = checked
 
     async def wait(
         self,
@@ -168,12 +190,36 @@ class _Waiter(ExternalEventWaiter):
             return answer  # type: ignore[no-any-return]
         details = {"event": name, "token": token, "agent": journal.agent_name}
         seconds = None if timeout is None else timeout.total_seconds()
+        key, problem, asked = op.key, "", 1
         try:
-            return await journal.ctx.wait_for_input(  # type: ignore[no-any-return]
-                op.key, f"external event {name}", details=details, timeout=seconds
-            )
+            while True:
+                reason = (
+                    f"{problem}{'; ' if problem else ''}external event {name}: answer with "
+                    f"engine.resume(run_id, 'agent', payload, key={key!r})"
+                )
+                answer = await journal.ctx.wait_for_input(
+                    key, reason, details=details, timeout=seconds
+                )
+                problem = _payload_problem(answer) if name in self._checked else ""
+                if not problem:
+                    return answer  # type: ignore[no-any-return]
+                key = journal.event_again(op, asked).key
+                asked += 1
         except InputTimeout as exc:
-            raise ExternalEventError(f"no input arrived for {op.key} within {timeout}") from exc
+            raise ExternalEventError(f"no input arrived for {key} within {timeout}") from exc
+
+
+_RESULTS: TypeAdapter[DeferredToolResults] = TypeAdapter(DeferredToolResults)
+
+
+def _payload_problem(payload: object) -> str:
+    """What is wrong with a ``RequestInput`` payload (not a ``DeferredToolResults``), or ""."""
+    try:
+        _RESULTS.validate_python(payload)
+    except ValidationError as exc:
+        n = exc.error_count()
+        return f"the payload {payload!r:.80} is not a DeferredToolResults ({n} errors)"
+    return ""
 
 
 @dataclass(init=False)
@@ -197,11 +243,30 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         sequential_tools_in_durable_context=True,
     )
 
-    def __init__(self, *, name: str, model_priority: Priority, tool_priority: Priority) -> None:
-        """Create the capability for the agent named `name`, with its calls' lanes."""
+    def __init__(
+        self,
+        *,
+        name: str,
+        model_priority: Priority,
+        tool_priority: Priority,
+        check_args: ArgsProblem | None = None,
+        tool_timeout: float | None = None,
+        input_events: frozenset[str] = frozenset(),
+    ) -> None:
+        """Create the capability for the agent named `name`, with its calls' lanes.
+
+        `check_args(tool, args)` says what is wrong with an approval's ``override_args``
+        (None: nothing); such an answer is asked again like any invalid answer.
+        `tool_timeout` is the seconds each tool call may run (a `Job` timeout), or None.
+        The payloads of the external events named in `input_events` (``RequestInput``'s)
+        must be ``DeferredToolResults``; another payload is asked again.
+        """
         super().__init__(name=name)
         self._model_priority = model_priority
         self._tool_priority = tool_priority
+        self._check_args = check_args
+        self._tool_timeout = tool_timeout
+        self._input_events = input_events
 
     @property
     def in_durable_context(self) -> bool:
@@ -210,7 +275,9 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
 
     def get_durable_operation_backend(self) -> _Backend:
         """Return the backend that makes each operation a durable call."""
-        return _Backend(self.name, self._model_priority, self._tool_priority)
+        return _Backend(
+            self.name, self._model_priority, self._tool_priority, self._tool_timeout
+        )
 
     async def wrap_run(
         self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler
@@ -219,7 +286,7 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         journal = CURRENT.get()
         if journal is None:
             return await super().wrap_run(ctx, handler=handler)
-        with external_event_scope(_Waiter(journal, self._tool_priority)):
+        with external_event_scope(_Waiter(journal, self._tool_priority, self._input_events)):
             return await super().wrap_run(ctx, handler=handler)
 
     async def handle_deferred_tool_calls(
@@ -232,7 +299,7 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
         for call in requests.approvals:
             approvals[call.tool_call_id] = await _approval(
-                journal, call.tool_name, call.tool_call_id, call.args_as_dict()
+                journal, call.tool_name, call.tool_call_id, call.args_as_dict(), self._check_args
             )
         return requests.build_results(approvals=approvals)
 
@@ -243,9 +310,27 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
 
 
 async def _approval(
-    journal: RunJournal, tool: str, tool_call_id: str, args: dict[str, Any]
+    journal: RunJournal,
+    tool: str,
+    tool_call_id: str,
+    args: dict[str, Any],
+    check_args: ArgsProblem | None,
 ) -> ToolApproved | ToolDenied:
-    """Wait for the decision on one tool call; ask again (a new key) after an invalid answer."""
+    """Wait for the decision on one tool call; ask again (a new key) after an invalid answer.
+
+    An approval whose ``override_args`` do not fit the tool's schema is invalid too (they are
+    the complete arguments, pydantic-ai's meaning): asked again, the fields at fault named.
+    """
+
+    def checked(answer: object) -> tuple[ToolApproved | ToolDenied | None, str]:
+        decision, problem = decide(answer)
+        override = decision.override_args if isinstance(decision, ToolApproved) else None
+        if override is not None and check_args is not None:
+            wrong = check_args(tool, override)
+            if wrong is not None:
+                return None, f"the override_args {override!r:.120} do not fit `{tool}` ({wrong})"
+        return decision, problem
+
     details = {
         "tool": tool,
         "args": args,
@@ -255,11 +340,11 @@ async def _approval(
     reason = f"approve tool call {tool}?"
     op = journal.approval(tool, tool_call_id, 0)
     answer = await journal.ctx.wait_for_input(op.key, reason, details=details)
-    decision, problem = decide(answer)
+    decision, problem = checked(answer)
     asked = 1
     while decision is None:
         op = journal.approval(tool, tool_call_id, asked)
         asked += 1
         answer = await journal.ctx.wait_for_input(op.key, f"{problem}; {reason}", details=details)
-        decision, problem = decide(answer)
+        decision, problem = checked(answer)
     return decision

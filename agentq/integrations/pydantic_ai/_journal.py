@@ -4,24 +4,35 @@ A `RunJournal` is made for each attempt of the agent step (a first run, a resume
 approval, a recovery in another process). It reads the run's recorded calls and waits once,
 then hands out the key, label and fingerprint of each operation in the order the run makes
 them, checking each against the log: the operation at position ``p`` of a replay must be the
-one recorded at position ``p`` (same kind, same tool, same key), else the run fails with
-`ReplayDivergenceError` naming the first difference. Nothing here imports pydantic-ai.
+one recorded at position ``p`` (same kind, same tool, same key: a tool call's key holds its
+``tool_call_id``), else the run fails with `ReplayDivergenceError` naming the first difference
+(expected vs. got). The check compares the *sequence* only, never the content of the messages
+sent: a recorded model request answers from the log even when the messages a replay would send
+differ (instructions holding today's date, a reworded system prompt). A model request's digest
+is still recorded in its label, for reading only. Nothing here imports pydantic-ai.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agentq.errors import NonRetryable
+from agentq.queue import Job
 from agentq.store import CallKind, CallRow
-from agentq.workflows import StepContext
 
-__all__ = ["CURRENT", "Operation", "ReplayDivergenceError", "RunJournal", "request_digest"]
+__all__ = [
+    "CURRENT",
+    "JournalContext",
+    "Operation",
+    "ReplayDivergenceError",
+    "RunJournal",
+    "request_digest",
+]
 
 MODEL = "model"
 TOOL = "tool"
@@ -37,11 +48,40 @@ class ReplayDivergenceError(NonRetryable):
     """A resumed or recovered agent run no longer makes the calls its log recorded.
 
     Raised inside the run at the first operation that differs from the log (another kind,
-    another tool, another tool call id, or a model request sent with other messages); the
-    workflow fails at once with this message as its reason (never a silent wrong replay).
-    Typical causes: the agent's tools, instructions or approval rules changed between the
-    first run and the resume.
+    another tool, another tool call id); the workflow fails at once with this message as its
+    reason, naming what the log has and what the replay made (never a silent wrong replay).
+    The messages a model request sends are not compared: instructions that change on their
+    own (the current time) do not make a run diverge. Typical causes: the agent's tools,
+    approval rules or model script changed between the first run and the resume.
     """
+
+
+class JournalContext(Protocol):
+    """What a journal needs of its step context: an agent step's `StepContext`, or the
+    read-only `LogReader` that rebuilds a completed run's messages."""
+
+    @property
+    def workflow_id(self) -> str:
+        """The run's id."""
+
+    async def call(
+        self,
+        job: Job,
+        *,
+        label: Mapping[str, Any] | None = None,
+        usage: Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None = None,
+    ) -> Any:
+        """Run `job` once per key (or answer it from the log)."""
+
+    async def wait_for_input(
+        self,
+        key: str,
+        reason: object,
+        *,
+        details: Mapping[str, Any] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (StepContext's signature)
+    ) -> Any:
+        """Wait durably for input under `key` (or answer it from the log)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +92,8 @@ class Operation:
         kind: ``"model"``, ``"tool"``, ``"approval"``, ``"event"`` or ``"op"``.
         key: Its key in the workflow (``model:2``, ``tool:<tool_call_id>``, ...).
         tool: The tool's name (tool calls and approvals), else None.
-        digest: A model request's digest of its messages, else None.
+        digest: A model request's digest of its messages, else None (recorded in the label
+            for reading; never compared).
     """
 
     kind: str
@@ -75,7 +116,8 @@ def request_digest(messages: object) -> str:
     """Return a short digest of a model request's messages (JSON), without volatile fields.
 
     Timestamps, run ids and conversation ids change on every replay and are left out, so
-    the digest says only whether the model is asked the same thing.
+    the digest says only whether the model is asked the same thing. It is recorded in the
+    request's label for reading; the replay check does not compare it.
     """
     text = json.dumps(_strip(messages), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -126,7 +168,7 @@ class RunJournal:
         ops: How many other operations this attempt has made so far, by name.
     """
 
-    ctx: StepContext
+    ctx: JournalContext
     agent_name: str
     recorded: list[Operation]
     position: int = 0
@@ -135,7 +177,7 @@ class RunJournal:
     ops: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, ctx: StepContext, agent_name: str, rows: list[CallRow]) -> RunJournal:
+    def of(cls, ctx: JournalContext, agent_name: str, rows: list[CallRow]) -> RunJournal:
         """Build the journal of an attempt from the run's stored call and wait rows."""
         recorded = [op for op in map(_recorded, rows) if op is not None]
         return cls(ctx, agent_name, recorded)
@@ -170,6 +212,10 @@ class RunJournal:
         self.events[name] = n + 1
         return self._check(Operation(EVENT, f"{EVENT}:{name}:{n}", name))
 
+    def event_again(self, first: Operation, asked: int) -> Operation:
+        """Return the wait asking `first` (an event wait) again: ``<first.key>#<asked>``."""
+        return self._check(Operation(EVENT, f"{first.key}#{asked}", first.tool))
+
     def other(self, name: str) -> Operation:
         """Return the next other operation named `name` (``op:<name>:<n>``), checked."""
         n = self.ops.get(name, 0)
@@ -182,16 +228,11 @@ class RunJournal:
         if position >= len(self.recorded):
             return op
         logged = self.recorded[position]
-        same = logged.kind == op.kind and logged.key == op.key and logged.tool == op.tool
-        if same and logged.digest is not None and op.digest is not None:
-            same = logged.digest == op.digest
-        if not same:
-            what = op.describe()
-            if logged.kind == op.kind == MODEL and logged.key == op.key:
-                what += " sent with other messages than recorded"
+        # The sequence only (kind, key, tool); a model request's messages are not compared.
+        if (logged.kind, logged.key, logged.tool) != (op.kind, op.key, op.tool):
             raise ReplayDivergenceError(
                 f"agent run {self.ctx.workflow_id!r} diverged from its log at position "
-                f"{position}: the log has {logged.describe()}, the replay made {what}"
+                f"{position}: the log has {logged.describe()}, the replay made {op.describe()}"
             )
         return op
 

@@ -1,0 +1,81 @@
+"""``agentq export``: the frames as Parquet files, the dashboard as one static HTML file.
+
+Parquet: ``events.parquet``, ``steps.parquet`` and ``calls.parquet`` (the DataFrames of
+`agentq.frames`, same columns); the JSON payload columns (``output``, ``input``, ``label``,
+``usage``, ``details``, ``error``), which hold a different Python type from row to row, are
+written as JSON text, so any Parquet reader gets one string column. Needs pandas and pyarrow
+(``pip install 'agentq[notebook]' pyarrow``). HTML: `agentq.widgets.export_html`, which needs
+neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from agentq.cli.target import Refused
+from agentq.errors import MissingExtraError
+from agentq.extras import require
+from agentq.frames import calls_frame, events_frame, steps_frame
+from agentq.store import DurableStore
+from agentq.widgets import export_html
+
+__all__ = ["export_parquet", "export_static_html"]
+
+
+def _json_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+async def export_parquet(store: DurableStore, directory: Path) -> list[Path]:
+    """Write the events, steps and calls frames of `store` into `directory` (made if missing).
+
+    Returns:
+        The three files written.
+
+    Raises:
+        Refused: pandas or pyarrow is missing (naming what to install), or the directory
+            cannot be made or written.
+    """
+    try:
+        require("pyarrow", "notebook")
+        frames = {
+            "events": await events_frame(store),
+            "steps": await steps_frame(store),
+            "calls": await calls_frame(store),
+        }
+    except MissingExtraError as exc:
+        raise Refused(f"{exc} (Parquet export needs pandas and pyarrow)") from exc
+    try:
+        return await asyncio.to_thread(_write_parquet, frames, directory)
+    except OSError as exc:
+        raise Refused(f"cannot write Parquet files into {str(directory)!r}: {exc}") from exc
+
+
+def _write_parquet(frames: dict[str, Any], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in frames.items():
+        for column in frame.columns:
+            if frame[column].dtype == object:
+                frame[column] = frame[column].map(_json_text).astype("string")
+        path = directory / f"{name}.parquet"
+        frame.to_parquet(path, index=False)
+        written.append(path)
+    return written
+
+
+async def export_static_html(store: DurableStore, path: Path, now: float, title: str) -> Path:
+    """Write the static dashboard page; see `agentq.widgets.export_html`.
+
+    Raises:
+        Refused: The file cannot be written.
+    """
+    try:
+        return await export_html(store, path, now=now, title=title)
+    except OSError as exc:
+        raise Refused(f"cannot write {str(path)!r}: {exc}") from exc

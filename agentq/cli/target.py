@@ -1,0 +1,102 @@
+"""Opening the store a command names: a SQLite path or a PostgreSQL DSN, never a new file.
+
+`Refused` is how every command says "no" (exit code 1, one line on stderr): a store that cannot
+be opened, an unknown workflow, a verb the store refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+from pathlib import Path
+
+from agentq.errors import AgentqError
+from agentq.store import DurableStore, PostgresStore, SqliteStore
+
+__all__ = ["DSN_PREFIXES", "Refused", "is_dsn", "open_store"]
+
+DSN_PREFIXES = ("postgresql://", "postgres://")
+"""How a STORE argument that is a PostgreSQL URI begins."""
+
+_CONNINFO = re.compile(r"\s*(\w+\s*=\s*('[^']*'|\S+)\s*)+")
+_CONNINFO_KEYS = frozenset({"host", "hostaddr", "port", "dbname", "user", "service"})
+
+
+def is_dsn(target: str) -> bool:
+    """Whether STORE names a PostgreSQL database: a URI (``postgresql://…``), or libpq's
+    ``key=value`` form (``host=db dbname=app user=agentq``) that is not an existing file."""
+    if target.startswith(DSN_PREFIXES):
+        return True
+    if not _CONNINFO.fullmatch(target) or Path(target).exists():
+        return False
+    keys = {part.split("=", 1)[0].strip() for part in target.split() if "=" in part}
+    return bool(keys & _CONNINFO_KEYS)
+
+
+class Refused(AgentqError):
+    """A command cannot do what it was asked; the message is the one line shown (exit 1)."""
+
+
+async def open_store(target: str, *, schema: str = "agentq") -> DurableStore:
+    """Open the store named on the command line; never creates a SQLite file.
+
+    A PostgreSQL database is opened as `PostgresStore.open` does: its agentq schema is
+    created or migrated if needed (a database with tables of its own in that schema is
+    refused).
+
+    Args:
+        target: A PostgreSQL DSN (a ``postgresql://…`` or ``postgres://…`` URI, or libpq's
+            ``key=value`` form; see `is_dsn`) or the path of an existing agentq SQLite file.
+        schema: The PostgreSQL schema agentq's tables are in (ignored for SQLite).
+
+    Returns:
+        The open store; the caller closes it.
+
+    Raises:
+        Refused: The path does not exist, is a directory, is empty or is not an agentq
+            database; or the store failed to open: a wrong DSN, an unreachable server,
+            psycopg missing (the message names the cause, never the DSN's password).
+    """
+    if await asyncio.to_thread(is_dsn, target):
+        return await _open_postgres(target, schema)
+    path = await asyncio.to_thread(_check_path, target)
+    try:
+        return await SqliteStore.open(path)
+    except AgentqError as exc:
+        raise Refused(f"cannot open {target!r}: {exc}") from exc
+
+
+def _check_path(target: str) -> Path:
+    """Refuse a path that is missing, a directory, empty or not a SQLite file."""
+    path = Path(target)
+    if not path.exists():
+        raise Refused(
+            f"no such file: {target!r} (the command line never creates a database; "
+            "give the path of an existing agentq SQLite file or a postgresql:// DSN)"
+        )
+    if path.is_dir():
+        raise Refused(f"{target!r} is a directory, not an agentq SQLite file")
+    if path.stat().st_size == 0:
+        raise Refused(f"{target!r} is empty, not an agentq database")
+    _check_sqlite(path)
+    return path
+
+
+def _check_sqlite(path: Path) -> None:
+    """Refuse a file that SQLite cannot read, before agentq's migrations would touch it."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise Refused(f"{str(path)!r} is not a SQLite database ({exc})") from exc
+
+
+async def _open_postgres(dsn: str, schema: str) -> DurableStore:
+    try:
+        return await PostgresStore.open(dsn, schema=schema)
+    except AgentqError as exc:  # StoreError, SchemaError, MissingExtraError (no psycopg)
+        raise Refused(f"cannot open the PostgreSQL store: {exc}") from exc

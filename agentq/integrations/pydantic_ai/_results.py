@@ -1,0 +1,151 @@
+"""What an agent run reports: `AgentRun`, its waits (`PendingApproval`), and the choice of
+the one wait an approval answers (or the error saying why there is none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage
+
+from agentq.errors import NotWaitingError, UnknownWorkflowError
+from agentq.integrations.pydantic_ai._runs import STEP
+from agentq.store import CallKind, CallRow, CallState, DurableStore
+from agentq.workflows import RunResult, RunStatus
+
+__all__ = ["AgentRun", "PendingApproval", "pending_of", "waiting_call"]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """A wait of an agent run: a tool call waiting for a decision, or an external event.
+
+    Attributes:
+        run_id: The run (its workflow id).
+        tool: The tool's name (an approval), or the event's name (``deferred_tool_calls``
+            for ``RequestInput``).
+        args: The arguments the model gave (a JSON object); ``{}`` for an event.
+        tool_call_id: The model's id of the call; ``""`` for an event.
+        key: The wait's key (``approval:<tool_call_id>``, ``event:<name>:<n>``); give it to
+            `engine.resume`.
+        reason: The question shown (``approve tool call <tool>?``; after an invalid
+            answer, what was wrong with it first). An event's says its key.
+        step: The step to resume: ``"agent"``.
+        kind: ``"approval"`` (answer with `approve` / `deny`) or ``"event"`` (answer with
+            ``engine.resume(run_id, "agent", payload, key=key)``; for ``RequestInput`` the
+            JSON form of pydantic-ai's ``DeferredToolResults``).
+    """
+
+    run_id: str
+    tool: str
+    args: dict[str, Any]
+    tool_call_id: str
+    key: str
+    reason: str
+    step: str = STEP
+    kind: str = "approval"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRun:
+    """What `DurableAgent.run` (and `approve` / `deny`) return.
+
+    Attributes:
+        run_id: The run (its workflow id).
+        status: completed, waiting (for an approval or an event), failed or cancelled.
+        output: The agent's output as JSON (a str, or a model's fields as a dict) when
+            completed, else None. The same live and read back from the log.
+        messages: The run's messages (all of them, the history included) when completed.
+            Not stored with the result (it would outgrow the store's per-value limit):
+            rebuilt from the log by a read-only replay (`DurableAgent.messages`), so the
+            requests' timestamps and run ids are the rebuild's; the parts are the run's.
+            Empty (and a warning logged) if they cannot be rebuilt.
+        usage: Token figures of the run's model requests (``input_tokens``,
+            ``output_tokens``, ``requests``) when completed, else empty.
+        pending: The waits of the run (status waiting): tool calls waiting for a decision
+            (kind ``"approval"``) and external events (kind ``"event"``).
+        reason: Why it waits, failed or was cancelled, else None.
+        result: The workflow's `RunResult`.
+        tree_html: The run as a tree (workflow → model requests → tool calls, with tokens),
+            HTML (`agentq.integrations.pydantic_ai.tree.run_tree_html`); what a notebook
+            shows for an `AgentRun` at the end of a cell.
+    """
+
+    run_id: str
+    status: RunStatus
+    output: Any
+    messages: list[ModelMessage]
+    usage: dict[str, int]
+    pending: list[PendingApproval]
+    reason: str | None
+    result: RunResult = field(repr=False)
+    tree_html: str = field(default="", repr=False)
+
+    def _repr_html_(self) -> str:
+        """The run's result card (status, reason, output) above its tree."""
+        return f"{self.result._repr_html_()}{self.tree_html}"
+
+
+def pending_of(row: CallRow, agent_name: str) -> PendingApproval | None:
+    """Return the wait `row` stands for when it is a waiting one of the agent `agent_name`.
+
+    Returns:
+        A `PendingApproval` of kind ``"approval"`` (key ``approval:...``) or ``"event"``
+        (key ``event:...``), or None (not a waiting wait of this agent).
+    """
+    details = row.details or {}
+    if (
+        row.kind is not CallKind.WAIT
+        or row.state is not CallState.WAITING
+        or not row.key.startswith(("approval:", "event:"))
+        or details.get("agent") != agent_name
+    ):
+        return None
+    if row.key.startswith("event:"):
+        event = str(details.get("event"))
+        return PendingApproval(
+            row.workflow_id, event, {}, "", row.key, row.reason or "", kind="event"
+        )
+    args = details.get("args")
+    return PendingApproval(
+        row.workflow_id,
+        str(details.get("tool")),
+        args if isinstance(args, dict) else {},
+        str(details.get("tool_call_id")),
+        row.key,
+        row.reason or "",
+    )
+
+
+async def waiting_call(
+    store: DurableStore, agent_name: str, run_id: str, tool_call_id: str | None
+) -> PendingApproval:
+    """Return the one approval of `run_id` an answer is for.
+
+    Raises:
+        UnknownWorkflowError: No run `run_id` of the agent in the store.
+        NotWaitingError: The run waits for no approval (its state, or its event waits, named).
+        LookupError: It waits for others than `tool_call_id` (or several, and no id given).
+    """
+    row = await store.get_workflow(run_id)
+    if row is None or row.definition != agent_name:
+        raise UnknownWorkflowError(
+            f"no run {run_id!r} of agent {agent_name!r} in the store"
+            + ("" if row is None else f" (it is a run of {row.definition!r})")
+        )
+    waits = [p for p in (pending_of(r, agent_name) for r in await store.calls(run_id)) if p]
+    pending = [p for p in waits if p.kind == "approval"]
+    if not pending:
+        state = getattr(row.state, "value", row.state)
+        events = [p.key for p in waits]
+        what = f"waits for {events} (answer with engine.resume)" if events else f"is {state}"
+        raise NotWaitingError(f"run {run_id!r} {what}: nothing waits for an approval")
+    chosen = [p for p in pending if tool_call_id in (None, p.tool_call_id)]
+    if len(chosen) != 1:
+        ids = [p.tool_call_id for p in pending]
+        raise LookupError(
+            f"run {run_id!r} waits for the approval of tool calls {ids}; "
+            + ("give tool_call_id" if tool_call_id is None else f"not {tool_call_id!r}")
+        )
+    return chosen[0]

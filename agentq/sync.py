@@ -88,8 +88,9 @@ def run(awaitable: Awaitable[T], *, timeout: float | None = None) -> T:
     if clickable:
         _close(awaitable)
         raise DeadlockError(
-            f"agentq.sync.run would block this cell while {', '.join(clickable)} waits for "
-            "clicks, and a click reaches the kernel only after the cell ends: it would wait "
+            f"agentq.sync.run would block this cell while {' and '.join(clickable)} "
+            f"{'wait' if len(clickable) > 1 else 'waits'} for clicks, and a click reaches the "
+            "kernel only after the cell ends: it would wait "
             "forever. Write `await ...` instead (top-level await works in Jupyter)"
         )
     try:
@@ -103,14 +104,15 @@ def run(awaitable: Awaitable[T], *, timeout: float | None = None) -> T:
 
 
 def _click_widgets(loop: asyncio.AbstractEventLoop) -> list[str]:
-    """The widgets that take clicks whose refresher runs on `loop` (by task name)."""
-    names = sorted(
+    """The kinds of widget that take clicks whose refresher runs on `loop` (by task name),
+    each named once (two dashboards read "Dashboard", not "Dashboard, Dashboard")."""
+    names = sorted({
         task.get_name().removeprefix(CLICK_TASK_PREFIX)
         for task in asyncio.all_tasks(loop)
         if task.get_name().startswith(CLICK_TASK_PREFIX)
         and not task.done()
         and not task.cancelling()  # being stopped (its cell ran again, say)
-    )
+    })
     return names
 
 

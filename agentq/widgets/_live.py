@@ -22,15 +22,34 @@ from agentq.markup import error_html, esc
 from agentq.sync import CLICK_TASK_PREFIX
 from agentq.widgets._cells import CellOwner
 
-__all__ = ["DEFAULT_INTERVAL", "Live", "Spawner"]
+__all__ = ["DEFAULT_INTERVAL", "LIVE_TIMES_EVERY", "Live", "Spawner", "check_count"]
 
 DEFAULT_INTERVAL = 0.25
 """Seconds between two refreshes (4 Hz): live for a person, light for the browser."""
+
+LIVE_TIMES_EVERY = 1.0
+"""Seconds (of the widget's clock) between two redraws of live times on idle ticks: running
+durations, lease expiry, deadlines, the timeline's "now" line and open bars are redrawn from
+the last rows read and the clock, with no store read (review 14 #2)."""
 
 
 def widgets() -> Any:
     """Return the ipywidgets module, or raise `MissingExtraError` naming the extra."""
     return require("ipywidgets", "notebook")
+
+
+def check_count(value: object, name: str, *, least: int = 1) -> int:
+    """Return `value` if it is an int >= `least`; the errors name the parameter `name`.
+
+    Raises:
+        TypeError: `value` is not an int (a bool, a float, a string...).
+        ValueError: `value` < `least`.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int >= {least}, got {value!r}")
+    if value < least:
+        raise ValueError(f"{name} must be >= {least}, got {value!r}")
+    return value
 
 
 def set_value(widget: Any, value: str) -> bool:
@@ -39,6 +58,32 @@ def set_value(widget: Any, value: str) -> bool:
         return False
     widget.value = value
     return True
+
+
+def close_tree(root: Any) -> int:
+    """Close `root` and every widget it holds (children, layout, style, ...); return how many.
+
+    ``widget.close()`` drops the widget from ipywidgets' registry of live models (which
+    otherwise holds it, its callbacks and whatever they reach, for the kernel's lifetime) and
+    removes its views from the page. Idempotent.
+    """
+    base = widgets().Widget
+    stack, seen, closed = [root], set(), 0
+    while stack:
+        w = stack.pop()
+        if not isinstance(w, base) or id(w) in seen:
+            continue
+        seen.add(id(w))
+        for name in w.keys:
+            value = getattr(w, name, None)
+            if isinstance(value, base):
+                stack.append(value)
+            elif isinstance(value, list | tuple):
+                stack.extend(v for v in value if isinstance(v, base))
+        if w.comm is not None:
+            closed += 1
+        w.close()
+    return closed
 
 
 class Spawner:
@@ -131,6 +176,16 @@ class Live:
         self._cell = CellOwner(self._replaced)
         self.replaced = False
         """True once the cell that started this widget ran again (its refresher is cancelled)."""
+        self._times_drawn = -math.inf  # clock time of the last redraw of live times
+
+    def _times_due(self, *, drawn: bool = False) -> bool:
+        """Whether live times are due for a redraw (`LIVE_TIMES_EVERY`); `drawn=True` records
+        that the views were just drawn (from fresh rows) and returns False."""
+        now = self.clock.time()
+        if drawn or now - self._times_drawn >= LIVE_TIMES_EVERY:
+            self._times_drawn = now
+            return not drawn
+        return False
 
     async def refresh(self) -> bool:
         """Bring every view up to date once; return whether anything shown changed.
@@ -193,14 +248,35 @@ class Live:
             f"{esc(type(self).__name__)} stopped: its cell ran again</div>"
         )
         self._banner.layout.display = None
+        # The cell's output is cleared by its new run: free the widgets (see `close`).
+        self.close()
 
-    async def stop(self) -> None:
+    def close(self) -> None:
+        """Close every ipywidget of this view (idempotent); `stop` calls it.
+
+        ipywidgets keeps each widget in a registry until it is closed, and the buttons'
+        callbacks reach this object, hence its engine and store: without closing, every
+        re-run of a setup cell would keep the old store (its connection and thread) alive for
+        the kernel's lifetime (review 14 #5). After `close`, the views are gone from the page
+        and the object can be garbage-collected once the notebook drops its name.
+        """
+        close_tree(self._banner)
+        root = getattr(self, "widget", None)
+        if root is not None:
+            close_tree(root)
+
+    async def stop(self, *, close: bool = True) -> None:
         """Stop the refresher, refresh one last time, and re-raise the refresher's error.
 
         End each notebook with ``await dashboard.stop()``: a background task that fails
         after its cell ended is otherwise lost silently. Without an error, the views are
-        brought up to date one last time (so the saved notebook shows the final state) and
-        work the widgets started themselves (approvals) is awaited.
+        brought up to date one last time and work the widgets started themselves
+        (approvals) is awaited. Then the widgets are closed (`close`), so nothing keeps the
+        engine and store alive; pass ``close=False`` to keep the final state on the page
+        (and in a saved notebook) at the price of keeping them until the kernel ends.
+
+        Args:
+            close: Close the widgets at the end (also when an error is re-raised).
 
         Raises:
             Exception: Whatever ended the refresher (its traceback included), or what the
@@ -216,10 +292,14 @@ class Live:
                 current = asyncio.current_task()
                 if current is not None and current.cancelling():
                     raise  # stop() itself was cancelled
-        await self._drain()
-        if self._error is not None:
-            raise self._error
-        await self.refresh()
+        try:
+            await self._drain()
+            if self._error is not None:
+                raise self._error
+            await self.refresh()
+        finally:
+            if close:
+                self.close()
 
     async def _drain(self) -> None:
         """Wait for background work started by the widgets (overridden by the approval panel)."""

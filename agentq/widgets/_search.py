@@ -4,9 +4,11 @@ A `Query` says what to look for: part of a workflow id, part of a step name, a s
 time window (the workflow's latest event within the last N seconds). `page_of` walks the
 workflow index, most recently active first, keeps the workflows that match, and fills one page
 of at most `limit` step rows from a given position, reading the step rows of only the
-workflows it shows (`StepCache.ensure`). Without a query it stops at the end of the page, so
-its cost does not grow with the log; with one, it scans the index (one pass over the workflow
-rows in memory, no I/O) to count the matches.
+workflows it shows (`StepCache.ensure`). A workflow with more matching steps than `limit` is
+paged by rows: its page shows `limit` of them, `Page.cut` says how many follow, and the next
+page starts at the same workflow with `Page.next_offset` set (no step is ever out of reach).
+Without a query it stops at the end of the page, so its cost does not grow with the log; with
+one, it scans the index (one pass over the workflow rows in memory, no I/O) to count the matches.
 """
 
 from __future__ import annotations
@@ -80,6 +82,11 @@ class Page:
         matches: Workflows that match the query (for a step status, those that may have such
             a step, judged from their state).
         workflows: The workflows drawn, in order.
+        offset: Rows of the first workflow skipped (shown on earlier pages); 0 normally.
+        next_offset: The next page's `offset`: non-zero when the page ends inside a workflow
+            with more matching steps than `limit`.
+        cut: Matching rows of the page's last workflow not drawn on it (the "… n more steps"
+            line); 0 unless the page ends inside a workflow.
     """
 
     rows: list[StepRow] = field(default_factory=list)
@@ -87,20 +94,35 @@ class Page:
     next_start: int = 0
     matches: int = 0
     workflows: list[str] = field(default_factory=list)
+    offset: int = 0
+    next_offset: int = 0
+    cut: int = 0
 
 
 async def page_of(
-    cache: StepCache, store: DurableStore, query: Query, *, start: int, limit: int, now: float
+    cache: StepCache, store: DurableStore, query: Query, *, start: int, limit: int, now: float,
+    offset: int = 0,
 ) -> Page:
     """Fill a page of at most `limit` rows from the `start`-th matching workflow.
 
-    A workflow's rows are never split across pages; a workflow with more rows than `limit`
-    fills a page alone, cut at `limit`.
+    A workflow's rows are not split across pages unless it has more matching rows than
+    `limit`: such a workflow fills pages alone, `limit` rows each, from its `offset`-th row;
+    `Page.cut` counts its rows after the page and `Page.next_start`/`Page.next_offset` point
+    at them.
+
+    Args:
+        cache: The step cache whose index is walked.
+        store: Where step rows not cached yet are read.
+        query: What to keep.
+        start: Position (0-based) of the first workflow among the matching ones.
+        limit: Maximum rows on the page (>= 1).
+        now: Unix seconds, for the query's time window.
+        offset: Rows of the first workflow to skip (a continued long workflow); default 0.
 
     Raises:
         StoreError: Reading the step rows of a workflow shown failed.
     """
-    page = Page(start=start)
+    page = Page(start=start, offset=offset)
     position = 0
     full = False
     for wf in cache.newest():
@@ -119,7 +141,20 @@ async def page_of(
         else:
             await cache.ensure(store, [wf.workflow_id])
             rows = query.rows(cache.steps_of(wf.workflow_id) or ())
+            if not page.rows and position == start + 1 and offset:
+                rows = rows[offset:]  # the rest of a long workflow paged by rows
             count = len(rows)
+        if not page.rows and count > limit:  # alone and too long: page it by rows
+            page.rows.extend(rows[:limit])
+            page.workflows.append(wf.workflow_id)
+            page.cut = count - limit
+            page.next_offset = (offset if position == start + 1 else 0) + limit
+            page.next_start = position - 1
+            full = True
+            if query.empty:
+                position = len(cache)
+                break
+            continue
         if page.rows and len(page.rows) + count > limit:
             full = True
             page.next_start = position - 1

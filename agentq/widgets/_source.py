@@ -41,6 +41,11 @@ class StepCache:
         counts: Workflows per `WorkflowState` value.
         waiting: The waiting steps by ``(workflow_id, step_index)``.
         wait_seq: ``seq`` of the latest `StepWaiting` event of each step seen waiting.
+        waiting_cap: At most how many waiting workflows to keep read for the approval panel
+            (its slots; 0 without a panel; None: all). The least recently active are read
+            first (the oldest waits), and more are read as those stop waiting (review 14 #4:
+            the first render read the steps of every waiting workflow, linear in the backlog).
+        unread_waiting: Waiting workflows in the index whose steps were not read (over the cap).
     """
 
     def __init__(self) -> None:
@@ -49,6 +54,8 @@ class StepCache:
         self.counts: Counter[str] = Counter()
         self.waiting: dict[StepKey, StepRow] = {}
         self.wait_seq: dict[StepKey, int] = {}
+        self.waiting_cap: int | None = 0  # the approval panel raises it to its slots
+        self.unread_waiting = 0
 
     def __len__(self) -> int:
         return len(self.index)
@@ -107,9 +114,8 @@ class StepCache:
         touched = list(reversed(recency))  # … and last in the list
         if full or len(touched) > FULL_READ_AFTER:
             await self._read_index(store)
-            if full:  # the approval panel needs every waiting step; pages read the rest
-                waiting = [w for w, r in self.index.items() if r.state is WorkflowState.WAITING]
-                await self.ensure(store, waiting)
+            if full:  # the approval panel needs waiting steps (`waiting_cap`); pages the rest
+                await self._fill_waiting(store)
                 return
         else:
             for wf in touched:
@@ -120,6 +126,19 @@ class StepCache:
             row_ = self.index.get(wf)
             if wf in self._steps or (row_ is not None and row_.state is WorkflowState.WAITING):
                 self.replace(wf, await store.step_rows(wf))
+        cap = self.waiting_cap
+        if self.unread_waiting and (cap is None or len({k[0] for k in self.waiting}) < cap):
+            await self._fill_waiting(store)  # waits left the panel: read the next ones
+
+    async def _fill_waiting(self, store: DurableStore) -> None:
+        """Read waiting workflows' steps, least recently active first, up to `waiting_cap`."""
+        unread = [w for w, r in self.index.items()
+                  if r.state is WorkflowState.WAITING and w not in self._steps]
+        room = len(unread)
+        if self.waiting_cap is not None:
+            room = max(0, self.waiting_cap - len({k[0] for k in self.waiting}))
+        await self.ensure(store, unread[:room])
+        self.unread_waiting = len(unread) - min(room, len(unread))
 
     async def _read_index(self, store: DurableStore) -> None:
         rows = await store.workflows()

@@ -34,9 +34,9 @@ from typing import Any
 
 from agentq.clock import Clock
 from agentq.errors import AgentqError
-from agentq.markup import more_html, short
+from agentq.markup import more_html
 from agentq.store import StepRow
-from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
+from agentq.widgets._live import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
 from agentq.widgets._source import Source, StepKey
 from agentq.widgets.html.results import approval_html, outcome_html
 from agentq.workflows import Recorded, RunResult
@@ -137,7 +137,7 @@ class ApprovalSlot:
         except json.JSONDecodeError as exc:
             raise ValueError(f"the arguments are not JSON: {exc}") from None
         if not isinstance(value, dict):
-            raise ValueError(f"the arguments must be a JSON object, got {short(value, 60)}")
+            raise ValueError(f"the arguments must be a JSON object, got {_json_kind(value)}")
         return value
 
     def tick(self, now: float) -> bool:
@@ -182,6 +182,7 @@ class ApprovalPanel(Live):
 
     Raises:
         MissingExtraError: ipywidgets is not installed.
+        TypeError: `slots` is not an int.
         ValueError: `slots` < 1 or a bad `interval`.
 
     Example:
@@ -202,13 +203,14 @@ class ApprovalPanel(Live):
         _source: Source | None = None,
     ) -> None:
         super().__init__(interval=interval, clock=clock or engine.clock)
-        if slots < 1:
-            raise ValueError(f"slots must be >= 1, got {slots!r}")
+        check_count(slots, "slots")
         w = widgets()
         self.engine = engine
         self.input_for = input_for
         self.source = _source or Source(engine.store)
         self.steps = self.source.want_steps()
+        cap = self.steps.waiting_cap
+        self.steps.waiting_cap = slots if cap is None else max(cap, slots)
         self.slots = tuple(ApprovalSlot(w) for _ in range(slots))
         """The slot widgets, in display order."""
         for slot in self.slots:
@@ -257,7 +259,11 @@ class ApprovalPanel(Live):
                 changed = free.pop(0).bind(key, row, seq, now) or changed
             else:
                 hidden += 1
-        changed = set_value(self.more, more_html(hidden, "waiting steps")) or changed
+        if self.steps.unread_waiting:  # waiting workflows not read yet (see `StepCache`)
+            text = more_html(hidden + self.steps.unread_waiting, "waiting")
+        else:
+            text = more_html(hidden, "waiting steps")
+        changed = set_value(self.more, text) or changed
         display = "none" if any(slot.key is not None for slot in self.slots) else None
         if self.empty.layout.display != display:
             self.empty.layout.display = display
@@ -351,6 +357,18 @@ class ApprovalPanel(Live):
 
     async def _drain(self) -> None:
         await self.join()
+
+
+def _json_kind(value: object) -> str:
+    """Name a parsed JSON value in JSON's words: ``null``, ``true``, ``a string "x"``, ``an
+    array [1, 2]``, ``a number 3`` (review 14 #9: Python's None/True read like a bug)."""
+    text = json.dumps(value, ensure_ascii=False)  # plain text: the banner escapes it
+    text = text if len(text) <= 60 else f"{text[:59]}…"
+    if value is None or isinstance(value, bool):
+        return text
+    kind = ("a string" if isinstance(value, str) else "an array" if isinstance(value, list)
+            else "a number")
+    return f"{kind} {text}"
 
 
 def _key(row: StepRow) -> StepKey:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.widgets._live import DEFAULT_INTERVAL, Live, set_value, widgets
+from agentq.widgets._live import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
 from agentq.widgets._source import Source
 from agentq.widgets.actions import Actions
 from agentq.widgets.approvals import ApprovalPanel
@@ -53,6 +53,8 @@ class Dashboard(Live):
 
     Raises:
         MissingExtraError: ipywidgets is not installed (``pip install 'agentq[notebook]'``).
+        TypeError: `limit`, `workflows` or `slots` is not an int (the message names it).
+        ValueError: One of them is < 1, or `interval` is not a positive number.
 
     Example:
         >>> dash = Dashboard(engine).start()   # last line of a cell: shows it, live
@@ -73,6 +75,8 @@ class Dashboard(Live):
         clock: Clock | None = None,
         workflow_for: Callable[[str], Any] | None = None,
     ) -> None:
+        for value, name in ((limit, "limit"), (workflows, "workflows"), (slots, "slots")):
+            check_count(value, name)  # named as the caller passed them
         clock = clock or engine.clock
         super().__init__(interval=interval, clock=clock)
         w = widgets()
@@ -111,7 +115,8 @@ class Dashboard(Live):
         self.widget.add_class("agentq-dashboard")
 
     def _calls_html(self) -> str:
-        return call_totals_html(self.source.calls.totals, self.engine.answered_from_log)
+        return call_totals_html(self.source.calls.totals, self.engine.answered_from_log,
+                                floor=self.source.floor)
 
     async def refresh(self) -> bool:
         """Update every view from what changed (see `Live.refresh`)."""
@@ -122,10 +127,16 @@ class Dashboard(Live):
             changed = await self.timeline.apply(rows) | changed
             changed = self.approvals.sync() | changed
             changed = await self.detail.update(rows) | changed
+            self._times_due(drawn=True)
         elif self.approvals._dirty:
             changed = self.approvals.sync() | changed
         else:
             changed = self.approvals.tick() | changed  # deadlines count down
+            changed = await self.detail.update([]) | changed  # a stale detail, when due
+            if self._times_due():  # ~1 Hz: live times from the last rows and the clock, no I/O
+                changed = self.steps.redraw() | changed
+                changed = self.timeline.render() | changed
+                changed = self.detail.render() | changed
         changed = self.detail.choices(self.steps.shown) | changed
         # After the poll (the totals count the rows it read). answered_from_log is the
         # engine's own counter, not in the log: read every tick (an attribute, no I/O); the

@@ -6,7 +6,9 @@ Two ipywidgets ``Select`` lists drive it, no script in the page: `workflows` (fi
 and `items` (the selected workflow, ``step 0 · fetch``, ``call search-1 · search``…). Selecting
 a workflow reads it once (`load_detail`: four reads, as a task on the running loop, so the
 click's callback returns at once); selecting an item re-renders from that snapshot without I/O.
-While a workflow is shown, `update` re-reads it when new events touch it, so the detail is live.
+While a workflow is shown, `update` re-reads it when new events touch it, so the detail is live,
+at most once per `REREAD_EVERY` seconds (a busy agent's events are folded into one read), and
+the *show* list offers the latest `CALLS_LISTED` calls (review 14 #3).
 """
 
 from __future__ import annotations
@@ -21,12 +23,17 @@ from agentq.store import DurableStore
 from agentq.widgets._detail import DetailSnapshot, load_detail
 from agentq.widgets._live import Spawner, set_value, widgets
 from agentq.widgets.html.detail import (
+    CALLS_LISTED,
     call_detail_html,
     step_detail_html,
     workflow_detail_html,
 )
 
-__all__ = ["DetailPane"]
+__all__ = ["REREAD_EVERY", "DetailPane"]
+
+REREAD_EVERY = 1.0
+"""Seconds (of the pane's clock) between two re-reads of the workflow shown while its events
+arrive; events in between mark it stale and the next due `update` reads it."""
 
 Item = tuple[str, Any]  # ("workflow", None) | ("step", index) | ("call", key)
 
@@ -71,6 +78,8 @@ class DetailPane:
         self._spawner = Spawner()
         self._generation = 0
         self._quiet = False
+        self._stale = False  # events touched the workflow shown since it was read
+        self._read_at = -float("inf")
         self.workflows.observe(self._workflow_picked, names="value")
         self.items.observe(self._item_picked, names="value")
 
@@ -121,6 +130,7 @@ class DetailPane:
         snap = await load_detail(self.store, workflow_id)
         if generation != self._generation:
             return  # another selection came meanwhile: it shows itself
+        self._stale, self._read_at = False, -float("inf")  # the next event re-reads at once
         if snap is None:
             raise KeyError(f"workflow {workflow_id!r} is not in the store")
         if item is None:
@@ -131,9 +141,9 @@ class DetailPane:
             if workflow_id not in self.workflows.options:
                 self.workflows.options = [workflow_id, *self.workflows.options]
             self.workflows.value = workflow_id
-            options = _item_options(snap)
-            self.items.options = options
             wanted = item or ("workflow", None)
+            options = _item_options(snap, wanted)
+            self.items.options = options
             if wanted not in [v for _, v in options]:
                 raise KeyError(f"workflow {workflow_id!r} has no {wanted[0]} {wanted[1]!r}")
             self.items.value = wanted
@@ -162,16 +172,31 @@ class DetailPane:
         return set_value(self.html, html)
 
     async def update(self, rows: list[tuple[Any, ...]]) -> bool:
-        """Re-read the workflow shown if any of the new event `rows` is about it."""
+        """Re-read the workflow shown if new event `rows` (or earlier ones) are about it.
+
+        The first batch after a selection (or a quiet second) is read at once; then at most one
+        read per `REREAD_EVERY` seconds: events that arrive sooner mark the snapshot stale,
+        and a later call (the Dashboard calls it on idle ticks with ``[]``) reads it.
+        Returns whether the HTML changed.
+
+        Raises:
+            StoreError: The store failed.
+        """
         self._spawner.bind()
         snap = self.snapshot
-        if snap is None or not any(r[2] == snap.workflow.workflow_id for r in rows):
+        if snap is None:
             return False
+        if any(r[2] == snap.workflow.workflow_id for r in rows):
+            self._stale = True
+        now = self.clock.time()
+        if not self._stale or now - self._read_at < REREAD_EVERY:
+            return False
+        self._stale, self._read_at = False, now
         fresh = await load_detail(self.store, snap.workflow.workflow_id)
         if fresh is None:
             return False
         self._set(fresh)
-        options = _item_options(fresh)
+        options = _item_options(fresh, self.items.value)
         if options != list(self.items.options):
             self._quiet = True
             try:
@@ -187,14 +212,20 @@ class DetailPane:
         await self._spawner.join()
 
 
-def _item_options(snap: DetailSnapshot) -> list[tuple[str, Item]]:
+def _item_options(snap: DetailSnapshot, keep: Item | None = None) -> list[tuple[str, Item]]:
+    """The *show* list: the workflow, each step, the latest `CALLS_LISTED` calls (and the
+    call `keep`, when it is older: the one selected stays selectable)."""
     head = f"workflow {snap.workflow.workflow_id}"
     options: list[tuple[str, Item]] = [(head, ("workflow", None))]
     options += [
         (f"step {s.step_index} · {s.step_name} ({s.state.value})", ("step", s.step_index))
         for s in snap.steps
     ]
-    for c in snap.calls:
+    calls = list(snap.calls)
+    listed = calls[-CALLS_LISTED:]
+    if keep is not None and keep[0] == "call" and all(c.key != keep[1] for c in listed):
+        listed = [c for c in calls if c.key == keep[1]] + listed
+    for c in listed:
         name = (c.label or {}).get("tool") or (c.label or {}).get("kind") or c.kind.value
         options.append((f"{c.kind.value} {c.key} · {name} ({c.state.value})", ("call", c.key)))
     return options

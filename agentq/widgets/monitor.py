@@ -11,7 +11,14 @@ from typing import Any
 
 from agentq.clock import Clock
 from agentq.store import DurableStore
-from agentq.widgets._live import DEFAULT_INTERVAL, Live, Spawner, set_value, widgets
+from agentq.widgets._live import (
+    DEFAULT_INTERVAL,
+    Live,
+    Spawner,
+    check_count,
+    set_value,
+    widgets,
+)
 from agentq.widgets._search import Page, Query, page_of
 from agentq.widgets._source import Source
 from agentq.widgets._timeline import Timeline
@@ -81,11 +88,6 @@ class LaneMonitor(Live):
         return self.update()
 
 
-def _check_limit(limit: int) -> None:
-    if limit < 1:
-        raise ValueError(f"limit must be >= 1, got {limit!r}")
-
-
 class StepTable(Live):
     """Workflows and their steps: status badges, attempt, worker, duration, reason, error.
 
@@ -109,6 +111,7 @@ class StepTable(Live):
 
     Raises:
         MissingExtraError: ipywidgets is not installed.
+        TypeError: `limit` is not an int.
         ValueError: `limit` < 1 or a bad `interval`.
     """
 
@@ -122,7 +125,7 @@ class StepTable(Live):
         _source: Source | None = None,
     ) -> None:
         super().__init__(interval=interval, clock=clock)
-        _check_limit(limit)
+        check_count(limit, "limit")
         w = widgets()
         self.limit = limit
         self.store = store
@@ -150,7 +153,7 @@ class StepTable(Live):
         """The workflows of the rows drawn, in order (what the detail pane offers)."""
         self.page: Page = Page()
         """The page drawn (`agentq.widgets._search.Page`)."""
-        self._starts: list[int] = []  # the first workflow of each earlier page, for "newer"
+        self._starts: list[tuple[int, int]] = []  # (start, offset) of earlier pages, for "newer"
         bar = w.HBox([self.query, self.step_query, self.filter, self.window, self.prev,
                       self.next, self.page_label])
         self.widget = w.VBox([self._banner, bar, self.html])
@@ -159,9 +162,10 @@ class StepTable(Live):
         self._generation = 0
         for box in (self.query, self.step_query, self.filter, self.window):
             box.observe(lambda _change: self._soon(0), names="value")
-        self.prev.on_click(lambda _b: self._soon(self._starts.pop() if self._starts else 0,
+        self.prev.on_click(lambda _b: self._soon(*(self._starts.pop() if self._starts else (0, 0)),
                                                  back=True))
-        self.next.on_click(lambda _b: self._soon(self.page.next_start, forward=True))
+        self.next.on_click(lambda _b: self._soon(self.page.next_start, self.page.next_offset,
+                                                 forward=True))
 
     @property
     def search(self) -> Query:
@@ -169,53 +173,82 @@ class StepTable(Live):
         return Query(self.query.value.strip(), self.step_query.value.strip(),
                      self.filter.value, float(self.window.value or 0))
 
-    def _soon(self, start: int, *, forward: bool = False, back: bool = False) -> None:
+    def _soon(self, start: int, offset: int = 0, *, forward: bool = False,
+              back: bool = False) -> None:
         if forward:
-            self._starts.append(self.page.start)
+            self._starts.append((self.page.start, self.page.offset))
         elif not back:
             self._starts.clear()
-        self._spawner.spawn(lambda: self._show_guarded(start), "agentq.search")
+        self._spawner.spawn(lambda: self._show_guarded(start, offset), "agentq.search")
 
-    async def _show_guarded(self, start: int) -> None:
+    async def _show_guarded(self, start: int, offset: int) -> None:
         try:
-            await self.show_page(start)
+            await self.show_page(start, offset)
         except Exception as exc:  # a store failure: the banner shows it, stop() raises it
             self._fail(exc, "search failed")
 
-    async def show_page(self, start: int | None = None) -> bool:
+    async def show_page(self, start: int | None = None, offset: int | None = None) -> bool:
         """Draw the page from the `start`-th matching workflow (default: the current page).
 
-        Reads the step rows of the workflows it shows that were not read yet.
+        Reads the step rows of the workflows it shows that were not read yet. A workflow with
+        more matching steps than `limit` is paged by rows: its page ends with "… n more
+        steps", and **older ▶** (or ``show_page(page.next_start, page.next_offset)``) shows
+        the next ones.
+
+        Args:
+            start: Position (0-based) of the page's first workflow among the matching ones.
+            offset: Steps of that workflow to skip (when it is paged by rows); default 0,
+                or the current page's when `start` is None.
+
+        A `start` past the last match draws the last workflow's page.
 
         Returns:
             Whether the HTML changed.
 
         Raises:
+            TypeError: `start` or `offset` is not an int (or None).
+            ValueError: `start` or `offset` is negative.
             StoreError: The store failed.
         """
+        if start is not None:
+            check_count(start, "start", least=0)
+        if offset is not None:
+            check_count(offset, "offset", least=0)
         self._spawner.bind()
         now = self.clock.time()
         first = self.page.start if start is None else start
+        skip = (self.page.offset if start is None else 0) if offset is None else offset
         self._generation += 1
         generation = self._generation
         page = await page_of(self.steps, self.store, self.search, start=first,
-                             limit=self.limit, now=now)
+                             limit=self.limit, now=now, offset=skip)
+        if not page.rows and 0 < page.matches <= first:  # past the end: the last page
+            first, skip = page.matches - 1, 0
+            page = await page_of(self.steps, self.store, self.search, start=first,
+                                 limit=self.limit, now=now)
         if generation != self._generation:
             return False  # a later search (the next keystroke) draws its own page
         self.page = page
         self.shown = tuple(page.workflows)
-        self.prev.disabled = page.start == 0
+        self.prev.disabled = page.start == 0 and page.offset == 0
         self.next.disabled = page.next_start >= page.matches
         label = (
             f'<span data-agentq="page" data-start="{page.start}" data-matches="{page.matches}" '
             f'style="font-size:12px;color:#6b7280;padding:0 6px">'
             f"workflows {min(page.start + 1, page.matches)}-{page.next_start} of "
-            f"{page.matches:,}</span>"
+            f"{page.matches:,}{_steps_range(page)}</span>"
         )
         set_value(self.page_label, label)
+        return self.redraw(now)
+
+    def redraw(self, now: float | None = None) -> bool:
+        """Redraw the page drawn with the clock's time (no I/O): running durations count up
+        and lease expiries count down between events. Returns whether the HTML changed."""
+        page = self.page
         html = steps_html(
-            page.rows, now=now, limit=self.limit, total=len(page.rows),
-            counts=self.steps.counts, calls=self.source.calls.steps,
+            page.rows, now=self.clock.time() if now is None else now, limit=self.limit,
+            total=len(page.rows) + page.cut, counts=self.steps.counts,
+            calls=self.source.calls.steps, calls_floor=self.source.floor,
         )
         return set_value(self.html, html)
 
@@ -227,10 +260,22 @@ class StepTable(Live):
         await self.join()
 
     async def refresh(self) -> bool:
-        """Read what changed in the store and redraw if anything did (see `Live.refresh`)."""
+        """Read what changed in the store and redraw if anything did (see `Live.refresh`);
+        on idle ticks, redraw the live times about once a second (`redraw`, no I/O)."""
         if await self.source.poll() is None:
-            return False
+            return self._times_due() and self.redraw()
+        self._times_due(drawn=True)
         return await self.show_page()
+
+
+def _steps_range(page: Page) -> str:
+    """' · steps 51-100 of 160' when the page shows part of one long workflow, else ''."""
+    if not (page.offset or page.cut):
+        return ""
+    first = page.workflows[0] if page.workflows else ""
+    shown = sum(1 for r in page.rows if r.workflow_id == first)
+    return f" · steps {page.offset + 1:,}-{page.offset + shown:,} of " \
+        f"{page.offset + shown + page.cut:,}"
 
 
 class EventTimeline(Live):
@@ -250,6 +295,7 @@ class EventTimeline(Live):
 
     Raises:
         MissingExtraError: ipywidgets is not installed.
+        TypeError: `limit` is not an int.
         ValueError: `limit` < 1 or a bad `interval`.
     """
 
@@ -263,7 +309,7 @@ class EventTimeline(Live):
         _source: Source | None = None,
     ) -> None:
         super().__init__(interval=interval, clock=clock)
-        _check_limit(limit)
+        check_count(limit, "limit")
         w = widgets()
         self.limit = limit
         self.source = _source or Source(store, steps=False)
@@ -309,8 +355,10 @@ class EventTimeline(Live):
         return set_value(self.html, html)
 
     async def refresh(self) -> bool:
-        """Read the events appended since the last refresh and redraw (see `Live.refresh`)."""
+        """Read the events appended since the last refresh and redraw (see `Live.refresh`);
+        on idle ticks, move the "now" line and open bars about once a second (no I/O)."""
         rows = await self.source.poll()
         if rows is None:
-            return False
+            return self._times_due() and self.render()
+        self._times_due(drawn=True)
         return await self.apply(rows)

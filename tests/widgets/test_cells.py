@@ -207,3 +207,15 @@ def test_rerunning_a_dashboard_cell_in_a_kernel_keeps_one_refresher(kernel: Kern
     kernel.run("await dash.stop()", "stop")
     # With no click-taking widget running, sync.run nests as before (BH-22).
     assert kernel.run("print(sync.run(asyncio.sleep(0, 'ok')))", "sync") == "ok\n"
+
+
+async def test_the_deadlock_error_names_each_kind_of_widget_once(clock: FakeClock) -> None:
+    # Review 14 #10: "while Dashboard, Dashboard waits for clicks".
+    panels = [ApprovalPanel(FakeEngine(ReadStore(), clock)).start() for _ in range(2)]
+    engine = FakeEngine(ReadStore(), clock)
+    engine.queue = StatsQueue()  # type: ignore[assignment]
+    dashes = [Dashboard(engine).start() for _ in range(2)]
+    with pytest.raises(DeadlockError, match=r"while ApprovalPanel and Dashboard wait for clicks"):
+        sync.run(asyncio.sleep(0))
+    for view in (*panels, *dashes):
+        await view.stop()

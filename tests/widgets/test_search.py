@@ -11,7 +11,9 @@ import pytest
 from agentq.clock import FakeClock
 from agentq.events import EventKind
 from agentq.store import StepState
-from agentq.widgets import Dashboard, EventTimeline, StepTable, _source
+from agentq.widgets import ApprovalPanel, Dashboard, EventTimeline, StepTable, _source
+from agentq.widgets._calls import CallCounts
+from agentq.widgets.html.calls import call_counts_html
 
 from .fakes import T0, FakeEngine, ReadStore
 
@@ -192,3 +194,131 @@ async def test_an_approval_with_a_deadline_counts_down_each_tick_without_reading
     assert await panel.refresh() is False  # the same whole second: nothing sent
     await clock.advance(30)
     assert await panel.refresh() is True and "(passed)" in label.value
+
+
+async def test_a_workflow_longer_than_the_page_says_how_many_more_and_pages_by_rows() -> None:
+    # Review 14 #1: a 10-step workflow under limit=4 showed 4 rows, no "more", older disabled.
+    store = ReadStore()
+    workflow(store, "old")
+    workflow(store, "long", tuple(f"s{i}" for i in range(10)))
+    workflow(store, "new")
+    table = StepTable(store, clock=FakeClock(), limit=4)
+    await table.refresh()
+    assert drawn(table) == ["new"]
+    table.next.click()
+    await table.join()
+    assert [r.step_name for r in table.page.rows] == ["s0", "s1", "s2", "s3"]
+    assert "6 more" in table.html.value and "steps 1-4 of 10" in table.page_label.value
+    assert not table.next.disabled
+    table.next.click()
+    await table.join()
+    assert [r.step_name for r in table.page.rows] == ["s4", "s5", "s6", "s7"]
+    table.next.click()
+    await table.join()  # the rest of "long", then the next workflow if it fits
+    assert [r.step_name for r in table.page.rows] == ["s8", "s9", "fetch", "send"]
+    assert "steps 9-10 of 10" in table.page_label.value and "more" not in table.html.value
+    assert table.next.disabled
+    for expected in (["s4", "s5", "s6", "s7"], ["s0", "s1", "s2", "s3"]):
+        table.prev.click()
+        await table.join()
+        assert [r.step_name for r in table.page.rows] == expected
+    table.prev.click()
+    await table.join()
+    assert drawn(table) == ["new"] and table.prev.disabled
+
+
+async def test_a_long_workflow_under_a_status_search_is_paged_too() -> None:
+    store = ReadStore()
+    workflow(store, "long", tuple(f"s{i}" for i in range(7)), StepState.FAILED)
+    table = StepTable(store, clock=FakeClock(), limit=3)
+    await table.refresh()
+    table.filter.value = "failed"
+    await table.join()
+    assert len(table.page.rows) == 3 and "4 more" in table.html.value
+    await table.show_page(table.page.next_start, table.page.next_offset)
+    await table.show_page(table.page.next_start, table.page.next_offset)
+    assert [r.step_name for r in table.page.rows] == ["s6"] and table.next.disabled
+
+
+async def test_call_counts_from_a_partial_window_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review 14 #8: totals read from the tail looked like totals of the whole log.
+    store = ReadStore()
+    for i in range(4):
+        workflow(store, f"wf-{i}")  # 5 events each
+    whole = Dashboard(FakeEngine(store, FakeClock()))
+    await whole.refresh()
+    assert "calls-scope" not in whole.calls.value
+    await whole.stop()
+    monkeypatch.setattr(_source, "TAIL_EVENTS", 7)
+    dash = Dashboard(FakeEngine(store, FakeClock()))
+    await dash.refresh()
+    assert 'data-floor="13"' in dash.calls.value
+    assert "in the events after #13 (older ones not read)" in dash.calls.value
+    await dash.stop()
+
+
+def test_a_steps_call_cell_from_a_partial_window_reads_at_least() -> None:
+    counts = CallCounts(calls=3, runs=3, completed=3)
+    assert ">3 calls" in call_counts_html(counts)
+    partial = call_counts_html(counts, floor=95_000)
+    assert "≥ 3 calls" in partial and "counted from event #95,001 on" in partial
+
+
+async def test_the_first_render_reads_only_as_many_waiting_workflows_as_the_panel_shows() -> None:
+    # Review 14 #4: the first render read the steps of every waiting workflow.
+    store = ReadStore()
+    for i in range(10):
+        workflow(store, f"ask-{i}", ("ask",), StepState.WAITING)
+    panel = ApprovalPanel(FakeEngine(store, FakeClock()), slots=2)
+    await panel.refresh()
+    assert store.calls["step_rows(wf)"] == 2 and "step_rows" not in store.calls
+    assert [s.key for s in panel.slots] == [("ask-0", 0), ("ask-1", 0)]  # the oldest waits
+    assert "… 8 more waiting not shown" in panel.more.value
+    store.step("ask-0", 0, "ask", StepState.COMPLETED)  # answered elsewhere
+    store.event(K.STEP_COMPLETED, "ask-0", (0, "ask"), attempt=1)
+    await panel.refresh()
+    assert [s.key for s in panel.slots] == [("ask-2", 0), ("ask-1", 0)]
+    assert "… 7 more waiting not shown" in panel.more.value
+    await panel.stop()
+
+
+@pytest.mark.parametrize(("start", "error"), [
+    (-1, ValueError), (-100, ValueError), (2.5, TypeError), ("3", TypeError), (True, TypeError),
+])
+async def test_show_page_refuses_a_bad_start_naming_it(start: Any, error: type) -> None:
+    # Review 14 #6.
+    store = ReadStore()
+    for i in range(12):
+        workflow(store, f"wf-{i:02d}")
+    table = StepTable(store, clock=FakeClock(), limit=4)
+    await table.refresh()
+    with pytest.raises(error, match=r"start must be an int >= 0|start must be >= 0, got "):
+        await table.show_page(start)
+    with pytest.raises(ValueError, match="offset must be >= 0, got -1"):
+        await table.show_page(0, -1)
+
+
+async def test_show_page_past_the_end_draws_the_last_page() -> None:
+    store = ReadStore()
+    for i in range(12):
+        workflow(store, f"wf-{i:02d}")
+    table = StepTable(store, clock=FakeClock(), limit=4)
+    await table.refresh()
+    for start in (12, 100):
+        await table.show_page(start)
+        assert drawn(table) == ["wf-00"] and table.next.disabled and not table.prev.disabled
+        assert "workflows 12-12 of 12" in table.page_label.value
+
+
+@pytest.mark.parametrize(("kw", "error", "message"), [
+    ({"workflows": 0}, ValueError, "workflows must be >= 1, got 0"),
+    ({"limit": "50"}, TypeError, "limit must be an int >= 1, got '50'"),
+    ({"limit": 2.5}, TypeError, "limit must be an int >= 1, got 2.5"),
+    ({"slots": 0}, ValueError, "slots must be >= 1, got 0"),
+])
+def test_dashboard_arguments_are_checked_under_their_own_names(
+    kw: dict[str, Any], error: type, message: str
+) -> None:
+    # Review 14 #7.
+    with pytest.raises(error, match=message):
+        Dashboard(FakeEngine(ReadStore(), FakeClock()), **kw)

@@ -641,3 +641,19 @@ async def test_unedited_args_and_a_reject_send_no_override(
 
 def json_of(text: str) -> Any:
     return json.loads(text)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("null", "got null"), ("true", "got true"), ('"x"', 'got a string "x"'),
+    ("[1, 2]", "got an array [1, 2]"), ("3.5", "got a number 3.5"),
+])
+def test_the_args_editor_refuses_a_non_object_in_jsons_words(text: str, said: str) -> None:
+    # Review 14 #9: "got None", "got True", "got x" read like Python, not JSON.
+    from agentq.widgets._live import widgets
+    from agentq.widgets.approvals import ApprovalSlot
+
+    slot = ApprovalSlot(widgets())
+    slot.args_shown = '{"to": "bob"}'
+    slot.args.value = text
+    with pytest.raises(ValueError, match=rf"must be a JSON object, {re.escape(said)}$"):
+        slot.edited_args()

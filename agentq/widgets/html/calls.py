@@ -17,7 +17,7 @@ def _part(count: int, text: str, status: str | None = None) -> str:
     return f"<span{style}>{count} {esc(text)}</span>"
 
 
-def call_counts_html(counts: CallCounts | None) -> str:
+def call_counts_html(counts: CallCounts | None, *, floor: int = 0) -> str:
     """Render one step's calls compactly, e.g. ``3 calls · 1 failed · 1 in doubt``.
 
     Failed calls (whose latest run failed), running calls and calls in doubt are named only
@@ -25,11 +25,14 @@ def call_counts_html(counts: CallCounts | None) -> str:
 
     Args:
         counts: The step's counts (``CallTally.steps.get((workflow_id, step_index))``).
+        floor: The event ``seq`` after which the counts were taken (``Source.floor``); when
+            non-zero the counts may be partial and read "≥ 3 calls" (the Detail pane reads
+            the calls table and gives the exact figures).
     """
     if counts is None or counts.calls <= 0:
         return ""
     noun = "call" if counts.calls == 1 else "calls"
-    parts = [f"{counts.calls} {noun}"]
+    parts = [f"{'≥ ' if floor else ''}{counts.calls} {noun}"]
     if counts.failed:
         parts.append(_part(counts.failed, "failed", "failed"))
     if counts.running:
@@ -40,7 +43,7 @@ def call_counts_html(counts: CallCounts | None) -> str:
         f"{counts.calls} {noun}, {counts.runs} runs: {counts.completed} completed, "
         f"{counts.failed} failed, {counts.running} running, {counts.in_doubt} in doubt "
         "(started, no outcome recorded, attempt over)"
-    )
+    ) + (f"; counted from event #{floor + 1:,} on (earlier events not read)" if floor else "")
     return (
         f'<span data-agentq="call-counts" data-calls="{counts.calls}" data-runs="{counts.runs}" '
         f'data-failed="{counts.failed}" data-running="{counts.running}" '
@@ -49,7 +52,9 @@ def call_counts_html(counts: CallCounts | None) -> str:
     )
 
 
-def call_totals_html(totals: CallCounts, answered_from_log: int | None = None) -> str:
+def call_totals_html(
+    totals: CallCounts, answered_from_log: int | None = None, *, floor: int = 0
+) -> str:
     """Render the call totals: runs, failed runs, calls in doubt, calls answered from the log.
 
     Args:
@@ -57,6 +62,9 @@ def call_totals_html(totals: CallCounts, answered_from_log: int | None = None) -
         answered_from_log: ``engine.answered_from_log`` (calls and waits answered from the
             log instead of running, counted by this engine since it started), or None to
             leave it out.
+        floor: The event ``seq`` after which the counts were taken (``Source.floor``): when
+            non-zero the line says so ("in the events after #95,000"), since the totals
+            then leave out the log's older events (review 14 #8).
     """
     parts = [
         _part(totals.runs, "run" if totals.runs == 1 else "runs"),
@@ -72,9 +80,13 @@ def call_totals_html(totals: CallCounts, answered_from_log: int | None = None) -
         "in doubt: started, no outcome recorded, attempt over; answered from the log: calls "
         "this engine did not run again"
     )
+    scope = ""
+    if floor:
+        scope = (f' <span data-agentq="calls-scope" data-floor="{floor}">in the events after '
+                 f"#{floor:,} (older ones not read)</span>")
     return (
         f'<div data-agentq="call-totals" data-calls="{totals.calls}" data-runs="{totals.runs}" '
         f'data-failed="{totals.failed_runs}" data-in-doubt="{totals.in_doubt}"{answered} '
         f'title="{esc(title)}" style="{FONT};padding:2px 0 4px"><span style="{MUTED}">'
-        f"durable calls:</span> {' · '.join(parts)}</div>"
+        f"durable calls{scope}:</span> {' · '.join(parts)}</div>"
     )

@@ -13,10 +13,20 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agentq.markup import FONT, MUTED, badge, clock_text, esc, fmt_seconds, json_text
+from agentq.markup import (
+    FONT,
+    MUTED,
+    badge,
+    clock_text,
+    esc,
+    fmt_seconds,
+    json_text,
+    more_html,
+)
 from agentq.outcomes import ErrorInfo
 from agentq.store import CallRow, StepRow
 from agentq.widgets._detail import DetailSnapshot, attempts_of
+from agentq.widgets.html.results import countdown_text
 
 __all__ = [
     "FOLD_AT",
@@ -147,7 +157,16 @@ def workflow_detail_html(snap: DetailSnapshot, *, now: float) -> str:
     return _frame("workflow", f'data-workflow="{esc(wf.workflow_id)}"', title, body)
 
 
+CALLS_LISTED = 50
+"""Calls listed in a workflow's or step's detail (and in the pane's *show* list): the latest
+ones, with "… n more calls not shown" above them (review 14 #3: a 3,000-call agent step drew
+megabytes on every redraw). Any call is still shown alone by ``DetailPane.show(wf, call=key)``."""
+
+
 def _calls_table(calls: Iterable[CallRow], now: float) -> str:
+    listed = list(calls)
+    hidden = max(0, len(listed) - CALLS_LISTED)
+    calls = listed[hidden:]
     rows = "".join(
         f'<tr data-agentq="detail-call" data-key="{esc(c.key)}"><td style="{_TD}">{esc(c.key)}'
         f'</td><td style="{_TD}">{esc(_call_name(c))}</td><td style="{_TD}">'
@@ -162,7 +181,8 @@ def _calls_table(calls: Iterable[CallRow], now: float) -> str:
         f'<th style="{_TD};{MUTED};font-weight:500">{h}</th>'
         for h in ("key", "name", "state", "runs", "duration", "usage")
     )
-    return f'<table style="border-collapse:collapse"><tr>{head}</tr>{rows}</table>'
+    return (f'{more_html(hidden, "calls (earlier)")}'
+            f'<table style="border-collapse:collapse"><tr>{head}</tr>{rows}</table>')
 
 
 def _call_name(call: CallRow) -> str:
@@ -224,7 +244,7 @@ def _wait_facts(step: StepRow, now: float) -> str:
     if step.wait_deadline is not None:
         left = step.wait_deadline - now
         deadline = esc(f"{clock_text(step.wait_deadline)} "
-                       f"({'in ' + fmt_seconds(left) if left >= 0 else 'passed'})")
+                       f"({'in ' + countdown_text(left) if left >= 0 else 'passed'})")
     return _table([
         ("key", esc(step.wait_key or "")),
         ("deadline", deadline),

@@ -149,6 +149,7 @@ def steps_html(
     counts: Mapping[str, int] | None = None,
     calls: Mapping[tuple[str, int], CallCounts] | None = None,
     counted: str = "workflows",
+    calls_floor: int = 0,
 ) -> str:
     """Render step rows as a table: status badges, attempt, worker, duration, reason, error.
 
@@ -168,6 +169,8 @@ def steps_html(
         calls: Durable call counts by ``(workflow_id, step_index)`` (``CallTally.steps``):
             when given, a "calls" column shows each step's (`call_counts_html`).
         counted: What `counts` counts, the summary line's first word.
+        calls_floor: The event ``seq`` after which `calls` were counted (``Source.floor``):
+            when non-zero each cell reads "≥ n calls" (`call_counts_html`).
     """
     shown = rows[:limit]
     hidden = (len(rows) if total is None else total) - len(shown)
@@ -209,7 +212,8 @@ def steps_html(
         wf_cell = short(row.workflow_id, 40) if first else ""
         calls_cell = ""
         if calls is not None:
-            cell = call_counts_html(calls.get((row.workflow_id, row.step_index)))
+            cell = call_counts_html(calls.get((row.workflow_id, row.step_index)),
+                                    floor=calls_floor)
             calls_cell = f'<td style="padding:2px 8px">{cell}</td>'
         body.append(
             f'<tr data-agentq="step-row" data-workflow="{esc(row.workflow_id)}" '

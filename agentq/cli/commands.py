@@ -54,7 +54,10 @@ class Settings:
 
 
 def _fail(message: object) -> NoReturn:
-    click.echo(f"agentq: {message}", err=True)
+    first, *more = str(message).strip().splitlines() or [""]
+    # one line, as promised: a driver's hint on further lines ("Is the server running…?")
+    # is joined onto it
+    click.echo(f"agentq: {' '.join([first, *(m.strip() for m in more if m.strip())])}", err=True)
     sys.exit(1)
 
 

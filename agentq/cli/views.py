@@ -106,8 +106,9 @@ def _steps_table(steps: Sequence[StepRow]) -> Table:
         table.add_column(name, overflow="fold")
     for row in steps:
         note = short(row.output) if row.state is StepState.COMPLETED else short(row.reason)
-        if row.error is not None:
-            note = f"{note}\n{short(str(row.error), 80)}" if note else short(str(row.error), 80)
+        error = None if row.error is None else short(str(row.error), 80)
+        if error and error != note and not (note or "").startswith(error):  # said once
+            note = f"{note}\n{error}" if note else error
         attempt = str(row.attempt) + (f" +{row.recoveries} lost" if row.recoveries else "")
         table.add_row(
             str(row.step_index), row.step_name, _state(row.state.value), attempt,

@@ -74,6 +74,7 @@ bench: $(TEST_STAMP)
 	$(PY) -m bench.replay
 	$(PY) -m bench.postgres
 	$(PY) -m bench.tracing
+	$(PY) -m bench.scale
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -7,7 +7,9 @@ file DB, or the PostgreSQL database of DSN DB with agentq's tables in SCHEMA (la
 permits, 2 s leases, worker id ``NAME:<pid>``) and serves until killed.
 Each step body of ``job`` appends ``"<workflow> <step> <pid>"`` to the SIDE file when it
 starts, works 50 ms, then returns, so that the parent can count what ran where, and kill
-this process mid-run.
+this process mid-run. The environment may change two things (for `test_scale.py` and
+``bench/scale.py``): ``AGENTQ_SERVE_WORK``, seconds each body works (default 0.05), and
+``AGENTQ_SERVE_PERMITS``, the lane's permits (default 4).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from agentq.store import PostgresStore, SqliteStore
 
 LEASE_TTL = 2.0
 POLL = 0.1
+WORK = float(os.environ.get("AGENTQ_SERVE_WORK", "0.05"))
+PERMITS = int(os.environ.get("AGENTQ_SERVE_PERMITS", "4"))
 
 
 def definition(side: Path) -> WorkflowDef:
@@ -31,7 +35,7 @@ def definition(side: Path) -> WorkflowDef:
         async def body(ctx: StepContext) -> str:
             with side.open("a") as f:
                 f.write(f"{ctx.workflow_id} {name} {os.getpid()}\n")
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(WORK)
             return f"{name}:{ctx.input}"
 
         return StepDef(name, body)
@@ -54,7 +58,7 @@ def open_store(db: str, schema: str | None = None) -> SqliteStore | PostgresStor
 
 
 async def main(db: str, side: Path, name: str, schema: str | None = None) -> None:
-    lanes = {Priority.MEDIUM: LaneConfig(capacity=50, permits=4)}
+    lanes = {Priority.MEDIUM: LaneConfig(capacity=50, permits=PERMITS)}
     async with Queue(lanes) as queue, open_store(db, schema) as store:
         engine = WorkflowEngine(
             queue, store, worker_id=f"{name}:{os.getpid()}", lease_ttl=LEASE_TTL

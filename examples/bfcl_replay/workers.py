@@ -1,0 +1,340 @@
+"""The BFCL replay across worker processes: ``python -m examples.bfcl_replay.workers``.
+
+Each task's workflow becomes a `WorkflowDef` named like its workflow id (``bfcl/<task id>``:
+one definition per task, since a task's steps close over its calls), registered identically in
+every worker process. The coordinator (this module's `coordinate`):
+
+1. removes the two SQLite files (agentq's store, default ``out/bfcl-workers.db``, and the
+   service host's beside it) and starts every instance (``engine.start``) on an engine of its
+   own that then holds no definitions;
+2. spawns N worker processes (``--serve``) that register the definitions and ``await
+   engine.serve()`` on the same store; they apply the calls through the same service host
+   file (its ``apply`` is one ``BEGIN IMMEDIATE`` transaction keyed by the call's key, and its
+   cache is checked against the file in every transaction, so it is safe across processes);
+3. answers every approval wait with the same `ApprovalPolicy` as the single-process replay,
+   through ``engine.resume`` (the coordinator holds no definition: it gets `Recorded`, and a
+   serving worker runs the step on);
+4. with ``--kill-one``, SIGKILLs the first worker once a third of the calls were applied: the
+   others take over its expired leases (``WorkerRecovered``), and a call it left in doubt is
+   sent again and refused by the service host, which returns the stored result;
+5. waits until every workflow is closed, stops the survivors (SIGTERM: each prints its host
+   counts as one JSON line), rebuilds each task's run from the store (an ended workflow's
+   ``engine.run(id)`` returns its stored result) and checks it against the ground truth run
+   directly, prints the summary, and exits 0 only when every task matches.
+
+Decision: a separate module, so that run.py (the single-process replay) stays as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentq import EventKind, NotWaitingError, Queue, StepStatus, WorkflowDef, WorkflowEngine
+from agentq.store import EVENT_COLUMNS, SqliteStore, StepState
+
+from .approval import ApprovalPolicy
+from .dataset import DEFAULT_CATEGORY, Task, categories
+from .direct import run_tasks
+from .plan import LANES, STEP_LANE, workflow_id
+from .replay import ReplayEnv, build_workflow
+from .report import Verdict, check, collect_runs
+from .selection import count_reruns, read_selection, select_tasks
+from .servicehost import ServiceHost
+
+LEASE_TTL = 2.0
+"""Seconds a step's lease lasts: how soon a survivor takes over a killed worker's steps."""
+
+POLL = 0.2
+"""Seconds between two reads of the ready work (workers) or of the waits (coordinator)."""
+
+
+def definitions(tasks: Sequence[Task], env: ReplayEnv) -> list[tuple[WorkflowDef, object]]:
+    """Return each task's definition (named like its workflow id) with its instance's input."""
+    pairs: list[tuple[WorkflowDef, object]] = []
+    for task in tasks:
+        workflow = build_workflow(task, env)
+        pairs.append((WorkflowDef(workflow.id, workflow.steps), workflow.input))
+    return pairs
+
+
+@dataclass(frozen=True)
+class WorkersReport:
+    """What a run across workers left (`coordinate`).
+
+    Attributes:
+        verdict: The ground-truth check of every task whose workflow closed.
+        tasks: Tasks replayed.
+        calls: Tool calls in those tasks.
+        applied: Rows in the service host's ``applied_calls`` (one per key, never two).
+        workers: Worker processes spawned.
+        killed: Workers killed with SIGKILL (0 or 1).
+        worker_recovered: ``WorkerRecovered`` events in the log (leases taken over).
+        reruns: Keys of the calls in doubt that were sent again (``CallStarted`` rerun).
+        refused: Keys the surviving workers' host refused as already applied.
+        survivors: Each surviving worker's host counts (its JSON line).
+        wall: Seconds from the first start to the last workflow closed.
+    """
+
+    verdict: Verdict
+    tasks: int
+    calls: int
+    applied: int
+    workers: int
+    killed: int
+    worker_recovered: int
+    reruns: tuple[str, ...]
+    refused: tuple[str, ...]
+    survivors: tuple[dict[str, Any], ...]
+    wall: float
+
+    @property
+    def ok(self) -> bool:
+        """Every task matches, each call applied once, and only calls in doubt refused."""
+        return (
+            self.verdict.ok
+            and self.verdict.total == self.tasks
+            and self.applied == self.calls
+            and set(self.refused) <= set(self.reruns)
+        )
+
+    def format(self) -> str:
+        """The summary lines a person reads."""
+        return (
+            f"{self.verdict.headline()}\n"
+            f"workers {self.workers} · killed {self.killed} · WorkerRecovered "
+            f"{self.worker_recovered} · wall {self.wall:.1f} s\n"
+            f"calls {self.calls} · applied {self.applied} (once each) · calls in doubt sent "
+            f"again {len(self.reruns)} · refused by the host {len(self.refused)} "
+            f"{list(self.refused)}\n"
+            f"survivors' host counts: {list(self.survivors)}"
+        )
+
+
+@dataclass(frozen=True)
+class WorkersOptions:
+    """The command line (see `parse_args`)."""
+
+    workers: int
+    kill_one: bool
+    db: Path
+    services_db: Path
+    categories: tuple[str, ...]
+    tasks: int | None
+    transient_rate: float
+    seed: int
+    quiet: bool
+
+
+def _tasks(options: WorkersOptions) -> list[Task]:
+    return list(select_tasks(options.categories, options.tasks, None).tasks)
+
+
+async def serve(options: WorkersOptions, name: str) -> None:
+    """A worker process: register every task's definition and serve until SIGTERM.
+
+    On SIGTERM it stops serving (handing its leases back) and prints its service host's
+    counts as one JSON line: ``{"worker": ..., "applied": n, "duplicates": n, "refused": [...]}``.
+    """
+    tasks = _tasks(options)
+    loop = asyncio.get_running_loop()
+    with ServiceHost(
+        options.services_db, tasks, transient_error_rate=options.transient_rate,
+        seed=options.seed,
+    ) as host:
+        async with Queue(LANES) as queue, SqliteStore(options.db) as store:
+            engine = WorkflowEngine(
+                queue, store, worker_id=f"{name}:{os.getpid()}", lease_ttl=LEASE_TTL,
+                priority=STEP_LANE,
+            )
+            for definition, _ in definitions(tasks, ReplayEnv(host)):
+                engine.register(definition)
+            server = asyncio.ensure_future(engine.serve(poll_interval=POLL))
+            loop.add_signal_handler(signal.SIGTERM, server.cancel)
+            print("serving", flush=True)
+            with contextlib.suppress(asyncio.CancelledError):
+                await server
+        stats = host.stats()
+        line = {"worker": name, "applied": stats.applied, "duplicates": stats.duplicates,
+                "refused": host.refused_keys()}
+        print(json.dumps(line), flush=True)
+
+
+def _applied(services_db: Path) -> int:
+    with contextlib.closing(sqlite3.connect(services_db, timeout=10)) as db:
+        (count,) = db.execute("SELECT count(*) FROM applied_calls").fetchone()
+    return int(count)
+
+
+async def _approve(engine: WorkflowEngine, policy: ApprovalPolicy) -> int:
+    """Answer every wait now open; return how many were answered."""
+    answered = 0
+    for row in await engine.store.step_rows():
+        if row.state is not StepState.WAITING:
+            continue
+        status = (await engine.status(row.workflow_id))[row.step_index]
+        if not isinstance(status, StepStatus.Waiting):
+            continue
+        answer = policy.decide(
+            row.workflow_id, row.step_name, row.reason or "", key=status.key,
+            details=status.details,
+        )
+        with contextlib.suppress(NotWaitingError):
+            await engine.resume(row.workflow_id, row.step_name, answer, key=status.key)
+            answered += 1
+    return answered
+
+
+async def _holding(
+    store: SqliteStore, services_db: Path, proc: subprocess.Popen[str], calls: int
+) -> bool:
+    """Whether a third of the calls were applied and worker w0 (`proc`) holds a step's lease."""
+    if _applied(services_db) * 3 < calls:
+        return False
+    worker = f"w0:{proc.pid}"
+    return any(
+        row.state is StepState.LEASED and row.worker_id == worker
+        for row in await store.step_rows()
+    )
+
+
+def _spawn(options: WorkersOptions, index: int) -> subprocess.Popen[str]:
+    argv = [
+        sys.executable, "-m", "examples.bfcl_replay.workers", "--serve", f"w{index}",
+        "--db", str(options.db), "--services-db", str(options.services_db),
+        "--transient-rate", str(options.transient_rate), "--seed", str(options.seed + index),
+        "--category", *options.categories,
+    ]
+    if options.tasks is not None:
+        argv += ["--tasks", str(options.tasks)]
+    root = str(Path(__file__).resolve().parents[2])  # where `examples` is importable from
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+
+
+def _say(options: WorkersOptions, text: str) -> None:
+    if not options.quiet:
+        print(text, flush=True)
+
+
+async def coordinate(options: WorkersOptions) -> WorkersReport:
+    """Run the replay across `options.workers` processes (see the module docstring).
+
+    Raises:
+        subprocess.TimeoutExpired: A surviving worker did not stop within 60 s of SIGTERM.
+    """
+    for db in (options.db, options.services_db):
+        for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+            path.unlink(missing_ok=True)
+    options.db.parent.mkdir(parents=True, exist_ok=True)
+    tasks = _tasks(options)
+    reference = run_tasks(tasks)
+    calls = sum(len(texts) for task in tasks for texts in task.call_texts)
+    policy = ApprovalPolicy(approve=True)
+    ids = [workflow_id(task.id) for task in tasks]
+    started = time.perf_counter()
+    with ServiceHost(options.services_db, tasks) as host:
+        async with Queue(LANES) as queue, SqliteStore(options.db) as store:
+            engine = WorkflowEngine(queue, store, lease_ttl=LEASE_TTL, priority=STEP_LANE)
+            for definition, task_input in definitions(tasks, ReplayEnv(host)):
+                await engine.start(definition, definition.name, task_input)
+            for name in list(engine.definitions):  # the coordinator runs nothing itself
+                engine.unregister(name)
+            _say(options, f"started {len(tasks)} workflows ({calls} tool calls); "
+                 f"{options.workers} workers serving {options.db}")
+            procs = [_spawn(options, index) for index in range(options.workers)]
+            killed = 0
+            try:
+                while True:
+                    await _approve(engine, policy)
+                    if options.kill_one and not killed and await _holding(
+                        store, options.services_db, procs[0], calls
+                    ):
+                        procs[0].send_signal(signal.SIGKILL)
+                        procs[0].wait()
+                        killed = 1
+                        _say(options, f"killed worker w0 (pid {procs[0].pid}) with SIGKILL")
+                    rows = {row.workflow_id: row for row in await store.workflows()}
+                    if all(i in rows and rows[i].state.closed for i in ids):
+                        break
+                    if all(p.poll() is not None for p in procs):
+                        _say(options, "every worker exited before the end")
+                        break
+                    await asyncio.sleep(POLL)
+            finally:
+                lines: list[str] = []
+                for proc in procs:
+                    if proc.poll() is None:
+                        proc.send_signal(signal.SIGTERM)
+                    out, _ = proc.communicate(timeout=60)
+                    lines += [line for line in out.splitlines() if line.startswith("{")]
+            wall = time.perf_counter() - started
+            counts = [json.loads(line) for line in lines]
+            results = {i: await engine.run(i) for i in ids if rows.get(i) and rows[i].state.closed}
+            verdict = check(reference, collect_runs(
+                [t for t in tasks if workflow_id(t.id) in results], results, host))
+            reading = await read_selection(engine, ids)
+            kind = EVENT_COLUMNS.index("kind")
+            recovered = sum(row[kind] == EventKind.WORKER_RECOVERED for row in reading.events)
+            reruns = await count_reruns(engine, reading.calls, 0)
+            refused = sorted(key for c in counts for key in c["refused"])
+            applied_rows = _applied(options.services_db)
+    return WorkersReport(
+        verdict=verdict, tasks=len(tasks), calls=calls, applied=applied_rows,
+        workers=options.workers, killed=killed, worker_recovered=recovered,
+        reruns=tuple(reruns), refused=tuple(refused), survivors=tuple(counts), wall=wall,
+    )
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[WorkersOptions, str | None]:
+    """Parse the command line: the options, and the worker's name with ``--serve``."""
+    parser = argparse.ArgumentParser(prog="python -m examples.bfcl_replay.workers")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--kill-one", action="store_true")
+    parser.add_argument("--db", type=Path, default=Path("out/bfcl-workers.db"))
+    parser.add_argument("--services-db", type=Path, default=None)
+    parser.add_argument("--category", nargs="+", choices=[*categories()],
+                        default=[DEFAULT_CATEGORY])
+    parser.add_argument("--tasks", type=int, default=None)
+    parser.add_argument("--transient-rate", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error(f"--workers must be >= 1, got {args.workers}")
+    if args.kill_one and args.workers < 2:
+        parser.error("--kill-one needs --workers 2 or more (a survivor finishes the work)")
+    services = args.services_db or args.db.with_name(f"{args.db.stem}-services.db")
+    options = WorkersOptions(
+        args.workers, args.kill_one, args.db, services, tuple(args.category), args.tasks,
+        args.transient_rate, args.seed, args.quiet,
+    )
+    return options, args.serve
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Coordinate (default) or serve (``--serve NAME``); return the exit status."""
+    options, name = parse_args(argv)
+    if name is not None:
+        asyncio.run(serve(options, name))
+        return 0
+    report = asyncio.run(coordinate(options))
+    print(report.format(), flush=True)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,15 +14,20 @@ every worker process. The coordinator (this module's `coordinate`):
 3. answers every approval wait with the same `ApprovalPolicy` as the single-process replay,
    through ``engine.resume`` (the coordinator holds no definition: it gets `Recorded`, and a
    serving worker runs the step on);
-4. with ``--kill-one``, SIGKILLs the first worker once a third of the calls were applied: the
-   others take over its expired leases (``WorkerRecovered``), and a call it left in doubt is
-   sent again and refused by the service host, which returns the stored result;
+4. with ``--kill-one``, SIGKILLs the first worker (``w0``) once a third of the calls were
+   applied and it holds a step's lease (so that there is something to take over): the others
+   take over its expired leases (``WorkerRecovered``), and a call it left in doubt is sent
+   again and refused by the service host if it had applied it, which returns the stored
+   result;
 5. waits until every workflow is closed, stops the survivors (SIGTERM: each prints its host
    counts as one JSON line), rebuilds each task's run from the store (an ended workflow's
    ``engine.run(id)`` returns its stored result) and checks it against the ground truth run
    directly, prints the summary, and exits 0 only when every task matches.
 
-Decision: a separate module, so that run.py (the single-process replay) stays as it is.
+Decisions: a separate module, so that run.py (the single-process replay) stays as it is; its
+own default files (``out/bfcl-workers.db``), since the single-process replay stores the same
+workflow ids as plain workflows; worker i injects transient errors with seed ``--seed + i``.
+SQLite only: the workers take a file path.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ a line to a side file, so the counts below are what really reached "the world".
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import sys
@@ -30,31 +29,16 @@ CHILD = HERE / "calls_crash_child.py"
 sys.path.insert(0, str(HERE))
 try:
     import calls_crash_child as child
+    import child_runs
 finally:
     sys.path.remove(str(HERE))
 
 
 async def run_child(mode: str, db: Path, side: Path, **env: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(CHILD), mode, str(db), str(side),
-        env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(60):
-        out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    return await child_runs.run_child(CHILD, mode, db, side, **env)
 
 
-def side_runs(side: Path) -> tuple[Counter[str], dict[str, set[str]]]:
-    """How often each call's body ran, and in which processes."""
-    runs: Counter[str] = Counter()
-    pids: dict[str, set[str]] = {}
-    for line in side.read_text().splitlines():
-        key, pid = line.split()
-        runs[key] += 1
-        pids.setdefault(key, set()).add(pid)
-    return runs, pids
+side_runs = child_runs.side_runs
 
 
 async def test_sigkill_inside_call_5_then_recover_in_a_new_process(tmp_path: Path) -> None:

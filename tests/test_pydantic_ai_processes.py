@@ -7,7 +7,6 @@ reached the provider and the world.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import sys
@@ -29,31 +28,16 @@ CHILD = HERE / "agent_crash_child.py"
 sys.path.insert(0, str(HERE))
 try:
     import agent_crash_child as child
+    import child_runs
 finally:
     sys.path.remove(str(HERE))
 
 
 async def run_child(mode: str, db: Path, side: Path, **env: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(CHILD), mode, str(db), str(side),
-        env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(60):
-        out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    return await child_runs.run_child(CHILD, mode, db, side, **env)
 
 
-def ran(side: Path) -> tuple[Counter[str], dict[str, set[str]]]:
-    """How often each request / tool body ran, and in which processes."""
-    runs: Counter[str] = Counter()
-    pids: dict[str, set[str]] = {}
-    for line in side.read_text().splitlines():
-        what, pid = line.rsplit(" ", 1)
-        runs[what] += 1
-        pids.setdefault(what, set()).add(pid)
-    return runs, pids
+ran = child_runs.side_runs
 
 
 async def test_sigkill_mid_run_then_continue_in_a_new_process(tmp_path: Path) -> None:

@@ -125,7 +125,9 @@ async def page_of(
     page = Page(start=start, offset=offset)
     position = 0
     full = False
-    for wf in cache.newest():
+    # A snapshot of the order: reading step rows awaits, and a refresh running meanwhile
+    # reorders the index (a live iterator would raise "OrderedDict mutated during iteration").
+    for wf in tuple(cache.newest()):
         if not query.admits(wf, now):
             continue
         position += 1

@@ -441,6 +441,32 @@ def test_export_html_is_one_static_page_of_the_dashboard_views(
     assert "agentq.db" in page and "<script" not in page
 
 
+def test_export_html_has_each_workflows_tree_with_details_and_bounds_it(
+    made: Path, tmp_path: Path
+) -> None:
+    from bs4 import BeautifulSoup
+
+    page_path = tmp_path / "trees.html"
+    result = run("export", str(made), "--html", str(page_path))
+    assert result.exit_code == 0, result.output
+    soup = BeautifulSoup(page_path.read_text(encoding="utf-8"), "html.parser")
+    trees = {t["data-workflow"]: t for t in soup.select('[data-agentq="tree"]')}
+    assert set(trees) == {"done", "asks", "broken"}
+    for tree in trees.values():
+        for node in tree.select('[data-agentq="tree-node"]'):
+            assert node.find(attrs={"data-agentq": "detail"}) is not None, node["data-node"]
+    assert soup.find(["script", "link", "img"]) is None
+    assert not any(t.has_attr("src") or t.has_attr("href") for t in soup.find_all(True))
+    small = tmp_path / "small.html"
+    result = run("export", str(made), "--html", str(small), "--workflows", "1", "--nodes", "2")
+    assert result.exit_code == 0, result.output
+    soup = BeautifulSoup(small.read_text(encoding="utf-8"), "html.parser")
+    assert len(soup.select('[data-agentq="tree"]')) == 1
+    assert len(soup.select('[data-agentq="tree-node"]')) == 2
+    assert "2 more workflows not shown" in soup.text
+    assert run("export", str(made), "--html", str(small), "--nodes", "0").exit_code == 2
+
+
 def test_export_needs_a_target_and_a_writable_place(made: Path, tmp_path: Path) -> None:
     assert run("export", str(made)).exit_code == 2
     result = run("export", str(made), "--html", str(tmp_path / "no" / "such" / "dir.html"))

@@ -11,7 +11,9 @@ on plain HTML cannot reach the kernel. The few lines of JavaScript in `ESM` (no 
 CDN) send each toggle and each click on a label to the kernel, and re-apply the person's
 toggles after a redraw. The kernel keeps the same state (`opened`, per workflow) and draws
 ``open`` into the HTML, so a redraw from the kernel keeps open nodes open even before the
-browser re-applies them. By default the root and the steps that run, wait or failed are open.
+browser re-applies them. By default the root and the steps that run, wait or failed are open;
+a node drawn open stays open (a step that was waiting stays open once it completes) until the
+person closes it.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ class RunTree:
     Attributes:
         widget: The anywidget (its ``value`` is the HTML drawn).
         root: The tree drawn, or None before a workflow is shown.
-        opened: Per workflow id, the nodes the person toggled (node id → open).
+        opened: Per workflow id, the nodes toggled (node id → open): by the person, or
+            opened by default when first drawn.
 
     Raises:
         MissingExtraError: anywidget is not installed (``pip install 'agentq[notebook]'``).
@@ -116,14 +119,14 @@ class RunTree:
         self.widget.on_msg(self._message)
 
     def open_nodes(self) -> set[str]:
-        """The node ids drawn open: the defaults, then the person's toggles."""
+        """The node ids drawn open: the person's toggles, and the defaults they did not close."""
         root = self.root
         if root is None or self.workflow_id is None:
             return set()
-        out = {"w"} | {n.node for n in root.children if n.state in _OPEN_STATES}
-        for node, is_open in self.opened.get(self.workflow_id, {}).items():
-            (out.add if is_open else out.discard)(node)
-        return out
+        toggled = self.opened.setdefault(self.workflow_id, {})
+        for node in ["w", *(n.node for n in root.children if n.state in _OPEN_STATES)]:
+            toggled.setdefault(node, True)  # once drawn open, it stays open until closed
+        return {node for node, is_open in toggled.items() if is_open}
 
     def show(self, snap: DetailSnapshot | None) -> bool:
         """Draw the tree of `snap`'s workflow (None: empty); return whether the HTML changed."""

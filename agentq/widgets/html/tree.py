@@ -8,7 +8,7 @@ click on a label into a selection. Which nodes are open is an argument (`open_no
 redraw from the kernel keeps them open too.
 
 Caps: a node lists at most `limit` children (the latest: a running agent's newest calls stay
-visible), after a "… n more earlier … not shown" line; `nodes` caps the whole tree (the
+visible), after a "… n more calls not shown" line; `nodes` caps the whole tree (the
 export's size bound). Every title, fact, id and key is escaped.
 """
 
@@ -26,7 +26,7 @@ TREE_CHILDREN = 50
 """Children listed per node (the latest ones); the earlier ones are counted on a "more" line."""
 
 _INDENT = "margin-left:16px"
-_WHAT = {"workflow": "earlier steps", "step": "earlier calls", "model": "earlier calls"}
+_WHAT = {"workflow": "steps", "step": "calls", "model": "calls"}
 
 
 def _label(node: TreeNode) -> str:
@@ -88,7 +88,7 @@ def tree_html(
                 hidden += len(kids) - len(drawn)
                 break
             drawn.append(draw(child))
-        more = more_html(hidden, _WHAT.get(node.kind, "earlier items"))
+        more = more_html(hidden, _WHAT.get(node.kind, "items"))
         inner = ""
         if detail is not None:
             body = detail(node)

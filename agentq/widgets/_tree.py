@@ -98,15 +98,17 @@ def _step_node(step: StepRow) -> TreeNode:
         facts.append(f"attempt {step.attempt}")
     if step.started_at is not None and step.finished_at is not None:
         facts.append(fmt_seconds(step.finished_at - step.started_at))
+    error = _error_text(step.error)
     if step.wait_key:
         facts.append(f"waits on {step.wait_key}")
-    elif step.reason and step.state.value in ("waiting", "failed"):
-        facts.append(step.reason)
-    error = _error_text(step.error)
-    if error:
-        facts.append(error)
+    elif step.reason and (step.state.value == "waiting" or (step.state.value == "failed"
+                                                             and not error)):
+        facts.append(step.reason)  # a failed step's reason repeats its error: said once
+    failed = bool(error) and step.state.value == "failed"
+    if error:  # an earlier attempt's error, on a step that was retried since, is history
+        facts.append(error if failed else f"retried after: {error}")
     return TreeNode(f"s:{step.step_index}", "step", f"step {step.step_index} · {step.step_name}",
-                    step.state.value, tuple(facts), failed=bool(error))
+                    step.state.value, tuple(facts), failed=failed)
 
 
 def _tokens(usage: dict[str, Any] | None) -> str:

@@ -87,6 +87,9 @@ async def test_an_agent_step_nests_tools_under_the_model_request_and_shows_its_w
     step = root.children[0]
     assert (step.node, step.state) == ("s:0", "waiting")
     assert "attempt 2" in step.facts and "waits on approve" in step.facts
+    assert not step.failed  # its first attempt's error is history, not a failure
+    assert any(f.startswith("retried after: ") and "booking service down" in f
+               for f in step.facts)
     assert kids(step) == ["c:plan"]
     model = step.children[0]
     assert model.kind == "model" and model.title == "model request · plan"
@@ -108,6 +111,7 @@ async def test_a_failed_call_shows_its_error_and_its_detail_the_traceback(
     assert (call.node, call.state, call.failed) == ("c:charge", "failed", True)
     assert "ValueError: service down" in call.facts
     assert root.failed and root.children[0].failed
+    assert sum("service down" in f for f in root.children[0].facts) == 1  # said once
     html = tree_html(root)
     assert "color:#b91c1c" in html and "ValueError: service down" in html
     detail = call_detail_html(snap, "charge", now=clock.time())

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
-from agentq.markup import FONT, MUTED, badge, esc, more_html
+from agentq.markup import FONT, MUTED, badge, esc, more_html, short
 from agentq.store import CallRow, StepRow, WorkflowRow
 from agentq.widgets._tree import TreeNode, build_tree
 
@@ -25,14 +25,17 @@ __all__ = ["TREE_CHILDREN", "run_tree_html", "tree_html"]
 TREE_CHILDREN = 50
 """Children listed per node (the latest ones); the earlier ones are counted on a "more" line."""
 
+FACT_CHARS = 100
+"""A fact longer than this (an error message) is shortened; the full text is its tooltip."""
+
 _INDENT = "margin-left:16px"
 _WHAT = {"workflow": "steps", "step": "calls", "model": "calls"}
 
 
 def _label(node: TreeNode) -> str:
-    facts = " · ".join(node.facts)
+    facts = " · ".join(short(fact, FACT_CHARS) for fact in node.facts)
     colour = "color:#b91c1c" if node.failed else MUTED
-    extra = f' <span style="{colour}">{esc(facts)}</span>' if facts else ""
+    extra = f' <span style="{colour}">{facts}</span>' if facts else ""
     weight = "font-weight:600;" if node.kind == "workflow" else ""
     return (
         f'<span data-agentq="tree-label" data-select="{esc(node.node)}" '

@@ -73,7 +73,8 @@ class DetailPane:
         self.html = w.HTML(_EMPTY)
         self.tree = RunTree(self.pick)
         """The selected workflow's tree (`RunTree`): a click on a node shows its detail."""
-        self.tree.widget.layout = w.Layout(width="360px", max_height="420px", overflow="auto")
+        layout = self.tree.widget.layout  # set, not replaced: a replaced Layout would leak
+        layout.width, layout.max_height, layout.overflow = "360px", "420px", "auto"
         self.widget = w.HBox([w.VBox([self.workflows, self.items]), self.tree.widget, self.html])
         self.widget.add_class("agentq-detail")
         self.snapshot: DetailSnapshot | None = None

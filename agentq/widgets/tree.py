@@ -28,7 +28,7 @@ from agentq.widgets._live import set_value
 from agentq.widgets._tree import Item, TreeNode, build_tree, node_item
 from agentq.widgets.html.tree import TREE_CHILDREN, tree_html
 
-__all__ = ["ESM", "RunTree"]
+__all__ = ["ESM", "LIVE_NODES", "RunTree"]
 
 ESM = """
 export default {
@@ -71,6 +71,9 @@ export default {
 
 _OPEN_STATES = frozenset({"leased", "waiting", "failed"})
 
+LIVE_NODES = 500
+"""Nodes drawn at most in the live tree (a long agent run's; the rest on "more" lines)."""
+
 
 @cache
 def _widget_class() -> Any:
@@ -91,6 +94,7 @@ class RunTree:
         on_select: Called with the `Item` of a node whose label was clicked (the `DetailPane`
             shows its detail); errors it raises are the caller's.
         limit: Children listed per node (the latest; see `tree_html`).
+        nodes: Nodes drawn at most (`LIVE_NODES`).
 
     Attributes:
         widget: The anywidget (its ``value`` is the HTML drawn).
@@ -107,12 +111,17 @@ class RunTree:
     """
 
     def __init__(
-        self, on_select: Callable[[Item], None] | None = None, *, limit: int = TREE_CHILDREN
+        self,
+        on_select: Callable[[Item], None] | None = None,
+        *,
+        limit: int = TREE_CHILDREN,
+        nodes: int = LIVE_NODES,
     ) -> None:
         self.widget = _widget_class()()
         self.widget.add_class("agentq-tree")
         self.on_select = on_select
         self.limit = limit
+        self.nodes = nodes
         self.root: TreeNode | None = None
         self.workflow_id: str | None = None
         self.opened: dict[str, dict[str, bool]] = {}
@@ -141,7 +150,8 @@ class RunTree:
         """Redraw from the tree and the open nodes (no I/O); return whether it changed."""
         if self.root is None:
             return set_value(self.widget, "")
-        html = tree_html(self.root, open_nodes=self.open_nodes(), limit=self.limit)
+        html = tree_html(self.root, open_nodes=self.open_nodes(), limit=self.limit,
+                         nodes=self.nodes)
         return set_value(self.widget, html)
 
     def toggle(self, node: str, is_open: bool) -> bool:

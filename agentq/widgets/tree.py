@@ -23,6 +23,7 @@ from functools import cache
 from typing import Any
 
 from agentq.extras import require
+from agentq.markup import MUTED
 from agentq.widgets._detail import DetailSnapshot
 from agentq.widgets._live import set_value
 from agentq.widgets._tree import Item, TreeNode, build_tree, node_item
@@ -70,6 +71,11 @@ export default {
 """The tree's browser code (an ES module, inline: works offline)."""
 
 _OPEN_STATES = frozenset({"leased", "waiting", "failed"})
+
+_EMPTY = (
+    f'<div data-agentq="tree-empty" style="{MUTED};font-size:12px;padding:4px">'
+    "Select a workflow to see its tree.</div>"
+)
 
 LIVE_NODES = 500
 """Nodes drawn at most in the live tree (a long agent run's; the rest on "more" lines)."""
@@ -126,6 +132,7 @@ class RunTree:
         self.workflow_id: str | None = None
         self.opened: dict[str, dict[str, bool]] = {}
         self.widget.on_msg(self._message)
+        self.render()
 
     def open_nodes(self) -> set[str]:
         """The node ids drawn open: the person's toggles, and the defaults they did not close."""
@@ -149,7 +156,7 @@ class RunTree:
     def render(self) -> bool:
         """Redraw from the tree and the open nodes (no I/O); return whether it changed."""
         if self.root is None:
-            return set_value(self.widget, "")
+            return set_value(self.widget, _EMPTY)
         html = tree_html(self.root, open_nodes=self.open_nodes(), limit=self.limit,
                          nodes=self.nodes)
         return set_value(self.widget, html)

@@ -171,8 +171,9 @@ async def test_open_nodes_survive_a_refresh_and_a_click_opens_the_detail(
     assert (await engine.run(agent_workflow(Tools()))).status == "waiting"
     dash = Dashboard(engine)
     await dash.refresh()
-    await dash.detail.show("trip")
     tree = dash.detail.tree
+    assert 'data-agentq="tree-empty"' in tree.widget.value  # nothing selected yet
+    await dash.detail.show("trip")
     assert opened(tree.widget.value) == {"w", "s:0"}  # the root and the waiting step
     # What the browser sends when the person expands the model request.
     tree._message(tree.widget, {"event": "toggle", "node": "c:plan", "open": True}, [])

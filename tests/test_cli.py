@@ -427,18 +427,44 @@ def test_export_parquet_frames(made: Path, tmp_path: Path) -> None:
         ("done", "tool:1"), ("asks", "tool:1"), ("asks", "approve-send")}
 
 
+def exported(made: Path, page: Path, *options: str) -> str:
+    """Run ``agentq export made --html page [options]`` and return the page written."""
+    result = run("export", str(made), "--html", str(page), *options)
+    assert result.exit_code == 0, result.output
+    return page.read_text(encoding="utf-8")
+
+
 def test_export_html_is_one_static_page_of_the_dashboard_views(
     made: Path, tmp_path: Path
 ) -> None:
-    page_path = tmp_path / "dash.html"
-    result = run("export", str(made), "--html", str(page_path))
-    assert result.exit_code == 0, result.output
-    page = page_path.read_text(encoding="utf-8")
+    page = exported(made, tmp_path / "dash.html")
     assert page.startswith("<!DOCTYPE html>")
     assert 'data-agentq="approval" data-workflow="asks" data-step="ask"' in page
     assert 'data-agentq="steps"' in page and 'data-agentq="timeline"' in page
     assert 'data-agentq="call-totals"' in page
     assert "agentq.db" in page and "<script" not in page
+
+
+def test_export_html_has_each_workflows_tree_with_details_and_bounds_it(
+    made: Path, tmp_path: Path
+) -> None:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(exported(made, tmp_path / "trees.html"), "html.parser")
+    trees = {t["data-workflow"]: t for t in soup.select('[data-agentq="tree"]')}
+    assert set(trees) == {"done", "asks", "broken"}
+    for tree in trees.values():
+        for node in tree.select('[data-agentq="tree-node"]'):
+            assert node.find(attrs={"data-agentq": "detail"}) is not None, node["data-node"]
+    assert soup.find(["script", "link", "img"]) is None
+    assert not any(t.has_attr("src") or t.has_attr("href") for t in soup.find_all(True))
+    small = tmp_path / "small.html"
+    soup = BeautifulSoup(exported(made, small, "--workflows", "1", "--nodes", "2"),
+                         "html.parser")
+    assert len(soup.select('[data-agentq="tree"]')) == 1
+    assert len(soup.select('[data-agentq="tree-node"]')) == 2
+    assert "2 more workflows not shown" in soup.text
+    assert run("export", str(made), "--html", str(small), "--nodes", "0").exit_code == 2
 
 
 def test_export_needs_a_target_and_a_writable_place(made: Path, tmp_path: Path) -> None:

@@ -70,11 +70,11 @@ RUN = """([index, command]) => {
 ERRORS = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
 
 
-def write_notebook(path: Path) -> None:
+def write_notebook(path: Path, sources: list[str] = CELLS) -> None:
     cells = [
         {"cell_type": "code", "id": f"cell-{i}", "metadata": {}, "execution_count": None,
          "outputs": [], "source": source}
-        for i, source in enumerate(CELLS)
+        for i, source in enumerate(sources)
     ]
     kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path.write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": kernelspec},

@@ -11,6 +11,7 @@ and the command line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ from agentq.cli.commands import Settings
 from agentq.clock import FakeClock
 from agentq.queue import Queue
 from agentq.store import DurableStore, SqliteStore
-from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
+from agentq.workflows import RunResult, RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -80,6 +81,28 @@ def engine_on(queue: Queue, store: DurableStore, name: str, clock: FakeClock) ->
     return WorkflowEngine(queue, store, worker_id=name, lease_ttl=TTL, clock=clock)
 
 
+async def running(
+    engine: WorkflowEngine, wf: Workflow, body: Sleeper, clock: FakeClock
+) -> asyncio.Future[RunResult]:
+    """Start `engine`'s run of `wf`; return it once `body` runs and its lease is renewed."""
+    run = asyncio.ensure_future(engine.run(wf))
+    async with asyncio.timeout(BOUND):
+        await body.started.wait()
+        await clock.wait_for_sleepers(1)  # the lease renewer
+    return run
+
+
+@contextlib.asynccontextmanager
+async def napping(
+    store: DurableStore, clock: FakeClock, workflow_id: str
+) -> AsyncIterator[tuple[WorkflowEngine, Sleeper, asyncio.Future[RunResult]]]:
+    """Engine "a" on its own queue, running a one-step workflow whose body sleeps."""
+    body = Sleeper()
+    async with Queue(clock=clock) as queue:
+        a = engine_on(queue, store, "a", clock)
+        yield a, body, await running(a, Workflow(workflow_id, [StepDef("nap", body)]), body, clock)
+
+
 async def test_a_cancel_from_another_engine_stops_the_body_within_a_renewal(
     stores: tuple[SqliteStore, SqliteStore], clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -87,10 +110,7 @@ async def test_a_cancel_from_another_engine_stops_the_body_within_a_renewal(
     wf = Workflow("wf-remote", [StepDef("nap", body)])
     async with Queue(clock=clock) as qa, Queue(clock=clock) as qb:
         a, b = engine_on(qa, stores[0], "a", clock), engine_on(qb, stores[1], "b", clock)
-        run_a = asyncio.ensure_future(a.run(wf))
-        async with asyncio.timeout(BOUND):
-            await body.started.wait()
-            await clock.wait_for_sleepers(1)  # a's lease renewer
+        run_a = await running(a, wf, body, clock)
         assert await b.cancel(wf.id, "stopped by b")
         await asyncio.sleep(0)
         assert body.seen == []  # not before a's next renewal
@@ -110,18 +130,11 @@ async def test_a_cancel_from_another_engine_stops_the_body_within_a_renewal(
 async def test_a_cancel_from_the_command_line_stops_the_body(
     db: Path, stores: tuple[SqliteStore, SqliteStore], clock: FakeClock
 ) -> None:
-    body = Sleeper()
-    wf = Workflow("wf-cli", [StepDef("nap", body)])
-    async with Queue(clock=clock) as qa:
-        a = engine_on(qa, stores[0], "a", clock)
-        run_a = asyncio.ensure_future(a.run(wf))
-        async with asyncio.timeout(BOUND):
-            await body.started.wait()
-            await clock.wait_for_sleepers(1)
+    async with napping(stores[0], clock, "wf-cli") as (_, body, run_a):
         done = await asyncio.to_thread(
             CliRunner().invoke,
             cli,
-            ["cancel", str(db), wf.id, "--reason", "from the shell"],
+            ["cancel", str(db), "wf-cli", "--reason", "from the shell"],
             obj=Settings(clock=clock),
         )
         assert done.exit_code == 0, done.output
@@ -144,13 +157,8 @@ async def test_a_lease_taken_over_after_expiry_cancels_the_first_body_which_reco
     later = FakeClock(clock.time() + TTL + 1)
     async with Queue(clock=clock) as qa, Queue(clock=later) as qb:
         a, b = engine_on(qa, stores[0], "a", clock), engine_on(qb, stores[1], "b", later)
-        run_a = asyncio.ensure_future(a.run(wf_a))
-        async with asyncio.timeout(BOUND):
-            await first.started.wait()
-            await clock.wait_for_sleepers(1)
-        run_b = asyncio.ensure_future(b.run(wf_b))
-        async with asyncio.timeout(BOUND):
-            await second.started.wait()
+        run_a = await running(a, wf_a, first, clock)
+        run_b = await running(b, wf_b, second, later)
         assert "WorkerRecovered" in await kinds(stores[1], wf_b.id)
         with caplog.at_level(logging.WARNING, logger="agentq"):
             await clock.advance(RENEWAL)  # a's renewal is refused: its body is cancelled
@@ -176,16 +184,10 @@ async def test_a_lease_taken_over_after_expiry_cancels_the_first_body_which_reco
 async def test_the_owners_own_cancel_still_stops_the_body_at_once(
     stores: tuple[SqliteStore, SqliteStore], clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    body = Sleeper()
-    wf = Workflow("wf-own", [StepDef("nap", body)])
-    async with Queue(clock=clock) as qa:
-        a = engine_on(qa, stores[0], "a", clock)
-        run_a = asyncio.ensure_future(a.run(wf))
-        async with asyncio.timeout(BOUND):
-            await body.started.wait()
+    async with napping(stores[0], clock, "wf-own") as (a, body, run_a):
         start = clock.time()
         with caplog.at_level(logging.INFO, logger="agentq"):
-            assert await a.cancel(wf.id, "mine")
+            assert await a.cancel("wf-own", "mine")
             async with asyncio.timeout(BOUND):
                 result = await run_a
     assert result.status is RunStatus.CANCELLED and result.reason == "mine"

@@ -193,6 +193,73 @@ def test_a_missing_file_is_never_created(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+COMMANDS = [
+    ("ls",), ("show", "w"), ("events",), ("export", "--html", "page.html"),
+    ("approve", "w"), ("cancel", "w"), ("retry", "w"),
+]
+"""Every command, read-only and recording, with the arguments after STORE."""
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_no_command_creates_a_sqlite_file(tmp_path: Path, command: tuple[str, ...]) -> None:
+    path = tmp_path / "typo.db"
+    verb, *rest = command
+    result = run(verb, str(path), *(str(tmp_path / r) if r.endswith(".html") else r
+                                    for r in rest))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("agentq: no such file") and "typo.db" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not path.exists() and not (tmp_path / "page.html").exists()
+
+
+def _namespaces(dsn: str, *names: str) -> set[str]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)", (list(names),)
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_a_mistyped_pg_schema_is_refused_and_never_created(
+    pg_target: Any, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    typo = f"{pg_target.schema}_typo"
+    verb, *rest = command
+    result = run("--pg-schema", typo, verb, pg_target.dsn,
+                 *(str(tmp_path / r) if r.endswith(".html") else r for r in rest))
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"agentq: no schema {typo!r} in that PostgreSQL database (the command line never "
+        "creates a store; check --pg-schema)\n"
+    )
+    assert _namespaces(pg_target.dsn, typo) == set()
+
+
+def test_a_pg_schema_without_an_agentq_store_is_refused_and_left_empty(pg_target: Any) -> None:
+    import psycopg
+
+    other = f"{pg_target.schema}_other"
+    with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{other}"')
+    try:
+        result = run("--pg-schema", other, "ls", pg_target.dsn)
+        assert result.exit_code == 1
+        assert result.stderr == (
+            f"agentq: schema {other!r} of that PostgreSQL database holds no agentq store\n"
+        )
+        with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
+            tables = conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (other,)
+            ).fetchone()
+        assert tables == (0,)
+    finally:
+        with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{other}" CASCADE')
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [(b"", "is empty"), (b"hello, not a database at all" * 10, "not a SQLite database")],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import re
 import sqlite3
@@ -20,7 +21,7 @@ from agentq.errors import (
     StoreError,
     WorkflowMismatchError,
 )
-from agentq.store import Claimed, SqliteStore, StepState, WorkflowState, sqlite_reads, sqlite_tx
+from agentq.store import Claimed, SqliteStore, StepState, WorkflowState, sqlite_tx
 from agentq.store.sqlite_schema import SCHEMA_VERSION, migrations, rebuilds
 
 from .conftest import T0, claim, kinds, run_step, start
@@ -578,7 +579,8 @@ async def test_event_rows_without_json_arrows(
         await start(store, steps=["a"], input=[0.1, {"é": None}])
         await run_step(store, output=0.30000000000000004)
         rows = await store.event_rows()
-        monkeypatch.setattr(sqlite_reads, "JSON_ARROWS", False)
+        plain = dataclasses.replace(store.sql.dialect, json_arrows=False)
+        monkeypatch.setattr(store, "sql", store.sql._replace(dialect=plain))
         assert await store.event_rows() == rows
 
 

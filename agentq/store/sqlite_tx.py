@@ -3,8 +3,9 @@
 Everything here is synchronous and runs on the connection's thread (the async half,
 `agentq.store.sqlite`, ships each call there in one hop): `begin` takes the write lock with
 ``BEGIN IMMEDIATE`` (retried while another connection holds it); `SqliteTx` is the rules' `Tx`
-over a `sqlite3.Connection`; `transact` runs a group-commit batch of verbs in one transaction,
-each in its own SAVEPOINT; `rebuild` rewrites the projection tables from the log.
+over a `sqlite3.Connection`; `transact` runs a group-commit batch of verbs in one transaction
+(a SAVEPOINT per verb only when a verb raised after writing); `rebuild` rewrites the
+projection tables from the log.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "rollback",
     "store_error",
     "transact",
+    "transact_with_savepoints",
 ]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -272,11 +274,42 @@ def store_error(exc: BaseException) -> BaseException:
 def transact(conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]]) -> list[Outcome]:
     """Run a batch of verbs in one ``BEGIN IMMEDIATE … COMMIT``; one outcome per verb.
 
-    With more than one verb, each runs in its own SAVEPOINT: a verb that raises is rolled back
-    alone and gets its exception; the others commit together. If the transaction itself fails
-    (BEGIN, a savepoint, COMMIT), no verb is committed and each gets a `StoreError`, except
-    those already refused, whose refusal stands.
+    A verb that raises is rolled back alone and gets its exception; the others commit
+    together. If the transaction itself fails (BEGIN, COMMIT), no verb is committed and each
+    gets a `StoreError`, except those already refused, whose refusal stands.
+
+    Savepoints only when needed: a rule refuses before it writes (see `agentq.store.tx`), so a
+    verb that raised without changing a row (``total_changes`` unchanged) has nothing to roll
+    back. Only if a verb of a batch raised after writing is the transaction rolled back and
+    the batch run again with a SAVEPOINT around each verb (`transact_with_savepoints`).
     """
+    if len(fns) == 1:
+        return transact_with_savepoints(conn, fns)
+    outcomes: list[Outcome] = []
+    try:
+        begin(conn)
+        for fn in fns:
+            changes = conn.total_changes
+            try:
+                value = fn(SqliteTx(conn))
+            except Exception as exc:
+                if conn.total_changes != changes:  # it wrote, then raised: savepoints
+                    rollback(conn)
+                    return transact_with_savepoints(conn, fns)
+                outcomes.append((False, store_error(exc)))
+            else:
+                outcomes.append((True, value))
+        conn.execute("COMMIT")
+        return outcomes
+    except BaseException as exc:
+        return _failed(conn, outcomes, len(fns), exc)
+
+
+def transact_with_savepoints(
+    conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]]
+) -> list[Outcome]:
+    """`transact`, each verb of a batch in its own SAVEPOINT (rolled back alone if it raises);
+    a single verb in the transaction alone."""
     outcomes: list[Outcome] = []
     single = len(fns) == 1
     try:
@@ -301,13 +334,20 @@ def transact(conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]])
         conn.execute("COMMIT")
         return outcomes
     except BaseException as exc:
-        rollback(conn)
-        failed = []
-        for i in range(len(fns)):
-            ok, value = outcomes[i] if i < len(outcomes) else (True, None)
-            refused = not ok and not isinstance(value, StoreError)
-            failed.append((False, value if refused else store_error(exc)))
-        return failed
+        return _failed(conn, outcomes, len(fns), exc)
+
+
+def _failed(
+    conn: sqlite3.Connection, outcomes: list[Outcome], count: int, exc: BaseException
+) -> list[Outcome]:
+    """The outcomes of a batch whose transaction failed: refusals stand, the rest fail."""
+    rollback(conn)
+    failed = []
+    for i in range(count):
+        ok, value = outcomes[i] if i < len(outcomes) else (True, None)
+        refused = not ok and not isinstance(value, StoreError)
+        failed.append((False, value if refused else store_error(exc)))
+    return failed
 
 
 def read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) -> Outcome:

@@ -202,8 +202,7 @@ class SqliteTx:
         )
         if new:
             self.conn.execute(
-                f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})",
-                (row.workflow_id, row.step_index, row.step_name, *values),
+                _INSERT_STEP, (row.workflow_id, row.step_index, row.step_name, *values)
             )
             return
         self.conn.execute(
@@ -250,6 +249,7 @@ def _marks(columns: str) -> str:
     return ", ".join("?" for _ in columns.split(","))
 
 
+_INSERT_STEP = f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})"
 _LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? AND call_key = ?"
 _INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_COLUMNS)})"
 _UPDATE_CALL = (

@@ -45,7 +45,6 @@ __all__ = [
     "rollback",
     "store_error",
     "transact",
-    "transact_with_savepoints",
 ]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -281,56 +280,46 @@ def transact(conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]])
     Savepoints only when needed: a rule refuses before it writes (see `agentq.store.tx`), so a
     verb that raised without changing a row (``total_changes`` unchanged) has nothing to roll
     back. Only if a verb of a batch raised after writing is the transaction rolled back and
-    the batch run again with a SAVEPOINT around each verb (`transact_with_savepoints`).
+    the batch run again with a SAVEPOINT around each verb (rules are functions of the
+    transaction's rows and their arguments: running one again gives the same result).
     """
-    if len(fns) == 1:
-        return transact_with_savepoints(conn, fns)
-    outcomes: list[Outcome] = []
-    try:
-        begin(conn)
-        for fn in fns:
-            changes = conn.total_changes
-            try:
-                value = fn(SqliteTx(conn))
-            except Exception as exc:
-                if conn.total_changes != changes:  # it wrote, then raised: savepoints
-                    rollback(conn)
-                    return transact_with_savepoints(conn, fns)
-                outcomes.append((False, store_error(exc)))
-            else:
-                outcomes.append((True, value))
-        conn.execute("COMMIT")
-        return outcomes
-    except BaseException as exc:
-        return _failed(conn, outcomes, len(fns), exc)
+    outcomes = _run(conn, fns, savepoints=False)
+    if outcomes is None:
+        outcomes = _run(conn, fns, savepoints=True)
+        assert outcomes is not None  # with savepoints, a verb is rolled back alone
+    return outcomes
 
 
-def transact_with_savepoints(
-    conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]]
-) -> list[Outcome]:
-    """`transact`, each verb of a batch in its own SAVEPOINT (rolled back alone if it raises);
-    a single verb in the transaction alone."""
+def _run(
+    conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]], savepoints: bool
+) -> list[Outcome] | None:
+    """`transact` with or without a SAVEPOINT per verb; None (rolled back) when, without,
+    a verb of a batch raised after writing."""
     outcomes: list[Outcome] = []
     single = len(fns) == 1
     try:
         begin(conn)
         for fn in fns:
             tx = SqliteTx(conn)
-            if not single:
+            if savepoints:
                 conn.execute("SAVEPOINT agentq_verb")
+            changes = conn.total_changes
             try:
                 value = fn(tx)
             except Exception as exc:
                 if single:
                     rollback(conn)
                     return [(False, store_error(exc))]
-                conn.execute("ROLLBACK TO agentq_verb")
-                conn.execute("RELEASE agentq_verb")
+                if savepoints:
+                    conn.execute("ROLLBACK TO agentq_verb")
+                elif conn.total_changes != changes:
+                    rollback(conn)
+                    return None
                 outcomes.append((False, store_error(exc)))
             else:
-                if not single:
-                    conn.execute("RELEASE agentq_verb")
                 outcomes.append((True, value))
+            if savepoints:
+                conn.execute("RELEASE agentq_verb")
         conn.execute("COMMIT")
         return outcomes
     except BaseException as exc:

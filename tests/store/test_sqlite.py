@@ -523,26 +523,13 @@ async def test_a_next_leader_cancelled_before_it_leads_passes_the_turn_on(
         assert [w.workflow_id for w in await store.workflows()] == ["first", "third"]
 
 
-def record_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Record the number of verbs of each group-commit transaction."""
-    sizes: list[int] = []
-    transact = sqlite_tx.transact
-
-    def counting(conn: sqlite3.Connection, fns: Any) -> Any:
-        sizes.append(len(fns))
-        return transact(conn, fns)
-
-    monkeypatch.setattr(sqlite_tx, "transact", counting)
-    return sizes
-
-
 async def test_a_leader_waits_a_loop_turn_for_concurrent_verbs(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Four workflows driven in lockstep: each verb's caller submits its next verb as soon as
     # the last batch's outcome wakes it; the leader's linger lets all four ride together.
     async with SqliteStore(db_path) as store:
-        sizes = record_batches(monkeypatch)
+        sizes = spy_batches(monkeypatch)
 
         async def flow(i: int) -> None:
             await start(store, f"wf{i}", ["a", "b"])
@@ -559,7 +546,7 @@ async def test_an_idle_store_leads_after_one_loop_turn(
 ) -> None:
     async with SqliteStore(db_path) as store:
         await store.last_seq()  # opened
-        sizes = record_batches(monkeypatch)
+        sizes = spy_batches(monkeypatch)
         write = asyncio.ensure_future(store.start_workflow("wf", ["a"], None, T0))
         await asyncio.sleep(0)  # the verb leads and lingers one turn ...
         assert store._commit.pending
@@ -590,7 +577,7 @@ async def test_a_verb_that_raises_after_writing_is_rolled_back_alone(
     # with one per verb, so that only that verb's writes are undone.
     async with SqliteStore(db_path) as store:
         await store.last_seq()  # opened
-        sizes = record_batches(monkeypatch)
+        sizes = spy_batches(monkeypatch)
         runs: list[str] = []
 
         def write_then_raise(tx: sqlite_tx.SqliteTx) -> None:

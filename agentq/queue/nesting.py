@@ -71,7 +71,7 @@ async def wait_for_room(dispatch: Dispatcher, rec: Record) -> None:
             lane.release_space(rec)
             dispatch.abandon(rec, "its push would wait forever")
             raise DeadlockError(
-                f"{parent.job.title} pushed {rec.job.title} into lane {lane.priority}, which is "
+                f"{parent.title} pushed {rec.title} into lane {lane.priority}, which is "
                 f"full (capacity {lane.capacity}, permits {lane.permits}), and every permit is "
                 "held by a job waiting for room the same way: this wait could never end. "
                 "Use push_and_wait (it runs the child inline), more capacity, or another lane"
@@ -86,7 +86,7 @@ async def wait_for_room(dispatch: Dispatcher, rec: Record) -> None:
         if root is not None:
             root.unblock(lane)
     if fut.result() is CLOSED:
-        raise QueueClosed(f"the queue closed while {rec.job.title} waited for room")
+        raise QueueClosed(f"the queue closed while {rec.title} waited for room")
 
 
 def _stuck(
@@ -192,8 +192,8 @@ async def join(dispatch: Dispatcher, rec: Record, parent: Record) -> Outcome:
             continue
         if rec.waits_for(parent):
             raise DeadlockError(
-                f"{parent.job.title} would wait for {rec.job.title}, which is waiting for "
-                f"{parent.job.title}: this wait could never end"
+                f"{parent.title} would wait for {rec.title}, which is waiting for "
+                f"{parent.title}: this wait could never end"
             )
         parent.wait_on(rec)
         try:

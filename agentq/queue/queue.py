@@ -170,7 +170,7 @@ class Queue:
         if known is not None:
             return known
         rec = await nesting.enqueue(self._dispatch, job)
-        return Queued(JobHandle(self._dispatch, rec))
+        return Queued(JobHandle(self._dispatch, rec, job))
 
     def _known(self, job: Job) -> Accepted | None:
         """Answer a push whose key is known: `Cached`, `InFlight`, or None when it must run."""
@@ -182,7 +182,8 @@ class Queue:
         if code == HIT_CACHED:
             return Cached(rec.outcome.output)  # type: ignore[union-attr]
         if code == HIT_JOINED:
-            return InFlight(JobHandle(self._dispatch, rec))  # type: ignore[arg-type]
+            assert rec is not None and rec.job is not None  # in flight: not released
+            return InFlight(JobHandle(self._dispatch, rec, rec.job))
         if self._dispatch.closing:  # closed while the store was read
             raise QueueClosed(f"the queue is closed: job {job.key!r} not admitted")
         return None
@@ -216,7 +217,7 @@ class Queue:
         rec = self._ledger.claim(job)
         rec.unread = job.persist and self._ledger.store is not None
         self._dispatch.admit(rec)
-        return Queued(JobHandle(self._dispatch, rec))
+        return Queued(JobHandle(self._dispatch, rec, job))
 
     async def push_and_wait(self, job: Job) -> Any:
         """Submit `job` and return its output (cached, joined or freshly run).
@@ -264,8 +265,7 @@ class Queue:
                     and not self._dispatch.closing
                     and asyncio.get_running_loop() is ledger.loop
                 ):
-                    if job is not rec.job:
-                        keys.check_same_call(job, rec)
+                    keys.check_same_call(job, rec)
                     self._lanes[job.priority].cache_hits += 1
                     if ledger.subscribers:
                         ledger.emit(JobEventKind.CACHED, job.key, job.priority, None, outcome)

@@ -41,12 +41,20 @@ from agentq.queue.runner import run_record
 
 async def enqueue(dispatch: Dispatcher, job: Job) -> Record:
     """Claim `job`'s key and admit it to its lane, waiting for room when the lane is full."""
+    rec = claim_and_admit(dispatch, job)
+    if rec.state == CLAIMED:
+        await wait_for_room(dispatch, rec)
+    return rec
+
+
+def claim_and_admit(dispatch: Dispatcher, job: Job) -> Record:
+    """Claim `job`'s key and admit it to its lane if it has room now; else the record stays
+    `CLAIMED` and the caller waits for room (`wait_for_room`). No coroutine: the common
+    push (a lane with room) costs no await."""
     rec = dispatch.ledger.claim(job)
     lane = rec.lane
     if not lane.space and lane.has_room():
         dispatch.admit(rec)
-    else:
-        await wait_for_room(dispatch, rec)
     return rec
 
 

@@ -22,7 +22,7 @@ from agentq.queue import nesting, persistence
 from agentq.queue.dispatch import Dispatcher
 from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued, output_of
 from agentq.queue.jobs import Job, JobEvent, JobEventKind, check_seconds, short_repr
-from agentq.queue.lane import QUEUED
+from agentq.queue.lane import CLAIMED, QUEUED
 from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats, lane_configs
 from agentq.queue.ledger import HIT_CACHED, HIT_JOINED, HIT_RUN, Ledger
 from agentq.queue.outcome_store import JobOutcomeStore
@@ -169,8 +169,11 @@ class Queue:
             known = self._accepted(job, *await persistence.answer(self._ledger, job))
         if known is not None:
             return known
-        rec = await nesting.enqueue(self._dispatch, job)
-        return Queued(JobHandle(self._dispatch, rec, job))
+        dispatch = self._dispatch
+        rec = nesting.claim_and_admit(dispatch, job)
+        if rec.state == CLAIMED:  # the lane is full: wait for room
+            await nesting.wait_for_room(dispatch, rec)
+        return Queued(JobHandle(dispatch, rec, job))
 
     def _known(self, job: Job) -> Accepted | None:
         """Answer a push whose key is known: `Cached`, `InFlight`, or None when it must run."""

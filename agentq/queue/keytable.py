@@ -119,8 +119,15 @@ class KeyTable:
         Raises:
             KeyConflictError: The fingerprints differ; the message names both calls.
         """
-        if rec.same_job(job):
-            return
+        if not rec.same_job(job):
+            self.compare(job, rec)
+
+    def compare(self, job: Job, rec: Record) -> None:
+        """`check_same_call` without the identity check (the caller made it).
+
+        Raises:
+            KeyConflictError: As `check_same_call`.
+        """
         mine = job.fingerprint
         if mine is None:
             if matches_fast(job.fn, rec.fp):  # the same call, known without taking it

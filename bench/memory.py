@@ -1,6 +1,6 @@
 """What a queue holds in memory (issue 12's memory rows).
 
-    python -m bench.memory [--queued 100000] [--ttl-jobs 1000000]
+    python -m bench.memory [--queued 100000] [--ttl-jobs 1000000] [--completed 20000]
 
 Rows:
 
@@ -9,6 +9,10 @@ Rows:
   (tracemalloc, current minus before) and the process's resident set growth, beside the
   same number of ``asyncio.Task`` objects waiting on a ``Semaphore(4)`` (the 1x limit row of
   the throughput benchmark). Target: at most 100 MiB for 100,000 queued jobs.
+- completed: `--completed` jobs run one after the other through a queue without `key_ttl` or
+  `max_keys`, each ``lambda deps=deps, i=i: ask(deps, i)`` over its own 1 KB object; the row
+  prints the heap the finished keys hold and how many of those objects are still alive (a
+  finished key keeps its fingerprint, not its job or callable: 0 expected).
 - key_ttl: `--ttl-jobs` jobs with unique keys through a queue with ``key_ttl=1.0`` (seconds),
   1,000 at a time, on a `FakeClock` that moves 1 ms a job (so about 1,000 finished keys are
   remembered at any time, whatever the machine's speed); the resident set is printed every
@@ -25,6 +29,7 @@ import gc
 import os
 import time
 import tracemalloc
+import weakref
 from pathlib import Path
 
 from agentq.clock import FakeClock
@@ -121,6 +126,39 @@ async def ttl_jobs(n: int, batch: int = 1_000) -> list[tuple[int, float, float, 
     return samples
 
 
+class Deps:
+    """What a job's callable may hold and nothing else needs: an agent's deps, a client."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray(1_000)
+
+
+async def ask(deps: Deps, i: int) -> int:
+    return i
+
+
+async def completed_keys(n: int) -> tuple[float, int]:
+    """Heap MiB held by a queue (no key_ttl, no max_keys) after `n` jobs completed, each
+    ``lambda: ask(deps, i)`` over its own `Deps` (1 KB the callable alone holds); and how
+    many of those `Deps` are still alive (the queue keeps each key's fingerprint: not its
+    job, nor its callable)."""
+    gc.collect()
+    queue = Queue({Priority.MEDIUM: LaneConfig(capacity=n, permits=4)})
+    alive = weakref.WeakSet[Deps]()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(n):
+        deps = Deps()
+        alive.add(deps)
+        await queue.push_and_wait(Job(f"job-{i}", lambda deps=deps, i=i: ask(deps, i)))
+    del deps
+    gc.collect()
+    held = (tracemalloc.get_traced_memory()[0] - before) / MIB
+    tracemalloc.stop()
+    await queue.close()
+    return held, len(alive)
+
+
 def _known(queue: Queue, done: int) -> int:
     """How many of the last 3,000 keys the queue still remembers (about 1,000 expected)."""
     return sum(queue.state(f"job-{i}") is not None for i in range(max(0, done - 3_000), done))
@@ -135,6 +173,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queued", type=int, default=100_000)
     parser.add_argument("--ttl-jobs", type=int, default=1_000_000)
+    parser.add_argument("--completed", type=int, default=20_000)
     args = parser.parse_args()
     print(f"before: {_load()}")
     n = args.queued
@@ -147,6 +186,11 @@ def main() -> None:
           f"RSS +{t_grown:6.1f} MiB")
     print(f"  agentq Queue, Job(key, lambda)        heap {heap:7.1f} MiB   RSS +{grown:6.1f} MiB"
           f"   {'met' if heap <= 100 else 'MISSED'} (target <= 100 MiB)")
+    held, alive = asyncio.run(completed_keys(args.completed))
+    print(f"memory: {args.completed:,} completed keys, no key_ttl or max_keys, each job's "
+          "callable holding 1 KB of its own")
+    print(f"  agentq Queue                          heap {held:7.1f} MiB   "
+          f"{alive:,} of the callables' objects still alive")
     samples = asyncio.run(ttl_jobs(args.ttl_jobs))
     print(f"memory: {args.ttl_jobs:,} jobs with key_ttl=1.0 s (a clock moving 1 ms a job), "
           "1,000 at a time: RSS as they run")

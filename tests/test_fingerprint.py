@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
+import re
+import weakref
 from dataclasses import dataclass
 
 import pytest
 from queue_helpers import BOUND, Gate
 
 from agentq.errors import JobFailed, KeyConflictError
+from agentq.outcomes import Completed
 from agentq.queue.fingerprint import MAX_ITEMS, MAX_VALUES, derive_fingerprint
 from agentq.queue.handles import Cached, InFlight
 from agentq.queue.jobs import Job
@@ -518,3 +522,47 @@ def test_arrays_and_data_frames_count_by_identity_without_building_their_repr() 
         assert derive_fingerprint(over(a)) == derive_fingerprint(over(a))
         assert derive_fingerprint(over(a)) != derive_fingerprint(over(b))
     assert Frame.reprs == 0
+
+
+class _Deps:
+    """What a job's fn may hold (a client, an agent's deps): default repr, so by identity."""
+
+    async def run(self, text: str) -> str:
+        return text
+
+
+def _ask(deps: _Deps) -> Job:
+    return Job("ask", lambda: deps.run("hi"))
+
+
+async def test_a_settled_job_lets_go_of_its_fn_and_what_it_holds() -> None:
+    """Issue 12: a completed key keeps the fingerprint of its call, not the callable nor the
+    objects it used (without key_ttl or max_keys); the same call is still answered from the
+    key while they live, and another call is refused after they are gone. (A failed key
+    lets go of its job too, but its failure keeps the exception, whose traceback holds the
+    frames it went through.)"""
+    deps = _Deps()
+    alive = weakref.ref(deps)
+    async with Queue() as queue:
+        assert await queue.push_and_wait(_ask(deps)) == "hi"
+        assert await queue.push_and_wait(_ask(deps)) == "hi"  # the same call: cached
+        del deps
+        gc.collect()
+        assert alive() is None  # the completed key does not hold it
+        with pytest.raises(KeyConflictError, match="'ask' is already used for another call"):
+            await queue.push_and_wait(_ask(_Deps()))  # another object: another call
+        assert queue.state("ask") == Completed("hi")
+
+
+async def test_a_released_key_still_knows_its_job_object_and_names_its_first_call() -> None:
+    job = Job("mail", functools.partial(send_mail, "alice"))
+    async with Queue() as queue:
+        assert await queue.push_and_wait(job) == "mail sent to alice"
+        sent.clear()
+        assert await queue.push_and_wait(job) == "mail sent to alice"  # by identity
+        assert sent == []
+        del job
+        gc.collect()  # the Job and its partial are gone: the message reads the fingerprint
+        message = f"first a call of {__name__}.send_mail with arguments ('alice',)"
+        with pytest.raises(KeyConflictError, match=re.escape(message)):
+            await queue.push_and_wait(Job("mail", functools.partial(send_mail, "bob")))

@@ -127,7 +127,7 @@ class Dispatcher:
                         raise
                     loop.call_exception_handler(
                         {
-                            "message": f"agentq: {rec.job.title} ended by an error outside "
+                            "message": f"agentq: {rec.title} ended by an error outside "
                             "its body",
                             "exception": exc,
                             "task": task,
@@ -157,7 +157,7 @@ class Dispatcher:
             rec.state = LOST
         self.ledger.keys.release(rec)
         rec.mark_stopped()
-        exc = JobLost(f"{rec.job.title} was abandoned before it ran: {why}")
+        exc = JobLost(f"{rec.title} was abandoned before it ran: {why}")
         self.ledger.resolve(
             rec,
             Failed(FailureReason.CANCELLED, ErrorInfo.from_exception(exc), exc),
@@ -179,7 +179,7 @@ class Dispatcher:
             raise WrongLoopError("this job's queue belongs to another event loop")
         state = rec.state
         ran = state == RUNNING
-        message = f"{rec.job.title} was cancelled " + ("while running" if ran else "before it ran")
+        message = f"{rec.title} was cancelled " + ("while running" if ran else "before it ran")
         self.ledger.settle(rec, cancelled_outcome(message))
         if state == QUEUED:
             lane = rec.lane

@@ -81,6 +81,7 @@ import functools
 import hashlib
 import json
 import re
+import weakref
 from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
 
@@ -103,18 +104,31 @@ _IDENTITY: Any = object()
 
 class _Value:
     """One value a call uses: equal to another if it is the same object, or if both have a
-    canonical form and the forms are equal."""
+    canonical form and the forms are equal.
 
-    __slots__ = ("form", "obj")
+    An object that can be weakly referenced (an instance of a class, a function) is held
+    weakly: a finished key keeps its fingerprint, and must not keep alive what its call used
+    (a client, an agent's deps). Once such an object is gone, no later push can pass the same
+    object, so only its canonical form can still be equal.
+    """
+
+    __slots__ = ("_held", "_weak", "form")
 
     def __init__(self, obj: object, form: Any) -> None:
-        self.obj = obj
+        self._weak = type(obj).__weakrefoffset__ != 0
+        self._held: Any = weakref.ref(obj) if self._weak else obj
         self.form = form
+
+    @property
+    def obj(self) -> Any:
+        """The object itself, or None once an object held weakly is gone."""
+        return self._held() if self._weak else self._held
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _Value):
             return NotImplemented
-        return self.obj is other.obj or (
+        mine = self.obj
+        return (mine is not None and mine is other.obj) or (
             self.form is not _IDENTITY and other.form is not _IDENTITY and self.form == other.form
         )
 
@@ -122,7 +136,10 @@ class _Value:
 
     def __repr__(self) -> str:
         if self.form is _IDENTITY:
-            return f"<the object {_type_name(self.obj)} at {id(self.obj):#x}>"
+            obj = self.obj
+            if obj is None:
+                return "<an object that no longer exists>"
+            return f"<the object {_type_name(obj)} at {id(obj):#x}>"
         return repr(self.form)
 
 

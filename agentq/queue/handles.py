@@ -41,11 +41,12 @@ class JobHandle:
     Handles are created by the queue; all methods must be called on the queue's event loop.
     """
 
-    __slots__ = ("_dispatch", "_record")
+    __slots__ = ("_dispatch", "_job", "_record")
 
-    def __init__(self, dispatch: Dispatcher, record: Record) -> None:
+    def __init__(self, dispatch: Dispatcher, record: Record, job: Job) -> None:
         self._dispatch = dispatch
         self._record = record
+        self._job = job  # the record lets go of its job once settled; the handle keeps it
 
     @property
     def key(self) -> str:
@@ -55,7 +56,7 @@ class JobHandle:
     @property
     def job(self) -> Job:
         """The job this handle follows (for a join: the job that runs, not the joining one)."""
-        return self._record.job
+        return self._job
 
     @property
     def outcome(self) -> Outcome | None:

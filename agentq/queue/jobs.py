@@ -20,7 +20,7 @@ from inspect import CO_ASYNC_GENERATOR, CO_VARARGS
 from types import FunctionType, MethodType
 from typing import Any
 
-from agentq.keys import validate_key
+from agentq.keys import MAX_KEY_BYTES, validate_key
 from agentq.outcomes import Outcome
 from agentq.queue.lanes import Priority, as_priority
 from agentq.retry import RetryPolicy
@@ -28,7 +28,7 @@ from agentq.retry import RetryPolicy
 __all__ = ["Job", "JobEvent", "JobEventKind"]
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True, init=False, weakref_slot=True)
 class Job:
     """One call to run at most once per idempotency key.
 
@@ -133,6 +133,38 @@ class Job:
         _set_fingerprint(self, fingerprint)
         _set_name(self, name)
         _set_persist(self, persist)
+        # The common job is checked inline (building a Job is on the cache-hit path): an
+        # ASCII key, a Priority member, no options, and a plain function or a partial of one
+        # binding exactly its positional parameters. Anything else: the full `_validate`.
+        if (
+            type(key) is str
+            and type(priority) is Priority
+            and timeout is None
+            and retry is None
+            and name is None
+            and persist is True
+            and key.isascii()
+            and 0 < len(key) <= MAX_KEY_BYTES
+        ):
+            kind = type(fn)
+            if kind is functools.partial:
+                func = fn.func  # type: ignore[attr-defined]
+                if type(func) is FunctionType:
+                    code = func.__code__
+                    if (
+                        code.co_argcount == len(fn.args)  # type: ignore[attr-defined]
+                        and not code.co_kwonlyargcount
+                        and not fn.keywords  # type: ignore[attr-defined]
+                        and not code.co_flags & CO_ASYNC_GENERATOR
+                    ):
+                        return
+            elif kind is FunctionType:
+                code = fn.__code__
+                if (
+                    not code.co_argcount
+                    or code.co_argcount <= len(fn.__defaults__ or ())
+                ) and not (code.co_kwonlyargcount or code.co_flags & CO_ASYNC_GENERATOR):
+                    return
         self._validate()
 
     def _validate(self) -> None:

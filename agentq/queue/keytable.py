@@ -27,7 +27,7 @@ from collections.abc import Callable
 from agentq.clock import Clock
 from agentq.errors import KeyConflictError
 from agentq.outcomes import Completed
-from agentq.queue.fingerprint_fast import Shared, call_fingerprint
+from agentq.queue.fingerprint_fast import Shared, call_fingerprint, describe, matches_fast
 from agentq.queue.jobs import Job, short_repr
 from agentq.queue.lane import STOPPED, Lane
 from agentq.queue.records import Record
@@ -119,14 +119,26 @@ class KeyTable:
         Raises:
             KeyConflictError: The fingerprints differ; the message names both calls.
         """
-        first = rec.job
-        if job is first:
-            return
+        if not rec.same_job(job):
+            self.compare(job, rec)
+
+    def compare(self, job: Job, rec: Record) -> None:
+        """`check_same_call` without the identity check (the caller made it).
+
+        Raises:
+            KeyConflictError: As `check_same_call`.
+        """
         mine = job.fingerprint
         if mine is None:
+            if matches_fast(job.fn, rec.fp):  # the same call, known without taking it
+                return
             mine = call_fingerprint(job.fn, self._shared)
         if mine != rec.fp:
-            if first.fingerprint is not None or job.fingerprint is not None:
+            first = rec.job if rec.first is None else rec.first()
+            if first is None:  # released (settled): what the fingerprint says of the call
+                was: object = describe(rec.fp)
+                now: object = job.fn if job.fingerprint is None else job.fingerprint
+            elif first.fingerprint is not None or job.fingerprint is not None:
                 was, now = first.fingerprint, job.fingerprint
             else:
                 was, now = first.fn, job.fn

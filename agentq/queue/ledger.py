@@ -202,7 +202,7 @@ class Ledger:
         """Set `rec`'s outcome, wake its waiters and publish the terminal event `kind`."""
         rec.resolve(outcome)
         if self.subscribers:
-            self.emit(kind, rec.key, rec.job.priority, rec.attempt or None, outcome)
+            self.emit(kind, rec.key, rec.lane.priority, rec.attempt or None, outcome)
 
     # ------------------------------------------------------------ events
 

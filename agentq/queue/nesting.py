@@ -41,12 +41,20 @@ from agentq.queue.runner import run_record
 
 async def enqueue(dispatch: Dispatcher, job: Job) -> Record:
     """Claim `job`'s key and admit it to its lane, waiting for room when the lane is full."""
+    rec = claim_and_admit(dispatch, job)
+    if rec.state == CLAIMED:
+        await wait_for_room(dispatch, rec)
+    return rec
+
+
+def claim_and_admit(dispatch: Dispatcher, job: Job) -> Record:
+    """Claim `job`'s key and admit it to its lane if it has room now; else the record stays
+    `CLAIMED` and the caller waits for room (`wait_for_room`). No coroutine: the common
+    push (a lane with room) costs no await."""
     rec = dispatch.ledger.claim(job)
     lane = rec.lane
     if not lane.space and lane.has_room():
         dispatch.admit(rec)
-    else:
-        await wait_for_room(dispatch, rec)
     return rec
 
 
@@ -71,7 +79,7 @@ async def wait_for_room(dispatch: Dispatcher, rec: Record) -> None:
             lane.release_space(rec)
             dispatch.abandon(rec, "its push would wait forever")
             raise DeadlockError(
-                f"{parent.job.title} pushed {rec.job.title} into lane {lane.priority}, which is "
+                f"{parent.title} pushed {rec.title} into lane {lane.priority}, which is "
                 f"full (capacity {lane.capacity}, permits {lane.permits}), and every permit is "
                 "held by a job waiting for room the same way: this wait could never end. "
                 "Use push_and_wait (it runs the child inline), more capacity, or another lane"
@@ -86,7 +94,7 @@ async def wait_for_room(dispatch: Dispatcher, rec: Record) -> None:
         if root is not None:
             root.unblock(lane)
     if fut.result() is CLOSED:
-        raise QueueClosed(f"the queue closed while {rec.job.title} waited for room")
+        raise QueueClosed(f"the queue closed while {rec.title} waited for room")
 
 
 def _stuck(
@@ -192,8 +200,8 @@ async def join(dispatch: Dispatcher, rec: Record, parent: Record) -> Outcome:
             continue
         if rec.waits_for(parent):
             raise DeadlockError(
-                f"{parent.job.title} would wait for {rec.job.title}, which is waiting for "
-                f"{parent.job.title}: this wait could never end"
+                f"{parent.title} would wait for {rec.title}, which is waiting for "
+                f"{parent.title}: this wait could never end"
             )
         parent.wait_on(rec)
         try:

@@ -140,11 +140,12 @@ async def read_before_run(ledger: Ledger, record: Record) -> bool:
     record.phase = READING
     try:
         stored = await _store(ledger).load_job(record.key, ledger.clock.time())
-        if stored is not None and record.outcome is None:
-            check_stored(record.job, stored)
+        job = record.job
+        if stored is not None and job is not None and record.outcome is None:
+            check_stored(job, stored)
             ledger.answer_stored(record, stored)
     except asyncio.CancelledError as exc:
-        ledger.settle(record, cancelled_outcome(f"{record.job.title} was cancelled", exc))
+        ledger.settle(record, cancelled_outcome(f"{record.title} was cancelled", exc))
         raise
     except Exception as exc:
         ledger.settle(record, error_outcome(exc))
@@ -168,6 +169,7 @@ async def save_and_settle(ledger: Ledger, record: Record, output: Any) -> None:
             (the output may or may not be stored).
     """
     job = record.job
+    assert job is not None  # not settled yet
     clock = ledger.clock
     ttl = ledger.keys.ttl
     if ledger.store is not None and job.persist and (ttl is None or ttl > 0):
@@ -182,7 +184,7 @@ async def save_and_settle(ledger: Ledger, record: Record, output: Any) -> None:
                 expires_at=None if ttl is None else now + ttl,
             )
         except asyncio.CancelledError as exc:
-            ledger.settle(record, cancelled_outcome(f"{record.job.title} was cancelled", exc))
+            ledger.settle(record, cancelled_outcome(f"{record.title} was cancelled", exc))
             raise
         except PayloadError as exc:
             failure = PayloadError(f"job {job.key!r} returned an output that cannot be "

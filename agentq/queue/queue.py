@@ -22,7 +22,7 @@ from agentq.queue import nesting, persistence
 from agentq.queue.dispatch import Dispatcher
 from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued, output_of
 from agentq.queue.jobs import Job, JobEvent, JobEventKind, check_seconds, short_repr
-from agentq.queue.lane import QUEUED
+from agentq.queue.lane import CLAIMED, QUEUED
 from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats, lane_configs
 from agentq.queue.ledger import HIT_CACHED, HIT_JOINED, HIT_RUN, Ledger
 from agentq.queue.outcome_store import JobOutcomeStore
@@ -169,8 +169,11 @@ class Queue:
             known = self._accepted(job, *await persistence.answer(self._ledger, job))
         if known is not None:
             return known
-        rec = await nesting.enqueue(self._dispatch, job)
-        return Queued(JobHandle(self._dispatch, rec))
+        dispatch = self._dispatch
+        rec = nesting.claim_and_admit(dispatch, job)
+        if rec.state == CLAIMED:  # the lane is full: wait for room
+            await nesting.wait_for_room(dispatch, rec)
+        return Queued(JobHandle(dispatch, rec, job))
 
     def _known(self, job: Job) -> Accepted | None:
         """Answer a push whose key is known: `Cached`, `InFlight`, or None when it must run."""
@@ -182,7 +185,8 @@ class Queue:
         if code == HIT_CACHED:
             return Cached(rec.outcome.output)  # type: ignore[union-attr]
         if code == HIT_JOINED:
-            return InFlight(JobHandle(self._dispatch, rec))  # type: ignore[arg-type]
+            assert rec is not None and rec.job is not None  # in flight: not released
+            return InFlight(JobHandle(self._dispatch, rec, rec.job))
         if self._dispatch.closing:  # closed while the store was read
             raise QueueClosed(f"the queue is closed: job {job.key!r} not admitted")
         return None
@@ -216,7 +220,7 @@ class Queue:
         rec = self._ledger.claim(job)
         rec.unread = job.persist and self._ledger.store is not None
         self._dispatch.admit(rec)
-        return Queued(JobHandle(self._dispatch, rec))
+        return Queued(JobHandle(self._dispatch, rec, job))
 
     async def push_and_wait(self, job: Job) -> Any:
         """Submit `job` and return its output (cached, joined or freshly run).
@@ -264,8 +268,9 @@ class Queue:
                     and not self._dispatch.closing
                     and asyncio.get_running_loop() is ledger.loop
                 ):
-                    if job is not rec.job:
-                        keys.check_same_call(job, rec)
+                    first = rec.first  # the very Job object that completed: no check
+                    if first is None or first() is not job:
+                        keys.compare(job, rec)
                     self._lanes[job.priority].cache_hits += 1
                     if ledger.subscribers:
                         ledger.emit(JobEventKind.CACHED, job.key, job.priority, None, outcome)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import weakref
 from typing import Any
 
-from agentq.outcomes import Failed, Outcome
+from agentq.outcomes import Completed, Failed, Outcome
 from agentq.queue.jobs import Job
 from agentq.queue.lane import CLAIMED, LOST, STOPPED, Lane
 from agentq.tracing import capture
@@ -42,11 +43,13 @@ class Record:
         "blocked",
         "cancels",
         "finished_at",
+        "first",
         "fp",
         "job",
         "key",
         "lane",
         "lend",
+        "name",
         "outcome",
         "owner",
         "pending",
@@ -67,8 +70,15 @@ class Record:
         self, owner: object, job: Job, lane: Lane[Record], prev: Record | None, fp: Any
     ) -> None:
         self.owner = owner
-        self.job = job
+        # The job until the record is settled; then None, so that a finished key keeps no
+        # callable (nor what it holds: a client, an agent's deps) alive. What is needed
+        # after that is kept: the key, the name (`title`), the fingerprint (`fp`), and a
+        # weak reference to a completed job (`first`), so that pushing that very `Job`
+        # object again is still the same call by identity while the caller keeps it.
+        self.job: Job | None = job
+        self.first: weakref.ref[Job] | None = None
         self.key = job.key
+        self.name = job.name
         self.lane = lane
         self.prev = prev
         self.state = CLAIMED
@@ -95,9 +105,17 @@ class Record:
     # ------------------------------------------------------------ outcome
 
     def resolve(self, outcome: Outcome) -> None:
-        """Set the outcome and wake everyone waiting for it (`prev` is no longer needed)."""
+        """Set the outcome and wake everyone waiting for it (`prev` is no longer needed).
+
+        Releases the job (see `job`): a body still running keeps its own reference.
+        """
         self.outcome = outcome
         self.prev = None
+        job = self.job
+        if job is not None:
+            self.job = None
+            if type(outcome) is Completed:
+                self.first = weakref.ref(job)
         waiters = self.waiters
         if waiters is not None:
             self.waiters = None
@@ -116,6 +134,19 @@ class Record:
             if fut in waiters:
                 waiters.remove(fut)
             raise
+
+    @property
+    def title(self) -> str:
+        """How messages name the job (`agentq.queue.jobs.Job.title`)."""
+        name = self.name
+        return f"job {self.key!r}" if name is None else name
+
+    def same_job(self, job: Job) -> bool:
+        """Whether `job` is the very `Job` object that claimed the key (identity)."""
+        if job is self.job:
+            return True
+        first = self.first
+        return first is not None and first() is job
 
     # ------------------------------------------------------------ the body
 

@@ -50,7 +50,7 @@ from typing import Any
 import agentq.tracing as tracing
 from agentq.errors import DeadlockError
 from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason
-from agentq.queue.jobs import JobEventKind
+from agentq.queue.jobs import Job, JobEventKind
 from agentq.queue.lane import RUNNING
 from agentq.queue.ledger import Ledger, cancelled_outcome, error_outcome
 from agentq.queue.persistence import read_before_run, save_and_settle
@@ -77,24 +77,26 @@ def is_async(fn: Callable[[], Any]) -> bool:
 
 def on_timeout(ledger: Ledger, record: Record, attempt: int) -> None:
     """Record that `attempt` of `record` timed out, then interrupt its body."""
+    job = record.job
     if (
-        record.outcome is not None
+        job is None  # settled
+        or record.outcome is not None
         or record.attempt != attempt
         or not record.in_body
         or record.pending is not None
     ):
         return
-    timeout = record.job.timeout
+    timeout = job.timeout
     exc = TimeoutError(
-        f"{record.job.title} attempt {attempt} exceeded its timeout of {timeout} s"
+        f"{record.title} attempt {attempt} exceeded its timeout of {timeout} s"
     )
     failure = Failed(FailureReason.TIMEOUT, ErrorInfo.from_exception(exc), exc)
-    policy = record.job.retry
+    policy = job.retry
     record.pending = failure
     if policy is not None and policy.should_retry(attempt):
         record.retried = attempt
         if ledger.subscribers:
-            ledger.emit(JobEventKind.RETRY, record.key, record.job.priority, attempt, failure)
+            ledger.emit(JobEventKind.RETRY, record.key, job.priority, attempt, failure)
     else:
         ledger.settle(record, failure)
     record.interrupt()
@@ -110,17 +112,19 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
         asyncio.CancelledError: The task was cancelled from outside; the record is settled
             as cancelled first (and a running thread is waited for).
     """
-    if record.trace is None:  # tracing off: no span, no cost
-        await _run_record(ledger, record, task)
-        return
     job = record.job
+    if job is None:  # settled before it ran: nothing to do
+        return
+    if record.trace is None:  # tracing off: no span, no cost
+        await _run_record(ledger, record, job, task)
+        return
     attributes = {
         "agentq.job.key": record.key, "agentq.job.name": job.name,
         "agentq.job.priority": str(job.priority),
     }
     with tracing.span(tracing.JOB, attributes, parent=record.trace) as span:
         try:
-            await _run_record(ledger, record, task)
+            await _run_record(ledger, record, job, task)
         finally:
             span.set("agentq.job.attempts", record.attempt)
             outcome = record.outcome
@@ -129,8 +133,9 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                 span.fail(f"{outcome.reason}: {outcome.error}", outcome.exception)
 
 
-async def _run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) -> None:
-    job = record.job
+async def _run_record(
+    ledger: Ledger, record: Record, job: Job, task: asyncio.Task[Any]
+) -> None:
     fn = job.fn
     policy = job.retry
     record.state = RUNNING
@@ -185,12 +190,12 @@ async def _run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) -
             except asyncio.CancelledError as exc:
                 record.uncancel(task)
                 if task.cancelling() > base:  # cancelled from outside: propagate
-                    message = f"{record.job.title} was cancelled"
+                    message = f"{record.title} was cancelled"
                     ledger.settle(record, cancelled_outcome(message, exc))
                     raise
                 if record.pending is None and record.outcome is None:
                     # The body raised CancelledError although nobody cancelled this task.
-                    message = f"{record.job.title} raised CancelledError"
+                    message = f"{record.title} raised CancelledError"
                     failure = cancelled_outcome(message, exc)
                 else:
                     failure = record.take_pending()
@@ -268,7 +273,7 @@ async def _after_previous(
     """
     if previous.waits_for(record):
         exc = DeadlockError(
-            f"{record.job.title} cannot start: the previous run of this key, still running "
+            f"{record.title} cannot start: the previous run of this key, still running "
             "after its timeout or cancel, waits for it, and one key never runs two bodies "
             "at once"
         )
@@ -306,7 +311,7 @@ async def _wait_in_phase(
     except asyncio.CancelledError as exc:
         record.uncancel(task)
         if task.cancelling() > base or record.outcome is None:
-            message = f"{record.job.title} was cancelled"
+            message = f"{record.title} was cancelled"
             ledger.settle(record, cancelled_outcome(message, exc))
             raise
     finally:
@@ -315,7 +320,7 @@ async def _wait_in_phase(
 
 def _async_generator_returned(record: Record, output: object) -> TypeError:
     return TypeError(
-        f"{record.job.title}: fn returned an async generator ({output!r}), not a result; "
+        f"{record.title}: fn returned an async generator ({output!r}), not a result; "
         "the job's fn must return a value or an awaitable"
     )
 
@@ -348,7 +353,7 @@ async def _in_thread(ledger: Ledger, record: Record, fn: Callable[[], Any]) -> A
     except asyncio.CancelledError as exc:
         # Interrupts never cancel a thread phase, so this comes from outside. The thread
         # cannot be stopped: record the cancel now, keep the permit until it has returned.
-        ledger.settle(record, cancelled_outcome(f"{record.job.title} was cancelled", exc))
+        ledger.settle(record, cancelled_outcome(f"{record.title} was cancelled", exc))
         while not done.done():
             try:
                 await asyncio.shield(done)

@@ -97,8 +97,8 @@ class Shutdown:
             and (current.phase == THREAD_BODY or current.task is asyncio.current_task())
         ):
             raise DeadlockError(
-                f"close() called from inside {current.job.title} would wait for "
-                f"{current.job.title} itself to finish; schedule it instead "
+                f"close() called from inside {current.title} would wait for "
+                f"{current.title} itself to finish; schedule it instead "
                 "(asyncio.get_running_loop().create_task(queue.close()))"
             )
 

@@ -314,7 +314,9 @@ class EventTimeline(Live):
         self.limit = limit
         self.source = _source or Source(store, steps=False)
         self.model = Timeline()
-        """The folded events: `Timeline` tracks per workflow."""
+        """The folded events: `Timeline` tracks per workflow (the source folds each batch it
+        reads into it, see `Source.folds`)."""
+        self.source.folds.append(self.model.apply)
         self.html = w.HTML(timeline_html((), now=self.clock.time()))
         """The HTML widget showing the timeline."""
         self.zoom = w.FloatRangeSlider(
@@ -326,15 +328,16 @@ class EventTimeline(Live):
         self.zoom.observe(lambda _change: self.render(), names="value")
 
     async def apply(self, rows: list[tuple[Any, ...]]) -> bool:
-        """Fold new event rows into the model and redraw; return whether the HTML changed.
+        """Redraw after the source read new event `rows`; return whether the HTML changed.
 
-        A workflow drawn whose history began before the first event read (the first poll
-        reads only the log's tail) is read whole once (`Timeline.rebuild`).
+        The source has folded `rows` into the model already (`Source.folds`: on the first
+        poll while the store's thread reads the workflow index). A workflow drawn whose
+        history began before the first event read (the first poll reads only the log's tail)
+        is read whole once (`Timeline.rebuild`).
 
         Raises:
             StoreError: Reading a workflow's history failed.
         """
-        self.model.apply(rows)
         if self.source.floor:
             for track in self.model.recent(self.limit):
                 if not track.whole:

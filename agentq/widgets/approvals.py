@@ -36,22 +36,19 @@ from agentq.clock import Clock
 from agentq.errors import AgentqError
 from agentq.markup import more_html
 from agentq.store import StepRow
+from agentq.widgets._bulk import BulkReport, WaitFilter, default_input, pending_waits
 from agentq.widgets._live import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
 from agentq.widgets._source import Source, StepKey
+from agentq.widgets.bulk import BulkBar
 from agentq.widgets.html.results import approval_html, outcome_html
 from agentq.workflows import Recorded, RunResult
 
-__all__ = ["ApprovalPanel", "ApprovalSlot", "default_input"]
+__all__ = ["ApprovalPanel", "ApprovalSlot", "default_input"]  # default_input: see _bulk
 
 _EMPTY = (
     '<div data-agentq="approvals-empty" style="color:var(--jp-ui-font-color2,#6b7280);'
     'font-size:12px;padding:4px">Nothing is waiting for approval.</div>'
 )
-
-
-def default_input(approved: bool, note: str) -> dict[str, Any]:
-    """The resume input of a click: ``{"approved": approved, "note": note}``."""
-    return {"approved": approved, "note": note}
 
 
 class ApprovalSlot:
@@ -221,9 +218,14 @@ class ApprovalPanel(Live):
         self.log = w.HTML("")
         """HTML: the latest outcomes of clicks, newest first."""
         self._log: list[str] = []
-        self.widget = w.VBox(
-            [self._banner, self.empty, *(s.box for s in self.slots), self.more, self.log]
-        )
+        self.bulk = BulkBar(engine, input_for=input_for,
+                            on_bug=lambda exc: self._fail(exc, "bulk approval failed"))
+        """The "all matching" bar: filter, count, Approve / Deny all matching (`BulkBar`)."""
+        self.source.folds.append(self.bulk.note_rows)
+        self.widget = w.VBox([
+            self._banner, self.empty, *(s.box for s in self.slots), self.more, self.log,
+            self.bulk.widget,
+        ])
         self._tasks: set[asyncio.Task[None]] = set()
         self._dirty = False
         try:
@@ -355,8 +357,37 @@ class ApprovalPanel(Live):
         while self._tasks:
             await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
 
+    async def approve_matching(
+        self, where: WaitFilter | None = None, *, note: str = ""
+    ) -> BulkReport:
+        """Approve every waiting step that matches `where` now (all when None).
+
+        Reads the matching waits (`pending_waits`), answers exactly those (`answer_waits`:
+        each its own resume; one already answered or timed out is skipped, a failing one
+        does not stop the others), shows the summary in the bar and returns the report.
+
+        Raises:
+            StoreError: Reading the waits failed.
+            TypeError: `note` is not a str.
+        """
+        return await self._answer_matching(True, where, note)
+
+    async def deny_matching(
+        self, where: WaitFilter | None = None, *, note: str = ""
+    ) -> BulkReport:
+        """Deny every waiting step that matches `where` now, with `note` as the message
+        (see `approve_matching`)."""
+        return await self._answer_matching(False, where, note)
+
+    async def _answer_matching(
+        self, approved: bool, where: WaitFilter | None, note: str
+    ) -> BulkReport:
+        rows = tuple(await pending_waits(self.engine.store, where))
+        return await self.bulk.answer(rows, approved=approved, note=note)
+
     async def _drain(self) -> None:
         await self.join()
+        await self.bulk.join()
 
 
 def _json_kind(value: object) -> str:

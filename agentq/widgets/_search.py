@@ -123,6 +123,8 @@ async def page_of(
         StoreError: Reading the step rows of a workflow shown failed.
     """
     page = Page(start=start, offset=offset)
+    if not (query.status or query.step):  # the index says which workflows fill the page
+        await cache.ensure(store, _plain_page(cache, query, start, limit, now))
     position = 0
     full = False
     for wf in cache.newest():
@@ -169,3 +171,22 @@ async def page_of(
     if not full:
         page.next_start = position
     return page
+
+
+def _plain_page(cache: StepCache, query: Query, start: int, limit: int, now: float) -> list[str]:
+    """The workflows a page lists when every step of a workflow is listed (no step or status
+    query): from the `start`-th admitted one while their steps fit in `limit` rows (the first
+    one always). `page_of` reads their steps in one batch before it walks the index."""
+    chosen: list[str] = []
+    rows = position = 0
+    for wf in cache.newest():
+        if not query.admits(wf, now):
+            continue
+        position += 1
+        if position <= start:
+            continue
+        if chosen and rows + len(wf.step_names) > limit:
+            break
+        chosen.append(wf.workflow_id)
+        rows += len(wf.step_names)
+    return chosen

@@ -7,6 +7,7 @@ notebook with ``await widget.stop()``. `Dashboard` combines them under one refre
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from agentq.clock import Clock
@@ -338,11 +339,12 @@ class EventTimeline(Live):
         Raises:
             StoreError: Reading a workflow's history failed.
         """
-        if self.source.floor:
-            for track in self.model.recent(self.limit):
-                if not track.whole:
-                    history = await self.source.store.event_rows(track.workflow_id)
-                    self.model.rebuild(track.workflow_id, history)
+        if self.source.floor:  # the reads queued at once: see `StepCache.ensure`
+            todo = [t.workflow_id for t in self.model.recent(self.limit) if not t.whole]
+            read = self.source.store.event_rows
+            histories = await asyncio.gather(*(read(wf) for wf in todo))
+            for workflow_id, history in zip(todo, histories, strict=True):
+                self.model.rebuild(workflow_id, history)
         return self.render()
 
     def render(self) -> bool:

@@ -86,14 +86,17 @@ class BulkBar:
         )
         self.question = w.HTML("")
         self.yes = w.Button(description="Yes", button_style="warning", layout=wide)
-        self.no = w.Button(description="No")
-        self.confirm = w.HBox([self.question, self.yes, self.no])
+        self.no = w.Button(description="No", layout=wide)
+        self.confirm = w.VBox([self.question, w.HBox([self.yes, self.no])])
         self.confirm.layout.display = "none"
         self.status = w.HTML("")
+        title = w.HTML(f'<div style="{_TEXT};font-weight:600">All that match</div>')
         self.widget = w.VBox([
+            title,
             w.HBox([self.workflow, self.tool, self.text]),
             self.matches,
-            w.HBox([self.note, self.approve, self.deny]),
+            self.note,
+            w.HBox([self.approve, self.deny]),
             self.confirm,
             self.status,
         ])

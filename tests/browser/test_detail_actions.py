@@ -10,6 +10,7 @@ Builds its own notebook (in the test's ``tmp_path``) and saves screenshots besid
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from playwright.async_api import Page, expect
@@ -70,11 +71,11 @@ RUN = """([index, command]) => {
 ERRORS = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
 
 
-def write_notebook(path: Path) -> None:
+def write_notebook(path: Path, sources: Sequence[str] = tuple(CELLS)) -> None:
     cells = [
         {"cell_type": "code", "id": f"cell-{i}", "metadata": {}, "execution_count": None,
          "outputs": [], "source": source}
-        for i, source in enumerate(CELLS)
+        for i, source in enumerate(sources)
     ]
     kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path.write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": kernelspec},

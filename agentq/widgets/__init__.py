@@ -31,15 +31,17 @@ foundation modules with `agentq.markup`, the queue, the store, the workflows):
 - ``_timeline``: the event log folded into spans per workflow step (pure, no ipywidgets);
 - ``_calls``: the event log's call events folded into call counts per step (pure);
 - ``_detail``: `load_detail` (one workflow read for its detail view) and a step's attempts;
-- ``_bulk``: `WaitFilter`, `pending_waits`, `answer_waits`: answering many waits (pure);
 - ``html``: the pure renderers of snapshots, one module per view family (``tables``,
   ``timeline``, ``results``, ``detail``); its docstring lists the stable ``data-agentq``
   attributes;
 - ``_source``: what changed in a store since the last refresh (one read per widget tree);
 - ``_search``: `Query` and `page_of`: search and paging over the workflow index;
 - ``_cells``: `CellOwner`: a refresher belongs to the notebook cell that started it;
-- ``_live``: `Live`, the refresher every widget runs on the kernel's loop, and `Spawner`;
+- ``_live``: `Live`, the refresher every widget runs on the kernel's loop, `Spawner` and
+  `Confirmation` (a question with Yes / No);
 - ``monitor``: `LaneMonitor`, `StepTable` (search, paging), `EventTimeline` (axis, zoom);
+- ``_bulk``: `WaitFilter`, `pending_waits`, `answer_waits`: answering many waits (no
+  ipywidgets);
 - ``bulk``: `BulkBar`: approve or deny all waits that match a filter, after a confirmation;
 - ``approvals``: `ApprovalPanel`, its slots and its `BulkBar`;
 - ``detail``: `DetailPane`: a workflow, step or call selected, and its detail;

@@ -35,6 +35,7 @@ from typing import Any
 
 from agentq.errors import NotWaitingError, WorkflowClosedError
 from agentq.store import DurableStore, StepRow, StepState, WorkflowState
+from agentq.widgets._live import check_count
 
 __all__ = [
     "BulkOutcome", "BulkReport", "WaitFilter", "answer_waits", "default_input", "pending_waits",
@@ -209,10 +210,7 @@ async def answer_waits(
         raise TypeError(f"approved must be a bool, got {approved!r}")
     if not isinstance(note, str):
         raise TypeError(f"note must be a str, got {note!r}")
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int):
-        raise TypeError(f"concurrency must be an int, got {concurrency!r}")
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    check_count(concurrency, "concurrency")
     value = (input_for or default_input)(approved, note)
     verb = "approved" if approved else "denied"
     gate = asyncio.Semaphore(concurrency)

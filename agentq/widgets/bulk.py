@@ -26,7 +26,7 @@ from agentq.errors import AgentqError
 from agentq.markup import MUTED, esc, json_text, more_html, short
 from agentq.store import StepRow
 from agentq.widgets._bulk import BulkOutcome, BulkReport, WaitFilter, answer_waits, pending_waits
-from agentq.widgets._live import Spawner, widgets
+from agentq.widgets._live import Confirmation, Spawner, check_count, widgets
 
 __all__ = ["BulkBar"]
 
@@ -42,6 +42,9 @@ class BulkBar:
         listed: How many matching waits the list shows (the count covers all).
         on_bug: Called with an error that is not an `AgentqError` (the panel's banner, and
             its ``stop()`` re-raises it).
+
+    Raises:
+        TypeError, ValueError: `listed` is not an int >= 1.
 
     Attributes:
         workflow: Text box: workflow id contains.
@@ -68,7 +71,7 @@ class BulkBar:
         w = widgets()
         self.engine = engine
         self.input_for = input_for
-        self.listed = listed
+        self.listed = check_count(listed, "listed")
         self.on_bug = on_bug
         box = w.Layout(width="170px")
         self.workflow = w.Text(placeholder="workflow id contains", layout=box)
@@ -84,11 +87,9 @@ class BulkBar:
             f'<div style="{MUTED};{_TEXT}">Filter the waits to approve or deny all that '
             "match.</div>"
         )
-        self.question = w.HTML("")
-        self.yes = w.Button(description="Yes", button_style="warning", layout=wide)
-        self.no = w.Button(description="No", layout=wide)
-        self.confirm = w.VBox([self.question, w.HBox([self.yes, self.no])])
-        self.confirm.layout.display = "none"
+        self._asking = Confirmation(w, stacked=True)
+        self.yes, self.no = self._asking.yes, self._asking.no
+        self.question, self.confirm = self._asking.question, self._asking.box
         self.status = w.HTML("")
         title = w.HTML(f'<div style="{_TEXT};font-weight:600">All that match</div>')
         self.widget = w.VBox([
@@ -191,18 +192,16 @@ class BulkBar:
         waits = "wait" if n == 1 else "waits"
         text = (f"{verb.capitalize()} the {n} {waits} listed? Each is resumed on its own; "
                 "a wait answered or timed out meanwhile is skipped.")
-        self.question.value = (
+        self._asking.show(
             f'<span data-agentq="bulk-confirm" data-action="{verb}" data-count="{n}" '
-            f'style="{_TEXT}">{esc(text)}</span>'
+            f'style="{_TEXT}">{esc(text)}</span>',
+            f"Yes, {verb} {n}", "success" if approved else "danger",
         )
-        self.yes.description = f"Yes, {verb} {n}"
-        self.yes.button_style = "success" if approved else "danger"
-        self.confirm.layout.display = None
         self._enable()
 
     def _close_question(self) -> None:
         self.asked = None
-        self.confirm.layout.display = "none"
+        self._asking.hide()
         self._enable()
         if self.active:
             self.stale()  # events may have arrived while the list was frozen
@@ -214,7 +213,7 @@ class BulkBar:
             return  # a second click: nothing more to do
         self.busy = True
         self.asked = None
-        self.confirm.layout.display = "none"
+        self._asking.hide()
         self._enable()
         self.status.value = _line("bulk-summary", f"answering {len(rows)} waits…")
         note = self.note.value

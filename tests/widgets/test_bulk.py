@@ -5,27 +5,19 @@ waits answered meanwhile skipped, a failing resume not stopping the others, esca
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from agentq.clock import FakeClock
 from agentq.errors import PayloadError
-from agentq.queue import LaneConfig, Priority, Queue
-from agentq.store import MemoryStore, StepRow, StepState
+from agentq.store import StepRow, StepState
 from agentq.widgets import ApprovalPanel, WaitFilter, answer_waits, pending_waits
 from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
 
+from .test_widgets import real
+
 PROBE = "<img src=x onerror=alert(1)>"
-
-
-@pytest.fixture
-async def real(clock: FakeClock) -> AsyncIterator[WorkflowEngine]:
-    async with Queue({Priority.MEDIUM: LaneConfig(capacity=50, permits=4)}, clock=clock) as q:
-        engine = WorkflowEngine(q, MemoryStore(), worker_id="w1", clock=clock)
-        yield engine
-        await engine.close()
+__all__ = ["real"]  # the fixture: the real engine, queue and MemoryStore on a FakeClock
 
 
 def tool_call(workflow_id: str, tool: str, args: dict[str, Any], seen: list[Any]) -> Workflow:

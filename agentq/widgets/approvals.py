@@ -23,6 +23,10 @@ an agent's tool call, see docs/agents.md) also gets a small JSON editor prefille
 Approve after editing adds ``"override_args": {...}`` (the edited object) to the input; text
 that is not a JSON object is refused in the slot (nothing is sent, the buttons stay enabled).
 Unedited arguments add nothing; Reject ignores the editor.
+
+Under the slots, the bulk bar (`BulkBar`, ``agentq.widgets.bulk``) approves or denies every
+wait that matches a filter, after a confirmation; `approve_matching` / `deny_matching` do the
+same from code.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from agentq.widgets.bulk import BulkBar
 from agentq.widgets.html.results import approval_html, outcome_html
 from agentq.workflows import Recorded, RunResult
 
-__all__ = ["ApprovalPanel", "ApprovalSlot", "default_input"]  # default_input: see _bulk
+__all__ = ["ApprovalPanel", "ApprovalSlot", "default_input"]
 
 _EMPTY = (
     '<div data-agentq="approvals-empty" style="color:var(--jp-ui-font-color2,#6b7280);'
@@ -360,11 +364,9 @@ class ApprovalPanel(Live):
     async def approve_matching(
         self, where: WaitFilter | None = None, *, note: str = ""
     ) -> BulkReport:
-        """Approve every waiting step that matches `where` now (all when None).
-
-        Reads the matching waits (`pending_waits`), answers exactly those (`answer_waits`:
-        each its own resume; one already answered or timed out is skipped, a failing one
-        does not stop the others), shows the summary in the bar and returns the report.
+        """Approve every waiting step matching `where` now (all when None), each by its own
+        resume (`answer_waits`: one answered or timed out meanwhile is skipped, a failing
+        one stops no other); show the summary in the bar and return the report.
 
         Raises:
             StoreError: Reading the waits failed.
@@ -375,8 +377,8 @@ class ApprovalPanel(Live):
     async def deny_matching(
         self, where: WaitFilter | None = None, *, note: str = ""
     ) -> BulkReport:
-        """Deny every waiting step that matches `where` now, with `note` as the message
-        (see `approve_matching`)."""
+        """Deny every waiting step matching `where` now, `note` the message; see
+        `approve_matching`."""
         return await self._answer_matching(False, where, note)
 
     async def _answer_matching(

@@ -12,9 +12,9 @@ a line per skipped or failed wait.
 
 The list is read only once a filter box is used (or `find` is called): reading every waiting
 workflow's steps is linear in the backlog of waits, which the first render must not pay
-(`StepCache.waiting_cap`). While a filter is set, each batch of new events re-reads the list
-(coalesced: one read at a time); not while a confirmation is open, so the count the question
-states is the set that Yes answers.
+(`StepCache.waiting_cap`). While a filter is set, each batch of new events that starts or ends
+a wait re-reads the list (coalesced: one read at a time); not while a confirmation is open, so
+the count the question states is the set that Yes answers.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentq.errors import AgentqError
+from agentq.events import EventKind
 from agentq.markup import MUTED, esc, json_text, more_html, short
 from agentq.store import StepRow
 from agentq.widgets._bulk import BulkOutcome, BulkReport, WaitFilter, answer_waits, pending_waits
@@ -31,6 +32,11 @@ from agentq.widgets._live import Confirmation, Spawner, check_count, widgets
 __all__ = ["BulkBar"]
 
 _TEXT = "font-size:12px"
+_WAIT_KINDS = frozenset({
+    EventKind.STEP_WAITING, EventKind.STEP_RESUMED, EventKind.WAIT_TIMED_OUT,
+    EventKind.WORKFLOW_CANCELLED, EventKind.WORKFLOW_FAILED, EventKind.WORKFLOW_COMPLETED,
+})
+"""Events that start or end a wait (the kind is ``row[5]`` of an event row)."""
 
 
 class BulkBar:
@@ -130,9 +136,10 @@ class BulkBar:
         self._spawner.bind()
 
     def note_rows(self, rows: list[Any]) -> None:
-        """A fold of the panel's source: new events re-read the list while a filter is set."""
+        """A fold of the panel's source: events that start or end a wait re-read the list
+        while a filter is set (others, such as a running agent's calls, do not)."""
         self._spawner.bind()
-        if rows and self.active:
+        if self.active and any(row[5] in _WAIT_KINDS for row in rows):
             self.stale()
 
     def stale(self) -> None:

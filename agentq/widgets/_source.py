@@ -148,6 +148,9 @@ class StepCache:
 
     async def _fill_waiting(self, store: DurableStore) -> None:
         """Read waiting workflows' steps, least recently active first, up to `waiting_cap`."""
+        if not self.counts[WorkflowState.WAITING.value]:  # none: no walk of the index
+            self.unread_waiting = 0
+            return
         unread = [w for w, r in self.index.items()
                   if r.state is WorkflowState.WAITING and w not in self._steps]
         room = len(unread)

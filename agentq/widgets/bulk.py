@@ -131,10 +131,6 @@ class BulkBar:
         """The filter the boxes hold."""
         return WaitFilter(self.workflow.value, self.tool.value, self.text.value)
 
-    def bind(self) -> None:
-        """Remember the kernel's loop (call from the refresher)."""
-        self._spawner.bind()
-
     def note_rows(self, rows: list[Any]) -> None:
         """A fold of the panel's source: events that start or end a wait re-read the list
         while a filter is set (others, such as a running agent's calls, do not)."""

@@ -7,6 +7,9 @@ Usage: python tests/lease_child.py MODE DB MARKS
 - ``suicide``: runs workflow "suicide" = [boom] (``RetryPolicy(max_attempts=2)``, lease 3600 s)
   whose body appends "boom <pid>" to MARKS and SIGKILLs its own process. A run that returns
   prints its `RunResult` as JSON.
+- ``nap``: runs workflow "nap" = [nap] with ``lease_ttl`` from ``AGENTQ_TEST_TTL`` (seconds,
+  real clock); the body appends "nap <pid>" to MARKS and sleeps an hour; if cancelled it
+  appends "cancelled <pid>" and lets the cancellation through. Prints its `RunResult`.
 """
 
 from __future__ import annotations
@@ -54,10 +57,30 @@ def suicide_workflow(marks: Path) -> Workflow:
     return Workflow("suicide", [StepDef("boom", boom, retry=RetryPolicy(max_attempts=2))])
 
 
+def nap_workflow(marks: Path) -> Workflow:
+    """[nap]: a body that sleeps an hour and marks a cancellation."""
+
+    async def nap(ctx: StepContext) -> str:
+        _mark(marks, "nap")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            _mark(marks, "cancelled")
+            raise
+        return "rested"
+
+    return Workflow("nap", [StepDef("nap", nap)])
+
+
 async def main(mode: str, db: Path, marks: Path) -> None:
-    wf = held_workflow(marks, hang=True) if mode == "hold" else suicide_workflow(marks)
+    ttl = 3600.0
+    if mode == "nap":
+        wf = nap_workflow(marks)
+        ttl = float(os.environ["AGENTQ_TEST_TTL"])
+    else:
+        wf = held_workflow(marks, hang=True) if mode == "hold" else suicide_workflow(marks)
     async with Queue() as queue, SqliteStore(db) as store:
-        engine = WorkflowEngine(queue, store, lease_ttl=3600.0)
+        engine = WorkflowEngine(queue, store, lease_ttl=ttl)
         result = await engine.run(wf)
     print(json.dumps({"status": result.status.value, "step": result.step,
                       "reason": result.reason}))

@@ -193,6 +193,73 @@ def test_a_missing_file_is_never_created(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+COMMANDS = [
+    ("ls",), ("show", "w"), ("events",), ("export", "--html", "page.html"),
+    ("approve", "w"), ("cancel", "w"), ("retry", "w"),
+]
+"""Every command, read-only and recording, with the arguments after STORE."""
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_no_command_creates_a_sqlite_file(tmp_path: Path, command: tuple[str, ...]) -> None:
+    path = tmp_path / "typo.db"
+    verb, *rest = command
+    result = run(verb, str(path), *(str(tmp_path / r) if r.endswith(".html") else r
+                                    for r in rest))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("agentq: no such file") and "typo.db" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not path.exists() and not (tmp_path / "page.html").exists()
+
+
+def _namespaces(dsn: str, *names: str) -> set[str]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)", (list(names),)
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_a_mistyped_pg_schema_is_refused_and_never_created(
+    pg_target: Any, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    typo = f"{pg_target.schema}_typo"
+    verb, *rest = command
+    result = run("--pg-schema", typo, verb, pg_target.dsn,
+                 *(str(tmp_path / r) if r.endswith(".html") else r for r in rest))
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"agentq: no schema {typo!r} in that PostgreSQL database (the command line never "
+        "creates a store; check --pg-schema)\n"
+    )
+    assert _namespaces(pg_target.dsn, typo) == set()
+
+
+def test_a_pg_schema_without_an_agentq_store_is_refused_and_left_empty(pg_target: Any) -> None:
+    import psycopg
+
+    other = f"{pg_target.schema}_other"
+    with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{other}"')
+    try:
+        result = run("--pg-schema", other, "ls", pg_target.dsn)
+        assert result.exit_code == 1
+        assert result.stderr == (
+            f"agentq: schema {other!r} of that PostgreSQL database holds no agentq store\n"
+        )
+        with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
+            tables = conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (other,)
+            ).fetchone()
+        assert tables == (0,)
+    finally:
+        with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{other}" CASCADE')
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [(b"", "is empty"), (b"hello, not a database at all" * 10, "not a SQLite database")],
@@ -427,18 +494,44 @@ def test_export_parquet_frames(made: Path, tmp_path: Path) -> None:
         ("done", "tool:1"), ("asks", "tool:1"), ("asks", "approve-send")}
 
 
+def exported(made: Path, page: Path, *options: str) -> str:
+    """Run ``agentq export made --html page [options]`` and return the page written."""
+    result = run("export", str(made), "--html", str(page), *options)
+    assert result.exit_code == 0, result.output
+    return page.read_text(encoding="utf-8")
+
+
 def test_export_html_is_one_static_page_of_the_dashboard_views(
     made: Path, tmp_path: Path
 ) -> None:
-    page_path = tmp_path / "dash.html"
-    result = run("export", str(made), "--html", str(page_path))
-    assert result.exit_code == 0, result.output
-    page = page_path.read_text(encoding="utf-8")
+    page = exported(made, tmp_path / "dash.html")
     assert page.startswith("<!DOCTYPE html>")
     assert 'data-agentq="approval" data-workflow="asks" data-step="ask"' in page
     assert 'data-agentq="steps"' in page and 'data-agentq="timeline"' in page
     assert 'data-agentq="call-totals"' in page
     assert "agentq.db" in page and "<script" not in page
+
+
+def test_export_html_has_each_workflows_tree_with_details_and_bounds_it(
+    made: Path, tmp_path: Path
+) -> None:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(exported(made, tmp_path / "trees.html"), "html.parser")
+    trees = {t["data-workflow"]: t for t in soup.select('[data-agentq="tree"]')}
+    assert set(trees) == {"done", "asks", "broken"}
+    for tree in trees.values():
+        for node in tree.select('[data-agentq="tree-node"]'):
+            assert node.find(attrs={"data-agentq": "detail"}) is not None, node["data-node"]
+    assert soup.find(["script", "link", "img"]) is None
+    assert not any(t.has_attr("src") or t.has_attr("href") for t in soup.find_all(True))
+    small = tmp_path / "small.html"
+    soup = BeautifulSoup(exported(made, small, "--workflows", "1", "--nodes", "2"),
+                         "html.parser")
+    assert len(soup.select('[data-agentq="tree"]')) == 1
+    assert len(soup.select('[data-agentq="tree-node"]')) == 2
+    assert "2 more workflows not shown" in soup.text
+    assert run("export", str(made), "--html", str(small), "--nodes", "0").exit_code == 2
 
 
 def test_export_needs_a_target_and_a_writable_place(made: Path, tmp_path: Path) -> None:

@@ -270,11 +270,13 @@ async def test_the_run_tree_shows_requests_tools_and_tokens(
     durable = DurableAgent(child.build_agent(side, approval=True), engine)
     await durable.run(child.PROMPT, run_id="<tree>")
     html = await run_tree(engine.store, "<tree>")
-    assert html.count("data-agentq='agent-model'") == 3
-    assert html.count("data-agentq='agent-leaf'") == 4  # add, add, mul, the approval of send
+    assert html.count('data-kind="model"') == 3  # the dashboard's tree: one mechanism
+    assert html.count('data-kind="call"') == 3  # add, add, mul
+    assert html.count('data-kind="wait"') == 1  # the approval of send
     assert "&lt;tree&gt;" in html and "<tree>" not in html
     assert html.index("tool:a1") < html.index("model:1") < html.index("tool:m1")
-    assert "approval of <b>send</b>" in html
+    assert "approval of send" in html
+    assert 'data-state="waiting"' in html  # the run's own status at the root
     rows = await engine.store.calls("<tree>")
     tokens = sum(r.usage["input_tokens"] for r in rows if r.usage)
     assert f"{tokens} in /" in html
@@ -352,7 +354,7 @@ async def test_an_agent_run_shows_as_its_tree_in_a_notebook(
         child.PROMPT, run_id="card")
     html = run._repr_html_()
     assert 'data-agentq="run-result"' in html and 'data-agentq="agent-tree"' in html
-    assert html.count("data-agentq='agent-model'") == 3
+    assert html.count('data-kind="model"') == 3
 
 
 async def test_a_failed_run_is_retried_by_id_without_repeating_its_calls(

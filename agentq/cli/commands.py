@@ -288,8 +288,15 @@ def retry(ctx: click.Context, store: str, workflow_id: str, from_step: str | Non
               metavar="DIR", help="Write events/steps/calls.parquet into DIR.")
 @click.option("--html", "html", type=click.Path(dir_okay=False, path_type=Path),
               metavar="FILE", help="Write the dashboard views as one static HTML file.")
+@click.option("--workflows", type=click.IntRange(min=1), default=50, show_default=True,
+              help="HTML: the latest N workflows drawn as trees and in the timeline.")
+@click.option("--nodes", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="HTML: at most N tree nodes (each with its detail) in the file.")
 @click.pass_context
-def export(ctx: click.Context, store: str, parquet: Path | None, html: Path | None) -> None:
+def export(
+    ctx: click.Context, store: str, parquet: Path | None, html: Path | None, workflows: int,
+    nodes: int,
+) -> None:
     """Export the store: Parquet frames, a static HTML dashboard, or both."""
     if parquet is None and html is None:
         raise click.UsageError("give --parquet DIR, --html FILE, or both")
@@ -300,7 +307,8 @@ def export(ctx: click.Context, store: str, parquet: Path | None, html: Path | No
             written += await export_parquet(s, parquet)
         if html is not None:
             now = _settings(ctx).clock.time()
-            written.append(await export_static_html(s, html, now, store_title(store)))
+            written.append(await export_static_html(s, html, now, store_title(store),
+                                                    workflows=workflows, nodes=nodes))
         return written
 
     for path in _run(store, work):

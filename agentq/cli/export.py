@@ -69,13 +69,25 @@ def _write_parquet(frames: dict[str, Any], directory: Path) -> list[Path]:
     return written
 
 
-async def export_static_html(store: DurableStore, path: Path, now: float, title: str) -> Path:
+async def export_static_html(
+    store: DurableStore, path: Path, now: float, title: str, *, workflows: int = 50,
+    nodes: int = 1000,
+) -> Path:
     """Write the static dashboard page; see `agentq.widgets.export_html`.
+
+    Args:
+        store: The store exported.
+        path: The HTML file.
+        now: Unix seconds ("now" of the page).
+        title: The page's heading.
+        workflows: The latest workflows drawn as trees and in the timeline.
+        nodes: Tree nodes (each with its detail view) in the file, at most.
 
     Raises:
         Refused: The file cannot be written.
     """
     try:
-        return await export_html(store, path, now=now, title=title)
+        return await export_html(store, path, now=now, title=title, workflows=workflows,
+                                 nodes=nodes)
     except OSError as exc:
         raise Refused(f"cannot write {str(path)!r}: {exc}") from exc

@@ -1,4 +1,9 @@
-"""Opening the store a command names: a SQLite path or a PostgreSQL DSN, never a new file.
+"""Opening the store a command names: a SQLite path or a PostgreSQL DSN, never a new store.
+
+No command creates a store: a SQLite file that does not exist, or a PostgreSQL schema that
+holds no agentq tables (a mistyped ``--pg-schema``), is refused with one line naming it,
+before anything is written. Stores are made by the programs that run workflows
+(`SqliteStore.open`, `PostgresStore.open`); the command line reads and records in them.
 
 `Refused` is how every command says "no" (exit code 1, one line on stderr): a store that cannot
 be opened, an unknown workflow, a verb the store refuses.
@@ -11,7 +16,8 @@ import re
 import sqlite3
 from pathlib import Path
 
-from agentq.errors import AgentqError
+from agentq.errors import AgentqError, StoreError
+from agentq.extras import require
 from agentq.store import DurableStore, PostgresStore, SqliteStore
 
 __all__ = ["DSN_PREFIXES", "Refused", "is_dsn", "open_store"]
@@ -39,11 +45,11 @@ class Refused(AgentqError):
 
 
 async def open_store(target: str, *, schema: str = "agentq") -> DurableStore:
-    """Open the store named on the command line; never creates a SQLite file.
+    """Open the store named on the command line; never creates one.
 
-    A PostgreSQL database is opened as `PostgresStore.open` does: its agentq schema is
-    created or migrated if needed (a database with tables of its own in that schema is
-    refused).
+    A PostgreSQL schema must already hold agentq's tables (``agentq_schema``, the version
+    table every agentq store has); it is then opened as `PostgresStore.open` does (migrated
+    if an older agentq made it).
 
     Args:
         target: A PostgreSQL DSN (a ``postgresql://…`` or ``postgres://…`` URI, or libpq's
@@ -55,8 +61,10 @@ async def open_store(target: str, *, schema: str = "agentq") -> DurableStore:
 
     Raises:
         Refused: The path does not exist, is a directory, is empty or is not an agentq
-            database; or the store failed to open: a wrong DSN, an unreachable server,
-            psycopg missing (the message names the cause, never the DSN's password).
+            database; the PostgreSQL schema does not exist or holds no agentq store (the
+            message names it); or the store failed to open: a wrong DSN, an unreachable
+            server, psycopg missing (the message names the cause, never the DSN's
+            password).
     """
     if await asyncio.to_thread(is_dsn, target):
         return await _open_postgres(target, schema)
@@ -97,6 +105,40 @@ def _check_sqlite(path: Path) -> None:
 
 async def _open_postgres(dsn: str, schema: str) -> DurableStore:
     try:
+        await asyncio.to_thread(_check_schema, dsn, schema)
         return await PostgresStore.open(dsn, schema=schema)
+    except Refused:
+        raise
     except AgentqError as exc:  # StoreError, SchemaError, MissingExtraError (no psycopg)
         raise Refused(f"cannot open the PostgreSQL store: {exc}") from exc
+
+
+def _check_schema(dsn: str, schema: str) -> None:
+    """Refuse a PostgreSQL schema without agentq's version table, before the store's
+    migrations would create it (blocking: run on a worker thread).
+
+    Raises:
+        Refused: No such schema, or no agentq store in it.
+        StoreError: The server could not be reached (``PostgresStore.open``'s own wording).
+        MissingExtraError: psycopg is not installed.
+    """
+    psycopg = require("psycopg", "postgres")
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+            found = conn.execute(
+                "SELECT n.nspname IS NOT NULL, c.relname IS NOT NULL FROM (SELECT 1) AS one"
+                " LEFT JOIN pg_namespace AS n ON n.nspname = %s"
+                " LEFT JOIN pg_class AS c ON c.relnamespace = n.oid"
+                " AND c.relname = 'agentq_schema'",
+                (schema,),
+            ).fetchone()
+    except psycopg.Error as exc:
+        raise StoreError(str(exc)) from exc
+    schema_exists, has_store = found if found is not None else (False, False)
+    if not schema_exists:
+        raise Refused(
+            f"no schema {schema!r} in that PostgreSQL database (the command line never "
+            "creates a store; check --pg-schema)"
+        )
+    if not has_store:
+        raise Refused(f"schema {schema!r} of that PostgreSQL database holds no agentq store")

@@ -19,10 +19,12 @@ times a second only when something changed, and re-raises the refresher's errors
 `WaitFilter`       which waits to answer in bulk; `pending_waits` reads them,
                    `answer_waits` answers them (a `BulkReport`); no ipywidgets needed
 `Dashboard`        the four above under one refresher, the call totals (with the calls
-                   the engine answered from the log), the detail of a selected workflow,
-                   step or call, and Cancel / Retry buttons
-`export_html`      the same views of a store (no lanes, no buttons) as one static HTML file;
+                   the engine answered from the log), the selected workflow's live tree
+                   and the detail of a selected workflow, step or call, and Cancel / Retry
+`export_html`      the same views of a store (no lanes, no buttons) as one static HTML file,
+                   with each workflow's tree and the detail of each node, working offline;
                    `dashboard_html` returns the page (needs no ipywidgets: ``agentq export``)
+`run_tree_html`    a workflow's tree (workflow → steps → calls) as pure HTML, from its rows
 =================  ==========================================================================
 
 Reading order (each module imports only the ones above it, and the layers below: the
@@ -31,9 +33,10 @@ foundation modules with `agentq.markup`, the queue, the store, the workflows):
 - ``_timeline``: the event log folded into spans per workflow step (pure, no ipywidgets);
 - ``_calls``: the event log's call events folded into call counts per step (pure);
 - ``_detail``: `load_detail` (one workflow read for its detail view) and a step's attempts;
+- ``_tree``: `build_tree`: a workflow's rows folded into its run tree (pure);
 - ``html``: the pure renderers of snapshots, one module per view family (``tables``,
-  ``timeline``, ``results``, ``detail``); its docstring lists the stable ``data-agentq``
-  attributes;
+  ``timeline``, ``results``, ``detail``, ``tree``); its docstring lists the stable
+  ``data-agentq`` attributes;
 - ``_source``: what changed in a store since the last refresh (one read per widget tree);
 - ``_search``: `Query` and `page_of`: search and paging over the workflow index;
 - ``_cells``: `CellOwner`: a refresher belongs to the notebook cell that started it;
@@ -42,6 +45,7 @@ foundation modules with `agentq.markup`, the queue, the store, the workflows):
 - ``monitor``: `LaneMonitor`, `StepTable` (search, paging), `EventTimeline` (axis, zoom);
 - ``_bulk``: `WaitFilter`, `pending_waits`, `answer_waits`: answering many waits (no
   ipywidgets);
+- ``tree``: `RunTree`: the live tree (anywidget: open nodes survive redraws, clicks select);
 - ``bulk``: `BulkBar`: approve or deny all waits that match a filter, after a confirmation;
 - ``approvals``: `ApprovalPanel`, its slots and its `BulkBar`;
 - ``detail``: `DetailPane`: a workflow, step or call selected, and its detail;
@@ -67,6 +71,7 @@ if TYPE_CHECKING:
     from agentq.widgets.approvals import ApprovalPanel
     from agentq.widgets.dashboard import Dashboard
     from agentq.widgets.export import dashboard_html, export_html
+    from agentq.widgets.html.tree import run_tree_html
     from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
 
 __all__ = [
@@ -82,6 +87,7 @@ __all__ = [
     "dashboard_html",
     "export_html",
     "pending_waits",
+    "run_tree_html",
 ]
 
 _HOMES = {
@@ -97,6 +103,7 @@ _HOMES = {
     "StepTable": "agentq.widgets.monitor",
     "dashboard_html": "agentq.widgets.export",
     "export_html": "agentq.widgets.export",
+    "run_tree_html": "agentq.widgets.html.tree",
 }
 
 

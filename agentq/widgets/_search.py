@@ -13,6 +13,7 @@ one, it scans the index (one pass over the workflow rows in memory, no I/O) to c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agentq.store import DurableStore, StepRow, WorkflowRow
@@ -123,11 +124,14 @@ async def page_of(
         StoreError: Reading the step rows of a workflow shown failed.
     """
     page = Page(start=start, offset=offset)
+    # A snapshot of the order: reading step rows awaits, and a refresh running meanwhile
+    # reorders the index (a live iterator would raise "OrderedDict mutated during iteration").
+    order = tuple(cache.newest())
     if not (query.status or query.step):  # the index says which workflows fill the page
-        await cache.ensure(store, _plain_page(cache, query, start, limit, now))
+        await cache.ensure(store, _plain_page(order, query, start, limit, now))
     position = 0
     full = False
-    for wf in cache.newest():
+    for wf in order:
         if not query.admits(wf, now):
             continue
         position += 1
@@ -173,13 +177,16 @@ async def page_of(
     return page
 
 
-def _plain_page(cache: StepCache, query: Query, start: int, limit: int, now: float) -> list[str]:
+def _plain_page(
+    order: Iterable[WorkflowRow], query: Query, start: int, limit: int, now: float
+) -> list[str]:
     """The workflows a page lists when every step of a workflow is listed (no step or status
-    query): from the `start`-th admitted one while their steps fit in `limit` rows (the first
-    one always). `page_of` reads their steps in one batch before it walks the index."""
+    query), in `order` (newest first): from the `start`-th admitted one while their steps fit
+    in `limit` rows (the first one always). `page_of` reads their steps in one batch before it
+    walks the index."""
     chosen: list[str] = []
     rows = position = 0
-    for wf in cache.newest():
+    for wf in order:
         if not query.admits(wf, now):
             continue
         position += 1

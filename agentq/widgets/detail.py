@@ -1,5 +1,6 @@
 """`DetailPane`: pick a workflow, then the workflow itself, one of its steps or one of its calls,
-and see its detail (`agentq.widgets.html.detail`).
+and see its detail (`agentq.widgets.html.detail`), beside the workflow's tree
+(`agentq.widgets.tree.RunTree`: workflow → steps → calls; a click on a node shows its detail).
 
 Two ipywidgets ``Select`` lists drive it, no script in the page: `workflows` (filled by the
 `Dashboard` with the workflows of the step table's current page and search, or by `choices`)
@@ -22,20 +23,20 @@ from agentq.markup import MUTED, error_html
 from agentq.store import DurableStore
 from agentq.widgets._detail import DetailSnapshot, load_detail
 from agentq.widgets._live import Spawner, set_value, widgets
+from agentq.widgets._tree import Item
 from agentq.widgets.html.detail import (
     CALLS_LISTED,
     call_detail_html,
     step_detail_html,
     workflow_detail_html,
 )
+from agentq.widgets.tree import RunTree
 
 __all__ = ["REREAD_EVERY", "DetailPane"]
 
 REREAD_EVERY = 1.0
 """Seconds (of the pane's clock) between two re-reads of the workflow shown while its events
 arrive; events in between mark it stale and the next due `update` reads it."""
-
-Item = tuple[str, Any]  # ("workflow", None) | ("step", index) | ("call", key)
 
 _EMPTY = (
     f'<div data-agentq="detail-empty" style="{MUTED};font-size:12px;padding:4px">'
@@ -70,7 +71,11 @@ class DetailPane:
         self.items = w.Select(options=[], rows=7, description="show",
                               layout=w.Layout(width="300px"))
         self.html = w.HTML(_EMPTY)
-        self.widget = w.HBox([w.VBox([self.workflows, self.items]), self.html])
+        self.tree = RunTree(self.pick)
+        """The selected workflow's tree (`RunTree`): a click on a node shows its detail."""
+        layout = self.tree.widget.layout  # set, not replaced: a replaced Layout would leak
+        layout.width, layout.max_height, layout.overflow = "360px", "420px", "auto"
+        self.widget = w.HBox([w.VBox([self.workflows, self.items]), self.tree.widget, self.html])
         self.widget.add_class("agentq-detail")
         self.snapshot: DetailSnapshot | None = None
         self.listeners: list[Callable[[DetailSnapshot | None], None]] = []
@@ -151,8 +156,29 @@ class DetailPane:
             self._quiet = False
         self.render()
 
+    def pick(self, item: Item) -> None:
+        """Show `item` of the workflow shown, from its snapshot (no I/O): a tree node's click.
+
+        Raises:
+            KeyError: No workflow is shown, or it has no such step or call.
+        """
+        snap = self.snapshot
+        if snap is None:
+            raise KeyError("no workflow is shown")
+        options = _item_options(snap, item)
+        if item not in [v for _, v in options]:
+            raise KeyError(f"workflow {snap.workflow.workflow_id!r} has no {item[0]} {item[1]!r}")
+        self._quiet = True
+        try:
+            self.items.options = options
+            self.items.value = item
+        finally:
+            self._quiet = False
+        self.render()
+
     def _set(self, snap: DetailSnapshot | None) -> None:
         self.snapshot = snap
+        self.tree.show(snap)
         for listener in self.listeners:
             listener(snap)
 

@@ -16,9 +16,9 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    run through the queue and recorded under the attempt's fencing token
 ``workers``        worker ids (``host:pid:token``), whether a lease holder's process is gone,
                    taking its lease back at once; what a waiting run logs
-``attempts``       one step attempt: the job body, its queue key and name, the lease (renewed,
-                   handed back once the body stopped), the cancel-safe claim, the markers the
-                   driver acts on
+``attempts``       one step attempt: the job body, its queue key and name, the lease (renewed;
+                   a refused renewal tells the driver, which interrupts the body; handed back
+                   once the body stopped), the cancel-safe claim, the markers the driver acts on
 ``results``        stored rows read back as a `StepStatus` or a `RunResult`; what the store says
                    to `run` and `resume` of an ended workflow that is no longer registered
 ``registry``       what an engine can run: plain workflows by id, definitions by name; a

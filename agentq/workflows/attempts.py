@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentq.clock import Clock
@@ -182,16 +182,37 @@ class Lease:
     `start` begins renewing it every ``lease_ttl / 3`` seconds; `stop` ends the renewals;
     `release` is the shutdown path: interrupt the attempt's job, keep renewing until its body
     has really stopped, then hand the lease back (never while the body still runs).
+
+    A renewal the store refuses (`LeaseLostError`: another worker took the step over, or the
+    workflow was cancelled, from any process; `WorkflowClosedError`) ends the renewals, sets
+    `lost` and `lost_because`, and awaits `on_lost` (the driver interrupts the attempt's
+    body there). So a loss is noticed within ``lease_ttl / 3`` seconds, plus one store
+    round trip.
+
+    Args:
+        store: Where the lease is renewed.
+        clock: The time of each renewal, and the sleeps between them.
+        lease_ttl: Seconds each renewal extends the lease by (> 0).
+        execution: The lease as claimed.
+        on_lost: Awaited once, in the renewer's task, when a renewal finds the lease gone.
     """
 
     def __init__(
-        self, store: DurableStore, clock: Clock, lease_ttl: float, execution: Execution
+        self,
+        store: DurableStore,
+        clock: Clock,
+        lease_ttl: float,
+        execution: Execution,
+        on_lost: Callable[[AgentqError], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
         self._ttl = lease_ttl
         self.execution = execution
         self.lost = False
+        self.lost_because: AgentqError | None = None
+        """What the store said to the renewal that found the lease gone."""
+        self._on_lost = on_lost
         self._renewer: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -227,8 +248,11 @@ class Lease:
                 self.execution = await self._store.renew_lease(
                     self.execution, self._ttl, self._clock.time()
                 )
-            except (LeaseLostError, WorkflowClosedError):
+            except (LeaseLostError, WorkflowClosedError) as exc:
                 self.lost = True
+                self.lost_because = exc
+                if self._on_lost is not None:
+                    await self._on_lost(exc)
                 return
 
 

@@ -12,7 +12,10 @@ For each step, the loop:
    at DEBUG, what it waits for and polls every ``poll_interval`` seconds;
 2. pushes the attempt through the queue as a job in the engine's lane, so lane permits bound
    how many step bodies run at once, while a `Lease` renews the lease every ``lease_ttl / 3``
-   seconds;
+   seconds. A renewal that finds the lease gone (the workflow cancelled by another engine or
+   the command line, or the step taken over after the lease expired) interrupts the body at
+   once (`Driver._lease_lost`, logged), and the attempt records nothing: the run claims
+   again and finds the workflow closed, or the step held or done by its new owner;
 3. records the outcome with the fencing token: ``complete_step``, ``wait_step`` or
    ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt and
    `agentq.retry.classify` calls the failure an ordinary one; the next claim then answers
@@ -41,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -50,6 +54,7 @@ import agentq.tracing as tracing
 import agentq.workflows.spans as spans
 from agentq.clock import Clock, SystemClock
 from agentq.errors import (
+    AgentqError,
     LeaseLostError,
     QueueClosed,
     UnknownWorkflowError,
@@ -91,6 +96,7 @@ from agentq.workflows.workers import (
     default_worker_id,
     gone_reason,
     held_message,
+    lost_message,
     take_back,
 )
 
@@ -356,7 +362,10 @@ class Driver:
         waker: asyncio.Future[None],
     ) -> Completed | RunResult | Retry | Again:
         key = job_key(wf.id, execution.step_index, execution.lease_token)
-        lease = Lease(self.store, self.clock, self.lease_ttl, execution)
+        lease = Lease(
+            self.store, self.clock, self.lease_ttl, execution,
+            on_lost=functools.partial(self._lease_lost, wf.id, step.name),
+        )
         log = CallLog(
             store=self.store,
             queue=self.queue,
@@ -382,6 +391,8 @@ class Driver:
         try:
             handle = await self._push(job)
             self._attempts[wf.id] = handle
+            if lease.lost:  # lost while the job was being pushed
+                handle.cancel()
             try:
                 outcome = await handle
             finally:
@@ -406,6 +417,8 @@ class Driver:
             self.answered_from_log += log.answered
             await lease.stop()
         execution = lease.execution
+        if lease.lost:  # another worker's now, or closed: record nothing, claim again
+            return Again(0.0)
         try:
             return await self._recorder.record(wf, step, execution, outcome, ctx)
         except LeaseLostError:
@@ -417,6 +430,27 @@ class Driver:
             # recover or another engine continues the step at once)
             await finish(hand_back(self.store, self.clock, execution))
             raise
+
+    async def _lease_lost(self, workflow_id: str, step_name: str, why: AgentqError) -> None:
+        """A renewal found the attempt's lease gone: interrupt its body, say so.
+
+        If the workflow is closed (cancelled from another engine or the command line), the
+        run's waits are woken too (`interrupt`), as for a cancel in this engine; otherwise
+        (another worker took the expired lease over) only the attempt's job is cancelled,
+        and the run claims the step again (it finds it held, or done, by the new owner).
+        """
+        row = None
+        with contextlib.suppress(AgentqError):  # the store failed: treat it as taken over
+            row = await self.store.get_workflow(workflow_id)
+        closed = row is not None and row.state.closed
+        LOGGER.log(
+            logging.INFO if closed else logging.WARNING,
+            lost_message(step_title(workflow_id, step_name), why, closed),
+        )
+        if closed:
+            self.interrupt(workflow_id)
+        elif (handle := self._attempts.get(workflow_id)) is not None:
+            handle.cancel()
 
     async def _push(self, job: Job) -> JobHandle:
         accepted = await self.queue.push(job)

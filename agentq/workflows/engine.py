@@ -67,7 +67,9 @@ class WorkflowEngine(Registrations):
             process (or engine) its own.
         lease_ttl: Seconds a claimed step stays leased without renewal (> 0). Renewed every
             ``lease_ttl / 3`` seconds while the body runs; a crashed worker's steps can be
-            recovered once it has expired.
+            recovered once it has expired. A renewal that finds the lease gone (the
+            workflow cancelled from another process, or the step taken over) interrupts
+            the body: ``lease_ttl / 3`` bounds how long a cancel from elsewhere takes.
         priority: The lane step attempts run in.
         clock: Time source for leases, backoff and polling; default the system clock.
         poll_interval: Seconds between checks while another worker holds a step of a
@@ -368,6 +370,11 @@ class WorkflowEngine(Registrations):
 
     async def cancel(self, workflow_id: str | Workflow, reason: str = "cancelled") -> bool:
         """Cancel a workflow: no further step starts and a running attempt is interrupted.
+
+        An attempt this engine runs is interrupted at once; one that another engine runs
+        (another process) is interrupted at that engine's next lease renewal, within its
+        ``lease_ttl / 3`` seconds. A body in a worker thread cannot be interrupted: it is no
+        longer waited for, and what it returns is refused.
 
         Works on any workflow this engine knows: stored, or only registered (or given as a
         `Workflow`) and never run; the latter is stored as cancelled, so that a later `run`

@@ -38,6 +38,7 @@ __all__ = [
     "default_worker_id",
     "gone_reason",
     "held_message",
+    "lost_message",
     "parse_worker_id",
     "take_back",
 ]
@@ -142,4 +143,20 @@ def held_message(
     return (
         f"step {step_name!r} of workflow {workflow_id!r} is leased by worker {worker_id!r} "
         f"until {until} (in {max(expires_at - now, 0.0):.0f} s); waiting"
+    )
+
+
+def lost_message(title: str, why: object, closed: bool) -> str:
+    """The message logged when a renewal finds a running attempt's lease gone.
+
+    Args:
+        title: The step, as `agentq.workflows.attempts.step_title` names it.
+        why: What the store said to the renewal (its message names the new state).
+        closed: Whether the workflow is closed (cancelled elsewhere) rather than the step
+            taken over by another worker.
+    """
+    cause = "the workflow was closed elsewhere" if closed else "another worker took it over"
+    return (
+        f"{title}: the lease is gone ({cause}: {why}); its body is interrupted and its "
+        "outcome is not recorded"
     )

@@ -14,8 +14,9 @@ every worker process. The coordinator (this module's `coordinate`):
 3. answers every approval wait with the same `ApprovalPolicy` as the single-process replay,
    through ``engine.resume`` (the coordinator holds no definition: it gets `Recorded`, and a
    serving worker runs the step on);
-4. with ``--kill-one``, SIGKILLs the first worker (``w0``) once a third of the calls were
-   applied and it holds a step's lease (so that there is something to take over): the others
+4. with ``--kill-one``, SIGKILLs the first worker (``w0``) once a fifth of the calls were
+   applied and it holds a step's lease (looked at every ``POLL / 10`` s until then: a worker
+   that started late may hold few leases) (so that there is something to take over): the others
    take over its expired leases (``WorkerRecovered``), and a call it left in doubt is sent
    again and refused by the service host if it had applied it, which returns the stored
    result;
@@ -27,7 +28,14 @@ every worker process. The coordinator (this module's `coordinate`):
 Decisions: a separate module, so that run.py (the single-process replay) stays as it is; its
 own default files (``out/bfcl-workers.db``), since the single-process replay stores the same
 workflow ids as plain workflows; worker i injects transient errors with seed ``--seed + i``.
-SQLite only: the workers take a file path.
+
+The store: a SQLite file (``--db``, removed and made anew by each run), or PostgreSQL with
+``--dsn DSN [--pg-schema NAME]`` (the DSN forms and the option name of the ``agentq`` command
+line; schema ``agentq`` by default). A PostgreSQL schema is never dropped: one that already
+holds workflows is refused (`StoreNotEmpty`: drop it or name another). The workers get the
+DSN through the environment (``AGENTQ_BFCL_DSN``), not their argv, so that ``ps`` never shows
+its password. The service host stays a SQLite file (``--services-db``) either way: it stands
+for the outside world, not for agentq's store.
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from agentq import EventKind, NotWaitingError, Queue, StepStatus, WorkflowDef, WorkflowEngine
-from agentq.store import EVENT_COLUMNS, SqliteStore, StepState
+from agentq.store import EVENT_COLUMNS, DurableStore, PostgresStore, SqliteStore, StepState
 
 from .approval import ApprovalPolicy
 from .dataset import DEFAULT_CATEGORY, Task, categories
@@ -64,6 +72,13 @@ LEASE_TTL = 2.0
 
 POLL = 0.2
 """Seconds between two reads of the ready work (workers) or of the waits (coordinator)."""
+
+DSN_ENV = "AGENTQ_BFCL_DSN"
+"""The environment variable that hands ``--dsn`` to the worker processes."""
+
+
+class StoreNotEmpty(Exception):
+    """The PostgreSQL schema given already holds workflows (it is never dropped for you)."""
 
 
 def definitions(tasks: Sequence[Task], env: ReplayEnv) -> list[tuple[WorkflowDef, object]]:
@@ -141,6 +156,21 @@ class WorkersOptions:
     transient_rate: float
     seed: int
     quiet: bool
+    dsn: str | None = None
+    """A PostgreSQL DSN: agentq's store is there (in `pg_schema`) instead of `db`."""
+    pg_schema: str = "agentq"
+
+    def store(self) -> SqliteStore | PostgresStore:
+        """agentq's store, not yet open (``async with`` opens and closes it)."""
+        if self.dsn is None:
+            return SqliteStore(self.db)
+        return PostgresStore(self.dsn, schema=self.pg_schema)
+
+    def where(self) -> str:
+        """The store as the coordinator names it (a DSN's password left out)."""
+        if self.dsn is None:
+            return str(self.db)
+        return f"PostgreSQL schema {self.pg_schema!r}"
 
 
 def _tasks(options: WorkersOptions) -> list[Task]:
@@ -159,7 +189,7 @@ async def serve(options: WorkersOptions, name: str) -> None:
         options.services_db, tasks, transient_error_rate=options.transient_rate,
         seed=options.seed,
     ) as host:
-        async with Queue(LANES) as queue, SqliteStore(options.db) as store:
+        async with Queue(LANES) as queue, options.store() as store:
             engine = WorkflowEngine(
                 queue, store, worker_id=f"{name}:{os.getpid()}", lease_ttl=LEASE_TTL,
                 priority=STEP_LANE,
@@ -203,10 +233,10 @@ async def _approve(engine: WorkflowEngine, policy: ApprovalPolicy) -> int:
 
 
 async def _holding(
-    store: SqliteStore, services_db: Path, proc: subprocess.Popen[str], calls: int
+    store: DurableStore, services_db: Path, proc: subprocess.Popen[str], calls: int
 ) -> bool:
-    """Whether a third of the calls were applied and worker w0 (`proc`) holds a step's lease."""
-    if _applied(services_db) * 3 < calls:
+    """Whether a fifth of the calls were applied and worker w0 (`proc`) holds a step's lease."""
+    if _applied(services_db) * 5 < calls:
         return False
     worker = f"w0:{proc.pid}"
     return any(
@@ -219,6 +249,7 @@ def _spawn(options: WorkersOptions, index: int) -> subprocess.Popen[str]:
     argv = [
         sys.executable, "-m", "examples.bfcl_replay.workers", "--serve", f"w{index}",
         "--db", str(options.db), "--services-db", str(options.services_db),
+        "--pg-schema", options.pg_schema,
         "--transient-rate", str(options.transient_rate), "--seed", str(options.seed + index),
         "--category", *options.categories,
     ]
@@ -226,6 +257,9 @@ def _spawn(options: WorkersOptions, index: int) -> subprocess.Popen[str]:
         argv += ["--tasks", str(options.tasks)]
     root = str(Path(__file__).resolve().parents[2])  # where `examples` is importable from
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    env.pop(DSN_ENV, None)
+    if options.dsn is not None:
+        env[DSN_ENV] = options.dsn
     return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
 
 
@@ -239,10 +273,13 @@ async def coordinate(options: WorkersOptions) -> WorkersReport:
 
     Raises:
         subprocess.TimeoutExpired: A surviving worker did not stop within 60 s of SIGTERM.
+        StoreNotEmpty: The PostgreSQL schema already holds workflows (nothing was changed).
     """
-    for db in (options.db, options.services_db):
+    files = [options.services_db] if options.dsn else [options.db, options.services_db]
+    for db in files:
         for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
             path.unlink(missing_ok=True)
+    options.services_db.parent.mkdir(parents=True, exist_ok=True)
     options.db.parent.mkdir(parents=True, exist_ok=True)
     tasks = _tasks(options)
     reference = run_tasks(tasks)
@@ -251,14 +288,19 @@ async def coordinate(options: WorkersOptions) -> WorkersReport:
     ids = [workflow_id(task.id) for task in tasks]
     started = time.perf_counter()
     with ServiceHost(options.services_db, tasks) as host:
-        async with Queue(LANES) as queue, SqliteStore(options.db) as store:
+        async with Queue(LANES) as queue, options.store() as store:
+            if options.dsn is not None and (existing := await store.workflows()):
+                raise StoreNotEmpty(
+                    f"{options.where()} already holds {len(existing)} workflow(s): drop it "
+                    f'(DROP SCHEMA "{options.pg_schema}" CASCADE) or give another --pg-schema'
+                )
             engine = WorkflowEngine(queue, store, lease_ttl=LEASE_TTL, priority=STEP_LANE)
             for definition, task_input in definitions(tasks, ReplayEnv(host)):
                 await engine.start(definition, definition.name, task_input)
             for name in list(engine.definitions):  # the coordinator runs nothing itself
                 engine.unregister(name)
             _say(options, f"started {len(tasks)} workflows ({calls} tool calls); "
-                 f"{options.workers} workers serving {options.db}")
+                 f"{options.workers} workers serving {options.where()}")
             procs = [_spawn(options, index) for index in range(options.workers)]
             killed = 0
             try:
@@ -277,7 +319,7 @@ async def coordinate(options: WorkersOptions) -> WorkersReport:
                     if all(p.poll() is not None for p in procs):
                         _say(options, "every worker exited before the end")
                         break
-                    await asyncio.sleep(POLL)
+                    await asyncio.sleep(POLL / 10 if options.kill_one and not killed else POLL)
             finally:
                 lines: list[str] = []
                 for proc in procs:
@@ -310,6 +352,13 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WorkersOptions, str |
     parser.add_argument("--kill-one", action="store_true")
     parser.add_argument("--db", type=Path, default=Path("out/bfcl-workers.db"))
     parser.add_argument("--services-db", type=Path, default=None)
+    parser.add_argument(
+        "--dsn", default=None,
+        help="a PostgreSQL DSN (postgresql://… or libpq's key=value form): agentq's store "
+        f"goes there instead of --db (workers get it through ${DSN_ENV})",
+    )
+    parser.add_argument("--pg-schema", default="agentq",
+                        help="the PostgreSQL schema of agentq's tables (with --dsn)")
     parser.add_argument("--category", nargs="+", choices=[*categories()],
                         default=[DEFAULT_CATEGORY])
     parser.add_argument("--tasks", type=int, default=None)
@@ -323,9 +372,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WorkersOptions, str |
     if args.kill_one and args.workers < 2:
         parser.error("--kill-one needs --workers 2 or more (a survivor finishes the work)")
     services = args.services_db or args.db.with_name(f"{args.db.stem}-services.db")
+    dsn = args.dsn if args.serve is None else os.environ.get(DSN_ENV)
     options = WorkersOptions(
         args.workers, args.kill_one, args.db, services, tuple(args.category), args.tasks,
-        args.transient_rate, args.seed, args.quiet,
+        args.transient_rate, args.seed, args.quiet, dsn, args.pg_schema,
     )
     return options, args.serve
 
@@ -336,7 +386,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name is not None:
         asyncio.run(serve(options, name))
         return 0
-    report = asyncio.run(coordinate(options))
+    try:
+        report = asyncio.run(coordinate(options))
+    except StoreNotEmpty as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
     print(report.format(), flush=True)
     return 0 if report.ok else 1
 

@@ -10,7 +10,6 @@ Builds its own notebook (in the test's ``tmp_path``) and saves screenshots besid
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 from playwright.async_api import Page, expect
@@ -71,7 +70,7 @@ RUN = """([index, command]) => {
 ERRORS = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
 
 
-def write_notebook(path: Path, sources: Sequence[str] = tuple(CELLS)) -> None:
+def write_notebook(path: Path, sources: list[str] = CELLS) -> None:
     cells = [
         {"cell_type": "code", "id": f"cell-{i}", "metadata": {}, "execution_count": None,
          "outputs": [], "source": source}

@@ -9,14 +9,25 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agentq.store import PostgresStore
 from examples.bfcl_replay.dataset import DEFAULT_CATEGORY
-from examples.bfcl_replay.workers import WorkersOptions, coordinate, parse_args
+from examples.bfcl_replay.workers import (
+    DSN_ENV,
+    StoreNotEmpty,
+    WorkersOptions,
+    WorkersReport,
+    coordinate,
+    parse_args,
+)
 
 
-def _options(tmp_path: Path, *, workers: int = 2, kill_one: bool = True) -> WorkersOptions:
+def _options(
+    tmp_path: Path, *, workers: int = 2, kill_one: bool = True, pg: Any = None
+) -> WorkersOptions:
     return WorkersOptions(
         workers=workers,
         kill_one=kill_one,
@@ -27,6 +38,8 @@ def _options(tmp_path: Path, *, workers: int = 2, kill_one: bool = True) -> Work
         transient_rate=0.05,
         seed=0,
         quiet=True,
+        dsn=None if pg is None else pg.dsn,
+        pg_schema="agentq" if pg is None else pg.schema,
     )
 
 
@@ -37,6 +50,59 @@ def test_twenty_tasks_on_two_workers_one_killed_all_match_and_nothing_applied_tw
 
     report = asyncio.run(coordinate(options))
 
+    _check_killed_run(report, options)
+    assert options.db.exists()
+
+
+def test_twenty_tasks_on_two_workers_on_postgresql_one_killed(
+    tmp_path: Path, pg_target: Any
+) -> None:
+    """The same run with agentq's store in a PostgreSQL schema (the workers are woken by
+    LISTEN/NOTIFY); no SQLite file is made for the store."""
+    options = _options(tmp_path, pg=pg_target)
+
+    report = asyncio.run(coordinate(options))
+
+    _check_killed_run(report, options)
+    assert not options.db.exists()
+
+    async def stored() -> int:
+        async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
+            return len(await store.workflows())
+
+    assert asyncio.run(stored()) == 20
+
+
+def test_a_postgresql_schema_that_holds_workflows_is_refused_untouched(
+    tmp_path: Path, pg_target: Any
+) -> None:
+    async def seed() -> int:
+        async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
+            await store.start_workflow("mine", ["s"], None, 1_767_225_600.0, definition="d")
+            return len(await store.load_events())
+
+    before = asyncio.run(seed())
+    with pytest.raises(StoreNotEmpty, match=f"schema '{pg_target.schema}' already holds 1"):
+        asyncio.run(coordinate(_options(tmp_path, pg=pg_target)))
+
+    async def after() -> int:
+        async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
+            return len(await store.load_events())
+
+    assert asyncio.run(after()) == before
+
+
+def test_workers_read_the_dsn_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DSN_ENV, "postgresql://u:pw@db/x")
+    worker, name = parse_args(["--serve", "w0", "--pg-schema", "s1"])
+    assert name == "w0" and worker.dsn == "postgresql://u:pw@db/x" and worker.pg_schema == "s1"
+    coordinator, _ = parse_args([])  # the coordinator takes --dsn only
+    assert coordinator.dsn is None and "pw" not in coordinator.where()
+    with_dsn, _ = parse_args(["--dsn", "postgresql://u:pw@db/x"])
+    assert with_dsn.where() == "PostgreSQL schema 'agentq'"
+
+
+def _check_killed_run(report: WorkersReport, options: WorkersOptions) -> None:
     assert report.ok, report.format()
     assert report.tasks == 20 and len(report.verdict.matched) == 20
     assert report.killed == 1 and report.workers == 2

@@ -5,10 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from bs4 import BeautifulSoup
 
 from agentq.clock import FakeClock
 from agentq.store import MemoryStore, StepState
 from agentq.widgets import dashboard_html, export_html
+from agentq.workflows import WorkflowEngine
+
+from .fakes import Tools, agent_workflow
+from .test_detail import PROBE, no_probe, probe_workflow
+from .test_tree import failing, three_steps
 
 EVIL = "<img src=x onerror=alert(1)>"
 
@@ -55,3 +61,88 @@ async def test_export_html_writes_the_file(clock: FakeClock, tmp_path: Path) -> 
     assert path.read_text(encoding="utf-8") == await dashboard_html(store, now=clock.time())
     with pytest.raises(OSError):
         await export_html(store, tmp_path / "missing" / "d.html", now=clock.time())
+
+
+# ------------------------------------------------------------------ the run trees (issue 14)
+
+
+async def _ran(engine: WorkflowEngine) -> list[str]:
+    """Run a plain three-step workflow, an agent (waiting), a failing one and an XSS probe."""
+    assert (await engine.run(three_steps())).status == "completed"
+    assert (await engine.run(agent_workflow(Tools()))).status == "waiting"
+    assert (await engine.run(failing())).status == "failed"
+    assert (await engine.run(probe_workflow(f"wf{PROBE}"))).status == "waiting"
+    return ["three", "trip", "broken", f"wf{PROBE}"]
+
+
+def _soup(page: str) -> BeautifulSoup:
+    return BeautifulSoup(page, "html.parser")
+
+
+async def test_every_workflow_has_a_tree_whose_nodes_hold_their_details(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    ids = await _ran(engine)
+    page = await dashboard_html(engine.store, now=clock.time(), title="runs")
+    no_probe(page)
+    soup = _soup(page)
+    trees = {t["data-workflow"]: t for t in soup.select('[data-agentq="tree"]')}
+    assert set(trees) == set(ids)  # every workflow, the probe's id unescaped by the parser
+    for tree in trees.values():
+        for node in tree.select('[data-agentq="tree-node"]'):
+            detail = node.find(attrs={"data-agentq": "detail"})  # its own, folded inside it
+            assert detail is not None, node["data-node"]
+    # The workflow's detail has its input; a call's its output; the failed call its error
+    # and traceback; the waiting step its question.
+    three = trees["three"]
+    assert three.select_one('[data-node="w"] [data-kind="workflow"]') is not None
+    call_a = three.select_one('[data-node="c:a"] [data-agentq="detail"]')
+    assert call_a is not None and call_a["data-kind"] == "call" and "Output" in call_a.text
+    charge = trees["broken"].select_one('[data-node="c:charge"]')
+    assert charge is not None and charge.name == "details"
+    assert charge.select_one('[data-agentq="detail-error"]') is not None
+    assert "service down" in charge.select_one('[data-agentq="traceback"]').text  # type: ignore[union-attr]
+    probe_root = trees[f"wf{PROBE}"].select_one('[data-node="w"] [data-kind="workflow"]')
+    assert probe_root is not None and "Input" in probe_root.text and PROBE in probe_root.text
+    wait = trees["trip"].select_one('[data-node="c:approve"]')
+    assert wait is not None and "book it?" in wait.text
+    # Only the roots are open; every node expands with a click, no script.
+    assert [d["data-node"] for d in soup.select("details[data-agentq=tree-node][open]")] == \
+        ["w"] * len(ids)
+
+
+async def test_the_page_loads_nothing_and_runs_no_script(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    await _ran(engine)
+    soup = _soup(await dashboard_html(engine.store, now=clock.time()))
+    assert soup.find(["script", "link", "img", "iframe", "object", "embed", "video",
+                      "audio", "source", "style"]) is None
+    for tag in soup.find_all(True):
+        for attr in ("src", "href", "srcset", "action", "data", "poster"):
+            assert not tag.has_attr(attr), (tag.name, attr)
+        assert not any(a.startswith("on") for a in tag.attrs), tag.name
+        style = str(tag.get("style", ""))
+        assert "url(" not in style and "@import" not in style
+
+
+async def test_the_trees_are_bounded_and_the_page_says_so(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    await _ran(engine)
+    soup = _soup(await dashboard_html(engine.store, now=clock.time(), workflows=2))
+    runs = soup.select_one('[data-agentq="tree-caps"]').parent  # type: ignore[union-attr]
+    assert len(runs.select('[data-agentq="tree"]')) == 2  # the latest two workflows
+    assert "latest 2 of 4 workflow(s)" in runs.text and "1,000 nodes in all" in runs.text
+    assert "2 more workflows not shown" in runs.text
+    # A node budget spent in the first tree: its cuts are counted, later trees left out.
+    soup = _soup(await dashboard_html(engine.store, now=clock.time(), workflows=2, nodes=3))
+    runs = soup.select_one('[data-agentq="tree-caps"]').parent  # type: ignore[union-attr]
+    assert len(runs.select('[data-agentq="tree-node"]')) == 3  # of the probe's 5
+    assert len(runs.select('[data-agentq="tree"]')) == 1 and "3 nodes in all" in runs.text
+    assert "3 more workflows not shown" in runs.text
+    tree = runs.select_one('[data-agentq="tree"]')
+    assert tree is not None
+    assert sum(int(str(m["data-hidden"])) for m in tree.select('[data-agentq="more"]')) > 0
+    with pytest.raises(ValueError, match="nodes"):
+        await dashboard_html(engine.store, now=clock.time(), nodes=0)

@@ -11,7 +11,7 @@ import pytest
 from agentq.clock import FakeClock
 from agentq.events import EventKind
 from agentq.store import StepState
-from agentq.widgets import ApprovalPanel, Dashboard, EventTimeline, StepTable, _source
+from agentq.widgets import ApprovalPanel, Dashboard, EventTimeline, StepTable, _search, _source
 from agentq.widgets._calls import CallCounts
 from agentq.widgets.html.calls import call_counts_html
 
@@ -384,3 +384,27 @@ async def test_the_first_page_reads_its_workflows_steps_in_one_batch() -> None:
     store.gate.set()
     await first
     assert drawn(table) == ["wf-5", "wf-4", "wf-3", "wf-2"] and store.most == 4
+
+
+async def test_a_refresh_during_a_page_read_does_not_break_the_walk() -> None:
+    """A page reads step rows (awaits) while walking the index; a refresh that runs in that
+    await and moves a workflow to the front must not fail the walk ("OrderedDict mutated
+    during iteration", seen once in the BFCL notebook)."""
+    store = ReadStore()
+    for i in range(6):
+        workflow(store, f"order-{i}")
+    cache = _source.StepCache()
+    await cache.load(store, store.events, full=True)
+    cache._steps.clear()  # step rows not read yet: the page must await the store for them
+    real = store.step_rows
+
+    async def step_rows_during_a_refresh(workflow_id: str | None = None) -> list[Any]:
+        await asyncio.sleep(0)
+        moved = cache.index["order-0"]
+        cache.set_workflow(moved)  # what a concurrent `load` does for an active workflow
+        return await real(workflow_id)
+
+    store.step_rows = step_rows_during_a_refresh
+    page = await _search.page_of(cache, store, _search.Query(workflow="order"), start=0,
+                                 limit=4, now=T0)
+    assert [r.workflow_id for r in page.rows] == ["order-5", "order-5", "order-4", "order-4"]

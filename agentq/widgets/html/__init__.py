@@ -14,7 +14,9 @@ order:
 - ``timeline``: `timeline_html`, the Gantt chart of `agentq.widgets._timeline` tracks;
 - ``detail``: `workflow_detail_html`, `step_detail_html`, `call_detail_html` of a
   `agentq.widgets._detail.DetailSnapshot`, and `json_html` (pretty JSON, long values folded in
-  ``<details>``, which opens without JavaScript).
+  ``<details>``, which opens without JavaScript);
+- ``tree``: `tree_html` (a run's tree of `agentq.widgets._tree` nodes, nested ``<details>``)
+  and `run_tree_html` (rows in, tree out).
 
 Every user-supplied string (ids, step names, reasons, errors, payloads) goes through
 `html.escape`; a step named ``<img src=x onerror=alert(1)>`` shows as text. Long lists are
@@ -57,6 +59,11 @@ attempt           data-attempt, data-outcome (a step's attempt in its detail)
 detail-error      (an error's type and message); traceback: its folded traceback
 folded            data-chars (a long value folded in ``<details>``)
 usage             (a call's usage figures)
+tree              data-workflow (a run's tree)
+tree-node         data-node (``w``, ``s:<index>``, ``c:<key>``), data-kind (workflow, step,
+                  model, call, wait), data-state; a ``<details>`` when it has children
+tree-label        data-select (the node id a click selects)
+tree-detail       (the export's folded detail view of a node with children)
 ================  =========================================================================
 """
 
@@ -77,6 +84,7 @@ from agentq.widgets.html.results import (
 )
 from agentq.widgets.html.tables import LaneSnapshot, lanes_html, queue_stats_html, steps_html
 from agentq.widgets.html.timeline import timeline_html
+from agentq.widgets.html.tree import run_tree_html, tree_html
 
 __all__ = [
     "COLORS",
@@ -94,10 +102,12 @@ __all__ = [
     "outcome_html",
     "queue_stats_html",
     "run_result_html",
+    "run_tree_html",
     "step_detail_html",
     "step_status_html",
     "steps_html",
     "timeline_html",
+    "tree_html",
     "wait_html",
     "workflow_detail_html",
 ]

@@ -1,0 +1,215 @@
+"""The run tree (issue 14): the model (`build_tree`: order, nesting of an agent's calls, a
+waiting step, a failed call, a rerun call), the renderer (caps, escaping), and the live
+`RunTree` in the dashboard (open nodes survive a refresh; a click opens the detail)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from agentq.clock import FakeClock
+from agentq.queue import Job
+from agentq.widgets import Dashboard, run_tree_html
+from agentq.widgets._detail import load_detail
+from agentq.widgets._tree import TreeNode, build_tree, node_item
+from agentq.widgets.detail import REREAD_EVERY
+from agentq.widgets.html import call_detail_html, tree_html
+from agentq.workflows import StepContext, StepDef, Workflow, WorkflowEngine
+
+from .fakes import Tools, agent_workflow
+from .test_detail import PROBE, no_probe, probe_workflow
+
+_DETAILS = re.compile(r'<details data-agentq="tree-node" data-node="([^"]*)"[^>]*?( open)?>')
+
+
+def opened(html: str) -> set[str]:
+    """The node ids drawn open."""
+    return {m.group(1) for m in _DETAILS.finditer(html) if m.group(2)}
+
+
+def kids(node: TreeNode) -> list[str]:
+    return [c.node for c in node.children]
+
+
+def three_steps(workflow_id: str = "three") -> Workflow:
+    async def first(ctx: StepContext) -> Any:
+        return await ctx.call(Job("a", lambda: 1))
+
+    async def second(ctx: StepContext) -> Any:
+        await ctx.call(Job("b", lambda: 2), label={"tool": "lookup"})
+        return await ctx.call(Job("c", lambda: 3))
+
+    async def third(ctx: StepContext) -> Any:
+        return None
+
+    return Workflow(workflow_id, [StepDef("first", first), StepDef("second", second),
+                                  StepDef("third", third)])
+
+
+def failing(workflow_id: str = "broken") -> Workflow:
+    def boom() -> None:
+        raise ValueError("service down")
+
+    async def step(ctx: StepContext) -> Any:
+        return await ctx.call(Job("charge", boom), label={"tool": "charge"})
+
+    return Workflow(workflow_id, [StepDef("pay", step)])
+
+
+async def test_steps_in_order_and_each_steps_calls_under_it(engine: WorkflowEngine) -> None:
+    assert (await engine.run(three_steps())).status == "completed"
+    snap = await load_detail(engine.store, "three")
+    assert snap is not None
+    root = build_tree(snap.workflow, tuple(reversed(snap.steps)), snap.calls)
+    assert (root.node, root.kind, root.title, root.state) == ("w", "workflow", "three",
+                                                              "completed")
+    assert kids(root) == ["s:0", "s:1", "s:2"]  # step order, whatever the rows' order
+    assert [c.title for c in root.children] == ["step 0 · first", "step 1 · second",
+                                                "step 2 · third"]
+    assert kids(root.children[0]) == ["c:a"] and kids(root.children[1]) == ["c:b", "c:c"]
+    assert root.children[1].children[0].title == "tool lookup · b"
+    assert root.children[2].children == []
+    # Without step rows (an agent run's calls read alone), the calls hang on the root.
+    bare = build_tree("three", (), snap.calls, state="completed")
+    assert kids(bare) == ["c:a", "c:b", "c:c"] and bare.state == "completed"
+    assert [n.node for n in root.walk()] == ["w", "s:0", "c:a", "s:1", "c:b", "c:c", "s:2"]
+
+
+async def test_an_agent_step_nests_tools_under_the_model_request_and_shows_its_wait(
+    engine: WorkflowEngine,
+) -> None:
+    assert (await engine.run(agent_workflow(Tools()))).status == "waiting"
+    snap = await load_detail(engine.store, "trip")
+    assert snap is not None
+    root = build_tree(snap.workflow, snap.steps, snap.calls)
+    step = root.children[0]
+    assert (step.node, step.state) == ("s:0", "waiting")
+    assert "attempt 2" in step.facts and "waits on approve" in step.facts
+    assert not step.failed  # its first attempt's error is history, not a failure
+    assert any(f.startswith("retried after: ") and "booking service down" in f
+               for f in step.facts)
+    assert kids(step) == ["c:plan"]
+    model = step.children[0]
+    assert model.kind == "model" and model.title == "model request · plan"
+    assert kids(model) == ["c:tool:0", "c:tool:1", "c:tool:2", "c:approve"]
+    book, wait = model.children[2], model.children[3]
+    assert book.title == "tool book · tool:2" and "ran 2 times" in book.facts  # a rerun call
+    assert (wait.kind, wait.state, wait.title) == ("wait", "waiting", "wait · approve")
+    assert "book it?" in wait.facts
+
+
+async def test_a_failed_call_shows_its_error_and_its_detail_the_traceback(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    assert (await engine.run(failing())).status == "failed"
+    snap = await load_detail(engine.store, "broken")
+    assert snap is not None
+    root = build_tree(snap.workflow, snap.steps, snap.calls)
+    call = root.children[0].children[0]
+    assert (call.node, call.state, call.failed) == ("c:charge", "failed", True)
+    assert "ValueError: service down" in call.facts
+    assert root.failed and root.children[0].failed
+    assert sum("service down" in f for f in root.children[0].facts) == 1  # said once
+    html = tree_html(root)
+    assert "color:#b91c1c" in html and "ValueError: service down" in html
+    detail = call_detail_html(snap, "charge", now=clock.time())
+    assert 'data-agentq="traceback"' in detail and "service down" in detail
+
+
+def test_node_ids_map_to_detail_items_and_junk_is_refused() -> None:
+    assert node_item("w") == ("workflow", None)
+    assert node_item("s:3") == ("step", 3)
+    assert node_item("c:tool:1") == ("call", "tool:1")
+    for junk in ("x:1", "s:one", "c:", "", "s:-1"):
+        with pytest.raises(ValueError, match="not a run tree node id"):
+            node_item(junk)
+
+
+def _wide(n: int) -> TreeNode:
+    root = TreeNode("w", "workflow", "wide", "running")
+    step = TreeNode("s:0", "step", "step 0 · loop", "leased")
+    step.children = [TreeNode(f"c:k{i}", "call", f"call · k{i}", "completed") for i in range(n)]
+    root.children = [step]
+    return root
+
+
+def test_caps_keep_the_latest_children_and_count_the_rest() -> None:
+    html = tree_html(_wide(120), open_nodes={"w", "s:0"}, limit=50)
+    assert html.count('data-agentq="tree-node"') == 2 + 50
+    assert 'data-node="c:k119"' in html and 'data-node="c:k69"' not in html
+    assert 'data-agentq="more" data-hidden="70"' in html and "70 more calls" in html
+    assert opened(html) == {"w", "s:0"}
+    capped = tree_html(_wide(120), nodes=10)
+    assert capped.count('data-agentq="tree-node"') == 10
+    assert 'data-hidden="112"' in capped  # 50 listed, 8 drawn: 70 + 42 counted
+    with pytest.raises(ValueError, match="limit"):
+        tree_html(_wide(1), limit=0)
+    with pytest.raises(ValueError, match="nodes"):
+        tree_html(_wide(1), nodes=0)
+
+
+async def test_every_user_string_in_the_tree_is_escaped(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    workflow_id = f"wf{PROBE}"
+    assert (await engine.run(probe_workflow(workflow_id))).status == "waiting"
+    snap = await load_detail(engine.store, workflow_id)
+    assert snap is not None
+    html = run_tree_html(snap.workflow, snap.calls, snap.steps, expanded=True)
+    no_probe(html)  # the workflow id, the step name, the call key and its tool label
+    assert f'data-node="c:k{PROBE}"' not in html
+    assert 'data-select="c:k&lt;img src=x onerror=alert(1)&gt;"' in html
+    root = build_tree(snap.workflow, snap.steps, snap.calls)
+    assert len(opened(html)) == sum(1 for n in root.walk() if n.children)
+
+
+async def test_open_nodes_survive_a_refresh_and_a_click_opens_the_detail(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    assert (await engine.run(agent_workflow(Tools()))).status == "waiting"
+    dash = Dashboard(engine)
+    await dash.refresh()
+    tree = dash.detail.tree
+    assert 'data-agentq="tree-empty"' in tree.widget.value  # nothing selected yet
+    await dash.detail.show("trip")
+    assert opened(tree.widget.value) == {"w", "s:0"}  # the root and the waiting step
+    # What the browser sends when the person expands the model request.
+    tree._message(tree.widget, {"event": "toggle", "node": "c:plan", "open": True}, [])
+    assert opened(tree.widget.value) == {"w", "s:0", "c:plan"}
+    before = tree.widget.value
+    await engine.resume("trip", "agent", {"approved": True}, key="approve")
+    await clock.advance(REREAD_EVERY)
+    await dash.refresh()  # new events: the pane re-reads the workflow, the tree is redrawn
+    assert tree.widget.value != before and 'data-node="c:approve"' in tree.widget.value
+    assert 'data-node="s:0" data-kind="step" data-state="completed"' in tree.widget.value
+    assert opened(tree.widget.value) == {"w", "s:0", "c:plan"}  # still open
+    tree._message(tree.widget, {"event": "toggle", "node": "s:0", "open": False}, [])
+    assert opened(tree.widget.value) == {"w", "c:plan"}  # hidden in s:0, still open inside
+    # A click on a label opens that node's detail, from the snapshot (no read).
+    tree._message(tree.widget, {"event": "select", "node": "c:tool:2"}, [])
+    assert dash.detail.items.value == ("call", "tool:2")
+    assert 'data-kind="call"' in dash.detail.html.value
+    assert 'data-key="tool:2"' in dash.detail.html.value
+    tree._message(tree.widget, {"event": "select", "node": "s:0"}, [])
+    assert 'data-kind="step"' in dash.detail.html.value
+    shown = dash.detail.html.value
+    for junk in ({"event": "select", "node": "s:9"}, {"event": "select", "node": "zz"},
+                 {"event": "toggle", "node": 3}, "not a dict"):
+        tree._message(tree.widget, junk, [])  # a stale or forged message changes nothing
+    assert dash.detail.html.value == shown
+    await dash.stop()
+
+
+async def test_a_long_agent_run_lists_its_latest_calls(engine: WorkflowEngine) -> None:
+    async def many(ctx: StepContext) -> Any:
+        for i in range(60):
+            await ctx.call(Job(f"k{i}", lambda i=i: i))
+
+    await engine.run(Workflow("many", [StepDef("many", many)]))
+    snap = await load_detail(engine.store, "many")
+    assert snap is not None
+    html = run_tree_html(snap.workflow, snap.calls, snap.steps, expanded=True, limit=25)
+    assert 'data-node="c:k59"' in html and 'data-node="c:k34"' not in html
+    assert "35 more calls not shown" in html

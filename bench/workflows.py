@@ -16,6 +16,10 @@ row, on a fresh file with WAL and ``synchronous=NORMAL``. Rows:
 - agentq: the whole engine: `WorkflowEngine.run` of no-op three-step workflows, each step a
   job through the `Queue` with its lease renewer, one workflow after another, then 4 at a time.
 
+Each row prints its wall-clock rate beside the floor's and its CPU seconds (every thread of
+the process, `time.process_time`) beside the floor's: on a loaded machine the CPU ratio moves
+much less than the wall ratio. The load average is printed before and after.
+
 To add a row, write ``async def my_row(path: Path, workflows: int) -> int`` that writes the
 history of `workflows` workflows into a new file at `path` and returns the number of events
 written, and add it to `ROWS`.
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sqlite3
 import sys
 import tempfile
@@ -136,7 +141,7 @@ async def floor_sqlite3(path: Path, workflows: int) -> int:
     txs = history(workflows)
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA synchronous = NORMAL")
-    start = time.perf_counter()
+    start = _start()
     for event, sql, params in txs:
         conn.execute(_INSERT_EVENT, event)
         conn.execute(sql, params)
@@ -152,7 +157,7 @@ async def floor_aiosqlite(path: Path, workflows: int) -> int:
     txs = history(workflows)
     async with aiosqlite.connect(path) as db:
         await db.execute("PRAGMA synchronous = NORMAL")
-        start = time.perf_counter()
+        start = _start()
         for event, sql, params in txs:
             await db.execute(_INSERT_EVENT, event)
             await db.execute(sql, params)
@@ -181,7 +186,7 @@ async def _pool(items: Iterable[T], at_a_time: int, fn: Callable[[T], Awaitable[
         for item in todo:
             await fn(item)
 
-    start = time.perf_counter()
+    start = _start()
     await asyncio.gather(*(worker() for _ in range(at_a_time)))
     _stop(start)
 
@@ -247,23 +252,34 @@ BASELINE = "floor: aiosqlite, 3 awaits/event"
 
 # ---------------------------------------------------------------- measuring and printing
 
-_elapsed: list[float] = []
+_elapsed: list[tuple[float, float]] = []
 
 
-def _stop(start: float) -> None:
-    """Record the time since `start` as the current row's measurement."""
-    _elapsed.append(time.perf_counter() - start)
+def _start() -> tuple[float, float]:
+    """The wall clock and the process's CPU time (every thread) now."""
+    return time.perf_counter(), time.process_time()
 
 
-async def measure(row: Row, workflows: int) -> tuple[float, int]:
-    """Run `row` once on a fresh file; return its seconds and the number of events."""
+def _stop(start: tuple[float, float]) -> None:
+    """Record the wall and CPU seconds since `start` as the current row's measurement."""
+    wall, cpu = _start()
+    _elapsed.append((wall - start[0], cpu - start[1]))
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+async def measure(row: Row, workflows: int) -> tuple[float, float, int]:
+    """Run `row` once on a fresh file; return its wall and CPU seconds and its events."""
     with tempfile.TemporaryDirectory(prefix="agentq-bench-") as tmp:
         _elapsed.clear()
         events = await row(Path(tmp) / "bench.db", workflows)
-        seconds = _elapsed[-1]
+        seconds, cpu = _elapsed[-1]
     expected = workflows * EVENTS_PER_WORKFLOW
     assert events == expected, f"{row.__name__} wrote {events} events, not {expected}"
-    return seconds, events
+    return seconds, cpu, events
 
 
 async def main(workflows: int, repeat: int) -> None:
@@ -271,22 +287,28 @@ async def main(workflows: int, repeat: int) -> None:
         f"bench/workflows.py: {workflows} workflows x {len(STEPS)} steps = "
         f"{workflows * EVENTS_PER_WORKFLOW} events per row; SQLite {sqlite3.sqlite_version}, "
         f"Python {sys.version.split()[0]}, WAL, synchronous=NORMAL, best of {repeat} "
-        "(rows interleaved)"
+        f"(rows interleaved); {_load()}"
     )
     best: dict[str, tuple[float, int]] = {}
+    cpus: dict[str, float] = {}
     for _ in range(repeat):  # round-robin, so that a busy moment does not hit only one row
         for name, row in ROWS:
-            seconds, events = await measure(row, workflows)
+            seconds, cpu, events = await measure(row, workflows)
             if name not in best or seconds < best[name][0]:
                 best[name] = (seconds, events)
+            cpus[name] = min(cpu, cpus.get(name, cpu))
     base = best[BASELINE][1] / best[BASELINE][0]
-    print(f"{'row':<46}{'events/s':>10}{'workflows/s':>13}{'steps/s':>10}{'vs floor':>10}")
+    print(
+        f"{'row':<46}{'events/s':>10}{'workflows/s':>13}{'vs floor':>10}"
+        f"{'CPU s':>8}{'CPU vs floor':>14}"
+    )
     for name, (seconds, events) in best.items():
         rate = events / seconds
         print(
-            f"{name:<46}{rate:>10,.0f}{workflows / seconds:>13,.0f}"
-            f"{workflows * len(STEPS) / seconds:>10,.0f}{rate / base:>9.2f}x"
+            f"{name:<46}{rate:>10,.0f}{workflows / seconds:>13,.0f}{rate / base:>9.2f}x"
+            f"{cpus[name]:>8.3f}{cpus[BASELINE] / cpus[name]:>13.2f}x"
         )
+    print(f"after: {_load()}")
 
 
 if __name__ == "__main__":

@@ -29,13 +29,15 @@ The transition rules, shared by every store:
     ``rules_calls``     start, complete or fail a durable call, under fencing.
 
 The stores:
+    ``verbs``           `RuleStore`: every write verb once, over an abstract `_write`.
     ``detach``          `detached`: the copies `MemoryStore` hands out, sharing only
                         immutable values.
     ``memory``          `MemoryStore`: the reference store, in dicts; a test double.
     ``sqlite_rows``     SQLite column lists and decoding a result row.
     ``sqlite_tx``       the write lock, `SqliteTx` (the rules' `Tx`), a batch's transaction.
     ``sqlite_schema``   migrations from ``schema.sql``.
-    ``sqlite_reads``    the read verbs as queries.
+    ``sql_reads``       the read verbs as queries, for both SQL stores (`Dialect`).
+    ``sql_verbs``       `SqlStore`: the read verbs of the SQL stores once, over `_read`.
     ``sqlite_jobs``     the ``job_outcomes`` table: the `JobOutcomeStore` verbs as SQL.
     ``sqlite_connection``  opening the aiosqlite connection; running a call on its thread.
     ``sqlite_batch``    `GroupCommit` (the queue of waiting verbs), `Batch` and `Op`: the verbs
@@ -45,11 +47,9 @@ The stores:
                         advisory lock.
     ``postgres_tx``     `PostgresTx` (the rules' `Tx`: the workflow row locked, the next
                         sequence number), rebuilding the projection.
-    ``postgres_reads``  the read verbs as queries (the row decoders of ``sqlite_rows``).
     ``postgres_jobs``   the ``job_outcomes`` table in PostgreSQL.
     ``postgres_connection``  connecting, migrating, the pool, one transaction (retries).
     ``postgres_listen``  ``LISTEN`` for new work on a connection of its own.
-    ``postgres_verbs``  `PostgresVerbs`: every verb of `PostgresStore` over its dispatch.
     ``postgres``        `PostgresStore`: the pool, worker threads, dispatch, wake-ups.
 
 Stores are passive: they are given

@@ -1,7 +1,8 @@
 """`MemoryStore`: the reference `DurableStore`, kept in dicts; the test double for users.
 
 It runs the same transition rules (`rules_workflow`, `rules_lease`, `rules_attempt`,
-`rules_calls`) as every other store, over its own `Tx` (staged writes, applied on commit), so
+`rules_calls`), through the same verbs (`verbs.RuleStore`), as every other store, over its own
+`Tx` (staged writes, applied on commit), so
 it accepts, refuses and records exactly what `SqliteStore` does; only durability differs
 (nothing outlives the process). It is a `JobOutcomeStore` too, keeping job outcomes in a dict
 (with a heap of expiry times for the purge of `save_job`).
@@ -10,17 +11,12 @@ it accepts, refuses and records exactly what `SqliteStore` does; only durability
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-import agentq.store.rules_attempt as rules_attempt
-import agentq.store.rules_calls as rules_calls
-import agentq.store.rules_lease as rules_lease
-import agentq.store.rules_workflow as rules_workflow
 from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.keys import validate_key
-from agentq.outcomes import ErrorInfo
 from agentq.queue import StoredJob
 from agentq.store.checks import (
     check_index,
@@ -31,12 +27,13 @@ from agentq.store.checks import (
     check_seq,
     check_state,
 )
-from agentq.store.claims import ClaimResult, Execution, execution_of, is_expired
+from agentq.store.claims import Execution, execution_of, is_expired
 from agentq.store.detach import detached
 from agentq.store.projection import replay
 from agentq.store.ready import ReadyWork, current_step, is_ready
 from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState, event_row
 from agentq.store.tx import Draft
+from agentq.store.verbs import JobRules, RuleStore
 
 __all__ = ["MemoryStore"]
 
@@ -101,7 +98,39 @@ class _Tx:
                 rows[index] = step
 
 
-class MemoryStore:
+def _save_job(
+    tx: _Tx,
+    key: str,
+    fingerprint: str,
+    output: Any,
+    completed_at: float,
+    expires_at: float | None,
+) -> bool:
+    """`JobOutcomeStore.save_job` over the store's dict (with a heap of expiry times)."""
+    key, fingerprint, value, _, done, expires = check_job_save(
+        key, fingerprint, output, completed_at, expires_at
+    )
+    store = tx._store
+    jobs, heap = store._jobs, store._job_expiry
+    while heap and heap[0][0] <= done:  # the purge of outcomes expired by now
+        _, old_key = heapq.heappop(heap)
+        old = jobs.get(old_key)
+        if old is not None and old.expires_at is not None and old.expires_at <= done:
+            del jobs[old_key]
+    if key in jobs:
+        return False  # live: it survived the purge
+    jobs[key] = StoredJob(key, fingerprint, value, done, expires)
+    if expires is not None:
+        heapq.heappush(heap, (expires, key))
+    return True
+
+
+def _forget_job(tx: _Tx, key: str) -> bool:
+    """`JobOutcomeStore.forget_job` over the store's dict."""
+    return tx._store._jobs.pop(key, None) is not None
+
+
+class MemoryStore(RuleStore):
     """A `DurableStore` and `JobOutcomeStore` in memory: the reference implementation and a
     test double.
 
@@ -114,6 +143,8 @@ class MemoryStore:
         >>> store = MemoryStore()
         >>> engine = WorkflowEngine(queue, store)
     """
+
+    job_rules = JobRules(_save_job, _forget_job)
 
     def __init__(self) -> None:
         self._events: list[Event] = []
@@ -138,7 +169,9 @@ class MemoryStore:
         if self._closed:
             raise StoreError("the MemoryStore is closed")
 
-    def _run(self, rule: Callable[..., T], *args: Any) -> T:
+    async def _write(self, rule: Callable[..., T], *args: Any) -> T:
+        """Run ``rule(_Tx, *args)``: staged, committed only if it returns; a detached copy of
+        its result."""
         self._check()
         tx = _Tx(self)
         result = rule(tx, *args)
@@ -146,184 +179,6 @@ class MemoryStore:
         return detached(result)
 
     # ------------------------------------------------------------ writes
-
-    async def start_workflow(
-        self,
-        workflow_id: str,
-        step_names: Sequence[str],
-        input: Any,
-        now: float,
-        *,
-        definition: str | None = None,
-        trace: Mapping[str, str] | None = None,
-    ) -> tuple[WorkflowRow, bool]:
-        """See `DurableStore.start_workflow`."""
-        return self._run(
-            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition,
-            trace,
-        )
-
-    async def claim_step(
-        self,
-        workflow_id: str,
-        step_index: int,
-        worker_id: str,
-        lease_ttl: float,
-        now: float,
-        *,
-        max_recoveries: int = 3,
-    ) -> ClaimResult:
-        """See `DurableStore.claim_step`."""
-        return self._run(
-            rules_lease.claim_step,
-            workflow_id,
-            step_index,
-            worker_id,
-            lease_ttl,
-            now,
-            max_recoveries,
-        )
-
-    async def renew_lease(self, execution: Execution, lease_ttl: float, now: float) -> Execution:
-        """See `DurableStore.renew_lease`."""
-        return self._run(rules_lease.renew_lease, execution, lease_ttl, now)
-
-    async def complete_step(self, execution: Execution, output: Any, now: float) -> WorkflowRow:
-        """See `DurableStore.complete_step`."""
-        return self._run(rules_attempt.complete_step, execution, output, now)
-
-    async def fail_step(
-        self,
-        execution: Execution,
-        reason: str,
-        error: ErrorInfo | None,
-        now: float,
-        retry_at: float | None,
-    ) -> WorkflowRow:
-        """See `DurableStore.fail_step`."""
-        return self._run(rules_attempt.fail_step, execution, reason, error, now, retry_at)
-
-    async def wait_step(
-        self,
-        execution: Execution,
-        reason: str,
-        now: float,
-        *,
-        key: str | None = None,
-        details: dict[str, Any] | None = None,
-        deadline: float | None = None,
-    ) -> WorkflowRow:
-        """See `DurableStore.wait_step`."""
-        return self._run(
-            rules_attempt.wait_step, execution, reason, now, key, details, deadline
-        )
-
-    async def resume_step(
-        self,
-        workflow_id: str,
-        step_index: int,
-        input: Any,
-        now: float,
-        *,
-        key: str | None = None,
-    ) -> WorkflowRow:
-        """See `DurableStore.resume_step`."""
-        return self._run(rules_workflow.resume_step, workflow_id, step_index, input, now, key)
-
-    async def time_out_wait(self, workflow_id: str, step_index: int, now: float) -> bool:
-        """See `DurableStore.time_out_wait`."""
-        return self._run(rules_workflow.time_out_wait, workflow_id, step_index, now)
-
-    async def start_call(
-        self,
-        execution: Execution,
-        key: str,
-        *,
-        fingerprint: str | None,
-        lane: str | None,
-        label: dict[str, Any] | None,
-        now: float,
-    ) -> CallRow:
-        """See `DurableStore.start_call`."""
-        return self._run(rules_calls.start_call, execution, key, fingerprint, lane, label, now)
-
-    async def complete_call(
-        self,
-        execution: Execution,
-        key: str,
-        *,
-        output: Any,
-        usage: dict[str, Any] | None,
-        duration: float,
-        now: float,
-    ) -> CallRow:
-        """See `DurableStore.complete_call`."""
-        return self._run(
-            rules_calls.complete_call, execution, key, output, usage, duration, now
-        )
-
-    async def fail_call(
-        self,
-        execution: Execution,
-        key: str,
-        *,
-        reason: str,
-        error: ErrorInfo | None,
-        duration: float,
-        now: float,
-    ) -> CallRow:
-        """See `DurableStore.fail_call`."""
-        return self._run(rules_calls.fail_call, execution, key, reason, error, duration, now)
-
-    async def cancel_workflow(self, workflow_id: str, reason: str, now: float) -> bool:
-        """See `DurableStore.cancel_workflow`."""
-        return self._run(rules_workflow.cancel_workflow, workflow_id, reason, now)
-
-    async def release_expired(self, execution: Execution, now: float) -> bool:
-        """See `DurableStore.release_expired`."""
-        return self._run(rules_lease.release_expired, execution, now)
-
-    async def release_dead(self, execution: Execution, now: float, reason: str) -> bool:
-        """See `DurableStore.release_dead`."""
-        return self._run(rules_lease.release_dead, execution, now, reason)
-
-    async def retry_workflow(
-        self, workflow_id: str, from_step: int | None, now: float
-    ) -> WorkflowRow:
-        """See `DurableStore.retry_workflow`."""
-        return self._run(rules_workflow.retry_workflow, workflow_id, from_step, now)
-
-    async def save_job(
-        self,
-        key: str,
-        *,
-        fingerprint: str,
-        output: Any,
-        completed_at: float,
-        expires_at: float | None,
-    ) -> bool:
-        """See `JobOutcomeStore.save_job`."""
-        self._check()
-        key, fingerprint, value, _, done, expires = check_job_save(
-            key, fingerprint, output, completed_at, expires_at
-        )
-        jobs, heap = self._jobs, self._job_expiry
-        while heap and heap[0][0] <= done:  # the purge of outcomes expired by now
-            _, old_key = heapq.heappop(heap)
-            old = jobs.get(old_key)
-            if old is not None and old.expires_at is not None and old.expires_at <= done:
-                del jobs[old_key]
-        if key in jobs:
-            return False  # live: it survived the purge
-        jobs[key] = StoredJob(key, fingerprint, value, done, expires)
-        if expires is not None:
-            heapq.heappush(heap, (expires, key))
-        return True
-
-    async def forget_job(self, key: str) -> bool:
-        """See `JobOutcomeStore.forget_job`."""
-        self._check()
-        return self._jobs.pop(validate_key(key), None) is not None
 
     async def rebuild_projection(self) -> None:
         """Recompute every workflow, step and call row by replaying the event log.

@@ -2,11 +2,12 @@
 
 The store owns a `Connections` (`postgres_connection`: a pool of synchronous connections,
 opened and migrated on first use), a thread pool as large as the connection pool and a
-`Listener` (`postgres_listen`, for `wait_for_work`). Its verbs (`postgres_verbs`) go through
-three dispatch coroutines defined here: a write verb runs its transition rule in one
-transaction on a worker thread, over `PostgresTx` (`postgres_tx`), which locks the workflow's
-row first; a read runs a query of `postgres_reads` once the writes submitted before it are
-done. ``docs/postgres.md`` tells the whole story.
+`Listener` (`postgres_listen`, for `wait_for_work`). Its verbs, written once for every store
+(`verbs.RuleStore`, `sql_verbs.SqlStore`), go through three dispatch coroutines defined here:
+a write verb runs its transition rule in one transaction on a worker thread, over `PostgresTx`
+(`postgres_tx`), which locks the workflow's row first; a job outcome is written in one
+transaction (`postgres_jobs`); a read runs a query of `sql_reads` (in the PostgreSQL
+`Dialect`) once the writes submitted before it are done. ``docs/postgres.md`` tells the whole story.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import agentq.store.postgres_jobs as postgres_jobs
 from agentq.errors import StoreError
 from agentq.store.checks import check_number
 from agentq.store.postgres_connection import Connections, describe_dsn
 from agentq.store.postgres_listen import Listener
-from agentq.store.postgres_tx import PostgresTx
-from agentq.store.postgres_verbs import PostgresVerbs
+from agentq.store.postgres_tx import PostgresTx, key, rebuild
+from agentq.store.sql_reads import Dialect
+from agentq.store.sql_verbs import SqlParts, SqlStore
+from agentq.store.verbs import JobRules
 
 if TYPE_CHECKING:
     import psycopg
@@ -37,7 +41,7 @@ T = TypeVar("T")
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
-class PostgresStore(PostgresVerbs):
+class PostgresStore(SqlStore):
     """A `DurableStore` (and `JobOutcomeStore`) on a PostgreSQL database.
 
     The database is opened on first use, or at once with ``await PostgresStore.open(dsn)`` or
@@ -80,6 +84,19 @@ class PostgresStore(PostgresVerbs):
         ...     engine = WorkflowEngine(queue, store)
         ...     await engine.run(workflow)
     """
+
+    job_rules = JobRules(postgres_jobs.save, postgres_jobs.forget)
+    sql = SqlParts(
+        Dialect(
+            "%s",
+            key=key,
+            last_seq_sql="SELECT last_seq FROM event_seq",
+            names_one_param=True,
+            ready_lock=" FOR UPDATE OF w SKIP LOCKED",
+        ),
+        postgres_jobs.load,
+        rebuild,
+    )
 
     def __init__(
         self,
@@ -233,7 +250,7 @@ class PostgresStore(PostgresVerbs):
         """Run ``fn(conn, *args)`` on a connection of the pool; return its result."""
         return await self._call(partial(self._connections.read, lambda c: fn(c, *args)), False)
 
-    async def _transact(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _write_job(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(conn, *args)`` in one transaction; return its result."""
         return await self._call(
             partial(self._connections.transact, lambda conn: fn(conn, *args))

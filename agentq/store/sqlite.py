@@ -3,8 +3,9 @@
 The store owns one aiosqlite connection (`sqlite_connection`: opened on first use, migrated)
 and its group-commit queue (`sqlite_batch.GroupCommit`): each write verb runs its transition
 rule inside the next batch, one transaction on the connection's thread (`sqlite_tx`); each
-read runs a query of `sqlite_reads` on the same thread, after every write submitted before it.
-The `JobOutcomeStore` verbs of `Queue(store=...)` go the same ways, over `sqlite_jobs`.
+read runs a query of `sql_reads` on the same thread, after every write submitted before it.
+The verbs themselves are written once for every store (`verbs.RuleStore`, `sql_verbs.SqlStore`);
+the `JobOutcomeStore` verbs of `Queue(store=...)` go the same ways, over `sqlite_jobs`.
 ``docs/store.md`` tells the whole story.
 """
 
@@ -15,34 +16,17 @@ import contextlib
 import os
 import sqlite3
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import agentq.store.rules_attempt as rules_attempt
-import agentq.store.rules_calls as rules_calls
-import agentq.store.rules_lease as rules_lease
-import agentq.store.rules_workflow as rules_workflow
 import agentq.store.sqlite_jobs as sqlite_jobs
-import agentq.store.sqlite_reads as sqlite_reads
 import agentq.store.sqlite_tx as sqlite_tx
 from agentq.errors import StoreError
-from agentq.events import Event
-from agentq.keys import validate_key
-from agentq.outcomes import ErrorInfo
-from agentq.queue import StoredJob
-from agentq.store.checks import (
-    check_index,
-    check_now,
-    check_number,
-    check_ready,
-    check_seq,
-    check_state,
-)
-from agentq.store.claims import ClaimResult, Execution
-from agentq.store.ready import ReadyWork
-from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState
+from agentq.store.sql_reads import JSON_ARROWS, Dialect
+from agentq.store.sql_verbs import SqlParts, SqlStore
 from agentq.store.sqlite_batch import GroupCommit
 from agentq.store.sqlite_connection import connect, on_thread, release
+from agentq.store.verbs import JobRules
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -52,7 +36,7 @@ __all__ = ["SqliteStore"]
 T = TypeVar("T")
 
 
-class SqliteStore:
+class SqliteStore(SqlStore):
     """A `DurableStore` (and `JobOutcomeStore`) on a SQLite file: WAL, ``BEGIN IMMEDIATE``,
     group commit.
 
@@ -90,6 +74,9 @@ class SqliteStore:
         ...     engine = WorkflowEngine(queue, store)
         ...     await engine.run(workflow)
     """
+
+    job_rules = JobRules(sqlite_jobs.save, sqlite_jobs.forget)
+    sql = SqlParts(Dialect("?", json_arrows=JSON_ARROWS), sqlite_jobs.load, sqlite_tx.rebuild)
 
     def __init__(
         self,
@@ -202,13 +189,18 @@ class SqliteStore:
         """Run ``fn(SqliteTx, *args)`` in the next group-commit transaction; return its result."""
         return await self._submit(lambda tx: fn(tx, *args), False)
 
-    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run a read on the connection thread, after every write submitted before it."""
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(sqlite3.Connection, *args)`` on the connection thread, after every write
+        submitted before it."""
         db = await self._connect()
+
+        def query(conn: sqlite3.Connection) -> T:
+            return fn(conn, *args)
+
         if self._commit.pending:  # verbs wait for the next batch: read after them, in it
-            return await self._submit(fn, True)
+            return await self._submit(query, True)
         try:  # else the thread's queue keeps the order: after the batch in flight, if any
-            return await self._on_thread(db, fn)
+            return await self._on_thread(db, query)
         except sqlite3.Error as exc:
             raise StoreError(f"SQLite failed: {exc}") from exc
         except ValueError as exc:
@@ -219,252 +211,3 @@ class SqliteStore:
     async def _submit(self, fn: Callable[[Any], T], read: bool) -> T:
         await self._connect()
         return await self._commit.submit(fn, read)
-
-    # ------------------------------------------------------------ writes
-
-    async def start_workflow(
-        self,
-        workflow_id: str,
-        step_names: Sequence[str],
-        input: Any,
-        now: float,
-        *,
-        definition: str | None = None,
-        trace: Mapping[str, str] | None = None,
-    ) -> tuple[WorkflowRow, bool]:
-        """See `DurableStore.start_workflow`."""
-        return await self._write(
-            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition,
-            trace,
-        )
-
-    async def claim_step(
-        self,
-        workflow_id: str,
-        step_index: int,
-        worker_id: str,
-        lease_ttl: float,
-        now: float,
-        *,
-        max_recoveries: int = 3,
-    ) -> ClaimResult:
-        """See `DurableStore.claim_step`."""
-        return await self._write(
-            rules_lease.claim_step,
-            workflow_id,
-            step_index,
-            worker_id,
-            lease_ttl,
-            now,
-            max_recoveries,
-        )
-
-    async def renew_lease(self, execution: Execution, lease_ttl: float, now: float) -> Execution:
-        """See `DurableStore.renew_lease`."""
-        return await self._write(rules_lease.renew_lease, execution, lease_ttl, now)
-
-    async def complete_step(self, execution: Execution, output: Any, now: float) -> WorkflowRow:
-        """See `DurableStore.complete_step`."""
-        return await self._write(rules_attempt.complete_step, execution, output, now)
-
-    async def fail_step(
-        self,
-        execution: Execution,
-        reason: str,
-        error: ErrorInfo | None,
-        now: float,
-        retry_at: float | None,
-    ) -> WorkflowRow:
-        """See `DurableStore.fail_step`."""
-        return await self._write(rules_attempt.fail_step, execution, reason, error, now, retry_at)
-
-    async def wait_step(
-        self,
-        execution: Execution,
-        reason: str,
-        now: float,
-        *,
-        key: str | None = None,
-        details: dict[str, Any] | None = None,
-        deadline: float | None = None,
-    ) -> WorkflowRow:
-        """See `DurableStore.wait_step`."""
-        return await self._write(
-            rules_attempt.wait_step, execution, reason, now, key, details, deadline
-        )
-
-    async def resume_step(
-        self,
-        workflow_id: str,
-        step_index: int,
-        input: Any,
-        now: float,
-        *,
-        key: str | None = None,
-    ) -> WorkflowRow:
-        """See `DurableStore.resume_step`."""
-        return await self._write(
-            rules_workflow.resume_step, workflow_id, step_index, input, now, key
-        )
-
-    async def time_out_wait(self, workflow_id: str, step_index: int, now: float) -> bool:
-        """See `DurableStore.time_out_wait`."""
-        return await self._write(rules_workflow.time_out_wait, workflow_id, step_index, now)
-
-    async def start_call(
-        self,
-        execution: Execution,
-        key: str,
-        *,
-        fingerprint: str | None,
-        lane: str | None,
-        label: dict[str, Any] | None,
-        now: float,
-    ) -> CallRow:
-        """See `DurableStore.start_call`."""
-        return await self._write(
-            rules_calls.start_call, execution, key, fingerprint, lane, label, now
-        )
-
-    async def complete_call(
-        self,
-        execution: Execution,
-        key: str,
-        *,
-        output: Any,
-        usage: dict[str, Any] | None,
-        duration: float,
-        now: float,
-    ) -> CallRow:
-        """See `DurableStore.complete_call`."""
-        return await self._write(
-            rules_calls.complete_call, execution, key, output, usage, duration, now
-        )
-
-    async def fail_call(
-        self,
-        execution: Execution,
-        key: str,
-        *,
-        reason: str,
-        error: ErrorInfo | None,
-        duration: float,
-        now: float,
-    ) -> CallRow:
-        """See `DurableStore.fail_call`."""
-        return await self._write(
-            rules_calls.fail_call, execution, key, reason, error, duration, now
-        )
-
-    async def cancel_workflow(self, workflow_id: str, reason: str, now: float) -> bool:
-        """See `DurableStore.cancel_workflow`."""
-        return await self._write(rules_workflow.cancel_workflow, workflow_id, reason, now)
-
-    async def release_expired(self, execution: Execution, now: float) -> bool:
-        """See `DurableStore.release_expired`."""
-        return await self._write(rules_lease.release_expired, execution, now)
-
-    async def release_dead(self, execution: Execution, now: float, reason: str) -> bool:
-        """See `DurableStore.release_dead`."""
-        return await self._write(rules_lease.release_dead, execution, now, reason)
-
-    async def retry_workflow(
-        self, workflow_id: str, from_step: int | None, now: float
-    ) -> WorkflowRow:
-        """See `DurableStore.retry_workflow`."""
-        return await self._write(rules_workflow.retry_workflow, workflow_id, from_step, now)
-
-    async def save_job(
-        self,
-        key: str,
-        *,
-        fingerprint: str,
-        output: Any,
-        completed_at: float,
-        expires_at: float | None,
-    ) -> bool:
-        """See `JobOutcomeStore.save_job` (one verb of the next group commit)."""
-        return await self._write(
-            sqlite_jobs.save, key, fingerprint, output, completed_at, expires_at
-        )
-
-    async def forget_job(self, key: str) -> bool:
-        """See `JobOutcomeStore.forget_job`."""
-        return await self._write(sqlite_jobs.forget, validate_key(key))
-
-    async def rebuild_projection(self) -> None:
-        """Recompute every workflow, step and call row by replaying the event log, in one
-        transaction.
-
-        Lease expiry times extended by `renew_lease` are not in the log; a rebuilt lease
-        expires as of its `StepStarted` event.
-        """
-        await self._write(sqlite_tx.rebuild)
-
-    # ------------------------------------------------------------ reads
-
-    async def load_job(self, key: str, now: float) -> StoredJob | None:
-        """See `JobOutcomeStore.load_job`."""
-        key, now = validate_key(key), check_number(now, "now")
-        return await self._read(lambda conn: sqlite_jobs.load(conn, key, now))
-
-    async def expired_leases(self, now: float) -> list[Execution]:
-        """See `DurableStore.expired_leases`."""
-        now, _ = check_now(now)
-        return await self._read(lambda conn: sqlite_reads.expired_leases(conn, now))
-
-    async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
-        """See `DurableStore.get_workflow`."""
-        workflow_id = validate_key(workflow_id, "workflow id")
-        return await self._read(lambda conn: sqlite_reads.get_workflow(conn, workflow_id))
-
-    async def ready_workflows(
-        self, now: float, definitions: Iterable[str], limit: int
-    ) -> list[ReadyWork]:
-        """See `DurableStore.ready_workflows`."""
-        at, names, most = check_ready(now, definitions, limit)
-        return await self._read(lambda conn: sqlite_reads.ready_workflows(conn, at, names, most))
-
-    async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
-        """See `DurableStore.workflows`."""
-        wanted = check_state(state)
-        return await self._read(lambda conn: sqlite_reads.workflows(conn, wanted))
-
-    async def step_rows(self, workflow_id: str | None = None) -> list[StepRow]:
-        """See `DurableStore.step_rows`."""
-        if workflow_id is not None:
-            workflow_id = validate_key(workflow_id, "workflow id")
-        return await self._read(lambda conn: sqlite_reads.step_rows(conn, workflow_id))
-
-    async def calls(
-        self, workflow_id: str | None = None, step_index: int | None = None
-    ) -> list[CallRow]:
-        """See `DurableStore.calls`."""
-        if workflow_id is not None:
-            workflow_id = validate_key(workflow_id, "workflow id")
-        index = None if step_index is None else check_index(step_index)
-        return await self._read(lambda conn: sqlite_reads.calls(conn, workflow_id, index))
-
-    async def load_events(
-        self, workflow_id: str | None = None, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[Event]:
-        """See `DurableStore.load_events`."""
-        if workflow_id is not None:
-            workflow_id = validate_key(workflow_id, "workflow id")
-        after_seq, limit = check_seq(after_seq, limit)
-        return await self._read(
-            lambda conn: sqlite_reads.load_events(conn, workflow_id, after_seq, limit)
-        )
-
-    async def event_rows(
-        self, workflow_id: str | None = None, *, after_seq: int = 0
-    ) -> list[tuple[Any, ...]]:
-        """See `DurableStore.event_rows`."""
-        if workflow_id is not None:
-            workflow_id = validate_key(workflow_id, "workflow id")
-        after_seq, _ = check_seq(after_seq)
-        return await self._read(lambda conn: sqlite_reads.event_rows(conn, workflow_id, after_seq))
-
-    async def last_seq(self) -> int:
-        """See `DurableStore.last_seq`."""
-        return await self._read(sqlite_reads.last_seq)

@@ -37,7 +37,7 @@ from agentq.store.sqlite_connection import on_thread
 if TYPE_CHECKING:
     import aiosqlite
 
-__all__ = ["DONE", "LEAD", "Batch", "GroupCommit", "Op"]
+__all__ = ["DONE", "LEAD", "LINGER_YIELDS", "Batch", "GroupCommit", "Op"]
 
 T = TypeVar("T")
 
@@ -45,6 +45,8 @@ LEAD = "lead"
 """`Op.signal` result: the op's caller leads the next batch."""
 DONE = "done"
 """`Op.signal` result: the op's outcome is in `Op.outcome`."""
+LINGER_YIELDS = 4
+"""Most loop turns a leader waits for more verbs before taking the batch (`_linger`)."""
 
 
 class Op:
@@ -174,7 +176,25 @@ class GroupCommit:
                     return cast(T, value)
                 raise value
             op.signal = loop.create_future()
+            try:
+                await self._linger()
+            except asyncio.CancelledError:  # still this caller's turn: withdraw, pass it on
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(op)
+                self._handoff()
+                raise
             await self._lead(loop)  # if cancelled here, the batch still completes: see _finish
+
+    async def _linger(self) -> None:
+        """Before leading, yield to the loop while that brings more verbs (at most
+        `LINGER_YIELDS` times): callers woken by the last batch's outcomes often submit their
+        next verb within a loop turn or two, and riding in this transaction saves them one.
+        No timer: an idle store leads after a single yield."""
+        for _ in range(LINGER_YIELDS):
+            waiting = len(self._waiting)
+            await asyncio.sleep(0)
+            if len(self._waiting) == waiting:
+                return
 
     async def _lead(self, loop: asyncio.AbstractEventLoop) -> None:
         """Take every waiting op and run them as one transaction on the connection thread."""

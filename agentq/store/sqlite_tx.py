@@ -3,8 +3,9 @@
 Everything here is synchronous and runs on the connection's thread (the async half,
 `agentq.store.sqlite`, ships each call there in one hop): `begin` takes the write lock with
 ``BEGIN IMMEDIATE`` (retried while another connection holds it); `SqliteTx` is the rules' `Tx`
-over a `sqlite3.Connection`; `transact` runs a group-commit batch of verbs in one transaction,
-each in its own SAVEPOINT; `rebuild` rewrites the projection tables from the log.
+over a `sqlite3.Connection`; `transact` runs a group-commit batch of verbs in one transaction
+(a SAVEPOINT per verb only when a verb raised after writing); `rebuild` rewrites the
+projection tables from the log.
 """
 
 from __future__ import annotations
@@ -200,8 +201,7 @@ class SqliteTx:
         )
         if new:
             self.conn.execute(
-                f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})",
-                (row.workflow_id, row.step_index, row.step_name, *values),
+                _INSERT_STEP, (row.workflow_id, row.step_index, row.step_name, *values)
             )
             return
         self.conn.execute(
@@ -248,6 +248,7 @@ def _marks(columns: str) -> str:
     return ", ".join("?" for _ in columns.split(","))
 
 
+_INSERT_STEP = f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})"
 _LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? AND call_key = ?"
 _INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_COLUMNS)})"
 _UPDATE_CALL = (
@@ -272,42 +273,70 @@ def store_error(exc: BaseException) -> BaseException:
 def transact(conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]]) -> list[Outcome]:
     """Run a batch of verbs in one ``BEGIN IMMEDIATE … COMMIT``; one outcome per verb.
 
-    With more than one verb, each runs in its own SAVEPOINT: a verb that raises is rolled back
-    alone and gets its exception; the others commit together. If the transaction itself fails
-    (BEGIN, a savepoint, COMMIT), no verb is committed and each gets a `StoreError`, except
-    those already refused, whose refusal stands.
+    A verb that raises is rolled back alone and gets its exception; the others commit
+    together. If the transaction itself fails (BEGIN, COMMIT), no verb is committed and each
+    gets a `StoreError`, except those already refused, whose refusal stands.
+
+    Savepoints only when needed: a rule refuses before it writes (see `agentq.store.tx`), so a
+    verb that raised without changing a row (``total_changes`` unchanged) has nothing to roll
+    back. Only if a verb of a batch raised after writing is the transaction rolled back and
+    the batch run again with a SAVEPOINT around each verb (rules are functions of the
+    transaction's rows and their arguments: running one again gives the same result).
     """
+    outcomes = _run(conn, fns, savepoints=False)
+    if outcomes is None:
+        outcomes = _run(conn, fns, savepoints=True)
+        assert outcomes is not None  # with savepoints, a verb is rolled back alone
+    return outcomes
+
+
+def _run(
+    conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]], savepoints: bool
+) -> list[Outcome] | None:
+    """`transact` with or without a SAVEPOINT per verb; None (rolled back) when, without,
+    a verb of a batch raised after writing."""
     outcomes: list[Outcome] = []
     single = len(fns) == 1
     try:
         begin(conn)
         for fn in fns:
             tx = SqliteTx(conn)
-            if not single:
+            if savepoints:
                 conn.execute("SAVEPOINT agentq_verb")
+            changes = conn.total_changes
             try:
                 value = fn(tx)
             except Exception as exc:
                 if single:
                     rollback(conn)
                     return [(False, store_error(exc))]
-                conn.execute("ROLLBACK TO agentq_verb")
-                conn.execute("RELEASE agentq_verb")
+                if savepoints:
+                    conn.execute("ROLLBACK TO agentq_verb")
+                elif conn.total_changes != changes:
+                    rollback(conn)
+                    return None
                 outcomes.append((False, store_error(exc)))
             else:
-                if not single:
-                    conn.execute("RELEASE agentq_verb")
                 outcomes.append((True, value))
+            if savepoints:
+                conn.execute("RELEASE agentq_verb")
         conn.execute("COMMIT")
         return outcomes
     except BaseException as exc:
-        rollback(conn)
-        failed = []
-        for i in range(len(fns)):
-            ok, value = outcomes[i] if i < len(outcomes) else (True, None)
-            refused = not ok and not isinstance(value, StoreError)
-            failed.append((False, value if refused else store_error(exc)))
-        return failed
+        return _failed(conn, outcomes, len(fns), exc)
+
+
+def _failed(
+    conn: sqlite3.Connection, outcomes: list[Outcome], count: int, exc: BaseException
+) -> list[Outcome]:
+    """The outcomes of a batch whose transaction failed: refusals stand, the rest fail."""
+    rollback(conn)
+    failed = []
+    for i in range(count):
+        ok, value = outcomes[i] if i < len(outcomes) else (True, None)
+        refused = not ok and not isinstance(value, StoreError)
+        failed.append((False, value if refused else store_error(exc)))
+    return failed
 
 
 def read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) -> Outcome:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import re
 import sqlite3
@@ -18,9 +19,10 @@ from agentq.errors import (
     PayloadError,
     SchemaError,
     StoreError,
+    UnknownWorkflowError,
     WorkflowMismatchError,
 )
-from agentq.store import Claimed, SqliteStore, StepState, WorkflowState, sqlite_reads, sqlite_tx
+from agentq.store import Claimed, SqliteStore, StepState, WorkflowState, sqlite_tx
 from agentq.store.sqlite_schema import SCHEMA_VERSION, migrations, rebuilds
 
 from .conftest import T0, claim, kinds, run_step, start
@@ -521,6 +523,88 @@ async def test_a_next_leader_cancelled_before_it_leads_passes_the_turn_on(
         assert [w.workflow_id for w in await store.workflows()] == ["first", "third"]
 
 
+async def test_a_leader_waits_a_loop_turn_for_concurrent_verbs(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Four workflows driven in lockstep: each verb's caller submits its next verb as soon as
+    # the last batch's outcome wakes it; the leader's linger lets all four ride together.
+    async with SqliteStore(db_path) as store:
+        sizes = spy_batches(monkeypatch)
+
+        async def flow(i: int) -> None:
+            await start(store, f"wf{i}", ["a", "b"])
+            await run_step(store, f"wf{i}", 0)
+            await run_step(store, f"wf{i}", 1)
+
+        await asyncio.gather(*(flow(i) for i in range(4)))
+        assert sizes == [4] * 5
+        assert {w.state for w in await store.workflows()} == {WorkflowState.COMPLETED}
+
+
+async def test_an_idle_store_leads_after_one_loop_turn(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SqliteStore(db_path) as store:
+        await store.last_seq()  # opened
+        sizes = spy_batches(monkeypatch)
+        write = asyncio.ensure_future(store.start_workflow("wf", ["a"], None, T0))
+        await asyncio.sleep(0)  # the verb leads and lingers one turn ...
+        assert store._commit.pending
+        await asyncio.sleep(0)  # ... nothing came: its batch was taken
+        assert not store._commit.pending
+        assert (await write)[1]
+        assert sizes == [1]
+
+
+async def test_a_leader_cancelled_while_it_lingers_passes_the_turn_on(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        await store.last_seq()  # opened
+        first = asyncio.ensure_future(store.start_workflow("first", ["a"], None, T0))
+        await asyncio.sleep(0)  # `first` is told to lead and lingers a loop turn
+        second = asyncio.ensure_future(store.start_workflow("second", ["a"], None, T0))
+        first.cancel()
+        async with asyncio.timeout(5):
+            assert (await second)[1]
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert [w.workflow_id for w in await store.workflows()] == ["second"]
+
+
+async def test_a_verb_that_raises_after_writing_is_rolled_back_alone(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A batch runs without savepoints; a verb that wrote and then raised makes it run again
+    # with one per verb, so that only that verb's writes are undone.
+    async with SqliteStore(db_path) as store:
+        await store.last_seq()  # opened
+        sizes = spy_batches(monkeypatch)
+        runs: list[str] = []
+
+        def write_then_raise(tx: sqlite_tx.SqliteTx) -> None:
+            runs.append("half")
+            tx.conn.execute(
+                "INSERT INTO job_outcomes (key, fingerprint, output, completed_at) "
+                "VALUES ('half', 'f', 'null', 0)"
+            )
+            raise ValueError("after writing")
+
+        results = await asyncio.gather(
+            store.start_workflow("a", ["x"], None, T0),
+            store._write(write_then_raise),
+            store.claim_step("nope", 0, "w", 10.0, T0),  # refused before writing
+            store.start_workflow("b", ["x"], None, T0),
+            return_exceptions=True,
+        )
+        assert sizes == [4]
+        assert runs == ["half", "half"]  # once without savepoints, once with
+        assert isinstance(results[1], ValueError)
+        assert isinstance(results[2], UnknownWorkflowError)
+        assert results[0][1] and results[3][1]  # type: ignore[index]
+        assert await store.load_job("half", T0) is None
+        assert [w.workflow_id for w in await store.workflows()] == ["a", "b"]
+        assert await kinds(store) == ["WorkflowStarted", "WorkflowStarted"]
+
+
 async def test_close_with_waiting_verbs(db_path: Path) -> None:
     store = await SqliteStore.open(db_path)
     gate, blocker = await hold_thread(store)
@@ -578,7 +662,8 @@ async def test_event_rows_without_json_arrows(
         await start(store, steps=["a"], input=[0.1, {"é": None}])
         await run_step(store, output=0.30000000000000004)
         rows = await store.event_rows()
-        monkeypatch.setattr(sqlite_reads, "JSON_ARROWS", False)
+        plain = dataclasses.replace(store.sql.dialect, json_arrows=False)
+        monkeypatch.setattr(store, "sql", store.sql._replace(dialect=plain))
         assert await store.event_rows() == rows
 
 

@@ -65,7 +65,7 @@ from agentq.store.projection import replay
 
 from .conftest import T0, make_store
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)  # a safety net: 120 examples take ~120 s at load 11
 
 T = TypeVar("T")
 IDS = tuple(f"w{i}" for i in range(1, 9))

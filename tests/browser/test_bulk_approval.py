@@ -18,7 +18,7 @@ from pathlib import Path
 from playwright.async_api import expect
 
 from .conftest import OpenNotebook
-from .test_detail_actions import ERRORS, run, write_notebook
+from .test_detail_actions import ERRORS, open_dashboard, run
 
 SETUP = '''\
 import tempfile
@@ -55,13 +55,8 @@ CELLS = [SETUP, DASHBOARD, STOP]
 async def test_approve_all_matching_in_the_page(
     open_notebook: OpenNotebook, tmp_path: Path
 ) -> None:
-    source = tmp_path / "bulk_approval.ipynb"
-    write_notebook(source, CELLS)
-    page = await open_notebook("bulk_approval.ipynb", source=source)
-    await page.set_viewport_size({"width": 1400, "height": 2200})
-    assert await run(page, 1, "notebook:run-all-above") == "ok", "\n".join(
-        await page.locator(ERRORS).all_inner_texts())
-    assert await run(page, 1) == "ok"
+    page = await open_dashboard(open_notebook, tmp_path / "bulk_approval.ipynb", CELLS,
+                                1400, 2200)
     bar = page.locator(".agentq-bulk")
     await expect(bar).to_be_visible()
 

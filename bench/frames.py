@@ -7,8 +7,11 @@
    Target: the 100k refresh within 2x of the 1k one.
 3. The first render of a `Dashboard` (its first refresh: the workflow index, the log's last
    5,000 events, the steps of the first page and of the waiting workflows) at 100,000 events.
-   Target: <= 0.3 s. Printed as wall time and as CPU time of the process (the store's thread
-   included), which a machine shared with other work does not inflate.
+   Target: <= 0.3 s wall. Printed as wall time and as CPU time of the process (the store's
+   thread included), which a machine shared with other work does not inflate, with the load
+   average (wall time on a loaded machine measures the neighbours), best and median of
+   `--rounds` fresh stores, beside its floor: the same two big reads (the workflow index
+   with each workflow's latest event, the log's tail) as bare ``sqlite3`` queries.
 
 The files are built once with bare ``sqlite3`` ``executemany`` into `SqliteStore`'s schema
 (synthetic workflows: 3 steps each, some retried, some waiting for approval and resumed), and
@@ -196,13 +199,63 @@ async def refresh_cost(path: Path, samples: int) -> tuple[float, float, float, f
         return first, first_cpu, statistics.median(times), statistics.median(idle), events
 
 
+FLOOR_SQL = (
+    "SELECT w.*, e.seq, e.at FROM workflows AS w JOIN events AS e ON e.seq = (SELECT seq "
+    "FROM events WHERE workflow_id = w.workflow_id ORDER BY seq DESC LIMIT 1)",
+    "SELECT * FROM events WHERE seq > (SELECT max(seq) FROM events) - 5000",
+)
+
+
+def render_floor(path: Path) -> float:
+    """Seconds of the first render's two big reads as bare ``sqlite3`` queries (fetched)."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        start = time.perf_counter()
+        for sql in FLOOR_SQL:
+            conn.execute(sql).fetchall()
+        return time.perf_counter() - start
+
+
+async def first_render(path: Path, rounds: int) -> None:
+    """Print the first render's wall and CPU time (best and median of `rounds`), the load
+    average and the floor."""
+    walls, cpus, floors = [], [], []
+    for _ in range(rounds):
+        floors.append(render_floor(path))
+        async with SqliteStore(path) as store, Queue() as queue:
+            await store.last_seq()  # the connection is open, as in a notebook
+            dash = Dashboard(WorkflowEngine(queue, store, worker_id="bench"))
+            start, cpu = time.perf_counter(), time.process_time()
+            await dash.refresh()
+            walls.append(time.perf_counter() - start)
+            cpus.append(time.process_time() - cpu)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    events = existing_events(path) or 0
+    print(f"\nDashboard first render at {events:,} events ({rounds} fresh stores; "
+          f"load average {load}):")
+    print(f"  wall  best {min(walls):.3f} s  median {statistics.median(walls):.3f} s"
+          "   (target <= 0.3 s)")
+    print(f"  CPU   best {min(cpus):.3f} s  median {statistics.median(cpus):.3f} s")
+    print(f"  floor {min(floors):.3f} s  (bare sqlite3: the workflow index and the 5,000-event "
+          "tail)")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=50)
     parser.add_argument("--keep", type=Path, default=None, help="reuse/keep files in DIR")
+    parser.add_argument("--first-render", action="store_true",
+                        help="only the first render at 100,000 events (row 3)")
     args = parser.parse_args()
+    if args.first_render:
+        with tempfile.TemporaryDirectory(prefix="agentq-bench-") as tmp:
+            folder = args.keep or Path(tmp)
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / "first-100000.db"
+            await build(path, 100_000, projection=True)
+            await first_render(path, max(args.rounds, 5))
+        return
     with tempfile.TemporaryDirectory(prefix="agentq-bench-") as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -228,8 +281,8 @@ async def main() -> None:
         ratio = results[100_000] / results[1_000]
         print(f"  ratio  100k / 1k = {ratio:.2f}x  (target <= 2x)")
         wall, cpu = firsts[100_000]
-        print(f"\nDashboard first render at 100,000 events: {wall:.3f} s wall, {cpu:.3f} s CPU "
-              "(target <= 0.3 s)")
+        print(f"  (first refresh above, after the build: {wall:.3f} s wall, {cpu:.3f} s CPU)")
+        await first_render(folder / "dash-100000.db", max(args.rounds, 5))
 
 
 if __name__ == "__main__":

@@ -369,3 +369,25 @@ async def test_a_failed_run_is_retried_by_id_without_repeating_its_calls(
     result = await engine.retry("retry")
     assert result.status is RunStatus.COMPLETED
     assert ran(side) == ONCE_EACH  # model 0, model 1 and the adds from the log; mul once
+
+
+async def test_the_approval_panel_approves_and_denies_all_matching_agent_tool_calls(
+    engine: WorkflowEngine, tmp_path: Path
+) -> None:
+    from agentq.widgets import ApprovalPanel, WaitFilter
+
+    side = tmp_path / "side.txt"
+    durable = DurableAgent(child.build_agent(side, approval=True), engine)
+    for run_id in ("bulk-1", "bulk-2", "other-3"):
+        assert (await durable.run(child.PROMPT, run_id=run_id)).status is RunStatus.WAITING
+    panel = ApprovalPanel(engine)
+    await panel.refresh()
+    report = await panel.deny_matching(WaitFilter(workflow="bulk-", tool="send"),
+                                       note="bob is on holiday")
+    assert report.summary() == "2 denied"
+    assert [o.detail for o in report.outcomes] == ["completed", "completed"]
+    assert ran(side)["tool send bob"] == 0
+    report = await panel.approve_matching(WaitFilter(tool="send", text='"bob"'))
+    assert report.summary() == "1 approved" and report.outcomes[0].workflow_id == "other-3"
+    assert ran(side)["tool send bob"] == 1
+    await panel.stop()

@@ -14,7 +14,10 @@ times a second only when something changed, and re-raises the refresher's errors
                    a keyed wait's key, details and deadline; status filter
 `EventTimeline`    a Gantt-like row per step: attempts, retries, waits, coloured by outcome,
                    and the step's durable calls as thin bars
-`ApprovalPanel`    waiting steps with Approve / Reject buttons that schedule ``engine.resume``
+`ApprovalPanel`    waiting steps with Approve / Reject buttons that schedule ``engine.resume``,
+                   and Approve / Deny all that match a filter (`BulkBar`)
+`WaitFilter`       which waits to answer in bulk; `pending_waits` reads them,
+                   `answer_waits` answers them (a `BulkReport`); no ipywidgets needed
 `Dashboard`        the four above under one refresher, the call totals (with the calls
                    the engine answered from the log), the selected workflow's live tree
                    and the detail of a selected workflow, step or call, and Cancel / Retry
@@ -37,10 +40,14 @@ foundation modules with `agentq.markup`, the queue, the store, the workflows):
 - ``_source``: what changed in a store since the last refresh (one read per widget tree);
 - ``_search``: `Query` and `page_of`: search and paging over the workflow index;
 - ``_cells``: `CellOwner`: a refresher belongs to the notebook cell that started it;
-- ``_live``: `Live`, the refresher every widget runs on the kernel's loop, and `Spawner`;
+- ``_live``: `Live`, the refresher every widget runs on the kernel's loop, `Spawner` and
+  `Confirmation` (a question with Yes / No);
 - ``monitor``: `LaneMonitor`, `StepTable` (search, paging), `EventTimeline` (axis, zoom);
+- ``_bulk``: `WaitFilter`, `pending_waits`, `answer_waits`: answering many waits (no
+  ipywidgets);
 - ``tree``: `RunTree`: the live tree (anywidget: open nodes survive redraws, clicks select);
-- ``approvals``: `ApprovalPanel` and its slots;
+- ``bulk``: `BulkBar`: approve or deny all waits that match a filter, after a confirmation;
+- ``approvals``: `ApprovalPanel`, its slots and its `BulkBar`;
 - ``detail``: `DetailPane`: a workflow, step or call selected, and its detail;
 - ``actions``: `Actions`: cancel / retry the selected workflow, after a confirmation;
 - ``dashboard``: `Dashboard`;
@@ -54,6 +61,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentq.widgets._bulk import (
+        BulkOutcome,
+        BulkReport,
+        WaitFilter,
+        answer_waits,
+        pending_waits,
+    )
     from agentq.widgets.approvals import ApprovalPanel
     from agentq.widgets.dashboard import Dashboard
     from agentq.widgets.export import dashboard_html, export_html
@@ -62,17 +76,27 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApprovalPanel",
+    "BulkOutcome",
+    "BulkReport",
     "Dashboard",
     "EventTimeline",
     "LaneMonitor",
     "StepTable",
+    "WaitFilter",
+    "answer_waits",
     "dashboard_html",
     "export_html",
+    "pending_waits",
     "run_tree_html",
 ]
 
 _HOMES = {
     "ApprovalPanel": "agentq.widgets.approvals",
+    "BulkOutcome": "agentq.widgets._bulk",
+    "BulkReport": "agentq.widgets._bulk",
+    "WaitFilter": "agentq.widgets._bulk",
+    "answer_waits": "agentq.widgets._bulk",
+    "pending_waits": "agentq.widgets._bulk",
     "Dashboard": "agentq.widgets.dashboard",
     "EventTimeline": "agentq.widgets.monitor",
     "LaneMonitor": "agentq.widgets.monitor",

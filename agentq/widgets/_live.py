@@ -137,6 +137,39 @@ class Spawner:
             await asyncio.gather(*tuple(self.tasks), return_exceptions=True)
 
 
+class Confirmation:
+    """A question with **Yes** / **No** buttons, hidden until asked (the actions bar and the
+    approval panel's bulk bar ask before they act).
+
+    Attributes:
+        question: HTML: what Yes will do.
+        yes: The Yes button (its label is set by `show`).
+        no: The No button.
+        box: The container (hidden while nothing is asked).
+    """
+
+    def __init__(self, w: Any, *, stacked: bool = False) -> None:
+        wide = w.Layout(width="auto")
+        self.question = w.HTML("")
+        self.yes = w.Button(description="Yes", button_style="danger", layout=wide)
+        self.no = w.Button(description="No", layout=wide)
+        buttons = [self.yes, self.no]
+        self.box = (w.VBox([self.question, w.HBox(buttons)]) if stacked
+                    else w.HBox([self.question, *buttons]))
+        self.box.layout.display = "none"
+
+    def show(self, html: str, yes: str, style: str = "danger") -> None:
+        """Ask: show `html` (already escaped) and a Yes button labelled `yes`."""
+        self.question.value = html
+        self.yes.description = yes
+        self.yes.button_style = style
+        self.box.layout.display = None
+
+    def hide(self) -> None:
+        """Hide the question and its buttons."""
+        self.box.layout.display = "none"
+
+
 class Live:
     """Base of the live widgets: a root ipywidget, a refresher task, start and stop.
 

@@ -13,6 +13,7 @@ one, it scans the index (one pass over the workflow rows in memory, no I/O) to c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agentq.store import DurableStore, StepRow, WorkflowRow
@@ -123,11 +124,14 @@ async def page_of(
         StoreError: Reading the step rows of a workflow shown failed.
     """
     page = Page(start=start, offset=offset)
-    position = 0
-    full = False
     # A snapshot of the order: reading step rows awaits, and a refresh running meanwhile
     # reorders the index (a live iterator would raise "OrderedDict mutated during iteration").
-    for wf in tuple(cache.newest()):
+    order = tuple(cache.newest())
+    if not (query.status or query.step):  # the index says which workflows fill the page
+        await cache.ensure(store, _plain_page(order, query, start, limit, now))
+    position = 0
+    full = False
+    for wf in order:
         if not query.admits(wf, now):
             continue
         position += 1
@@ -171,3 +175,25 @@ async def page_of(
     if not full:
         page.next_start = position
     return page
+
+
+def _plain_page(
+    order: Iterable[WorkflowRow], query: Query, start: int, limit: int, now: float
+) -> list[str]:
+    """The workflows a page lists when every step of a workflow is listed (no step or status
+    query), in `order` (newest first): from the `start`-th admitted one while their steps fit
+    in `limit` rows (the first one always). `page_of` reads their steps in one batch before it
+    walks the index."""
+    chosen: list[str] = []
+    rows = position = 0
+    for wf in order:
+        if not query.admits(wf, now):
+            continue
+        position += 1
+        if position <= start:
+            continue
+        if chosen and rows + len(wf.step_names) > limit:
+            break
+        chosen.append(wf.workflow_id)
+        rows += len(wf.step_names)
+    return chosen

@@ -14,8 +14,9 @@ panel needs those). Step rows of other workflows are read when a page or a searc
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -99,21 +100,36 @@ class StepCache:
                 self.wait_seq[(row[2], row[3])] = row[0]
 
     async def ensure(self, store: DurableStore, workflow_ids: Iterable[str]) -> int:
-        """Read the step rows of those of `workflow_ids` not read yet; return how many."""
-        read = 0
-        for wf in workflow_ids:
-            if wf not in self._steps:
-                self.replace(wf, await store.step_rows(wf))
-                read += 1
-        return read
+        """Read the step rows of those of `workflow_ids` not read yet; return how many.
 
-    async def load(self, store: DurableStore, rows: Sequence[tuple[Any, ...]], full: bool) -> None:
-        """Bring the cache up to date after new event `rows` (the first poll when `full`)."""
+        The reads are queued at once (``asyncio.gather``), not one after the other: the
+        store's thread then runs them back to back, where awaiting each in turn paid a
+        round trip between the threads per workflow (on a loaded machine, a wait for the
+        scheduler each time: the first render's wall time was several times its CPU time).
+        """
+        todo = list(dict.fromkeys(wf for wf in workflow_ids if wf not in self._steps))
+        for wf, rows in zip(todo, await asyncio.gather(*map(store.step_rows, todo)),
+                            strict=True):
+            self.replace(wf, rows)
+        return len(todo)
+
+    async def load(
+        self,
+        store: DurableStore,
+        rows: Sequence[tuple[Any, ...]],
+        full: bool,
+        index: Awaitable[list[WorkflowRow]] | None = None,
+    ) -> None:
+        """Bring the cache up to date after new event `rows` (the first poll when `full`).
+
+        `index`, when given, is a read of the workflow index already under way (the first
+        poll starts it beside the events read); it is used instead of reading it again.
+        """
         self.note_events(rows)
         recency = dict.fromkeys(reversed([r[2] for r in rows]))  # last appearance first
         touched = list(reversed(recency))  # … and last in the list
-        if full or len(touched) > FULL_READ_AFTER:
-            await self._read_index(store)
+        if full or index is not None or len(touched) > FULL_READ_AFTER:
+            self._set_index(await (index if index is not None else store.workflows()))
             if full:  # the approval panel needs waiting steps (`waiting_cap`); pages the rest
                 await self._fill_waiting(store)
                 return
@@ -132,6 +148,9 @@ class StepCache:
 
     async def _fill_waiting(self, store: DurableStore) -> None:
         """Read waiting workflows' steps, least recently active first, up to `waiting_cap`."""
+        if not self.counts[WorkflowState.WAITING.value]:  # none: no walk of the index
+            self.unread_waiting = 0
+            return
         unread = [w for w, r in self.index.items()
                   if r.state is WorkflowState.WAITING and w not in self._steps]
         room = len(unread)
@@ -140,11 +159,11 @@ class StepCache:
         await self.ensure(store, unread[:room])
         self.unread_waiting = len(unread) - min(room, len(unread))
 
-    async def _read_index(self, store: DurableStore) -> None:
-        rows = await store.workflows()
+    def _set_index(self, rows: list[WorkflowRow]) -> None:
         rows.sort(key=attrgetter("last_seq"))  # least recently active first
-        self.index = OrderedDict((row.workflow_id, row) for row in rows)
-        self.counts = Counter(row.state.value for row in rows)
+        self.index = OrderedDict(zip(map(attrgetter("workflow_id"), rows), rows, strict=True))
+        by_state = Counter(map(attrgetter("state"), rows))  # (a member's .value is slow)
+        self.counts = Counter({state.value: n for state, n in by_state.items()})
 
 
 class Source:
@@ -166,6 +185,9 @@ class Source:
         self.calls = CallTally()
         """Durable call counts per step and in total, from the event rows read so far (the
         last `TAIL_EVENTS` of the log at the first poll, then every new one)."""
+        self.folds: list[Callable[[list[tuple[Any, ...]]], object]] = [self.calls.apply]
+        """Pure folds (no I/O) applied to each batch of new event rows, in order, as soon as
+        it is read: the call counts, and the timeline of a widget tree that has one."""
         self._loaded = False
 
     def want_steps(self) -> StepCache:
@@ -189,11 +211,25 @@ class Source:
         if full and not self.seen:
             last = await store.last_seq()
             after = self.floor = max(0, last - TAIL_EVENTS)
-        rows = await store.event_rows(after_seq=after)
-        if rows:
-            self.seen = rows[-1][0]
-        self.calls.apply(rows)
-        if self.steps is not None:
-            await self.steps.load(store, rows, full)
+        events = asyncio.ensure_future(store.event_rows(after_seq=after))
+        # The first poll reads the workflow index too: queued right behind the events, so the
+        # store's thread reads it while this one folds the events (wall time, not CPU: the
+        # two reads and the folds used to run one after the other).
+        index = None
+        if full and self.steps is not None:
+            index = asyncio.ensure_future(store.workflows())
+        try:
+            rows = await events
+            if rows:
+                self.seen = rows[-1][0]
+            for fold in self.folds:
+                fold(rows)
+            if self.steps is not None:
+                await self.steps.load(store, rows, full, index)
+        finally:  # a failed read or fold: end the other read, and retrieve its error
+            tasks = [task for task in (events, index) if task is not None]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         self._loaded = True
         return rows

@@ -28,7 +28,7 @@ from typing import Any
 from agentq.errors import AgentqError
 from agentq.markup import MUTED, esc
 from agentq.store import WorkflowRow, WorkflowState
-from agentq.widgets._live import Spawner, widgets
+from agentq.widgets._live import Confirmation, Spawner, widgets
 from agentq.workflows import Recorded
 
 __all__ = ["Actions"]
@@ -72,11 +72,9 @@ class Actions:
         self.cancel = w.Button(description="Cancel workflow…", icon="stop", disabled=True,
                                layout=wide)
         self.retry = w.Button(description="Retry…", icon="redo", disabled=True, layout=wide)
-        self.yes = w.Button(description="Yes", button_style="danger", layout=wide)
-        self.no = w.Button(description="No")
-        self.question = w.HTML("")
-        self.confirm = w.HBox([self.question, self.yes, self.no])
-        self.confirm.layout.display = "none"
+        self._asking = Confirmation(w)
+        self.yes, self.no = self._asking.yes, self._asking.no
+        self.question, self.confirm = self._asking.question, self._asking.box
         self.status = w.HTML("")
         self.widget = w.VBox([w.HBox([self.cancel, self.retry]), self.confirm, self.status])
         self.widget.add_class("agentq-actions")
@@ -118,18 +116,17 @@ class Actions:
             return
         self.asked = action
         text = _QUESTIONS[action].format(id=self.workflow.workflow_id)
-        self.question.value = (
+        self._asking.show(
             f'<span data-agentq="confirm" data-action="{action}" '
             f'data-workflow="{esc(self.workflow.workflow_id)}" style="font-size:12px">'
-            f"{esc(text)}</span>"
+            f"{esc(text)}</span>",
+            "Yes, cancel it" if action == "cancel" else "Yes, retry it",
         )
-        self.yes.description = "Yes, cancel it" if action == "cancel" else "Yes, retry it"
-        self.confirm.layout.display = None
         self._enable()
 
     def _close_question(self) -> None:
         self.asked = None
-        self.confirm.layout.display = "none"
+        self._asking.hide()
         self._enable()
 
     def confirmed(self) -> None:

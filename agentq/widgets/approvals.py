@@ -23,6 +23,10 @@ an agent's tool call, see docs/agents.md) also gets a small JSON editor prefille
 Approve after editing adds ``"override_args": {...}`` (the edited object) to the input; text
 that is not a JSON object is refused in the slot (nothing is sent, the buttons stay enabled).
 Unedited arguments add nothing; Reject ignores the editor.
+
+Under the slots, the bulk bar (`BulkBar`, ``agentq.widgets.bulk``) approves or denies every
+wait that matches a filter, after a confirmation; `approve_matching` / `deny_matching` do the
+same from code.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ from agentq.clock import Clock
 from agentq.errors import AgentqError
 from agentq.markup import more_html
 from agentq.store import StepRow
+from agentq.widgets._bulk import BulkReport, WaitFilter, default_input, pending_waits
 from agentq.widgets._live import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
 from agentq.widgets._source import Source, StepKey
+from agentq.widgets.bulk import BulkBar
 from agentq.widgets.html.results import approval_html, outcome_html
 from agentq.workflows import Recorded, RunResult
 
@@ -47,11 +53,6 @@ _EMPTY = (
     '<div data-agentq="approvals-empty" style="color:var(--jp-ui-font-color2,#6b7280);'
     'font-size:12px;padding:4px">Nothing is waiting for approval.</div>'
 )
-
-
-def default_input(approved: bool, note: str) -> dict[str, Any]:
-    """The resume input of a click: ``{"approved": approved, "note": note}``."""
-    return {"approved": approved, "note": note}
 
 
 class ApprovalSlot:
@@ -221,9 +222,14 @@ class ApprovalPanel(Live):
         self.log = w.HTML("")
         """HTML: the latest outcomes of clicks, newest first."""
         self._log: list[str] = []
-        self.widget = w.VBox(
-            [self._banner, self.empty, *(s.box for s in self.slots), self.more, self.log]
-        )
+        self.bulk = BulkBar(engine, input_for=input_for,
+                            on_bug=lambda exc: self._fail(exc, "bulk approval failed"))
+        """The "all matching" bar: filter, count, Approve / Deny all matching (`BulkBar`)."""
+        self.source.folds.append(self.bulk.note_rows)
+        self.widget = w.VBox([
+            self._banner, self.empty, *(s.box for s in self.slots), self.more, self.log,
+            self.bulk.widget,
+        ])
         self._tasks: set[asyncio.Task[None]] = set()
         self._dirty = False
         try:
@@ -355,8 +361,35 @@ class ApprovalPanel(Live):
         while self._tasks:
             await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
 
+    async def approve_matching(
+        self, where: WaitFilter | None = None, *, note: str = ""
+    ) -> BulkReport:
+        """Approve every waiting step matching `where` now (all when None), each by its own
+        resume (`answer_waits`: one answered or timed out meanwhile is skipped, a failing
+        one stops no other); show the summary in the bar and return the report.
+
+        Raises:
+            StoreError: Reading the waits failed.
+            TypeError: `note` is not a str.
+        """
+        return await self._answer_matching(True, where, note)
+
+    async def deny_matching(
+        self, where: WaitFilter | None = None, *, note: str = ""
+    ) -> BulkReport:
+        """Deny every waiting step matching `where` now, `note` the message; see
+        `approve_matching`."""
+        return await self._answer_matching(False, where, note)
+
+    async def _answer_matching(
+        self, approved: bool, where: WaitFilter | None, note: str
+    ) -> BulkReport:
+        rows = tuple(await pending_waits(self.engine.store, where))
+        return await self.bulk.answer(rows, approved=approved, note=note)
+
     async def _drain(self) -> None:
         await self.join()
+        await self.bulk.join()
 
 
 def _json_kind(value: object) -> str:

@@ -7,6 +7,7 @@ notebook with ``await widget.stop()``. `Dashboard` combines them under one refre
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from agentq.clock import Clock
@@ -314,7 +315,9 @@ class EventTimeline(Live):
         self.limit = limit
         self.source = _source or Source(store, steps=False)
         self.model = Timeline()
-        """The folded events: `Timeline` tracks per workflow."""
+        """The folded events: `Timeline` tracks per workflow (the source folds each batch it
+        reads into it, see `Source.folds`)."""
+        self.source.folds.append(self.model.apply)
         self.html = w.HTML(timeline_html((), now=self.clock.time()))
         """The HTML widget showing the timeline."""
         self.zoom = w.FloatRangeSlider(
@@ -326,20 +329,22 @@ class EventTimeline(Live):
         self.zoom.observe(lambda _change: self.render(), names="value")
 
     async def apply(self, rows: list[tuple[Any, ...]]) -> bool:
-        """Fold new event rows into the model and redraw; return whether the HTML changed.
+        """Redraw after the source read new event `rows`; return whether the HTML changed.
 
-        A workflow drawn whose history began before the first event read (the first poll
-        reads only the log's tail) is read whole once (`Timeline.rebuild`).
+        The source has folded `rows` into the model already (`Source.folds`: on the first
+        poll while the store's thread reads the workflow index). A workflow drawn whose
+        history began before the first event read (the first poll reads only the log's tail)
+        is read whole once (`Timeline.rebuild`).
 
         Raises:
             StoreError: Reading a workflow's history failed.
         """
-        self.model.apply(rows)
-        if self.source.floor:
-            for track in self.model.recent(self.limit):
-                if not track.whole:
-                    history = await self.source.store.event_rows(track.workflow_id)
-                    self.model.rebuild(track.workflow_id, history)
+        if self.source.floor:  # the reads queued at once: see `StepCache.ensure`
+            todo = [t.workflow_id for t in self.model.recent(self.limit) if not t.whole]
+            read = self.source.store.event_rows
+            histories = await asyncio.gather(*(read(wf) for wf in todo))
+            for workflow_id, history in zip(todo, histories, strict=True):
+                self.model.rebuild(workflow_id, history)
         return self.render()
 
     def render(self) -> bool:

@@ -91,6 +91,20 @@ async def run(page: Page, index: int, command: str = "notebook:run-cell") -> str
     return result
 
 
+async def open_dashboard(
+    open_notebook: OpenNotebook, source: Path, cells: list[str], width: int, height: int
+) -> Page:
+    """Write `cells` as the notebook `source`, open it, run its first cell (the setup) and
+    then its second (the dashboard); return the page."""
+    write_notebook(source, cells)
+    page = await open_notebook(source.name, source=source)
+    await page.set_viewport_size({"width": width, "height": height})
+    assert await run(page, 1, "notebook:run-all-above") == "ok", "\n".join(
+        await page.locator(ERRORS).all_inner_texts())
+    assert await run(page, 1) == "ok"
+    return page
+
+
 async def test_search_detail_retry_cancel_and_a_blocking_helper_refused(
     open_notebook: OpenNotebook, tmp_path: Path
 ) -> None:

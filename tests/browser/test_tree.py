@@ -16,7 +16,7 @@ from pathlib import Path
 from playwright.async_api import Browser, Page, Route, expect
 
 from .conftest import OpenNotebook
-from .test_detail_actions import ERRORS, run, write_notebook
+from .test_detail_actions import ERRORS, open_dashboard, run
 
 SETUP = '''\
 import functools, tempfile
@@ -76,13 +76,8 @@ async def test_the_tree_expands_opens_details_stays_open_live_and_works_offline_
     open_notebook: OpenNotebook, browser: Browser, tmp_path: Path
 ) -> None:
     exported = tmp_path / "export.html"
-    source = tmp_path / "tree.ipynb"
-    write_notebook(source, cells(exported))
-    page = await open_notebook("tree.ipynb", source=source)
-    await page.set_viewport_size({"width": 1500, "height": 1800})
-    assert await run(page, 1, "notebook:run-all-above") == "ok", "\n".join(
-        await page.locator(ERRORS).all_inner_texts())
-    assert await run(page, 1) == "ok"
+    page = await open_dashboard(open_notebook, tmp_path / "tree.ipynb", cells(exported),
+                                1500, 1800)
     dashboard = page.locator(".agentq-dashboard")
     await expect(dashboard).to_be_visible()
 

@@ -324,6 +324,68 @@ def test_dashboard_arguments_are_checked_under_their_own_names(
         Dashboard(FakeEngine(ReadStore(), FakeClock()), **kw)
 
 
+class HeldStore(ReadStore):
+    """A `ReadStore` whose `workflows` and `step_rows(wf)` wait for `gate`, counting the
+    reads in flight at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.in_flight = 0
+        self.most = 0
+        self.index_waiting = asyncio.Event()
+        self.hold_index = True
+
+    async def _gated(self) -> None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        await self.gate.wait()
+        self.in_flight -= 1
+
+    async def workflows(self, state: Any = None) -> Any:
+        self.index_waiting.set()
+        if self.hold_index:
+            await self._gated()
+        return await super().workflows(state)
+
+    async def step_rows(self, workflow_id: str | None = None) -> Any:
+        await self._gated()
+        return await super().step_rows(workflow_id)
+
+
+async def test_the_first_render_folds_the_events_while_the_index_is_read() -> None:
+    store = HeldStore()
+    for i in range(3):
+        workflow(store, f"wf-{i}")
+    dash = Dashboard(FakeEngine(store, FakeClock()))  # type: ignore[arg-type]
+    first = asyncio.create_task(dash.refresh())
+    await store.index_waiting.wait()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    # The index read is in flight, and the timeline and call counts have the events already.
+    assert store.in_flight == 1 and not first.done()
+    assert len(dash.timeline.model) == 3
+    store.gate.set()
+    assert await first is True
+    assert drawn(dash.steps) == ["wf-2", "wf-1", "wf-0"]
+
+
+async def test_the_first_page_reads_its_workflows_steps_in_one_batch() -> None:
+    store = HeldStore()
+    for i in range(6):
+        workflow(store, f"wf-{i}")
+    store.hold_index = False
+    table = StepTable(store, clock=FakeClock(), limit=8)
+    first = asyncio.create_task(table.refresh())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    # All four workflows of the page (2 steps each, 8 rows) are read at once, not in turn.
+    assert store.in_flight == 4
+    store.gate.set()
+    await first
+    assert drawn(table) == ["wf-5", "wf-4", "wf-3", "wf-2"] and store.most == 4
+
+
 async def test_a_refresh_during_a_page_read_does_not_break_the_walk() -> None:
     """A page reads step rows (awaits) while walking the index; a refresh that runs in that
     await and moves a workflow to the front must not fail the walk ("OrderedDict mutated

@@ -44,6 +44,11 @@ approval          data-workflow, data-step, data-key (a keyed wait's)
 approval-outcome  data-workflow, data-step, data-outcome (pending, completed, waiting,
                   failed, cancelled, error)
 approval-log      (the latest outcomes, newest first)
+bulk-matches      data-count (the waits matching the bulk filter); bulk-match: data-workflow,
+                  data-step, data-key (one listed wait)
+bulk-confirm      data-action (approve, deny), data-count (the question before a bulk answer)
+bulk-summary      data-answered, data-skipped, data-failed; bulk-outcome: data-workflow,
+                  data-outcome (skipped, failed); bulk-error (a failed read of the waits)
 run-result        data-workflow, data-status
 error             (a refresher or resume error)
 detail            data-kind (workflow, step, call), data-workflow, data-step, data-index,

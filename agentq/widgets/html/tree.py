@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
-from agentq.markup import FONT, MUTED, badge, esc, more_html, short
+from agentq.markup import FONT, MUTED, badge, esc, esc_text, more_html, short
 from agentq.store import CallRow, StepRow, WorkflowRow
 from agentq.widgets._tree import TreeNode, build_tree
 
@@ -40,7 +40,7 @@ def _label(node: TreeNode) -> str:
     return (
         f'<span data-agentq="tree-label" data-select="{esc(node.node)}" '
         f'style="{weight}cursor:pointer;text-decoration:underline dotted" '
-        f'title="open its detail">{esc(node.title)}</span> {badge(node.state)}{extra}'
+        f'title="open its detail">{esc_text(node.title)}</span> {badge(node.state)}{extra}'
     )
 
 

@@ -213,3 +213,52 @@ async def test_a_long_agent_run_lists_its_latest_calls(engine: WorkflowEngine) -
     html = run_tree_html(snap.workflow, snap.calls, snap.steps, expanded=True, limit=25)
     assert 'data-node="c:k59"' in html and 'data-node="c:k34"' not in html
     assert "35 more calls not shown" in html
+
+
+def _hidden(html: str) -> int:
+    return sum(int(n) for n in re.findall(r'data-agentq="more" data-hidden="(\d+)"', html))
+
+
+def test_the_step_cap_keeps_the_waiting_step_and_the_ones_around_it() -> None:
+    # review F1: 71 steps waiting at step 10; the cap drew the last 50 pending steps.
+    root = TreeNode("w", "workflow", "long", "running")
+    root.children = [
+        TreeNode(f"s:{i}", "step", f"step {i}", "completed" if i < 10 else
+                 "waiting" if i == 10 else "pending") for i in range(71)
+    ]
+    html = tree_html(root, open_nodes={"w", "s:10"}, limit=50)
+    drawn = re.findall(r'data-node="(s:\d+)"', html)
+    assert drawn == [f"s:{i}" for i in range(50)]  # done, waiting, then the next pending ones
+    assert "21 more steps not shown" in html and _hidden(html) == 21
+
+
+def test_the_node_budget_is_spent_on_the_wait_and_the_newest_requests_first() -> None:
+    # review F2: 46 model requests x 12 tool calls, waiting for an approval in the last one.
+    root = TreeNode("w", "workflow", "agent", "running")
+    step = TreeNode("s:0", "step", "step 0 · agent", "waiting")
+    root.children = [step]
+    for m in range(46):
+        model = TreeNode(f"c:model:{m}", "model", "model request", "completed")
+        model.children = [TreeNode(f"c:t{m}-{t}", "call", "tool", "completed")
+                          for t in range(12)]
+        step.children.append(model)
+    step.children[-1].children.append(TreeNode("c:approval:pay", "wait", "approval", "waiting"))
+    total = sum(1 for _ in root.walk())
+    html = tree_html(root, nodes=500)
+    assert html.count('data-agentq="tree-node"') == 500
+    assert 'data-node="c:approval:pay"' in html
+    assert all(f'data-node="c:model:{m}"' in html for m in range(46))  # every request
+    assert 'data-node="c:t45-11"' in html and 'data-node="c:t0-0"' not in html  # newest first
+    assert _hidden(html) == total - 500  # every cut is counted
+    # a node cut partly keeps its latest children
+    partly = [m for m in range(46) if f'"c:t{m}-0"' not in html and f'"c:t{m}-11"' in html]
+    assert len(partly) <= 1
+
+
+def test_tree_caps_name_a_bad_argument() -> None:
+    with pytest.raises(TypeError, match=r"nodes must be an int >= 1, got '5'"):
+        tree_html(_wide(1), nodes="5")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"limit must be an int >= 1, got 1.5"):
+        tree_html(_wide(1), limit=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^limit must be >= 1, got 0$"):
+        run_tree_html("w", limit=0)

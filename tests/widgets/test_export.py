@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -183,7 +184,7 @@ async def test_export_html_refuses_the_stores_own_file_and_writes_atomically(
         with pytest.raises(OSError, match="No space left"):
             await export_html(store, page, now=clock.time(), title="new")
         assert page.read_text(encoding="utf-8") == good
-        assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+        assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
 @pytest.mark.parametrize(

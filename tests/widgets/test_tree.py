@@ -262,3 +262,43 @@ def test_tree_caps_name_a_bad_argument() -> None:
         tree_html(_wide(1), limit=1.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^limit must be >= 1, got 0$"):
         run_tree_html("w", limit=0)
+
+
+async def test_a_live_workflow_is_brought_up_to_date_without_reading_its_calls_again(
+    engine: WorkflowEngine, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review F7: every re-read loaded all of the workflow's call rows (10,000 each second).
+    assert (await engine.run(agent_workflow(Tools()))).status == "waiting"
+    await engine.run(three_steps("other"))
+    dash = Dashboard(engine)
+    await dash.refresh()
+    await dash.detail.show("trip")
+    store = engine.store
+    reads: list[object] = []
+    real = store.calls
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append(args)
+        return await real(*args, **kwargs)
+
+    async def refresh() -> None:  # the dashboard's reads of call rows, not the engine's
+        monkeypatch.setattr(store, "calls", counted)
+        await clock.advance(REREAD_EVERY)
+        await dash.refresh()
+        monkeypatch.setattr(store, "calls", real)
+
+    shown = dash.detail.snapshot
+    await engine.run(three_steps("again"))  # events of another workflow: nothing is read
+    await refresh()
+    assert dash.detail.snapshot is shown
+    await engine.resume("trip", "agent", {"approved": True}, key="approve")
+    await refresh()  # its own events: brought up to date, its calls not read again
+    assert reads == []
+    fresh = dash.detail.snapshot
+    full = await load_detail(store, "trip")
+    assert fresh is not None and full is not None and fresh is not shown
+    assert fresh.calls == full.calls and fresh.steps == full.steps
+    assert fresh.events == full.events and fresh.workflow == full.workflow
+    assert 'data-node="c:approve" data-kind="wait" data-state="answered"' in (
+        dash.detail.tree.widget.value)
+    await dash.stop()

@@ -302,3 +302,88 @@ async def test_a_live_workflow_is_brought_up_to_date_without_reading_its_calls_a
     assert 'data-node="c:approve" data-kind="wait" data-state="answered"' in (
         dash.detail.tree.widget.value)
     await dash.stop()
+
+
+async def test_toggle_and_select_name_a_bad_node_and_keep_no_phantom_nodes(
+    engine: WorkflowEngine,
+) -> None:
+    # review F6
+    from agentq.widgets.tree import RunTree
+
+    picked: list[object] = []
+    tree = RunTree(picked.append)
+    with pytest.raises(KeyError, match="no workflow is shown: no node 's:0'"):
+        tree.select("s:0")
+    with pytest.raises(KeyError, match="no workflow is shown"):
+        tree.toggle("s:0", True)
+    await engine.run(three_steps())
+    snap = await load_detail(engine.store, "three")
+    tree.show(snap)
+    for bad in (None, 5):
+        with pytest.raises(TypeError, match=f"node id must be a str, got .*{bad}"):
+            tree.select(bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="node id must be a str"):
+            tree.toggle(bad, True)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="is_open must be a bool, got 'yes'"):
+        tree.toggle("s:0", "yes")  # type: ignore[arg-type]
+    for junk in ("s:00", "s:\u0663", "zz", "s:"):
+        with pytest.raises(ValueError, match=re.escape(repr(junk))):
+            tree.toggle(junk, True)
+    for missing in ("s:99", "c:nope"):
+        with pytest.raises(KeyError, match=re.escape(f"workflow 'three' has no node {missing!r}")):
+            tree.toggle(missing, True)
+        with pytest.raises(KeyError, match=re.escape(repr(missing))):
+            tree.select(missing)
+    assert tree.open_nodes() == {"w"} and picked == []
+    tree.select("s:1")
+    assert picked == [("step", 1)]
+    # a forged toggle without "open" is ignored like other junk (it closed the node before)
+    before = tree.widget.value
+    tree._message(tree.widget, {"event": "toggle", "node": "w"}, [])
+    assert tree.widget.value == before and tree.open_nodes() == {"w"}
+
+
+async def test_the_kernel_acknowledges_the_pages_toggles_so_code_toggles_win_after(
+    engine: WorkflowEngine,
+) -> None:
+    # review F11: the page re-applied a node the person toggled over every later redraw.
+    from agentq.widgets.tree import ESM, RunTree
+
+    await engine.run(three_steps())
+    tree = RunTree()
+    tree.show(await load_detail(engine.store, "three"))
+    assert 'data-ack="0"' in tree.widget.value
+    tree._message(tree.widget, {"event": "toggle", "node": "w", "open": False, "seq": 3}, [])
+    assert 'data-ack="3"' in tree.widget.value and opened(tree.widget.value) == set()
+    tree.toggle("w", True)  # from code: drawn open, with the page's toggle acknowledged
+    assert 'data-ack="3"' in tree.widget.value and opened(tree.widget.value) == {"w"}
+    tree._message(tree.widget, {"event": "toggle", "node": "s:9", "open": True, "seq": 4}, [])
+    assert 'data-ack="4"' in tree.widget.value  # a stale node: heard, nothing else changes
+    assert "mine[1] <= ack" in ESM and "seq" in ESM
+
+
+async def test_without_anywidget_the_dashboard_works_and_the_tree_is_plain_html(
+    engine: WorkflowEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review F9: Dashboard(engine) raised MissingExtraError when only anywidget was missing.
+    from agentq.errors import MissingExtraError
+    from agentq.widgets import tree as tree_module
+
+    def missing() -> None:
+        raise MissingExtraError("'anywidget' is not installed")
+
+    monkeypatch.setattr(tree_module, "_widget_class", missing)
+    assert (await engine.run(agent_workflow(Tools()))).status == "waiting"
+    dash = Dashboard(engine)
+    await dash.refresh()
+    await dash.detail.show("trip")
+    tree = dash.detail.tree
+    assert not tree.interactive and type(tree.widget).__name__ == "HTML"
+    value = tree.widget.value
+    assert 'data-agentq="tree-static"' in value and "cannot open its detail" in value
+    assert 'data-node="c:approve"' in value and opened(value) == {"w", "s:0"}
+    tree.toggle("c:plan", True)
+    assert "c:plan" in opened(tree.widget.value)
+    await dash.detail.show("trip", call="plan")  # the show list still opens the detail
+    assert 'data-key="plan"' in dash.detail.html.value
+    await dash.stop()

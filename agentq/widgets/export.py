@@ -100,8 +100,8 @@ def check_export_path(store: DurableStore, path: object) -> Path:
                 same = os.path.samefile(out, own)
             if same:
                 raise ValueError(
-                    f"refusing to write the export over the store's file: {text!r} is "
-                    f"{str(own)!r}"
+                    f"refusing to write the export over the store: {text!r} is the store's "
+                    f"file {str(own)!r}"
                 )
     return out
 

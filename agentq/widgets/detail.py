@@ -200,7 +200,11 @@ class DetailPane:
         return set_value(self.html, html)
 
     async def update(self, rows: list[tuple[Any, ...]]) -> bool:
-        """Re-read the workflow shown if new event `rows` (or earlier ones) are about it.
+        """Bring the workflow shown up to date if new event `rows` (or earlier ones) are about it.
+
+        The update is incremental (`refresh_detail`: its row, its step rows and the events
+        after the last one shown, folded into its call rows); rows about other workflows
+        cause no read.
 
         The first batch after a selection (or a quiet second) is read at once; then at most one
         read per `REREAD_EVERY` seconds: events that arrive sooner mark the snapshot stale,

@@ -6,13 +6,17 @@ end of a notebook cell) and the renderers of `agentq.widgets.html` are built fro
 model reaches its HTML without importing the notebook layer above it.
 
 Every user-supplied string goes through `esc` (or `short`, which escapes too): a step named
-``<img src=x onerror=alert(1)>`` shows as text.
+``<img src=x onerror=alert(1)>`` shows as text. In text (not in attributes) it goes through
+`esc_text` or `short`, which also isolate it (``<bdi>``) when it holds right-to-left characters or
+bidi controls: a key ending in U+202E (right-to-left override) cannot reverse agentq's own
+words after it ("completed", "6 ms", "of order-7").
 """
 
 from __future__ import annotations
 
 import html
 import json
+import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +26,7 @@ __all__ = [
     "LABELS",
     "MUTED",
     "badge",
+    "check_count",
     "clock_text",
     "error_html",
     "esc",
@@ -29,6 +34,7 @@ __all__ = [
     "json_text",
     "more_html",
     "short",
+    "esc_text",
 ]
 
 COLORS: dict[str, tuple[str, str]] = {
@@ -63,12 +69,44 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+_BIDI = frozenset({"R", "AL", "LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})
+"""Bidi classes that can reorder text around them (right-to-left letters, explicit controls)."""
+
+
+def esc_text(value: object) -> str:
+    """Return ``str(value)`` escaped for HTML text, isolated from the text around it.
+
+    A string with a right-to-left character or a bidi control (U+202E...) is wrapped in
+    ``<bdi>``, so it cannot reorder what follows it; others (all ASCII ones) are `esc` alone.
+    For attribute values use `esc`.
+    """
+    raw = str(value)
+    escaped = html.escape(raw, quote=True)
+    if raw.isascii() or not any(unicodedata.bidirectional(c) in _BIDI for c in raw):
+        return escaped
+    return f"<bdi>{escaped}</bdi>"
+
+
 def short(value: object, limit: int = 80) -> str:
-    """Escape `value`, shortened to `limit` characters (the full text goes in a title)."""
-    text = str(value)
-    if len(text) <= limit:
-        return esc(text)
-    return f'<span title="{esc(text[:2000])}">{esc(text[: limit - 1])}…</span>'
+    """`esc_text` of `value`, shortened to `limit` characters (the full text goes in a title)."""
+    raw = str(value)
+    if len(raw) <= limit:
+        return esc_text(raw)
+    return f'<span title="{esc(raw[:2000])}">{esc_text(raw[: limit - 1])}…</span>'
+
+
+def check_count(value: object, name: str, *, least: int = 1) -> int:
+    """Return `value` if it is an int >= `least`; the errors name the parameter `name`.
+
+    Raises:
+        TypeError: `value` is not an int (a bool, a float, a string...).
+        ValueError: `value` < `least`.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int >= {least}, got {value!r}")
+    if value < least:
+        raise ValueError(f"{name} must be >= {least}, got {value!r}")
+    return value
 
 
 def json_text(value: Any, limit: int = 120) -> str:

@@ -540,6 +540,38 @@ def test_export_needs_a_target_and_a_writable_place(made: Path, tmp_path: Path) 
     assert result.exit_code == 1 and "cannot write" in result.stderr
 
 
+def test_export_never_writes_over_the_store(made: Path, tmp_path: Path) -> None:
+    # review F3: `agentq export f3.db --html f3.db` replaced the database with the page.
+    before = made.read_bytes()
+    link = tmp_path / "link.db"
+    link.symlink_to(made)
+    for target in (made, tmp_path / "." / "agentq.db", link, Path(f"{made}-wal"),
+                   Path(f"{made}-shm")):
+        result = run("export", str(made), "--html", str(target), "--parquet",
+                     str(tmp_path / "pq"))
+        assert result.exit_code == 1, (target, result.output)
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("agentq: refusing to write the export")
+        assert str(target) in lines[0] and str(made) in lines[0]
+    assert made.read_bytes() == before and not (tmp_path / "pq").exists()  # nothing written
+    assert run("ls", str(made)).exit_code == 0
+
+
+def test_export_refuses_options_it_would_ignore_and_an_empty_file_name(
+    made: Path, tmp_path: Path
+) -> None:
+    # review F10
+    result = run("export", str(made), "--parquet", str(tmp_path / "pq"), "--nodes", "5")
+    assert result.exit_code == 2 and "--nodes applies to --html only" in result.output
+    result = run("export", str(made), "--parquet", str(tmp_path / "pq"), "--workflows", "2")
+    assert result.exit_code == 2 and "--workflows applies to --html only" in result.output
+    result = run("export", str(made), "--html", "")
+    assert result.exit_code == 2 and "'' is not a file name" in result.output
+    page = exported(made, tmp_path / "one.html", "--workflows", "2", "--nodes", "1")
+    assert "Trees of the latest 1 of 3 workflows (at most 2)" in page
+    assert "and 1 node in all" in page and "1 nodes" not in page
+
+
 # ------------------------------------------------------------------ as a program
 
 

@@ -280,6 +280,8 @@ async def test_the_run_tree_shows_requests_tools_and_tokens(
     rows = await engine.store.calls("<tree>")
     tokens = sum(r.usage["input_tokens"] for r in rows if r.usage)
     assert f"{tokens} in /" in html
+    with pytest.raises(UnknownWorkflowError, match=r"run '<tree' is not in the store"):
+        await run_tree(engine.store, "<tree")  # review F8: a typo is an error, not a tree
 
 
 async def test_the_approval_panel_approves_an_agent_tool_call_with_edited_args(

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 
 from agentq.cli import actions, views
-from agentq.cli.export import export_parquet, export_static_html
+from agentq.cli.export import check_html_target, export_parquet, export_static_html
 from agentq.cli.target import DSN_PREFIXES, Refused, is_dsn, open_store
 from agentq.clock import Clock, SystemClock
 from agentq.errors import AgentqError
@@ -286,7 +287,7 @@ def retry(ctx: click.Context, store: str, workflow_id: str, from_step: str | Non
 @STORE
 @click.option("--parquet", "parquet", type=click.Path(file_okay=False, path_type=Path),
               metavar="DIR", help="Write events/steps/calls.parquet into DIR.")
-@click.option("--html", "html", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--html", "html_file", type=click.Path(dir_okay=False),
               metavar="FILE", help="Write the dashboard views as one static HTML file.")
 @click.option("--workflows", type=click.IntRange(min=1), default=50, show_default=True,
               help="HTML: the latest N workflows drawn as trees and in the timeline.")
@@ -294,15 +295,29 @@ def retry(ctx: click.Context, store: str, workflow_id: str, from_step: str | Non
               help="HTML: at most N tree nodes (each with its detail) in the file.")
 @click.pass_context
 def export(
-    ctx: click.Context, store: str, parquet: Path | None, html: Path | None, workflows: int,
+    ctx: click.Context, store: str, parquet: Path | None, html_file: str | None, workflows: int,
     nodes: int,
 ) -> None:
-    """Export the store: Parquet frames, a static HTML dashboard, or both."""
-    if parquet is None and html is None:
+    """Export the store: Parquet frames, a static HTML dashboard, or both.
+
+    --workflows and --nodes shape the HTML page only: given without --html, they are refused.
+    An --html FILE that is the store's own file (or its -wal/-shm) is refused before anything
+    is written.
+    """
+    if parquet is None and html_file is None:
         raise click.UsageError("give --parquet DIR, --html FILE, or both")
+    if html_file == "":
+        raise click.BadParameter("'' is not a file name", param_hint="'--html'")
+    html = None if html_file is None else Path(html_file)
+    if html is None:
+        for name in ("workflows", "nodes"):
+            if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
+                raise click.UsageError(f"--{name} applies to --html only")
 
     async def work(s: DurableStore) -> list[Path]:
         written: list[Path] = []
+        if html is not None:
+            check_html_target(s, html)
         if parquet is not None:
             written += await export_parquet(s, parquet)
         if html is not None:

@@ -20,9 +20,9 @@ from agentq.errors import MissingExtraError
 from agentq.extras import require
 from agentq.frames import calls_frame, events_frame, steps_frame
 from agentq.store import DurableStore
-from agentq.widgets import export_html
+from agentq.widgets import check_export_path, export_html
 
-__all__ = ["export_parquet", "export_static_html"]
+__all__ = ["check_html_target", "export_parquet", "export_static_html"]
 
 
 def _json_text(value: Any) -> str | None:
@@ -69,6 +69,18 @@ def _write_parquet(frames: dict[str, Any], directory: Path) -> list[Path]:
     return written
 
 
+def check_html_target(store: DurableStore, path: Path) -> None:
+    """Refuse an HTML target that is the store's own file (`check_export_path`).
+
+    Raises:
+        Refused: `path` is empty or one of the store's files (both paths named).
+    """
+    try:
+        check_export_path(store, path)
+    except ValueError as exc:
+        raise Refused(str(exc)) from exc
+
+
 async def export_static_html(
     store: DurableStore, path: Path, now: float, title: str, *, workflows: int = 50,
     nodes: int = 1000,
@@ -84,10 +96,12 @@ async def export_static_html(
         nodes: Tree nodes (each with its detail view) in the file, at most.
 
     Raises:
-        Refused: The file cannot be written.
+        Refused: The file cannot be written, or it is the store's own file.
     """
     try:
         return await export_html(store, path, now=now, title=title, workflows=workflows,
                                  nodes=nodes)
+    except ValueError as exc:  # the store's own file, or an empty path
+        raise Refused(str(exc)) from exc
     except OSError as exc:
-        raise Refused(f"cannot write {str(path)!r}: {exc}") from exc
+        raise Refused(f"cannot write {str(path)!r}: {exc.strerror or exc}") from exc

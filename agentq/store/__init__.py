@@ -69,6 +69,7 @@ from agentq.store.claims import (
 )
 from agentq.store.memory import MemoryStore
 from agentq.store.postgres import PostgresStore
+from agentq.store.projection_calls import project_call, touches_calls
 from agentq.store.protocol import DurableStore
 from agentq.store.ready import ReadyWork, WorkNotifier
 from agentq.store.rows import (
@@ -109,4 +110,6 @@ __all__ = [
     "WorkflowRow",
     "WorkflowState",
     "execution_of",
+    "project_call",
+    "touches_calls",
 ]

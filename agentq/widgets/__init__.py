@@ -24,6 +24,7 @@ times a second only when something changed, and re-raises the refresher's errors
 `export_html`      the same views of a store (no lanes, no buttons) as one static HTML file,
                    with each workflow's tree and the detail of each node, working offline;
                    `dashboard_html` returns the page (needs no ipywidgets: ``agentq export``)
+`check_export_path` refuses an export path that is the store's own file
 `run_tree_html`    a workflow's tree (workflow → steps → calls) as pure HTML, from its rows
 =================  ==========================================================================
 
@@ -70,7 +71,7 @@ if TYPE_CHECKING:
     )
     from agentq.widgets.approvals import ApprovalPanel
     from agentq.widgets.dashboard import Dashboard
-    from agentq.widgets.export import dashboard_html, export_html
+    from agentq.widgets.export import check_export_path, dashboard_html, export_html
     from agentq.widgets.html.tree import run_tree_html
     from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
 
@@ -84,6 +85,7 @@ __all__ = [
     "StepTable",
     "WaitFilter",
     "answer_waits",
+    "check_export_path",
     "dashboard_html",
     "export_html",
     "pending_waits",
@@ -101,6 +103,7 @@ _HOMES = {
     "EventTimeline": "agentq.widgets.monitor",
     "LaneMonitor": "agentq.widgets.monitor",
     "StepTable": "agentq.widgets.monitor",
+    "check_export_path": "agentq.widgets.export",
     "dashboard_html": "agentq.widgets.export",
     "export_html": "agentq.widgets.export",
     "run_tree_html": "agentq.widgets.html.tree",

@@ -1,9 +1,13 @@
 """What a detail view shows: one workflow's rows and events, read once, and its attempts.
 
 `load_detail` reads a workflow's projection row, step rows, durable calls and events (four
-reads, only when a person selects the workflow; never per refresh). `attempts_of` folds a step's
-events into its `Attempt` s with their timings, worker, lease and error. Pure otherwise: the
-renderers in `agentq.widgets.html.detail` take a `DetailSnapshot` and "now".
+reads, only when a person selects the workflow; never per refresh). `refresh_detail` brings a
+snapshot up to date incrementally: the row and the step rows again, and only the events after
+the snapshot's last one, folded into its call rows with the store's own pure projection
+(`agentq.store.project_call`): a 10,000-call agent run is not read again while it runs.
+`attempts_of` folds a step's events into its `Attempt` s with their timings, worker, lease
+and error. Pure otherwise: the renderers in `agentq.widgets.html.detail` take a
+`DetailSnapshot` and "now".
 """
 
 from __future__ import annotations
@@ -12,9 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.events import Event, EventKind
-from agentq.store import CallRow, DurableStore, StepRow, WorkflowRow
+from agentq.store import (
+    CallRow,
+    DurableStore,
+    StepRow,
+    WorkflowRow,
+    project_call,
+    touches_calls,
+)
 
-__all__ = ["Attempt", "DetailSnapshot", "attempts_of", "load_detail"]
+__all__ = ["Attempt", "DetailSnapshot", "attempts_of", "load_detail", "refresh_detail"]
 
 _K = EventKind
 _WORKFLOW_ENDS = frozenset({_K.WORKFLOW_CANCELLED, _K.WORKFLOW_FAILED, _K.WORKFLOW_COMPLETED})
@@ -83,6 +94,38 @@ async def load_detail(store: DurableStore, workflow_id: str) -> DetailSnapshot |
     calls = await store.calls(workflow_id)
     events = await store.load_events(workflow_id)
     return DetailSnapshot(row, tuple(steps), tuple(calls), tuple(events))
+
+
+async def refresh_detail(store: DurableStore, snap: DetailSnapshot) -> DetailSnapshot | None:
+    """Return `snap` brought up to date; None when the workflow is no longer stored.
+
+    Reads the workflow's row, its step rows (one per step) and its events after the last one
+    `snap` holds; the call rows are the old ones with those events applied
+    (`agentq.store.project_call`), so the cost follows what changed, not the run's size. Falls
+    back to `load_detail` if the new events do not fit the rows (a rebuilt log).
+
+    Raises:
+        StoreError: The store failed.
+    """
+    workflow_id = snap.workflow.workflow_id
+    row = await store.get_workflow(workflow_id)
+    if row is None:
+        return None
+    after = snap.events[-1].seq if snap.events else 0
+    new = await store.load_events(workflow_id, after_seq=after)
+    if not new and row == snap.workflow:
+        return snap
+    steps = await store.step_rows(workflow_id)
+    calls = {c.key: c for c in snap.calls}
+    try:
+        for event in new:
+            if touches_calls(event):
+                key = str(event.data["key"])
+                one = {key: calls[key]} if key in calls else {}
+                calls[key] = project_call(event, one)[key]  # O(1): one row, not all
+    except (KeyError, ValueError):
+        return await load_detail(store, workflow_id)
+    return DetailSnapshot(row, tuple(steps), tuple(calls.values()), snap.events + tuple(new))
 
 
 def attempts_of(events: tuple[Event, ...] | list[Event], step_index: int) -> list[Attempt]:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Self
 
 from agentq.clock import Clock, SystemClock
 from agentq.extras import require
-from agentq.markup import error_html, esc
+from agentq.markup import check_count, error_html, esc
 from agentq.sync import CLICK_TASK_PREFIX
 from agentq.widgets._cells import CellOwner
 
@@ -36,20 +36,6 @@ the last rows read and the clock, with no store read (review 14 #2)."""
 def widgets() -> Any:
     """Return the ipywidgets module, or raise `MissingExtraError` naming the extra."""
     return require("ipywidgets", "notebook")
-
-
-def check_count(value: object, name: str, *, least: int = 1) -> int:
-    """Return `value` if it is an int >= `least`; the errors name the parameter `name`.
-
-    Raises:
-        TypeError: `value` is not an int (a bool, a float, a string...).
-        ValueError: `value` < `least`.
-    """
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int >= {least}, got {value!r}")
-    if value < least:
-        raise ValueError(f"{name} must be >= {least}, got {value!r}")
-    return value
 
 
 def set_value(widget: Any, value: str) -> bool:

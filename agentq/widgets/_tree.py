@@ -70,15 +70,19 @@ def node_item(node: str) -> Item:
     """Return the detail item of a node id (``"s:3"`` → ``("step", 3)``).
 
     Raises:
+        TypeError: `node` is not a str.
         ValueError: `node` is not a node id (the message names it).
     """
+    if not isinstance(node, str):
+        raise TypeError(f"a run tree node id must be a str, got {type(node).__name__}: "
+                        f"{node!r:.80}")
     if node == "w":
         return ("workflow", None)
     kind, _, ref = node.partition(":")
     if kind == "c" and ref:
         return ("call", ref)
-    if kind == "s" and ref.isdigit():
-        return ("step", int(ref))
+    if kind == "s" and ref.isascii() and ref.isdigit() and str(int(ref)) == ref:
+        return ("step", int(ref))  # "s:3" only: not "s:03", not another script's digits
     raise ValueError(f"not a run tree node id: {node!r}")
 
 

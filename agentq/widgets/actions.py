@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentq.errors import AgentqError
-from agentq.markup import MUTED, esc
+from agentq.markup import MUTED, esc, esc_text
 from agentq.store import WorkflowRow, WorkflowState
 from agentq.widgets._live import Confirmation, Spawner, widgets
 from agentq.workflows import Recorded
@@ -119,7 +119,7 @@ class Actions:
         self._asking.show(
             f'<span data-agentq="confirm" data-action="{action}" '
             f'data-workflow="{esc(self.workflow.workflow_id)}" style="font-size:12px">'
-            f"{esc(text)}</span>",
+            f"{esc_text(text)}</span>",
             "Yes, cancel it" if action == "cancel" else "Yes, retry it",
         )
         self._enable()
@@ -183,6 +183,6 @@ def _status(action: str, workflow_id: str, outcome: str, text: str) -> str:
     return (
         f'<div data-agentq="action-outcome" data-action="{action}" '
         f'data-workflow="{esc(workflow_id)}" data-outcome="{esc(outcome)}" '
-        f'style="font-size:12px;color:{color}"><span style="{MUTED}">{esc(action)} '
-        f"{esc(workflow_id)}:</span> {esc(text)}</div>"
+        f'style="font-size:12px;color:{color}"><span style="{MUTED}">{esc_text(action)} '
+        f"{esc_text(workflow_id)}:</span> {esc_text(text)}</div>"
     )

@@ -7,9 +7,11 @@ Two ipywidgets ``Select`` lists drive it, no script in the page: `workflows` (fi
 and `items` (the selected workflow, ``step 0 · fetch``, ``call search-1 · search``…). Selecting
 a workflow reads it once (`load_detail`: four reads, as a task on the running loop, so the
 click's callback returns at once); selecting an item re-renders from that snapshot without I/O.
-While a workflow is shown, `update` re-reads it when new events touch it, so the detail is live,
-at most once per `REREAD_EVERY` seconds (a busy agent's events are folded into one read), and
-the *show* list offers the latest `CALLS_LISTED` calls (review 14 #3).
+While a workflow is shown, `update` brings it up to date only when new events touch it (the
+`Source`'s new rows name their workflow), at most once per `REREAD_EVERY` seconds (a busy agent's
+events are folded into one read), and incrementally (`refresh_detail`: the workflow and step rows,
+and only the new events, folded into the call rows; a 10,000-call run is not read again each
+second), and the *show* list offers the latest `CALLS_LISTED` calls (review 14 #3).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from agentq.clock import Clock
 from agentq.errors import AgentqError
 from agentq.markup import MUTED, error_html
 from agentq.store import DurableStore
-from agentq.widgets._detail import DetailSnapshot, load_detail
+from agentq.widgets._detail import DetailSnapshot, load_detail, refresh_detail
 from agentq.widgets._live import Spawner, set_value, widgets
 from agentq.widgets._tree import Item
 from agentq.widgets.html.detail import (
@@ -198,7 +200,11 @@ class DetailPane:
         return set_value(self.html, html)
 
     async def update(self, rows: list[tuple[Any, ...]]) -> bool:
-        """Re-read the workflow shown if new event `rows` (or earlier ones) are about it.
+        """Bring the workflow shown up to date if new event `rows` (or earlier ones) are about it.
+
+        The update is incremental (`refresh_detail`: its row, its step rows and the events
+        after the last one shown, folded into its call rows); rows about other workflows
+        cause no read.
 
         The first batch after a selection (or a quiet second) is read at once; then at most one
         read per `REREAD_EVERY` seconds: events that arrive sooner mark the snapshot stale,
@@ -218,9 +224,10 @@ class DetailPane:
         if not self._stale or now - self._read_at < REREAD_EVERY:
             return False
         self._stale, self._read_at = False, now
-        fresh = await load_detail(self.store, snap.workflow.workflow_id)
-        if fresh is None:
-            return False
+        generation = self._generation
+        fresh = await refresh_detail(self.store, snap)
+        if fresh is None or fresh is snap or generation != self._generation:
+            return False  # gone, unchanged, or another workflow was selected meanwhile
         self._set(fresh)
         options = _item_options(fresh, self.items.value)
         if options != list(self.items.options):

@@ -13,17 +13,27 @@ view of each node (the live dashboard's: input, output, error and traceback, att
 is folded inside it. Size is bounded: the trees of the latest `workflows` workflows, at most
 `TREE_CHILDREN` children per node (the latest) and `nodes` nodes in all; each cut is counted
 on a "… n more" line, and the page says so at the top of the Runs section.
+
+Safe to write: `export_html` refuses a path that is the store's own file (or its ``-wal``,
+``-shm`` or ``-journal`` file), compared by resolved path and by `os.path.samefile`, before
+reading anything (`check_export_path`), and writes the page to a temporary file beside the
+target that replaces it in one step (`os.replace`): a failed export leaves no half-written file
+and the earlier one intact.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
+import math
+import os
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from agentq.markup import FONT, MUTED, clock_text, more_html
+from agentq.markup import FONT, MUTED, check_count, clock_text, esc_text, more_html
 from agentq.store import DurableStore, StepState
 from agentq.widgets._calls import CallTally
 from agentq.widgets._detail import DetailSnapshot, load_detail
@@ -36,10 +46,81 @@ from agentq.widgets.html.tables import steps_html
 from agentq.widgets.html.timeline import timeline_html
 from agentq.widgets.html.tree import TREE_CHILDREN, tree_html
 
-__all__ = ["TREE_NODES", "dashboard_html", "export_html"]
+__all__ = ["TREE_NODES", "check_export_path", "dashboard_html", "export_html"]
 
 TREE_NODES = 1_000
 """Tree nodes (each with its detail view) in one exported file, over all its trees."""
+
+
+_LAST_SECOND = 253_402_300_799  # 9999-12-31 23:59:59 UTC: the last instant a page can show
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+def _check_page_args(now: object, limit: object, workflows: object, nodes: object,
+                     title: object) -> None:
+    """Raise the error naming the first bad argument of `dashboard_html`."""
+    if isinstance(now, bool) or not isinstance(now, int | float):
+        raise TypeError(f"now must be Unix seconds (an int or float), got {now!r}")
+    if not (math.isfinite(now) and 0 <= now <= _LAST_SECOND):
+        raise ValueError(f"now must be finite Unix seconds in 0..{_LAST_SECOND}, got {now!r}")
+    for value, name in ((limit, "limit"), (workflows, "workflows"), (nodes, "nodes")):
+        check_count(value, name)
+    if not isinstance(title, str):
+        raise TypeError(f"title must be a str, got {type(title).__name__}: {title!r:.80}")
+
+
+def check_export_path(store: DurableStore, path: object) -> Path:
+    """Return `path` as a `Path` if an export may write it; refuse the store's own files.
+
+    A store kept in a file (`SqliteStore`: its ``path``) is compared with `path` by resolved
+    path and, when both exist, by `os.path.samefile` (a link, another spelling); its ``-wal``,
+    ``-shm`` and ``-journal`` files are refused too.
+
+    Raises:
+        TypeError: `path` is not a str or a path-like object.
+        ValueError: `path` is empty, or it is one of the store's files (the message names
+            both paths).
+    """
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or a path, got {type(path).__name__}: {path!r:.80}")
+    text = os.fspath(path)
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"path must name a file, got {text!r}")
+    out = Path(text)
+    db = getattr(store, "path", None)
+    if isinstance(db, str) and db and db != ":memory:" and not db.startswith("file:"):
+        target = out.resolve()
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            own = Path(db + suffix)
+            same = own.resolve() == target
+            if not same and out.exists() and own.exists():
+                same = os.path.samefile(out, own)
+            if same:
+                raise ValueError(
+                    f"refusing to write the export over the store: {text!r} is the store's "
+                    f"file {str(own)!r}"
+                )
+    return out
+
+
+def _write_atomically(out: Path, page: str) -> None:
+    """Write `page` to a temporary file beside `out`, then replace `out` with it."""
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(page)
+        try:
+            os.chmod(tmp, out.stat().st_mode & 0o777)  # keep a replaced file's mode
+        except FileNotFoundError:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _section(title: str, body: str) -> str:
@@ -64,12 +145,7 @@ def _node_detail(snap: DetailSnapshot, now: float) -> Callable[[TreeNode], str]:
 async def _trees_html(store: DurableStore, *, now: float, workflows: int, nodes: int) -> str:
     """The run trees of the latest `workflows` workflows, `nodes` nodes in all, with details."""
     rows = sorted(await store.workflows(), key=lambda r: -r.last_seq)
-    parts = [
-        f'<div data-agentq="tree-caps" style="{MUTED};margin-bottom:4px">The latest '
-        f"{min(workflows, len(rows))} of {len(rows)} workflow(s); at most {TREE_CHILDREN} "
-        f"children per node (the latest) and {nodes:,} nodes in all. Click a node to expand "
-        "it; <i>detail</i> opens its detail view.</div>"
-    ]
+    parts: list[str] = []
     left, drawn = nodes, 0
     for row in rows[:workflows]:
         if left <= 0:
@@ -83,7 +159,14 @@ async def _trees_html(store: DurableStore, *, now: float, workflows: int, nodes:
         drawn += 1
         parts.append(f'<div style="margin:4px 0">{tree}</div>')
     parts.append(more_html(len(rows) - drawn, "workflows"))
-    return "".join(parts)
+    caps = (
+        f'<div data-agentq="tree-caps" style="{MUTED};margin-bottom:4px">Trees of the latest '
+        f"{drawn:,} of {_plural(len(rows), 'workflow')} (at most {workflows:,}); at most "
+        f"{TREE_CHILDREN} children per node (running, waiting and failed ones first, then the "
+        f"latest) and {_plural(nodes, 'node')} in all. Click a node to expand it; "
+        "<i>detail</i> opens its detail view.</div>"
+    )
+    return caps + "".join(parts)
 
 
 async def dashboard_html(
@@ -114,13 +197,12 @@ async def dashboard_html(
 
     Raises:
         StoreError: The store failed.
-        ValueError: `limit`, `workflows` or `nodes` is less than 1.
+        TypeError: `now` is not a number, `limit`, `workflows` or `nodes` not an int, or
+            `title` not a str (the message names the argument and its value).
+        ValueError: `now` is not finite or outside years 1970..9999, or `limit`,
+            `workflows` or `nodes` is less than 1 (the message names it).
     """
-    if limit < 1 or workflows < 1 or nodes < 1:
-        raise ValueError(
-            f"limit, workflows and nodes must be >= 1, got {limit!r}, {workflows!r} "
-            f"and {nodes!r}"
-        )
+    _check_page_args(now, limit, workflows, nodes, title)
     events = await store.event_rows()
     steps = await store.step_rows()
     tally = CallTally()
@@ -158,7 +240,7 @@ async def dashboard_html(
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{heading} · agentq</title></head>"
         f'<body style="{FONT};margin:16px">'
-        f'<h1 style="font-size:18px;margin:0">{heading}</h1>'
+        f'<h1 style="font-size:18px;margin:0">{esc_text(title or "agentq")}</h1>'
         f'<div style="{MUTED}">{len(recency)} workflow(s), {len(events)} event(s); '
         f"exported {clock_text(now)}</div>{body}</body></html>\n"
     )
@@ -174,7 +256,12 @@ async def export_html(
     title: str = "",
     nodes: int = TREE_NODES,
 ) -> Path:
-    """Write `dashboard_html` of `store` to `path` (UTF-8), replacing the file.
+    """Write `dashboard_html` of `store` to `path` (UTF-8), replacing the file atomically.
+
+    The path is checked first (`check_export_path`: never the store's own file); the page is
+    written to a temporary file in the same directory, then moved over `path` in one step, so
+    a failed export leaves no half-written file. A new file gets mode 0644; a replaced one
+    keeps its mode.
 
     Args:
         store: Any `DurableStore`.
@@ -190,14 +277,17 @@ async def export_html(
 
     Raises:
         StoreError: The store failed.
-        OSError: The file cannot be written.
-        ValueError: A bad `limit`, `workflows` or `nodes`.
+        OSError: The file cannot be written (a directory, no such directory, no permission).
+        TypeError: `path` is not a path, or a bad argument type (see `dashboard_html`).
+        ValueError: `path` is empty or is one of the store's files (the message names both),
+            or a bad `now`, `limit`, `workflows` or `nodes`.
 
     Example:
         >>> await export_html(store, "dashboard.html", now=time.time(), title="orders.db")
     """
+    out = check_export_path(store, path)
     page = await dashboard_html(store, now=now, limit=limit, workflows=workflows, title=title,
                                 nodes=nodes)
-    out = Path(path)
-    await asyncio.to_thread(out.write_text, page, encoding="utf-8")
+    check_export_path(store, out)  # again: a link may have appeared meanwhile
+    await asyncio.to_thread(_write_atomically, out, page)
     return out

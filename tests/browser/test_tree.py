@@ -158,3 +158,58 @@ async def test_the_tree_expands_opens_details_stays_open_live_and_works_offline_
     assert requests == [exported.as_uri()], requests
 
     assert await run(page, 4) == "ok"
+
+
+_FAKE_MODEL = """
+async ([src, value]) => {
+  const handlers = {};
+  window.sent = [];
+  const model = {
+    value,
+    get() { return this.value; },
+    send(message) { window.sent.push(message); },
+    on(event, f) { handlers[event] = f; },
+    off(event) { delete handlers[event]; },
+  };
+  window.redraw = (v) => { model.value = v; handlers["change:value"](); };
+  const code = btoa(unescape(encodeURIComponent(src)));
+  const mod = await import("data:text/javascript;base64," + code);
+  mod.default.render({ model, el: document.getElementById("root") });
+}
+"""
+
+
+async def test_the_page_follows_a_toggle_from_code_after_the_person_toggled(
+    browser: Browser,
+) -> None:
+    # review F11: once the person had toggled a node, redraws from the kernel could not
+    # change it in the page, and tree.open_nodes() and the page disagreed.
+    from agentq.store import MemoryStore
+    from agentq.widgets._detail import load_detail
+    from agentq.widgets.tree import ESM, RunTree
+
+    store = MemoryStore()
+    await store.start_workflow("wf", ["a", "b"], None, 0.0)
+    tree = RunTree()
+    tree.show(await load_detail(store, "wf"))
+    context = await browser.new_context(offline=True)
+    try:
+        page = await context.new_page()
+        await page.set_content('<div id="root"></div>')
+        await page.evaluate(_FAKE_MODEL, [ESM, tree.widget.value])
+        root = "details[data-node='w']"
+        assert await is_open(page, root)
+        await page.locator(f"{root} > summary").click(position={"x": 2, "y": 6})  # the marker
+        assert not await is_open(page, root)
+        sent = await page.evaluate("window.sent")
+        assert sent == [{"event": "toggle", "node": "w", "open": False, "seq": 1}]
+        await page.evaluate("(v) => window.redraw(v)", tree.widget.value)  # not heard yet
+        assert not await is_open(page, root)  # the person's toggle survives the redraw
+        tree._message(tree.widget, sent[0], [])  # the kernel hears it and redraws
+        await page.evaluate("(v) => window.redraw(v)", tree.widget.value)
+        assert not await is_open(page, root) and tree.open_nodes() == set()
+        tree.toggle("w", True)  # from code: the page follows
+        await page.evaluate("(v) => window.redraw(v)", tree.widget.value)
+        assert await is_open(page, root) and tree.open_nodes() == {"w"}
+    finally:
+        await context.close()

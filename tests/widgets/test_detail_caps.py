@@ -49,13 +49,13 @@ async def test_a_live_workflow_is_re_read_at_most_once_a_second(
     pane = DetailPane(engine.store, clock)
     await pane.show("agent")
     reads: list[str] = []
-    real = detail_module.load_detail
+    real = detail_module.refresh_detail
 
-    async def counting(store: Any, workflow_id: str) -> Any:
-        reads.append(workflow_id)
-        return await real(store, workflow_id)
+    async def counting(store: Any, snap: Any) -> Any:
+        reads.append(snap.workflow.workflow_id)
+        return await real(store, snap)
 
-    monkeypatch.setattr(detail_module, "load_detail", counting)
+    monkeypatch.setattr(detail_module, "refresh_detail", counting)
     event = (99, 0.0, "agent")
     other = (100, 0.0, "someone-else")
     await pane.update([other])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -133,7 +134,7 @@ async def test_the_trees_are_bounded_and_the_page_says_so(
     soup = _soup(await dashboard_html(engine.store, now=clock.time(), workflows=2))
     runs = soup.select_one('[data-agentq="tree-caps"]').parent  # type: ignore[union-attr]
     assert len(runs.select('[data-agentq="tree"]')) == 2  # the latest two workflows
-    assert "latest 2 of 4 workflow(s)" in runs.text and "1,000 nodes in all" in runs.text
+    assert "latest 2 of 4 workflows" in runs.text and "1,000 nodes in all" in runs.text
     assert "2 more workflows not shown" in runs.text
     # A node budget spent in the first tree: its cuts are counted, later trees left out.
     soup = _soup(await dashboard_html(engine.store, now=clock.time(), workflows=2, nodes=3))
@@ -146,3 +147,87 @@ async def test_the_trees_are_bounded_and_the_page_says_so(
     assert sum(int(str(m["data-hidden"])) for m in tree.select('[data-agentq="more"]')) > 0
     with pytest.raises(ValueError, match="nodes"):
         await dashboard_html(engine.store, now=clock.time(), nodes=0)
+
+
+async def test_export_html_refuses_the_stores_own_file_and_writes_atomically(
+    clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review F3: export_html(store, <its own path>) replaced the database with the page.
+    from agentq.store import SqliteStore
+    from agentq.widgets import export
+
+    db = tmp_path / "s.db"
+    async with SqliteStore(db) as store:
+        await store.start_workflow("w", ["a"], None, clock.time())
+        before = db.read_bytes()
+        for target in (db, str(db), tmp_path / "sub" / ".." / "s.db", f"{db}-wal",
+                       f"{db}-shm"):
+            if "sub" in str(target):
+                (tmp_path / "sub").mkdir(exist_ok=True)
+            with pytest.raises(ValueError, match="refusing to write the export") as info:
+                await export_html(store, target, now=clock.time())
+            assert str(db) in str(info.value) and "\n" not in str(info.value)
+        assert db.read_bytes() == before and [r.workflow_id for r in await store.workflows()]
+        with pytest.raises(ValueError, match="path must name a file, got ''"):
+            await export_html(store, "", now=clock.time())
+        with pytest.raises(TypeError, match="path must be a str or a path, got int"):
+            await export_html(store, 5, now=clock.time())  # type: ignore[arg-type]
+        # A failed write leaves the earlier page whole and no temporary file.
+        page = tmp_path / "page.html"
+        await export_html(store, page, now=clock.time())
+        good = page.read_text(encoding="utf-8")
+
+        def broken(*_args: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(export.os, "replace", broken)
+        with pytest.raises(OSError, match="No space left"):
+            await export_html(store, page, now=clock.time(), title="new")
+        assert page.read_text(encoding="utf-8") == good
+        assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"workflows": True}, TypeError, "workflows must be an int >= 1, got True"),
+        ({"nodes": 1.5}, TypeError, "nodes must be an int >= 1, got 1.5"),
+        ({"nodes": "5"}, TypeError, "nodes must be an int >= 1, got '5'"),
+        ({"workflows": 2.5}, TypeError, "workflows must be an int >= 1, got 2.5"),
+        ({"workflows": 0}, ValueError, "workflows must be >= 1, got 0"),
+        ({"limit": -1}, ValueError, "limit must be >= 1, got -1"),
+        ({"now": float("inf")}, ValueError, "now must be finite Unix seconds"),
+        ({"now": -1e12}, ValueError, "now must be finite Unix seconds"),
+        ({"now": None}, TypeError, "now must be Unix seconds"),
+        ({"now": True}, TypeError, "now must be Unix seconds"),
+        ({"title": 5}, TypeError, "title must be a str, got int: 5"),
+    ],
+)
+async def test_page_arguments_are_checked_and_the_error_names_the_bad_one(
+    clock: FakeClock, kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
+    # review F5
+    args: dict[str, object] = {"now": clock.time(), **kwargs}
+    with pytest.raises(error) as info:
+        await dashboard_html(MemoryStore(), **args)  # type: ignore[arg-type]
+    assert str(info.value).startswith(message)
+
+
+async def test_bidi_controls_in_user_strings_are_isolated(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    # review F4: a U+202E in a key or step name reversed agentq's own words after it.
+    from agentq.queue import Job
+    from agentq.workflows import StepContext, StepDef, Workflow
+
+    async def step(ctx: StepContext) -> object:
+        return await ctx.call(Job("refund-\u202e", lambda: 1))
+
+    await engine.run(Workflow("order-\u202e7", [StepDef("pay\u202e", step)]))
+    page = await dashboard_html(engine.store, now=clock.time(), title="db\u202e")
+    soup = _soup(page)
+    for raw in ("refund-\u202e", "pay\u202e", "order-\u202e7", "db\u202e"):
+        outside = [s for s in soup.find_all(string=lambda t, r=raw: t is not None and r in t)
+                   if s.parent is not None and s.parent.name not in ("bdi", "title")]
+        assert outside == [], (raw, [str(s.parent)[:120] for s in outside])
+    assert '<bdi>' in page and 'data-node="c:refund-\u202e"' in page  # ids stay exact

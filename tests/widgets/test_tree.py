@@ -213,3 +213,177 @@ async def test_a_long_agent_run_lists_its_latest_calls(engine: WorkflowEngine) -
     html = run_tree_html(snap.workflow, snap.calls, snap.steps, expanded=True, limit=25)
     assert 'data-node="c:k59"' in html and 'data-node="c:k34"' not in html
     assert "35 more calls not shown" in html
+
+
+def _hidden(html: str) -> int:
+    return sum(int(n) for n in re.findall(r'data-agentq="more" data-hidden="(\d+)"', html))
+
+
+def test_the_step_cap_keeps_the_waiting_step_and_the_ones_around_it() -> None:
+    # review F1: 71 steps waiting at step 10; the cap drew the last 50 pending steps.
+    root = TreeNode("w", "workflow", "long", "running")
+    root.children = [
+        TreeNode(f"s:{i}", "step", f"step {i}", "completed" if i < 10 else
+                 "waiting" if i == 10 else "pending") for i in range(71)
+    ]
+    html = tree_html(root, open_nodes={"w", "s:10"}, limit=50)
+    drawn = re.findall(r'data-node="(s:\d+)"', html)
+    assert drawn == [f"s:{i}" for i in range(50)]  # done, waiting, then the next pending ones
+    assert "21 more steps not shown" in html and _hidden(html) == 21
+
+
+def test_the_node_budget_is_spent_on_the_wait_and_the_newest_requests_first() -> None:
+    # review F2: 46 model requests x 12 tool calls, waiting for an approval in the last one.
+    root = TreeNode("w", "workflow", "agent", "running")
+    step = TreeNode("s:0", "step", "step 0 · agent", "waiting")
+    root.children = [step]
+    for m in range(46):
+        model = TreeNode(f"c:model:{m}", "model", "model request", "completed")
+        model.children = [TreeNode(f"c:t{m}-{t}", "call", "tool", "completed")
+                          for t in range(12)]
+        step.children.append(model)
+    step.children[-1].children.append(TreeNode("c:approval:pay", "wait", "approval", "waiting"))
+    total = sum(1 for _ in root.walk())
+    html = tree_html(root, nodes=500)
+    assert html.count('data-agentq="tree-node"') == 500
+    assert 'data-node="c:approval:pay"' in html
+    assert all(f'data-node="c:model:{m}"' in html for m in range(46))  # every request
+    assert 'data-node="c:t45-11"' in html and 'data-node="c:t0-0"' not in html  # newest first
+    assert _hidden(html) == total - 500  # every cut is counted
+    # a node cut partly keeps its latest children
+    partly = [m for m in range(46) if f'"c:t{m}-0"' not in html and f'"c:t{m}-11"' in html]
+    assert len(partly) <= 1
+
+
+def test_tree_caps_name_a_bad_argument() -> None:
+    with pytest.raises(TypeError, match=r"nodes must be an int >= 1, got '5'"):
+        tree_html(_wide(1), nodes="5")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"limit must be an int >= 1, got 1.5"):
+        tree_html(_wide(1), limit=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^limit must be >= 1, got 0$"):
+        run_tree_html("w", limit=0)
+
+
+async def test_a_live_workflow_is_brought_up_to_date_without_reading_its_calls_again(
+    engine: WorkflowEngine, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review F7: every re-read loaded all of the workflow's call rows (10,000 each second).
+    assert (await engine.run(agent_workflow(Tools()))).status == "waiting"
+    await engine.run(three_steps("other"))
+    dash = Dashboard(engine)
+    await dash.refresh()
+    await dash.detail.show("trip")
+    store = engine.store
+    reads: list[object] = []
+    real = store.calls
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append(args)
+        return await real(*args, **kwargs)
+
+    async def refresh() -> None:  # the dashboard's reads of call rows, not the engine's
+        monkeypatch.setattr(store, "calls", counted)
+        await clock.advance(REREAD_EVERY)
+        await dash.refresh()
+        monkeypatch.setattr(store, "calls", real)
+
+    shown = dash.detail.snapshot
+    await engine.run(three_steps("again"))  # events of another workflow: nothing is read
+    await refresh()
+    assert dash.detail.snapshot is shown
+    await engine.resume("trip", "agent", {"approved": True}, key="approve")
+    await refresh()  # its own events: brought up to date, its calls not read again
+    assert reads == []
+    fresh = dash.detail.snapshot
+    full = await load_detail(store, "trip")
+    assert fresh is not None and full is not None and fresh is not shown
+    assert fresh.calls == full.calls and fresh.steps == full.steps
+    assert fresh.events == full.events and fresh.workflow == full.workflow
+    assert 'data-node="c:approve" data-kind="wait" data-state="answered"' in (
+        dash.detail.tree.widget.value)
+    await dash.stop()
+
+
+async def test_toggle_and_select_name_a_bad_node_and_keep_no_phantom_nodes(
+    engine: WorkflowEngine,
+) -> None:
+    # review F6
+    from agentq.widgets.tree import RunTree
+
+    picked: list[object] = []
+    tree = RunTree(picked.append)
+    with pytest.raises(KeyError, match="no workflow is shown: no node 's:0'"):
+        tree.select("s:0")
+    with pytest.raises(KeyError, match="no workflow is shown"):
+        tree.toggle("s:0", True)
+    await engine.run(three_steps())
+    snap = await load_detail(engine.store, "three")
+    tree.show(snap)
+    for bad in (None, 5):
+        with pytest.raises(TypeError, match=f"node id must be a str, got .*{bad}"):
+            tree.select(bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="node id must be a str"):
+            tree.toggle(bad, True)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="is_open must be a bool, got 'yes'"):
+        tree.toggle("s:0", "yes")  # type: ignore[arg-type]
+    for junk in ("s:00", "s:\u0663", "zz", "s:"):
+        with pytest.raises(ValueError, match=re.escape(repr(junk))):
+            tree.toggle(junk, True)
+    for missing in ("s:99", "c:nope"):
+        with pytest.raises(KeyError, match=re.escape(f"workflow 'three' has no node {missing!r}")):
+            tree.toggle(missing, True)
+        with pytest.raises(KeyError, match=re.escape(repr(missing))):
+            tree.select(missing)
+    assert tree.open_nodes() == {"w"} and picked == []
+    tree.select("s:1")
+    assert picked == [("step", 1)]
+    # a forged toggle without "open" is ignored like other junk (it closed the node before)
+    before = tree.widget.value
+    tree._message(tree.widget, {"event": "toggle", "node": "w"}, [])
+    assert tree.widget.value == before and tree.open_nodes() == {"w"}
+
+
+async def test_the_kernel_acknowledges_the_pages_toggles_so_code_toggles_win_after(
+    engine: WorkflowEngine,
+) -> None:
+    # review F11: the page re-applied a node the person toggled over every later redraw.
+    from agentq.widgets.tree import ESM, RunTree
+
+    await engine.run(three_steps())
+    tree = RunTree()
+    tree.show(await load_detail(engine.store, "three"))
+    assert 'data-ack="0"' in tree.widget.value
+    tree._message(tree.widget, {"event": "toggle", "node": "w", "open": False, "seq": 3}, [])
+    assert 'data-ack="3"' in tree.widget.value and opened(tree.widget.value) == set()
+    tree.toggle("w", True)  # from code: drawn open, with the page's toggle acknowledged
+    assert 'data-ack="3"' in tree.widget.value and opened(tree.widget.value) == {"w"}
+    tree._message(tree.widget, {"event": "toggle", "node": "s:9", "open": True, "seq": 4}, [])
+    assert 'data-ack="4"' in tree.widget.value  # a stale node: heard, nothing else changes
+    assert "mine[1] <= ack" in ESM and "seq" in ESM
+
+
+async def test_without_anywidget_the_dashboard_works_and_the_tree_is_plain_html(
+    engine: WorkflowEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review F9: Dashboard(engine) raised MissingExtraError when only anywidget was missing.
+    from agentq.errors import MissingExtraError
+    from agentq.widgets import tree as tree_module
+
+    def missing() -> None:
+        raise MissingExtraError("'anywidget' is not installed")
+
+    monkeypatch.setattr(tree_module, "_widget_class", missing)
+    assert (await engine.run(agent_workflow(Tools()))).status == "waiting"
+    dash = Dashboard(engine)
+    await dash.refresh()
+    await dash.detail.show("trip")
+    tree = dash.detail.tree
+    assert not tree.interactive and type(tree.widget).__name__ == "HTML"
+    value = tree.widget.value
+    assert 'data-agentq="tree-static"' in value and "cannot open its detail" in value
+    assert 'data-node="c:approve"' in value and opened(value) == {"w", "s:0"}
+    tree.toggle("c:plan", True)
+    assert "c:plan" in opened(tree.widget.value)
+    await dash.detail.show("trip", call="plan")  # the show list still opens the detail
+    assert 'data-key="plan"' in dash.detail.html.value
+    await dash.stop()

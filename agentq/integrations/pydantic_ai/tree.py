@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentq.errors import UnknownWorkflowError
 from agentq.markup import MUTED, esc
 from agentq.store import CallRow, DurableStore
 from agentq.widgets import run_tree_html as tree_of_calls
@@ -56,8 +57,11 @@ async def run_tree(store: DurableStore, run_id: str) -> str:
     """Read `run_id`'s calls from `store` and return `run_tree_html` of them.
 
     Raises:
+        UnknownWorkflowError: No run (workflow) `run_id` is stored (as the engine raises for
+            an unknown id; a typo is not drawn as an empty tree).
         StoreError: The store failed.
     """
     row = await store.get_workflow(run_id)
-    state = row.state.value if row is not None else ""
-    return run_tree_html(run_id, await store.calls(run_id), state=state)
+    if row is None:
+        raise UnknownWorkflowError(f"run {run_id!r} is not in the store")
+    return run_tree_html(run_id, await store.calls(run_id), state=row.state.value)

@@ -6,7 +6,7 @@ Pure functions of `agentq.widgets._calls.CallCounts` snapshots; `steps_html` put
 
 from __future__ import annotations
 
-from agentq.markup import COLORS, FONT, MUTED, esc
+from agentq.markup import COLORS, FONT, MUTED, esc, esc_text
 from agentq.widgets._calls import CallCounts
 
 __all__ = ["call_counts_html", "call_totals_html"]
@@ -14,7 +14,7 @@ __all__ = ["call_counts_html", "call_totals_html"]
 
 def _part(count: int, text: str, status: str | None = None) -> str:
     style = "" if status is None else f' style="color:{COLORS[status][0]};font-weight:600"'
-    return f"<span{style}>{count} {esc(text)}</span>"
+    return f"<span{style}>{count} {esc_text(text)}</span>"
 
 
 def call_counts_html(counts: CallCounts | None, *, floor: int = 0) -> str:

@@ -19,6 +19,7 @@ from agentq.markup import (
     badge,
     clock_text,
     esc,
+    esc_text,
     fmt_seconds,
     json_text,
     more_html,
@@ -54,7 +55,7 @@ def json_html(value: Any, *, fold_at: int = FOLD_AT) -> str:
         text = json.dumps(value, indent=2, ensure_ascii=False, default=repr, sort_keys=False)
     except ValueError:
         text = repr(value)
-    pre = f'<pre data-agentq="json" style="{_PRE}">{esc(text)}</pre>'
+    pre = f'<pre data-agentq="json" style="{_PRE}">{esc_text(text)}</pre>'
     lines = text.count("\n") + 1
     if len(text) <= fold_at and lines <= 12:
         return pre
@@ -77,20 +78,20 @@ def error_block_html(error: ErrorInfo | Mapping[str, Any] | None) -> str:
         message = str(error.get("message", ""))
         trace = str(error.get("traceback") or "")
     out = (
-        f'<div data-agentq="detail-error" style="color:#b91c1c"><b>{esc(kind)}</b>: '
-        f"{esc(message)}</div>"
+        f'<div data-agentq="detail-error" style="color:#b91c1c"><b>{esc_text(kind)}</b>: '
+        f"{esc_text(message)}</div>"
     )
     if trace:
         out += (
             '<details data-agentq="traceback"><summary style="cursor:pointer">traceback'
-            f'</summary><pre style="{_PRE}">{esc(trace)}</pre></details>'
+            f'</summary><pre style="{_PRE}">{esc_text(trace)}</pre></details>'
         )
     return out
 
 
 def _table(rows: Iterable[tuple[str, str]]) -> str:
     body = "".join(
-        f'<tr><th style="{_TD};{MUTED};font-weight:500;white-space:nowrap">{esc(k)}</th>'
+        f'<tr><th style="{_TD};{MUTED};font-weight:500;white-space:nowrap">{esc_text(k)}</th>'
         f'<td style="{_TD}">{v}</td></tr>'
         for k, v in rows
         if v != ""
@@ -99,13 +100,13 @@ def _table(rows: Iterable[tuple[str, str]]) -> str:
 
 
 def _when(at: float | None) -> str:
-    return "" if at is None else esc(clock_text(at))
+    return "" if at is None else esc_text(clock_text(at))
 
 
 def _section(title: str, body: str) -> str:
     if not body:
         return ""
-    return f'<div style="margin:6px 0 2px;font-weight:600">{esc(title)}</div>{body}'
+    return f'<div style="margin:6px 0 2px;font-weight:600">{esc_text(title)}</div>{body}'
 
 
 def _frame(kind: str, attrs: str, title: str, body: str) -> str:
@@ -120,7 +121,7 @@ def _lasted(start: float | None, end: float | None, now: float) -> str:
     if start is None:
         return ""
     text = fmt_seconds((end if end is not None else now) - start)
-    return esc(text if end is not None else f"{text} …")
+    return esc_text(text if end is not None else f"{text} …")
 
 
 def workflow_detail_html(snap: DetailSnapshot, *, now: float) -> str:
@@ -129,7 +130,7 @@ def workflow_detail_html(snap: DetailSnapshot, *, now: float) -> str:
     end = wf.updated_at if wf.state.closed else None
     facts = _table([
         ("state", badge(wf.state.value)),
-        ("reason", esc(wf.reason) if wf.reason else ""),
+        ("reason", esc_text(wf.reason) if wf.reason else ""),
         ("started", _when(wf.created_at)),
         ("last event", _when(wf.updated_at)),
         ("duration", _lasted(wf.created_at, end, now)),
@@ -137,9 +138,9 @@ def workflow_detail_html(snap: DetailSnapshot, *, now: float) -> str:
     ])
     steps = "".join(
         f'<tr data-agentq="detail-step" data-index="{s.step_index}"><td style="{_TD}">'
-        f'{s.step_index}</td><td style="{_TD}">{esc(s.step_name)}</td><td style="{_TD}">'
+        f'{s.step_index}</td><td style="{_TD}">{esc_text(s.step_name)}</td><td style="{_TD}">'
         f'{badge(s.state.value)}</td><td style="{_TD}">{s.attempt}</td><td style="{_TD}">'
-        f'{esc(s.worker_id or "")}</td><td style="{_TD}">'
+        f'{esc_text(s.worker_id or "")}</td><td style="{_TD}">'
         f"{_lasted(s.started_at, s.finished_at, now)}</td></tr>"
         for s in snap.steps
     )
@@ -153,7 +154,7 @@ def workflow_detail_html(snap: DetailSnapshot, *, now: float) -> str:
         + _section("Steps", f'<table style="{_TABLE}"><tr>{head}</tr>{steps}</table>')
         + _section("Calls", _calls_table(snap.calls, now))
     )
-    title = f"workflow {esc(wf.workflow_id)}"
+    title = f"workflow {esc_text(wf.workflow_id)}"
     return _frame("workflow", f'data-workflow="{esc(wf.workflow_id)}"', title, body)
 
 
@@ -168,8 +169,8 @@ def _calls_table(calls: Iterable[CallRow], now: float) -> str:
     hidden = max(0, len(listed) - CALLS_LISTED)
     calls = listed[hidden:]
     rows = "".join(
-        f'<tr data-agentq="detail-call" data-key="{esc(c.key)}"><td style="{_TD}">{esc(c.key)}'
-        f'</td><td style="{_TD}">{esc(_call_name(c))}</td><td style="{_TD}">'
+        f'<tr data-agentq="detail-call" data-key="{esc(c.key)}"><td style="{_TD}">{esc_text(c.key)}'
+        f'</td><td style="{_TD}">{esc_text(_call_name(c))}</td><td style="{_TD}">'
         f'{badge(c.state.value)}</td><td style="{_TD}">{c.runs}</td><td style="{_TD}">'
         f"{_lasted(c.started_at, c.finished_at, now)}</td><td style=\"{_TD}\">"
         f"{json_text(c.usage, 80) if c.usage else ''}</td></tr>"
@@ -203,16 +204,16 @@ def step_detail_html(snap: DetailSnapshot, index: int, *, now: float) -> str:
     lease = ""
     if step.lease_expires_at is not None:
         left = step.lease_expires_at - now
-        lease = esc(f"token {step.lease_token}, expires {clock_text(step.lease_expires_at)}"
+        lease = esc_text(f"token {step.lease_token}, expires {clock_text(step.lease_expires_at)}"
                     f" ({'in ' + fmt_seconds(left) if left >= 0 else 'expired'})")
     elif step.lease_token:
-        lease = esc(f"token {step.lease_token} (released)")
+        lease = esc_text(f"token {step.lease_token} (released)")
     facts = _table([
         ("status", badge(step.state.value)),
         ("attempt", str(step.attempt)),
-        ("worker", esc(step.worker_id or "")),
+        ("worker", esc_text(step.worker_id or "")),
         ("lease", lease),
-        ("reason", esc(step.reason or "")),
+        ("reason", esc_text(step.reason or "")),
         ("retry at", _when(step.retry_at)),
         ("started", _when(step.started_at)),
         ("finished", _when(step.finished_at)),
@@ -231,10 +232,10 @@ def step_detail_html(snap: DetailSnapshot, index: int, *, now: float) -> str:
         body += _section("Resume input", json_html(step.resume_input))
     body += _section("Attempts", _attempts_table(snap, index, now))
     body += _section("Calls", _calls_table((c for c in snap.calls if c.step_index == index), now))
-    wf = esc(snap.workflow.workflow_id)
-    attrs = f'data-workflow="{wf}" data-step="{esc(step.step_name)}" data-index="{index}"'
-    return _frame("step", attrs, f"step {esc(step.step_name)} <span style=\"{MUTED}\">of "
-                  f"{wf}</span>", body)
+    wf = snap.workflow.workflow_id
+    attrs = f'data-workflow="{esc(wf)}" data-step="{esc(step.step_name)}" data-index="{index}"'
+    return _frame("step", attrs, f"step {esc_text(step.step_name)} <span style=\"{MUTED}\">of "
+                  f"{esc_text(wf)}</span>", body)
 
 
 def _wait_facts(step: StepRow, now: float) -> str:
@@ -243,10 +244,10 @@ def _wait_facts(step: StepRow, now: float) -> str:
     deadline = ""
     if step.wait_deadline is not None:
         left = step.wait_deadline - now
-        deadline = esc(f"{clock_text(step.wait_deadline)} "
+        deadline = esc_text(f"{clock_text(step.wait_deadline)} "
                        f"({'in ' + countdown_text(left) if left >= 0 else 'passed'})")
     return _table([
-        ("key", esc(step.wait_key or "")),
+        ("key", esc_text(step.wait_key or "")),
         ("deadline", deadline),
     ]) + (json_html(step.wait_details) if step.wait_details is not None else "")
 
@@ -254,12 +255,13 @@ def _wait_facts(step: StepRow, now: float) -> str:
 def _attempts_table(snap: DetailSnapshot, index: int, now: float) -> str:
     rows = []
     for a in attempts_of(snap.events, index):
-        error = error_block_html(a.error) if a.error else esc(a.reason or "")
+        error = error_block_html(a.error) if a.error else esc_text(a.reason or "")
         rows.append(
             f'<tr data-agentq="attempt" data-attempt="{a.number}" data-outcome="{esc(a.outcome)}">'
             f'<td style="{_TD}">{a.number}</td><td style="{_TD}">{badge(a.outcome)}</td>'
             f'<td style="{_TD}">{_when(a.started)}</td><td style="{_TD}">'
-            f'{_lasted(a.started, a.ended, now)}</td><td style="{_TD}">{esc(a.worker_id or "")}'
+            f'{_lasted(a.started, a.ended, now)}</td><td style="{_TD}">'
+            f'{esc_text(a.worker_id or "")}'
             f'</td><td style="{_TD}">{"" if a.lease_token is None else a.lease_token}</td>'
             f'<td style="{_TD}">{error}</td></tr>'
         )
@@ -283,18 +285,18 @@ def call_detail_html(snap: DetailSnapshot, key: str, *, now: float) -> str:
         raise KeyError(f"workflow {snap.workflow.workflow_id!r} has no call {key!r}")
     step = snap.step(call.step_index)
     facts = _table([
-        ("kind", esc(call.kind.value)),
+        ("kind", esc_text(call.kind.value)),
         ("state", badge(call.state.value)),
-        ("step", esc(step.step_name if step else call.step_index)),
+        ("step", esc_text(step.step_name if step else call.step_index)),
         ("attempt", str(call.attempt)),
         ("runs", str(call.runs)),
-        ("lane", esc(call.lane or "")),
-        ("fingerprint", esc(call.fingerprint or "")),
+        ("lane", esc_text(call.lane or "")),
+        ("fingerprint", esc_text(call.fingerprint or "")),
         ("started", _when(call.started_at)),
         ("finished", _when(call.finished_at)),
-        ("duration", esc(fmt_seconds(call.duration)) if call.duration is not None
+        ("duration", esc_text(fmt_seconds(call.duration)) if call.duration is not None
          else _lasted(call.started_at, call.finished_at, now)),
-        ("reason", esc(call.reason or "")),
+        ("reason", esc_text(call.reason or "")),
     ])
     body = facts
     if call.label:
@@ -308,6 +310,7 @@ def call_detail_html(snap: DetailSnapshot, key: str, *, now: float) -> str:
         title = "Output" if call.kind.value == "call" else "Answer"
         body += _section(title, json_html(call.output))
     body += _section("Error", error_block_html(call.error))
-    wf = esc(snap.workflow.workflow_id)
-    attrs = f'data-workflow="{wf}" data-key="{esc(key)}"'
-    return _frame("call", attrs, f"call {esc(key)} <span style=\"{MUTED}\">of {wf}</span>", body)
+    wf = snap.workflow.workflow_id
+    attrs = f'data-workflow="{esc(wf)}" data-key="{esc(key)}"'
+    return _frame("call", attrs, f"call {esc_text(key)} <span style=\"{MUTED}\">of "
+                  f"{esc_text(wf)}</span>", body)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentq.markup import COLORS, FONT, MUTED, badge, clock_text, esc, json_text, short
+from agentq.markup import COLORS, FONT, MUTED, badge, clock_text, esc, esc_text, json_text, short
 from agentq.store import StepRow
 from agentq.workflows import Recorded, RunResult, StepStatus
 
@@ -82,7 +82,7 @@ def wait_html(
             left = row.wait_deadline - now
             note = (f' <span data-agentq="countdown" data-left="{int(left)}">(in '
                     f"{countdown_text(left)})</span>")
-        parts.append(f"answer by {esc(_when(row.wait_deadline))}{note}")
+        parts.append(f"answer by {esc_text(_when(row.wait_deadline))}{note}")
     deadline = "" if row.wait_deadline is None else f' data-deadline="{row.wait_deadline}"'
     return (
         f'<div data-agentq="wait" data-key="{esc(row.wait_key)}"{deadline} '
@@ -133,7 +133,8 @@ def outcome_html(
     if error is not None:
         return (
             f'<div {head} data-outcome="error" style="{FONT};color:{COLORS["error"][0]}">'
-            f"could not {esc(verb)} {who}: {esc(type(error).__name__)}: {short(error, 200)}</div>"
+            f"could not {esc_text(verb)} {who}: {esc_text(type(error).__name__)}: "
+            f"{short(error, 200)}</div>"
         )
     if result is None:
         return (
@@ -141,14 +142,14 @@ def outcome_html(
         )
     if isinstance(result, Recorded):
         return (
-            f'<div {head} data-outcome="recorded" style="{FONT}">{esc(done)} {who}: recorded; '
+            f'<div {head} data-outcome="recorded" style="{FONT}">{esc_text(done)} {who}: recorded; '
             f"an engine serving definition {short(result.definition, 40)} runs it on</div>"
         )
     status = result.status.value
     where = f" at {short(result.step, 40)}" if result.step and status != "completed" else ""
     why = f" ({short(result.reason, 100)})" if result.reason else ""
     return (
-        f'<div {head} data-outcome="{status}" style="{FONT}">{esc(done)} {who} → workflow '
+        f'<div {head} data-outcome="{status}" style="{FONT}">{esc_text(done)} {who} → workflow '
         f"{badge(status)}{where}{why}</div>"
     )
 

@@ -17,6 +17,7 @@ from agentq.markup import (
     badge,
     clock_text,
     esc,
+    esc_text,
     fmt_seconds,
     more_html,
     short,
@@ -58,7 +59,7 @@ def _bar(value: int, total: int, color: str, label: str) -> str:
         f'<td style="padding:3px 6px;white-space:nowrap" title="{esc(label)}">'
         f'<span style="display:inline-block;vertical-align:middle;width:80px;height:12px;'
         f'background:#e5e7eb;border-radius:3px;overflow:hidden"><span style="display:block;'
-        f'width:{pct:.1f}%;height:100%;background:{color}"></span></span> {esc(label)}</td>'
+        f'width:{pct:.1f}%;height:100%;background:{color}"></span></span> {esc_text(label)}</td>'
     )
 
 
@@ -84,7 +85,7 @@ def lanes_html(lanes: Sequence[LaneSnapshot]) -> str:
         queued = _bar(lane.queued, lane.capacity, COLORS["waiting"][0],
                       f"{lane.queued}/{lane.capacity} queued")
         rows.append(
-            f'<tr {attrs}><td style="padding:3px 6px"><b>{esc(name)}</b></td>{running}{queued}'
+            f'<tr {attrs}><td style="padding:3px 6px"><b>{esc_text(name)}</b></td>{running}{queued}'
             f'<td {cell} title="completed jobs"><span style="color:{COLORS["completed"][0]}">'
             f"✔ {lane.completed}</span></td>"
             f'<td {cell} title="failed jobs"><span style="color:{COLORS["failed"][0]}">'
@@ -129,7 +130,7 @@ def _lease_note(row: StepRow, now: float) -> str:
     until = clock_text(row.lease_expires_at) if row.lease_expires_at < 1e11 else "never"
     return (
         f'<span data-agentq="lease" style="{MUTED}" title="lease held until {esc(until)}">'
-        f"leased by {short(row.worker_id or '?', 60)} · {esc(when)}</span>"
+        f"leased by {short(row.worker_id or '?', 60)} · {esc_text(when)}</span>"
     )
 
 
@@ -181,7 +182,7 @@ def steps_html(
                  if counts.get(s)]
         summary = (
             f'<div data-agentq="counts" style="display:flex;gap:6px;padding:2px 0 6px">'
-            f'<span style="{MUTED}">{esc(counted)}</span>{"".join(parts)}</div>'
+            f'<span style="{MUTED}">{esc_text(counted)}</span>{"".join(parts)}</div>'
         )
     titles = ["workflow", "step", "status", "attempt", "worker", "duration", "reason / error"]
     if calls is not None:
@@ -224,7 +225,8 @@ def steps_html(
             f'<td style="padding:2px 8px">{badge(status)}</td>'
             f'<td style="padding:2px 8px;text-align:right">{_attempt_cell(row)}</td>'
             f'<td style="padding:2px 8px;{MUTED}">{short(row.worker_id or "", 24)}</td>'
-            f'<td style="padding:2px 8px;white-space:nowrap" title="{esc(tip)}">{esc(text)}</td>'
+            f'<td style="padding:2px 8px;white-space:nowrap" title="{esc(tip)}">'
+            f'{esc_text(text)}</td>'
             f'{calls_cell}<td style="padding:2px 8px">{note}</td></tr>'
         )
     if not body:

@@ -7,26 +7,35 @@ browser code on top: it keeps the nodes the person opened open across redraws an
 click on a label into a selection. Which nodes are open is an argument (`open_nodes`), so a
 redraw from the kernel keeps them open too.
 
-Caps: a node lists at most `limit` children (the latest: a running agent's newest calls stay
-visible), after a "… n more calls not shown" line; `nodes` caps the whole tree (the
-export's size bound). Every title, fact, id and key is escaped.
+Caps (`cap_tree`, one rule for the live tree and the export): what matters is kept. A node
+lists at most `limit` children, chosen in this order: the ones that run, wait or failed (or hold
+such a node below them), then the latest that ran (a running agent's newest calls), then the
+next pending ones (the steps after the current one); the chosen are drawn in their order. The
+`nodes` budget is then spent level by level, newest first, after the nodes that run, wait or
+failed and their parents: the waiting step and the newest model request are drawn before old
+history. Every child cut, by either cap, is counted on its parent's "… n more … not shown"
+line. Every title, fact, id and key is escaped; titles and facts are isolated (``<bdi>``).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Collection, Sequence
 
-from agentq.markup import FONT, MUTED, badge, esc, more_html, short
+from agentq.markup import FONT, MUTED, badge, check_count, esc, esc_text, more_html, short
 from agentq.store import CallRow, StepRow, WorkflowRow
 from agentq.widgets._tree import TreeNode, build_tree
 
-__all__ = ["TREE_CHILDREN", "run_tree_html", "tree_html"]
+__all__ = ["HOT_STATES", "TREE_CHILDREN", "cap_tree", "run_tree_html", "tree_html"]
 
 TREE_CHILDREN = 50
 """Children listed per node (the latest ones); the earlier ones are counted on a "more" line."""
 
 FACT_CHARS = 100
 """A fact longer than this (an error message) is shortened; the full text is its tooltip."""
+
+HOT_STATES = frozenset({"leased", "waiting", "failed", "started"})
+"""States of the nodes a cap never cuts first: running steps and calls, waits, failures."""
 
 _INDENT = "margin-left:16px"
 _WHAT = {"workflow": "steps", "step": "calls", "model": "calls"}
@@ -40,8 +49,64 @@ def _label(node: TreeNode) -> str:
     return (
         f'<span data-agentq="tree-label" data-select="{esc(node.node)}" '
         f'style="{weight}cursor:pointer;text-decoration:underline dotted" '
-        f'title="open its detail">{esc(node.title)}</span> {badge(node.state)}{extra}'
+        f'title="open its detail">{esc_text(node.title)}</span> {badge(node.state)}{extra}'
     )
+
+
+def _hot(node: TreeNode, memo: dict[int, bool]) -> bool:
+    """Whether `node` runs, waits or failed, or holds such a node below it."""
+    key = id(node)
+    if key not in memo:
+        memo[key] = node.state in HOT_STATES or any(_hot(c, memo) for c in node.children)
+    return memo[key]
+
+
+def cap_tree(root: TreeNode, *, limit: int, nodes: int | None) -> dict[int, list[TreeNode]]:
+    """Choose the nodes drawn under the caps (see the module docstring).
+
+    Args:
+        root: The tree.
+        limit: Children drawn per node at most.
+        nodes: Nodes drawn in all at most (None: no cap).
+
+    Returns:
+        ``id(node) -> its children drawn, in their order`` for every node drawn (the root
+        always is).
+    """
+    memo: dict[int, bool] = {}
+    chosen: dict[int, list[TreeNode]] = {}
+
+    def preferred(node: TreeNode) -> list[TreeNode]:
+        if id(node) not in chosen:
+            ranked = sorted(
+                enumerate(node.children),
+                key=lambda ic: (0, -ic[0]) if _hot(ic[1], memo) else (
+                    (2, ic[0]) if ic[1].state == "pending" else (1, -ic[0])),
+            )
+            chosen[id(node)] = [child for _, child in ranked[:limit]]
+        return chosen[id(node)]
+
+    left = -1 if nodes is None else nodes - 1
+    drawn: dict[int, list[TreeNode]] = {id(root): []}
+    for hot_only in (True, False):  # the hot paths first, then the rest, level by level
+        queue = deque([root])
+        while queue and left != 0:
+            node = queue.popleft()
+            for child in preferred(node):
+                if hot_only and not _hot(child, memo):
+                    continue
+                if id(child) not in drawn:
+                    if left == 0:
+                        break
+                    left -= 1
+                    drawn[id(child)] = []
+                    drawn[id(node)].append(child)
+                queue.append(child)
+    position = {id(child): i for node in (root, *root.walk()) for i, child in
+                enumerate(node.children)}
+    for kids in drawn.values():
+        kids.sort(key=lambda child: position[id(child)])
+    return drawn
 
 
 def tree_html(
@@ -57,9 +122,10 @@ def tree_html(
     Args:
         root: The workflow's node (`agentq.widgets._tree.build_tree`).
         open_nodes: Node ids drawn expanded (``"w"``, ``"s:0"``, ``"c:<key>"``).
-        limit: Children listed per node, the latest ones (>= 1).
-        nodes: At most this many nodes in all (None: no cap); the rest are counted on the
-            "more" lines.
+        limit: Children listed per node (>= 1): those that run, wait or failed first, then
+            the latest (`cap_tree`).
+        nodes: At most this many nodes in all (None: no cap), spent on what runs, waits or
+            failed first, then newest first; the rest are counted on the "more" lines.
         detail: Optional ``node -> HTML`` embedded in each node (the static export puts each
             node's detail view there, folded in a ``<details data-agentq="tree-detail">``).
 
@@ -70,28 +136,22 @@ def tree_html(
         node id) and ``data-agentq="more"`` lines where children are cut.
 
     Raises:
-        ValueError: `limit` < 1 or `nodes` < 1.
+        TypeError: `limit` or `nodes` is not an int (the message names it).
+        ValueError: `limit` < 1 or `nodes` < 1 (the message names it).
     """
-    if limit < 1 or (nodes is not None and nodes < 1):
-        raise ValueError(f"limit and nodes must be >= 1, got {limit!r} and {nodes!r}")
-    budget = [nodes if nodes is not None else -1]
+    check_count(limit, "limit")
+    if nodes is not None:
+        check_count(nodes, "nodes")
+    drawn = cap_tree(root, limit=limit, nodes=nodes)
     opened = frozenset(open_nodes)
 
     def draw(node: TreeNode) -> str:
-        budget[0] -= 1
         attrs = (
             f'data-agentq="tree-node" data-node="{esc(node.node)}" data-kind="{node.kind}" '
             f'data-state="{esc(node.state)}"'
         )
-        kids = node.children[-limit:]
-        hidden = len(node.children) - len(kids)
-        drawn: list[str] = []
-        for child in kids:
-            if budget[0] == 0:
-                hidden += len(kids) - len(drawn)
-                break
-            drawn.append(draw(child))
-        more = more_html(hidden, _WHAT.get(node.kind, "items"))
+        kids = drawn[id(node)]
+        more = more_html(len(node.children) - len(kids), _WHAT.get(node.kind, "items"))
         inner = ""
         if detail is not None:
             body = detail(node)
@@ -99,12 +159,13 @@ def tree_html(
                 '<details data-agentq="tree-detail"><summary style="cursor:pointer;'
                 f'{MUTED}">detail</summary>{body}</details>'
             )
-        if not (drawn or more or inner):
+        if not (kids or more or inner):
             return f'<div {attrs} style="padding:1px 0 1px 14px">{_label(node)}</div>'
         is_open = " open" if node.node in opened else ""
         return (
             f"<details {attrs}{is_open}><summary style=\"padding:1px 0\">{_label(node)}"
-            f'</summary><div style="{_INDENT}">{inner}{more}{"".join(drawn)}</div></details>'
+            f'</summary><div style="{_INDENT}">{inner}{more}'
+            f'{"".join(draw(child) for child in kids)}</div></details>'
         )
 
     return (

@@ -186,10 +186,7 @@ def _fits(value: Any, depth: int) -> bool:
     if kind is list or kind is tuple or isinstance(value, list | tuple):
         if depth >= MAX_DEPTH:
             return False
-        for item in value:
-            if type(item) is not str and not _fits(item, depth + 1):
-                return False
-        return True
+        return all(type(item) is str or _fits(item, depth + 1) for item in value)
     if isinstance(value, int):
         return value.bit_length() <= _MAX_INT_BITS
     return True  # a float or str subclass

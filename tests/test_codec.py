@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentq.codec import MAX_DEPTH, _find_problem, _MAX_INT_BITS, encode
+from agentq.codec import _MAX_INT_BITS, MAX_DEPTH, _find_problem, encode
 from agentq.errors import PayloadError
 
 

@@ -283,6 +283,9 @@ class Services:
         Returns:
             The class name of the service that would run it.
 
+        The call's own arguments are bound (no copies: nothing runs), against the method's
+        signature read once per function (`_signature`).
+
         Raises:
             UnknownFunctionError: No involved service offers the function.
             CallArgumentError: The arguments do not fit the signature.

@@ -220,3 +220,22 @@ def test_results_are_plain_json_even_for_mpmath_and_decimal_values() -> None:
     assert log == {"result": "2.7993"}
     assert root == {"result": "1.41421"}
     assert (mpmath.mp.dps, decimal.getcontext().prec) == (dps, prec)
+
+
+def test_the_replay_checks_a_call_text_once_and_a_bad_one_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from examples.bfcl_replay.replay import ReplayEnv
+
+    env = ReplayEnv(host=None)  # type: ignore[arg-type]  # checking needs no host
+    task = _task(("TwitterAPI",), {"TwitterAPI": {"authenticated": True}})
+    checked: list[str] = []
+    check = Services.check
+    monkeypatch.setattr(Services, "check", lambda s, c: checked.append(c.text) or check(s, c))
+    good = parse_call("post_tweet(content='hi')")
+    bad = parse_call("post_tweet(colour='red')")
+    for _ in range(3):  # a turn's step runs again after each approval
+        env.check(task, good)
+        with pytest.raises(CallArgumentError):
+            env.check(task, bad)
+    assert checked == [good.text] + [bad.text] * 3

@@ -13,7 +13,10 @@ Rows, all in this one process on this machine:
 
 No transient errors, no crash: each row does the same calls once (1142 for the 200 base tasks).
 Each row is run ``--repeat`` times on fresh files; the best time is reported (and the median
-beside it).
+beside it), with the process's CPU time of that run (all threads: the loop, agentq's SQLite
+connection thread, the worker threads that apply the calls) and per tool call, and the load
+average before and after: on a loaded machine the wall ratios move with the load, the CPU
+columns much less.
 
 Usage: python bench/replay.py [--repeat 3] [--tasks N] [--category base|...|all]
 """
@@ -96,14 +99,21 @@ def main() -> None:
         f"BFCL replay ({args.category}): {len(tasks)} tasks, {steps} steps, {calls} tool calls"
         f" · best of {args.repeat} · Python {platform.python_version()} · {os.cpu_count()} CPUs"
     )
-    print(f"{'':40} {'best':>9} {'median':>9} {'calls/s':>9} {'vs direct':>10} {'vs host':>8}")
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{'':40} {'best':>9} {'median':>9} {'calls/s':>9} {'vs direct':>10} {'vs host':>8}"
+        f" {'CPU':>8} {'CPU/call':>9}"
+    )
     floor: dict[str, float] = {}
     for name, run in rows:
-        times = []
+        times, cpus = [], []
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory(prefix="bfcl-bench-") as folder:
+                cpu = time.process_time()
                 times.append(run(tasks, Path(folder)))
+                cpus.append(time.process_time() - cpu)
         best = min(times)
+        cpu = cpus[times.index(best)]
         rate = calls / best
         floor.setdefault("direct", rate)
         host = floor.get("host")
@@ -112,7 +122,9 @@ def main() -> None:
         print(
             f"{name:40} {best:8.3f}s {statistics.median(times):8.3f}s {rate:9,.0f} "
             f"{rate / floor['direct']:9.3f}x " + (f"{rate / host:7.3f}x" if host else f"{'':>8}")
+            + f" {cpu:7.2f}s {cpu / calls * 1e6:7,.0f}µs"
         )
+    print(f"load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ import functools
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import agentq.tracing as tracing
@@ -99,7 +98,11 @@ def _retrieved(task: asyncio.Task[Any]) -> None:
 
 
 def _json_object(value: object, what: str) -> dict[str, Any] | None:
-    """`value` as a stored JSON object, or None.
+    """`value` checked as a stored JSON object: a shallow copy of it, or None.
+
+    Checked (encoded once), not normalised: the store checks and copies it again as it
+    records it (`DurableStore.start_call` and ``wait_step`` keep their own decoded copy, tuples
+    made lists), so decoding it here too would only be thrown away.
 
     Raises:
         TypeError: Not a dict with str keys (nor None).
@@ -110,8 +113,8 @@ def _json_object(value: object, what: str) -> dict[str, Any] | None:
         return None
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise TypeError(f"{what} must be a dict with str keys or None, got {value!r:.200}")
-    stored = decode(encode(dict(value), what))
-    assert isinstance(stored, dict)
+    stored = dict(value)
+    encode(stored, what)
     return stored
 
 
@@ -234,7 +237,7 @@ class CallLog:
         with tracing.call_span(self._workflow_id, job.key, label, str(job.priority)) as span:
             output = await self._run(job, fingerprint, label, usage)
             row = self._rows.get(job.key)
-            if row is not None:
+            if row is not None and row.usage:
                 span.update(tracing.usage_attributes(row.usage))
             return output
 
@@ -257,7 +260,18 @@ class CallLog:
         # The job runs in a task of its own, so that a cancelled step can stop a call that
         # has not started yet and let one that has started run on and be recorded.
         inner = asyncio.get_running_loop().create_task(
-            self._queue.push_and_wait(replace(job, key=queue_key, persist=False))
+            self._queue.push_and_wait(
+                Job(
+                    queue_key,
+                    job.fn,
+                    job.priority,
+                    timeout=job.timeout,
+                    retry=job.retry,
+                    fingerprint=job.fingerprint,
+                    name=job.name,
+                    persist=False,
+                )
+            )
         )
         self._inner[key] = (inner, queue_key)
         try:

@@ -122,6 +122,7 @@ class ReplayEnv:
     crash: CrashPlan | None = None
     approvals_read: int = 0
     _checkers: dict[str, Services] = field(default_factory=dict, init=False, repr=False)
+    _checked: set[tuple[str, str]] = field(default_factory=set, init=False, repr=False)
 
     def checker(self, task: Task) -> Services:
         """Fresh services of a task, used only to check calls before any runs (cached)."""
@@ -129,6 +130,20 @@ class ReplayEnv:
         if services is None:
             services = self._checkers[task.id] = Services.fresh(task)
         return services
+
+    def check(self, task: Task, call: Call) -> None:
+        """Check that a call of a task can be made (see `Services.check`), once per call text.
+
+        The verdict cannot change (the checker's services never run a call), and a turn's
+        step runs again after each approval: a call that passed is not bound again.
+
+        Raises:
+            CallError: The function is unknown or the arguments do not fit.
+        """
+        seen = (task.id, call.text)
+        if seen not in self._checked:
+            self.checker(task).check(call)
+            self._checked.add(seen)
 
     def call_job(self, task: Task, turn: int, index: int, call: Call) -> Job:
         """Return the job of one call: its key, its lane, its retry policy.
@@ -177,10 +192,9 @@ async def run_turn(env: ReplayEnv, task: Task, turn: int, ctx: StepContext) -> J
         calls = task.turn_calls(turn)
     except CallParseError as error:
         raise NonRetryable(str(error)) from error
-    checker = env.checker(task)
     for index, call in enumerate(calls):
         try:
-            checker.check(call)
+            env.check(task, call)
         except CallError as error:
             raise NonRetryable(f"turn {turn} call {index}: {error}") from error
     output: JsonObject = {}

@@ -182,6 +182,32 @@ def test_the_shared_mutable_default_of_post_tweet_never_leaks() -> None:
     assert getattr(twitter, "post_tweet").__defaults__ == ([], [])  # noqa: B009
 
 
+def test_a_signature_is_read_once_per_function_and_checking_copies_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import copy
+    import inspect
+
+    from examples.bfcl_replay import services as module
+
+    read: list[object] = []
+    copied: list[object] = []
+    signature, deepcopy = inspect.signature, copy.deepcopy
+    monkeypatch.setattr(module, "_SIGNATURES", {})
+    monkeypatch.setattr(inspect, "signature", lambda f: read.append(f) or signature(f))
+    config = {"TwitterAPI": {"authenticated": True}}
+    first, second = (Services.fresh(_task(("TwitterAPI",), config)) for _ in range(2))
+    monkeypatch.setattr(copy, "deepcopy", lambda v, *a: copied.append(v) or deepcopy(v, *a))
+    post = parse_call("post_tweet(content='hi', tags=['#a'])")
+    for services in (first, second, first):  # two instances: one function
+        services.check(post)
+    assert (len(read), copied) == (1, [])
+    first.invoke(post)
+    assert len(read) == 1 and copied  # invoking still copies its arguments
+    with pytest.raises(CallArgumentError, match="unexpected keyword"):
+        second.check(parse_call("post_tweet(content='hi', colour='red')"))
+
+
 def test_results_are_plain_json_even_for_mpmath_and_decimal_values() -> None:
     import decimal
 
@@ -194,3 +220,22 @@ def test_results_are_plain_json_even_for_mpmath_and_decimal_values() -> None:
     assert log == {"result": "2.7993"}
     assert root == {"result": "1.41421"}
     assert (mpmath.mp.dps, decimal.getcontext().prec) == (dps, prec)
+
+
+def test_the_replay_checks_a_call_text_once_and_a_bad_one_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from examples.bfcl_replay.replay import ReplayEnv
+
+    env = ReplayEnv(host=None)  # type: ignore[arg-type]  # checking needs no host
+    task = _task(("TwitterAPI",), {"TwitterAPI": {"authenticated": True}})
+    checked: list[str] = []
+    check = Services.check
+    monkeypatch.setattr(Services, "check", lambda s, c: checked.append(c.text) or check(s, c))
+    good = parse_call("post_tweet(content='hi')")
+    bad = parse_call("post_tweet(colour='red')")
+    for _ in range(3):  # a turn's step runs again after each approval
+        env.check(task, good)
+        with pytest.raises(CallArgumentError):
+            env.check(task, bad)
+    assert checked == [good.text] + [bad.text] * 3

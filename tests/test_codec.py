@@ -1,0 +1,98 @@
+"""`agentq.codec.encode`: its fast path (the C encoder, then a walk without paths) refuses
+exactly what the path-naming walk (`_find_problem`) refuses, with the same message."""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentq.codec import _MAX_INT_BITS, MAX_DEPTH, _find_problem, encode
+from agentq.errors import PayloadError
+
+
+class Colour(enum.IntEnum):
+    RED = 1
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),  # NaN and infinities included: refused
+    st.text(),
+    st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=2),
+    st.just(1 << (_MAX_INT_BITS + 1)),
+    st.just(Colour.RED),
+    st.sets(st.integers(), max_size=2),
+    st.binary(max_size=3),
+)
+_keys = st.one_of(st.text(max_size=4), st.integers(), st.none(), st.booleans())
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(_keys, inner, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+def _reference(value: Any) -> str:
+    """What `encode` returned before its fast path: walk with paths, then encode."""
+    problem = _find_problem(value, "output")
+    if problem:
+        raise PayloadError(problem, "output")
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_values)
+def test_encode_refuses_and_names_exactly_what_the_walk_does(value: Any) -> None:
+    try:
+        expected: str | PayloadError = _reference(value)
+    except PayloadError as error:
+        expected = error
+    if isinstance(expected, PayloadError):
+        with pytest.raises(PayloadError) as info:
+            encode(value, "output")
+        assert str(info.value) == str(expected)
+    else:
+        assert encode(value, "output") == expected
+
+
+def test_what_the_json_encoder_takes_but_agentq_refuses_is_named() -> None:
+    cases: list[tuple[Any, str]] = [
+        ({"a": {1: "x"}}, "output['a'] has a key 1 of type int; keys must be str"),
+        ([1, 1 << (_MAX_INT_BITS + 1)], "output[1] is an int of"),
+        (["ok", "\ud800"], "output[1] has a lone surrogate at index 0"),
+        ({"\udc80": 1}, "output key '\\udc80' has a lone surrogate"),
+    ]
+    for value, message in cases:
+        with pytest.raises(PayloadError) as info:
+            encode(value, "output")
+        assert str(info.value).startswith(message), str(info.value)
+
+
+def test_nesting_at_the_limit_is_kept_and_one_deeper_refused() -> None:
+    def nested(levels: int) -> Any:
+        value: Any = 0
+        for _ in range(levels):
+            value = [value]
+        return value
+
+    assert encode(nested(MAX_DEPTH)) == "[" * MAX_DEPTH + "0" + "]" * MAX_DEPTH
+    with pytest.raises(PayloadError, match=f"nested more than {MAX_DEPTH} levels"):
+        encode(nested(MAX_DEPTH + 1))
+
+
+def test_a_cycle_is_named_not_a_recursion_error() -> None:
+    cycle: list[Any] = [1]
+    cycle.append([cycle, cycle])
+    with pytest.raises(PayloadError, match="a cycle"):
+        encode(cycle, "output")

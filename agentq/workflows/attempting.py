@@ -135,7 +135,7 @@ class AttemptRunner:
             if await until(waker, handle.stopped()):
                 await log.settle()
             else:
-                self.wakers.linger(wf.id, handle)
+                self.wakers.linger(wf.id, _stopped(handle, log, lease))
         except (asyncio.CancelledError, QueueClosed):
             # This engine is closing (or the whole program), or the queue closed: record
             # nothing, as a crash would, and hand the lease back once the body has stopped
@@ -148,6 +148,8 @@ class AttemptRunner:
             await lease.stop()
         execution = lease.execution
         if lease.lost:  # another worker's now, or closed: record nothing, claim again
+            if wf.id not in self.wakers.lingering():  # the body has stopped: lift the fence
+                await finish(lease.hand_back())
             return Again(0.0)
         try:
             return await self.recorder.record(wf, step, execution, outcome, ctx)
@@ -187,6 +189,17 @@ class AttemptRunner:
         handle = getattr(accepted, "handle", None)
         assert isinstance(handle, JobHandle), f"step attempt keys are unique: {accepted!r}"
         return handle
+
+
+async def _stopped(handle: JobHandle, log: CallLog, lease: Lease) -> None:
+    """Wait until a cancelled attempt's body has returned and its durable calls have been
+    recorded (a call that reached the world keeps its outcome after a cancel), then hand
+    its lease back: a lease a cancel revoked fences the step from other workers until then
+    (or until it expires)."""
+    await handle.stopped()
+    with contextlib.suppress(Exception):  # a store failure: the call stays in doubt
+        await log.settle()
+    await lease.hand_back()
 
 
 async def _release(lease: Lease, handle: JobHandle | None, log: CallLog) -> None:

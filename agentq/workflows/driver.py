@@ -165,6 +165,10 @@ class Driver:
             handle.cancel()
         self._wakers.wake(workflow_id)
 
+    async def drain(self) -> None:
+        """Wait for the bodies cancels left running and their durable calls (`Wakers.drain`)."""
+        await self._wakers.drain()
+
     def tables(self) -> dict[str, int]:
         """How many entries each of the driver's per-workflow tables holds (for tests)."""
         return {
@@ -337,6 +341,6 @@ class Driver:
         if gone_reason(holder) is None:
             return False
         row = (await self.store.step_rows(workflow_id))[index]
-        if row.state is StepState.LEASED and row.worker_id == holder:
+        if row.worker_id == holder:  # leased, or fenced by a lease a cancel revoked
             await take_back(self.store, row, self.clock.time())
         return True  # taken back, or it moved on meanwhile: claim again

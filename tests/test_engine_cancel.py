@@ -62,6 +62,33 @@ async def test_cancel_during_an_hour_long_backoff_returns_at_once(
     assert ks.count("StepStarted") == 1 and ks[-1] == "WorkflowCancelled"
 
 
+async def test_a_remote_cancel_during_a_backoff_is_seen_within_a_third_of_the_lease(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    """Finding 3: a cancel from another engine during an hour-long backoff ends the owner's
+    run within lease_ttl / 3 of the clock (no lease is held then, the run claims again)."""
+
+    async def down(ctx: StepContext) -> None:
+        raise ConnectionError("gateway down")
+
+    hourly = RetryPolicy(3, Backoff.fixed(3600))
+    wf = Workflow("wf-remote-backoff", [StepDef("s", down, retry=hourly)])
+    async with Queue(clock=clock) as qa, Queue(clock=clock) as qb:
+        a = WorkflowEngine(qa, store, worker_id="a", lease_ttl=30.0, clock=clock)
+        b = WorkflowEngine(qb, store, worker_id="b", lease_ttl=30.0, clock=clock)
+        run = asyncio.ensure_future(a.run(wf))
+        async with asyncio.timeout(BOUND):
+            await recorded(store, wf.id, "RetryScheduled")
+            await clock.wait_for_sleepers(1)  # the backoff
+        start = clock.time()
+        assert await b.cancel(wf.id, "elsewhere")
+        await clock.advance(10.0)  # a third of the lease, not the hour
+        async with asyncio.timeout(BOUND):
+            result = await run
+    assert result.status is RunStatus.CANCELLED and result.reason == "elsewhere"
+    assert clock.time() - start == 10.0
+
+
 async def test_cancel_while_polling_a_step_another_worker_holds(
     store: DurableStore, clock: FakeClock
 ) -> None:

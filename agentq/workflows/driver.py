@@ -252,7 +252,10 @@ class Driver:
             if isinstance(claim, WorkflowClosed):
                 return await closed_result(self.store, wf.id)
             if isinstance(claim, NotBefore):  # a retry scheduled by any engine, any process
-                await self.pause(waker, claim.retry_at - self.clock.time())
+                # claim again at least every lease_ttl / 3 (as a lease renews): a cancel from
+                # elsewhere during a long backoff is seen within that bound
+                wait = min(claim.retry_at - self.clock.time(), self.lease_ttl / 3)
+                await self.pause(waker, wait)
                 continue
             if isinstance(claim, HeldByOther):
                 if await self._take_back(wf.id, index, claim.worker_id):

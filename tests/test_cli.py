@@ -287,6 +287,34 @@ def test_a_foreign_sqlite_database_is_not_touched(tmp_path: Path) -> None:
     assert "not an agentq database" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("setup", "has"),
+    [
+        ("PRAGMA journal_mode = wal", "no tables"),  # blank: finding 4
+        ("CREATE TABLE users (id INTEGER)", "users"),  # finding 5: never switched to WAL
+        ("CREATE TABLE users (id INTEGER); PRAGMA user_version = 2", "users"),
+    ],
+)
+def test_a_sqlite_file_without_agentq_tables_is_refused_byte_for_byte(
+    tmp_path: Path, setup: str, has: str
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "notes.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(setup)
+    conn.close()
+    before = path.read_bytes()
+    for argv in (["ls"], ["events"], ["cancel", "wf"]):
+        result = run(*argv[:1], str(path), *argv[1:])
+        assert result.exit_code == 1
+        assert result.stderr == (
+            f"agentq: {str(path)!r} is a SQLite database, not an agentq database (it has "
+            f"{has}); the file was left as it was\n"
+        )
+    assert path.read_bytes() == before  # the journal mode is in the header: not switched
+
+
 def test_a_directory_is_refused(tmp_path: Path) -> None:
     result = run("ls", str(tmp_path))
     assert result.exit_code == 1 and "is a directory" in result.stderr

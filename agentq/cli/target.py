@@ -119,7 +119,7 @@ def _check_sqlite(path: Path) -> None:
             conn.close()
     except sqlite3.Error as exc:
         raise Refused(f"{str(path)!r} is not a SQLite database ({exc})") from exc
-    if not _AGENTQ_TABLES <= tables:
+    if not _AGENTQ_TABLES.issubset(tables):
         found = ", ".join(sorted(tables)[:8]) if tables else "no tables"
         raise Refused(
             f"{str(path)!r} is a SQLite database, not an agentq database (it has "

@@ -435,6 +435,12 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WorkersOptions, str |
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be >= 1, got {args.workers}")
+    if not 0 <= args.transient_rate < 1:  # NaN too
+        parser.error(f"--transient-rate must be in [0, 1), got {args.transient_rate}")
+    if args.tasks is not None and args.tasks < 1:
+        parser.error(f"--tasks must be >= 1, got {args.tasks}")
+    if args.dsn is None and args.serve is None and "--pg-schema" in (argv or sys.argv[1:]):
+        parser.error("--pg-schema needs --dsn (the SQLite store has no schema)")
     if args.kill_one and args.workers < 2:
         parser.error("--kill-one needs --workers 2 or more (a survivor finishes the work)")
     services = args.services_db or args.db.with_name(f"{args.db.stem}-services.db")

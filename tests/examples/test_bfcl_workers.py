@@ -168,6 +168,11 @@ def _check_killed_run(report: WorkersReport, options: WorkersOptions) -> None:
     [
         (["--workers", "0"], "--workers must be >= 1, got 0"),
         (["--workers", "1", "--kill-one"], "--kill-one needs --workers 2 or more"),
+        (["--transient-rate", "2"], "--transient-rate must be in [0, 1), got 2.0"),
+        (["--transient-rate", "-1"], "--transient-rate must be in [0, 1), got -1.0"),
+        (["--tasks", "-1"], "--tasks must be >= 1, got -1"),
+        (["--tasks", "0"], "--tasks must be >= 1, got 0"),
+        (["--pg-schema", "nope"], "--pg-schema needs --dsn"),
     ],
 )
 def test_bad_worker_counts_are_refused_with_the_value(

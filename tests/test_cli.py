@@ -153,6 +153,18 @@ def test_show_json_has_every_row_and_field(made: Path) -> None:
     assert asks["steps"][1]["wait_details"] == {"tool": "send", "args": {"to": "ops"}}
 
 
+def test_a_cancelled_workflows_wait_is_shown_as_ended(made: Path) -> None:
+    """Finding 10: after `agentq cancel`, the wait row reads cancelled, not waiting."""
+    asks = json.loads(run("show", str(made), "asks", "--json").stdout)
+    assert [c["state"] for c in asks["calls"]] == ["completed", "waiting"]
+    assert run("cancel", str(made), "asks").exit_code == 0
+    asks = json.loads(run("show", str(made), "asks", "--json").stdout)
+    assert [c["state"] for c in asks["calls"]] == ["completed", "cancelled"]
+    shown = run("show", str(made), "asks").stdout
+    table = shown[shown.index("durable calls and waits"):]
+    assert "approve-send" in table and "waiting" not in table and "cancelled" in table
+
+
 def test_show_an_unknown_workflow_is_refused(made: Path) -> None:
     result = run("show", str(made), "nope")
     assert result.exit_code == 1

@@ -336,9 +336,8 @@ async def test_completed_calls_answer_from_the_log_in_a_new_process(
     assert world.ran == Counter({"pay": 1})
 
 
-async def test_cancel_while_a_call_runs_still_records_its_outcome(
-    engine: WorkflowEngine,
-) -> None:
+def gated_payment() -> tuple[asyncio.Event, asyncio.Event, Any]:
+    """A step body whose one call ("pay") sets `started` and returns once `release` is set."""
     started = asyncio.Event()
     release = asyncio.Event()
 
@@ -350,6 +349,13 @@ async def test_cancel_while_a_call_runs_still_records_its_outcome(
     async def body(ctx: StepContext) -> Any:
         return await ctx.call(Job("pay", slow_payment, Priority.HIGH))
 
+    return started, release, body
+
+
+async def test_cancel_while_a_call_runs_still_records_its_outcome(
+    engine: WorkflowEngine,
+) -> None:
+    started, release, body = gated_payment()
     run = asyncio.create_task(engine.run(Workflow("wf-cancel-call", [StepDef("s", body)])))
     await started.wait()
     assert await engine.cancel("wf-cancel-call")
@@ -362,6 +368,35 @@ async def test_cancel_while_a_call_runs_still_records_its_outcome(
             break
         await asyncio.sleep(0)
     assert rows[0].state == "completed" and rows[0].output == "paid"
+
+
+async def test_engine_close_after_a_cancel_waits_for_the_call_and_records_it(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    """Finding 1: a call running when its workflow is cancelled (here or elsewhere) keeps its
+    outcome: the engine's close waits for it, so the store never closes under it."""
+    for where in ("here", "elsewhere"):
+        wid = f"wf-close-{where}"
+        started, release, body = gated_payment()
+        async with Queue(LANES, clock=clock) as q:
+            engine = WorkflowEngine(q, store, worker_id="w1", lease_ttl=30.0, clock=clock)
+            run = asyncio.create_task(engine.run(Workflow(wid, [StepDef("s", body)])))
+            await started.wait()
+            if where == "here":
+                assert await engine.cancel(wid)
+            else:
+                other = WorkflowEngine(q, store, worker_id="w2", lease_ttl=30.0, clock=clock)
+                assert await other.cancel(wid)
+                await clock.advance(10.0)  # the owner's renewal sees the cancel
+            assert (await run).status is RunStatus.CANCELLED
+            closing = asyncio.create_task(engine.close())
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not closing.done()  # the call still runs: close waits for it
+            release.set()
+            await closing
+        [row] = await store.calls(wid)
+        assert row.state == "completed" and row.output == "paid"
 
 
 async def test_thousands_of_calls_in_one_step_replay_from_one_read(

@@ -153,6 +153,18 @@ def test_show_json_has_every_row_and_field(made: Path) -> None:
     assert asks["steps"][1]["wait_details"] == {"tool": "send", "args": {"to": "ops"}}
 
 
+def test_a_cancelled_workflows_wait_is_shown_as_ended(made: Path) -> None:
+    """Finding 10: after `agentq cancel`, the wait row reads cancelled, not waiting."""
+    asks = json.loads(run("show", str(made), "asks", "--json").stdout)
+    assert [c["state"] for c in asks["calls"]] == ["completed", "waiting"]
+    assert run("cancel", str(made), "asks").exit_code == 0
+    asks = json.loads(run("show", str(made), "asks", "--json").stdout)
+    assert [c["state"] for c in asks["calls"]] == ["completed", "cancelled"]
+    shown = run("show", str(made), "asks").stdout
+    table = shown[shown.index("durable calls and waits"):]
+    assert "approve-send" in table and "waiting" not in table and "cancelled" in table
+
+
 def test_show_an_unknown_workflow_is_refused(made: Path) -> None:
     result = run("show", str(made), "nope")
     assert result.exit_code == 1
@@ -285,6 +297,34 @@ def test_a_foreign_sqlite_database_is_not_touched(tmp_path: Path) -> None:
     result = run("ls", str(path))
     assert result.exit_code == 1
     assert "not an agentq database" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("setup", "has"),
+    [
+        ("PRAGMA journal_mode = wal", "no tables"),  # blank: finding 4
+        ("CREATE TABLE users (id INTEGER)", "users"),  # finding 5: never switched to WAL
+        ("CREATE TABLE users (id INTEGER); PRAGMA user_version = 2", "users"),
+    ],
+)
+def test_a_sqlite_file_without_agentq_tables_is_refused_byte_for_byte(
+    tmp_path: Path, setup: str, has: str
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "notes.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(setup)
+    conn.close()
+    before = path.read_bytes()
+    for argv in (["ls"], ["events"], ["cancel", "wf"]):
+        result = run(*argv[:1], str(path), *argv[1:])
+        assert result.exit_code == 1
+        assert result.stderr == (
+            f"agentq: {str(path)!r} is a SQLite database, not an agentq database (it has "
+            f"{has}); the file was left as it was\n"
+        )
+    assert path.read_bytes() == before  # the journal mode is in the header: not switched
 
 
 def test_a_directory_is_refused(tmp_path: Path) -> None:

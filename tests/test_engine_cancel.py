@@ -8,6 +8,7 @@ run returns cancelled within a real-time bound while the fake clock has not move
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 import pytest
@@ -17,7 +18,7 @@ from agentq.clock import FakeClock
 from agentq.queue import Queue
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store import DurableStore
-from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
+from agentq.workflows import RunResult, RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,6 +60,33 @@ async def test_cancel_during_an_hour_long_backoff_returns_at_once(
     assert clock.sleepers == 0  # and nothing is left sleeping
     ks = await kinds(engine.store, wf.id)
     assert ks.count("StepStarted") == 1 and ks[-1] == "WorkflowCancelled"
+
+
+async def test_a_remote_cancel_during_a_backoff_is_seen_within_a_third_of_the_lease(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    """Finding 3: a cancel from another engine during an hour-long backoff ends the owner's
+    run within lease_ttl / 3 of the clock (no lease is held then, the run claims again)."""
+
+    async def down(ctx: StepContext) -> None:
+        raise ConnectionError("gateway down")
+
+    hourly = RetryPolicy(3, Backoff.fixed(3600))
+    wf = Workflow("wf-remote-backoff", [StepDef("s", down, retry=hourly)])
+    async with Queue(clock=clock) as qa, Queue(clock=clock) as qb:
+        a = WorkflowEngine(qa, store, worker_id="a", lease_ttl=30.0, clock=clock)
+        b = WorkflowEngine(qb, store, worker_id="b", lease_ttl=30.0, clock=clock)
+        run = asyncio.ensure_future(a.run(wf))
+        async with asyncio.timeout(BOUND):
+            await recorded(store, wf.id, "RetryScheduled")
+            await clock.wait_for_sleepers(1)  # the backoff
+        start = clock.time()
+        assert await b.cancel(wf.id, "elsewhere")
+        await clock.advance(10.0)  # a third of the lease, not the hour
+        async with asyncio.timeout(BOUND):
+            result = await run
+    assert result.status is RunStatus.CANCELLED and result.reason == "elsewhere"
+    assert clock.time() - start == 10.0
 
 
 async def test_cancel_while_polling_a_step_another_worker_holds(
@@ -127,3 +155,71 @@ async def test_cancel_while_waiting_for_a_timed_out_thread_returns_at_once(
         await until(lambda: engine.tables()["lingering"] == 0)
     assert attempts == [1]
 
+
+
+async def test_a_retry_after_a_remote_cancel_never_runs_beside_the_old_body(
+    store: DurableStore, clock: FakeClock
+) -> None:
+    """Finding 2: a cancel from another engine (here c, which holds no run) and a retry leave
+    the step fenced by the revoked lease: b, serving, takes it up only once a's old body has
+    stopped (a's renewal saw the cancel, its body returned, a handed the lease back)."""
+    bodies: list[str] = []
+    running = 0
+    overlapped = False
+    entered = asyncio.Event()
+    leave = asyncio.Event()
+
+    async def slow(ctx: StepContext) -> str:
+        nonlocal running, overlapped
+        running += 1
+        overlapped = overlapped or running > 1
+        bodies.append(ctx.workflow_id)
+        entered.set()
+        try:
+            while not leave.is_set():  # ignores cancellation until told to stop
+                with contextlib.suppress(asyncio.CancelledError):
+                    await leave.wait()
+            return "done"
+        finally:
+            running -= 1
+
+    wf = Workflow("wf-fence", [StepDef("s", slow)])
+    async with Queue(clock=clock) as qa, Queue(clock=clock) as qb, Queue(clock=clock) as qc:
+        a = WorkflowEngine(qa, store, worker_id="a", lease_ttl=30.0, clock=clock)
+        b = WorkflowEngine(qb, store, worker_id="b", lease_ttl=30.0, clock=clock,
+                           poll_interval=1.0)
+        c = WorkflowEngine(qc, store, worker_id="c", lease_ttl=30.0, clock=clock)
+        run_a = asyncio.ensure_future(a.run(wf))
+        try:
+            result = await _cancel_retry_elsewhere(b, c, wf, clock, entered, leave, bodies)
+        finally:
+            leave.set()
+    assert result.status is RunStatus.COMPLETED and len(bodies) == 2 and not overlapped
+    assert (await run_a).status is RunStatus.COMPLETED  # a's run saw b's outcome
+
+
+async def _cancel_retry_elsewhere(
+    b: WorkflowEngine,
+    c: WorkflowEngine,
+    wf: Workflow,
+    clock: FakeClock,
+    entered: asyncio.Event,
+    leave: asyncio.Event,
+    bodies: list[str],
+) -> RunResult:
+    async with asyncio.timeout(BOUND):
+        await entered.wait()
+    assert await c.cancel(wf.id, "elsewhere")
+    await c.store.retry_workflow(wf.id, None, clock.time())  # as `agentq retry` does
+    run_b = asyncio.ensure_future(b.run(wf))
+    for _ in range(12):  # a's renewal (10 s) sees the cancel; b polls every second
+        await clock.advance(1.0)
+        for _ in range(50):
+            await asyncio.sleep(0)
+    assert bodies == [wf.id] and not run_b.done()  # b waits: the old body still runs
+    leave.set()  # the old body returns; a hands the lease back
+    async with asyncio.timeout(BOUND):
+        while not run_b.done():
+            await clock.advance(1.0)
+            await asyncio.sleep(0.01)
+    return await run_b

@@ -91,16 +91,40 @@ def _check_path(target: str) -> Path:
     return path
 
 
+_AGENTQ_TABLES = frozenset({"events", "workflows", "steps"})
+"""Tables every agentq SQLite store has (at every schema version the store migrates from)."""
+
+
 def _check_sqlite(path: Path) -> None:
-    """Refuse a file that SQLite cannot read, before agentq's migrations would touch it."""
+    """Refuse a file that is not an agentq SQLite store, before the store opens it.
+
+    The check reads the file through a read-only connection (``mode=ro``): a refused file is
+    left byte for byte as it was (the store's own connection would switch it to WAL, and its
+    migrations would create agentq's tables in a database that has none).
+
+    Raises:
+        Refused: SQLite cannot read the file, or it lacks agentq's tables (a blank database
+            or another program's), naming the tables it has.
+    """
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            tables = {
+                name
+                for (name,) in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                ).fetchall()
+            }
         finally:
             conn.close()
     except sqlite3.Error as exc:
         raise Refused(f"{str(path)!r} is not a SQLite database ({exc})") from exc
+    if not _AGENTQ_TABLES.issubset(tables):
+        found = ", ".join(sorted(tables)[:8]) if tables else "no tables"
+        raise Refused(
+            f"{str(path)!r} is a SQLite database, not an agentq database (it has "
+            f"{found}); the file was left as it was"
+        )
 
 
 async def _open_postgres(dsn: str, schema: str) -> DurableStore:

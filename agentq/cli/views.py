@@ -117,7 +117,16 @@ def _steps_table(steps: Sequence[StepRow]) -> Table:
     return table
 
 
-def _calls_table(calls: Sequence[CallRow]) -> Table:
+def call_state(wf: WorkflowRow, row: CallRow) -> str:
+    """The state a call or wait row is shown with: a wait still ``waiting`` in a workflow that
+    closed (cancelled, failed) is shown as ended, with the workflow's state (``cancelled``);
+    the stored row is unchanged, since a retry re-opens the same wait."""
+    if row.state.value == "waiting" and wf.state.closed:
+        return wf.state.value
+    return row.state.value
+
+
+def _calls_table(wf: WorkflowRow, calls: Sequence[CallRow]) -> Table:
     table = Table(title="durable calls and waits", title_justify="left")
     for name in ("key", "kind", "step", "state", "label", "runs", "duration",
                  "output / reason"):
@@ -127,7 +136,7 @@ def _calls_table(calls: Sequence[CallRow]) -> Table:
         if row.error is not None:
             note = short(str(row.error), 80)
         table.add_row(
-            row.key, row.kind.value, str(row.step_index), _state(row.state.value),
+            row.key, row.kind.value, str(row.step_index), _state(call_state(wf, row)),
             short(row.label, 60), str(row.runs), _seconds(row.duration), note,
         )
     return table
@@ -165,7 +174,7 @@ def workflow_view(wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[Cal
     if waits is not None:
         parts.append(waits)
     if calls:
-        parts.append(_calls_table(calls))
+        parts.append(_calls_table(wf, calls))
     return Group(*parts)
 
 
@@ -205,12 +214,15 @@ def workflow_json(
     wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[CallRow]
 ) -> str:
     """One workflow as one JSON object: ``workflow`` (its row), ``steps`` and ``calls`` (their
-    rows, every field; errors as ``{type, message, traceback}``)."""
+    rows, every field; errors as ``{type, message, traceback}``; a wait of a closed workflow
+    with the state `call_state` shows)."""
     return json.dumps(
         {
             "workflow": dataclasses.asdict(wf),
             "steps": [dataclasses.asdict(row) for row in steps],
-            "calls": [dataclasses.asdict(row) for row in calls],
+            "calls": [
+                {**dataclasses.asdict(row), "state": call_state(wf, row)} for row in calls
+            ],
         },
         ensure_ascii=False,
         default=str,

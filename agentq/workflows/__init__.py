@@ -25,6 +25,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    stored instance built from its definition
 ``recording``      an attempt's outcome recorded (complete, wait, fail or retry) as `classify`
                    judges it
+``attempting``     `AttemptRunner`: one claimed attempt as a job in the lane, its lease kept,
+                   its outcome recorded; the attempts running now
 ``driver``         the loop that runs one workflow's steps: claim, attempt, record; the
                    engine's settings
 ``changes``        the stored changes a resume or a retry makes before a new run continues

@@ -241,6 +241,10 @@ class Lease:
             await self.stop()
         await hand_back(self._store, self._clock, self.execution)
 
+    async def hand_back(self) -> bool:
+        """Hand the lease back (`hand_back`) once the body has stopped; see there."""
+        return await hand_back(self._store, self._clock, self.execution)
+
     async def _keep(self) -> None:
         while True:
             await self._clock.sleep(self._ttl / 3)

@@ -130,6 +130,12 @@ class StepContext:
             KeyConflictError: The key is recorded in this workflow for another call or for
                 a `wait_for_input`.
             LeaseLostError: This worker lost the step's lease; nothing was recorded or run.
+            WorkflowClosedError: The workflow was cancelled (or otherwise closed) by another
+                engine or ``agentq cancel`` before this worker's next lease renewal noticed;
+                nothing was recorded or run, every later call raises it too, and what the
+                body returns is refused. An `AgentqError` (an `Exception`): catch the
+                errors a tool may raise (`JobFailed`) rather than ``Exception``, or let it
+                through, so the body stops at once.
             StoreError: The store failed reading the recorded calls (once per attempt, at
                 its first call or wait) or recording this one.
             StepContextError: The attempt this ctx belongs to has ended, or the call is

@@ -14,7 +14,8 @@ For each step, the loop:
    how many step bodies run at once, while a `Lease` renews the lease every ``lease_ttl / 3``
    seconds. A renewal that finds the lease gone (the workflow cancelled by another engine or
    the command line, or the step taken over after the lease expired) interrupts the body at
-   once (`Driver._lease_lost`, logged), and the attempt records nothing: the run claims
+   once (`AttemptRunner.lease_lost` in ``attempting``, logged), and the attempt records
+   nothing: the run claims
    again and finds the workflow closed, or the step held or done by its new owner;
 3. records the outcome with the fencing token: ``complete_step``, ``wait_step`` or
    ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt and
@@ -42,61 +43,41 @@ Private to `agentq.workflows.engine`, which starts one drive per workflow and sh
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import agentq.tracing as tracing
 import agentq.workflows.spans as spans
 from agentq.clock import Clock, SystemClock
-from agentq.errors import (
-    AgentqError,
-    LeaseLostError,
-    QueueClosed,
-    UnknownWorkflowError,
-    WorkflowClosedError,
-)
+from agentq.errors import QueueClosed
 from agentq.keys import validate_key
 from agentq.outcomes import Completed
-from agentq.queue import Job, JobHandle, Priority, Queue
+from agentq.queue import Priority, Queue
 from agentq.store import (
     AlreadyCompleted,
     AlreadyWaiting,
     Claimed,
     ClaimResult,
     DurableStore,
-    Execution,
     HeldByOther,
     NotBefore,
     StepState,
     WorkflowClosed,
 )
-from agentq.workflows.attempts import (
-    Again,
-    Lease,
-    Retry,
-    hand_back,
-    job_key,
-    step_call,
-    step_title,
-)
+from agentq.workflows.attempting import AttemptRunner
+from agentq.workflows.attempts import Again, Retry, hand_back, step_title
 from agentq.workflows.attempts import claim as claim_step
-from agentq.workflows.calls import CallLog
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import RunResult, RunStatus, StepDef, Workflow
 from agentq.workflows.recording import Recorder
-from agentq.workflows.results import stored_result
+from agentq.workflows.results import closed_result, stored_result
 from agentq.workflows.waits import Wakers, finish, until
 from agentq.workflows.workers import (
     LOGGER,
     default_worker_id,
     gone_reason,
     held_message,
-    lost_message,
     take_back,
 )
 
@@ -151,14 +132,21 @@ class Driver:
         self.lease_ttl = float(lease_ttl)
         self.clock: Clock = clock or SystemClock()
         self.poll_interval = poll_interval or min(self.lease_ttl / 4, 1.0)
-        self._attempts: dict[str, JobHandle] = {}  # the attempt running now, by workflow
         self._offered: dict[str, Claimed] = {}  # claims made for a run to use (serve's)
         self.pausing = 0
         """Runs waiting on the clock right now (a retry time, a step another worker holds)."""
         self._wakers = Wakers()
-        self.answered_from_log = 0
-        """Durable calls and waits answered from the log (not run) by this engine's attempts."""
         self._recorder = Recorder(store, self.clock, queue, self.lease_ttl)
+        self._runner = AttemptRunner(
+            queue, store, self.clock, self.lease_ttl, self.priority,
+            recorder=self._recorder, wakers=self._wakers, interrupt=self.interrupt,
+        )
+        self._attempts = self._runner.running  # the attempt running now, by workflow
+
+    @property
+    def answered_from_log(self) -> int:
+        """Durable calls and waits answered from the log (not run) by this engine's attempts."""
+        return self._runner.answered_from_log
 
     @property
     def on_deadline(self) -> Callable[[str, float], None] | None:
@@ -176,6 +164,10 @@ class Driver:
         if handle is not None:
             handle.cancel()
         self._wakers.wake(workflow_id)
+
+    async def drain(self) -> None:
+        """Wait for the bodies cancels left running and their durable calls (`Wakers.drain`)."""
+        await self._wakers.drain()
 
     def tables(self) -> dict[str, int]:
         """How many entries each of the driver's per-workflow tables holds (for tests)."""
@@ -258,9 +250,12 @@ class Driver:
                     wf.id, RunStatus.WAITING, step.name, claim.reason, tuple(outputs)
                 )
             if isinstance(claim, WorkflowClosed):
-                return await self._closed_result(wf.id)
+                return await closed_result(self.store, wf.id)
             if isinstance(claim, NotBefore):  # a retry scheduled by any engine, any process
-                await self.pause(waker, claim.retry_at - self.clock.time())
+                # claim again at least every lease_ttl / 3 (as a lease renews): a cancel from
+                # elsewhere during a long backoff is seen within that bound
+                wait = min(claim.retry_at - self.clock.time(), self.lease_ttl / 3)
+                await self.pause(waker, wait)
                 continue
             if isinstance(claim, HeldByOther):
                 if await self._take_back(wf.id, index, claim.worker_id):
@@ -291,7 +286,7 @@ class Driver:
                 recoveries=claim.recoveries,
             )
             with spans.attempt_span(claim.execution, claim.resumed, links) as span:
-                step_result = await self._attempt(wf, step, claim.execution, ctx, waker)
+                step_result = await self._runner.attempt(wf, step, claim.execution, ctx, waker)
                 spans.note_attempt(span, step_result)
             if isinstance(step_result, Again) and step_result.delay > 0:
                 await self.pause(waker, step_result.delay)
@@ -349,128 +344,6 @@ class Driver:
         if gone_reason(holder) is None:
             return False
         row = (await self.store.step_rows(workflow_id))[index]
-        if row.state is StepState.LEASED and row.worker_id == holder:
+        if row.worker_id == holder:  # leased, or fenced by a lease a cancel revoked
             await take_back(self.store, row, self.clock.time())
         return True  # taken back, or it moved on meanwhile: claim again
-
-    async def _attempt(
-        self,
-        wf: Workflow,
-        step: StepDef,
-        execution: Execution,
-        ctx: StepContext,
-        waker: asyncio.Future[None],
-    ) -> Completed | RunResult | Retry | Again:
-        key = job_key(wf.id, execution.step_index, execution.lease_token)
-        lease = Lease(
-            self.store, self.clock, self.lease_ttl, execution,
-            on_lost=functools.partial(self._lease_lost, wf.id, step.name),
-        )
-        log = CallLog(
-            store=self.store,
-            queue=self.queue,
-            clock=self.clock,
-            workflow_id=wf.id,
-            execution=lambda: lease.execution,
-            load=functools.partial(self.store.calls, wf.id),
-        )
-        # The key is unique to this attempt, so the call needs no derived fingerprint (the
-        # queue would otherwise take one of the step's closure, ctx's repr included); its
-        # outcome is recorded in the workflow's event log, not in a queue's store.
-        job = Job(
-            key,
-            step_call(step, replace(ctx, _calls=log), log),
-            self.priority,
-            timeout=step.timeout,
-            fingerprint=key,
-            persist=False,
-            name=step_title(wf.id, step.name),
-        )
-        lease.start()
-        handle: JobHandle | None = None
-        try:
-            handle = await self._push(job)
-            self._attempts[wf.id] = handle
-            if lease.lost:  # lost while the job was being pushed
-                handle.cancel()
-            try:
-                outcome = await handle
-            finally:
-                if self._attempts.get(wf.id) is handle:
-                    del self._attempts[wf.id]
-            # The next attempt must never overlap this one, even when a timeout could not
-            # stop its body (a thread): wait until the body has really returned and its
-            # durable calls have been recorded, unless the workflow is cancelled meanwhile
-            # (then later runs wait for it, see _run_step).
-            if await until(waker, handle.stopped()):
-                await log.settle()
-            else:
-                self._wakers.linger(wf.id, handle)
-        except (asyncio.CancelledError, QueueClosed):
-            # This engine is closing (or the whole program), or the queue closed: record
-            # nothing, as a crash would, and hand the lease back once the body has stopped
-            # and the durable calls it already ran have been recorded.
-            await finish(_release(lease, handle, log))
-            raise
-        finally:
-            log.close()
-            self.answered_from_log += log.answered
-            await lease.stop()
-        execution = lease.execution
-        if lease.lost:  # another worker's now, or closed: record nothing, claim again
-            return Again(0.0)
-        try:
-            return await self._recorder.record(wf, step, execution, outcome, ctx)
-        except LeaseLostError:
-            return Again(0.0)
-        except WorkflowClosedError:
-            return await self._closed_result(wf.id)
-        except BaseException:  # cancelled, or the store failed: the outcome may not be
-            # recorded; hand the lease back so that no live engine keeps it (a retried run,
-            # recover or another engine continues the step at once)
-            await finish(hand_back(self.store, self.clock, execution))
-            raise
-
-    async def _lease_lost(self, workflow_id: str, step_name: str, why: AgentqError) -> None:
-        """A renewal found the attempt's lease gone: interrupt its body, say so.
-
-        If the workflow is closed (cancelled from another engine or the command line), the
-        run's waits are woken too (`interrupt`), as for a cancel in this engine; otherwise
-        (another worker took the expired lease over) only the attempt's job is cancelled,
-        and the run claims the step again (it finds it held, or done, by the new owner).
-        """
-        row = None
-        with contextlib.suppress(AgentqError):  # the store failed: treat it as taken over
-            row = await self.store.get_workflow(workflow_id)
-        closed = row is not None and row.state.closed
-        LOGGER.log(
-            logging.INFO if closed else logging.WARNING,
-            lost_message(step_title(workflow_id, step_name), why, closed),
-        )
-        if closed:
-            self.interrupt(workflow_id)
-        elif (handle := self._attempts.get(workflow_id)) is not None:
-            handle.cancel()
-
-    async def _push(self, job: Job) -> JobHandle:
-        accepted = await self.queue.push(job)
-        handle = getattr(accepted, "handle", None)
-        assert isinstance(handle, JobHandle), f"step attempt keys are unique: {accepted!r}"
-        return handle
-
-    async def _closed_result(self, workflow_id: str) -> RunResult:
-        row = await self.store.get_workflow(workflow_id)
-        if row is None:
-            raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
-        return await stored_result(self.store, row)
-
-
-async def _release(lease: Lease, handle: JobHandle | None, log: CallLog) -> None:
-    """Interrupt an attempt, wait until its body has stopped and its durable calls have been
-    recorded, then hand its lease back (never while the body still runs)."""
-    if handle is not None:
-        handle.cancel()
-        await handle.stopped()
-    with contextlib.suppress(Exception):
-        await log.settle()
-    await lease.release(None)

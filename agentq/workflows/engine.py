@@ -433,7 +433,10 @@ class WorkflowEngine(Registrations):
         returned (a thread, or a body that ignores cancellation, is waited for, however long
         it takes), then handed back, so that another engine can continue the step at once
         and never runs it beside the old body. Callers awaiting those runs get
-        `asyncio.CancelledError`. The engine can be used again afterwards.
+        `asyncio.CancelledError`. A body that a workflow cancel left running (a thread, a
+        body that ignores cancellation) and the durable calls of cancelled attempts are
+        waited for too, so that every call that started has its outcome recorded before the
+        store can close. The engine can be used again afterwards.
 
         Raises:
             DeadlockError: Called from inside a step body of one of these runs, which close
@@ -452,6 +455,7 @@ class WorkflowEngine(Registrations):
             for task in tasks:
                 task.cancel()
             await asyncio.wait(tasks)
+        await self._driver.drain()
 
     async def __aenter__(self) -> WorkflowEngine:
         return self

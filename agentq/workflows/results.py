@@ -14,7 +14,7 @@ from agentq.store import DurableStore, StepRow, StepState, WorkflowRow, Workflow
 from agentq.workflows.model import RunResult, RunStatus, StepStatus
 from agentq.workflows.registry import step_index
 
-__all__ = ["ended_result", "refuse_resume", "status_of", "stored_result"]
+__all__ = ["closed_result", "ended_result", "refuse_resume", "status_of", "stored_result"]
 
 RUN_STATUS = {
     WorkflowState.COMPLETED: RunStatus.COMPLETED,
@@ -95,3 +95,15 @@ async def refuse_resume(
         f"workflow {workflow_id!r} is not registered with this engine; the input was "
         "recorded and an engine that registers it continues it"
     )
+
+
+async def closed_result(store: DurableStore, workflow_id: str) -> RunResult:
+    """The stored result of a workflow found closed (a run that learns it must stop).
+
+    Raises:
+        UnknownWorkflowError: The workflow is not in the store.
+    """
+    row = await store.get_workflow(workflow_id)
+    if row is None:
+        raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
+    return await stored_result(store, row)

@@ -7,8 +7,10 @@ the workflow is cancelled: the wait then returns at once, whatever the backoff (
 the clock.
 
 A cancel can end a run while a body that could not be interrupted (a thread) still runs.
-`Wakers.linger` remembers that body until it stops, so that a later run of the workflow in
-this engine starts its next attempt only after it (one body per step at a time).
+`Wakers.linger` remembers that body until it stops and the durable calls it started are
+recorded, so that a later run of the workflow in this engine starts its next attempt only after
+it (one body per step at a time), and the engine's close waits for it (`Wakers.drain`): a
+call that started keeps its outcome even when the workflow was cancelled.
 
 Private to `agentq.workflows.driver`; ``until``, ``stop`` and ``finish`` are the small
 asyncio helpers the driver's waits and shutdown are built from.
@@ -20,8 +22,6 @@ import asyncio
 import contextlib
 from collections.abc import Coroutine
 from typing import Any
-
-from agentq.queue import JobHandle
 
 __all__ = ["Wakers", "finish", "retrieve", "stop", "until"]
 
@@ -56,10 +56,11 @@ class Wakers:
             if not waker.done():
                 waker.set_result(None)
 
-    def linger(self, workflow_id: str, handle: JobHandle) -> None:
-        """Remember `handle`'s body, which still runs after its run returned, until it stops."""
+    def linger(self, workflow_id: str, stopped: Coroutine[Any, Any, None]) -> None:
+        """Remember a body that still runs after its run returned, until `stopped` (its body
+        has returned and its durable calls are recorded) ends; `drain` waits for it."""
         task = asyncio.get_running_loop().create_task(
-            handle.stopped(), name=f"agentq.lingering:{workflow_id}"
+            stopped, name=f"agentq.lingering:{workflow_id}"
         )
         self._lingering[workflow_id] = task
 
@@ -75,6 +76,16 @@ class Wakers:
         lingering = self._lingering.get(workflow_id)
         if lingering is not None:
             await until(waker, asyncio.shield(lingering))
+
+    def lingering(self) -> set[str]:
+        """The workflows with a body a cancel left running."""
+        return set(self._lingering)
+
+    async def drain(self) -> None:
+        """Wait until every body a cancel left running has stopped and the durable calls it
+        started have been recorded (an engine's close: the store must outlive them)."""
+        while self._lingering:
+            await asyncio.wait(set(self._lingering.values()))
 
     def sizes(self) -> dict[str, int]:
         """How many workflows have wakers and lingering bodies (for tests)."""

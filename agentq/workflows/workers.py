@@ -29,6 +29,7 @@ import socket
 import sys
 import uuid
 from contextlib import suppress
+from dataclasses import replace
 
 from agentq.events import utc
 from agentq.store import DurableStore, Execution, StepRow, StepState, execution_of
@@ -114,18 +115,28 @@ def gone_reason(worker_id: str) -> str | None:
 async def take_back(store: DurableStore, row: StepRow, now: float) -> Execution | None:
     """Take back the lease of a leased step row whose worker is gone (`gone_reason`).
 
+    A pending or failed row still fenced by a lease a cancel revoked has that fence lifted
+    (no event; returns None).
+
     Records `WorkerRecovered` with the reason (``release_dead``) and logs it at WARNING.
 
     Returns:
         The lease taken back; None if the row is not leased, its worker may be alive, or the
         lease changed meanwhile.
     """
-    if row.state is not StepState.LEASED or row.worker_id is None:
+    fence = row.lease_expires_at is not None and row.state in (
+        StepState.PENDING, StepState.FAILED  # a lease a cancel revoked (its fence)
+    )
+    if not (row.state is StepState.LEASED or fence) or row.worker_id is None:
         return None
     reason = gone_reason(row.worker_id)
     if reason is None:
         return None
     execution = execution_of(row)
+    if fence:
+        execution = replace(execution, attempt=max(execution.attempt, 1))
+        await store.release_dead(execution, now, reason)  # lifts the fence; no event
+        return None
     if not await store.release_dead(execution, now, reason):
         return None
     LOGGER.warning(

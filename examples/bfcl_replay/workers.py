@@ -29,7 +29,10 @@ Decisions: a separate module, so that run.py (the single-process replay) stays a
 own default files (``out/bfcl-workers.db``), since the single-process replay stores the same
 workflow ids as plain workflows; worker i injects transient errors with seed ``--seed + i``.
 
-The store: a SQLite file (``--db``, removed and made anew by each run), or PostgreSQL with
+The store: a SQLite file (``--db``, removed and made anew by each run, but only a file this
+coordinator made, known by the owner mark ``<file>.owner`` it writes beside it, or an absent or
+empty one; any other existing file is refused, `NotOurFile`, unless ``--fresh`` is given; the
+same for ``--services-db``; every refusal comes before any file is touched), or PostgreSQL with
 ``--dsn DSN [--pg-schema NAME]`` (the DSN forms and the option name of the ``agentq`` command
 line; schema ``agentq`` by default). A PostgreSQL schema is never dropped: one that already
 holds workflows is refused (`StoreNotEmpty`: drop it or name another). The workers get the
@@ -77,8 +80,66 @@ DSN_ENV = "AGENTQ_BFCL_DSN"
 """The environment variable that hands ``--dsn`` to the worker processes."""
 
 
-class StoreNotEmpty(Exception):
+class Refused(Exception):
+    """The coordinator refuses to start; nothing was changed (exit status 2)."""
+
+
+class StoreNotEmpty(Refused):
     """The PostgreSQL schema given already holds workflows (it is never dropped for you)."""
+
+
+class NotOurFile(Refused):
+    """A file the coordinator would make anew (``--db``, ``--services-db``) exists and is
+    not one it made (no owner mark beside it): it is never deleted without ``--fresh``."""
+
+
+OWNER_MARK = "made by python -m examples.bfcl_replay.workers; deleted by its next run\n"
+"""The text of the owner mark ``<file>.owner`` the coordinator writes beside each file it
+makes: a later run deletes a file only when this mark is beside it (or with ``--fresh``)."""
+
+
+def _mark(path: Path) -> Path:
+    return path.with_name(path.name + ".owner")
+
+
+def _ours(path: Path) -> bool:
+    """Whether `path` may be deleted and made anew: absent, empty, or marked as ours."""
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return True
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        return _mark(path).read_text(encoding="utf-8") == OWNER_MARK
+    return False
+
+
+def check_files(options: WorkersOptions) -> list[Path]:
+    """Return the files the coordinator will make anew, after checking it may.
+
+    Raises:
+        NotOurFile: A file is a directory, `db` and `services_db` are one file, or a file
+            exists that this example did not make and `fresh` is not set. Nothing was
+            changed.
+    """
+    files = [options.services_db] if options.dsn else [options.db, options.services_db]
+    if len({f.resolve() for f in files}) < len(files):
+        raise NotOurFile(f"--db and --services-db name one file ({options.db}): give two")
+    for path in files:
+        if path.is_dir():
+            raise NotOurFile(f"{path} is a directory: give a file path")
+        if not options.fresh and not _ours(path):
+            raise NotOurFile(
+                f"{path} exists and was not made by this coordinator (no {_mark(path).name} "
+                "beside it): give another path, or pass --fresh to delete it"
+            )
+    return files
+
+
+def _make_anew(files: Sequence[Path]) -> None:
+    """Delete `files` (and their -wal/-shm), mark each as ours for the next run."""
+    for db in files:
+        for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+            path.unlink(missing_ok=True)
+        db.parent.mkdir(parents=True, exist_ok=True)
+        _mark(db).write_text(OWNER_MARK, encoding="utf-8")
 
 
 def definitions(tasks: Sequence[Task], env: ReplayEnv) -> list[tuple[WorkflowDef, object]]:
@@ -159,6 +220,8 @@ class WorkersOptions:
     dsn: str | None = None
     """A PostgreSQL DSN: agentq's store is there (in `pg_schema`) instead of `db`."""
     pg_schema: str = "agentq"
+    fresh: bool = False
+    """Delete `db` and `services_db` even when this example did not make them."""
 
     def store(self) -> SqliteStore | PostgresStore:
         """agentq's store, not yet open (``async with`` opens and closes it)."""
@@ -274,13 +337,17 @@ async def coordinate(options: WorkersOptions) -> WorkersReport:
     Raises:
         subprocess.TimeoutExpired: A surviving worker did not stop within 60 s of SIGTERM.
         StoreNotEmpty: The PostgreSQL schema already holds workflows (nothing was changed).
+        NotOurFile: See `check_files` (nothing was changed).
     """
-    files = [options.services_db] if options.dsn else [options.db, options.services_db]
-    for db in files:
-        for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
-            path.unlink(missing_ok=True)
-    options.services_db.parent.mkdir(parents=True, exist_ok=True)
-    options.db.parent.mkdir(parents=True, exist_ok=True)
+    files = check_files(options)  # every refusal comes before anything is touched
+    if options.dsn is not None:
+        async with options.store() as store:
+            if existing := await store.workflows():
+                raise StoreNotEmpty(
+                    f"{options.where()} already holds {len(existing)} workflow(s): drop it "
+                    f'(DROP SCHEMA "{options.pg_schema}" CASCADE) or give another --pg-schema'
+                )
+    _make_anew(files)
     tasks = _tasks(options)
     reference = run_tasks(tasks)
     calls = sum(len(texts) for task in tasks for texts in task.call_texts)
@@ -289,11 +356,6 @@ async def coordinate(options: WorkersOptions) -> WorkersReport:
     started = time.perf_counter()
     with ServiceHost(options.services_db, tasks) as host:
         async with Queue(LANES) as queue, options.store() as store:
-            if options.dsn is not None and (existing := await store.workflows()):
-                raise StoreNotEmpty(
-                    f"{options.where()} already holds {len(existing)} workflow(s): drop it "
-                    f'(DROP SCHEMA "{options.pg_schema}" CASCADE) or give another --pg-schema'
-                )
             engine = WorkflowEngine(queue, store, lease_ttl=LEASE_TTL, priority=STEP_LANE)
             for definition, task_input in definitions(tasks, ReplayEnv(host)):
                 await engine.start(definition, definition.name, task_input)
@@ -365,17 +427,27 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WorkersOptions, str |
     parser.add_argument("--transient-rate", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--fresh", action="store_true",
+        help="delete --db and --services-db even if this example did not make them",
+    )
     parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be >= 1, got {args.workers}")
+    if not 0 <= args.transient_rate < 1:  # NaN too
+        parser.error(f"--transient-rate must be in [0, 1), got {args.transient_rate}")
+    if args.tasks is not None and args.tasks < 1:
+        parser.error(f"--tasks must be >= 1, got {args.tasks}")
+    if args.dsn is None and args.serve is None and "--pg-schema" in (argv or sys.argv[1:]):
+        parser.error("--pg-schema needs --dsn (the SQLite store has no schema)")
     if args.kill_one and args.workers < 2:
         parser.error("--kill-one needs --workers 2 or more (a survivor finishes the work)")
     services = args.services_db or args.db.with_name(f"{args.db.stem}-services.db")
     dsn = args.dsn if args.serve is None else os.environ.get(DSN_ENV)
     options = WorkersOptions(
         args.workers, args.kill_one, args.db, services, tuple(args.category), args.tasks,
-        args.transient_rate, args.seed, args.quiet, dsn, args.pg_schema,
+        args.transient_rate, args.seed, args.quiet, dsn, args.pg_schema, args.fresh,
     )
     return options, args.serve
 
@@ -388,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         report = asyncio.run(coordinate(options))
-    except StoreNotEmpty as exc:
+    except Refused as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
     print(report.format(), flush=True)

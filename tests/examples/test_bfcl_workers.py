@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,12 @@ from agentq.store import PostgresStore
 from examples.bfcl_replay.dataset import DEFAULT_CATEGORY
 from examples.bfcl_replay.workers import (
     DSN_ENV,
+    OWNER_MARK,
+    NotOurFile,
     StoreNotEmpty,
     WorkersOptions,
     WorkersReport,
+    check_files,
     coordinate,
     parse_args,
 )
@@ -82,14 +86,53 @@ def test_a_postgresql_schema_that_holds_workflows_is_refused_untouched(
             return len(await store.load_events())
 
     before = asyncio.run(seed())
+    options = _options(tmp_path, pg=pg_target)
+    # finding 6: the service host file that goes with that schema (made by an earlier run)
+    # is kept too: the schema is checked before any file is touched
+    with sqlite3.connect(options.services_db) as db:
+        db.execute("CREATE TABLE applied_calls (idempotency_key TEXT)")
+        db.execute("INSERT INTO applied_calls VALUES ('k1')")
+    db.close()
+    options.services_db.with_name(options.services_db.name + ".owner").write_text(OWNER_MARK)
+    kept = options.services_db.read_bytes()
     with pytest.raises(StoreNotEmpty, match=f"schema '{pg_target.schema}' already holds 1"):
-        asyncio.run(coordinate(_options(tmp_path, pg=pg_target)))
+        asyncio.run(coordinate(options))
+    assert options.services_db.read_bytes() == kept
 
     async def after() -> int:
         async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
             return len(await store.load_events())
 
     assert asyncio.run(after()) == before
+
+
+@pytest.mark.parametrize("which", ["db", "services_db"])
+def test_a_file_this_example_did_not_make_is_refused_untouched(
+    tmp_path: Path, which: str
+) -> None:
+    """Finding 7: `--db out/bfcl.db` (the single-process replay's store) or any other file
+    the coordinator did not make is refused before anything is touched; --fresh deletes it."""
+    options = _options(tmp_path, kill_one=False)
+    theirs = getattr(options, which)
+    with sqlite3.connect(theirs) as db:
+        db.execute("CREATE TABLE workflows (id TEXT)")
+    db.close()
+    kept = theirs.read_bytes()
+    with pytest.raises(NotOurFile, match=r"was not made by this coordinator.*--fresh"):
+        asyncio.run(coordinate(options))
+    assert theirs.read_bytes() == kept
+    assert not (options.services_db if which == "db" else options.db).exists()
+    assert check_files(replace(options, fresh=True)) == [options.db, options.services_db]
+    theirs.with_name(theirs.name + ".owner").write_text(OWNER_MARK)  # a file it made
+    assert check_files(options) == [options.db, options.services_db]
+
+
+def test_one_file_for_both_or_a_directory_is_refused(tmp_path: Path) -> None:
+    options = _options(tmp_path)
+    with pytest.raises(NotOurFile, match="name one file"):
+        check_files(replace(options, services_db=options.db))
+    with pytest.raises(NotOurFile, match="is a directory"):
+        check_files(replace(options, db=tmp_path))
 
 
 def test_workers_read_the_dsn_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,6 +168,11 @@ def _check_killed_run(report: WorkersReport, options: WorkersOptions) -> None:
     [
         (["--workers", "0"], "--workers must be >= 1, got 0"),
         (["--workers", "1", "--kill-one"], "--kill-one needs --workers 2 or more"),
+        (["--transient-rate", "2"], "--transient-rate must be in [0, 1), got 2.0"),
+        (["--transient-rate", "-1"], "--transient-rate must be in [0, 1), got -1.0"),
+        (["--tasks", "-1"], "--tasks must be >= 1, got -1"),
+        (["--tasks", "0"], "--tasks must be >= 1, got 0"),
+        (["--pg-schema", "nope"], "--pg-schema needs --dsn"),
     ],
 )
 def test_bad_worker_counts_are_refused_with_the_value(

@@ -14,8 +14,6 @@ What a store hands out:
     ``ready``       `ReadyWork` (what a serving worker may take up now, `is_ready`) and the
                     optional wake-up hook `WorkNotifier`.
     ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
-    ``protocol_advance``  `DurableAdvance`: `advance`, a step's completion and the next
-                    claim in one transaction, inherited by `DurableStore`.
     ``protocol``    `DurableStore`: every verb, its atomicity and its errors.
 
 The transition rules, shared by every store:
@@ -29,8 +27,6 @@ The transition rules, shared by every store:
                         worker's.
     ``rules_attempt``   complete, fail or wait: the end of an attempt, under fencing.
     ``rules_calls``     start, complete or fail a durable call, under fencing.
-    ``rules_advance``   `advance`: `complete_step` then the next `claim_step`, one
-                        transaction.
 
 The stores:
     ``verbs``           `RuleStore`: every write verb once, over an abstract `_write`.

@@ -208,21 +208,13 @@ _STEP_KINDS = frozenset(
 
 
 def _fresh(step: StepRow) -> StepRow:
-    """Return `step` as a retry from it (or from an earlier step) leaves it: never run.
-
-    A step whose lease a cancel revoked keeps that lease's holder and expiry as a fence:
-    `agentq.store.rules_lease.claim_step` lets no other worker claim it before the old
-    owner hands it back (``release_dead``) or the lease expires, since the cancelled body
-    may still run."""
-    fenced = step.state is StepState.FAILED and step.lease_expires_at is not None
+    """Return `step` as a retry from it (or from an earlier step) leaves it: never run."""
     return StepRow(
         step.workflow_id,
         step.step_index,
         step.step_name,
         StepState.PENDING,
-        worker_id=step.worker_id if fenced else None,
         lease_token=step.lease_token,  # fencing tokens never go back
-        lease_expires_at=step.lease_expires_at if fenced else None,
     )
 
 
@@ -294,9 +286,7 @@ def project(event: Event, rows: Rows) -> Rows:
                     s,
                     state=StepState.FAILED,
                     reason=CANCELLED_STEP_REASON,
-                    # a revoked lease still fences the step until its owner hands it back
-                    # or it expires: its body may still run (see _fresh, claim_step)
-                    lease_expires_at=s.lease_expires_at if s.state is StepState.LEASED else None,
+                    lease_expires_at=None,
                     finished_at=at,
                     wait_key=None,
                     wait_details=None,

@@ -21,7 +21,6 @@ from typing import Any, Protocol, runtime_checkable
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.claims import ClaimResult, Execution
-from agentq.store.protocol_advance import DurableAdvance
 from agentq.store.protocol_calls import DurableCalls
 from agentq.store.ready import ReadyWork
 from agentq.store.rows import StepRow, WorkflowRow, WorkflowState
@@ -30,7 +29,7 @@ __all__ = ["DurableStore"]
 
 
 @runtime_checkable
-class DurableStore(DurableCalls, DurableAdvance, Protocol):
+class DurableStore(DurableCalls, Protocol):
     """The durable state behind `WorkflowEngine`: an event log plus a ``steps`` projection.
 
     Every write verb is one atomic transaction that appends its events and updates the
@@ -39,9 +38,8 @@ class DurableStore(DurableCalls, DurableAdvance, Protocol):
     `MemoryStore` and `SqliteStore` also implement `agentq.queue.JobOutcomeStore` (the
     queue's three verbs for completed keys), a separate protocol that a store used only for
     workflows need not implement. The verbs of durable calls (`start_call`, `complete_call`,
-    `fail_call`, `calls`) are declared in `agentq.store.protocol_calls.DurableCalls`, and
-    `advance` (a completion and the next claim in one transaction) in
-    `agentq.store.protocol_advance.DurableAdvance`, which this protocol inherits.
+    `fail_call`, `calls`) are declared in `agentq.store.protocol_calls.DurableCalls`, which
+    this protocol inherits.
 
     All methods are coroutines to be awaited on one event loop; a store object is not shared
     between loops or threads.

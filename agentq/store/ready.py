@@ -55,10 +55,8 @@ def is_ready(workflow: WorkflowRow, step: StepRow, now: float) -> bool:
     wait without a deadline, a closed workflow.
     """
     if workflow.state is WorkflowState.RUNNING:
-        if step.state is StepState.PENDING:  # not fenced by a lease a cancel revoked
-            return (step.retry_at is None or step.retry_at <= now) and (
-                step.lease_expires_at is None or now > step.lease_expires_at
-            )
+        if step.state is StepState.PENDING:
+            return step.retry_at is None or step.retry_at <= now
         return (
             step.state is StepState.LEASED
             and step.lease_expires_at is not None

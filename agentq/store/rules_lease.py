@@ -150,12 +150,6 @@ def claim_step(
             return HeldByOther(step.worker_id or "", held_until)
         drafts.append(_recovered(step, at, EXPIRED_REASON, worker_id))
         counted, lost = max(counted - 1, 0), lost + 1
-    elif (  # a lease a cancel revoked: its body may still run (projection._fresh)
-        step.lease_expires_at is not None
-        and step.worker_id != worker_id
-        and now <= step.lease_expires_at
-    ):
-        return HeldByOther(step.worker_id or "", step.lease_expires_at)
     elif step.retry_at is not None and now < step.retry_at:
         return NotBefore(step.retry_at)
     if lost > limit:
@@ -206,9 +200,7 @@ def renew_lease(tx: Tx, execution: Execution, lease_ttl: float, now: float) -> E
     step = steps[ex.step_index]
     if not _holds(step, ex):
         why = describe_closed(wf) if wf.state.closed else (
-            "the workflow was cancelled and retried meanwhile"
-            if _revoked(step, ex)
-            else f"the step is {step.state} under lease #{step.lease_token} of worker "
+            f"the step is {step.state} under lease #{step.lease_token} of worker "
             f"{step.worker_id!r}"
         )
         raise LeaseLostError(
@@ -253,21 +245,7 @@ def release_dead(tx: Tx, execution: Execution, now: float, reason: str) -> bool:
     reason = check_text(reason, "reason")
     wf, steps = load_step(tx, ex.workflow_id, ex.step_index)
     step = steps[ex.step_index]
-    if _revoked(step, ex):  # its body has stopped (or its worker is gone): lift the fence
-        tx.put_step(replace(step, lease_expires_at=None), False)
-        return False
     if not _holds(step, ex):
         return False
     apply(tx, Rows(wf, steps), [_recovered(step, at, reason, None)])
     return True
-
-
-def _revoked(step: StepRow, ex: Execution) -> bool:
-    """Whether `ex` is a lease a cancel revoked that still fences `step` (failed, or pending
-    after a retry) until its owner hands it back or it expires."""
-    return (
-        step.state in (StepState.FAILED, StepState.PENDING)
-        and step.lease_expires_at is not None
-        and step.lease_token == ex.lease_token
-        and step.worker_id == ex.worker_id
-    )

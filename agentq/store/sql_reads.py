@@ -226,8 +226,7 @@ _READY = (
     " ON s.workflow_id = w.workflow_id AND s.step_index = (SELECT min(step_index) FROM steps"
     " WHERE workflow_id = w.workflow_id AND state <> 'completed')"
     " WHERE w.definition {names} AND w.state IN ('running', 'waiting') AND ("
-    "(w.state = 'running' AND s.state = 'pending' AND (s.retry_at IS NULL OR s.retry_at <= ?)"
-    " AND (s.lease_expires_at IS NULL OR s.lease_expires_at < ?))"
+    "(w.state = 'running' AND s.state = 'pending' AND (s.retry_at IS NULL OR s.retry_at <= ?))"
     " OR (w.state = 'running' AND s.state = 'leased' AND s.lease_expires_at < ?)"
     " OR (w.state = 'waiting' AND s.state = 'waiting' AND s.wait_deadline <= ?))"
     " ORDER BY w.started_seq LIMIT ?{lock}) "
@@ -249,9 +248,9 @@ def ready_workflows(
         return []
     keys = [d.key(n) for n in names]
     if d.names_one_param:
-        among, params = "= ANY(?)", (keys, now, now, now, now, limit)
+        among, params = "= ANY(?)", (keys, now, now, now, limit)
     else:
-        among, params = f"IN ({', '.join('?' * len(names))})", (*keys, now, now, now, now, limit)
+        among, params = f"IN ({', '.join('?' * len(names))})", (*keys, now, now, now, limit)
     sql = d.sql(_READY.format(names=among, lock=d.ready_lock))
     return [
         ReadyWork(workflow_row(r), r[WORKFLOW_WIDTH], StepState(r[WORKFLOW_WIDTH + 1]))

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
-import agentq.store.rules_advance as rules_advance
 import agentq.store.rules_attempt as rules_attempt
 import agentq.store.rules_calls as rules_calls
 import agentq.store.rules_lease as rules_lease
@@ -103,21 +102,6 @@ class RuleStore:
     async def complete_step(self, execution: Execution, output: Any, now: float) -> WorkflowRow:
         """See `DurableStore.complete_step`."""
         return await self._write(rules_attempt.complete_step, execution, output, now)
-
-    async def advance(
-        self,
-        execution: Execution,
-        output: Any,
-        now: float,
-        *,
-        worker_id: str,
-        lease_ttl: float,
-        max_recoveries: int = 3,
-    ) -> tuple[WorkflowRow, ClaimResult | None]:
-        """See `DurableStore.advance`."""
-        return await self._write(
-            rules_advance.advance, execution, output, now, worker_id, lease_ttl, max_recoveries
-        )
 
     async def fail_step(
         self,

@@ -100,11 +100,16 @@ _TAGGED = frozenset({bool, int, bytes})  # by value, with their type (1, 1.0 and
 _CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # a repr that shows identity, not contents
 _IDENTITY: Any = object()
+_REFUSE: Any = object()  # a function past the bounds: equal to nothing, not even itself
+_CLASS_SKIP = frozenset({"__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"})
 
 
 class _Value:
-    """One value a call uses: equal to another if it is the same object, or if both have a
-    canonical form and the forms are equal.
+    """One value a call uses: equal to another if it is the same object (except a function,
+    a partial or a bound method: those are equal only by their forms, which hold what they
+    read now), or if both have a canonical form and the forms are equal. A function past the
+    derivation's bounds (`_REFUSE`) is equal to nothing: a conflict, never another call's
+    result.
 
     An object that can be weakly referenced (an instance of a class, a function) is held
     weakly: a finished key keeps its fingerprint, and must not keep alive what its call used
@@ -127,10 +132,14 @@ class _Value:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _Value):
             return NotImplemented
+        form = self.form
+        theirs = other.form
+        if form is _REFUSE or theirs is _REFUSE:
+            return False
         mine = self.obj
-        return (mine is not None and mine is other.obj) or (
-            self.form is not _IDENTITY and other.form is not _IDENTITY and self.form == other.form
-        )
+        if mine is not None and mine is other.obj and not _is_call(form):
+            return True
+        return form is not _IDENTITY and theirs is not _IDENTITY and form == theirs
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -143,6 +152,16 @@ class _Value:
         return repr(self.form)
 
 
+def _is_call(form: Any) -> bool:
+    """Whether `form` is a function's, a partial's or a bound method's (compared by form)."""
+    return type(form) is tuple and form[0] == "call"
+
+
+def _callable_kind(value: object) -> bool:
+    kind = type(value)
+    return kind is FunctionType or kind is MethodType or isinstance(value, functools.partial)
+
+
 def _type_name(value: object) -> str:
     kind = type(value)
     return f"{kind.__module__}.{kind.__qualname__}"
@@ -151,12 +170,19 @@ def _type_name(value: object) -> str:
 class _Walk:
     """One derivation: the values being entered (to tell a cycle) and the budget left."""
 
-    __slots__ = ("budget", "by_name", "stack")
+    __slots__ = ("budget", "by_name", "stack", "stored")
 
-    def __init__(self, *, by_name: bool = False) -> None:
+    def __init__(self, *, by_name: bool = False, stored: bool = False) -> None:
         self.stack: set[int] = set()
         self.budget = MAX_VALUES
         self.by_name = by_name  # a function the call only uses: its module and name only
+        # the stored form (format v1, kept as it was): a class by its name, a rebound
+        # closure variable left out, a function past the bounds by identity
+        self.stored = stored or by_name
+
+    def past_bounds(self, value: object) -> Any:
+        """The form of a value past the bounds: refused if a callable (in memory)."""
+        return _REFUSE if not self.stored and _callable_kind(value) else _IDENTITY
 
     def value(self, value: object, depth: int) -> Any:
         """The comparable form of one value: itself for str and None, else a `_Value`."""
@@ -164,7 +190,7 @@ class _Walk:
             return value  # never equal to a _Value, nor to a value of another type
         self.budget -= 1
         if self.budget < 0:
-            return _Value(value, _IDENTITY)
+            return _Value(value, self.past_bounds(value))
         return _Value(value, self.form(value, depth))
 
     def form(self, value: object, depth: int) -> Any:
@@ -179,7 +205,7 @@ class _Walk:
         if id(value) in self.stack:
             return ("cycle",)  # a value that contains itself, or a function that calls itself
         if depth >= _MAX_DEPTH:
-            return _IDENTITY
+            return self.past_bounds(value)
         if kind in _CONTAINERS:
             if len(value) > MAX_ITEMS:  # type: ignore[arg-type]
                 return _IDENTITY
@@ -188,6 +214,8 @@ class _Walk:
             return ("call", (("function", value.__module__, value.__qualname__),))  # type: ignore[attr-defined]
         if kind is FunctionType or kind is MethodType or isinstance(value, functools.partial):
             return ("call", self.derive(value, depth + 1))
+        if isinstance(value, type) and not self.stored:
+            return self.klass(value, depth + 1)
         if hasattr(kind, "__array__") or hasattr(kind, "__dataframe__"):
             return _IDENTITY  # numpy, pandas, polars, arrow: a summary repr, costly to build
         try:
@@ -211,6 +239,36 @@ class _Walk:
             return (kind.__name__, tuple(forms))
         finally:
             self.stack.discard(id(value))
+
+    def klass(self, cls: type, depth: int) -> Any:
+        """A class by its module, qualified name, bases' names and own content: its plain
+        attributes (not ``__x__`` ones) by value, each function's (method's, static or
+        class method's, property accessor's) code, so that a class redefined with another
+        body (a re-run notebook cell) is another value. Its methods' globals are not read."""
+        namespace = vars(cls)
+        if len(namespace) > MAX_ITEMS:
+            return _IDENTITY
+        self.stack.add(id(cls))
+        try:
+            items: list[Any] = []
+            for name in sorted(namespace):
+                if name in _CLASS_SKIP:
+                    continue
+                attr = namespace[name]
+                if isinstance(attr, staticmethod | classmethod):
+                    attr = attr.__func__
+                if isinstance(attr, property):
+                    codes = [getattr(f, "__code__", None) for f in (attr.fget, attr.fset)]
+                    items.append((name, "property", tuple(codes)))
+                elif type(attr) is FunctionType:
+                    defaults = self.value(attr.__defaults__, depth)
+                    items.append((name, "code", attr.__code__, defaults))
+                elif not (name.startswith("__") and name.endswith("__")):
+                    items.append((name, self.value(attr, depth)))
+            bases = tuple(f"{b.__module__}.{b.__qualname__}" for b in cls.__bases__)
+            return ("class", cls.__module__, cls.__qualname__, bases, tuple(items))
+        finally:
+            self.stack.discard(id(cls))
 
     def derive(self, fn: Any, depth: int) -> tuple[Any, ...]:
         """The fingerprint of the call ``fn()``: one part per layer of the callable."""
@@ -280,8 +338,8 @@ class _Walk:
     ) -> tuple[Any, ...]:
         values: list[Any] = []
         for name, cell in zip(code.co_freevars, closure, strict=False):
-            if name in rebound:
-                continue  # state the function keeps (a counter), not what it is called with
+            if self.stored and name in rebound:
+                continue  # stored form (v1): a variable the function rebinds is left out
             try:
                 value = cell.cell_contents
             except ValueError:  # an empty cell (a variable not bound yet)
@@ -299,7 +357,7 @@ class _Walk:
         for name in names:
             if name in namespace:
                 value = namespace[name]
-                if isinstance(value, ModuleType | type):
+                if isinstance(value, ModuleType) or (self.stored and isinstance(value, type)):
                     values.append((name, _type_name(value), getattr(value, "__qualname__", name)))
                 else:
                     values.append((name, self.value(value, depth)))
@@ -333,7 +391,7 @@ def _constants(code: CodeType, out: set[str]) -> None:
         if isinstance(const, CodeType):
             _constants(const, out)
         elif const is not None:  # None is the compiler's filler (docstring slot, return)
-            out.add(_canonical(_portable(_Walk().form(const, 0))))
+            out.add(_canonical(_portable(_Walk(stored=True).form(const, 0))))
 
 
 @functools.lru_cache(maxsize=512)
@@ -407,7 +465,7 @@ def stored_fingerprint(fn: Any, explicit: Any = None) -> str:
     """
     key = None
     if explicit is not None:
-        form = ["explicit", _portable(_Walk().form(explicit, 0))]
+        form = ["explicit", _portable(_Walk(stored=True).form(explicit, 0))]
     else:
         key = _CACHE.key(fn)
         if key is not None:

@@ -132,3 +132,31 @@ def test_a_function_past_the_depth_bound_is_refused_not_matched() -> None:
     assert derive_fingerprint(deep) != derive_fingerprint(deep)  # refused: never "the same"
     shallow = chain(3)
     assert derive_fingerprint(shallow) == derive_fingerprint(shallow)
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        ("lambda: send(user)", "global user: 'alice' != 'bob'"),
+        ("lambda: greet()", "global greet → global user: 'alice' != 'bob'"),
+        ("functools.partial(send, user)", "argument 1: 'alice' != 'bob'"),
+        ("lambda g=greet: g()", "default 1 → global user: 'alice' != 'bob'"),
+    ],
+)
+async def test_the_conflict_names_the_first_part_that_differs(make: str, says: str) -> None:
+    namespace = notebook()
+    namespace["functools"] = functools
+    cell("user = 'alice'\ndef greet(): return send(user)\n", namespace)
+    async with Queue() as queue:
+        await queue.push_and_wait(Job("k", eval(make, namespace)))
+        cell("user = 'bob'", namespace)
+        with pytest.raises(KeyConflictError, match="differs in") as caught:
+            await queue.push_and_wait(Job("k", eval(make, namespace)))
+        assert f"differs in {says}" in str(caught.value)
+
+
+async def test_the_conflict_names_a_rebound_closure_variable() -> None:
+    async with Queue() as queue:
+        await queue.push_and_wait(Job("tool", make_tool(" cats ")))
+        with pytest.raises(KeyConflictError, match="closure variable query: ' cats ' != ' dogs '"):
+            await queue.push_and_wait(Job("tool", make_tool(" dogs ")))

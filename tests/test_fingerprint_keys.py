@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -160,3 +161,18 @@ async def test_the_conflict_names_a_rebound_closure_variable() -> None:
         await queue.push_and_wait(Job("tool", make_tool(" cats ")))
         with pytest.raises(KeyConflictError, match="closure variable query: ' cats ' != ' dogs '"):
             await queue.push_and_wait(Job("tool", make_tool(" dogs ")))
+
+
+@dataclass
+class Deps:
+    name: str
+    history: list[str]
+
+
+def test_a_long_repr_is_kept_as_a_digest_and_still_compared() -> None:
+    history = [f"message {i}" for i in range(2_000)]
+    alice = derive_fingerprint(functools.partial(send, Deps("alice", history)))
+    kept = alice[0][1][0]
+    assert kept.form[0] == "repr-digest" and len(repr(kept.form)) < 200
+    assert derive_fingerprint(functools.partial(send, Deps("alice", list(history)))) == alice
+    assert derive_fingerprint(functools.partial(send, Deps("bob", history))) != alice

@@ -87,13 +87,16 @@ from typing import Any
 
 from agentq.queue.fingerprint_cache import StoredCache, code_info
 
-__all__ = ["MAX_ITEMS", "MAX_VALUES", "derive_fingerprint", "stored_fingerprint"]
+__all__ = ["MAX_ITEMS", "MAX_REPR", "MAX_VALUES", "derive_fingerprint", "stored_fingerprint"]
 
 MAX_ITEMS = 1_000
 """A list, tuple, dict, set or frozenset of more items than this compares by identity."""
 
 MAX_VALUES = 10_000
 """Values examined for one fingerprint; those past it compare by identity."""
+
+MAX_REPR = 4_096
+"""A repr longer than this is kept (in memory) as its SHA-256 digest, not whole."""
 
 _MAX_DEPTH = 32  # values nested deeper compare by identity
 _TAGGED = frozenset({bool, int, bytes})  # by value, with their type (1, 1.0 and True differ)
@@ -224,6 +227,8 @@ class _Walk:
             return _IDENTITY
         if _ADDRESS.search(text) or "..." in text or "…" in text:
             return _IDENTITY  # identity, or a summary (numpy, pandas) that elides contents
+        if len(text) > MAX_REPR and not self.stored:  # kept as a digest, not whole
+            return ("repr-digest", _type_name(value), hashlib.sha256(text.encode()).digest())
         return ("repr", _type_name(value), text)
 
     def container(self, value: Any, kind: type, depth: int) -> Any:

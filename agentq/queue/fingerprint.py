@@ -13,9 +13,8 @@ uses, unwrapping the callable layer by layer:
 - `functools.partial`: its positional and keyword arguments, then its func;
 - a bound method: its ``self``, then the function;
 - a Python function: module, qualified name, code object, its defaults, each value its
-  closure captured, except a variable the function rebinds itself (``nonlocal`` state such
-  as a counter), and each module-level value its code reads (a notebook cell's global
-  ``user``);
+  closure captured (a variable it rebinds with ``nonlocal`` too: it may be the call's input),
+  and each module-level value its code reads (a notebook cell's global ``user``);
 - any other callable object: the object itself, as a value.
 
 Each value is compared by a canonical form:
@@ -23,15 +22,21 @@ Each value is compared by a canonical form:
 - JSON-like values (None, bool, int, float, str, and lists, tuples and dicts of them; also
   bytes, complex, enum members, sets and frozensets) by value, type included (``1``,
   ``1.0`` and ``True`` differ), with dict keys and set items in a canonical order;
-- functions, partials and bound methods by their own fingerprint;
+- functions, partials and bound methods by their own fingerprint only, never by identity
+  (the same helper reading another global now is another call); one past the bounds below
+  is refused (`_REFUSE`: equal to nothing, so a conflict, never another call's result);
+- a class by its module, qualified name, bases' names and content (plain attributes by
+  value, the code of its methods, static and class methods and property accessors), so a
+  class redefined with another body is another value; a module by its name;
 - any other object by its ``repr`` when its class gives a meaningful one (a dataclass, a
-  pydantic model, a class), otherwise (the default ``<… object at 0x…>``, a ``repr`` that
+  pydantic model; one over `MAX_REPR` characters as its digest), otherwise (the default ``<… object at 0x…>``, a ``repr`` that
   elides contents with ``...``, or a ``repr`` that fails) by identity: only the same object
   is the same value. Arrays and data frames (a class with ``__array__`` or
   ``__dataframe__``: numpy, pandas, polars, arrow) compare by identity without their
   ``repr`` being built, since it elides their contents and costs milliseconds.
 
-And the same object is always the same value, however its contents changed in between: a
+And the same object (not a function) is always the same value, however its contents
+changed in between (the identity rule, also for a repr-compared object): a
 job that fills a shared cache or bumps a counter on its client stays "the same call". So
 ``partial(send_mail, "alice")`` and ``partial(send_mail, "bob")`` differ, as do
 ``lambda: send(user)`` built for two users, while a re-created ``partial(send_mail,
@@ -46,7 +51,9 @@ are not the same object are two calls).
 
 A queue with a store (`Queue(store=...)`) keeps each completed key's fingerprint beside its
 output, as text (`stored_fingerprint`): a SHA-256 digest of the fingerprint's portable form,
-which keeps only what means the same thing in another process:
+which keeps only what means the same thing in another process. Its walk (``stored``) keeps
+the format-v1 rules, coarser than the in-memory ones: a class by its name, a rebound
+closure variable left out, a long repr whole, a function past the bounds by its type:
 
 - every value that compares by value, exactly as above (type included);
 - a value compared by identity (the default ``<… object at 0x…>`` repr, an elided repr)

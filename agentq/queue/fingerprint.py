@@ -29,8 +29,9 @@ Each value is compared by a canonical form:
   value, the code of its methods, static and class methods and property accessors), so a
   class redefined with another body is another value; a module by its name;
 - any other object by its ``repr`` when its class gives a meaningful one (a dataclass, a
-  pydantic model; one over `MAX_REPR` characters as its digest), otherwise (the default ``<… object at 0x…>``, a ``repr`` that
-  elides contents with ``...``, or a ``repr`` that fails) by identity: only the same object
+  pydantic model; one over `MAX_REPR` characters as its digest), otherwise (the default
+  ``<… object at 0x…>``, a ``repr`` that elides contents with ``...``, or a ``repr`` that
+  fails) by identity: only the same object
   is the same value. Arrays and data frames (a class with ``__array__`` or
   ``__dataframe__``: numpy, pandas, polars, arrow) compare by identity without their
   ``repr`` being built, since it elides their contents and costs milliseconds.

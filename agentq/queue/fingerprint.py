@@ -268,9 +268,9 @@ class _Walk:
                 if name in _CLASS_SKIP:
                     continue
                 attr = namespace[name]
-                if isinstance(attr, staticmethod | classmethod):
+                if type(attr) is staticmethod or type(attr) is classmethod:
                     attr = attr.__func__
-                if isinstance(attr, property):
+                if type(attr) is property:
                     codes = [getattr(f, "__code__", None) for f in (attr.fget, attr.fset)]
                     items.append((name, "property", tuple(codes)))
                 elif type(attr) is FunctionType:

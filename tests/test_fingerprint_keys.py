@@ -4,6 +4,7 @@ alice, rebinds what the call reads, then pushes for bob, in the order a user mee
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -176,3 +177,25 @@ def test_a_long_repr_is_kept_as_a_digest_and_still_compared() -> None:
     assert kept.form[0] == "repr-digest" and len(repr(kept.form)) < 200
     assert derive_fingerprint(functools.partial(send, Deps("alice", list(history)))) == alice
     assert derive_fingerprint(functools.partial(send, Deps("bob", history))) != alice
+
+
+@dataclass
+class User:
+    name: str
+
+
+async def test_the_same_object_mutated_between_pushes_is_the_same_call() -> None:
+    # finding 4, decided: the identity rule (documented in docs/idempotency.md); a new
+    # object with other contents is another call
+    user = User("alice")
+    async with Queue() as queue:
+        assert await queue.push_and_wait(Job("k", functools.partial(send, user))) == (
+            "sent to User(name='alice')"
+        )
+        user.name = "bob"
+        assert await queue.push_and_wait(Job("k", functools.partial(send, user))) == (
+            "sent to User(name='alice')"
+        )
+        says = "argument 1: \"User(name='alice')\" != \"User(name='carol')\""
+        with pytest.raises(KeyConflictError, match=re.escape(says)):
+            await queue.push_and_wait(Job("k", functools.partial(send, User("carol"))))

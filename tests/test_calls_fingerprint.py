@@ -24,7 +24,7 @@ from agentq.queue.fingerprint import (
     _CACHE,
     _portable,
     _Value,
-    derive_fingerprint,
+    _Walk,
     stored_fingerprint,
 )
 
@@ -110,7 +110,8 @@ def _deep(part: Any) -> Any:
 def reference(fn: Any) -> str:
     """The rule, computed the slow way: derive everything, then reduce the functions the
     call only uses to their names, then drop what is not portable."""
-    form = ["derived", _portable(_used(derive_fingerprint(fn), given=True))]
+    # the stored walk (format v1): a class by its name, a rebound closure variable left out
+    form = ["derived", _portable(_used(_Walk(stored=True).derive(fn, 0), given=True))]
     text = json.dumps(form, ensure_ascii=True, separators=(",", ":"))
     return "v1:" + hashlib.sha256(text.encode("ascii")).hexdigest()
 

@@ -90,7 +90,9 @@ def test_closures_capturing_plain_values_compare_by_value() -> None:
     assert derive_fingerprint(lambda: send_mail("a")) != derive_fingerprint(lambda: send_mail("b"))
 
 
-def test_state_a_closure_keeps_is_not_part_of_the_call() -> None:
+def test_a_variable_the_closure_rebinds_is_part_of_the_call() -> None:
+    # finding 2: a rebound (nonlocal) variable may be the call's input; a counter in a
+    # shared list (mutated, not rebound) is the same object, so still the same call
     calls = 0
     results: list[int] = []
 
@@ -100,9 +102,16 @@ def test_state_a_closure_keeps_is_not_part_of_the_call() -> None:
         results.append(calls)
         return calls
 
+    def logger() -> int:
+        results.append(1)
+        return len(results)
+
     before = derive_fingerprint(counter)
     counter()
-    assert derive_fingerprint(counter) == before
+    assert derive_fingerprint(counter) != before
+    logged = derive_fingerprint(logger)
+    logger()
+    assert derive_fingerprint(logger) == logged
 
 
 class Mailer:

@@ -13,9 +13,8 @@ uses, unwrapping the callable layer by layer:
 - `functools.partial`: its positional and keyword arguments, then its func;
 - a bound method: its ``self``, then the function;
 - a Python function: module, qualified name, code object, its defaults, each value its
-  closure captured, except a variable the function rebinds itself (``nonlocal`` state such
-  as a counter), and each module-level value its code reads (a notebook cell's global
-  ``user``);
+  closure captured (a variable it rebinds with ``nonlocal`` too: it may be the call's input),
+  and each module-level value its code reads (a notebook cell's global ``user``);
 - any other callable object: the object itself, as a value.
 
 Each value is compared by a canonical form:
@@ -23,15 +22,22 @@ Each value is compared by a canonical form:
 - JSON-like values (None, bool, int, float, str, and lists, tuples and dicts of them; also
   bytes, complex, enum members, sets and frozensets) by value, type included (``1``,
   ``1.0`` and ``True`` differ), with dict keys and set items in a canonical order;
-- functions, partials and bound methods by their own fingerprint;
+- functions, partials and bound methods by their own fingerprint only, never by identity
+  (the same helper reading another global now is another call); one past the bounds below
+  is refused (`_REFUSE`: equal to nothing, so a conflict, never another call's result);
+- a class by its module, qualified name, bases' names and content (plain attributes by
+  value, the code of its methods, static and class methods and property accessors), so a
+  class redefined with another body is another value; a module by its name;
 - any other object by its ``repr`` when its class gives a meaningful one (a dataclass, a
-  pydantic model, a class), otherwise (the default ``<… object at 0x…>``, a ``repr`` that
-  elides contents with ``...``, or a ``repr`` that fails) by identity: only the same object
+  pydantic model; one over `MAX_REPR` characters as its digest), otherwise (the default
+  ``<… object at 0x…>``, a ``repr`` that elides contents with ``...``, or a ``repr`` that
+  fails) by identity: only the same object
   is the same value. Arrays and data frames (a class with ``__array__`` or
   ``__dataframe__``: numpy, pandas, polars, arrow) compare by identity without their
   ``repr`` being built, since it elides their contents and costs milliseconds.
 
-And the same object is always the same value, however its contents changed in between: a
+And the same object (not a function) is always the same value, however its contents
+changed in between (the identity rule, also for a repr-compared object): a
 job that fills a shared cache or bumps a counter on its client stays "the same call". So
 ``partial(send_mail, "alice")`` and ``partial(send_mail, "bob")`` differ, as do
 ``lambda: send(user)`` built for two users, while a re-created ``partial(send_mail,
@@ -46,7 +52,9 @@ are not the same object are two calls).
 
 A queue with a store (`Queue(store=...)`) keeps each completed key's fingerprint beside its
 output, as text (`stored_fingerprint`): a SHA-256 digest of the fingerprint's portable form,
-which keeps only what means the same thing in another process:
+which keeps only what means the same thing in another process. Its walk (``stored``) keeps
+the format-v1 rules, coarser than the in-memory ones: a class by its name, a rebound
+closure variable left out, a long repr whole, a function past the bounds by its type:
 
 - every value that compares by value, exactly as above (type included);
 - a value compared by identity (the default ``<… object at 0x…>`` repr, an elided repr)
@@ -87,7 +95,7 @@ from typing import Any
 
 from agentq.queue.fingerprint_cache import StoredCache, code_info
 
-__all__ = ["MAX_ITEMS", "MAX_VALUES", "derive_fingerprint", "stored_fingerprint"]
+__all__ = ["MAX_ITEMS", "MAX_REPR", "MAX_VALUES", "derive_fingerprint", "stored_fingerprint"]
 
 MAX_ITEMS = 1_000
 """A list, tuple, dict, set or frozenset of more items than this compares by identity."""
@@ -95,16 +103,24 @@ MAX_ITEMS = 1_000
 MAX_VALUES = 10_000
 """Values examined for one fingerprint; those past it compare by identity."""
 
+MAX_REPR = 4_096
+"""A repr longer than this is kept (in memory) as its SHA-256 digest, not whole."""
+
 _MAX_DEPTH = 32  # values nested deeper compare by identity
 _TAGGED = frozenset({bool, int, bytes})  # by value, with their type (1, 1.0 and True differ)
 _CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # a repr that shows identity, not contents
 _IDENTITY: Any = object()
+_REFUSE: Any = object()  # a function past the bounds: equal to nothing, not even itself
+_CLASS_SKIP = frozenset({"__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"})
 
 
 class _Value:
-    """One value a call uses: equal to another if it is the same object, or if both have a
-    canonical form and the forms are equal.
+    """One value a call uses: equal to another if it is the same object (except a function,
+    a partial or a bound method: those are equal only by their forms, which hold what they
+    read now), or if both have a canonical form and the forms are equal. A function past the
+    derivation's bounds (`_REFUSE`) is equal to nothing: a conflict, never another call's
+    result.
 
     An object that can be weakly referenced (an instance of a class, a function) is held
     weakly: a finished key keeps its fingerprint, and must not keep alive what its call used
@@ -127,10 +143,14 @@ class _Value:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _Value):
             return NotImplemented
+        form = self.form
+        theirs = other.form
+        if form is _REFUSE or theirs is _REFUSE:
+            return False
         mine = self.obj
-        return (mine is not None and mine is other.obj) or (
-            self.form is not _IDENTITY and other.form is not _IDENTITY and self.form == other.form
-        )
+        if mine is not None and mine is other.obj and not _is_call(form):
+            return True
+        return form is not _IDENTITY and theirs is not _IDENTITY and form == theirs
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -143,6 +163,16 @@ class _Value:
         return repr(self.form)
 
 
+def _is_call(form: Any) -> bool:
+    """Whether `form` is a function's, a partial's or a bound method's (compared by form)."""
+    return type(form) is tuple and form[0] == "call"
+
+
+def _callable_kind(value: object) -> bool:
+    kind = type(value)
+    return kind is FunctionType or kind is MethodType or isinstance(value, functools.partial)
+
+
 def _type_name(value: object) -> str:
     kind = type(value)
     return f"{kind.__module__}.{kind.__qualname__}"
@@ -151,12 +181,19 @@ def _type_name(value: object) -> str:
 class _Walk:
     """One derivation: the values being entered (to tell a cycle) and the budget left."""
 
-    __slots__ = ("budget", "by_name", "stack")
+    __slots__ = ("budget", "by_name", "stack", "stored")
 
-    def __init__(self, *, by_name: bool = False) -> None:
+    def __init__(self, *, by_name: bool = False, stored: bool = False) -> None:
         self.stack: set[int] = set()
         self.budget = MAX_VALUES
         self.by_name = by_name  # a function the call only uses: its module and name only
+        # the stored form (format v1, kept as it was): a class by its name, a rebound
+        # closure variable left out, a function past the bounds by identity
+        self.stored = stored or by_name
+
+    def past_bounds(self, value: object) -> Any:
+        """The form of a value past the bounds: refused if a callable (in memory)."""
+        return _REFUSE if not self.stored and _callable_kind(value) else _IDENTITY
 
     def value(self, value: object, depth: int) -> Any:
         """The comparable form of one value: itself for str and None, else a `_Value`."""
@@ -164,7 +201,7 @@ class _Walk:
             return value  # never equal to a _Value, nor to a value of another type
         self.budget -= 1
         if self.budget < 0:
-            return _Value(value, _IDENTITY)
+            return _Value(value, self.past_bounds(value))
         return _Value(value, self.form(value, depth))
 
     def form(self, value: object, depth: int) -> Any:
@@ -179,7 +216,7 @@ class _Walk:
         if id(value) in self.stack:
             return ("cycle",)  # a value that contains itself, or a function that calls itself
         if depth >= _MAX_DEPTH:
-            return _IDENTITY
+            return self.past_bounds(value)
         if kind in _CONTAINERS:
             if len(value) > MAX_ITEMS:  # type: ignore[arg-type]
                 return _IDENTITY
@@ -188,6 +225,8 @@ class _Walk:
             return ("call", (("function", value.__module__, value.__qualname__),))  # type: ignore[attr-defined]
         if kind is FunctionType or kind is MethodType or isinstance(value, functools.partial):
             return ("call", self.derive(value, depth + 1))
+        if isinstance(value, type) and not self.stored:
+            return self.klass(value, depth + 1)
         if hasattr(kind, "__array__") or hasattr(kind, "__dataframe__"):
             return _IDENTITY  # numpy, pandas, polars, arrow: a summary repr, costly to build
         try:
@@ -196,6 +235,8 @@ class _Walk:
             return _IDENTITY
         if _ADDRESS.search(text) or "..." in text or "…" in text:
             return _IDENTITY  # identity, or a summary (numpy, pandas) that elides contents
+        if len(text) > MAX_REPR and not self.stored:  # kept as a digest, not whole
+            return ("repr-digest", _type_name(value), hashlib.sha256(text.encode()).digest())
         return ("repr", _type_name(value), text)
 
     def container(self, value: Any, kind: type, depth: int) -> Any:
@@ -211,6 +252,36 @@ class _Walk:
             return (kind.__name__, tuple(forms))
         finally:
             self.stack.discard(id(value))
+
+    def klass(self, cls: type, depth: int) -> Any:
+        """A class by its module, qualified name, bases' names and own content: its plain
+        attributes (not ``__x__`` ones) by value, each function's (method's, static or
+        class method's, property accessor's) code, so that a class redefined with another
+        body (a re-run notebook cell) is another value. Its methods' globals are not read."""
+        namespace = vars(cls)
+        if len(namespace) > MAX_ITEMS:
+            return _IDENTITY
+        self.stack.add(id(cls))
+        try:
+            items: list[Any] = []
+            for name in sorted(namespace):
+                if name in _CLASS_SKIP:
+                    continue
+                attr = namespace[name]
+                if type(attr) is staticmethod or type(attr) is classmethod:
+                    attr = attr.__func__
+                if type(attr) is property:
+                    codes = [getattr(f, "__code__", None) for f in (attr.fget, attr.fset)]
+                    items.append((name, "property", tuple(codes)))
+                elif type(attr) is FunctionType:
+                    defaults = self.value(attr.__defaults__, depth)
+                    items.append((name, "code", attr.__code__, defaults))
+                elif not (name.startswith("__") and name.endswith("__")):
+                    items.append((name, self.value(attr, depth)))
+            bases = tuple(f"{b.__module__}.{b.__qualname__}" for b in cls.__bases__)
+            return ("class", cls.__module__, cls.__qualname__, bases, tuple(items))
+        finally:
+            self.stack.discard(id(cls))
 
     def derive(self, fn: Any, depth: int) -> tuple[Any, ...]:
         """The fingerprint of the call ``fn()``: one part per layer of the callable."""
@@ -280,8 +351,8 @@ class _Walk:
     ) -> tuple[Any, ...]:
         values: list[Any] = []
         for name, cell in zip(code.co_freevars, closure, strict=False):
-            if name in rebound:
-                continue  # state the function keeps (a counter), not what it is called with
+            if self.stored and name in rebound:
+                continue  # stored form (v1): a variable the function rebinds is left out
             try:
                 value = cell.cell_contents
             except ValueError:  # an empty cell (a variable not bound yet)
@@ -299,7 +370,7 @@ class _Walk:
         for name in names:
             if name in namespace:
                 value = namespace[name]
-                if isinstance(value, ModuleType | type):
+                if isinstance(value, ModuleType) or (self.stored and isinstance(value, type)):
                     values.append((name, _type_name(value), getattr(value, "__qualname__", name)))
                 else:
                     values.append((name, self.value(value, depth)))
@@ -333,7 +404,7 @@ def _constants(code: CodeType, out: set[str]) -> None:
         if isinstance(const, CodeType):
             _constants(const, out)
         elif const is not None:  # None is the compiler's filler (docstring slot, return)
-            out.add(_canonical(_portable(_Walk().form(const, 0))))
+            out.add(_canonical(_portable(_Walk(stored=True).form(const, 0))))
 
 
 @functools.lru_cache(maxsize=512)
@@ -407,7 +478,7 @@ def stored_fingerprint(fn: Any, explicit: Any = None) -> str:
     """
     key = None
     if explicit is not None:
-        form = ["explicit", _portable(_Walk().form(explicit, 0))]
+        form = ["explicit", _portable(_Walk(stored=True).form(explicit, 0))]
     else:
         key = _CACHE.key(fn)
         if key is not None:

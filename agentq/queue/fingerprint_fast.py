@@ -4,17 +4,18 @@
 meets; that costs 4-8 µs a push, paid by every job that claims a key and by every push of a
 completed key with a new `Job` (a cache hit). Most calls are simpler: a lambda or a
 `functools.partial` over a few str, int, bytes or bool values, reading module-level
-functions, modules and classes. `fast_fingerprint` takes those in one tight pass and returns
+functions and modules. `fast_fingerprint` takes those in one tight pass and returns
 a tuple that compares like the derived fingerprint would:
 
 - the same layers and parts as `derive_fingerprint` (a partial's arguments, then its
   function; a function's module, qualified name, code object, defaults, keyword-only
-  defaults, the closure cells it does not rebind and the module-level names its code reads);
+  defaults, its closure cells (those it rebinds too) and the module-level names its code reads);
 - str, int and None as themselves (no other kind kept here equals an int); bool and bytes
   with their type (``1`` and ``True`` differ, as in the derived form);
-- a module-level module or class as its name, its type's name and its qualified name;
-- a function among the values by its own fast fingerprint, or by identity (the same object
-  is the same value, however its state changed since: the rule of the derived form);
+- a module-level module as its name, its type's name and its qualified name (a class read
+  gives None: the derived form compares a class by its content);
+- a function among the values by its own fast fingerprint only (the same function object
+  reading another global now is another call: the rule of the derived form);
 - a function met again while it is being taken as ``("cycle",)``.
 
 So two fast fingerprints are equal exactly when the derived ones are. Anything else (a
@@ -57,7 +58,8 @@ _CYCLE = ("cycle",)
 
 
 class _Fn:
-    """A function among a call's values: the same object, or an equal fast fingerprint."""
+    """A function among a call's values: equal to another by its fast fingerprint alone (the
+    same function object reading other values now is another call)."""
 
     __slots__ = ("fn", "parts")
 
@@ -68,7 +70,7 @@ class _Fn:
     def __eq__(self, other: object) -> bool:
         if type(other) is not _Fn:
             return NotImplemented
-        return self.fn is other.fn or self.parts == other.parts
+        return bool(self.parts == other.parts)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -163,7 +165,7 @@ class _Fast:
 
     def function(self, fn: FunctionType, depth: int) -> tuple[Any, ...] | None:
         code = fn.__code__
-        _, rebound, names = code_info(code)
+        names = code_info(code)[2]
         values = self.value
         defaults: list[Any] = []
         for item in fn.__defaults__ or ():
@@ -182,8 +184,6 @@ class _Fast:
         closure = fn.__closure__
         if closure:
             for name, cell in zip(code.co_freevars, closure, strict=False):
-                if name in rebound:
-                    continue
                 try:
                     item = cell.cell_contents
                 except ValueError:  # an empty cell: the derived form's text for it
@@ -204,9 +204,7 @@ class _Fast:
                 if kind is ModuleType:
                     reads.append((name, "builtins.module", getattr(item, "__qualname__", name)))
                 elif isinstance(item, type):
-                    reads.append(
-                        (name, f"{kind.__module__}.{kind.__qualname__}", item.__qualname__)
-                    )
+                    return None  # a class counts by its content: derived
                 else:
                     form = values(item, depth)
                     if form is _MARK:
@@ -346,7 +344,20 @@ def _same_value(value: Any, form: Any) -> bool:
     kind = type(value)
     if kind in _PLAIN:
         return type(form) is kind and value == form
-    return kind is FunctionType and type(form) is _Fn and form.fn is value
+    if kind is not FunctionType or type(form) is not _Fn or form.fn is not value:
+        return False
+    fn: FunctionType = value  # type: ignore[assignment]  # checked just above
+    code = fn.__code__  # the same function reading no value, with the kept code
+    simple = _SIMPLE.get(id(code))
+    parts = form.parts
+    return (
+        simple is not None
+        and simple[0] is code
+        and not fn.__defaults__
+        and not fn.__kwdefaults__
+        and len(parts) == 1
+        and parts[0][3] is code
+    )
 
 
 def _same_function(fn: FunctionType, part: Any) -> bool:
@@ -370,12 +381,10 @@ def _same_function(fn: FunctionType, part: Any) -> bool:
     simple = _SIMPLE.get(id(code))
     if simple is not None and simple[0] is code:  # no closure cell, no global name read
         return not part[6] and not part[7]
-    _, rebound, names = code_info(code)
+    names = code_info(code)[2]
     kept = part[6]
     i = 0
     for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
-        if name in rebound:
-            continue
         if i >= len(kept):
             return False
         entry = kept[i]
@@ -407,11 +416,11 @@ def matches_fast(fn: Any, fp: Any) -> bool:
     """Whether ``fn()`` has the fast fingerprint `fp`, checked without taking it (cheaper).
 
     Covers a plain function and a `functools.partial` (no keywords) of one whose values are
-    str, int, None or functions (the same object as the kept one); a module or class read,
-    a value of another kind, a nested partial: False, which only means "not decided here"
-    (take the fingerprint and compare). True exactly when `fast_fingerprint(fn)` would equal
-    `fp`, or when the two calls differ only in a function value that is the same object in
-    both (which the fingerprints, derived or fast, count as the same value).
+    str, int, None or functions (the same object as the kept one, reading no value); a
+    module or class read, a value of another kind, a nested partial: False, which only means
+    "not decided here" (take the fingerprint and compare). True exactly when
+    `fast_fingerprint(fn)` would equal `fp` (a function value that is the same object and
+    reads no value, no default and the kept code has an equal fast form).
     """
     if type(fp) is not tuple or fp[0] is not _MARK:
         return False

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from agentq.clock import Clock
 from agentq.errors import KeyConflictError
 from agentq.outcomes import Completed
+from agentq.queue.fingerprint_diff import difference
 from agentq.queue.fingerprint_fast import Shared, call_fingerprint, describe, matches_fast
 from agentq.queue.jobs import Job, short_repr
 from agentq.queue.lane import STOPPED, Lane
@@ -143,6 +144,9 @@ class KeyTable:
             else:
                 was, now = first.fn, job.fn
             what = f"{short_repr(was, 80)}, now {short_repr(now, 80)}"
+            differs = difference(rec.fp, mine)
+            if differs is not None:
+                what += f"; differs in {differs}"
             raise KeyConflictError(
                 f"idempotency key {job.key!r} is already used for another call (first {what});"
                 " use another key, forget() this one, or give both jobs the same fingerprint="

@@ -541,7 +541,10 @@ class _Deps:
 
 
 def _ask(deps: _Deps) -> Job:
-    return Job("ask", lambda: deps.run("hi"))
+    async def ask() -> str:  # on the loop: no worker thread's frame may still hold deps
+        return await deps.run("hi")
+
+    return Job("ask", ask)
 
 
 async def test_a_settled_job_lets_go_of_its_fn_and_what_it_holds() -> None:

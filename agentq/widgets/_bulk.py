@@ -5,7 +5,7 @@ Pure of ipywidgets (the bar that shows it is ``agentq.widgets.bulk``), usable fr
 >>> waits = await pending_waits(engine.store, WaitFilter(tool="refund"))
 >>> report = await answer_waits(engine, waits, approved=True, note="batch ok")
 >>> report.summary()
-'3 approved, 1 already answered'
+'3 approved, 1 answered elsewhere'
 
 What a person expects of "approve all that match", and what `answer_waits` does:
 

@@ -6,7 +6,7 @@ their count ("4 waits match"); **Approve all matching…** / **Deny all matching
 note box's text as the message) then ask first, stating the count ("Approve the 4 waits
 listed? …", **Yes, approve 4** / **No**). **Yes** freezes the list shown, disables the bar,
 and answers exactly those waits as a task on the kernel's loop (`answer_waits`: each its own
-``engine.resume``, a wait answered or timed out meanwhile skipped, a failing resume not
+``engine.resume``, a wait that ended meanwhile skipped with the reason, a failing resume not
 stopping the others); the bar then shows the summary ("3 approved (1 workflow then failed), 1
 answered elsewhere, 1 timed out") with a line per wait that was not simply answered (skipped,
 failed, unknown, or whose workflow then failed).
@@ -348,5 +348,5 @@ def _notable(outcome: BulkOutcome) -> bool:
 
 
 def _cut(outcome: BulkOutcome) -> str:
-    text = outcome.detail
+    text = "its workflow then failed" if outcome.detail == "failed" else outcome.detail
     return text if len(text) <= 160 else f"{text[:159]}…"

@@ -365,12 +365,13 @@ class ApprovalPanel(Live):
         self, where: WaitFilter | None = None, *, note: str = ""
     ) -> BulkReport:
         """Approve every waiting step matching `where` now (all when None), each by its own
-        resume (`answer_waits`: one answered or timed out meanwhile is skipped, a failing
-        one stops no other); show the summary in the bar and return the report.
+        resume (`answer_waits`: one that ended meanwhile is skipped with the reason, a
+        failing one stops no other); show the summary in the bar and return the report.
+        Step-level waits and waits past their deadline are not answered (`pending_waits`).
 
         Raises:
             StoreError: Reading the waits failed.
-            TypeError: `note` is not a str.
+            TypeError: `where` is not a `WaitFilter` or None, or `note` is not a str.
         """
         return await self._answer_matching(True, where, note)
 
@@ -384,12 +385,17 @@ class ApprovalPanel(Live):
     async def _answer_matching(
         self, approved: bool, where: WaitFilter | None, note: str
     ) -> BulkReport:
-        rows = tuple(await pending_waits(self.engine.store, where))
+        rows = tuple(await pending_waits(self.engine.store, where, now=self.clock.time()))
         return await self.bulk.answer(rows, approved=approved, note=note)
 
     async def _drain(self) -> None:
         await self.join()
         await self.bulk.join()
+
+    def close(self) -> None:
+        """Close the widgets (`LiveView.close`); the bulk bar's buttons then do nothing."""
+        self.bulk.shut()
+        super().close()
 
 
 def _json_kind(value: object) -> str:

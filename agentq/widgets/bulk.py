@@ -6,15 +6,20 @@ their count ("4 waits match"); **Approve all matching…** / **Deny all matching
 note box's text as the message) then ask first, stating the count ("Approve the 4 waits
 listed? …", **Yes, approve 4** / **No**). **Yes** freezes the list shown, disables the bar,
 and answers exactly those waits as a task on the kernel's loop (`answer_waits`: each its own
-``engine.resume``, a wait answered or timed out meanwhile skipped, a failing resume not
-stopping the others); the bar then shows the summary ("3 approved, 1 already answered") with
-a line per skipped or failed wait.
+``engine.resume``, a wait that ended meanwhile skipped with the reason, a failing resume not
+stopping the others); the bar then shows the summary ("3 approved (1 workflow then failed), 1
+answered elsewhere, 1 timed out") with a line per wait that was not simply answered (skipped,
+failed, unknown, or whose workflow then failed).
 
 The list is read only once a filter box is used (or `find` is called): reading every waiting
 workflow's steps is linear in the backlog of waits, which the first render must not pay
 (`StepCache.waiting_cap`). While a filter is set, each batch of new events that starts or ends
-a wait re-reads the list (coalesced: one read at a time); not while a confirmation is open, so
-the count the question states is the set that Yes answers.
+a wait re-reads the list (coalesced: one read at a time); not while a confirmation is open or an
+answer runs (the list is frozen then: the count the question states is the set that Yes
+answers), and once when it closes or the answer ends.
+
+Once the panel is stopped or closed (`shut`), the bar is disabled and its buttons do nothing,
+also when clicked from code (``bar.yes.click()`` on an old panel answers nothing).
 """
 
 from __future__ import annotations
@@ -115,6 +120,7 @@ class BulkBar:
         self.report: BulkReport | None = None
         self.asked: bool | None = None  # approve (True) / deny (False) asked, not answered
         self.busy = False
+        self.closed = False  # shut: the buttons do nothing
         self.active = False  # a filter was used: keep the list current
         self._reading = False
         self._again = False
@@ -131,6 +137,15 @@ class BulkBar:
         """The filter the boxes hold."""
         return WaitFilter(self.workflow.value, self.tool.value, self.text.value)
 
+    def shut(self) -> None:
+        """Disable the bar for good (its panel stopped or closed): boxes and buttons do
+        nothing from now on, also clicked from code. Idempotent."""
+        self.closed = True
+        self.asked = None
+        for control in (self.workflow, self.tool, self.text, self.note, self.approve,
+                        self.deny, self.yes, self.no):
+            control.disabled = True
+
     def note_rows(self, rows: list[Any]) -> None:
         """A fold of the panel's source: events that start or end a wait re-read the list
         while a filter is set (others, such as a running agent's calls, do not)."""
@@ -141,6 +156,8 @@ class BulkBar:
     def stale(self) -> None:
         """Re-read the matching waits soon (a task; one read at a time)."""
         self.active = True
+        if self.closed or self.busy or self.asked is not None:
+            return  # the list is frozen; it is read again when the question or answer ends
         if self._reading:
             self._again = True
             return
@@ -174,27 +191,31 @@ class BulkBar:
             StoreError: A read failed.
         """
         self.active = True
-        rows = tuple(await pending_waits(self.engine.store, self.where))
+        rows = tuple(await pending_waits(self.engine.store, self.where, now=self._now()))
         if self.asked is None and not self.busy:
             self.matching = rows
             self.matches.value = _matches_html(rows, self.listed)
             self._enable()
         return rows
 
+    def _now(self) -> float | None:
+        clock = getattr(self.engine, "clock", None)
+        return None if clock is None else float(clock.time())
+
     def _enable(self) -> None:
-        idle = not self.busy and self.asked is None
+        idle = not self.busy and self.asked is None and not self.closed
         self.approve.disabled = self.deny.disabled = not (idle and self.matching)
 
     def ask(self, approved: bool) -> None:
         """Show the confirmation of approving (True) or denying (False) the waits listed."""
-        if self.busy or not self.matching:
+        if self.busy or self.closed or not self.matching:
             return
         self.asked = approved
         n = len(self.matching)
         verb = "approve" if approved else "deny"
         waits = "wait" if n == 1 else "waits"
         text = (f"{verb.capitalize()} the {n} {waits} listed? Each is resumed on its own; "
-                "a wait answered or timed out meanwhile is skipped.")
+                "a wait that ended meanwhile is skipped.")
         self._asking.show(
             f'<span data-agentq="bulk-confirm" data-action="{verb}" data-count="{n}" '
             f'style="{_TEXT}">{esc(text)}</span>',
@@ -203,6 +224,8 @@ class BulkBar:
         self._enable()
 
     def _close_question(self) -> None:
+        if self.closed:
+            return
         self.asked = None
         self._asking.hide()
         self._enable()
@@ -212,7 +235,7 @@ class BulkBar:
     def confirmed(self) -> None:
         """What Yes does: answer the waits listed when asked, as a task, the bar disabled."""
         approved, rows = self.asked, self.matching
-        if approved is None or self.busy or not rows:
+        if approved is None or self.busy or self.closed or not rows:
             return  # a second click: nothing more to do
         self.busy = True
         self.asked = None
@@ -303,21 +326,27 @@ def _matches_html(rows: tuple[StepRow, ...], listed: int) -> str:
 
 
 def _summary_html(report: BulkReport) -> str:
-    """The summary line, and a line per skipped or failed wait (escaped)."""
+    """The summary line, and a line per wait not simply answered: skipped, failed, unknown,
+    or answered and its workflow then failed (escaped)."""
     lines = [
         f'<div data-agentq="bulk-outcome" data-workflow="{esc(o.workflow_id)}" '
         f'data-outcome="{o.outcome}" style="{MUTED}">{esc(o.workflow_id)} · '
         f"{esc(o.step_name)}: {o.outcome} ({esc(_cut(o))})</div>"
-        for o in report.outcomes if o.outcome in ("skipped", "failed")
+        for o in report.outcomes if _notable(o)
     ]
-    color = "#b91c1c" if report.failed else "inherit"
+    color = "#b91c1c" if report.failed or report.unknown or report.then_failed else "inherit"
     return (
         f'<div data-agentq="bulk-summary" data-answered="{report.answered}" '
         f'data-skipped="{report.skipped}" data-failed="{report.failed}" '
+        f'data-unknown="{report.unknown}" data-then-failed="{report.then_failed}" '
         f'style="{_TEXT};color:{color}"><b>{esc(report.summary())}</b>{"".join(lines)}</div>'
     )
 
 
+def _notable(outcome: BulkOutcome) -> bool:
+    return outcome.then_failed or outcome.outcome in ("skipped", "failed", "unknown")
+
+
 def _cut(outcome: BulkOutcome) -> str:
-    text = outcome.detail
+    text = "its workflow then failed" if outcome.detail == "failed" else outcome.detail
     return text if len(text) <= 160 else f"{text[:159]}…"

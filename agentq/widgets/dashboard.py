@@ -154,3 +154,8 @@ class Dashboard(Live):
         await self.approvals._drain()
         if self._error is None and self.approvals.error is not None:
             self._error = self.approvals.error
+
+    def close(self) -> None:
+        """Close the widgets (see `LiveView.close`) and shut the approvals' bulk bar."""
+        self.approvals.bulk.shut()
+        super().close()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentq.errors import PayloadError
+from agentq.errors import NotWaitingError, PayloadError
 from agentq.store import StepRow, StepState
 from agentq.widgets import ApprovalPanel, WaitFilter, answer_waits, pending_waits
 from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
@@ -123,10 +123,10 @@ async def test_a_wait_answered_meanwhile_is_skipped_and_reported(real: WorkflowE
     # Someone else answers b-2 first (a click, a script, another person).
     await real.resume("b-2", "agent", {"approved": False, "note": "no"}, key="approval:refund")
     report = await answer_waits(real, waits, approved=True, note="")
-    assert report.summary() == "3 approved, 1 already answered"
+    assert report.summary() == "3 approved, 1 answered elsewhere"
     assert [o.outcome for o in report.outcomes] == ["approved", "skipped", "approved",
                                                      "approved"]
-    assert "no longer this wait" in report.outcomes[1].detail
+    assert report.outcomes[1].detail == "answered elsewhere"
     assert seen.count(("b-2", {"approved": False, "note": "no"})) == 1  # not answered twice
 
 
@@ -145,8 +145,8 @@ async def test_a_wait_that_ends_between_the_check_and_the_resume_is_skipped(
             return await real.resume(*args, **kw)
 
     report = await answer_waits(Racing(), waits, approved=True)
-    assert report.summary() == "0 approved, 1 already answered"
-    assert report.outcomes[0].detail.startswith("NotWaitingError")
+    assert report.summary() == "0 approved, 1 answered elsewhere"
+    assert isinstance(report.outcomes[0].error, NotWaitingError)
 
 
 async def test_a_failing_resume_does_not_stop_the_others(real: WorkflowEngine) -> None:

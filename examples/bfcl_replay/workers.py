@@ -326,6 +326,14 @@ def _spawn(options: WorkersOptions, index: int) -> subprocess.Popen[str]:
     return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
 
 
+def _wait_serving(proc: subprocess.Popen[str]) -> None:
+    """Block until a worker printed ``serving`` (or exited: its end is seen later)."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip() == "serving":
+            return
+
+
 def _say(options: WorkersOptions, text: str) -> None:
     if not options.quiet:
         print(text, flush=True)
@@ -357,15 +365,19 @@ async def coordinate(options: WorkersOptions) -> WorkersReport:
     with ServiceHost(options.services_db, tasks) as host:
         async with Queue(LANES) as queue, options.store() as store:
             engine = WorkflowEngine(queue, store, lease_ttl=LEASE_TTL, priority=STEP_LANE)
-            for definition, task_input in definitions(tasks, ReplayEnv(host)):
-                await engine.start(definition, definition.name, task_input)
-            for name in list(engine.definitions):  # the coordinator runs nothing itself
-                engine.unregister(name)
-            _say(options, f"started {len(tasks)} workflows ({calls} tool calls); "
-                 f"{options.workers} workers serving {options.where()}")
             procs = [_spawn(options, index) for index in range(options.workers)]
             killed = 0
             try:
+                # every worker serving before the work exists: each gets a share of it (a
+                # slow start must not leave w0 with nothing to hold when --kill-one looks)
+                for proc in procs:
+                    await asyncio.to_thread(_wait_serving, proc)
+                for definition, task_input in definitions(tasks, ReplayEnv(host)):
+                    await engine.start(definition, definition.name, task_input)
+                for name in list(engine.definitions):  # the coordinator runs nothing itself
+                    engine.unregister(name)
+                _say(options, f"started {len(tasks)} workflows ({calls} tool calls); "
+                     f"{options.workers} workers serving {options.where()}")
                 while True:
                     await _approve(engine, policy)
                     if options.kill_one and not killed and await _holding(

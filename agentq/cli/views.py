@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentq.events import Event
-from agentq.store import CallRow, StepRow, StepState, WorkflowRow
+from agentq.store import CallRow, StepRow, StepState, WorkflowRow, shown_call
 
 __all__ = [
     "event_json",
@@ -117,15 +117,6 @@ def _steps_table(steps: Sequence[StepRow]) -> Table:
     return table
 
 
-def call_state(wf: WorkflowRow, row: CallRow) -> str:
-    """The state a call or wait row is shown with: a wait still ``waiting`` in a workflow that
-    closed (cancelled, failed) is shown as ended, with the workflow's state (``cancelled``);
-    the stored row is unchanged, since a retry re-opens the same wait."""
-    if row.state.value == "waiting" and wf.state.closed:
-        return wf.state.value
-    return row.state.value
-
-
 def _calls_table(wf: WorkflowRow, calls: Sequence[CallRow]) -> Table:
     table = Table(title="durable calls and waits", title_justify="left")
     for name in ("key", "kind", "step", "state", "label", "runs", "duration",
@@ -136,7 +127,7 @@ def _calls_table(wf: WorkflowRow, calls: Sequence[CallRow]) -> Table:
         if row.error is not None:
             note = short(str(row.error), 80)
         table.add_row(
-            row.key, row.kind.value, str(row.step_index), _state(call_state(wf, row)),
+            row.key, row.kind.value, str(row.step_index), _state(shown_call(wf, row).state),
             short(row.label, 60), str(row.runs), _seconds(row.duration), note,
         )
     return table
@@ -215,13 +206,13 @@ def workflow_json(
 ) -> str:
     """One workflow as one JSON object: ``workflow`` (its row), ``steps`` and ``calls`` (their
     rows, every field; errors as ``{type, message, traceback}``; a wait of a closed workflow
-    with the state `call_state` shows)."""
+    with the state `shown_call` gives)."""
     return json.dumps(
         {
             "workflow": dataclasses.asdict(wf),
             "steps": [dataclasses.asdict(row) for row in steps],
             "calls": [
-                {**dataclasses.asdict(row), "state": call_state(wf, row)} for row in calls
+                {**dataclasses.asdict(row), "state": shown_call(wf, row).state} for row in calls
             ],
         },
         ensure_ascii=False,

@@ -7,8 +7,9 @@ Other layers import only from here. Inside, each module has one job; read them i
 (each imports only modules above it in the list, plus the foundation modules of `agentq`):
 
 What a store hands out:
-    ``rows``        `WorkflowRow`, `StepRow`, `CallRow`, their states and kinds, and event
-                    rows (`EVENT_COLUMNS`).
+    ``rows``        `WorkflowRow`, `StepRow`, `CallRow`, their states and kinds, event
+                    rows (`EVENT_COLUMNS`), and `shown_call` (how a wait of a closed
+                    workflow is shown).
     ``claims``      `Execution` (a held lease), `execution_of` (the lease of a step row) and
                     the `ClaimResult` answers of a claim.
     ``ready``       `ReadyWork` (what a serving worker may take up now, `is_ready`) and the
@@ -76,11 +77,13 @@ from agentq.store.rows import (
     EVENT_COLUMNS,
     CallKind,
     CallRow,
+    CallShown,
     CallState,
     StepRow,
     StepState,
     WorkflowRow,
     WorkflowState,
+    shown_call,
 )
 from agentq.store.rules_lease import HANDED_BACK_REASON
 from agentq.store.sqlite import SqliteStore
@@ -92,6 +95,7 @@ __all__ = [
     "AlreadyWaiting",
     "CallKind",
     "CallRow",
+    "CallShown",
     "CallState",
     "ClaimResult",
     "Claimed",
@@ -111,5 +115,6 @@ __all__ = [
     "WorkflowState",
     "execution_of",
     "project_call",
+    "shown_call",
     "touches_calls",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentq.events import Event, EventKind
 from agentq.outcomes import ErrorInfo
@@ -25,6 +25,7 @@ __all__ = [
     "OUTPUT_KINDS",
     "REASON_KINDS",
     "CallKind",
+    "CallShown",
     "CallRow",
     "CallState",
     "StepRow",
@@ -32,6 +33,7 @@ __all__ = [
     "WorkflowRow",
     "WorkflowState",
     "event_row",
+    "shown_call",
 ]
 
 _K = EventKind
@@ -229,6 +231,42 @@ class CallRow:
     runs: int = 0
     last_seq: int = 0
     first_seq: int = 0
+
+
+class CallShown(NamedTuple):
+    """How a call or wait row is shown (`shown_call`).
+
+    Attributes:
+        state: The state shown: the row's `CallState` value, or the workflow's
+            `WorkflowState` value (e.g. ``cancelled``) for a wait its closed workflow left
+            waiting.
+        finished_at: Unix seconds it ended: the row's ``finished_at``, or the workflow's
+            ``updated_at`` (when it closed) for such a wait; None while still open.
+    """
+
+    state: str
+    finished_at: float | None
+
+
+def shown_call(workflow: WorkflowRow, row: CallRow) -> CallShown:
+    """Return the state and end time `row` (a call or wait of `workflow`) is shown with.
+
+    The one rule of every view (``agentq show``, its ``--json``, the HTML export and the
+    tree): a wait still ``waiting`` in a workflow that closed (cancelled, failed) has ended,
+    so it is shown with the workflow's state and the workflow's close time, never as waiting
+    with a growing duration. The stored row is unchanged, since a retry re-opens the same
+    wait. Any other row is shown as stored.
+
+    Args:
+        workflow: The workflow's row.
+        row: One of its call or wait rows.
+
+    Returns:
+        `CallShown` ``(state, finished_at)``.
+    """
+    if row.state is CallState.WAITING and workflow.state.closed:
+        return CallShown(workflow.state.value, workflow.updated_at)
+    return CallShown(row.state.value, row.finished_at)
 
 
 EVENT_COLUMNS: tuple[str, ...] = (

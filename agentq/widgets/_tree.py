@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.markup import fmt_seconds
-from agentq.store import CallKind, CallRow, StepRow, WorkflowRow
+from agentq.store import CallKind, CallRow, StepRow, WorkflowRow, shown_call
 
 __all__ = ["Item", "TreeNode", "build_tree", "node_item"]
 
@@ -126,7 +126,7 @@ def _tokens(usage: dict[str, Any] | None) -> str:
     return f"{head}{i} in / {o} out tokens"
 
 
-def _call_node(call: CallRow) -> TreeNode:
+def _call_node(call: CallRow, workflow: WorkflowRow | None) -> TreeNode:
     label = call.label or {}
     facts: list[str] = []
     if call.kind is CallKind.WAIT:
@@ -150,7 +150,8 @@ def _call_node(call: CallRow) -> TreeNode:
     error = _error_text(call.error)
     if error:
         facts.append(error)
-    return TreeNode(f"c:{call.key}", kind, f"{title} · {call.key}", call.state.value,
+    state = call.state.value if workflow is None else shown_call(workflow, call).state
+    return TreeNode(f"c:{call.key}", kind, f"{title} · {call.key}", state,
                     tuple(facts), failed=bool(error))
 
 
@@ -186,7 +187,7 @@ def build_tree(
         root.children.append(node)
     model: dict[int, TreeNode] = {}  # the latest model request under each step (-1: the root)
     for call in calls:
-        node = _call_node(call)
+        node = _call_node(call, workflow if isinstance(workflow, WorkflowRow) else None)
         parent_key = call.step_index if call.step_index in by_index else -1
         parent = by_index.get(parent_key, root)
         if node.kind == "model":

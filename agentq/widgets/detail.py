@@ -22,7 +22,7 @@ from typing import Any
 from agentq.clock import Clock
 from agentq.errors import AgentqError
 from agentq.markup import MUTED, error_html
-from agentq.store import DurableStore
+from agentq.store import DurableStore, shown_call
 from agentq.widgets._detail import DetailSnapshot, load_detail, refresh_detail
 from agentq.widgets._live import Spawner, set_value, widgets
 from agentq.widgets._tree import Item
@@ -260,5 +260,6 @@ def _item_options(snap: DetailSnapshot, keep: Item | None = None) -> list[tuple[
         listed = [c for c in calls if c.key == keep[1]] + listed
     for c in listed:
         name = (c.label or {}).get("tool") or (c.label or {}).get("kind") or c.kind.value
-        options.append((f"{c.kind.value} {c.key} · {name} ({c.state.value})", ("call", c.key)))
+        state = shown_call(snap.workflow, c).state
+        options.append((f"{c.kind.value} {c.key} · {name} ({state})", ("call", c.key)))
     return options

@@ -64,6 +64,31 @@ async def test_export_html_writes_the_file(clock: FakeClock, tmp_path: Path) -> 
         await export_html(store, tmp_path / "missing" / "d.html", now=clock.time())
 
 
+async def test_a_cancelled_workflows_wait_is_shown_as_ended_not_waiting(
+    clock: FakeClock,
+) -> None:
+    """Review finding 10 (export part): as in ``agentq show``, through the one rule
+    `shown_call`: the wait reads cancelled, ends when the workflow closed, and its duration
+    stops growing."""
+    store = await _store(clock)
+    await clock.advance(5.0)
+    assert await store.cancel_workflow("w<1>", "no longer needed", clock.time())
+    await clock.advance(100.0)
+    soup = _soup(await dashboard_html(store, now=clock.time()))
+    node = soup.select_one('[data-agentq="tree-node"][data-node="c:k"]')
+    assert node is not None and node["data-state"] == "cancelled"
+    detail = node.select_one('[data-agentq="detail"][data-kind="call"]')
+    assert detail is not None
+    facts = {tr.th.text: tr.td.text for tr in detail.find_all("tr") if tr.th and tr.td}
+    assert facts["state"] == "cancelled" and facts["duration"] == "5.00 s", facts
+    assert "…" not in facts["duration"] and facts["finished"]
+    listed = soup.select_one('[data-node="w"] [data-agentq="detail-call"][data-key="k"]')
+    assert listed is not None and "cancelled" in listed.text and "waiting" not in listed.text
+    assert "…" not in listed.text
+    rows = await store.calls("w<1>")
+    assert [r.state.value for r in rows] == ["waiting"]  # the stored row is unchanged
+
+
 # ------------------------------------------------------------------ the run trees (issue 14)
 
 

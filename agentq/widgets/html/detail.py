@@ -25,7 +25,7 @@ from agentq.markup import (
     more_html,
 )
 from agentq.outcomes import ErrorInfo
-from agentq.store import CallRow, StepRow
+from agentq.store import CallRow, StepRow, WorkflowRow, shown_call
 from agentq.widgets._detail import DetailSnapshot, attempts_of
 from agentq.widgets.html.results import countdown_text
 
@@ -152,7 +152,7 @@ def workflow_detail_html(snap: DetailSnapshot, *, now: float) -> str:
         facts
         + _section("Input", json_html(wf.input))
         + _section("Steps", f'<table style="{_TABLE}"><tr>{head}</tr>{steps}</table>')
-        + _section("Calls", _calls_table(snap.calls, now))
+        + _section("Calls", _calls_table(snap.workflow, snap.calls, now))
     )
     title = f"workflow {esc_text(wf.workflow_id)}"
     return _frame("workflow", f'data-workflow="{esc(wf.workflow_id)}"', title, body)
@@ -164,15 +164,15 @@ ones, with "… n more calls not shown" above them (review 14 #3: a 3,000-call a
 megabytes on every redraw). Any call is still shown alone by ``DetailPane.show(wf, call=key)``."""
 
 
-def _calls_table(calls: Iterable[CallRow], now: float) -> str:
+def _calls_table(wf: WorkflowRow, calls: Iterable[CallRow], now: float) -> str:
     listed = list(calls)
     hidden = max(0, len(listed) - CALLS_LISTED)
     calls = listed[hidden:]
     rows = "".join(
         f'<tr data-agentq="detail-call" data-key="{esc(c.key)}"><td style="{_TD}">{esc_text(c.key)}'
         f'</td><td style="{_TD}">{esc_text(_call_name(c))}</td><td style="{_TD}">'
-        f'{badge(c.state.value)}</td><td style="{_TD}">{c.runs}</td><td style="{_TD}">'
-        f"{_lasted(c.started_at, c.finished_at, now)}</td><td style=\"{_TD}\">"
+        f'{badge(shown_call(wf, c).state)}</td><td style="{_TD}">{c.runs}</td><td style="{_TD}">'
+        f"{_lasted(c.started_at, shown_call(wf, c).finished_at, now)}</td><td style=\"{_TD}\">"
         f"{json_text(c.usage, 80) if c.usage else ''}</td></tr>"
         for c in calls
     )
@@ -231,7 +231,8 @@ def step_detail_html(snap: DetailSnapshot, index: int, *, now: float) -> str:
     if step.resumed:
         body += _section("Resume input", json_html(step.resume_input))
     body += _section("Attempts", _attempts_table(snap, index, now))
-    body += _section("Calls", _calls_table((c for c in snap.calls if c.step_index == index), now))
+    body += _section("Calls", _calls_table(snap.workflow,
+                                            (c for c in snap.calls if c.step_index == index), now))
     wf = snap.workflow.workflow_id
     attrs = f'data-workflow="{esc(wf)}" data-step="{esc(step.step_name)}" data-index="{index}"'
     return _frame("step", attrs, f"step {esc_text(step.step_name)} <span style=\"{MUTED}\">of "
@@ -284,18 +285,19 @@ def call_detail_html(snap: DetailSnapshot, key: str, *, now: float) -> str:
     if call is None:
         raise KeyError(f"workflow {snap.workflow.workflow_id!r} has no call {key!r}")
     step = snap.step(call.step_index)
+    shown = shown_call(snap.workflow, call)
     facts = _table([
         ("kind", esc_text(call.kind.value)),
-        ("state", badge(call.state.value)),
+        ("state", badge(shown.state)),
         ("step", esc_text(step.step_name if step else call.step_index)),
         ("attempt", str(call.attempt)),
         ("runs", str(call.runs)),
         ("lane", esc_text(call.lane or "")),
         ("fingerprint", esc_text(call.fingerprint or "")),
         ("started", _when(call.started_at)),
-        ("finished", _when(call.finished_at)),
+        ("finished", _when(shown.finished_at)),
         ("duration", esc_text(fmt_seconds(call.duration)) if call.duration is not None
-         else _lasted(call.started_at, call.finished_at, now)),
+         else _lasted(call.started_at, shown.finished_at, now)),
         ("reason", esc_text(call.reason or "")),
     ])
     body = facts

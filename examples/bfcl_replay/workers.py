@@ -39,6 +39,14 @@ holds workflows is refused (`StoreNotEmpty`: drop it or name another). The worke
 DSN through the environment (``AGENTQ_BFCL_DSN``), not their argv, so that ``ps`` never shows
 its password. The service host stays a SQLite file (``--services-db``) either way: it stands
 for the outside world, not for agentq's store.
+
+How it ends badly (`main`): a refusal, or a store that cannot be reached or fails (an
+unreachable ``--dsn``: `agentq.StoreError`), prints one line ``error: …`` on stderr and exits 2;
+Ctrl-C (``KeyboardInterrupt`` in the coordinator) prints ``interrupted: …`` and exits 130. No
+traceback either way, and no worker outlives the coordinator: the workers run in a process
+group of their own (so the terminal's Ctrl-C reaches only the coordinator, which stops them),
+every one spawned is stopped with SIGTERM (SIGKILL after `STOP_WAIT` s) however `coordinate`
+ends, and `main` kills any left running by a second Ctrl-C during that stop.
 """
 
 from __future__ import annotations
@@ -58,7 +66,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentq import EventKind, NotWaitingError, Queue, StepStatus, WorkflowDef, WorkflowEngine
+from agentq import (
+    EventKind,
+    NotWaitingError,
+    Queue,
+    StepStatus,
+    StoreError,
+    WorkflowDef,
+    WorkflowEngine,
+)
 from agentq.store import EVENT_COLUMNS, DurableStore, PostgresStore, SqliteStore, StepState
 
 from .approval import ApprovalPolicy
@@ -75,6 +91,9 @@ LEASE_TTL = 2.0
 
 POLL = 0.2
 """Seconds between two reads of the ready work (workers) or of the waits (coordinator)."""
+
+STOP_WAIT = 60.0
+"""Seconds a worker has to stop after SIGTERM before it is killed with SIGKILL."""
 
 DSN_ENV = "AGENTQ_BFCL_DSN"
 """The environment variable that hands ``--dsn`` to the worker processes."""
@@ -323,7 +342,25 @@ def _spawn(options: WorkersOptions, index: int) -> subprocess.Popen[str]:
     env.pop(DSN_ENV, None)
     if options.dsn is not None:
         env[DSN_ENV] = options.dsn
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+    # a process group of its own: the terminal's Ctrl-C reaches the coordinator alone, which
+    # stops every worker (`_stop`), rather than each worker dying with its own traceback
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env, process_group=0)
+
+
+def _stop(procs: Sequence[subprocess.Popen[str]]) -> list[str]:
+    """Stop every worker still running (SIGTERM, then SIGKILL after `STOP_WAIT` s); return
+    the JSON lines they printed (their host counts)."""
+    lines: list[str] = []
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        lines += [line for line in (out or "").splitlines() if line.startswith("{")]
+    return lines
 
 
 def _wait_serving(proc: subprocess.Popen[str]) -> None:
@@ -339,11 +376,20 @@ def _say(options: WorkersOptions, text: str) -> None:
         print(text, flush=True)
 
 
-async def coordinate(options: WorkersOptions) -> WorkersReport:
+async def coordinate(
+    options: WorkersOptions, spawned: list[subprocess.Popen[str]] | None = None
+) -> WorkersReport:
     """Run the replay across `options.workers` processes (see the module docstring).
 
+    Args:
+        options: The command line.
+        spawned: A list the worker processes are appended to as they are spawned, so that a
+            caller can stop any left running by an interruption (`main` does); every one is
+            stopped (`_stop`) however this ends.
+
     Raises:
-        subprocess.TimeoutExpired: A surviving worker did not stop within 60 s of SIGTERM.
+        StoreError: agentq's store cannot be opened (an unreachable ``--dsn``) or failed;
+            the workers spawned were stopped.
         StoreNotEmpty: The PostgreSQL schema already holds workflows (nothing was changed).
         NotOurFile: See `check_files` (nothing was changed).
     """
@@ -365,9 +411,11 @@ async def coordinate(options: WorkersOptions) -> WorkersReport:
     with ServiceHost(options.services_db, tasks) as host:
         async with Queue(LANES) as queue, options.store() as store:
             engine = WorkflowEngine(queue, store, lease_ttl=LEASE_TTL, priority=STEP_LANE)
-            procs = [_spawn(options, index) for index in range(options.workers)]
+            procs = spawned if spawned is not None else []
             killed = 0
             try:
+                for index in range(options.workers):
+                    procs.append(_spawn(options, index))
                 # every worker serving before the work exists: each gets a share of it (a
                 # slow start must not leave w0 with nothing to hold when --kill-one looks)
                 for proc in procs:
@@ -395,12 +443,7 @@ async def coordinate(options: WorkersOptions) -> WorkersReport:
                         break
                     await asyncio.sleep(POLL / 10 if options.kill_one and not killed else POLL)
             finally:
-                lines: list[str] = []
-                for proc in procs:
-                    if proc.poll() is None:
-                        proc.send_signal(signal.SIGTERM)
-                    out, _ = proc.communicate(timeout=60)
-                    lines += [line for line in out.splitlines() if line.startswith("{")]
+                lines = _stop(procs)
             wall = time.perf_counter() - started
             counts = [json.loads(line) for line in lines]
             results = {i: await engine.run(i) for i in ids if rows.get(i) and rows[i].state.closed}
@@ -464,17 +507,41 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WorkersOptions, str |
     return options, args.serve
 
 
+def _one_line(exc: BaseException) -> str:
+    """`exc`'s message on one line (libpq's messages span several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Coordinate (default) or serve (``--serve NAME``); return the exit status."""
+    """Coordinate (default) or serve (``--serve NAME``); return the exit status.
+
+    Returns:
+        0: every task matches; 1: some do not; 2: refused, or agentq's store cannot be
+        reached or failed (one line ``error: …`` on stderr, no traceback); 130: Ctrl-C
+        (``interrupted: …``), after every worker was stopped.
+    """
     options, name = parse_args(argv)
     if name is not None:
-        asyncio.run(serve(options, name))
+        try:
+            asyncio.run(serve(options, name))
+        except StoreError as exc:
+            print(f"error: worker {name}: {_one_line(exc)}", file=sys.stderr, flush=True)
+            return 2
         return 0
+    spawned: list[subprocess.Popen[str]] = []
     try:
-        report = asyncio.run(coordinate(options))
-    except Refused as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+        report = asyncio.run(coordinate(options, spawned))
+    except (Refused, StoreError) as exc:
+        print(f"error: {_one_line(exc)}", file=sys.stderr, flush=True)
         return 2
+    except KeyboardInterrupt:
+        for proc in spawned:  # a second Ctrl-C may have cut `_stop` short
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        print(f"interrupted: the workers ({len(spawned)}) were stopped; {options.where()} "
+              "holds the run as far as it went", file=sys.stderr, flush=True)
+        return 130
     print(report.format(), flush=True)
     return 0 if report.ok else 1
 

@@ -7,7 +7,10 @@ is applied twice, and the service host refuses only calls left in doubt by the k
 from __future__ import annotations
 
 import asyncio
+import socket
 import sqlite3
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ from typing import Any
 import pytest
 
 from agentq.store import PostgresStore
+from examples.bfcl_replay import workers
 from examples.bfcl_replay.dataset import DEFAULT_CATEGORY
 from examples.bfcl_replay.workers import (
     DSN_ENV,
@@ -25,6 +29,7 @@ from examples.bfcl_replay.workers import (
     WorkersReport,
     check_files,
     coordinate,
+    main,
     parse_args,
 )
 
@@ -125,6 +130,45 @@ def test_a_file_this_example_did_not_make_is_refused_untouched(
     assert check_files(replace(options, fresh=True)) == [options.db, options.services_db]
     theirs.with_name(theirs.name + ".owner").write_text(OWNER_MARK)  # a file it made
     assert check_files(options) == [options.db, options.services_db]
+
+
+def test_an_unreachable_dsn_ends_in_one_line_and_exit_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review of session 4: a ``--dsn`` nothing answers at (a port bound but not listening,
+    so the connection is refused; no PostgreSQL server needed) is one line on stderr and exit
+    status 2, not a traceback; no worker was spawned and no file made."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))  # bound, never listening: the port refuses connections
+        port = taken.getsockname()[1]
+        services = tmp_path / "services.db"
+        status = main(["--dsn", f"postgresql://nobody@127.0.0.1:{port}/x", "--services-db",
+                       str(services), "--tasks", "1", "--quiet"])
+    out, err = capsys.readouterr()
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: cannot open PostgreSQL database")
+    assert f"port={port}" in err and "Traceback" not in err
+    assert not services.exists()
+
+
+def test_ctrl_c_in_the_coordinator_stops_the_workers_and_exits_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C (``KeyboardInterrupt``) is one line and exit status 130, and a worker left
+    running (a second Ctrl-C cut the coordinator's own stop short) is killed, not orphaned."""
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], text=True)
+
+    async def interrupted(
+        options: WorkersOptions, spawned: list[subprocess.Popen[str]]
+    ) -> WorkersReport:
+        spawned.append(worker)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workers, "coordinate", interrupted)
+    assert main(["--quiet"]) == 130
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("interrupted:") and "Traceback" not in err
+    assert worker.poll() is not None  # killed and reaped
 
 
 def test_one_file_for_both_or_a_directory_is_refused(tmp_path: Path) -> None:

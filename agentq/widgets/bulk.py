@@ -29,7 +29,7 @@ from typing import Any
 
 from agentq.errors import AgentqError
 from agentq.events import EventKind
-from agentq.markup import MUTED, esc, json_text, more_html, short
+from agentq.markup import MUTED, esc, esc_text, json_text, more_html, short
 from agentq.store import StepRow
 from agentq.widgets._bulk import BulkOutcome, BulkReport, WaitFilter, answer_waits, pending_waits
 from agentq.widgets._live import Confirmation, Spawner, check_count, widgets
@@ -330,8 +330,8 @@ def _summary_html(report: BulkReport) -> str:
     or answered and its workflow then failed (escaped)."""
     lines = [
         f'<div data-agentq="bulk-outcome" data-workflow="{esc(o.workflow_id)}" '
-        f'data-outcome="{o.outcome}" style="{MUTED}">{esc(o.workflow_id)} · '
-        f"{esc(o.step_name)}: {o.outcome} ({esc(_cut(o))})</div>"
+        f'data-outcome="{o.outcome}" style="{MUTED}">{esc_text(o.workflow_id)} · '
+        f"{esc_text(o.step_name)}: {o.outcome} ({esc_text(_cut(o))})</div>"
         for o in report.outcomes if _notable(o)
     ]
     color = "#b91c1c" if report.failed or report.unknown or report.then_failed else "inherit"

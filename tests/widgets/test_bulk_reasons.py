@@ -204,3 +204,17 @@ async def test_a_stopped_panels_buttons_do_nothing(real: WorkflowEngine) -> None
     await bar.join()
     assert bar.report is None and seen == []
     assert [r.workflow_id for r in await pending_waits(real.store)] == ["s-4"]
+
+
+def test_a_bidi_control_in_a_skipped_waits_names_cannot_reverse_the_summary() -> None:
+    """Like every other view (markup.esc_text): an RLO in a workflow id, a step name or a
+    skip's detail is isolated in <bdi>, so the summary's own words read left to right."""
+    from agentq.widgets import BulkOutcome, BulkReport
+    from agentq.widgets.bulk import _summary_html
+
+    rlo = "\u202eorder"
+    report = BulkReport(approved=True, outcomes=(
+        BulkOutcome(rlo, f"ask{rlo}", "k", "skipped", f"answered elsewhere {rlo}"),
+    ))
+    page = _summary_html(report)
+    assert page.count("<bdi>") == 3 and "</bdi> · <bdi>" in page

@@ -28,32 +28,35 @@ times a second only when something changed, and re-raises the refresher's errors
 `run_tree_html`    a workflow's tree (workflow → steps → calls) as pure HTML, from its rows
 =================  ==========================================================================
 
-Reading order (each module imports only the ones above it, and the layers below: the
-foundation modules with `agentq.markup`, the queue, the store, the workflows):
+Three rooms hold what the widgets are built from, so a module's folder says what it is:
 
-- ``_timeline``: the event log folded into spans per workflow step (pure, no ipywidgets);
-- ``_calls``: the event log's call events folded into call counts per step (pure);
-- ``_detail``: `load_detail` (one workflow read for its detail view) and a step's attempts;
-- ``_tree``: `build_tree`: a workflow's rows folded into its run tree (pure);
-- ``html``: the pure renderers of snapshots, one module per view family (``tables``,
-  ``timeline``, ``results``, ``detail``, ``tree``); its docstring lists the stable
-  ``data-agentq`` attributes;
-- ``_source``: what changed in a store since the last refresh (one read per widget tree);
-- ``_search``: `Query` and `page_of`: search and paging over the workflow index;
-- ``_cells``: `CellOwner`: a refresher belongs to the notebook cell that started it;
-- ``_live``: `Live`, the refresher every widget runs on the kernel's loop, `Spawner` and
-  `Confirmation` (a question with Yes / No);
+- ``models/``: the models, plain values and the store reads behind them (no ipywidgets, no
+  HTML): the event log folded into timeline spans and call counts, a workflow's detail and
+  run tree, what changed in the store since the last refresh, search and paging, answering
+  waits in bulk;
+- ``html/``: the pure HTML renderers of those models, one module per view family; its
+  docstring lists the stable ``data-agentq`` attributes;
+- ``live/``: the refresher every widget runs on the kernel's loop, and the cell that owns it.
+
+The widget classes (ipywidgets) are the modules beside them. Reading order (each module imports
+only the ones above it, and the layers below: the foundation modules with `agentq.markup`, the
+queue, the store, the workflows):
+
+- ``models``: see its docstring (``timeline``, ``calls``, ``detail``, ``tree``, ``source``,
+  ``search``, ``bulk``);
+- ``html``: see its docstring (``calls``, ``results``, ``tables``, ``timeline``, ``detail``,
+  ``tree``);
+- ``live``: ``cells`` (`CellOwner`) and ``refresher`` (`Live`, `Spawner`, `Confirmation`);
 - ``monitor``: `LaneMonitor`, `StepTable` (search, paging), `EventTimeline` (axis, zoom);
-- ``_bulk``: `WaitFilter`, `pending_waits`, `answer_waits`: answering many waits (no
-  ipywidgets);
 - ``tree``: `RunTree`: the live tree (anywidget: open nodes survive redraws, clicks select);
 - ``bulk``: `BulkBar`: approve or deny all waits that match a filter, after a confirmation;
+- ``approval_slot``: `ApprovalSlot`: the widgets of one waiting step;
 - ``approvals``: `ApprovalPanel`, its slots and its `BulkBar`;
 - ``detail``: `DetailPane`: a workflow, step or call selected, and its detail;
 - ``actions``: `Actions`: cancel / retry the selected workflow, after a confirmation;
 - ``dashboard``: `Dashboard`;
 - ``export``: `export_html` and `dashboard_html` (beside ``dashboard``, importing neither it
-  nor ipywidgets).
+  nor ipywidgets: models and HTML only).
 """
 
 from __future__ import annotations
@@ -62,17 +65,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentq.widgets._bulk import (
+    from agentq.widgets.approvals import ApprovalPanel
+    from agentq.widgets.dashboard import Dashboard
+    from agentq.widgets.export import check_export_path, dashboard_html, export_html
+    from agentq.widgets.html.tree import run_tree_html
+    from agentq.widgets.models.bulk import (
         BulkOutcome,
         BulkReport,
         WaitFilter,
         answer_waits,
         pending_waits,
     )
-    from agentq.widgets.approvals import ApprovalPanel
-    from agentq.widgets.dashboard import Dashboard
-    from agentq.widgets.export import check_export_path, dashboard_html, export_html
-    from agentq.widgets.html.tree import run_tree_html
     from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
 
 __all__ = [
@@ -94,11 +97,11 @@ __all__ = [
 
 _HOMES = {
     "ApprovalPanel": "agentq.widgets.approvals",
-    "BulkOutcome": "agentq.widgets._bulk",
-    "BulkReport": "agentq.widgets._bulk",
-    "WaitFilter": "agentq.widgets._bulk",
-    "answer_waits": "agentq.widgets._bulk",
-    "pending_waits": "agentq.widgets._bulk",
+    "BulkOutcome": "agentq.widgets.models.bulk",
+    "BulkReport": "agentq.widgets.models.bulk",
+    "WaitFilter": "agentq.widgets.models.bulk",
+    "answer_waits": "agentq.widgets.models.bulk",
+    "pending_waits": "agentq.widgets.models.bulk",
     "Dashboard": "agentq.widgets.dashboard",
     "EventTimeline": "agentq.widgets.monitor",
     "LaneMonitor": "agentq.widgets.monitor",

@@ -28,7 +28,7 @@ from typing import Any
 from agentq.errors import AgentqError
 from agentq.markup import MUTED, esc, esc_text
 from agentq.store import WorkflowRow, WorkflowState
-from agentq.widgets._live import Confirmation, Spawner, widgets
+from agentq.widgets.live.refresher import Confirmation, Spawner, widgets
 from agentq.workflows import Recorded
 
 __all__ = ["Actions"]

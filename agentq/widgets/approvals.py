@@ -24,6 +24,8 @@ Approve after editing adds ``"override_args": {...}`` (the edited object) to the
 that is not a JSON object is refused in the slot (nothing is sent, the buttons stay enabled).
 Unedited arguments add nothing; Reject ignores the editor.
 
+A slot's widgets are an `ApprovalSlot` (``agentq.widgets.approval_slot``).
+
 Under the slots, the bulk bar (`BulkBar`, ``agentq.widgets.bulk``) approves or denies every
 wait that matches a filter, after a confirmation; `approve_matching` / `deny_matching` do the
 same from code.
@@ -32,7 +34,6 @@ same from code.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -40,11 +41,12 @@ from agentq.clock import Clock
 from agentq.errors import AgentqError
 from agentq.markup import more_html
 from agentq.store import StepRow
-from agentq.widgets._bulk import BulkReport, WaitFilter, default_input, pending_waits
-from agentq.widgets._live import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
-from agentq.widgets._source import Source, StepKey
+from agentq.widgets.approval_slot import ApprovalSlot
 from agentq.widgets.bulk import BulkBar
-from agentq.widgets.html.results import approval_html, outcome_html
+from agentq.widgets.html.results import outcome_html
+from agentq.widgets.live.refresher import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
+from agentq.widgets.models.bulk import BulkReport, WaitFilter, default_input, pending_waits
+from agentq.widgets.models.source import Source, StepKey
 from agentq.workflows import Recorded, RunResult
 
 __all__ = ["ApprovalPanel", "ApprovalSlot", "default_input"]
@@ -53,114 +55,6 @@ _EMPTY = (
     '<div data-agentq="approvals-empty" style="color:var(--jp-ui-font-color2,#6b7280);'
     'font-size:12px;padding:4px">Nothing is waiting for approval.</div>'
 )
-
-
-class ApprovalSlot:
-    """The widgets of one waiting step (built once, reused for the next waiting step).
-
-    Attributes:
-        key: ``(workflow_id, step_index)`` of the step shown, or None when the slot is free.
-        wait_key: The key of the wait shown (``ctx.wait_for_input``), None for a step-level
-            wait; a click resumes with it.
-        label: HTML: workflow, step, reason, and a keyed wait's key, details and deadline.
-        note: Text box whose value goes into the resume input.
-        args: JSON editor of the wait's ``details["args"]`` (shown only for such a wait).
-        approve: The Approve button.
-        reject: The Reject button.
-        status: HTML: what the last click did.
-        box: The container (hidden while the slot is free).
-        busy: True while a resume started from this slot runs.
-    """
-
-    def __init__(self, w: Any) -> None:
-        self.key: StepKey | None = None
-        self.wait_key: str | None = None
-        self.step_name = ""
-        self.label = w.HTML("")
-        self.note = w.Text(placeholder="note (optional)", layout=w.Layout(width="220px"))
-        self.approve = w.Button(description="Approve", button_style="success", icon="check")
-        self.reject = w.Button(description="Reject", button_style="danger", icon="times")
-        self.status = w.HTML("")
-        self.args = w.Textarea(layout=w.Layout(width="420px", height="84px", display="none"))
-        self.args.add_class("agentq-approval-args")
-        self.args_shown = ""  # the editor's text as prefilled ("" when hidden)
-        self._args_for: tuple[int, str | None] | None = None  # the wait it was filled for
-        buttons = w.HBox([self.note, self.approve, self.reject])
-        self.box = w.VBox([self.label, self.args, buttons, self.status])
-        self.box.add_class("agentq-approval")
-        self.box.layout.display = "none"
-        self.box.layout.border = "1px solid #fcd34d"
-        self.box.layout.padding = "4px 8px"
-        self.box.layout.margin = "0 0 6px 0"
-        self.busy = False
-        self.row: StepRow | None = None  # the waiting step shown
-        self.wait_seq = 0  # seq of the StepWaiting event shown
-        self.clicked_seq = -1  # the wait a click was applied to (buttons stay off for it)
-
-    def bind(
-        self, key: StepKey, row: StepRow, wait_seq: int, now: float | None = None
-    ) -> bool:
-        """Show a newly waiting step in this slot."""
-        self.key, self.step_name = key, row.step_name
-        self.note.value = ""
-        self.status.value = ""
-        self.clicked_seq = -1
-        self.box.layout.display = None
-        self.show(row, wait_seq, now)
-        return True
-
-    def show(self, row: StepRow, wait_seq: int, now: float | None = None) -> bool:
-        """Update the label, and enable the buttons for a wait not yet answered."""
-        self.wait_seq = wait_seq
-        self.wait_key = row.wait_key
-        self.row = row
-        changed = set_value(self.label, approval_html(row, now=now))
-        if self._args_for != (wait_seq, row.wait_key):  # a new wait: fill the editor anew
-            self._args_for = (wait_seq, row.wait_key)
-            args = (row.wait_details or {}).get("args")
-            text = json.dumps(args, indent=1, ensure_ascii=False) if isinstance(args, dict) else ""
-            self.args_shown = text
-            self.args.value = text
-            self.args.layout.display = None if text else "none"
-            changed = True
-        return self.set_enabled(not self.busy and self.clicked_seq < wait_seq) or changed
-
-    def edited_args(self) -> dict[str, Any] | None:
-        """Return the edited arguments, or None when the editor is hidden or unchanged.
-
-        Raises:
-            ValueError: The text is not a JSON object (the message says why).
-        """
-        if not self.args_shown or self.args.value.strip() == self.args_shown.strip():
-            return None
-        try:
-            value = json.loads(self.args.value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"the arguments are not JSON: {exc}") from None
-        if not isinstance(value, dict):
-            raise ValueError(f"the arguments must be a JSON object, got {_json_kind(value)}")
-        return value
-
-    def tick(self, now: float) -> bool:
-        """Redraw the label of a wait with a deadline (its countdown); no I/O."""
-        if self.key is None or self.row is None or self.row.wait_deadline is None:
-            return False
-        return set_value(self.label, approval_html(self.row, now=now))
-
-    def release(self) -> bool:
-        """Free the slot (its step no longer waits)."""
-        self.key = None
-        self.box.layout.display = "none"
-        return True
-
-    def set_enabled(self, enabled: bool) -> bool:
-        """Enable or disable both buttons; return whether that changed anything."""
-        changed = False
-        for button in (self.approve, self.reject):
-            if button.disabled == enabled:
-                button.disabled = not enabled
-                changed = True
-        return changed
 
 
 class ApprovalPanel(Live):
@@ -180,6 +74,9 @@ class ApprovalPanel(Live):
             default `default_input` (``{"approved": bool, "note": str}``).
         interval: Seconds between refreshes; default 0.25.
         clock: Time source of the interval; default the engine's clock.
+        source: The `Source` (what changed in the store since the last refresh) to share
+            with other views of the same store, which then read it once per tick (the
+            `Dashboard` passes its own); default a new one.
 
     Raises:
         MissingExtraError: ipywidgets is not installed.
@@ -201,14 +98,14 @@ class ApprovalPanel(Live):
         input_for: Callable[[bool, str], Any] = default_input,
         interval: float = DEFAULT_INTERVAL,
         clock: Clock | None = None,
-        _source: Source | None = None,
+        source: Source | None = None,
     ) -> None:
         super().__init__(interval=interval, clock=clock or engine.clock)
         check_count(slots, "slots")
         w = widgets()
         self.engine = engine
         self.input_for = input_for
-        self.source = _source or Source(engine.store)
+        self.source = source or Source(engine.store)
         self.steps = self.source.want_steps()
         cap = self.steps.waiting_cap
         self.steps.waiting_cap = slots if cap is None else max(cap, slots)
@@ -351,8 +248,15 @@ class ApprovalPanel(Live):
         self._dirty = True
         self.sync()
 
+    @property
+    def dirty(self) -> bool:
+        """Whether a click's outcome arrived since the last `sync` (the slots need a `sync`,
+        though the store may have nothing new to read)."""
+        return self._dirty
+
     async def join(self) -> None:
-        """Wait until every resume started by a click has finished (its outcome is shown).
+        """Wait until every resume started by a click has finished (its outcome is shown),
+        those of the bulk bar included (`BulkBar.join`).
 
         A click returns at once and the resume runs as a task; a cell that wants the result
         of its own ``slot.approve.click()`` awaits this before reading the workflow's status.
@@ -360,6 +264,7 @@ class ApprovalPanel(Live):
         """
         while self._tasks:
             await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
+        await self.bulk.join()
 
     async def approve_matching(
         self, where: WaitFilter | None = None, *, note: str = ""
@@ -390,24 +295,11 @@ class ApprovalPanel(Live):
 
     async def _drain(self) -> None:
         await self.join()
-        await self.bulk.join()
 
     def close(self) -> None:
         """Close the widgets (`LiveView.close`); the bulk bar's buttons then do nothing."""
         self.bulk.shut()
         super().close()
-
-
-def _json_kind(value: object) -> str:
-    """Name a parsed JSON value in JSON's words: ``null``, ``true``, ``a string "x"``, ``an
-    array [1, 2]``, ``a number 3`` (review 14 #9: Python's None/True read like a bug)."""
-    text = json.dumps(value, ensure_ascii=False)  # plain text: the banner escapes it
-    text = text if len(text) <= 60 else f"{text[:59]}…"
-    if value is None or isinstance(value, bool):
-        return text
-    kind = ("a string" if isinstance(value, str) else "an array" if isinstance(value, list)
-            else "a number")
-    return f"{kind} {text}"
 
 
 def _key(row: StepRow) -> StepKey:

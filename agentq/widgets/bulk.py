@@ -31,8 +31,14 @@ from agentq.errors import AgentqError
 from agentq.events import EventKind
 from agentq.markup import MUTED, esc, esc_text, json_text, more_html, short
 from agentq.store import StepRow
-from agentq.widgets._bulk import BulkOutcome, BulkReport, WaitFilter, answer_waits, pending_waits
-from agentq.widgets._live import Confirmation, Spawner, check_count, widgets
+from agentq.widgets.live.refresher import Confirmation, Spawner, check_count, widgets
+from agentq.widgets.models.bulk import (
+    BulkOutcome,
+    BulkReport,
+    WaitFilter,
+    answer_waits,
+    pending_waits,
+)
 
 __all__ = ["BulkBar"]
 

@@ -6,12 +6,12 @@ from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.widgets._live import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
-from agentq.widgets._source import Source
 from agentq.widgets.actions import Actions
 from agentq.widgets.approvals import ApprovalPanel
 from agentq.widgets.detail import DetailPane
 from agentq.widgets.html.calls import call_totals_html
+from agentq.widgets.live.refresher import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
+from agentq.widgets.models.source import Source
 from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
 
 __all__ = ["Dashboard"]
@@ -84,9 +84,9 @@ class Dashboard(Live):
         self.source = Source(engine.store)
         kw: dict[str, Any] = {"interval": interval, "clock": clock}
         self.lanes = LaneMonitor(engine.queue, **kw)
-        self.approvals = ApprovalPanel(engine, slots=slots, _source=self.source, **kw)
-        self.steps = StepTable(engine.store, limit=limit, _source=self.source, **kw)
-        self.timeline = EventTimeline(engine.store, limit=workflows, _source=self.source, **kw)
+        self.approvals = ApprovalPanel(engine, slots=slots, source=self.source, **kw)
+        self.steps = StepTable(engine.store, limit=limit, source=self.source, **kw)
+        self.timeline = EventTimeline(engine.store, limit=workflows, source=self.source, **kw)
         self.detail = DetailPane(engine.store, clock)
         """The selection of a workflow, step or call, and its detail (`DetailPane`)."""
         self.actions = Actions(engine, workflow_for=workflow_for)
@@ -128,7 +128,7 @@ class Dashboard(Live):
             changed = self.approvals.sync() | changed
             changed = await self.detail.update(rows) | changed
             self._times_due(drawn=True)
-        elif self.approvals._dirty:
+        elif self.approvals.dirty:
             changed = self.approvals.sync() | changed
         else:
             changed = self.approvals.tick() | changed  # deadlines count down
@@ -151,7 +151,7 @@ class Dashboard(Live):
         await self.actions.join()
         if self._error is None and self.actions.error is not None:
             self._error = self.actions.error
-        await self.approvals._drain()
+        await self.approvals.join()
         if self._error is None and self.approvals.error is not None:
             self._error = self.approvals.error
 

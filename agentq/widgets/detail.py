@@ -23,15 +23,15 @@ from agentq.clock import Clock
 from agentq.errors import AgentqError
 from agentq.markup import MUTED, error_html
 from agentq.store import DurableStore, shown_call
-from agentq.widgets._detail import DetailSnapshot, load_detail, refresh_detail
-from agentq.widgets._live import Spawner, set_value, widgets
-from agentq.widgets._tree import Item
 from agentq.widgets.html.detail import (
     CALLS_LISTED,
     call_detail_html,
     step_detail_html,
     workflow_detail_html,
 )
+from agentq.widgets.live.refresher import Spawner, set_value, widgets
+from agentq.widgets.models.detail import DetailSnapshot, load_detail, refresh_detail
+from agentq.widgets.models.tree import Item
 from agentq.widgets.tree import RunTree
 
 __all__ = ["REREAD_EVERY", "DetailPane"]

@@ -35,16 +35,16 @@ from pathlib import Path
 
 from agentq.markup import FONT, MUTED, check_count, clock_text, esc_text, more_html
 from agentq.store import DurableStore, StepState
-from agentq.widgets._calls import CallTally
-from agentq.widgets._detail import DetailSnapshot, load_detail
-from agentq.widgets._timeline import Timeline
-from agentq.widgets._tree import TreeNode, build_tree
 from agentq.widgets.html.calls import call_totals_html
 from agentq.widgets.html.detail import call_detail_html, step_detail_html, workflow_detail_html
 from agentq.widgets.html.results import approval_html
 from agentq.widgets.html.tables import steps_html
 from agentq.widgets.html.timeline import timeline_html
 from agentq.widgets.html.tree import TREE_CHILDREN, tree_html
+from agentq.widgets.models.calls import CallTally
+from agentq.widgets.models.detail import DetailSnapshot, load_detail
+from agentq.widgets.models.timeline import Timeline
+from agentq.widgets.models.tree import TreeNode, build_tree
 
 __all__ = ["TREE_NODES", "check_export_path", "dashboard_html", "export_html"]
 

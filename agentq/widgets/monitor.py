@@ -12,7 +12,9 @@ from typing import Any
 
 from agentq.clock import Clock
 from agentq.store import DurableStore
-from agentq.widgets._live import (
+from agentq.widgets.html.tables import lanes_html, steps_html
+from agentq.widgets.html.timeline import timeline_html
+from agentq.widgets.live.refresher import (
     DEFAULT_INTERVAL,
     Live,
     Spawner,
@@ -20,11 +22,9 @@ from agentq.widgets._live import (
     set_value,
     widgets,
 )
-from agentq.widgets._search import Page, Query, page_of
-from agentq.widgets._source import Source
-from agentq.widgets._timeline import Timeline
-from agentq.widgets.html.tables import lanes_html, steps_html
-from agentq.widgets.html.timeline import timeline_html
+from agentq.widgets.models.search import Page, Query, page_of
+from agentq.widgets.models.source import Source
+from agentq.widgets.models.timeline import Timeline
 
 __all__ = ["EventTimeline", "LaneMonitor", "StepTable"]
 
@@ -100,7 +100,7 @@ class StepTable(Live):
     (`query`), one for part of a step name (`step_query`), the status (`filter`) and a time
     window (`window`) select what is listed; a page holds at most `limit` rows (whole
     workflows), and **◀ newer** / **older ▶** (`prev`, `next`) move through the matches, over
-    the whole history (see `agentq.widgets._search`). Each refresh reads the events after the
+    the whole history (see `agentq.widgets.models.search`). Each refresh reads the events after the
     last one seen and re-reads only the workflows they touched; a page reads the step rows of
     only the workflows it shows.
 
@@ -109,6 +109,9 @@ class StepTable(Live):
         limit: Maximum rows on a page.
         interval: Seconds between refreshes; default 0.25.
         clock: Time source for the interval and for open durations; default the system clock.
+        source: The `Source` (what changed in the store since the last refresh) to share
+            with other views of the same store, which then read it once per tick (the
+            `Dashboard` passes its own); default a new one.
 
     Raises:
         MissingExtraError: ipywidgets is not installed.
@@ -123,14 +126,14 @@ class StepTable(Live):
         limit: int = 50,
         interval: float = DEFAULT_INTERVAL,
         clock: Clock | None = None,
-        _source: Source | None = None,
+        source: Source | None = None,
     ) -> None:
         super().__init__(interval=interval, clock=clock)
         check_count(limit, "limit")
         w = widgets()
         self.limit = limit
         self.store = store
-        self.source = _source or Source(store)
+        self.source = source or Source(store)
         self.steps = self.source.want_steps()
         self.filter = w.Dropdown(
             options=list(STATUS_OPTIONS), value="", description="status",
@@ -153,7 +156,7 @@ class StepTable(Live):
         self.shown: tuple[str, ...] = ()
         """The workflows of the rows drawn, in order (what the detail pane offers)."""
         self.page: Page = Page()
-        """The page drawn (`agentq.widgets._search.Page`)."""
+        """The page drawn (`agentq.widgets.models.search.Page`)."""
         self._starts: list[tuple[int, int]] = []  # (start, offset) of earlier pages, for "newer"
         bar = w.HBox([self.query, self.step_query, self.filter, self.window, self.prev,
                       self.next, self.page_label])
@@ -293,6 +296,9 @@ class EventTimeline(Live):
         limit: Maximum workflows drawn.
         interval: Seconds between refreshes; default 0.25.
         clock: Time source for the interval and for "now"; default the system clock.
+        source: The `Source` (what changed in the store since the last refresh) to share
+            with other views of the same store, which then read it once per tick (the
+            `Dashboard` passes its own); default a new one.
 
     Raises:
         MissingExtraError: ipywidgets is not installed.
@@ -307,13 +313,13 @@ class EventTimeline(Live):
         limit: int = 12,
         interval: float = DEFAULT_INTERVAL,
         clock: Clock | None = None,
-        _source: Source | None = None,
+        source: Source | None = None,
     ) -> None:
         super().__init__(interval=interval, clock=clock)
         check_count(limit, "limit")
         w = widgets()
         self.limit = limit
-        self.source = _source or Source(store, steps=False)
+        self.source = source or Source(store, steps=False)
         self.model = Timeline()
         """The folded events: `Timeline` tracks per workflow (the source folds each batch it
         reads into it, see `Source.folds`)."""

@@ -1,6 +1,6 @@
 """`RunTree`: the live tree of the workflow a detail pane shows, collapsible, clickable.
 
-The tree is `agentq.widgets.html.tree.tree_html` of `agentq.widgets._tree.build_tree`, drawn
+The tree is `agentq.widgets.html.tree.tree_html` of `agentq.widgets.models.tree.build_tree`, drawn
 from the snapshot the `DetailPane` already read (`load_detail`: the selected workflow's rows
 only), so it costs no read of its own and its refresh cost is flat in the log's size. It is
 redrawn when that snapshot changes (the pane re-reads the workflow when its events arrive).
@@ -30,10 +30,10 @@ from typing import Any
 from agentq.errors import MissingExtraError
 from agentq.extras import require
 from agentq.markup import MUTED, check_count
-from agentq.widgets._detail import DetailSnapshot
-from agentq.widgets._live import set_value, widgets
-from agentq.widgets._tree import Item, TreeNode, build_tree, node_item
 from agentq.widgets.html.tree import TREE_CHILDREN, tree_html
+from agentq.widgets.live.refresher import set_value, widgets
+from agentq.widgets.models.detail import DetailSnapshot
+from agentq.widgets.models.tree import Item, TreeNode, build_tree, node_item
 
 __all__ = ["ESM", "LIVE_NODES", "RunTree"]
 

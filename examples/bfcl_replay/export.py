@@ -31,8 +31,8 @@ from typing import Any
 
 from agentq import EventKind, LaneStats
 from agentq.store import EVENT_COLUMNS, StepRow, StepState
-from agentq.widgets._timeline import Timeline, WorkflowTrack
 from agentq.widgets.html import lanes_html, steps_html, timeline_html
+from agentq.widgets.models.timeline import Timeline, WorkflowTrack
 
 from .approval import read_decision
 from .plan import WORKFLOW_PREFIX

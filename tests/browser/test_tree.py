@@ -185,7 +185,7 @@ async def test_the_page_follows_a_toggle_from_code_after_the_person_toggled(
     # review F11: once the person had toggled a node, redraws from the kernel could not
     # change it in the page, and tree.open_nodes() and the page disagreed.
     from agentq.store import MemoryStore
-    from agentq.widgets._detail import load_detail
+    from agentq.widgets.models.detail import load_detail
     from agentq.widgets.tree import ESM, RunTree
 
     store = MemoryStore()

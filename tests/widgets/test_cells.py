@@ -1,4 +1,4 @@
-"""Re-running a cell stops the refreshers its previous run started (agentq.widgets._cells), and
+"""Re-running a cell stops the refreshers its previous run started (agentq.widgets.live.cells), and
 `agentq.sync.run` refuses to block a cell while a widget waits for clicks (issue 14)."""
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from agentq.queue import Job
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store import MemoryStore
 from agentq.widgets import Dashboard
-from agentq.widgets._detail import attempts_of, load_detail
 from agentq.widgets.detail import DetailPane
 from agentq.widgets.html import (
     call_detail_html,
@@ -22,6 +21,7 @@ from agentq.widgets.html import (
     step_detail_html,
     workflow_detail_html,
 )
+from agentq.widgets.models.detail import attempts_of, load_detail
 from agentq.workflows import StepContext, StepDef, Workflow, WorkflowEngine
 
 PROBE = "<img src=x onerror=alert(1)>"

@@ -11,8 +11,8 @@ from agentq.events import EventKind
 from agentq.outcomes import ErrorInfo
 from agentq.store import StepRow, StepState
 from agentq.widgets import html as h
-from agentq.widgets._calls import CallCounts, CallTally
-from agentq.widgets._timeline import Timeline
+from agentq.widgets.models.calls import CallCounts, CallTally
+from agentq.widgets.models.timeline import Timeline
 from agentq.workflows import Recorded, RunResult, RunStatus, StepStatus
 
 from .fakes import T0, Lane, ReadStore

@@ -11,9 +11,11 @@ import pytest
 from agentq.clock import FakeClock
 from agentq.events import EventKind
 from agentq.store import StepState
-from agentq.widgets import ApprovalPanel, Dashboard, EventTimeline, StepTable, _search, _source
-from agentq.widgets._calls import CallCounts
+from agentq.widgets import ApprovalPanel, Dashboard, EventTimeline, StepTable
 from agentq.widgets.html.calls import call_counts_html
+from agentq.widgets.models import search as _search
+from agentq.widgets.models import source as _source
+from agentq.widgets.models.calls import CallCounts
 
 from .fakes import T0, FakeEngine, ReadStore
 

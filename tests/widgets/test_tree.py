@@ -12,10 +12,10 @@ import pytest
 from agentq.clock import FakeClock
 from agentq.queue import Job
 from agentq.widgets import Dashboard, run_tree_html
-from agentq.widgets._detail import load_detail
-from agentq.widgets._tree import TreeNode, build_tree, node_item
 from agentq.widgets.detail import REREAD_EVERY
 from agentq.widgets.html import call_detail_html, tree_html
+from agentq.widgets.models.detail import load_detail
+from agentq.widgets.models.tree import TreeNode, build_tree, node_item
 from agentq.workflows import StepContext, StepDef, Workflow, WorkflowEngine
 
 from .fakes import Tools, agent_workflow

@@ -649,8 +649,8 @@ def json_of(text: str) -> Any:
 ])
 def test_the_args_editor_refuses_a_non_object_in_jsons_words(text: str, said: str) -> None:
     # Review 14 #9: "got None", "got True", "got x" read like Python, not JSON.
-    from agentq.widgets._live import widgets
     from agentq.widgets.approvals import ApprovalSlot
+    from agentq.widgets.live.refresher import widgets
 
     slot = ApprovalSlot(widgets())
     slot.args_shown = '{"to": "bob"}'

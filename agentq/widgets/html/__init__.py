@@ -6,16 +6,16 @@ order:
 
 - `agentq.markup` (below every layer): escaping, colours, badges, durations, "n more" lines;
 - ``calls``: `call_counts_html` (a step's durable calls) and `call_totals_html` (all of them,
-  with the calls answered from the log), from `agentq.widgets._calls` counts;
+  with the calls answered from the log), from `agentq.widgets.models.calls` counts;
 - ``results``: `approval_html`, `wait_html` (a keyed wait's key, details and deadline),
   `outcome_html`, and `run_result_html` / `step_status_html`, which are the values' own
   ``_repr_html_`` (built by the workflow model from `agentq.markup`);
 - ``tables``: `lanes_html` and `steps_html` (and `queue_stats_html`);
-- ``timeline``: `timeline_html`, the Gantt chart of `agentq.widgets._timeline` tracks;
+- ``timeline``: `timeline_html`, the Gantt chart of `agentq.widgets.models.timeline` tracks;
 - ``detail``: `workflow_detail_html`, `step_detail_html`, `call_detail_html` of a
-  `agentq.widgets._detail.DetailSnapshot`, and `json_html` (pretty JSON, long values folded in
+  `agentq.widgets.models.detail.DetailSnapshot`, and `json_html` (pretty JSON, long values folded in
   ``<details>``, which opens without JavaScript);
-- ``tree``: `tree_html` (a run's tree of `agentq.widgets._tree` nodes, nested ``<details>``)
+- ``tree``: `tree_html` (a run's tree of `agentq.widgets.models.tree` nodes, nested ``<details>``)
   and `run_tree_html` (rows in, tree out).
 
 Every user-supplied string (ids, step names, reasons, errors, payloads) goes through

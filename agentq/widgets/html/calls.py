@@ -1,13 +1,13 @@
 """Durable call counts: a step's ("3 calls · 1 failed · 1 in doubt") and the dashboard's totals.
 
-Pure functions of `agentq.widgets._calls.CallCounts` snapshots; `steps_html` puts
+Pure functions of `agentq.widgets.models.calls.CallCounts` snapshots; `steps_html` puts
 `call_counts_html` in each step row, and `Dashboard` shows `call_totals_html` above the steps.
 """
 
 from __future__ import annotations
 
 from agentq.markup import COLORS, FONT, MUTED, esc, esc_text
-from agentq.widgets._calls import CallCounts
+from agentq.widgets.models.calls import CallCounts
 
 __all__ = ["call_counts_html", "call_totals_html"]
 

@@ -1,8 +1,8 @@
 """Detail views of one workflow, one step, one durable call: pure HTML of a `DetailSnapshot`.
 
 `workflow_detail_html`, `step_detail_html` and `call_detail_html` take the snapshot that
-`agentq.widgets._detail.load_detail` reads and "now" (Unix seconds), and return HTML that needs
-no script: long values (JSON longer than `FOLD_AT` characters or 12 lines, tracebacks) are
+`agentq.widgets.models.detail.load_detail` reads and "now" (Unix seconds), and return HTML that
+needs no script: long values (JSON longer than `FOLD_AT` characters or 12 lines, tracebacks) are
 folded in ``<details>`` elements, which a browser opens on a click without JavaScript. Every
 value shown (ids, names, inputs, outputs, errors, tracebacks, labels, usage) is escaped.
 """
@@ -26,8 +26,8 @@ from agentq.markup import (
 )
 from agentq.outcomes import ErrorInfo
 from agentq.store import CallRow, StepRow, WorkflowRow, shown_call
-from agentq.widgets._detail import DetailSnapshot, attempts_of
 from agentq.widgets.html.results import countdown_text
+from agentq.widgets.models.detail import DetailSnapshot, attempts_of
 
 __all__ = [
     "FOLD_AT",

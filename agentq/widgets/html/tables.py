@@ -23,9 +23,9 @@ from agentq.markup import (
     short,
 )
 from agentq.store import StepRow, StepState, WorkflowState
-from agentq.widgets._calls import CallCounts
 from agentq.widgets.html.calls import call_counts_html
 from agentq.widgets.html.results import wait_html
+from agentq.widgets.models.calls import CallCounts
 
 __all__ = ["LaneSnapshot", "lanes_html", "queue_stats_html", "steps_html"]
 

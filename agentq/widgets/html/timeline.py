@@ -1,6 +1,6 @@
 """The event timeline drawn as a Gantt chart: one row per workflow step, a bar per span.
 
-Renders the tracks of `agentq.widgets._timeline.Timeline` (the event log folded into spans),
+Renders the tracks of `agentq.widgets.models.timeline.Timeline` (the event log folded into spans),
 with the primitives of `agentq.markup`; `EventTimeline` shows it live. Durable calls are thin
 bars along the bottom of their step's row, coloured by outcome (in doubt: hatched).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentq.markup import COLORS, FONT, MUTED, badge, clock_text, esc, fmt_seconds, more_html, short
-from agentq.widgets._timeline import CallSpan, Span, SpanKind, StepTrack, WorkflowTrack
+from agentq.widgets.models.timeline import CallSpan, Span, SpanKind, StepTrack, WorkflowTrack
 
 __all__ = ["timeline_html"]
 

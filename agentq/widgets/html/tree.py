@@ -1,4 +1,4 @@
-"""`tree_html`: a run's tree (`agentq.widgets._tree.TreeNode`) as nested ``<details>``.
+"""`tree_html`: a run's tree (`agentq.widgets.models.tree.TreeNode`) as nested ``<details>``.
 
 No script: a node with children is a ``<details>`` whose ``<summary>`` is its label (title,
 status badge, facts), so a browser expands and collapses it without JavaScript, in a notebook
@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from agentq.markup import FONT, MUTED, badge, check_count, esc, esc_text, more_html, short
 from agentq.store import CallRow, StepRow, WorkflowRow
-from agentq.widgets._tree import TreeNode, build_tree
+from agentq.widgets.models.tree import TreeNode, build_tree
 
 __all__ = ["HOT_STATES", "TREE_CHILDREN", "cap_tree", "run_tree_html", "tree_html"]
 
@@ -120,7 +120,7 @@ def tree_html(
     """Render a run's tree.
 
     Args:
-        root: The workflow's node (`agentq.widgets._tree.build_tree`).
+        root: The workflow's node (`agentq.widgets.models.tree.build_tree`).
         open_nodes: Node ids drawn expanded (``"w"``, ``"s:0"``, ``"c:<key>"``).
         limit: Children listed per node (>= 1): those that run, wait or failed first, then
             the latest (`cap_tree`).

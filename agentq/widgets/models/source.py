@@ -22,7 +22,7 @@ from typing import Any
 
 from agentq.events import EventKind
 from agentq.store import DurableStore, StepRow, StepState, WorkflowRow, WorkflowState
-from agentq.widgets._calls import CallTally
+from agentq.widgets.models.calls import CallTally
 
 __all__ = ["FULL_READ_AFTER", "TAIL_EVENTS", "Source", "StepCache"]
 

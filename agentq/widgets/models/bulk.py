@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.errors import NotWaitingError, WorkflowClosedError
+from agentq.markup import check_count
 from agentq.store import DurableStore, StepRow, StepState, WorkflowState
-from agentq.widgets._live import check_count
 
 __all__ = [
     "BulkOutcome", "BulkReport", "WaitFilter", "answer_waits", "default_input", "pending_waits",

@@ -1,7 +1,7 @@
 """A run as a tree: workflow → steps → calls (model requests, tool calls, waits). Pure.
 
 `build_tree` folds one workflow's rows (its projection row, step rows and durable call rows, the
-reads `agentq.widgets._detail.load_detail` makes; no I/O here) into `TreeNode` s:
+reads `agentq.widgets.models.detail.load_detail` makes; no I/O here) into `TreeNode` s:
 
 - the root is the workflow; its children are its steps, in step order;
 - a step's children are the calls and waits it recorded (the step of each call's latest

@@ -5,7 +5,7 @@ reads only what changed and assigns ``.value`` of existing widgets only when the
 differs, so an idle dashboard costs one ``last_seq()`` per tick and sends nothing to the page.
 An error ends the task, shows a red banner in the widget, and is re-raised by `Live.stop`.
 
-A refresher belongs to the notebook cell that started it (`agentq.widgets._cells`): running that
+A refresher belongs to the notebook cell that started it (`agentq.widgets.live.cells`): running that
 cell again cancels it, so re-running a cell never leaves an orphan refresher behind.
 """
 
@@ -20,7 +20,7 @@ from agentq.clock import Clock, SystemClock
 from agentq.extras import require
 from agentq.markup import check_count, error_html, esc
 from agentq.sync import CLICK_TASK_PREFIX
-from agentq.widgets._cells import CellOwner
+from agentq.widgets.live.cells import CellOwner
 
 __all__ = ["DEFAULT_INTERVAL", "LIVE_TIMES_EVERY", "Live", "Spawner", "check_count"]
 
@@ -233,7 +233,7 @@ class Live:
         Idempotent while running. In Jupyter, call it in a cell: the kernel's loop is running.
         The refresher belongs to that cell: when the cell runs again (JupyterLab, Notebook 7
         and VS Code send cell ids), the refresher is cancelled before the new run starts, so a
-        re-run leaves no orphan task (`replaced` becomes True; see `agentq.widgets._cells`).
+        re-run leaves no orphan task (`replaced` becomes True; see `agentq.widgets.live.cells`).
 
         Raises:
             RuntimeError: No event loop is running in this thread (outside Jupyter: call it

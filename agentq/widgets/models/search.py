@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agentq.store import DurableStore, StepRow, WorkflowRow
-from agentq.widgets._source import StepCache
+from agentq.widgets.models.source import StepCache
 
 __all__ = ["Page", "Query", "page_of"]
 

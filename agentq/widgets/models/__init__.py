@@ -1,0 +1,16 @@
+"""The widgets' models: what the views show, as plain values and the store reads behind them.
+
+Nothing here imports ipywidgets, the HTML renderers (``agentq.widgets.html``) or the live
+machinery (``agentq.widgets.live``): a script, a test or the static export uses these without a
+kernel (import-linter contract "Widget models import no view and no ipywidgets"). Reading order
+(each module imports only the ones below it, and the layers below the widgets):
+
+- ``bulk``: `WaitFilter`, `pending_waits`, `answer_waits`, `BulkReport`: answering many waits;
+- ``search``: `Query` and `page_of`: search and paging over the workflow index;
+- ``source``: `Source`: what changed in a store since the last refresh (one read per widget
+  tree), and `StepCache`, the step rows it keeps;
+- ``calls``: `CallTally`: the event log's call events folded into call counts per step;
+- ``detail``: `load_detail` (one workflow read for its detail view) and a step's attempts;
+- ``timeline``: `Timeline`: the event log folded into spans per workflow step;
+- ``tree``: `build_tree`: a workflow's rows folded into its run tree.
+"""

@@ -128,7 +128,6 @@ class ApprovalPanel(Live):
             self.bulk.widget,
         ])
         self._tasks: set[asyncio.Task[None]] = set()
-        self._dirty = False
         try:
             self._event_loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -142,7 +141,6 @@ class ApprovalPanel(Live):
 
     def sync(self) -> bool:
         """Match the slots to the waiting steps (no I/O); return whether anything changed."""
-        self._dirty = False
         changed = False
         now = self.clock.time()
         waiting = self.waiting
@@ -177,7 +175,7 @@ class ApprovalPanel(Live):
         """Read what changed in the store and update the slots (see `Live.refresh`)."""
         if self._event_loop is None:
             self._event_loop = asyncio.get_running_loop()
-        if await self.source.poll() is None and not self._dirty:
+        if await self.source.poll() is None:
             return self.tick()
         return self.sync()
 
@@ -245,14 +243,7 @@ class ApprovalPanel(Live):
             slot.clicked_seq = -1  # the wait was not answered: allow another click
             if not isinstance(error, AgentqError):
                 self._fail(error, "approval failed")  # a bug, not an outcome: stop() raises
-        self._dirty = True
-        self.sync()
-
-    @property
-    def dirty(self) -> bool:
-        """Whether a click's outcome arrived since the last `sync` (the slots need a `sync`,
-        though the store may have nothing new to read)."""
-        return self._dirty
+        self.sync()  # the slot shows the outcome now, not at the next refresh
 
     async def join(self) -> None:
         """Wait until every resume started by a click has finished (its outcome is shown),

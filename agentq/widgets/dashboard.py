@@ -128,8 +128,6 @@ class Dashboard(Live):
             changed = self.approvals.sync() | changed
             changed = await self.detail.update(rows) | changed
             self._times_due(drawn=True)
-        elif self.approvals.dirty:
-            changed = self.approvals.sync() | changed
         else:
             changed = self.approvals.tick() | changed  # deadlines count down
             changed = await self.detail.update([]) | changed  # a stale detail, when due

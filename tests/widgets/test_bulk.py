@@ -248,3 +248,17 @@ async def test_at_most_concurrency_resumes_run_at_once(real: WorkflowEngine) -> 
         await asyncio.sleep(0)
     gate.set()
     assert (await task).summary() == "5 approved" and most == 2
+
+
+async def test_the_panels_join_waits_for_the_bulk_bars_work_too(real: WorkflowEngine) -> None:
+    """`ApprovalPanel.join` is what the dashboard awaits before its last refresh: the bulk
+    bar's reads and answers count, not only the slots' resumes."""
+    seen: list[Any] = []
+    await start(real, seen, ("j-1", "refund", {}))
+    panel = ApprovalPanel(real)
+    await panel.refresh()
+    panel.bulk.tool.value = "refund"  # starts a read of the matching waits, as a task
+    await panel.join()
+    assert [r.workflow_id for r in panel.bulk.matching] == ["j-1"]
+    assert "1 wait matches" in panel.bulk.matches.value
+    await panel.stop()

@@ -57,7 +57,7 @@ from agentq import (  # noqa: E402
     WorkflowEngine,
 )
 from agentq.store import Claimed, SqliteStore  # noqa: E402
-from agentq.store.sqlite_schema import migrate  # noqa: E402
+from agentq.store.sqlite.schema import migrate  # noqa: E402
 
 STEPS = ("a", "b", "c")
 EVENTS_PER_WORKFLOW = 2 + 2 * len(STEPS)

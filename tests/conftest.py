@@ -21,9 +21,9 @@ from pg_cluster import Cluster, PostgresUnavailable, Schemas, Target
 from agentq.clock import FakeClock
 from agentq.queue import LaneConfig, Priority, Queue
 from agentq.store import DurableStore
-from agentq.store.memory import MemoryStore
-from agentq.store.postgres import PostgresStore
-from agentq.store.sqlite import SqliteStore
+from agentq.store.memory.store import MemoryStore
+from agentq.store.postgres.store import PostgresStore
+from agentq.store.sqlite.store import SqliteStore
 from agentq.workflows import WorkflowEngine
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from agentq import Queue, StepContext, StepDef, Workflow, WorkflowEngine
 from agentq.store import DurableStore, PostgresStore
-from agentq.store.sqlite import SqliteStore
+from agentq.store.sqlite.store import SqliteStore
 
 
 def workflows(marks: Path, n: int, *, hang_in_b: bool) -> list[Workflow]:

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from agentq import Queue, RetryPolicy, StepContext, StepDef, Workflow, WorkflowEngine
-from agentq.store.sqlite import SqliteStore
+from agentq.store.sqlite.store import SqliteStore
 
 
 def _mark(marks: Path, text: str) -> None:

@@ -214,7 +214,7 @@ class Schemas:
         """Empty `target`'s tables for the next test, or drop the schema."""
         import psycopg
 
-        from agentq.store.postgres_schema import SCHEMA_VERSION
+        from agentq.store.postgres.schema import SCHEMA_VERSION
 
         name = target.schema
         with psycopg.connect(self.dsn, autocommit=True) as conn:

@@ -2,62 +2,29 @@
 
 The stores also implement `agentq.queue.JobOutcomeStore`, the three verbs (`load_job`,
 `save_job`, `forget_job`) by which a `Queue(store=...)` keeps completed keys across restarts.
+Stores are passive: they are given the time (``now``, Unix seconds), never sleep and never
+start tasks.
 
-Other layers import only from here. Inside, each module has one job; read them in this order
-(each imports only modules above it in the list, plus the foundation modules of `agentq`):
+Other layers import only from here. Inside, the store is six rooms (sub-packages); each
+imports only the rooms above it in this list, and a backend (``memory``, ``sqlite``,
+``postgres``) never imports another backend. Each room's ``__init__`` lists its modules in
+reading order:
 
-What a store hands out:
-    ``rows``        `WorkflowRow`, `StepRow`, `CallRow`, their states and kinds, event
-                    rows (`EVENT_COLUMNS`), and `shown_call` (how a wait of a closed
-                    workflow is shown).
-    ``claims``      `Execution` (a held lease), `execution_of` (the lease of a step row) and
-                    the `ClaimResult` answers of a claim.
-    ``ready``       `ReadyWork` (what a serving worker may take up now, `is_ready`) and the
-                    optional wake-up hook `WorkNotifier`.
-    ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
-    ``protocol``    `DurableStore`: every verb, its atomicity and its errors.
-
-The transition rules, shared by every store:
-    ``checks``          argument checks run before anything is read or written.
-    ``projection_calls``  `project_call`: the ``calls`` rows as a pure function of the log.
-    ``projection``      `project` / `replay`: the rows as a pure function of the event log.
-    ``tx``              `Tx` (what a rule needs from a transaction), `Draft`, `apply`.
-    ``rules_workflow``  start a workflow, resume a waiting step, time a wait out, cancel,
-                        retry.
-    ``rules_lease``     claim a step, renew its lease, release an expired lease or a dead
-                        worker's.
-    ``rules_attempt``   complete, fail or wait: the end of an attempt, under fencing.
-    ``rules_calls``     start, complete or fail a durable call, under fencing.
-
-The stores:
-    ``verbs``           `RuleStore`: every write verb once, over an abstract `_write`.
-    ``detach``          `detached`: the copies `MemoryStore` hands out, sharing only
-                        immutable values.
-    ``memory``          `MemoryStore`: the reference store, in dicts; a test double.
-    ``sqlite_rows``     SQLite column lists and decoding a result row.
-    ``sqlite_tx``       the write lock, `SqliteTx` (the rules' `Tx`), a batch's transaction.
-    ``sqlite_schema``   migrations from ``schema.sql``.
-    ``sql_reads``       the read verbs as queries, for both SQL stores (`Dialect`).
-    ``sql_verbs``       `SqlStore`: the read verbs of the SQL stores once, over `_read`.
-    ``sqlite_jobs``     the ``job_outcomes`` table: the `JobOutcomeStore` verbs as SQL.
-    ``sqlite_connection``  opening the aiosqlite connection; running a call on its thread.
-    ``sqlite_batch``    `GroupCommit` (the queue of waiting verbs), `Batch` and `Op`: the verbs
-                        of one group-commit transaction.
-    ``sqlite``          `SqliteStore`: the connection and the verbs.
-    ``postgres_schema``  PostgreSQL migrations from ``postgres_schema.sql``, under an
-                        advisory lock.
-    ``postgres_tx``     `PostgresTx` (the rules' `Tx`: the workflow row locked, the next
-                        sequence number), rebuilding the projection.
-    ``postgres_jobs``   the ``job_outcomes`` table in PostgreSQL.
-    ``postgres_connection``  connecting, migrating, the pool, one transaction (retries).
-    ``postgres_listen``  ``LISTEN`` for new work on a connection of its own.
-    ``postgres``        `PostgresStore`: the pool, worker threads, dispatch, wake-ups.
-
-Stores are passive: they are given
-the time (``now``, Unix seconds), never sleep and never start tasks.
+    ``contract``    what a store is asked and hands out: the rows, claims and ready work,
+                    the argument checks, and the `DurableStore` protocol (its reads, its
+                    durable calls, its writes).
+    ``rules``       the transition rules shared by every store, the projection (rows as a
+                    fold of the event log), `Tx` / `Draft` / `apply`, and `RuleStore`: the
+                    write verbs once, over any transaction.
+    ``sql``         what both SQL stores share: row decoding, the read queries (`Dialect`),
+                    `SqlStore`: the read verbs once.
+    ``memory``      `MemoryStore`, the reference store in dicts.
+    ``sqlite``      `SqliteStore`: one file, group commit; its ``schema.sql``.
+    ``postgres``    `PostgresStore`: a pool on worker threads, ``LISTEN``; its
+                    ``schema.sql``.
 """
 
-from agentq.store.claims import (
+from agentq.store.contract.claims import (
     AlreadyCompleted,
     AlreadyWaiting,
     Claimed,
@@ -68,12 +35,9 @@ from agentq.store.claims import (
     WorkflowClosed,
     execution_of,
 )
-from agentq.store.memory import MemoryStore
-from agentq.store.postgres import PostgresStore
-from agentq.store.projection_calls import project_call, touches_calls
-from agentq.store.protocol import DurableStore
-from agentq.store.ready import ReadyWork, WorkNotifier
-from agentq.store.rows import (
+from agentq.store.contract.protocol import DurableStore
+from agentq.store.contract.ready import ReadyWork, WorkNotifier
+from agentq.store.contract.rows import (
     EVENT_COLUMNS,
     CallKind,
     CallRow,
@@ -85,8 +49,11 @@ from agentq.store.rows import (
     WorkflowState,
     shown_call,
 )
-from agentq.store.rules_lease import HANDED_BACK_REASON
-from agentq.store.sqlite import SqliteStore
+from agentq.store.memory.store import MemoryStore
+from agentq.store.postgres.store import PostgresStore
+from agentq.store.rules.lease import HANDED_BACK_REASON
+from agentq.store.rules.projection_calls import project_call, touches_calls
+from agentq.store.sqlite.store import SqliteStore
 
 __all__ = [
     "EVENT_COLUMNS",

@@ -40,8 +40,8 @@ from agentq.store import (
     StepState,
     WorkflowState,
 )
-from agentq.store.projection import replay
-from agentq.store.rows import EVENT_COLUMNS, event_row
+from agentq.store.contract.rows import EVENT_COLUMNS, event_row
+from agentq.store.rules.projection import replay
 
 from .conftest import T0, claim, kinds, run_step, start
 

@@ -13,7 +13,7 @@ import pytest
 from agentq.errors import EngineError, KeyConflictError
 from agentq.events import EventKind
 from agentq.store import CallRow, CallState, DurableStore, StepState, WorkflowState
-from agentq.store.projection import replay
+from agentq.store.rules.projection import replay
 
 from .conftest import T0, claim, kinds, start
 

@@ -40,9 +40,9 @@ from agentq.store import (
     WorkflowClosed,
     WorkflowState,
 )
-from agentq.store.checks import MAX_TEXT_CHARS
-from agentq.store.projection import replay
-from agentq.store.rows import event_row
+from agentq.store.contract.checks import MAX_TEXT_CHARS
+from agentq.store.contract.rows import event_row
+from agentq.store.rules.projection import replay
 
 from .conftest import T0, claim, kinds, run_step, start
 

@@ -32,7 +32,7 @@ from agentq.store import (
     WorkflowState,
     execution_of,
 )
-from agentq.store.projection import replay
+from agentq.store.rules.projection import replay
 
 from .conftest import T0, claim, kinds, run_step, start
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from agentq.outcomes import ErrorInfo
 from agentq.store import MemoryStore
-from agentq.store.detach import detached
+from agentq.store.memory.detach import detached
 
 
 class Color(enum.StrEnum):

@@ -25,8 +25,8 @@ from agentq.store import (
     StepState,
     WorkflowState,
 )
-from agentq.store.projection import replay
-from agentq.store.sqlite_schema import SCHEMA_VERSION
+from agentq.store.rules.projection import replay
+from agentq.store.sqlite.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.timeout(30)
 

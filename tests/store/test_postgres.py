@@ -24,9 +24,9 @@ from agentq.clock import FakeClock
 from agentq.errors import LeaseLostError, SchemaError, StoreError
 from agentq.queue import LaneConfig, Priority, Queue
 from agentq.store import Claimed, HeldByOther, PostgresStore, WorkflowState
-from agentq.store.postgres_connection import Connections
-from agentq.store.postgres_schema import SCHEMA_VERSION
-from agentq.store.postgres_tx import PostgresTx
+from agentq.store.postgres.connection import Connections
+from agentq.store.postgres.schema import SCHEMA_VERSION
+from agentq.store.postgres.tx import PostgresTx
 
 from .conftest import T0, claim, run_step, start
 

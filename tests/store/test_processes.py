@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentq.store import SqliteStore
-from agentq.store.projection import replay
+from agentq.store.rules.projection import replay
 
 pytestmark = [pytest.mark.timeout(120)]
 

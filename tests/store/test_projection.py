@@ -7,8 +7,8 @@ import dataclasses
 
 from agentq.events import Event, EventKind, utc
 from agentq.outcomes import ErrorInfo
-from agentq.store.projection import Rows, project
-from agentq.store.rows import StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store.contract.rows import StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store.rules.projection import Rows, project
 
 T0 = 1_767_225_600.0
 

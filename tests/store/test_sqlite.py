@@ -15,6 +15,7 @@ from typing import Any
 import aiosqlite
 import pytest
 
+import agentq.store.sqlite.tx as sqlite_tx
 from agentq.errors import (
     PayloadError,
     SchemaError,
@@ -22,8 +23,8 @@ from agentq.errors import (
     UnknownWorkflowError,
     WorkflowMismatchError,
 )
-from agentq.store import Claimed, SqliteStore, StepState, WorkflowState, sqlite_tx
-from agentq.store.sqlite_schema import SCHEMA_VERSION, migrations, rebuilds
+from agentq.store import Claimed, SqliteStore, StepState, WorkflowState
+from agentq.store.sqlite.schema import SCHEMA_VERSION, migrations, rebuilds
 
 from .conftest import T0, claim, kinds, run_step, start
 
@@ -65,7 +66,7 @@ async def test_aiosqlite_private_api(db_path: Path) -> None:
         ident, same, _ = await store._on_thread(db, probe)
         assert ident == db._thread.ident and ident != threading.get_ident() and same
         assert await db._execute(probe, db._conn, extra=7) == (ident, True, 7)  # type: ignore[no-untyped-call]
-        # What an unclosed store relies on (sqlite_connection.daemonize and release).
+        # What an unclosed store relies on (agentq.store.sqlite.connection: daemonize and release).
         assert isinstance(db._thread, threading.Thread) and db._thread.daemon
         assert db._connection is db._conn and db._running is True
         assert hasattr(db._tx, "put_nowait"), "aiosqlite.Connection._tx changed"

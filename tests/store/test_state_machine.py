@@ -61,7 +61,7 @@ from agentq.store import (
     WorkflowClosed,
     WorkflowState,
 )
-from agentq.store.projection import replay
+from agentq.store.rules.projection import replay
 
 from .conftest import T0, make_store
 

@@ -1,0 +1,19 @@
+"""The store's contract: what a store is asked and what it hands out.
+
+No transition rule and no backend lives here; every other room of `agentq.store` builds on
+this one. Read the modules in this order (each imports only modules above it, plus the
+foundation modules of `agentq`):
+
+    ``rows``            `WorkflowRow`, `StepRow`, `CallRow`, their states and kinds, event
+                        rows (`EVENT_COLUMNS`), and `shown_call` (how a wait of a closed
+                        workflow is shown).
+    ``claims``          `Execution` (a held lease), `execution_of` (the lease of a step row)
+                        and the `ClaimResult` answers of a claim.
+    ``ready``           `ReadyWork` (what a serving worker may take up now, `is_ready`) and
+                        the optional wake-up hook `WorkNotifier`.
+    ``checks``          argument checks, run by every store before anything is read or
+                        written.
+    ``protocol_reads``  `DurableReads`: the read verbs, inherited by `DurableStore`.
+    ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
+    ``protocol``        `DurableStore`: every write verb, its atomicity and its errors.
+"""

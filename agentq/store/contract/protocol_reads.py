@@ -1,0 +1,97 @@
+"""The read verbs of `DurableStore`: `DurableReads`.
+
+`agentq.store.contract.protocol.DurableStore` inherits this protocol; it lives apart to keep
+each module short, along the seam between what a store is asked (here: rows, events, leases
+to take back, ready work; nothing is written) and what it is told to do (the write verbs,
+each one atomic transaction, in `DurableStore`). Every read raises `StoreError` (with the
+backend's exception as ``__cause__``) when the backend fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from agentq.events import Event
+from agentq.store.contract.claims import Execution
+from agentq.store.contract.ready import ReadyWork
+from agentq.store.contract.rows import StepRow, WorkflowRow, WorkflowState
+
+__all__ = ["DurableReads"]
+
+
+class DurableReads(Protocol):
+    """The read side of a store: nothing is appended or changed (see `DurableStore` for what
+    every verb shares).
+
+    All methods are coroutines to be awaited on one event loop.
+    """
+
+    async def expired_leases(self, now: float) -> list[Execution]:
+        """Return the leases that expired before `now` (``now > expires_at``).
+
+        Ordered by ``expires_at``, then workflow id, then step index.
+        """
+        ...
+
+    async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
+        """Return one workflow's row, or None."""
+        ...
+
+    async def ready_workflows(
+        self, now: float, definitions: Iterable[str], limit: int
+    ) -> list[ReadyWork]:
+        """Return open workflows of these definitions whose current step is ready at `now`.
+
+        The current step is a workflow's first step that has not completed; it is ready
+        when `agentq.store.contract.ready.is_ready` says so: pending with no retry time or one
+        ``<= now``, leased with an expired lease, or (in a waiting workflow) waiting on a
+        keyed wait whose deadline is ``<= now``. One small read (SQLite: one indexed query);
+        nothing is claimed or written: a serving engine claims what it takes up, and two
+        engines reading the same work each learn from the claim which one won.
+
+        Args:
+            now: Unix seconds.
+            definitions: Names of `WorkflowDef`s; workflows of other definitions, and plain
+                workflows, are never listed. Empty: nothing is listed.
+            limit: At most this many (an int >= 1), in the order the workflows started.
+
+        Returns:
+            One `ReadyWork` per workflow (its row, the step's index and state).
+
+        Raises:
+            TypeError / ValueError: A bad argument (the message names it).
+        """
+        ...
+
+    async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
+        """Return workflows (optionally only those in `state`), in the order they started."""
+        ...
+
+    async def step_rows(self, workflow_id: str | None = None) -> list[StepRow]:
+        """Return projection rows of one workflow (or all), by workflow start order then step
+        index."""
+        ...
+
+    async def load_events(
+        self, workflow_id: str | None = None, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Event]:
+        """Return events with ``seq > after_seq`` (of one workflow, or all), by seq."""
+        ...
+
+    async def event_rows(
+        self, workflow_id: str | None = None, *, after_seq: int = 0
+    ) -> list[tuple[Any, ...]]:
+        """Return events as plain tuples in `EVENT_COLUMNS` order (for DataFrames), by seq.
+
+        ``reason`` is set for StepFailed, StepWaiting, WorkflowFailed, WorkflowCancelled and
+        CallFailed; ``output`` (JSON text) for StepCompleted and CallCompleted; ``input``
+        (JSON text) for WorkflowStarted and StepResumed; ``key`` (text) for the call events,
+        WaitTimedOut, and a keyed wait's StepWaiting and StepResumed; ``label`` (JSON text)
+        for the call events of a call that has a label; else None.
+        """
+        ...
+
+    async def last_seq(self) -> int:
+        """Return the highest sequence number in the log (0 when empty); cheap."""
+        ...

@@ -1,0 +1,90 @@
+"""Ready work: what a serving worker may take up now, and the optional wake-up hook.
+
+`DurableStore.ready_workflows` lists the open workflows of some definitions whose current step
+(the first one not completed) a worker may take up now; `is_ready` is the rule, which every
+store applies (`MemoryStore` in Python, `SqliteStore` in one query). A store that can tell when
+new work arrives (PostgreSQL's ``LISTEN/NOTIFY``) also implements `WorkNotifier`; a serving
+engine then waits on it instead of sleeping between polls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from agentq.store.contract.rows import StepRow, StepState, WorkflowRow, WorkflowState
+
+__all__ = ["ReadyWork", "WorkNotifier", "current_step", "is_ready"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyWork:
+    """An open workflow whose current step a worker may take up now.
+
+    Attributes:
+        workflow: The workflow's row (its `definition` names the `WorkflowDef`).
+        step_index: Its current step: the first one that has not completed.
+        state: The step's state, which says what taking it up means: `StepState.PENDING`
+            (claim it: never started, retried, resumed, or its retry time has come),
+            `StepState.LEASED` (its lease expired: a claim takes it over, recording
+            `WorkerRecovered`) or `StepState.WAITING` (its wait's deadline passed:
+            `time_out_wait`, then claim).
+    """
+
+    workflow: WorkflowRow
+    step_index: int
+    state: StepState
+
+
+def current_step(steps: Iterable[StepRow]) -> StepRow | None:
+    """The first step (by index) that has not completed, or None."""
+    return min(
+        (s for s in steps if s.state is not StepState.COMPLETED),
+        key=lambda s: s.step_index,
+        default=None,
+    )
+
+
+def is_ready(workflow: WorkflowRow, step: StepRow, now: float) -> bool:
+    """Whether a worker may take up `step`, the current step of `workflow`, at `now`.
+
+    A running workflow's step that is pending with no retry time or one ``<= now``, or
+    leased with a lease that expired (``now > expires_at``); a waiting workflow's step whose
+    keyed wait has a deadline ``<= now``. Nothing else: a live lease, a retry time ahead, a
+    wait without a deadline, a closed workflow.
+    """
+    if workflow.state is WorkflowState.RUNNING:
+        if step.state is StepState.PENDING:
+            return step.retry_at is None or step.retry_at <= now
+        return (
+            step.state is StepState.LEASED
+            and step.lease_expires_at is not None
+            and now > step.lease_expires_at
+        )
+    return (
+        workflow.state is WorkflowState.WAITING
+        and step.state is StepState.WAITING
+        and step.wait_deadline is not None
+        and step.wait_deadline <= now
+    )
+
+
+@runtime_checkable
+class WorkNotifier(Protocol):
+    """The optional wake-up hook of a store that knows when new work arrives.
+
+    A serving engine (`WorkflowEngine.serve`) calls it between polls when its store
+    implements it, and sleeps on its own clock otherwise (`SqliteStore`, `MemoryStore`). A
+    store implementing it starts no task of its own for it: the wait runs in the caller's.
+    """
+
+    async def wait_for_work(self, timeout: float) -> bool:  # noqa: ASYNC109 - a poll bound
+        """Wait until new work may be ready, at most `timeout` seconds.
+
+        Returns:
+            True if the store was told of new work (a started, resumed, retried or
+            re-admitted workflow; a completed step), False once `timeout` has passed. A
+            True may be spurious: the caller reads `ready_workflows` either way.
+        """
+        ...

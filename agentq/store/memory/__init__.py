@@ -1,0 +1,8 @@
+"""`MemoryStore`: the reference store, in dicts; a test double.
+
+Imports the rules and the contract, never another backend. Read the modules in this order:
+
+    ``detach``          `detached`: the copies `MemoryStore` hands out, sharing only
+                        immutable values.
+    ``store``           `MemoryStore`: the rules over dicts, staged and committed per verb.
+"""

@@ -1,0 +1,18 @@
+"""The transition rules, shared by every store, and the verbs written once over them.
+
+A rule reads and writes through a small `Tx` and never knows the backend; a store supplies
+the transaction. Imports only `agentq.store.contract`. Read the modules in this order (each
+imports only modules above it):
+
+    ``projection_calls``  `project_call`: the ``calls`` rows as a pure function of the log.
+    ``projection``      `project` / `replay`: the rows as a pure function of the event log.
+    ``tx``              `Tx` (what a rule needs from a transaction), `Draft`, `apply`.
+    ``workflow``        start a workflow, resume a waiting step, time a wait out, cancel,
+                        retry.
+    ``lease``           claim a step, renew its lease, release an expired lease or a dead
+                        worker's.
+    ``attempt``         complete, fail or wait: the end of an attempt, under fencing.
+    ``calls``           start, complete or fail a durable call, under fencing.
+    ``verbs``           `RuleStore`: every write verb once, over an abstract `_write`; the
+                        base of every store.
+"""

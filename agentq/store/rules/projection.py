@@ -1,0 +1,355 @@
+"""The projection as a pure function of the event log: `project` and `replay`.
+
+Every store changes its ``workflows``, ``steps`` and ``calls`` rows only through `project`
+(every rule writes through `agentq.store.rules.tx.apply`, which calls it), and `rebuild_projection`
+folds the whole log through the same function with `replay`; so the projection always equals a
+replay of the log. The one documented exception is a lease's expiry time extended by
+`renew_lease`, which appends no event: a replayed lease expires as of its `StepStarted` event.
+
+What each event does to the rows (besides setting the workflow's ``updated_at`` and
+``last_seq``):
+
+=====================  =================================================================
+WorkflowStarted        creates the workflow (running, with its definition's name or None)
+                       and its steps (pending)
+StepStarted            step leased: attempt, worker, lease token and expiry from the event
+StepCompleted          step completed with its output; lease cleared
+StepFailed             step failed with reason and error; lease cleared
+RetryScheduled         the failed step is pending again until ``retry_at``
+StepWaiting            step waiting (reason; a keyed wait's key, details and deadline);
+                       workflow waiting; lease cleared
+StepResumed            step pending, attempt and recoveries back to 0, resume input kept,
+                       wait fields cleared; workflow running
+WaitTimedOut           step pending, attempt and recoveries back to 0, wait fields
+                       cleared; workflow running (the step continues and its wait raises
+                       `InputTimeout`)
+WorkerRecovered        the lost attempt's lease is dropped: step pending, ``recoveries`` + 1
+                       unless ``crash`` is false (a lease its worker handed back after a
+                       shutdown), ``attempt`` - 1 (a lost attempt does not count toward
+                       max_attempts; the re-admitted one runs under the same number)
+WorkflowCompleted      workflow completed
+WorkflowFailed         workflow failed with the reason
+WorkflowCancelled      workflow cancelled; leased and waiting steps become failed
+                       ("cancelled") so that nothing holds a lease on a closed workflow
+WorkflowRetried        workflow running again, reason cleared; the steps from ``from_step``
+                       on are pending as if never run (counters, outputs, errors, resume
+                       input, wait fields and times cleared) but keep their fencing token,
+                       which goes on increasing; the steps before keep their outputs
+CallStarted, …         call events change only the call row (see `projection_calls`)
+=====================  =================================================================
+
+Events of durable calls and keyed waits also change the workflow's ``calls`` rows, through
+`agentq.store.rules.projection_calls.project_call`; call rows are never touched by cancellation (a
+started call stays started: in doubt; a wait stays waiting, unanswered) nor by a retry (what
+reached the outside world stays recorded; a retried step answers its completed calls from the
+log and may ask its unanswered wait again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from agentq.events import Event, EventKind
+from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store.rules.projection_calls import CALL_KINDS, error_info, project_call, touches_calls
+
+__all__ = ["CANCELLED_STEP_REASON", "Rows", "project", "replay"]
+
+CANCELLED_STEP_REASON = "cancelled"
+"""`StepRow.reason` of a step that was leased or waiting when its workflow was cancelled."""
+
+_K = EventKind
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """The projection of one workflow: its row and (some of) its step and call rows.
+
+    Attributes:
+        workflow: The workflow's row, or None before `WorkflowStarted`.
+        steps: Step rows by step index. A verb loads only the steps its events touch (the
+            step itself; every step for cancellation, retry and the last completion); a
+            replay holds them all.
+        calls: Call rows by key. A verb loads only the key its events touch; `replay`
+            returns them all.
+    """
+
+    workflow: WorkflowRow | None
+    steps: Mapping[int, StepRow]
+    calls: Mapping[str, CallRow] = field(default_factory=dict)
+
+
+def _step(event: Event, step: StepRow, at: float) -> StepRow:
+    """Return `step` as `event` (a step event) leaves it."""
+    data = event.data
+    match event.kind:
+        # The two transitions of every step are built field by field (in `StepRow` order):
+        # `dataclasses.replace` costs three times as much, and they run once per verb.
+        case _K.STEP_STARTED:
+            return StepRow(
+                step.workflow_id,
+                step.step_index,
+                step.step_name,
+                StepState.LEASED,
+                event.attempt or 0,  # attempt
+                event.worker_id,
+                int(data["lease_token"]),
+                float(data["expires_at"]),  # lease_expires_at
+                step.output,
+                None,  # reason
+                step.error,
+                step.resume_input,
+                step.resumed,
+                None,  # retry_at
+                at if step.started_at is None else step.started_at,
+                None,  # finished_at
+                step.recoveries,
+                step.wait_key,
+                step.wait_details,
+                step.wait_deadline,
+            )
+        case _K.STEP_COMPLETED:
+            return StepRow(
+                step.workflow_id,
+                step.step_index,
+                step.step_name,
+                StepState.COMPLETED,
+                step.attempt,
+                step.worker_id,
+                step.lease_token,
+                None,  # lease_expires_at
+                data.get("output"),
+                None,  # reason
+                step.error,
+                step.resume_input,
+                step.resumed,
+                None,  # retry_at
+                step.started_at,
+                at,  # finished_at
+                step.recoveries,
+                step.wait_key,
+                step.wait_details,
+                step.wait_deadline,
+            )
+        case _K.STEP_FAILED:
+            return replace(
+                step,
+                state=StepState.FAILED,
+                reason=data.get("reason"),
+                error=error_info(data.get("error")),
+                lease_expires_at=None,
+                finished_at=at,
+            )
+        case _K.RETRY_SCHEDULED:
+            return replace(
+                step, state=StepState.PENDING, retry_at=float(data["retry_at"]), finished_at=None
+            )
+        case _K.STEP_WAITING:
+            deadline = data.get("deadline")
+            return replace(
+                step,
+                state=StepState.WAITING,
+                reason=data.get("reason"),
+                lease_expires_at=None,
+                wait_key=data.get("key"),
+                wait_details=data.get("details"),
+                wait_deadline=None if deadline is None else float(deadline),
+            )
+        case _K.STEP_RESUMED:
+            return replace(
+                step,
+                state=StepState.PENDING,
+                attempt=0,
+                resume_input=data.get("input"),
+                resumed=True,
+                reason=None,
+                retry_at=None,
+                recoveries=0,
+                wait_key=None,
+                wait_details=None,
+                wait_deadline=None,
+            )
+        case _K.WAIT_TIMED_OUT:
+            return replace(
+                step,
+                state=StepState.PENDING,
+                attempt=0,
+                reason=None,
+                retry_at=None,
+                recoveries=0,
+                wait_key=None,
+                wait_details=None,
+                wait_deadline=None,
+            )
+        case _K.WORKER_RECOVERED:
+            return replace(
+                step,
+                state=StepState.PENDING,
+                lease_expires_at=None,
+                attempt=max(step.attempt - 1, 0),
+                recoveries=step.recoveries + (1 if data.get("crash", True) else 0),
+            )
+    raise ValueError(f"event #{event.seq} of kind {event.kind} is not a step event")
+
+
+_STEP_KINDS = frozenset(
+    {
+        _K.STEP_STARTED,
+        _K.STEP_COMPLETED,
+        _K.STEP_FAILED,
+        _K.RETRY_SCHEDULED,
+        _K.STEP_WAITING,
+        _K.STEP_RESUMED,
+        _K.WAIT_TIMED_OUT,
+        _K.WORKER_RECOVERED,
+    }
+)
+
+
+def _fresh(step: StepRow) -> StepRow:
+    """Return `step` as a retry from it (or from an earlier step) leaves it: never run."""
+    return StepRow(
+        step.workflow_id,
+        step.step_index,
+        step.step_name,
+        StepState.PENDING,
+        lease_token=step.lease_token,  # fencing tokens never go back
+    )
+
+
+def project(event: Event, rows: Rows) -> Rows:
+    """Apply one event to one workflow's rows; pure (returns new rows, shares unchanged ones).
+
+    Args:
+        event: An event of the workflow, with its sequence number.
+        rows: The workflow's rows before the event (the rows the event touches must be
+            present; see `Rows`).
+
+    Returns:
+        The rows after the event. Unchanged step rows are the same objects, so a caller can
+        write only what changed (compare with ``is``).
+
+    Raises:
+        ValueError: The event does not fit the rows (a corrupt log): an unknown workflow or
+            step, or a second `WorkflowStarted`.
+    """
+    at = event.timestamp
+    if event.kind is _K.WORKFLOW_STARTED:
+        if rows.workflow is not None:
+            raise ValueError(f"event #{event.seq}: workflow {event.workflow_id!r} started twice")
+        names = tuple(str(n) for n in event.data["steps"])
+        workflow = WorkflowRow(
+            event.workflow_id,
+            WorkflowState.RUNNING,
+            names,
+            event.data.get("input"),
+            None,
+            at,
+            at,
+            event.seq,
+            event.data.get("definition"),
+        )
+        return Rows(
+            workflow,
+            {i: StepRow(event.workflow_id, i, n, StepState.PENDING) for i, n in enumerate(names)},
+        )
+    wf = rows.workflow
+    if wf is None:
+        raise ValueError(f"event #{event.seq} for workflow {event.workflow_id!r} before its start")
+    state, reason = wf.state, wf.reason
+    steps: Mapping[int, StepRow] = rows.steps
+    calls = rows.calls
+    kind = event.kind
+    if touches_calls(event):
+        calls = project_call(event, calls)
+    if kind in _STEP_KINDS:
+        index = event.step_index
+        if index is None or index not in steps:
+            raise ValueError(f"event #{event.seq} ({kind}) names step {index!r}, not loaded")
+        steps = {**steps, index: _step(event, steps[index], at)}
+        if kind is _K.STEP_WAITING:
+            state = WorkflowState.WAITING
+        elif kind in (_K.STEP_RESUMED, _K.WAIT_TIMED_OUT):
+            state = WorkflowState.RUNNING
+    elif kind in CALL_KINDS:
+        pass  # the call row changed above
+    elif kind is _K.WORKFLOW_COMPLETED:
+        state = WorkflowState.COMPLETED
+    elif kind is _K.WORKFLOW_FAILED:
+        state, reason = WorkflowState.FAILED, event.reason
+    elif kind is _K.WORKFLOW_CANCELLED:
+        state, reason = WorkflowState.CANCELLED, event.reason
+        steps = {
+            i: (
+                replace(
+                    s,
+                    state=StepState.FAILED,
+                    reason=CANCELLED_STEP_REASON,
+                    lease_expires_at=None,
+                    finished_at=at,
+                    wait_key=None,
+                    wait_details=None,
+                    wait_deadline=None,
+                )
+                if s.state in (StepState.LEASED, StepState.WAITING)
+                else s
+            )
+            for i, s in steps.items()
+        }
+    elif kind is _K.WORKFLOW_RETRIED:
+        state, reason = WorkflowState.RUNNING, None
+        first = int(event.data["from_step"])
+        steps = {i: (_fresh(s) if i >= first else s) for i, s in steps.items()}
+    else:  # pragma: no cover - every kind is handled above
+        raise ValueError(f"event #{event.seq} has an unknown kind {kind!r}")
+    workflow = WorkflowRow(  # not dataclasses.replace: this runs for every event
+        wf.workflow_id,
+        state,
+        wf.step_names,
+        wf.input,
+        reason,
+        wf.created_at,
+        at,
+        event.seq,
+        wf.definition,
+    )
+    return Rows(workflow, steps, calls)
+
+
+def replay(events: Iterable[Event]) -> list[tuple[int, Rows]]:
+    """Fold an event log (in sequence order) into the projection.
+
+    Args:
+        events: Every event of the log, or of some workflows, by increasing ``seq``.
+
+    Returns:
+        ``(started_seq, rows)`` per workflow, in the order they were started, where
+        ``started_seq`` is the sequence number of the workflow's `WorkflowStarted`; each
+        `Rows` holds all the workflow's steps and its call rows in `CallRow.first_seq` order.
+
+    Raises:
+        ValueError: The log is inconsistent (see `project`).
+    """
+    out: dict[str, tuple[int, Rows]] = {}
+    calls: dict[str, dict[str, CallRow]] = {}
+    empty = Rows(None, {})
+    for event in events:
+        wid = event.workflow_id
+        started, rows = out.get(wid, (event.seq, empty))
+        if touches_calls(event):
+            # Hand `project` only the row it touches: copying every call row of a workflow
+            # for each event would make a replay quadratic in its number of calls.
+            known = calls.setdefault(wid, {})
+            key = str(event.data["key"])
+            view = {key: known[key]} if key in known else {}
+            after = project(event, Rows(rows.workflow, rows.steps, view))
+            known[key] = after.calls[key]
+            rows = Rows(after.workflow, after.steps)
+        else:
+            rows = project(event, rows)
+        out[wid] = (started, rows)
+    return [
+        (started, Rows(rows.workflow, rows.steps, calls.get(wid, {})))
+        for wid, (started, rows) in out.items()
+    ]

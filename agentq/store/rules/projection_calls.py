@@ -1,0 +1,211 @@
+"""The ``calls`` projection as a pure function of the log: `project_call`.
+
+`agentq.store.rules.projection.project` hands every event that concerns a durable call or wait to
+`project_call`, which returns the workflow's call rows after it. What each event does to the
+row of its ``key`` (the other rows are shared unchanged):
+
+=====================  =================================================================
+CallStarted            creates the call row (kind call), or starts it again: state
+                       started, ``runs`` + 1, the run's outcome fields cleared; the stored
+                       fingerprint is kept when the event has none
+CallCompleted          call completed: output, usage, duration, finished_at
+CallFailed             call failed: reason, error, duration, finished_at
+StepWaiting (key)      creates the wait row (kind wait): state waiting with its reason
+                       (the question), details and deadline; a wait still waiting (left
+                       so by a cancellation, asked again after a retry) is re-opened: the
+                       same row, ``runs`` + 1, its step, attempt, details, deadline and
+                       start time from the event
+StepResumed (key)      wait answered: output is the input; duration is the time it waited
+WaitTimedOut           wait timed_out; duration is the time it waited
+=====================  =================================================================
+
+A `StepWaiting` or `StepResumed` without a key (the step-level wait) changes no call row.
+Every row records the sequence number of its latest event (``last_seq``) and of its first
+(``first_seq``, the order `DurableStore.calls` lists rows in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from agentq.events import Event, EventKind
+from agentq.outcomes import ErrorInfo
+from agentq.store.contract.rows import CallKind, CallRow, CallState
+
+__all__ = ["CALL_KINDS", "error_info", "project_call", "touches_calls"]
+
+_K = EventKind
+
+CALL_KINDS = frozenset({_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED, _K.WAIT_TIMED_OUT})
+"""Kinds that concern only a call row (`WaitTimedOut` also moves its step on)."""
+
+
+def error_info(value: Any) -> ErrorInfo | None:
+    """Return the `ErrorInfo` an event's ``error`` member describes (None if absent)."""
+    if not isinstance(value, dict):
+        return None
+    return ErrorInfo(
+        type=str(value.get("type", "")),
+        message=str(value.get("message", "")),
+        traceback=str(value.get("traceback", "")),
+    )
+
+
+def touches_calls(event: Event) -> bool:
+    """Whether `event` changes a call row (call events; waits and resumes with a key)."""
+    kind = event.kind
+    if kind in CALL_KINDS:
+        return True
+    return kind in (_K.STEP_WAITING, _K.STEP_RESUMED) and event.data.get("key") is not None
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _existing(event: Event, calls: Mapping[str, CallRow], key: str, kind: CallKind) -> CallRow:
+    row = calls.get(key)
+    if row is None or row.kind is not kind:
+        raise ValueError(
+            f"event #{event.seq} ({event.kind}) names {kind} key {key!r} of workflow "
+            f"{event.workflow_id!r}, not loaded as one"
+        )
+    return row
+
+
+def _started(event: Event, row: CallRow | None, key: str, at: float) -> CallRow:
+    data = event.data
+    index = event.step_index if event.step_index is not None else -1
+    fingerprint = data.get("fingerprint")
+    if row is None:
+        return CallRow(
+            event.workflow_id,
+            key,
+            CallKind.CALL,
+            index,
+            CallState.STARTED,
+            fingerprint=fingerprint,
+            lane=data.get("lane"),
+            attempt=event.attempt or 0,
+            label=data.get("label"),
+            started_at=at,
+            runs=1,
+            last_seq=event.seq,
+            first_seq=event.seq,
+        )
+    if row.kind is not CallKind.CALL:
+        raise ValueError(f"event #{event.seq} starts wait key {key!r} as a call")
+    return replace(
+        row,
+        step_index=index,
+        state=CallState.STARTED,
+        fingerprint=row.fingerprint if fingerprint is None else fingerprint,
+        lane=data.get("lane"),
+        attempt=event.attempt or 0,
+        label=data.get("label"),
+        usage=None,
+        output=None,
+        reason=None,
+        error=None,
+        started_at=at,
+        finished_at=None,
+        duration=None,
+        runs=row.runs + 1,
+        last_seq=event.seq,
+    )
+
+
+def _waiting(event: Event, row: CallRow | None, key: str, at: float) -> CallRow:
+    data = event.data
+    index = event.step_index if event.step_index is not None else -1
+    if row is not None:
+        if row.kind is not CallKind.WAIT or row.state is not CallState.WAITING:
+            raise ValueError(f"event #{event.seq} waits on key {key!r}, recorded before")
+        return replace(  # asked again after a retry: the same wait, re-opened
+            row,
+            step_index=index,
+            attempt=event.attempt or 0,
+            reason=data.get("reason"),
+            details=data.get("details"),
+            deadline=_number(data.get("deadline")),
+            started_at=at,
+            runs=row.runs + 1,
+            last_seq=event.seq,
+        )
+    return CallRow(
+        event.workflow_id,
+        key,
+        CallKind.WAIT,
+        index,
+        CallState.WAITING,
+        attempt=event.attempt or 0,
+        reason=data.get("reason"),
+        details=data.get("details"),
+        deadline=_number(data.get("deadline")),
+        started_at=at,
+        runs=1,
+        last_seq=event.seq,
+        first_seq=event.seq,
+    )
+
+
+def project_call(event: Event, calls: Mapping[str, CallRow]) -> Mapping[str, CallRow]:
+    """Apply one event to a workflow's call rows; pure (returns a new mapping).
+
+    Args:
+        event: An event for which `touches_calls` is true.
+        calls: The workflow's call rows by key; the row of the event's key must be present
+            if it exists (a verb loads it; a replay holds them all).
+
+    Returns:
+        The rows after the event; unchanged rows are the same objects.
+
+    Raises:
+        ValueError: The event does not fit the rows (a corrupt log): an outcome for a key
+            that was never started, a call event on a wait key or the reverse, a wait key
+            recorded again once answered or timed out.
+    """
+    data, kind, at = event.data, event.kind, event.timestamp
+    key = str(data["key"])
+    if kind is _K.CALL_STARTED:
+        row = _started(event, calls.get(key), key, at)
+    elif kind is _K.STEP_WAITING:
+        row = _waiting(event, calls.get(key), key, at)
+    elif kind is _K.CALL_COMPLETED:
+        row = replace(
+            _existing(event, calls, key, CallKind.CALL),
+            state=CallState.COMPLETED,
+            attempt=event.attempt or 0,
+            output=data.get("output"),
+            usage=data.get("usage"),
+            duration=_number(data.get("duration")),
+            finished_at=at,
+            last_seq=event.seq,
+        )
+    elif kind is _K.CALL_FAILED:
+        row = replace(
+            _existing(event, calls, key, CallKind.CALL),
+            state=CallState.FAILED,
+            attempt=event.attempt or 0,
+            reason=data.get("reason"),
+            error=error_info(data.get("error")),
+            duration=_number(data.get("duration")),
+            finished_at=at,
+            last_seq=event.seq,
+        )
+    elif kind in (_K.STEP_RESUMED, _K.WAIT_TIMED_OUT):
+        wait = _existing(event, calls, key, CallKind.WAIT)
+        answered = kind is _K.STEP_RESUMED
+        row = replace(
+            wait,
+            state=CallState.ANSWERED if answered else CallState.TIMED_OUT,
+            output=data.get("input") if answered else None,
+            finished_at=at,
+            duration=None if wait.started_at is None else max(at - wait.started_at, 0.0),
+            last_seq=event.seq,
+        )
+    else:
+        raise ValueError(f"event #{event.seq} of kind {kind} does not concern a call")
+    return {**calls, key: row}

@@ -1,0 +1,220 @@
+"""The transaction a transition rule runs in: `Tx`, the `Draft` of an event, and `apply`.
+
+The write verbs of `DurableStore` are written once, as plain synchronous functions (the rules
+in `workflow`, `lease`, `attempt` and `calls` of this package), over a small `Tx`: read
+a workflow row, step rows and a call row, append an event, write rows. A store implements `Tx`
+over one atomic transaction of its backend, runs the rule inside it and commits only if the
+rule returns; so every store accepts, refuses and records exactly the same things.
+
+Every rule works in the same order:
+
+1. check its arguments (`TypeError` / `ValueError`, `InvalidKeyError` for ids) and encode its
+   JSON values with `agentq.codec` (`PayloadError`) — before anything is read or written
+   (`agentq.store.contract.checks`);
+2. read the rows it needs (`load_step`) and check the state, raising the specific
+   `EngineError` or `LeaseLostError`, with a message naming the workflow, the step and the
+   actual state (`describe_step`, `describe_closed`);
+3. build its events (`Draft.build`) and `apply` them: append, fold through
+   `agentq.store.rules.projection.project`, write the rows that changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agentq.errors import UnknownStepError, UnknownWorkflowError
+from agentq.events import Event, EventKind, utc
+from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow
+from agentq.store.rules.projection import Rows, project
+
+__all__ = [
+    "Draft",
+    "Tx",
+    "apply",
+    "apply_rows",
+    "describe_call",
+    "describe_closed",
+    "describe_step",
+    "load_step",
+]
+
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """An event about to be appended: everything but its sequence number.
+
+    Attributes:
+        kind, workflow_id, step_index, step_name, attempt, worker_id: As in `Event`.
+        at: Unix seconds (already rounded to the microsecond, as `Event.at` holds it).
+        data: The kind's values (JSON, as they will read back).
+        data_json: `data` as compact JSON text, what a store writes.
+    """
+
+    kind: EventKind
+    workflow_id: str
+    at: float
+    step_index: int | None
+    step_name: str | None
+    attempt: int | None
+    worker_id: str | None
+    data: dict[str, Any]
+    data_json: str
+
+    @classmethod
+    def build(
+        cls,
+        kind: EventKind,
+        workflow_id: str,
+        at: float,
+        data: dict[str, Any],
+        *,
+        step: StepRow | None = None,
+        attempt: int | None = None,
+        worker_id: str | None = None,
+        raw: dict[str, str] | None = None,
+    ) -> Draft:
+        """Return the draft of a `kind` event about `step` (or the workflow), `data` encoded.
+
+        `raw` holds members of `data` already encoded by `agentq.codec` (JSON text), spliced
+        into `data_json` rather than encoded twice.
+        """
+        if raw:
+            spliced = ",".join(f'"{k}":{t}' for k, t in raw.items())  # keys are plain names
+            rest = {k: v for k, v in data.items() if k not in raw}
+            text = f"{_JSON.encode(rest)[:-1]},{spliced}}}" if rest else f"{{{spliced}}}"
+        else:
+            text = _JSON.encode(data)
+        return cls(
+            kind,
+            workflow_id,
+            at,
+            None if step is None else step.step_index,
+            None if step is None else step.step_name,
+            attempt,
+            worker_id,
+            data,
+            text,
+        )
+
+    def event(self, seq: int) -> Event:
+        """Return the `Event` this draft becomes once the store gave it `seq`."""
+        return Event(
+            seq,
+            utc(self.at),
+            self.kind,
+            self.workflow_id,
+            self.step_index,
+            self.step_name,
+            self.attempt,
+            self.worker_id,
+            self.data,
+        )
+
+
+class Tx(Protocol):
+    """What a rule needs from one open transaction of a store."""
+
+    def load(
+        self, workflow_id: str, first: int = 0, last: int = -1
+    ) -> tuple[WorkflowRow | None, dict[int, StepRow]]:
+        """Return the workflow's row (or None) and its step rows ``first``..``last``."""
+        ...
+
+    def append(self, draft: Draft) -> Event:
+        """Append an event; return it with the next sequence number of the log."""
+        ...
+
+    def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
+        """Insert a new workflow row (`started_seq` given) or update one (None).
+
+        An update changes only ``state``, ``reason``, ``updated_at`` and ``last_seq`` (the
+        last two follow from the log: a store may derive them from it instead of writing).
+        """
+        ...
+
+    def put_step(self, row: StepRow, new: bool) -> None:
+        """Insert (`new`) or replace the step row."""
+        ...
+
+    def load_call(self, workflow_id: str, key: str) -> CallRow | None:
+        """Return the workflow's call (or wait) row of `key`, or None."""
+        ...
+
+    def put_call(self, row: CallRow, new: bool) -> None:
+        """Insert (`new`) or replace the call row (keyed by workflow and key)."""
+        ...
+
+
+def describe_step(workflow_id: str, index: int, name: str | None = None) -> str:
+    """Name a step in a message: ``step 'b' (#1) of workflow 'wf'``."""
+    return f"step {name!r} (#{index}) of workflow {workflow_id!r}" if name else (
+        f"step #{index} of workflow {workflow_id!r}"
+    )
+
+
+def describe_call(workflow_id: str, key: str, kind: str = "key") -> str:
+    """Name a call or wait key in a message: ``call key 'k' of workflow 'wf'``."""
+    shown = key if len(key) <= 80 else key[:80] + "…"
+    return f"{kind} {shown!r} of workflow {workflow_id!r}"
+
+
+def describe_closed(wf: WorkflowRow) -> str:
+    """Say in a message that a workflow is closed, and why."""
+    return f"workflow {wf.workflow_id!r} is {wf.state}" + (
+        f" ({wf.reason})" if wf.reason else ""
+    )
+
+
+def load_step(
+    tx: Tx, workflow_id: str, index: int, *, first: int | None = None
+) -> tuple[WorkflowRow, dict[int, StepRow]]:
+    """Read the workflow and its steps `first`..`index`, or raise Unknown*Error."""
+    wf, steps = tx.load(workflow_id, index if first is None else first, index)
+    if wf is None:
+        raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
+    if not 0 <= index < len(wf.step_names):
+        raise UnknownStepError(
+            f"workflow {workflow_id!r} has no {describe_step(workflow_id, index)}: it has "
+            f"{len(wf.step_names)} steps {list(wf.step_names)!r}"
+        )
+    if index not in steps:  # pragma: no cover - a corrupt projection
+        raise UnknownStepError(f"{describe_step(workflow_id, index)} has no row in the projection")
+    return wf, steps
+
+
+def apply(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> WorkflowRow:
+    """Append `drafts`, fold them through `project`, write the rows that changed.
+
+    Returns:
+        The workflow's row after the events.
+    """
+    after = apply_rows(tx, rows, drafts)
+    assert after.workflow is not None
+    return after.workflow
+
+
+def apply_rows(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> Rows:
+    """`apply`, returning all the rows after the events (`Rows.workflow` is set)."""
+    after = rows
+    for draft in drafts:
+        after = project(tx.append(draft), after)
+    wf = after.workflow
+    assert wf is not None
+    if rows.workflow is None:
+        tx.put_workflow(wf, wf.last_seq)
+    else:
+        tx.put_workflow(wf, None)
+    for index, row in after.steps.items():
+        before = rows.steps.get(index)
+        if row is not before:
+            tx.put_step(row, before is None)
+    for key, call in after.calls.items():
+        known = rows.calls.get(key)
+        if call is not known:
+            tx.put_call(call, known is None)
+    return after

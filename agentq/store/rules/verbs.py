@@ -1,0 +1,229 @@
+"""`RuleStore`: every write verb of the stores, written once, over one abstract `_write`.
+
+Each `DurableStore` write verb is a transition rule (`workflow`, `lease`, `attempt`,
+`calls` of `agentq.store.rules`) run in one transaction; only how a store runs a transaction
+differs. `RuleStore` holds each verb's signature, docstring and rule call once; a store
+supplies `_write` (run ``rule(tx, *args)`` in one transaction, return its result) and, for the
+`JobOutcomeStore` verbs, its `JobRules`. `MemoryStore`, `SqliteStore` and `PostgresStore`
+derive from it (the two SQL stores through `agentq.store.sql.verbs.SqlStore`, which adds the
+reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, NamedTuple, TypeVar
+
+import agentq.store.rules.attempt as rules_attempt
+import agentq.store.rules.calls as rules_calls
+import agentq.store.rules.lease as rules_lease
+import agentq.store.rules.workflow as rules_workflow
+from agentq.keys import validate_key
+from agentq.outcomes import ErrorInfo
+from agentq.store.contract.claims import ClaimResult, Execution
+from agentq.store.contract.rows import CallRow, WorkflowRow
+
+__all__ = ["JobRules", "RuleStore"]
+
+T = TypeVar("T")
+
+
+class JobRules(NamedTuple):
+    """How a store writes the ``job_outcomes`` of `JobOutcomeStore`, run by `_write_job`.
+
+    Attributes:
+        save: ``save(tx, key, fingerprint, output, completed_at, expires_at) -> bool``.
+        forget: ``forget(tx, key) -> bool`` (the key already validated).
+    """
+
+    save: Callable[..., bool]
+    forget: Callable[..., bool]
+
+
+class RuleStore:
+    """The write verbs of a `DurableStore` (and `save_job` / `forget_job` of a
+    `JobOutcomeStore`), each one call of `_write` (or `_write_job`).
+
+    A subclass implements `_write` and sets `job_rules`; it keeps its connection,
+    transactions, reads and lifecycle.
+    """
+
+    job_rules: ClassVar[JobRules]
+    """The store's job-outcome writes."""
+
+    async def _write(self, rule: Callable[..., T], *args: Any) -> T:
+        """Run ``rule(tx, *args)`` in one transaction of the store; return its result.
+
+        Raises:
+            StoreError: The store is closed or failed; whatever the rule raises.
+        """
+        raise NotImplementedError
+
+    async def _write_job(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a `job_rules` function in one transaction (by default as a rule: `_write`)."""
+        return await self._write(fn, *args)
+
+    async def start_workflow(
+        self,
+        workflow_id: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        *,
+        definition: str | None = None,
+        trace: Mapping[str, str] | None = None,
+    ) -> tuple[WorkflowRow, bool]:
+        """See `DurableStore.start_workflow`."""
+        return await self._write(
+            rules_workflow.start_workflow, workflow_id, step_names, input, now, definition,
+            trace,
+        )
+
+    async def claim_step(
+        self,
+        workflow_id: str,
+        step_index: int,
+        worker_id: str,
+        lease_ttl: float,
+        now: float,
+        *,
+        max_recoveries: int = 3,
+    ) -> ClaimResult:
+        """See `DurableStore.claim_step`."""
+        return await self._write(
+            rules_lease.claim_step, workflow_id, step_index, worker_id, lease_ttl, now,
+            max_recoveries,
+        )
+
+    async def renew_lease(self, execution: Execution, lease_ttl: float, now: float) -> Execution:
+        """See `DurableStore.renew_lease`."""
+        return await self._write(rules_lease.renew_lease, execution, lease_ttl, now)
+
+    async def complete_step(self, execution: Execution, output: Any, now: float) -> WorkflowRow:
+        """See `DurableStore.complete_step`."""
+        return await self._write(rules_attempt.complete_step, execution, output, now)
+
+    async def fail_step(
+        self,
+        execution: Execution,
+        reason: str,
+        error: ErrorInfo | None,
+        now: float,
+        retry_at: float | None,
+    ) -> WorkflowRow:
+        """See `DurableStore.fail_step`."""
+        return await self._write(rules_attempt.fail_step, execution, reason, error, now, retry_at)
+
+    async def wait_step(
+        self,
+        execution: Execution,
+        reason: str,
+        now: float,
+        *,
+        key: str | None = None,
+        details: dict[str, Any] | None = None,
+        deadline: float | None = None,
+    ) -> WorkflowRow:
+        """See `DurableStore.wait_step`."""
+        return await self._write(
+            rules_attempt.wait_step, execution, reason, now, key, details, deadline
+        )
+
+    async def resume_step(
+        self,
+        workflow_id: str,
+        step_index: int,
+        input: Any,
+        now: float,
+        *,
+        key: str | None = None,
+    ) -> WorkflowRow:
+        """See `DurableStore.resume_step`."""
+        return await self._write(
+            rules_workflow.resume_step, workflow_id, step_index, input, now, key
+        )
+
+    async def time_out_wait(self, workflow_id: str, step_index: int, now: float) -> bool:
+        """See `DurableStore.time_out_wait`."""
+        return await self._write(rules_workflow.time_out_wait, workflow_id, step_index, now)
+
+    async def start_call(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        fingerprint: str | None,
+        lane: str | None,
+        label: dict[str, Any] | None,
+        now: float,
+    ) -> CallRow:
+        """See `DurableStore.start_call`."""
+        return await self._write(
+            rules_calls.start_call, execution, key, fingerprint, lane, label, now
+        )
+
+    async def complete_call(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        output: Any,
+        usage: dict[str, Any] | None,
+        duration: float,
+        now: float,
+    ) -> CallRow:
+        """See `DurableStore.complete_call`."""
+        return await self._write(
+            rules_calls.complete_call, execution, key, output, usage, duration, now
+        )
+
+    async def fail_call(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        reason: str,
+        error: ErrorInfo | None,
+        duration: float,
+        now: float,
+    ) -> CallRow:
+        """See `DurableStore.fail_call`."""
+        return await self._write(
+            rules_calls.fail_call, execution, key, reason, error, duration, now
+        )
+
+    async def cancel_workflow(self, workflow_id: str, reason: str, now: float) -> bool:
+        """See `DurableStore.cancel_workflow`."""
+        return await self._write(rules_workflow.cancel_workflow, workflow_id, reason, now)
+
+    async def release_expired(self, execution: Execution, now: float) -> bool:
+        """See `DurableStore.release_expired`."""
+        return await self._write(rules_lease.release_expired, execution, now)
+
+    async def release_dead(self, execution: Execution, now: float, reason: str) -> bool:
+        """See `DurableStore.release_dead`."""
+        return await self._write(rules_lease.release_dead, execution, now, reason)
+
+    async def retry_workflow(
+        self, workflow_id: str, from_step: int | None, now: float
+    ) -> WorkflowRow:
+        """See `DurableStore.retry_workflow`."""
+        return await self._write(rules_workflow.retry_workflow, workflow_id, from_step, now)
+
+    async def save_job(
+        self,
+        key: str,
+        *,
+        fingerprint: str,
+        output: Any,
+        completed_at: float,
+        expires_at: float | None,
+    ) -> bool:
+        """See `JobOutcomeStore.save_job` (one transaction; the rule checks the arguments)."""
+        return await self._write_job(
+            self.job_rules.save, key, fingerprint, output, completed_at, expires_at
+        )
+
+    async def forget_job(self, key: str) -> bool:
+        """See `JobOutcomeStore.forget_job`."""
+        return await self._write_job(self.job_rules.forget, validate_key(key))

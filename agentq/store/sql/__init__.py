@@ -1,0 +1,11 @@
+"""What both SQL stores (SQLite and PostgreSQL) share: row decoding, the read queries, the
+read verbs.
+
+Imports the rules and the contract, never a backend. Read the modules in this order (each
+imports only modules above it):
+
+    ``rows``            the column lists of the tables and decoding a result row.
+    ``reads``           the read verbs as queries; `Dialect` names what differs between
+                        the two (placeholder, key parameters, row locks, JSON in SQL).
+    ``verbs``           `SqlStore`: the read verbs of the SQL stores once, over `_read`.
+"""

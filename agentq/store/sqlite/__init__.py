@@ -1,0 +1,14 @@
+"""`SqliteStore`: one file, one aiosqlite connection, group commit.
+
+Imports `agentq.store.sql`, the rules and the contract, never another backend. Read the
+modules in this order (each imports only modules above it):
+
+    ``tx``              the write lock, `SqliteTx` (the rules' `Tx`), a batch's transaction,
+                        rebuilding the projection.
+    ``schema``          migrations from ``schema.sql`` (in this package).
+    ``jobs``            the ``job_outcomes`` table: the `JobOutcomeStore` verbs as SQL.
+    ``connection``      opening the aiosqlite connection; running a call on its thread.
+    ``batch``           `GroupCommit` (the queue of waiting verbs), `Batch` and `Op`: the
+                        verbs of one group-commit transaction.
+    ``store``           `SqliteStore`: the connection and the verbs.
+"""

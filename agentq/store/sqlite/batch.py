@@ -1,0 +1,256 @@
+"""A group-commit batch: the verbs of one SQLite transaction and the callers waiting for them.
+
+How a write travels through `SqliteStore` (see ``docs/store.md``):
+
+- Each verb is a transition rule run synchronously over the raw `sqlite3` connection inside
+  ``BEGIN IMMEDIATE … COMMIT``; the whole transaction is ONE call on aiosqlite's connection
+  thread, so a verb costs one thread hop, not one per statement.
+- Group commit: verbs that arrive while a transaction is in flight wait (an `Op` each), and the
+  first of them leads the next transaction with all of them (a `Batch`), each in its own
+  SAVEPOINT (a refused verb is rolled back alone). No background task: the waiting callers
+  take turns leading.
+- Cancel safety: a caller cancelled before its verb was taken leaves the queue; once taken,
+  the transaction completes and the other callers get their results.
+- Reads run on the same thread, after every write submitted before them: straight onto the
+  thread's queue, or, when verbs are waiting for the next batch, in that batch after its
+  commit.
+
+A store's `GroupCommit` owns the queue of waiting ops and whose turn it is to lead; a `Batch`
+owns its ops' outcomes, written on the connection thread and delivered once on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import agentq.store.sqlite.tx as sqlite_tx
+from agentq.errors import StoreError
+from agentq.store.sqlite.connection import on_thread
+
+if TYPE_CHECKING:
+    import aiosqlite
+
+__all__ = ["DONE", "LEAD", "LINGER_YIELDS", "Batch", "GroupCommit", "Op"]
+
+T = TypeVar("T")
+
+LEAD = "lead"
+"""`Op.signal` result: the op's caller leads the next batch."""
+DONE = "done"
+"""`Op.signal` result: the op's outcome is in `Op.outcome`."""
+LINGER_YIELDS = 4
+"""Most loop turns a leader waits for more verbs before taking the batch (`_linger`)."""
+
+
+class Op:
+    """One verb (or a read queued behind verbs) waiting for, or inside, a batch."""
+
+    __slots__ = ("fn", "outcome", "read", "signal", "taken")
+
+    def __init__(self, fn: Callable[[Any], Any], read: bool, signal: asyncio.Future[str]) -> None:
+        self.fn = fn  # fn(SqliteTx) for a verb, fn(sqlite3.Connection) for a read
+        self.read = read
+        self.signal = signal
+        self.taken = False
+        self.outcome: sqlite_tx.Outcome = (False, None)
+
+
+class Batch:
+    """The ops of one transaction: run on the connection thread, delivered once on the loop.
+
+    `outcomes` is written on the connection thread; `orphaned` is set on the loop when the
+    leader was cancelled while the batch ran. The lock makes the two hand over exactly once:
+    either the leader delivers when its call returns, or (orphaned) the thread sends the
+    delivery back to the loop.
+    """
+
+    __slots__ = ("_lock", "delivered", "ops", "orphaned", "outcomes")
+
+    def __init__(self, ops: list[Op]) -> None:
+        self.ops = ops
+        self.outcomes: list[sqlite_tx.Outcome] | None = None
+        self.orphaned = False
+        self.delivered = False
+        self._lock = threading.Lock()
+
+    def run(self, conn: sqlite3.Connection, when_orphaned: Callable[[], None]) -> None:
+        """Run the verbs in one transaction, then the reads (on the connection thread).
+
+        If the leader was cancelled meanwhile, call `when_orphaned` (which must be safe to
+        call from this thread) so that the outcomes still reach the other callers.
+        """
+        verbs = [op.fn for op in self.ops if not op.read]
+        done = iter(sqlite_tx.transact(conn, verbs) if verbs else ())
+        outcomes = [sqlite_tx.read(conn, op.fn) if op.read else next(done) for op in self.ops]
+        with self._lock:
+            self.outcomes = outcomes
+            orphaned = self.orphaned
+        if orphaned:
+            when_orphaned()
+
+    def orphan(self) -> bool:
+        """Mark the leader cancelled; return whether the outcomes are in already."""
+        with self._lock:
+            self.orphaned = True
+            return self.outcomes is not None
+
+    def fail(self, exc: BaseException) -> None:
+        """Give every op `exc` as its outcome (the batch never reached the thread)."""
+        self.outcomes = [(False, exc) for _ in self.ops]
+
+    def deliver(self) -> bool:
+        """Hand each op its outcome and wake its caller, once.
+
+        Returns:
+            True if this call delivered; False if the outcomes are not in yet or were
+            delivered already.
+        """
+        if self.delivered or self.outcomes is None:
+            return False
+        self.delivered = True
+        for op, outcome in zip(self.ops, self.outcomes, strict=True):
+            op.outcome = outcome
+            if not op.signal.done():
+                op.signal.set_result(DONE)
+        return True
+
+
+class GroupCommit:
+    """One store's group-commit queue: the ops waiting for the next transaction, and whose
+    turn it is to lead it.
+
+    Args:
+        connection: Returns the store's open connection, or None once the store is closed.
+        name: Returns how to name the store in messages.
+    """
+
+    def __init__(
+        self,
+        connection: Callable[[], aiosqlite.Connection | None],
+        name: Callable[[], str],
+    ) -> None:
+        self._connection = connection
+        self._name = name
+        self._waiting: deque[Op] = deque()
+        self._busy = False
+
+    @property
+    def pending(self) -> bool:
+        """Whether ops wait for the next batch (a read then rides in it, after them)."""
+        return bool(self._waiting)
+
+    def close(self, message: str) -> None:
+        """Give every op still waiting (not yet taken) a `StoreError` with `message`."""
+        for op in list(self._waiting):
+            if not op.signal.done():
+                self._waiting.remove(op)
+                op.outcome = (False, StoreError(message))
+                op.signal.set_result(DONE)
+
+    async def submit(self, fn: Callable[[Any], T], read: bool) -> T:
+        """Run `fn` in the next batch (leading it when it is this caller's turn); return its
+        result or raise its exception. A caller cancelled before its op was taken withdraws
+        it; once taken, the batch completes for everyone in it."""
+        loop = asyncio.get_running_loop()
+        op = Op(fn, read, loop.create_future())
+        self._waiting.append(op)
+        if not self._busy:
+            self._busy = True
+            op.signal.set_result(LEAD)
+        while True:
+            try:
+                signal = await op.signal
+            except asyncio.CancelledError:
+                self._abandon(op)
+                raise
+            if signal == DONE:
+                ok, value = op.outcome
+                if ok:
+                    return cast(T, value)
+                raise value
+            op.signal = loop.create_future()
+            try:
+                await self._linger()
+            except asyncio.CancelledError:  # still this caller's turn: withdraw, pass it on
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(op)
+                self._handoff()
+                raise
+            await self._lead(loop)  # if cancelled here, the batch still completes: see _finish
+
+    async def _linger(self) -> None:
+        """Before leading, yield to the loop while that brings more verbs (at most
+        `LINGER_YIELDS` times): callers woken by the last batch's outcomes often submit their
+        next verb within a loop turn or two, and riding in this transaction saves them one.
+        No timer: an idle store leads after a single yield."""
+        for _ in range(LINGER_YIELDS):
+            waiting = len(self._waiting)
+            await asyncio.sleep(0)
+            if len(self._waiting) == waiting:
+                return
+
+    async def _lead(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Take every waiting op and run them as one transaction on the connection thread."""
+        ops = [op for op in self._waiting if not op.signal.cancelled()]
+        self._waiting.clear()
+        for op in ops:
+            op.taken = True
+        batch = Batch(ops)
+        db = self._connection()
+        if db is None:
+            batch.fail(StoreError(f"{self._name()} is closed"))
+            self._finish(batch)
+            return
+
+        # Runs on the connection thread, which keeps the last call it ran (this closure)
+        # until the next one arrives: a weak reference (the queue holds its store), so that
+        # an idle store can still be garbage-collected (a caller waiting for the batch keeps
+        # the store alive anyway).
+        queue = weakref.ref(self)
+
+        def when_orphaned() -> None:  # on the connection thread: deliver through the loop
+            live = queue()
+            if live is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                    loop.call_soon_threadsafe(live._finish, batch)
+
+        try:
+            await on_thread(db, lambda conn: batch.run(conn, when_orphaned))
+        except asyncio.CancelledError:
+            if batch.orphan():
+                self._finish(batch)
+            raise
+        except Exception as exc:  # never queued: the connection closed under us
+            batch.fail(StoreError(f"{self._name()}: {exc}"))
+        self._finish(batch)
+
+    def _finish(self, batch: Batch) -> None:
+        """Deliver a batch's outcomes (once) and hand the lead to the first waiting op."""
+        if batch.deliver():
+            self._handoff()
+
+    def _handoff(self) -> None:
+        while self._waiting:
+            op = self._waiting[0]
+            if not op.signal.done():
+                op.signal.set_result(LEAD)
+                return
+            self._waiting.popleft()  # cancelled while waiting
+        self._busy = False
+
+    def _abandon(self, op: Op) -> None:
+        """A waiting caller was cancelled: withdraw its op unless it was already taken."""
+        if op.taken:
+            return
+        with contextlib.suppress(ValueError):
+            self._waiting.remove(op)
+        signal = op.signal
+        if signal.done() and not signal.cancelled() and signal.result() == LEAD:
+            self._handoff()  # it was its turn to lead: pass the turn on

@@ -1,0 +1,118 @@
+"""The SQLite file's schema: the migrations in ``schema.sql`` and `migrate`.
+
+``schema.sql`` is a list of ``-- migration N`` sections; the file's version lives in
+``PRAGMA user_version``. `migrate` brings an older file up to `SCHEMA_VERSION` in one
+``BEGIN IMMEDIATE`` transaction (so two processes opening an old file migrate it once) and
+refuses a newer or a foreign file. A section holding the line ``-- agentq: rebuild
+projection`` changes what the projection derives from the log: after the statements (of
+every migration the file gets), an older file's ``workflows``, ``steps`` and ``calls`` are
+rebuilt from its log in the same transaction.
+Synchronous: it runs on the connection's thread when the store opens the file
+(`agentq.store.sqlite.connection`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from importlib import resources
+
+from agentq.errors import SchemaError
+from agentq.store.sqlite.tx import SqliteTx, begin, rebuild, rollback
+
+__all__ = ["REBUILD_MARK", "SCHEMA_VERSION", "migrate", "migrations", "rebuilds"]
+
+REBUILD_MARK = "-- agentq: rebuild projection"
+"""The line in a migration section that asks for the projection to be rebuilt from the log."""
+
+
+def _parse() -> tuple[list[list[str]], list[bool]]:
+    text = resources.files("agentq.store.sqlite").joinpath("schema.sql").read_text("utf-8")
+    out: list[list[str]] = []
+    rebuild_after: list[bool] = []
+    statement = ""
+    for line in text.splitlines(keepends=True):
+        if line.startswith("-- migration "):
+            if int(line.split()[2]) != len(out) + 1:
+                raise SchemaError(f"schema.sql: migrations out of order at {line.strip()!r}")
+            out.append([])
+            rebuild_after.append(False)
+            continue
+        if out and not statement and line.strip() == REBUILD_MARK:
+            rebuild_after[-1] = True
+            continue
+        if not out or (not statement and (not line.strip() or line.startswith("--"))):
+            continue
+        statement += line
+        if sqlite3.complete_statement(statement):
+            out[-1].append(statement.strip())
+            statement = ""
+    return out, rebuild_after
+
+
+def migrations() -> list[list[str]]:
+    """Return the statements of each migration in ``schema.sql``; index 0 is version 1."""
+    return _parse()[0]
+
+
+def rebuilds() -> list[bool]:
+    """Return, per migration, whether an older file's projection is rebuilt after it."""
+    return _parse()[1]
+
+
+_MIGRATIONS, _REBUILDS = _parse()
+SCHEMA_VERSION = len(_MIGRATIONS)
+"""The schema version this agentq writes (``PRAGMA user_version``)."""
+
+
+def migrate(conn: sqlite3.Connection, name: str) -> None:
+    """Bring the file to `SCHEMA_VERSION`, in one transaction.
+
+    Raises:
+        SchemaError: The file has a newer version than this agentq knows, or is not an
+            agentq database that can be migrated.
+    """
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return
+    begin(conn)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may
+        if version > SCHEMA_VERSION:  # have migrated while we waited for the lock
+            raise SchemaError(
+                f"{name} has schema version {version}; this agentq reads versions up to "
+                f"{SCHEMA_VERSION}: upgrade agentq"
+            )
+        if version == 0:
+            foreign = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                    " AND name NOT LIKE 'sqlite_%'"
+                )
+            ]
+            if foreign:
+                raise SchemaError(
+                    f"{name} is not an agentq database (it has tables {sorted(foreign)[:5]} "
+                    "and no agentq schema version); refusing to add agentq's tables to it"
+                )
+        for statements in _MIGRATIONS[version:]:
+            for statement in statements:
+                conn.execute(statement)
+        if version > 0 and any(_REBUILDS[version:]):
+            try:
+                rebuild(SqliteTx(conn))
+            except (ValueError, KeyError, TypeError) as exc:  # a log replay cannot follow
+                raise SchemaError(
+                    f"cannot migrate {name} from schema version {version} to "
+                    f"{SCHEMA_VERSION}: its event log cannot be replayed ({exc})"
+                ) from exc
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        rollback(conn)
+        raise SchemaError(
+            f"cannot migrate {name} from schema version {version} to {SCHEMA_VERSION}: {exc}"
+        ) from exc
+    except BaseException:
+        rollback(conn)
+        raise

@@ -1,0 +1,366 @@
+"""Transactions on SQLite's own thread: the write lock, the rules' `Tx`, a batch's transaction.
+
+Everything here is synchronous and runs on the connection's thread (the async half,
+`agentq.store.sqlite.store`, ships each call there in one hop): `begin` takes the write lock with
+``BEGIN IMMEDIATE`` (retried while another connection holds it); `SqliteTx` is the rules' `Tx`
+over a `sqlite3.Connection`; `transact` runs a group-commit batch of verbs in one transaction
+(a SAVEPOINT per verb only when a verb raised after writing); `rebuild` rewrites the
+projection tables from the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentq.errors import StoreError
+from agentq.events import Event
+from agentq.outcomes import ErrorInfo
+from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
+from agentq.store.rules.projection import replay
+from agentq.store.rules.tx import Draft
+from agentq.store.sql.rows import (
+    CALL_COLUMNS,
+    EVENT_TABLE_COLUMNS,
+    STEP_COLUMNS,
+    WORKFLOW_SELECT,
+    WORKFLOW_WIDTH,
+    call_row,
+    event_of,
+    step_row,
+    workflow_row,
+)
+
+__all__ = [
+    "BEGIN_ATTEMPTS",
+    "Outcome",
+    "SqliteTx",
+    "begin",
+    "is_busy",
+    "read",
+    "rebuild",
+    "rollback",
+    "store_error",
+    "transact",
+]
+
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+BEGIN_ATTEMPTS = 4
+"""How many times ``BEGIN IMMEDIATE`` is tried, each waiting up to the busy timeout."""
+
+Outcome = tuple[bool, Any]
+"""``(True, result)`` or ``(False, exception)`` for one verb of a batch."""
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether `exc` is SQLITE_BUSY or SQLITE_LOCKED ("database is locked")."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (5, 6)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def begin(conn: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE`` (take the write lock now), retried while the database is busy.
+
+    Each try already waits up to the connection's busy timeout; a writer that holds the lock
+    longer than `BEGIN_ATTEMPTS` busy timeouts makes this raise the last error.
+    """
+    for attempt in range(BEGIN_ATTEMPTS):
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or attempt == BEGIN_ATTEMPTS - 1:
+                raise
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """``ROLLBACK`` the transaction in progress, if any (SQLite may have rolled back already)."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
+# ---------------------------------------------------------------- the rules' Tx
+
+_LOAD = (
+    WORKFLOW_SELECT.replace(" FROM workflows", ", "
+    + ", ".join(f"s.{c.strip()}" for c in STEP_COLUMNS.split(",")) + " FROM workflows")
+    + " LEFT JOIN steps AS s ON s.workflow_id = w.workflow_id AND s.step_index BETWEEN ? AND ?"
+    " WHERE w.workflow_id = ? ORDER BY s.step_index"
+)
+
+
+class SqliteTx:
+    """The rules' `Tx` over a `sqlite3.Connection` inside an open transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        # JSON text of the values read in this transaction, by id(value): a row written back
+        # unchanged does not encode its (possibly large) output again.
+        self._texts: dict[int, tuple[Any, str]] = {}
+        # (state, reason) of the workflows read: an update that changes neither is skipped.
+        self._states: dict[str, tuple[WorkflowState, str | None]] = {}
+
+    def load(
+        self, workflow_id: str, first: int = 0, last: int = -1
+    ) -> tuple[WorkflowRow | None, dict[int, StepRow]]:
+        wf, steps = None, {}
+        for r in self.conn.execute(_LOAD, (first, last, workflow_id)):
+            if wf is None:
+                wf = workflow_row(r)
+                self._states[wf.workflow_id] = (wf.state, wf.reason)
+            step = r[WORKFLOW_WIDTH:]
+            if step[0] is None:
+                continue
+            row = step_row(step)
+            for value, text in ((row.output, step[8]), (row.error, step[10]),
+                                (row.resume_input, step[11])):
+                if text is not None and isinstance(value, dict | list | ErrorInfo):
+                    self._texts[id(value)] = (value, text)
+            steps[row.step_index] = row
+        return wf, steps
+
+    def append(self, draft: Draft) -> Event:
+        seq = self.conn.execute(
+            "INSERT INTO events (at, workflow_id, step_index, step_name, kind, attempt, "
+            "worker_id, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                draft.at,
+                draft.workflow_id,
+                draft.step_index,
+                draft.step_name,
+                draft.kind,
+                draft.attempt,
+                draft.worker_id,
+                draft.data_json,
+            ),
+        ).lastrowid
+        assert seq is not None
+        return draft.event(seq)
+
+    def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
+        state = (row.state, row.reason)
+        if started_seq is None:
+            if self._states.get(row.workflow_id) != state:
+                self.conn.execute(
+                    "UPDATE workflows SET state = ?, reason = ? WHERE workflow_id = ?",
+                    (row.state, row.reason, row.workflow_id),
+                )
+        else:
+            self.conn.execute(
+                "INSERT INTO workflows (started_seq, workflow_id, state, step_names, input, "
+                "reason, created_at, definition) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    started_seq,
+                    row.workflow_id,
+                    row.state,
+                    _JSON.encode(list(row.step_names)),
+                    self._json(row.input) or "null",
+                    row.reason,
+                    row.created_at,
+                    row.definition,
+                ),
+            )
+        self._states[row.workflow_id] = state
+
+    def _json(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        known = self._texts.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        if isinstance(value, ErrorInfo):
+            return _JSON.encode(value.to_dict())
+        return _JSON.encode(value)
+
+    def put_step(self, row: StepRow, new: bool) -> None:
+        values = (
+            row.state,
+            row.attempt,
+            row.worker_id,
+            row.lease_token,
+            row.lease_expires_at,
+            self._json(row.output),
+            row.reason,
+            self._json(row.error),
+            self._json(row.resume_input),
+            int(row.resumed),
+            row.retry_at,
+            row.started_at,
+            row.finished_at,
+            row.recoveries,
+            row.wait_key,
+            self._json(row.wait_details),
+            row.wait_deadline,
+        )
+        if new:
+            self.conn.execute(
+                _INSERT_STEP, (row.workflow_id, row.step_index, row.step_name, *values)
+            )
+            return
+        self.conn.execute(
+            "UPDATE steps SET state = ?, attempt = ?, worker_id = ?, lease_token = ?, "
+            "lease_expires_at = ?, output = ?, reason = ?, error = ?, resume_input = ?, "
+            "resumed = ?, retry_at = ?, started_at = ?, finished_at = ?, recoveries = ?, "
+            "wait_key = ?, wait_details = ?, wait_deadline = ? "
+            "WHERE workflow_id = ? AND step_index = ?",
+            (*values, row.workflow_id, row.step_index),
+        )
+
+    def load_call(self, workflow_id: str, key: str) -> CallRow | None:
+        r = self.conn.execute(_LOAD_CALL, (workflow_id, key)).fetchone()
+        return None if r is None else call_row(r)
+
+    def put_call(self, row: CallRow, new: bool) -> None:
+        values = (
+            row.kind,
+            row.step_index,
+            row.state,
+            row.fingerprint,
+            row.lane,
+            row.attempt,
+            self._json(row.label),
+            self._json(row.usage),
+            self._json(row.output),
+            row.reason,
+            self._json(row.error),
+            self._json(row.details),
+            row.deadline,
+            row.started_at,
+            row.finished_at,
+            row.duration,
+            row.runs,
+            row.last_seq,
+        )
+        if new:
+            self.conn.execute(_INSERT_CALL, (row.workflow_id, row.key, *values, row.first_seq))
+        else:
+            self.conn.execute(_UPDATE_CALL, (*values, row.first_seq))
+
+
+def _marks(columns: str) -> str:
+    return ", ".join("?" for _ in columns.split(","))
+
+
+_INSERT_STEP = f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})"
+_LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? AND call_key = ?"
+_INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_COLUMNS)})"
+_UPDATE_CALL = (
+    "UPDATE calls SET "
+    + ", ".join(f"{c.strip()} = ?" for c in CALL_COLUMNS.split(",")[2:-1])
+    + " WHERE first_seq = ?"
+)
+
+
+# ---------------------------------------------------------------- a batch's transaction
+
+
+def store_error(exc: BaseException) -> BaseException:
+    """Wrap a sqlite3 error in `StoreError` (``__cause__`` set); return others unchanged."""
+    if isinstance(exc, sqlite3.Error):
+        wrapped = StoreError(f"SQLite failed: {exc}")
+        wrapped.__cause__ = exc
+        return wrapped
+    return exc
+
+
+def transact(conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]]) -> list[Outcome]:
+    """Run a batch of verbs in one ``BEGIN IMMEDIATE … COMMIT``; one outcome per verb.
+
+    A verb that raises is rolled back alone and gets its exception; the others commit
+    together. If the transaction itself fails (BEGIN, COMMIT), no verb is committed and each
+    gets a `StoreError`, except those already refused, whose refusal stands.
+
+    Savepoints only when needed: a rule refuses before it writes (see `agentq.store.rules.tx`), so a
+    verb that raised without changing a row (``total_changes`` unchanged) has nothing to roll
+    back. Only if a verb of a batch raised after writing is the transaction rolled back and
+    the batch run again with a SAVEPOINT around each verb (rules are functions of the
+    transaction's rows and their arguments: running one again gives the same result).
+    """
+    outcomes = _run(conn, fns, savepoints=False)
+    if outcomes is None:
+        outcomes = _run(conn, fns, savepoints=True)
+        assert outcomes is not None  # with savepoints, a verb is rolled back alone
+    return outcomes
+
+
+def _run(
+    conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]], savepoints: bool
+) -> list[Outcome] | None:
+    """`transact` with or without a SAVEPOINT per verb; None (rolled back) when, without,
+    a verb of a batch raised after writing."""
+    outcomes: list[Outcome] = []
+    single = len(fns) == 1
+    try:
+        begin(conn)
+        for fn in fns:
+            tx = SqliteTx(conn)
+            if savepoints:
+                conn.execute("SAVEPOINT agentq_verb")
+            changes = conn.total_changes
+            try:
+                value = fn(tx)
+            except Exception as exc:
+                if single:
+                    rollback(conn)
+                    return [(False, store_error(exc))]
+                if savepoints:
+                    conn.execute("ROLLBACK TO agentq_verb")
+                elif conn.total_changes != changes:
+                    rollback(conn)
+                    return None
+                outcomes.append((False, store_error(exc)))
+            else:
+                outcomes.append((True, value))
+            if savepoints:
+                conn.execute("RELEASE agentq_verb")
+        conn.execute("COMMIT")
+        return outcomes
+    except BaseException as exc:
+        return _failed(conn, outcomes, len(fns), exc)
+
+
+def _failed(
+    conn: sqlite3.Connection, outcomes: list[Outcome], count: int, exc: BaseException
+) -> list[Outcome]:
+    """The outcomes of a batch whose transaction failed: refusals stand, the rest fail."""
+    rollback(conn)
+    failed = []
+    for i in range(count):
+        ok, value = outcomes[i] if i < len(outcomes) else (True, None)
+        refused = not ok and not isinstance(value, StoreError)
+        failed.append((False, value if refused else store_error(exc)))
+    return failed
+
+
+def read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) -> Outcome:
+    """Run a read queued in a batch (after its transaction); errors become outcomes."""
+    try:
+        return True, fn(conn)
+    except Exception as exc:
+        return False, store_error(exc)
+
+
+def rebuild(tx: SqliteTx) -> None:
+    """Recompute the ``workflows``, ``steps`` and ``calls`` tables from the log (inside a
+    transaction)."""
+    conn = tx.conn
+    cursor = conn.execute(f"SELECT {EVENT_TABLE_COLUMNS} FROM events ORDER BY seq")
+    events = (event_of(r) for r in cursor)
+    rebuilt = replay(events)
+    conn.execute("DELETE FROM calls")
+    conn.execute("DELETE FROM steps")
+    conn.execute("DELETE FROM workflows")
+    for started_seq, rows in rebuilt:
+        assert rows.workflow is not None
+        tx.put_workflow(rows.workflow, started_seq)
+        for index in sorted(rows.steps):
+            tx.put_step(rows.steps[index], True)
+        for call in rows.calls.values():
+            tx.put_call(call, True)

@@ -40,7 +40,10 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
                    register_workflow, unregister, start (an instance, not run), serve;
                    finding what to run for an id
-``engine``         `WorkflowEngine`: run, run_soon, resume, retry, cancel, status, close
+``interventions``  the engine's verbs that change a workflow from outside its run: resume,
+                   retry, cancel (its base class over `Registrations`)
+``engine``         `WorkflowEngine`: run, run_soon, status, close (resume, retry, cancel and
+                   the registration verbs from its base classes)
 ``recovery``       `recover` and its `RecoveryReport`: finish what a crashed worker left,
                    without waiting for it
 =================  ============================================================================

@@ -20,13 +20,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentq.queue.fingerprint import (
-    _CACHE,
-    _portable,
-    _Value,
-    _Walk,
-    stored_fingerprint,
-)
+from agentq.queue.fingerprint import _Value, _Walk
+from agentq.queue.fingerprint_stored import _CACHE, _portable, stored_fingerprint
 
 portable_fingerprint = stored_fingerprint  # the name these tests were written with
 

@@ -300,7 +300,7 @@ class Person:
 
 
 def test_stored_fingerprints_keep_what_compares_by_value() -> None:
-    from agentq.queue.fingerprint import stored_fingerprint as stored
+    from agentq.queue.fingerprint_stored import stored_fingerprint as stored
 
     alice = stored(functools.partial(send_mail, "alice"))
     assert alice.startswith("v1:") and len(alice) == 3 + 64
@@ -321,7 +321,7 @@ def test_stored_fingerprints_keep_what_compares_by_value() -> None:
 
 
 def test_stored_fingerprints_know_identity_values_by_their_type_only() -> None:
-    from agentq.queue.fingerprint import stored_fingerprint as stored
+    from agentq.queue.fingerprint_stored import stored_fingerprint as stored
 
     one, two = Session(), Session()
     assert derive_fingerprint(functools.partial(send_mail, one)) != derive_fingerprint(
@@ -336,7 +336,7 @@ def test_stored_fingerprints_know_identity_values_by_their_type_only() -> None:
 
 
 def test_stored_explicit_fingerprints_are_their_value() -> None:
-    from agentq.queue.fingerprint import stored_fingerprint as stored
+    from agentq.queue.fingerprint_stored import stored_fingerprint as stored
 
     assert stored(other_fn, ("send", "alice")) == stored(send_mail, ("send", "alice"))
     assert stored(other_fn, ("send", "alice")) != stored(other_fn, ("send", "bob"))
@@ -350,11 +350,11 @@ def test_stored_fingerprints_are_the_same_in_another_process() -> None:
     import sys
     from pathlib import Path
 
-    from agentq.queue.fingerprint import stored_fingerprint as stored
+    from agentq.queue.fingerprint_stored import stored_fingerprint as stored
 
     code = (
         "import functools, test_fingerprint as t\n"
-        "from agentq.queue.fingerprint import stored_fingerprint as s\n"
+        "from agentq.queue.fingerprint_stored import stored_fingerprint as s\n"
         "print(s(functools.partial(t.send_mail, {'to': ['alice'], 'n': 1.5})))\n"
         "print(s(lambda: t.send_mail(t.Person('a'))))\n"
     )
@@ -377,7 +377,7 @@ async def logs_and_sends(to: str) -> str:
 
 
 def test_module_level_containers_are_state_to_a_stored_fingerprint() -> None:
-    from agentq.queue.fingerprint import stored_fingerprint as stored
+    from agentq.queue.fingerprint_stored import stored_fingerprint as stored
 
     before = stored(functools.partial(logs_and_sends, "alice"))
     log.append("something")  # a log or a cache fills up: still the same call

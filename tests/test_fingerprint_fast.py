@@ -20,8 +20,8 @@ from agentq.queue.fingerprint_fast import (
     Shared,
     call_fingerprint,
     fast_fingerprint,
-    matches_fast,
 )
+from agentq.queue.fingerprint_match import matches_fast
 
 
 async def send(*args: Any, **kwargs: Any) -> Any:

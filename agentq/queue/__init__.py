@@ -5,40 +5,47 @@ each imports only modules that come before it in the list, never one after it.
 
 1. ``fingerprint_cache`` - what a code object reads; the stored fingerprints of calls
    over plain values, cached.
-2. ``fingerprint`` - what makes two pushes of one key "the same call", and its stored text.
-3. ``fingerprint_fast`` - the same fingerprint, taken in one quick pass for calls over
+2. ``fingerprint`` - what makes two pushes of one key "the same call", in memory.
+3. ``fingerprint_stored`` - the same call's fingerprint as text to store, the same in every
+   process (coarser rules).
+4. ``fingerprint_fast`` - the same fingerprint, taken in one quick pass for calls over
    plain values (the common lambdas and partials).
-4. ``builders`` - `Builders`: which lambdas only build a coroutine (read from their code),
+5. ``fingerprint_match`` - whether a call has a kept fast fingerprint, decided without
+   taking it.
+6. ``fingerprint_diff`` - what differs between two fingerprints of one key, for messages.
+7. ``builders`` - `Builders`: which lambdas only build a coroutine (read from their code),
    which a queue then calls on the loop instead of in a thread.
-5. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
+8. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
    `QueueStats`.
-6. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
-7. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
-   keys across restarts (`Queue(store=...)`), and `StoredJob`.
-8. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, and
-   the states a record goes through in it.
-9. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
-   its attempt, interrupts, its waits on other jobs); `CURRENT`, the job a context runs.
-10. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
-   finished keys' expiry and eviction, the runs whose body has not stopped yet, the keys
-   whose stored outcome is being read.
-11. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
-   subscribers, store) and the transitions of the books: answer a known key, claim, settle.
-12. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
-   output before it settles, forget.
-13. ``runner`` - running one record in the current task: attempts, timeouts, threads,
+9. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
+10. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
+    keys across restarts (`Queue(store=...)`), and `StoredJob`.
+11. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, and
+    the states a record goes through in it.
+12. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
+    its attempt, interrupts, its waits on other jobs); `CURRENT`, the job a context runs.
+13. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
+    finished keys' expiry and eviction, the runs whose body has not stopped yet, the keys
+    whose stored outcome is being read.
+14. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
+    subscribers, store) and the transitions of the books: answer a known key (and the
+    cache-hit fast path), claim, settle.
+15. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
+    output before it settles, forget.
+16. ``runner`` - running one record in the current task: attempts, timeouts, threads,
     retries, interrupts.
-14. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
+17. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
     taking records.
-15. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
-16. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`.
-17. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
-18. ``queue`` - `Queue`, the public face: small methods over the modules above.
+18. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
+19. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
+    (`answer`, for a known key).
+20. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
+21. ``queue`` - `Queue`, the public face: small methods over the modules above.
 
 ``docs/queue-internals.md`` follows one push through these modules.
 """
 
-from agentq.queue.fingerprint import stored_fingerprint as stored_fingerprint
+from agentq.queue.fingerprint_stored import stored_fingerprint as stored_fingerprint
 from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued
 from agentq.queue.jobs import Job, JobEvent, JobEventKind
 from agentq.queue.lanes import LANE_ORDER as LANE_ORDER

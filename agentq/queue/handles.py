@@ -1,4 +1,4 @@
-"""What a push answers (`Accepted`), and the `JobHandle` that follows a job.
+"""What a push answers (`Accepted`, `answer`), and the `JobHandle` that follows a job.
 
 `Queue.push` answers with one of three `Accepted` values, usable with ``match``::
 
@@ -20,14 +20,24 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from agentq.errors import JobFailed, JobLost
+from agentq.errors import JobFailed, JobLost, QueueClosed
 from agentq.outcomes import Completed, Failed, Outcome
 from agentq.queue import nesting
 from agentq.queue.dispatch import Dispatcher
 from agentq.queue.jobs import Job
+from agentq.queue.ledger import HIT_CACHED, HIT_JOINED
 from agentq.queue.records import Record
 
-__all__ = ["Accepted", "Cached", "InFlight", "JobHandle", "Queued"]
+__all__ = [
+    "Accepted",
+    "Cached",
+    "InFlight",
+    "JobHandle",
+    "Queued",
+    "answer",
+    "answer_known",
+    "output_of",
+]
 
 
 class JobHandle:
@@ -150,3 +160,37 @@ def output_of(key: str, outcome: Outcome) -> Any:
     if isinstance(exc, JobLost):
         raise JobLost(outcome.error.message)  # a fresh one per caller, same message
     raise JobFailed(key, outcome) from exc
+
+
+def answer(dispatch: Dispatcher, job: Job, code: int, rec: Record | None) -> Accepted | None:
+    """What a push of `job` answers for the hit `code` (`Ledger.hit`) of its key's record.
+
+    Returns:
+        `Cached(output)` for a completed key, `InFlight(handle)` for one pending or running,
+        or None when the job must run.
+
+    Raises:
+        QueueClosed: The job must run and the queue closed meanwhile (while the store was
+            read).
+    """
+    if code == HIT_CACHED:
+        return Cached(rec.outcome.output)  # type: ignore[union-attr]
+    if code == HIT_JOINED:
+        assert rec is not None and rec.job is not None  # in flight: not released
+        return InFlight(JobHandle(dispatch, rec, rec.job))
+    if dispatch.closing:  # closed while the store was read
+        raise QueueClosed(f"the queue is closed: job {job.key!r} not admitted")
+    return None
+
+
+def answer_known(dispatch: Dispatcher, job: Job) -> Accepted | None:
+    """Answer a push whose key is known in memory: `Cached`, `InFlight`, or None when it
+    must run (an unknown key too).
+
+    Raises:
+        KeyConflictError: The key is pending, running or completed with another call.
+        QueueClosed: As `answer`.
+    """
+    ledger = dispatch.ledger
+    rec = ledger.keys.get(job.key)
+    return None if rec is None else answer(dispatch, job, ledger.hit(job, rec), rec)

@@ -28,7 +28,8 @@ from agentq.clock import Clock
 from agentq.errors import KeyConflictError
 from agentq.outcomes import Completed
 from agentq.queue.fingerprint_diff import difference
-from agentq.queue.fingerprint_fast import Shared, call_fingerprint, describe, matches_fast
+from agentq.queue.fingerprint_fast import Shared, call_fingerprint, describe
+from agentq.queue.fingerprint_match import matches_fast
 from agentq.queue.jobs import Job, short_repr
 from agentq.queue.lane import STOPPED, Lane
 from agentq.queue.records import Record

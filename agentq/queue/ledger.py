@@ -147,6 +147,34 @@ class Ledger:
             return HIT_CACHED
         return HIT_RUN
 
+    def hit_completed(self, job: Job, closing: bool) -> Completed | None:
+        """The cache-hit fast path of ``push_and_wait``: the outcome of `job`'s completed key,
+        counted as a cache hit, or None when the push must take the usual path (an unknown or
+        unfinished key, keys that expire, a closing queue, another loop).
+
+        Raises:
+            KeyConflictError: The key completed with another call.
+        """
+        rec = self.keys.get(job.key)
+        if rec is None:
+            return None
+        outcome = rec.outcome
+        keys = self.keys
+        if (
+            type(outcome) is not Completed
+            or keys.ttl is not None
+            or closing
+            or asyncio.get_running_loop() is not self.loop
+        ):
+            return None
+        first = rec.first  # the very Job object that completed: no check
+        if first is None or first() is not job:
+            keys.compare(job, rec)
+        self.lanes[job.priority].cache_hits += 1
+        if self.subscribers:
+            self.emit(JobEventKind.CACHED, job.key, job.priority, None, outcome)
+        return outcome
+
     def claim(self, job: Job) -> Record:
         """Make a record for `job`, the key's record from now on, in the lane of its priority."""
         return self.keys.claim(self, job, self.lanes[job.priority])

@@ -34,7 +34,7 @@ from typing import Any
 from agentq.errors import KeyConflictError, PayloadError
 from agentq.events import utc
 from agentq.outcomes import Completed
-from agentq.queue.fingerprint import stored_fingerprint
+from agentq.queue.fingerprint_stored import stored_fingerprint
 from agentq.queue.jobs import Job, short_repr
 from agentq.queue.ledger import HIT_RUN, Ledger, cancelled_outcome, error_outcome
 from agentq.queue.outcome_store import JobOutcomeStore, StoredJob

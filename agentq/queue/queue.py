@@ -15,18 +15,18 @@ from typing import Any
 from agentq.clock import Clock
 from agentq.errors import QueueClosed, QueueFull
 from agentq.keys import validate_key
-from agentq.outcomes import Completed, State
 from agentq.outcomes import Pending as _Pending
 from agentq.outcomes import Processing as _Processing
+from agentq.outcomes import State
 from agentq.queue import nesting, persistence
 from agentq.queue.dispatch import Dispatcher
-from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued, output_of
-from agentq.queue.jobs import Job, JobEvent, JobEventKind, check_seconds, short_repr
+from agentq.queue.handles import Accepted, JobHandle, Queued, answer, answer_known, output_of
+from agentq.queue.jobs import Job, JobEvent, check_seconds, short_repr
 from agentq.queue.lane import CLAIMED, QUEUED
 from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats, lane_configs
 from agentq.queue.ledger import HIT_CACHED, HIT_JOINED, HIT_RUN, Ledger
 from agentq.queue.outcome_store import JobOutcomeStore
-from agentq.queue.records import CURRENT, Record
+from agentq.queue.records import CURRENT
 from agentq.queue.shutdown import CloseReport, Shutdown
 
 __all__ = ["CloseReport", "Queue"]
@@ -164,9 +164,9 @@ class Queue:
         """
         self._enter(job, nested=False)
         if self._ledger.store is None:
-            known = self._known(job)
+            known = answer_known(self._dispatch, job)
         else:
-            known = self._accepted(job, *await persistence.answer(self._ledger, job))
+            known = answer(self._dispatch, job, *await persistence.answer(self._ledger, job))
         if known is not None:
             return known
         dispatch = self._dispatch
@@ -174,22 +174,6 @@ class Queue:
         if rec.state == CLAIMED:  # the lane is full: wait for room
             await nesting.wait_for_room(dispatch, rec)
         return Queued(JobHandle(dispatch, rec, job))
-
-    def _known(self, job: Job) -> Accepted | None:
-        """Answer a push whose key is known: `Cached`, `InFlight`, or None when it must run."""
-        rec = self._keys.get(job.key)
-        return None if rec is None else self._accepted(job, self._ledger.hit(job, rec), rec)
-
-    def _accepted(self, job: Job, code: int, rec: Record | None) -> Accepted | None:
-        """What a push answers for the hit `code` of its key's record `rec`."""
-        if code == HIT_CACHED:
-            return Cached(rec.outcome.output)  # type: ignore[union-attr]
-        if code == HIT_JOINED:
-            assert rec is not None and rec.job is not None  # in flight: not released
-            return InFlight(JobHandle(self._dispatch, rec, rec.job))
-        if self._dispatch.closing:  # closed while the store was read
-            raise QueueClosed(f"the queue is closed: job {job.key!r} not admitted")
-        return None
 
     def push_nowait(self, job: Job) -> Accepted:
         """Submit `job` without waiting; must be called on the queue's loop.
@@ -208,7 +192,7 @@ class Queue:
         another call fails it with `KeyConflictError`.
         """
         self._enter(job, nested=False)
-        known = self._known(job)
+        known = answer_known(self._dispatch, job)
         if known is not None:
             return known
         lane = self._lanes[job.priority]
@@ -259,22 +243,9 @@ class Queue:
         keys = self._keys
         ledger = self._ledger
         if type(job) is Job:  # the cache-hit fast path: no loop, lane or context needed
-            rec = keys.get(job.key)
-            if rec is not None:
-                outcome = rec.outcome
-                if (
-                    type(outcome) is Completed
-                    and keys.ttl is None
-                    and not self._dispatch.closing
-                    and asyncio.get_running_loop() is ledger.loop
-                ):
-                    first = rec.first  # the very Job object that completed: no check
-                    if first is None or first() is not job:
-                        keys.compare(job, rec)
-                    self._lanes[job.priority].cache_hits += 1
-                    if ledger.subscribers:
-                        ledger.emit(JobEventKind.CACHED, job.key, job.priority, None, outcome)
-                    return outcome.output
+            cached = ledger.hit_completed(job, self._dispatch.closing)
+            if cached is not None:
+                return cached.output
         parent = CURRENT.get()
         nested = parent is not None and parent.owner is ledger and parent.in_body
         self._enter(job, nested=nested)

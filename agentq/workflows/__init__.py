@@ -12,8 +12,11 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``spans``          the OpenTelemetry spans of a run and of a step attempt, and the link back
                    to the run that started the workflow (`agentq.tracing`; no-ops when off)
 ``waits``          the waits of a run (backoff, poll, an interrupted body) that a cancel wakes
+``calling``        `CallRunner`: a durable call the log does not answer, recorded as started,
+                   run through the queue and its outcome recorded under the attempt's
+                   fencing token
 ``calls``          `CallLog`: one attempt's durable calls and waits, answered from the log or
-                   run through the queue and recorded under the attempt's fencing token
+                   run by its `CallRunner`
 ``workers``        worker ids (``host:pid:token``), whether a lease holder's process is gone,
                    taking its lease back at once; what a waiting run logs
 ``attempts``       one step attempt: the job body, its queue key and name, the lease (renewed;
@@ -37,7 +40,10 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
                    register_workflow, unregister, start (an instance, not run), serve;
                    finding what to run for an id
-``engine``         `WorkflowEngine`: run, run_soon, resume, retry, cancel, status, close
+``interventions``  the engine's verbs that change a workflow from outside its run: resume,
+                   retry, cancel (its base class over `Registrations`)
+``engine``         `WorkflowEngine`: run, run_soon, status, close (resume, retry, cancel and
+                   the registration verbs from its base classes)
 ``recovery``       `recover` and its `RecoveryReport`: finish what a crashed worker left,
                    without waiting for it
 =================  ============================================================================

@@ -12,7 +12,7 @@ still being recorded. So:
   crash leaves a trace of every call that may have reached the outside world), runs through
   the queue in its lane (permits, backpressure, in-process joins), and its outcome is recorded
   (``CallCompleted`` / ``CallFailed``) under the attempt's fencing token: a worker that lost
-  its lease records nothing;
+  its lease records nothing (the attempt's `CallRunner`, ``calling.py``);
 - a call whose step is cancelled (a workflow cancel, a step timeout) while it runs still has
   its outcome recorded when the job ends: it may have reached the world, and the log must say
   what came back. A call still waiting for its lane then is cancelled before it starts and
@@ -26,29 +26,16 @@ the step (`InputRequested`, which the driver records with ``wait_step``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import hashlib
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import agentq.tracing as tracing
 from agentq.clock import Clock
-from agentq.codec import decode, encode
-from agentq.errors import (
-    AgentqError,
-    InputTimeout,
-    JobFailed,
-    JobLost,
-    KeyConflictError,
-    PayloadError,
-    StepContextError,
-)
+from agentq.errors import InputTimeout, KeyConflictError, StepContextError
 from agentq.keys import validate_key
-from agentq.outcomes import ErrorInfo, Failed, FailureReason, Pending
 from agentq.queue import Job, Queue, stored_fingerprint
 from agentq.store import CallRow, DurableStore, Execution
+from agentq.workflows.calling import CallRunner, Usage, call_queue_key, json_object
 from agentq.workflows.model import WaitForInput
 
 __all__ = ["MAX_WAIT_TIMEOUT", "CallLog", "InputRequested", "Usage", "call_queue_key"]
@@ -57,11 +44,6 @@ MAX_WAIT_TIMEOUT = 10 * 365.25 * 24 * 3600.0
 """The longest ``wait_for_input`` timeout, in seconds (10 years): its deadline is stored, and
 every deadline must be a time the frames (pandas timestamps) and widgets can show; a longer
 one is refused (``timeout=None`` waits forever)."""
-
-LOGGER = logging.getLogger("agentq")
-
-Usage = Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None
-"""What ``ctx.call(usage=...)`` takes: figures to record, or a function of the output."""
 
 
 class InputRequested(BaseException):  # a signal, like CancelledError
@@ -84,38 +66,9 @@ class InputRequested(BaseException):  # a signal, like CancelledError
         self.deadline = deadline
 
 
-def call_queue_key(workflow_id: str, key: str) -> str:
-    """The queue key of a durable call: the user's key scoped to its workflow, fixed length."""
-    digest = hashlib.blake2b(
-        workflow_id.encode("utf-8") + b"\x00" + key.encode("utf-8"), digest_size=16
-    ).hexdigest()
-    return f"agentq.call:{digest}"
-
-
 def _retrieved(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()  # raised to the callers awaiting it; never "never retrieved"
-
-
-def _json_object(value: object, what: str) -> dict[str, Any] | None:
-    """`value` checked as a stored JSON object: a shallow copy of it, or None.
-
-    Checked (encoded once), not normalised: the store checks and copies it again as it
-    records it (`DurableStore.start_call` and ``wait_step`` keep their own decoded copy, tuples
-    made lists), so decoding it here too would only be thrown away.
-
-    Raises:
-        TypeError: Not a dict with str keys (nor None).
-        PayloadError: A value inside is not JSON, or the whole is too large (the message
-            names the field, e.g. ``details of wait 'k'['to'] is a set``).
-    """
-    if value is None:
-        return None
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise TypeError(f"{what} must be a dict with str keys or None, got {value!r:.200}")
-    stored = dict(value)
-    encode(stored, what)
-    return stored
 
 
 class CallLog:
@@ -144,17 +97,21 @@ class CallLog:
         execution: Callable[[], Execution],
         load: Callable[[], Awaitable[list[CallRow]]],
     ) -> None:
-        self._store = store
-        self._queue = queue
         self._clock = clock
         self._workflow_id = workflow_id
-        self._execution = execution
         self._rows: dict[str, CallRow] = {}  # filled by the one read, then kept up to date
+        self._runner = CallRunner(
+            store=store,
+            queue=queue,
+            clock=clock,
+            workflow_id=workflow_id,
+            execution=execution,
+            record=self._rows.__setitem__,
+        )
         self._load = load
         self._read: asyncio.Task[None] | None = None
         self._ready = False
         self._running: dict[str, asyncio.Task[Any]] = {}
-        self._inner: dict[str, tuple[asyncio.Task[Any], str]] = {}
         self._closed = False
         self._loop = asyncio.get_running_loop()  # the engine's: a body on another cannot record
         self.answered = 0
@@ -170,9 +127,9 @@ class CallLog:
         self._check_open("call")
         if not isinstance(job, Job):
             raise TypeError(f"ctx.call expects an agentq.Job, got {job!r:.200}")
-        label_obj = _json_object(label, f"label of call {job.key!r}")
+        label_obj = json_object(label, f"label of call {job.key!r}")
         if usage is not None and not callable(usage):
-            usage = _json_object(usage, f"usage of call {job.key!r}")
+            usage = json_object(usage, f"usage of call {job.key!r}")
         key = job.key
         fingerprint = stored_fingerprint(job.fn, job.fingerprint)
         if not self._ready:
@@ -186,7 +143,7 @@ class CallLog:
         running = self._running.get(key)
         if running is None:
             running = asyncio.get_running_loop().create_task(
-                self._traced(job, fingerprint, label_obj, usage),
+                self._runner.run(job, fingerprint, label_obj, usage),
                 name=f"agentq.call:{self._workflow_id}:{key}",
             )
             self._running[key] = running
@@ -194,9 +151,7 @@ class CallLog:
         try:
             return await asyncio.shield(running)
         except asyncio.CancelledError:
-            inner = self._inner.get(key)
-            if inner is not None and isinstance(self._queue.state(inner[1]), Pending):
-                inner[0].cancel()  # it never reached the world: recorded as cancelled
+            self._runner.cancel_unstarted(key)  # if it never reached the world
             raise
 
     async def _read_once(self) -> None:
@@ -230,127 +185,6 @@ class CallLog:
                 "or give both jobs the same fingerprint="
             )
 
-    async def _traced(
-        self, job: Job, fingerprint: str, label: dict[str, Any] | None, usage: Usage
-    ) -> Any:
-        """`_run` inside the call's span (`agentq.tracing.call_span`), with its usage."""
-        with tracing.call_span(self._workflow_id, job.key, label, str(job.priority)) as span:
-            output = await self._run(job, fingerprint, label, usage)
-            row = self._rows.get(job.key)
-            if row is not None and row.usage:
-                span.update(tracing.usage_attributes(row.usage))
-            return output
-
-    async def _run(
-        self, job: Job, fingerprint: str, label: dict[str, Any] | None, usage: Usage
-    ) -> Any:
-        key = job.key
-        store, clock = self._store, self._clock
-        row = await store.start_call(
-            self._execution(),
-            key,
-            fingerprint=fingerprint,
-            lane=str(job.priority),
-            label=label,
-            now=clock.time(),
-        )
-        self._rows[key] = row
-        queue_key = call_queue_key(self._workflow_id, key)
-        started = clock.time()
-        # The job runs in a task of its own, so that a cancelled step can stop a call that
-        # has not started yet and let one that has started run on and be recorded.
-        inner = asyncio.get_running_loop().create_task(
-            self._queue.push_and_wait(
-                Job(
-                    queue_key,
-                    job.fn,
-                    job.priority,
-                    timeout=job.timeout,
-                    retry=job.retry,
-                    fingerprint=job.fingerprint,
-                    name=job.name,
-                    persist=False,
-                )
-            )
-        )
-        self._inner[key] = (inner, queue_key)
-        try:
-            output = await inner
-        except asyncio.CancelledError:
-            failure = Failed(
-                FailureReason.CANCELLED,
-                ErrorInfo("CancelledError", "its step was cancelled before the call started"),
-                None,
-            )
-            await self._fail(key, failure, max(0.0, clock.time() - started))
-            raise
-        except JobFailed as failed:
-            failure = failed.outcome  # type: ignore[assignment]
-            await self._fail(key, failure, max(0.0, clock.time() - started))
-            raise JobFailed(key, failure) from failed.__cause__
-        except JobLost as lost:
-            failure = Failed(FailureReason.CANCELLED, ErrorInfo.from_exception(lost), lost)
-            await self._fail(key, failure, max(0.0, clock.time() - started))
-            raise JobFailed(key, failure) from lost
-        finally:
-            self._inner.pop(key, None)
-            # The log answers this key from now on. The job was not persisted
-            # (persist=False), so a queue's store has nothing of it to remove; a store
-            # failure leaves at most a cached outcome in memory, which the log answers first.
-            with contextlib.suppress(AgentqError):
-                await self._queue.forget(queue_key)
-        duration = max(0.0, clock.time() - started)
-        try:
-            output = decode(encode(output, f"output of call {key!r}"))
-        except PayloadError as bad:
-            failure = Failed(FailureReason.ERROR, ErrorInfo.from_exception(bad), bad)
-            await self._fail(key, failure, duration)
-            raise JobFailed(key, failure) from bad
-        self._rows[key] = await store.complete_call(
-            self._execution(),
-            key,
-            output=output,
-            usage=self._usage(key, usage, output),
-            duration=duration,
-            now=clock.time(),
-        )
-        return output
-
-    def _usage(self, key: str, usage: Usage, output: Any) -> dict[str, Any] | None:
-        """The figures to record with a completed call, or None.
-
-        A `usage` function that raises or returns something that is not a JSON object never
-        costs the call its record (the job ran, perhaps paid): the call is recorded as
-        completed without usage, and the problem is logged at WARNING on the ``agentq``
-        logger, naming the call and the error.
-        """
-        if not callable(usage):
-            return None if usage is None else dict(usage)  # checked when the call began
-        try:
-            return _json_object(usage(output), f"usage of call {key!r}")
-        except Exception as exc:
-            LOGGER.warning(
-                "usage of call %r of workflow %r failed (%s: %s); the call is recorded as "
-                "completed without usage",
-                key, self._workflow_id, type(exc).__name__, exc,
-            )
-            return None
-
-    async def _fail(self, key: str, failure: Failed, duration: float) -> None:
-        reason = (
-            str(failure.reason)
-            if failure.reason is not FailureReason.ERROR
-            else str(failure.error)
-        )
-        self._rows[key] = await self._store.fail_call(
-            self._execution(),
-            key,
-            reason=reason,
-            error=failure.error,
-            duration=duration,
-            now=self._clock.time(),
-        )
-
     # ------------------------------------------------------------------ waits
 
     async def wait(
@@ -364,7 +198,7 @@ class CallLog:
         self._check_open("wait_for_input")
         validate_key(key, "wait key")
         text = WaitForInput(reason).reason  # the same text rules as a step-level wait
-        details_obj = _json_object(details, f"details of wait {key!r}")
+        details_obj = json_object(details, f"details of wait {key!r}")
         if timeout is not None and (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)

@@ -1,11 +1,12 @@
 """`Registrations`: what a `WorkflowEngine` can run; `start` and `serve` of definitions.
 
 The registration verbs of the engine, kept apart from its run verbs (``engine.py``, which
-derives from this class): ``register`` (a `WorkflowDef`, by name), ``register_workflow`` (a
-plain `Workflow`, by id), ``unregister``, ``start`` (store an instance without running it),
-``serve`` (run the ready instances of the registered definitions, ``serving.py``), and the
-lookup every run verb makes for an id (``_find``): a registered plain workflow, or a stored
-instance built from its registered definition (see ``registry.py``).
+derives from this class through `Interventions`, ``interventions.py``): ``register`` (a
+`WorkflowDef`, by name), ``register_workflow`` (a plain `Workflow`, by id), ``unregister``,
+``start`` (store an instance without running it), ``serve`` (run the ready instances of the
+registered definitions, ``serving.py``), and the lookup every run verb makes for an id
+(``_find``): a registered plain workflow, or a stored instance built from its registered
+definition (see ``registry.py``).
 
 Private to `agentq.workflows.engine`; the verbs are documented as `WorkflowEngine`'s.
 """

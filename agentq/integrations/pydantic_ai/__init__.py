@@ -6,7 +6,9 @@
 In reading order (each module imports only the ones below it):
 
 ================  =============================================================================
-``_agent``        `DurableAgent`: runs, approvals, deps, results
+``_agent``        `DurableAgent`: runs, approvals, results
+``_step``         `AgentStep`: the body of a run's one step (the agent run with the capability
+                  and the run's deps), the deps given per run; a completed run replayed
 ``_results``      `AgentRun`, `PendingApproval`: what a run reports; which wait an answer is for
 ``tree``          the run as a tree (workflow → model requests → tool calls), pure HTML; what
                   an `AgentRun` shows in a notebook

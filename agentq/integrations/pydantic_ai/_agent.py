@@ -18,9 +18,8 @@ from typing import Any, Generic
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai.tools import AgentDepsT
-from pydantic_core import to_jsonable_python
 
-from agentq.errors import NotWaitingError, UnknownWorkflowError, WaitForInput
+from agentq.errors import NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._approval import approval_input
 from agentq.integrations.pydantic_ai._capability import AgentqDurability
 from agentq.integrations.pydantic_ai._inputs import (
@@ -28,8 +27,6 @@ from agentq.integrations.pydantic_ai._inputs import (
     history_json,
     request_input_names,
 )
-from agentq.integrations.pydantic_ai._journal import CURRENT, RunJournal
-from agentq.integrations.pydantic_ai._replay import LogReader
 from agentq.integrations.pydantic_ai._results import (
     AgentRun,
     PendingApproval,
@@ -37,15 +34,14 @@ from agentq.integrations.pydantic_ai._results import (
     waiting_call,
 )
 from agentq.integrations.pydantic_ai._runs import STEP, AgentRuns
+from agentq.integrations.pydantic_ai._step import AgentStep
 from agentq.integrations.pydantic_ai.tree import run_tree_html
 from agentq.queue import Priority
-from agentq.workflows import RunResult, RunStatus, StepContext, WorkflowEngine
+from agentq.workflows import RunResult, RunStatus, WorkflowEngine
 
 __all__ = ["AgentRun", "DurableAgent", "PendingApproval"]
 
 _log = logging.getLogger(__name__)
-
-
 
 
 class DurableAgent(Generic[AgentDepsT]):
@@ -149,7 +145,7 @@ class DurableAgent(Generic[AgentDepsT]):
         self._engine = engine
         self._name = agent_name
         self._args = ArgsChecker(agent)
-        self._capability: AgentqDurability[AgentDepsT] = AgentqDurability(
+        capability: AgentqDurability[AgentDepsT] = AgentqDurability(
             name=agent_name,
             model_priority=Priority(model_priority),
             tool_priority=Priority(tool_priority),
@@ -157,9 +153,8 @@ class DurableAgent(Generic[AgentDepsT]):
             input_events=request_input_names(agent),
             tool_timeout=None if tool_timeout is None else float(tool_timeout),
         )
-        self._deps_factory = deps_factory
-        self._deps: dict[str, AgentDepsT] = {}
-        self._runs = AgentRuns(engine, agent_name, self._step)
+        self._step = AgentStep(agent, agent_name, capability, deps_factory, engine.store)
+        self._runs = AgentRuns(engine, agent_name, self._step.run)
 
     @property
     def name(self) -> str:
@@ -221,11 +216,10 @@ class DurableAgent(Generic[AgentDepsT]):
             raise TypeError(f"prompt must be a str, got {prompt!r}")
         history = history_json(message_history)
         run_input = {"agent": self._name, "prompt": prompt, "message_history": history}
-        if deps is not None:
-            self._deps[run_id] = deps
+        self._step.give(run_id, deps)
         result = await self._runs.run(run_id, run_input)
         if result.status is RunStatus.COMPLETED:
-            self._deps.pop(run_id, None)  # nothing continues a completed run
+            self._step.release(run_id)  # nothing continues a completed run
         return await self._report(result)
 
     async def pending_approvals(self, run_id: str | None = None) -> list[PendingApproval]:
@@ -311,59 +305,15 @@ class DurableAgent(Generic[AgentDepsT]):
         chosen = await waiting_call(self._engine.store, self._name, run_id, tool_call_id)
         if answer["override_args"] is not None:
             self._args.check(run_id, chosen.tool, answer["override_args"])
-        if deps is not None:
-            self._deps[run_id] = deps
+        self._step.give(run_id, deps)
         try:
             result = await self._engine.resume(run_id, STEP, answer, key=chosen.key)
         except NotWaitingError:
             if deps is not None:
-                self._deps.pop(run_id, None)
+                self._step.release(run_id)
             raise
         assert isinstance(result, RunResult)  # this engine holds the agent's definition
         return await self._report(result)
-
-    def _deps_of(self, run_id: str) -> AgentDepsT | None:
-        """The deps of an attempt of `run_id`: given in this process, else the factory's."""
-        if run_id in self._deps:
-            return self._deps[run_id]
-        return None if self._deps_factory is None else self._deps_factory(run_id)
-
-    async def _step(self, ctx: StepContext) -> dict[str, Any]:
-        rows = await self._engine.store.calls(ctx.workflow_id)
-        try:
-            result = await self._run_agent(RunJournal.of(ctx, self._name, rows), ctx.input)
-        except WaitForInput:
-            raise  # the run waits: its deps are needed again
-        except Exception:
-            self._deps.pop(ctx.workflow_id, None)  # the run failed (a retry may give them again)
-            raise
-        self._deps.pop(ctx.workflow_id, None)  # the run completed
-        usage = result.usage
-        # Not the messages: they grow with each tool return and could go over the store's
-        # limit after every side effect is done (see _replay); `_report` rebuilds them.
-        return {
-            "output": to_jsonable_python(result.output),
-            "usage": {
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "requests": usage.requests,
-            },
-        }
-
-    async def _run_agent(self, journal: RunJournal, run_input: dict[str, Any]) -> Any:
-        """Run the agent on the run's input with `journal` current; its `AgentRunResult`."""
-        token = CURRENT.set(journal)
-        try:
-            stored = run_input["message_history"]
-            history = None if stored is None else ModelMessagesTypeAdapter.validate_python(stored)
-            return await self._agent.run(
-                run_input["prompt"],
-                message_history=history,
-                deps=self._deps_of(journal.ctx.workflow_id),  # type: ignore[arg-type]
-                capabilities=[self._capability],
-            )
-        finally:
-            CURRENT.reset(token)
 
     async def messages(self, run_id: str) -> list[ModelMessage]:
         """Return a completed run's messages (the history included), rebuilt from its log.
@@ -388,10 +338,7 @@ class DurableAgent(Generic[AgentDepsT]):
         row = await self._engine.store.get_workflow(run_id)
         if row is None or row.definition != self._name:
             raise UnknownWorkflowError(f"no run {run_id!r} of agent {self._name!r} in the store")
-        rows = await self._engine.store.calls(run_id)
-        journal = RunJournal.of(LogReader(run_id, rows), self._name, rows)
-        result = await self._run_agent(journal, dict(row.input))
-        return list(result.all_messages())
+        return await self._step.replay(run_id, dict(row.input))
 
     async def _report(self, result: RunResult) -> AgentRun:
         out = result.output if isinstance(result.output, dict) else {}

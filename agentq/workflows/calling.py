@@ -1,0 +1,252 @@
+"""`CallRunner`: a durable call that the log does not answer, run and recorded.
+
+A step's `CallLog` (``calls.py``) answers a call from the log when its key completed before;
+any other call goes to the attempt's `CallRunner`, which records it as started
+(``CallStarted``, committed before the job runs, so a crash leaves a trace of every call that
+may have reached the outside world), runs it through the queue in a task of its own (its
+lane's permits and backpressure; a job under its own queue key, `call_queue_key`, never
+persisted by the queue: the log answers it), and records its outcome (``CallCompleted`` with
+its usage, or ``CallFailed``) under the attempt's fencing token. A call cancelled while it
+still waits for its lane is cancelled before it starts (`cancel_unstarted`) and recorded as
+failed (reason ``cancelled``); one that started runs on and has its outcome recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import agentq.tracing as tracing
+from agentq.clock import Clock
+from agentq.codec import decode, encode
+from agentq.errors import AgentqError, JobFailed, JobLost, PayloadError
+from agentq.outcomes import ErrorInfo, Failed, FailureReason, Pending
+from agentq.queue import Job, Queue
+from agentq.store import CallRow, DurableStore, Execution
+
+__all__ = ["CallRunner", "Usage", "call_queue_key", "json_object"]
+
+LOGGER = logging.getLogger("agentq")
+
+Usage = Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None
+"""What ``ctx.call(usage=...)`` takes: figures to record, or a function of the output."""
+
+
+def call_queue_key(workflow_id: str, key: str) -> str:
+    """The queue key of a durable call: the user's key scoped to its workflow, fixed length."""
+    digest = hashlib.blake2b(
+        workflow_id.encode("utf-8") + b"\x00" + key.encode("utf-8"), digest_size=16
+    ).hexdigest()
+    return f"agentq.call:{digest}"
+
+
+def json_object(value: object, what: str) -> dict[str, Any] | None:
+    """`value` checked as a stored JSON object: a shallow copy of it, or None.
+
+    Checked (encoded once), not normalised: the store checks and copies it again as it
+    records it (`DurableStore.start_call` and ``wait_step`` keep their own decoded copy, tuples
+    made lists), so decoding it here too would only be thrown away.
+
+    Raises:
+        TypeError: Not a dict with str keys (nor None).
+        PayloadError: A value inside is not JSON, or the whole is too large (the message
+            names the field, e.g. ``details of wait 'k'['to'] is a set``).
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise TypeError(f"{what} must be a dict with str keys or None, got {value!r:.200}")
+    stored = dict(value)
+    encode(stored, what)
+    return stored
+
+
+class CallRunner:
+    """Runs and records the durable calls of one step attempt that the log does not answer.
+
+    Args:
+        store: The workflow's store.
+        queue: The queue the calls run through.
+        clock: Time for durations.
+        workflow_id: The workflow.
+        execution: A callable returning the attempt's current `Execution` (renewed leases
+            keep the fencing token).
+        record: Called with ``(key, row)`` for each row the store answers (started, then
+            completed or failed): the `CallLog` keeps them, so that a call of the same key
+            is answered from them.
+
+    All methods run on the engine's event loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: DurableStore,
+        queue: Queue,
+        clock: Clock,
+        workflow_id: str,
+        execution: Callable[[], Execution],
+        record: Callable[[str, CallRow], None],
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._clock = clock
+        self._workflow_id = workflow_id
+        self._execution = execution
+        self._record = record
+        self._inner: dict[str, tuple[asyncio.Task[Any], str]] = {}  # key: job task, queue key
+
+    async def run(
+        self, job: Job, fingerprint: str, label: dict[str, Any] | None, usage: Usage
+    ) -> Any:
+        """Record the call `job` as started, run it through the queue and record its outcome,
+        inside the call's span (`agentq.tracing.call_span`, with its usage).
+
+        Args:
+            job: The call's job (its key is the call's key in the workflow).
+            fingerprint: The call's stored fingerprint (`agentq.queue.stored_fingerprint`).
+            label: The call's label, checked (`json_object`), or None.
+            usage: Figures to record with its output, checked, or a function of the output.
+
+        Returns:
+            The job's output, as stored (decoded from its JSON).
+
+        Raises:
+            JobFailed: The job failed, timed out or was lost, or its output is not JSON; the
+                call is recorded as failed.
+            asyncio.CancelledError: Cancelled before the job started; recorded as failed
+                (reason ``cancelled``).
+            LeaseLostError, WorkflowClosedError: Raised by the store as it records (the
+                attempt's lease is lost, the workflow closed): nothing is written.
+            StoreError: The store failed.
+        """
+        with tracing.call_span(self._workflow_id, job.key, label, str(job.priority)) as span:
+            output, row = await self._run(job, fingerprint, label, usage)
+            if row.usage:
+                span.update(tracing.usage_attributes(row.usage))
+            return output
+
+    def cancel_unstarted(self, key: str) -> None:
+        """Cancel the call `key` if its job still waits for its lane: it never reached the
+        world, and is recorded as cancelled. A job that started runs on and is recorded."""
+        inner = self._inner.get(key)
+        if inner is not None and isinstance(self._queue.state(inner[1]), Pending):
+            inner[0].cancel()
+
+    async def _run(
+        self, job: Job, fingerprint: str, label: dict[str, Any] | None, usage: Usage
+    ) -> tuple[Any, CallRow]:
+        key = job.key
+        store, clock = self._store, self._clock
+        row = await store.start_call(
+            self._execution(),
+            key,
+            fingerprint=fingerprint,
+            lane=str(job.priority),
+            label=label,
+            now=clock.time(),
+        )
+        self._record(key, row)
+        queue_key = call_queue_key(self._workflow_id, key)
+        started = clock.time()
+        # The job runs in a task of its own, so that a cancelled step can stop a call that
+        # has not started yet and let one that has started run on and be recorded.
+        inner = asyncio.get_running_loop().create_task(
+            self._queue.push_and_wait(
+                Job(
+                    queue_key,
+                    job.fn,
+                    job.priority,
+                    timeout=job.timeout,
+                    retry=job.retry,
+                    fingerprint=job.fingerprint,
+                    name=job.name,
+                    persist=False,
+                )
+            )
+        )
+        self._inner[key] = (inner, queue_key)
+        try:
+            output = await inner
+        except asyncio.CancelledError:
+            failure = Failed(
+                FailureReason.CANCELLED,
+                ErrorInfo("CancelledError", "its step was cancelled before the call started"),
+                None,
+            )
+            await self._fail(key, failure, max(0.0, clock.time() - started))
+            raise
+        except JobFailed as failed:
+            failure = failed.outcome  # type: ignore[assignment]
+            await self._fail(key, failure, max(0.0, clock.time() - started))
+            raise JobFailed(key, failure) from failed.__cause__
+        except JobLost as lost:
+            failure = Failed(FailureReason.CANCELLED, ErrorInfo.from_exception(lost), lost)
+            await self._fail(key, failure, max(0.0, clock.time() - started))
+            raise JobFailed(key, failure) from lost
+        finally:
+            self._inner.pop(key, None)
+            # The log answers this key from now on. The job was not persisted
+            # (persist=False), so a queue's store has nothing of it to remove; a store
+            # failure leaves at most a cached outcome in memory, which the log answers first.
+            with contextlib.suppress(AgentqError):
+                await self._queue.forget(queue_key)
+        duration = max(0.0, clock.time() - started)
+        try:
+            output = decode(encode(output, f"output of call {key!r}"))
+        except PayloadError as bad:
+            failure = Failed(FailureReason.ERROR, ErrorInfo.from_exception(bad), bad)
+            await self._fail(key, failure, duration)
+            raise JobFailed(key, failure) from bad
+        row = await store.complete_call(
+            self._execution(),
+            key,
+            output=output,
+            usage=self._usage(key, usage, output),
+            duration=duration,
+            now=clock.time(),
+        )
+        self._record(key, row)
+        return output, row
+
+    def _usage(self, key: str, usage: Usage, output: Any) -> dict[str, Any] | None:
+        """The figures to record with a completed call, or None.
+
+        A `usage` function that raises or returns something that is not a JSON object never
+        costs the call its record (the job ran, perhaps paid): the call is recorded as
+        completed without usage, and the problem is logged at WARNING on the ``agentq``
+        logger, naming the call and the error.
+        """
+        if not callable(usage):
+            return None if usage is None else dict(usage)  # checked when the call began
+        try:
+            return json_object(usage(output), f"usage of call {key!r}")
+        except Exception as exc:
+            LOGGER.warning(
+                "usage of call %r of workflow %r failed (%s: %s); the call is recorded as "
+                "completed without usage",
+                key, self._workflow_id, type(exc).__name__, exc,
+            )
+            return None
+
+    async def _fail(self, key: str, failure: Failed, duration: float) -> None:
+        reason = (
+            str(failure.reason)
+            if failure.reason is not FailureReason.ERROR
+            else str(failure.error)
+        )
+        self._record(
+            key,
+            await self._store.fail_call(
+                self._execution(),
+                key,
+                reason=reason,
+                error=failure.error,
+                duration=duration,
+                now=self._clock.time(),
+            ),
+        )

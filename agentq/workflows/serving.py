@@ -18,7 +18,9 @@ Each turn of the loop:
    step as any run does;
 4. waits for the poll interval on the engine's clock, or less: until a run it started
    ends (a permit is free again), or until the store's `WorkNotifier.wait_for_work` says
-   new work arrived (a store that implements it: PostgreSQL's ``LISTEN/NOTIFY``).
+   new work arrived (a store that implements it: PostgreSQL's ``LISTEN/NOTIFY``). Such a
+   store is made to listen (``wait_for_work(0)``) before the first poll, so that work
+   committed while that poll reads is announced to the first wait, not lost.
 
 A store failure while reading or claiming is logged and tried again at the next poll. A
 closed queue ends the loop (`QueueClosed`): nothing claimed could run. An
@@ -63,6 +65,7 @@ class Server:
         """Take up ready work, then wait; forever (until cancelled)."""
         self.serving = True
         try:
+            await self._listen()  # before the first poll: no news falls between the two
             while True:
                 if self._driver.queue.closed:  # nothing could run: claims would be lost
                     raise QueueClosed("the engine's queue is closed: serve() stops")
@@ -123,6 +126,16 @@ class Server:
         if task is not None:
             task.add_done_callback(lambda _: self._ended.set())
         return True
+
+    async def _listen(self) -> None:
+        """Make a `WorkNotifier` store listen now (a wait of 0 s), so that work committed
+        while the first poll reads is announced to the first wait instead of being lost."""
+        store = self._driver.store
+        if isinstance(store, WorkNotifier):
+            try:
+                await store.wait_for_work(0)
+            except AgentqError as exc:  # said; each wait tries again
+                LOGGER.warning("serve(): wait_for_work failed: %s", exc)
 
     async def _idle(self, seconds: float) -> None:
         """Wait `seconds` on the clock, or until a run ends or the store knows of new work."""

@@ -218,13 +218,35 @@ async def test_serve_skips_instances_whose_registered_definition_changed_steps(
     await starter.start("job", "j-1")
     changed = WorkflowDef("job", [bodies.step("a"), bodies.step("c")])
     server = await engines.new("server", changed)
-    assert await server._server.take_up() == 0
-    assert await server._server.take_up() == 0
+    assert await server._server.take_up() == 0  # not even listed
+    assert [e.kind for e in await engines.store.load_events("j-1")] == [
+        EventKind.WORKFLOW_STARTED]
+    # Registered again with other steps between the read and the claim: skipped, said once.
+    work = await engines.store.ready_workflows(engines.clock.time(), {"job": ["a", "b"]}, 5)
+    for _ in range(2):
+        assert not await server._server._take(work[0])
     skipped = [r.getMessage() for r in caplog.records if "skipping" in r.getMessage()]
     assert len(skipped) == 1  # said once
     assert "workflow 'j-1'" in skipped[0] and "steps ['a', 'c']" in skipped[0]
     assert [e.kind for e in await engines.store.load_events("j-1")] == [
         EventKind.WORKFLOW_STARTED]
+
+
+async def test_work_a_server_cannot_run_never_hides_the_work_it_can(engines: Engines) -> None:
+    """Issue 20, fault 7: 15 instances of the served name started with other steps (an old
+    version) and 15 of a definition nobody serves wait before the new instance; the first
+    poll (which reads 2 x 2 permits) still finds it."""
+    bodies = Bodies()
+    old = WorkflowDef("job", [bodies.step("a")])
+    starter = await engines.new("starter", job(bodies, "gone"))
+    for i in range(15):
+        await starter.start(old, f"old-{i}")
+        await starter.start("gone", f"gone-{i}")
+    server = await engines.new("server", job(bodies), permits=2)
+    await server.start("job", "new")
+    assert await server._server.take_up() == 1
+    await finished(engines.store, ["new"])
+    assert {w for w, _ in bodies.runs} == {"new"}
 
 
 # ------------------------------------------------------------------ time, leases, waits

@@ -11,7 +11,7 @@ it accepts, refuses and records exactly what `SqliteStore` does; only durability
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from agentq.errors import StoreError
@@ -224,16 +224,18 @@ class MemoryStore(RuleStore):
         return detached(self._workflows.get(validate_key(workflow_id, "workflow id")))
 
     async def ready_workflows(
-        self, now: float, definitions: Iterable[str], limit: int
+        self, now: float, definitions: Mapping[str, Sequence[str]], limit: int
     ) -> list[ReadyWork]:
         """See `DurableStore.ready_workflows`."""
         self._check()
-        at, names, most = check_ready(now, definitions, limit)
+        at, served, most = check_ready(now, definitions, limit)
         found: list[ReadyWork] = []
         for wf in self._workflows.values():  # in start order
             if len(found) == most:
                 break
-            if wf.definition not in names or wf.state.closed:
+            if wf.definition is None or served.get(wf.definition) != wf.step_names:
+                continue
+            if wf.state.closed:
                 continue
             step = current_step(self._steps.get(wf.workflow_id, ()))
             if step is not None and is_ready(wf, step, at):

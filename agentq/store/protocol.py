@@ -15,7 +15,7 @@ and token, and are refused with `LeaseLostError` once another claim has taken th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentq.events import Event
@@ -347,7 +347,7 @@ class DurableStore(DurableCalls, Protocol):
         ...
 
     async def ready_workflows(
-        self, now: float, definitions: Iterable[str], limit: int
+        self, now: float, definitions: Mapping[str, Sequence[str]], limit: int
     ) -> list[ReadyWork]:
         """Return open workflows of these definitions whose current step is ready at `now`.
 
@@ -360,15 +360,21 @@ class DurableStore(DurableCalls, Protocol):
 
         Args:
             now: Unix seconds.
-            definitions: Names of `WorkflowDef`s; workflows of other definitions, and plain
-                workflows, are never listed. Empty: nothing is listed.
+            definitions: The served `WorkflowDef`s: each name mapped to its step names.
+                Only instances of these names started with these very steps are listed;
+                instances of other definitions, instances of a listed name started with
+                other steps (an old version, another service's definition of that name)
+                and plain workflows are never listed, so that however many of them wait,
+                they never take the places of the work the caller can run. Empty: nothing
+                is listed.
             limit: At most this many (an int >= 1), in the order the workflows started.
 
         Returns:
             One `ReadyWork` per workflow (its row, the step's index and state).
 
         Raises:
-            TypeError / ValueError: A bad argument (the message names it).
+            TypeError / ValueError: A bad argument (the message names it), e.g. names
+                given without their step names.
         """
         ...
 

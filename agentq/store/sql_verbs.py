@@ -8,7 +8,7 @@ in how a query reaches a connection (`_read`) and in a few store-specific pieces
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import agentq.store.sql_reads as q
@@ -91,7 +91,7 @@ class SqlStore(RuleStore):
         return await self._read(q.get_workflow, self.sql.dialect, workflow_id)
 
     async def ready_workflows(
-        self, now: float, definitions: Iterable[str], limit: int
+        self, now: float, definitions: Mapping[str, Sequence[str]], limit: int
     ) -> list[ReadyWork]:
         """See `DurableStore.ready_workflows`.
 
@@ -100,8 +100,8 @@ class SqlStore(RuleStore):
         serving engines polling together spread over the ready work instead of all reaching
         for the same workflow. Nothing is claimed: the lock ends with the statement.
         """
-        at, names, most = check_ready(now, definitions, limit)
-        return await self._read(q.ready_workflows, self.sql.dialect, at, names, most)
+        at, served, most = check_ready(now, definitions, limit)
+        return await self._read(q.ready_workflows, self.sql.dialect, at, served, most)
 
     async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
         """See `DurableStore.workflows`."""

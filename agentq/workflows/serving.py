@@ -8,7 +8,10 @@ Each turn of the loop:
    what it can start at once, so it never holds leases on steps that sit in its queue while
    another engine is idle;
 2. reads `DurableStore.ready_workflows` for that many workflows of the registered
-   definitions (one small indexed query): open instances whose current step is pending
+   definitions, started with their step names (one small indexed query: instances of
+   other definitions, or of a registered name with other steps, are never read, so however
+   many of them wait they never hide the work this engine can run): open instances whose
+   current step is pending
    (and its retry time, if any, has come), leased under an expired lease, or waiting on a
    wait whose deadline has passed;
 3. claims each one's current step (a compare-and-swap: of several serving engines exactly
@@ -24,8 +27,9 @@ Each turn of the loop:
 
 A store failure while reading or claiming is logged and tried again at the next poll. A
 closed queue ends the loop (`QueueClosed`): nothing claimed could run. An
-instance whose registered definition has other step names than the stored ones is skipped
-(logged once). Private to `agentq.workflows.engine`.
+instance whose registered definition has other step names than the stored ones is not
+listed; one whose definition was registered again with other steps after the read is
+skipped (logged once). Private to `agentq.workflows.engine`.
 """
 
 from __future__ import annotations
@@ -79,16 +83,16 @@ class Server:
 
     async def take_up(self) -> int:
         """Claim and start what is ready and fits in the free permits; how many started."""
-        names = self._registry.names
+        served = self._registry.served
         free = self.free()
-        if not names or free <= 0:
+        if not served or free <= 0:
             return 0
         store, clock = self._driver.store, self._driver.clock
         # Its own runs are listed too, then skipped: read past them; and read twice what
         # fits, since another serving engine may win some of the claims.
         limit = 2 * free + len(self._runs.in_progress())
         started = 0
-        for work in await store.ready_workflows(clock.time(), names, limit):
+        for work in await store.ready_workflows(clock.time(), served, limit):
             if started == free:
                 break
             if await self._take(work):

@@ -414,10 +414,10 @@ async def test_ready_workflows_skips_a_workflow_another_transaction_holds(
         other.execute(
             f"SELECT 1 FROM {pg.schema}.workflows WHERE workflow_id = %s FOR UPDATE", (b"wf1",)
         )
-        ready = await pg.ready_workflows(T0, ["d"], 10)
+        ready = await pg.ready_workflows(T0, {"d": ["a"]}, 10)
         assert [r.workflow.workflow_id for r in ready] == ["wf0", "wf2"]
         other.rollback()
-    ready = await pg.ready_workflows(T0, ["d"], 10)
+    ready = await pg.ready_workflows(T0, {"d": ["a"]}, 10)
     assert [(r.workflow.workflow_id, r.workflow.definition) for r in ready] == [
         ("wf0", "d"), ("wf1", "d"), ("wf2", "d")]
 

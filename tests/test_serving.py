@@ -7,6 +7,10 @@ clock; `test_serving_processes.py` runs real serving processes.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -117,6 +121,13 @@ class Bodies:
     async def until(self, done: Callable[[], bool]) -> None:
         async with asyncio.timeout(20), self.changed:
             await self.changed.wait_for(done)
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, check=True, text=True)
+    return int(proc.stdout)
 
 
 def job(bodies: Bodies, name: str = "job", worker: str = "") -> WorkflowDef:
@@ -299,6 +310,34 @@ async def test_an_expired_lease_is_taken_over_with_worker_recovered(engines: Eng
     kinds = [e.kind for e in await engines.store.load_events("j-1")]
     assert kinds.count(EventKind.WORKER_RECOVERED) == 1
     assert bodies.runs == Counter({("j-1", "a"): 1, ("j-1", "b"): 1})
+
+
+async def test_a_dead_siblings_live_lease_on_this_host_is_taken_back_at_once(
+    engines: Engines, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 20, fault 8: a serving engine does what `run` and `recover` do with a lease
+    whose holder is a process of this host that no longer exists: it takes it back at the
+    next poll, not once the lease expires (the clock never moves here). A live holder of
+    this host (this very process) and a holder on another host are left alone."""
+    bodies = Bodies()
+    definition = job(bodies)
+    starter = await engines.new("starter", definition)
+    dead = f"{socket.gethostname()}:{dead_pid()}:0123abcd"
+    for wid, holder in (("dead", dead), ("alive", f"{socket.gethostname()}:{os.getpid()}:"
+                        "0123abcd"), ("away", f"other-host:{dead_pid()}:0123abcd")):
+        await starter.start(definition, wid)
+        await engines.store.claim_step(wid, 0, holder, 300.0, engines.clock.time())
+    server = await engines.new("server", definition)
+    engines.serve(server)
+    await finished(engines.store, ["dead"])
+    recovered = [
+        e for e in await engines.store.load_events() if e.kind is EventKind.WORKER_RECOVERED]
+    assert [e.workflow_id for e in recovered] == ["dead"]
+    assert "no longer exists" in str(recovered[0].data)
+    assert any("taken back at once" in r.getMessage() for r in caplog.records)
+    assert {w for w, _ in bodies.runs} == {"dead"}
+    [alive] = await engines.store.step_rows("alive")
+    assert alive.state is StepState.LEASED
 
 
 async def test_a_wait_whose_deadline_passed_continues_in_a_serving_engine(

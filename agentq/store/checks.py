@@ -232,6 +232,17 @@ def check_job_save(
     return key, fingerprint, value, text, done, expires
 
 
+def check_prefix(value: object) -> str:
+    """Return a worker id prefix (a str, "" included) as given.
+
+    Raises:
+        TypeError: `value` is not a str.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"worker_prefix must be a str, got {value!r:.80}")
+    return value
+
+
 def check_ready(
     now: object, definitions: object, limit: object
 ) -> tuple[float, dict[str, tuple[str, ...]], int]:

@@ -23,6 +23,7 @@ from agentq.store.checks import (
     check_job_save,
     check_now,
     check_number,
+    check_prefix,
     check_ready,
     check_seq,
     check_state,
@@ -31,7 +32,14 @@ from agentq.store.claims import Execution, execution_of, is_expired
 from agentq.store.detach import detached
 from agentq.store.projection import replay
 from agentq.store.ready import ReadyWork, current_step, is_ready
-from agentq.store.rows import CallRow, StepRow, WorkflowRow, WorkflowState, event_row
+from agentq.store.rows import (
+    CallRow,
+    StepRow,
+    StepState,
+    WorkflowRow,
+    WorkflowState,
+    event_row,
+)
 from agentq.store.tx import Draft
 from agentq.store.verbs import JobRules, RuleStore
 
@@ -215,6 +223,18 @@ class MemoryStore(RuleStore):
         self._check()
         now, _ = check_now(now)
         rows = [r for steps in self._steps.values() for r in steps if is_expired(r, now)]
+        rows.sort(key=lambda r: (r.lease_expires_at, r.workflow_id, r.step_index))
+        return [execution_of(r) for r in rows]
+
+    async def live_leases(self, now: float, worker_prefix: str) -> list[Execution]:
+        """See `DurableStore.live_leases`."""
+        self._check()
+        now, prefix = check_now(now)[0], check_prefix(worker_prefix)
+        rows = [
+            r for steps in self._steps.values() for r in steps
+            if r.state is StepState.LEASED and r.lease_expires_at is not None
+            and now <= r.lease_expires_at and (r.worker_id or "").startswith(prefix)
+        ]
         rows.sort(key=lambda r: (r.lease_expires_at, r.workflow_id, r.step_index))
         return [execution_of(r) for r in rows]
 

@@ -293,6 +293,26 @@ class DurableStore(DurableCalls, Protocol):
         """
         ...
 
+    async def live_leases(self, now: float, worker_prefix: str) -> list[Execution]:
+        """Return the leases live at `now` (``now <= expires_at``) whose holder's worker id
+        starts with `worker_prefix`.
+
+        A serving engine reads those of its own host (``"{host}:"``, see
+        ``agentq.workflows.workers``) to take back at once the leases of a sibling process
+        that died, as `recover` does. One small read (the leased steps, by expiry).
+
+        Args:
+            now: Unix seconds.
+            worker_prefix: A prefix of worker ids (a str; "" lists every live lease).
+
+        Returns:
+            Ordered by ``expires_at``, then workflow id, then step index.
+
+        Raises:
+            TypeError / ValueError: A bad argument (the message names it).
+        """
+        ...
+
     async def release_expired(self, execution: Execution, now: float) -> bool:
         """Re-admit a step whose lease expired: `WorkerRecovered` ("lease expired"); the step
         becomes Pending and counts one more lost attempt (see `claim_step`).

@@ -52,6 +52,7 @@ __all__ = [
     "calls",
     "event_rows",
     "expired_leases",
+    "live_leases",
     "get_workflow",
     "last_seq",
     "load_events",
@@ -164,6 +165,18 @@ def expired_leases(conn: Connection, d: Dialect, now: float) -> list[Execution]:
         "ORDER BY lease_expires_at, workflow_id, step_index"
     )
     return [execution_of(step_row(r)) for r in conn.execute(sql, (now,))]
+
+
+def live_leases(conn: Connection, d: Dialect, now: float, prefix: str) -> list[Execution]:
+    """Return the leases with ``now <= expires_at`` whose worker id starts with `prefix`,
+    by expiry (``substr``, not ``LIKE``: a host name's ``_`` is no wildcard)."""
+    sql = d.sql(
+        f"SELECT {STEP_COLUMNS} FROM steps WHERE state = 'leased' AND lease_expires_at >= ? "
+        "AND substr(worker_id, 1, length(?)) = ? "
+        "ORDER BY lease_expires_at, workflow_id, step_index"
+    )
+    key = d.key(prefix)
+    return [execution_of(step_row(r)) for r in conn.execute(sql, (now, key, key))]
 
 
 def _where(d: Dialect, workflow_id: str | None, after_seq: int) -> tuple[str, tuple[Any, ...]]:

@@ -19,6 +19,7 @@ from agentq.store.checks import (
     check_index,
     check_now,
     check_number,
+    check_prefix,
     check_ready,
     check_seq,
     check_state,
@@ -84,6 +85,11 @@ class SqlStore(RuleStore):
         """See `DurableStore.expired_leases`."""
         now, _ = check_now(now)
         return await self._read(q.expired_leases, self.sql.dialect, now)
+
+    async def live_leases(self, now: float, worker_prefix: str) -> list[Execution]:
+        """See `DurableStore.live_leases`."""
+        now, prefix = check_now(now)[0], check_prefix(worker_prefix)
+        return await self._read(q.live_leases, self.sql.dialect, now, prefix)
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
         """See `DurableStore.get_workflow`."""

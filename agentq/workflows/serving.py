@@ -2,24 +2,29 @@
 
 Each turn of the loop:
 
-1. counts the runs it may start now: the permits of the engine's lane, less the runs in
+1. (when it has a free permit) takes back at once the live leases of dead sibling
+   processes on its host, as `run` and
+   `recover` do (`DurableStore.live_leases` of the host's worker ids, then
+   ``workers.take_back_gone``: a default worker id of this host whose pid no longer exists),
+   so their steps are ready in this very poll instead of after their leases expire;
+2. counts the runs it may start now: the permits of the engine's lane, less the runs in
    progress in this engine that are not waiting on the clock (a retry time, another
    worker's lease) and less what other jobs use of the lane. A serving engine claims only
    what it can start at once, so it never holds leases on steps that sit in its queue while
    another engine is idle;
-2. reads `DurableStore.ready_workflows` for that many workflows of the registered
+3. reads `DurableStore.ready_workflows` for that many workflows of the registered
    definitions, started with their step names (one small indexed query: instances of
    other definitions, or of a registered name with other steps, are never read, so however
    many of them wait they never hide the work this engine can run): open instances whose
    current step is pending
    (and its retry time, if any, has come), leased under an expired lease, or waiting on a
    wait whose deadline has passed;
-3. claims each one's current step (a compare-and-swap: of several serving engines exactly
+4. claims each one's current step (a compare-and-swap: of several serving engines exactly
    one wins; an expired lease is taken over and `WorkerRecovered` recorded, as `recover`
    does) and starts the instance's run in this engine with that claim (`Driver.offer`); a
    timed-out wait needs no claim: the run times it out. The run then goes on step after
    step as any run does;
-4. waits for the poll interval on the engine's clock, or less: until a run it started
+5. waits for the poll interval on the engine's clock, or less: until a run it started
    ends (a permit is free again), or until the store's `WorkNotifier.wait_for_work` says
    new work arrived (a store that implements it: PostgreSQL's ``LISTEN/NOTIFY``). Such a
    store is made to listen (``wait_for_work(0)``) before the first poll, so that work
@@ -43,7 +48,7 @@ from agentq.workflows.attempts import claim
 from agentq.workflows.driver import Driver
 from agentq.workflows.registry import Registry, instance_of
 from agentq.workflows.runs import Runs
-from agentq.workflows.workers import LOGGER
+from agentq.workflows.workers import LOGGER, host_prefix, take_back_gone
 
 __all__ = ["Server"]
 
@@ -88,6 +93,8 @@ class Server:
         if not served or free <= 0:
             return 0
         store, clock = self._driver.store, self._driver.clock
+        for lease in await store.live_leases(clock.time(), host_prefix()):
+            await take_back_gone(store, lease, clock.time())  # a dead sibling's: re-admitted
         # Its own runs are listed too, then skipped: read past them; and read twice what
         # fits, since another serving engine may win some of the claims.
         limit = 2 * free + len(self._runs.in_progress())

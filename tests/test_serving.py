@@ -449,3 +449,77 @@ async def test_serve_ends_when_its_queue_closes_without_claiming(engines: Engine
     assert [e.kind for e in await engines.store.load_events("j-1")] == [
         EventKind.WORKFLOW_STARTED]
 
+
+
+# ------------------------------------------------------------------ stopping gracefully
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({"grace": -1.0}, ValueError), ({"grace": float("inf")}, ValueError),
+     ({"grace": True}, ValueError), ({"stop": object()}, TypeError)],
+)
+async def test_bad_stop_arguments_are_refused(
+    engines: Engines, kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    engine = await engines.new("w1")
+    with pytest.raises(error):
+        await engine.serve(**kwargs)
+
+
+async def test_a_stopped_server_takes_no_more_work_waits_the_grace_then_hands_back(
+    engines: Engines, caplog: pytest.LogCaptureFixture
+) -> None:
+    bodies = Bodies()
+    bodies.gate.clear()
+    definition = job(bodies)
+    first = await engines.new("first", definition, permits=1)
+    await first.start(definition, "j-1")
+    await first.start(definition, "j-2")
+    stop = asyncio.Event()
+    serving = asyncio.ensure_future(first.serve(stop=stop, grace=5.0))
+    await bodies.until(lambda: bodies.inside == 1)
+    stop.set()
+    async with asyncio.timeout(20):
+        while True:  # the line is logged before the grace starts
+            if any("stops" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0)
+    [said] = [r.getMessage() for r in caplog.records if "stops" in r.getMessage()]
+    assert said == (
+        "serve() stops: taking no more work; waiting up to 5 s for 1 run in progress "
+        "('j-1'), then interrupting what is left and handing its leases back"
+    )
+    await engines.tick(4.0)
+    assert not serving.done()
+    await engines.tick(1.0)  # the grace is over: interrupted, handed back
+    async with asyncio.timeout(20):
+        assert await serving is None
+    rows = {w: (await engines.store.step_rows(w))[0] for w in ("j-1", "j-2")}
+    assert (rows["j-1"].state, rows["j-1"].attempt, rows["j-1"].recoveries) == (
+        StepState.PENDING, 0, 0)
+    assert rows["j-2"].state is StepState.PENDING and bodies.runs[("j-2", "a")] == 0
+    assert any("grace is over" in r.getMessage() for r in caplog.records)
+
+    bodies.gate.set()  # another engine takes the handed-back step at once
+    second = await engines.new("second", definition)
+    assert await second._server.take_up() == 2
+    await finished(engines.store, ["j-1", "j-2"])
+
+
+async def test_a_run_that_ends_within_the_grace_ends_normally(engines: Engines) -> None:
+    bodies = Bodies()
+    bodies.gate.clear()
+    definition = WorkflowDef("one", [bodies.step("a")])
+    engine = await engines.new("w1", definition)
+    await engine.start(definition, "j-1")
+    stop = asyncio.Event()
+    serving = asyncio.ensure_future(engine.serve(stop=stop, grace=60.0))
+    await bodies.until(lambda: bodies.inside == 1)
+    stop.set()
+    await asyncio.sleep(0)
+    bodies.gate.set()
+    async with asyncio.timeout(20):
+        assert await serving is None  # the clock never moved: it did not wait the grace
+    await finished(engines.store, ["j-1"])
+    assert bodies.runs == Counter({("j-1", "a"): 1})

@@ -30,6 +30,11 @@ Each turn of the loop:
    store is made to listen (``wait_for_work(0)``) before the first poll, so that work
    committed while that poll reads is announced to the first wait, not lost.
 
+Until cancelled, or until the `stop` event given to `serve` is set: it then takes no more
+work, logs in one line which runs it still waits for, and waits up to `grace` seconds (on
+the engine's clock) for them to end; the engine's ``serve`` then closes the engine
+(interrupting what is left, handing its leases back).
+
 A store failure while reading or claiming is logged and tried again at the next poll. A
 closed queue ends the loop (`QueueClosed`): nothing claimed could run. An
 instance whose registered definition has other step names than the stored ones is not
@@ -40,7 +45,7 @@ skipped (logged once). Private to `agentq.workflows.engine`.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, NoReturn
+from typing import Any
 
 from agentq.errors import AgentqError, QueueClosed, WorkflowMismatchError
 from agentq.store import Claimed, ReadyWork, StepState, WorkNotifier
@@ -70,21 +75,53 @@ class Server:
         active = len(self._runs.in_progress()) - self._driver.pausing
         return lane.permits - max(active, lane.running + lane.queued)
 
-    async def serve(self, poll_interval: float) -> NoReturn:
-        """Take up ready work, then wait; forever (until cancelled)."""
+    async def serve(
+        self, poll_interval: float, stop: asyncio.Event | None = None, grace: float = 0.0
+    ) -> None:
+        """Take up ready work, then wait; until cancelled, or until `stop` is set: then take
+        no more work and let the runs in progress go on for up to `grace` seconds."""
         self.serving = True
+        stop = stop or asyncio.Event()
         try:
             await self._listen()  # before the first poll: no news falls between the two
-            while True:
+            while not stop.is_set():
                 if self._driver.queue.closed:  # nothing could run: claims would be lost
                     raise QueueClosed("the engine's queue is closed: serve() stops")
                 try:
                     await self.take_up()
                 except AgentqError as exc:  # the store failed: said, and tried again
                     LOGGER.warning("serve(): reading or claiming ready work failed: %s", exc)
-                await self._idle(poll_interval)
+                await self._idle(poll_interval, stop)
+            await self._wind_down(grace)
         finally:
             self.serving = False
+
+    async def _wind_down(self, grace: float) -> None:
+        """Say what serving still waits for, then wait up to `grace` seconds (engine clock)
+        for the runs in progress to end; the caller closes the engine (hands back leases)."""
+        ids = self._runs.ids_in_progress()
+        if not ids:
+            LOGGER.warning("serve() stops: taking no more work; no run in progress")
+            return
+        LOGGER.warning(
+            "serve() stops: taking no more work; waiting up to %g s for %s in progress (%s), "
+            "then interrupting what is left and handing its leases back",
+            grace, _runs(len(ids)), _listed(ids),
+        )
+        timer = asyncio.ensure_future(self._driver.clock.sleep(grace))
+        ended = asyncio.ensure_future(asyncio.wait(self._runs.in_progress()))
+        try:
+            await asyncio.wait({timer, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in (timer, ended):
+                waiting.cancel()
+            await asyncio.gather(timer, ended, return_exceptions=True)
+        left = self._runs.ids_in_progress()
+        if left:
+            LOGGER.warning(
+                "serve() stops: the %g s grace is over; interrupting %s (%s): their leases are "
+                "handed back once their step bodies stop", grace, _runs(len(left)), _listed(left),
+            )
 
     async def take_up(self) -> int:
         """Claim and start what is ready and fits in the free permits; how many started."""
@@ -148,8 +185,9 @@ class Server:
             except AgentqError as exc:  # said; each wait tries again
                 LOGGER.warning("serve(): wait_for_work failed: %s", exc)
 
-    async def _idle(self, seconds: float) -> None:
-        """Wait `seconds` on the clock, or until a run ends or the store knows of new work."""
+    async def _idle(self, seconds: float, stop: asyncio.Event) -> None:
+        """Wait `seconds` on the clock, or until a run ends, the store knows of new work or
+        `stop` is set."""
         clock, store = self._driver.clock, self._driver.store
         if self._ended.is_set():  # a permit is free again: look at once
             self._ended.clear()
@@ -158,6 +196,7 @@ class Server:
         waits: set[asyncio.Future[Any]] = {
             asyncio.ensure_future(clock.sleep(seconds)),
             asyncio.ensure_future(self._ended.wait()),
+            asyncio.ensure_future(stop.wait()),
         }
         notified = None
         if isinstance(store, WorkNotifier):
@@ -174,3 +213,13 @@ class Server:
             # A broken hook must not make the loop spin: poll on the clock this time.
             LOGGER.warning("serve(): wait_for_work failed: %s", notified.exception())
             await clock.sleep(seconds)
+
+
+def _runs(count: int) -> str:
+    return "1 run" if count == 1 else f"{count} runs"
+
+
+def _listed(ids: list[str], most: int = 5) -> str:
+    """Workflow ids for one line: the first `most`, then how many more."""
+    shown = ", ".join(repr(i) for i in ids[:most])
+    return shown if len(ids) <= most else f"{shown} and {len(ids) - most} more"

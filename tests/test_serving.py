@@ -336,7 +336,7 @@ async def test_a_dead_siblings_live_lease_on_this_host_is_taken_back_at_once(
     assert "no longer exists" in str(recovered[0].data)
     assert any("taken back at once" in r.getMessage() for r in caplog.records)
     assert {w for w, _ in bodies.runs} == {"dead"}
-    [alive] = await engines.store.step_rows("alive")
+    alive = (await engines.store.step_rows("alive"))[0]
     assert alive.state is StepState.LEASED
 
 

@@ -125,8 +125,8 @@ async def test_a_signal_stops_the_worker_which_hands_back_its_lease_and_exits_0(
     worker.proc.send_signal(sig)
     said = await worker.line("serve() stops")
     assert said == (
-        "agentq: serve() stops: taking no more work; waiting up to 0.5 s for 1 run in "
-        "progress ('j-1'), then interrupting what is left and handing its leases back"
+        "agentq: serve() stops: taking no more work; waiting up to 0.5 s for 1 step in "
+        "progress (of 'j-1'), then interrupting what is left and handing its leases back"
     )
     assert await worker.ended() == 0
     no_traceback(worker)
@@ -167,7 +167,7 @@ async def test_a_second_signal_ends_the_worker_at_once_in_one_line(
     worker = await place.spawn("engine_cm", "thread", "--grace", "60")
     await place.started(worker.proc.pid)
     worker.proc.send_signal(sig)
-    await worker.line("waiting up to 60 s for 1 run in progress ('j-1')")
+    await worker.line("waiting up to 60 s for 1 step in progress (of 'j-1')")
     began = time.monotonic()
     worker.proc.send_signal(sig)
     assert await worker.ended() == 128 + sig

@@ -487,8 +487,8 @@ async def test_a_stopped_server_takes_no_more_work_waits_the_grace_then_hands_ba
             await asyncio.sleep(0)
     [said] = [r.getMessage() for r in caplog.records if "stops" in r.getMessage()]
     assert said == (
-        "serve() stops: taking no more work; waiting up to 5 s for 1 run in progress "
-        "('j-1'), then interrupting what is left and handing its leases back"
+        "serve() stops: taking no more work; waiting up to 5 s for 1 step in progress "
+        "(of 'j-1'), then interrupting what is left and handing its leases back"
     )
     await engines.tick(4.0)
     assert not serving.done()
@@ -505,6 +505,35 @@ async def test_a_stopped_server_takes_no_more_work_waits_the_grace_then_hands_ba
     second = await engines.new("second", definition)
     assert await second._server.take_up() == 2
     await finished(engines.store, ["j-1", "j-2"])
+
+
+async def test_a_stopped_server_lets_the_running_step_finish_but_starts_no_next_step(
+    engines: Engines, caplog: pytest.LogCaptureFixture
+) -> None:
+    bodies = Bodies()
+    bodies.gate.clear()
+    definition = job(bodies)  # steps a, b
+    engine = await engines.new("w1", definition)
+    await engine.start(definition, "j-1")
+    stop = asyncio.Event()
+    serving = asyncio.ensure_future(engine.serve(stop=stop, grace=60.0))
+    await bodies.until(lambda: bodies.inside == 1)
+    stop.set()
+    async with asyncio.timeout(20):
+        while True:  # the line is logged before the grace starts
+            if any("stops" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0)
+    bodies.gate.set()  # step a ends within the grace: recorded; b is not claimed
+    async with asyncio.timeout(20):
+        assert await serving is None  # the clock never moved: the grace was not waited out
+    a, b = await engines.store.step_rows("j-1")
+    assert (a.state, b.state) == (StepState.COMPLETED, StepState.PENDING)
+    assert bodies.runs == Counter({("j-1", "a"): 1})
+    assert not any("grace is over" in r.getMessage() for r in caplog.records)
+
+    assert (await engine.run("j-1")).status is RunStatus.COMPLETED  # reopened: runs again
+    assert bodies.runs == Counter({("j-1", "a"): 1, ("j-1", "b"): 1})
 
 
 async def test_a_run_that_ends_within_the_grace_ends_normally(engines: Engines) -> None:

@@ -271,11 +271,12 @@ class Registrations:
         engine can be used (or serve) again.
 
         Setting `stop` is the graceful way (what ``agentq serve`` does on SIGTERM or
-        SIGINT): serve takes no more work and says in one line (WARNING, on
-        ``logging.getLogger("agentq")``) which runs it still waits for; the runs in
-        progress go on (a run may go on to its next step) until they end or `grace`
-        seconds have passed on the engine's clock; then the engine is closed as above
-        (what is left is interrupted, its leases handed back) and serve returns.
+        SIGINT): serve takes no more work, not even the next step of a run in progress,
+        and says in one line (WARNING, on ``logging.getLogger("agentq")``) which steps are
+        still running; they go on until they end or `grace` seconds have passed on the
+        engine's clock; then the engine is closed as above (what is left is interrupted,
+        its leases handed back; the next steps stay pending for another worker) and
+        serve returns.
 
         Args:
             poll_interval: Seconds between two reads of the ready work (> 0, finite). New
@@ -322,4 +323,7 @@ class Registrations:
         try:
             await self._server.serve(float(poll_interval), stop, float(grace))
         finally:
-            await finish(self.close())
+            try:
+                await finish(self.close())
+            finally:
+                self._server.reopen()  # a graceful stop halted the runs: they are gone now

@@ -31,9 +31,10 @@ Each turn of the loop:
    committed while that poll reads is announced to the first wait, not lost.
 
 Until cancelled, or until the `stop` event given to `serve` is set: it then takes no more
-work, logs in one line which runs it still waits for, and waits up to `grace` seconds (on
-the engine's clock) for them to end; the engine's ``serve`` then closes the engine
-(interrupting what is left, handing its leases back).
+work (the driver is halted: no run claims another step, each parks), logs in one line
+which steps are still running, and waits up to `grace` seconds (on the engine's clock) for
+them to end; the engine's ``serve`` then closes the engine (interrupting what is left,
+handing its leases back) and reopens it.
 
 A store failure while reading or claiming is logged and tried again at the next poll. A
 closed queue ends the loop (`QueueClosed`): nothing claimed could run. An
@@ -97,31 +98,46 @@ class Server:
             self.serving = False
 
     async def _wind_down(self, grace: float) -> None:
-        """Say what serving still waits for, then wait up to `grace` seconds (engine clock)
-        for the runs in progress to end; the caller closes the engine (hands back leases)."""
-        ids = self._runs.ids_in_progress()
-        if not ids:
-            LOGGER.warning("serve() stops: taking no more work; no run in progress")
+        """Halt the runs (no more steps claimed), say which steps are still running, then
+        wait up to `grace` seconds (engine clock) for them to end; the caller closes the
+        engine (interrupting what is left, handing its leases back)."""
+        driver, clock = self._driver, self._driver.clock
+        driver.halted = True
+        steps = driver.attempting()
+        if not steps:
+            LOGGER.warning("serve() stops: taking no more work; no step in progress")
             return
         LOGGER.warning(
-            "serve() stops: taking no more work; waiting up to %g s for %s in progress (%s), "
-            "then interrupting what is left and handing its leases back",
-            grace, _runs(len(ids)), _listed(ids),
+            "serve() stops: taking no more work; waiting up to %g s for %s in progress (of "
+            "%s), then interrupting what is left and handing its leases back",
+            grace, _count(len(steps), "step"), _listed(steps),
         )
-        timer = asyncio.ensure_future(self._driver.clock.sleep(grace))
-        ended = asyncio.ensure_future(asyncio.wait(self._runs.in_progress()))
-        try:
-            await asyncio.wait({timer, ended}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in (timer, ended):
-                waiting.cancel()
-            await asyncio.gather(timer, ended, return_exceptions=True)
-        left = self._runs.ids_in_progress()
+        deadline = clock.time() + grace
+        while driver.attempting() and (remaining := deadline - clock.time()) > 0:
+            driver.parked.clear()
+            waits = {
+                asyncio.ensure_future(clock.sleep(remaining)),
+                asyncio.ensure_future(driver.parked.wait()),
+            }
+            try:  # an attempt ended: its run parks, or ends
+                await asyncio.wait(
+                    {*waits, *self._runs.in_progress()}, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
+                await asyncio.gather(*waits, return_exceptions=True)
+        left = driver.attempting()
         if left:
             LOGGER.warning(
-                "serve() stops: the %g s grace is over; interrupting %s (%s): their leases are "
-                "handed back once their step bodies stop", grace, _runs(len(left)), _listed(left),
+                "serve() stops: the %g s grace is over; interrupting %s (of %s): their leases "
+                "are handed back once their bodies stop",
+                grace, _count(len(left), "step"), _listed(left),
             )
+
+    def reopen(self) -> None:
+        """The engine closed after a graceful stop: its runs may claim steps again."""
+        self._driver.halted = False
 
     async def take_up(self) -> int:
         """Claim and start what is ready and fits in the free permits; how many started."""
@@ -215,8 +231,8 @@ class Server:
             await clock.sleep(seconds)
 
 
-def _runs(count: int) -> str:
-    return "1 run" if count == 1 else f"{count} runs"
+def _count(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _listed(ids: list[str], most: int = 5) -> str:

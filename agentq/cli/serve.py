@@ -10,12 +10,12 @@ ATTR (an attribute of the module, dotted paths allowed) is one of:
   queue and the store.
 
 Signals (`Stopper`): the first SIGTERM or SIGINT sets the stop event of
-`WorkflowEngine.serve` (the engine takes no more work, says in one line which runs it still
-waits for, lets them go on for at most ``--grace`` seconds, then interrupts what is left and
-hands its leases back) and the command exits 0. A second signal ends the process at once:
-one line, no traceback, exit code 128 + the signal's number (130 for SIGINT, 143 for
-SIGTERM); leases still held are then taken back at once by a serving engine on this host
-(its pid is gone) and by any other once they expire.
+`WorkflowEngine.serve` (the engine takes no more work, not even a run's next step, says in
+one line which steps are still running, lets them go on for at most ``--grace`` seconds,
+then interrupts what is left and hands its leases back) and the command exits 0. A second
+signal ends the process at once: one line, no traceback, exit code 128 + the signal's
+number (130 for SIGINT, 143 for SIGTERM); leases still held are then taken back at once by
+a serving engine on this host (its pid is gone) and by any other once they expire.
 
 Exit codes: 0 stopped by a signal (or served to its end), 1 the target cannot be loaded or
 is not an engine with definitions, or serving failed (one line, ``agentq:``), 2 a usage
@@ -89,6 +89,9 @@ class Stopper:
         loop, stop = self._loop, self.stop
         if loop is not None and stop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(stop.set)
+        else:  # the engine is still being made: serving stops as soon as it would start
+            _say(f"{name}: stopping once the engine is ready (send {name} again to stop at "
+                 "once)")
 
 
 def _say(line: str) -> None:
@@ -179,7 +182,7 @@ async def _serve(value: Any, target: str, stopper: Stopper, poll: float, grace: 
 @click.argument("target", metavar="MODULE:ATTR")
 @click.option("--grace", type=click.FloatRange(min=0, max=1e9), default=8.0,
               show_default=True,
-              help="Seconds the runs in progress may go on after SIGTERM or SIGINT before "
+              help="Seconds the running steps may go on after SIGTERM or SIGINT before "
                    "they are interrupted and their leases handed back (keep it below the "
                    "orchestrator's kill timeout: Docker's is 10 s).")
 @click.option("--poll", type=click.FloatRange(min=0, min_open=True, max=1e9), default=1.0,
@@ -189,9 +192,9 @@ def serve(target: str, grace: float, poll: float) -> None:
 
     ATTR is a WorkflowEngine, a callable returning one, or an async context manager yielding
     one (which then owns its queue and store). On the first SIGTERM or SIGINT the worker
-    takes no more work, says which runs it still waits for, lets them go on for --grace
-    seconds, hands back the leases of what is left and exits 0; a second signal ends it at
-    once (exit 128 + the signal's number).
+    takes no more work (not even the next step of a run), says which steps are still
+    running, lets them finish for up to --grace seconds, hands back the leases of what is
+    left and exits 0; a second signal ends it at once (exit 128 + the signal's number).
     """
     try:
         value = load(target)

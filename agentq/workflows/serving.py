@@ -82,7 +82,7 @@ class Server:
         """Take up ready work, then wait; until cancelled, or until `stop` is set: then take
         no more work and let the runs in progress go on for up to `grace` seconds."""
         self.serving = True
-        stop = stop or asyncio.Event()
+        stop = asyncio.Event() if stop is None else stop
         try:
             await self._listen()  # before the first poll: no news falls between the two
             while not stop.is_set():

@@ -7,6 +7,10 @@ clock; `test_serving_processes.py` runs real serving processes.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -119,6 +123,13 @@ class Bodies:
             await self.changed.wait_for(done)
 
 
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, check=True, text=True)
+    return int(proc.stdout)
+
+
 def job(bodies: Bodies, name: str = "job", worker: str = "") -> WorkflowDef:
     return WorkflowDef(name, [bodies.step("a", worker), bodies.step("b", worker)])
 
@@ -218,13 +229,35 @@ async def test_serve_skips_instances_whose_registered_definition_changed_steps(
     await starter.start("job", "j-1")
     changed = WorkflowDef("job", [bodies.step("a"), bodies.step("c")])
     server = await engines.new("server", changed)
-    assert await server._server.take_up() == 0
-    assert await server._server.take_up() == 0
+    assert await server._server.take_up() == 0  # not even listed
+    assert [e.kind for e in await engines.store.load_events("j-1")] == [
+        EventKind.WORKFLOW_STARTED]
+    # Registered again with other steps between the read and the claim: skipped, said once.
+    work = await engines.store.ready_workflows(engines.clock.time(), {"job": ["a", "b"]}, 5)
+    for _ in range(2):
+        assert not await server._server._take(work[0])
     skipped = [r.getMessage() for r in caplog.records if "skipping" in r.getMessage()]
     assert len(skipped) == 1  # said once
     assert "workflow 'j-1'" in skipped[0] and "steps ['a', 'c']" in skipped[0]
     assert [e.kind for e in await engines.store.load_events("j-1")] == [
         EventKind.WORKFLOW_STARTED]
+
+
+async def test_work_a_server_cannot_run_never_hides_the_work_it_can(engines: Engines) -> None:
+    """Issue 20, fault 7: 15 instances of the served name started with other steps (an old
+    version) and 15 of a definition nobody serves wait before the new instance; the first
+    poll (which reads 2 x 2 permits) still finds it."""
+    bodies = Bodies()
+    old = WorkflowDef("job", [bodies.step("a")])
+    starter = await engines.new("starter", job(bodies, "gone"))
+    for i in range(15):
+        await starter.start(old, f"old-{i}")
+        await starter.start("gone", f"gone-{i}")
+    server = await engines.new("server", job(bodies), permits=2)
+    await server.start("job", "new")
+    assert await server._server.take_up() == 1
+    await finished(engines.store, ["new"])
+    assert {w for w, _ in bodies.runs} == {"new"}
 
 
 # ------------------------------------------------------------------ time, leases, waits
@@ -277,6 +310,34 @@ async def test_an_expired_lease_is_taken_over_with_worker_recovered(engines: Eng
     kinds = [e.kind for e in await engines.store.load_events("j-1")]
     assert kinds.count(EventKind.WORKER_RECOVERED) == 1
     assert bodies.runs == Counter({("j-1", "a"): 1, ("j-1", "b"): 1})
+
+
+async def test_a_dead_siblings_live_lease_on_this_host_is_taken_back_at_once(
+    engines: Engines, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 20, fault 8: a serving engine does what `run` and `recover` do with a lease
+    whose holder is a process of this host that no longer exists: it takes it back at the
+    next poll, not once the lease expires (the clock never moves here). A live holder of
+    this host (this very process) and a holder on another host are left alone."""
+    bodies = Bodies()
+    definition = job(bodies)
+    starter = await engines.new("starter", definition)
+    dead = f"{socket.gethostname()}:{dead_pid()}:0123abcd"
+    for wid, holder in (("dead", dead), ("alive", f"{socket.gethostname()}:{os.getpid()}:"
+                        "0123abcd"), ("away", f"other-host:{dead_pid()}:0123abcd")):
+        await starter.start(definition, wid)
+        await engines.store.claim_step(wid, 0, holder, 300.0, engines.clock.time())
+    server = await engines.new("server", definition)
+    engines.serve(server)
+    await finished(engines.store, ["dead"])
+    recovered = [
+        e for e in await engines.store.load_events() if e.kind is EventKind.WORKER_RECOVERED]
+    assert [e.workflow_id for e in recovered] == ["dead"]
+    assert "no longer exists" in str(recovered[0].data)
+    assert any("taken back at once" in r.getMessage() for r in caplog.records)
+    assert {w for w, _ in bodies.runs} == {"dead"}
+    alive = (await engines.store.step_rows("alive"))[0]
+    assert alive.state is StepState.LEASED
 
 
 async def test_a_wait_whose_deadline_passed_continues_in_a_serving_engine(
@@ -388,3 +449,106 @@ async def test_serve_ends_when_its_queue_closes_without_claiming(engines: Engine
     assert [e.kind for e in await engines.store.load_events("j-1")] == [
         EventKind.WORKFLOW_STARTED]
 
+
+
+# ------------------------------------------------------------------ stopping gracefully
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({"grace": -1.0}, ValueError), ({"grace": float("inf")}, ValueError),
+     ({"grace": True}, ValueError), ({"stop": object()}, TypeError)],
+)
+async def test_bad_stop_arguments_are_refused(
+    engines: Engines, kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    engine = await engines.new("w1")
+    with pytest.raises(error):
+        await engine.serve(**kwargs)
+
+
+async def test_a_stopped_server_takes_no_more_work_waits_the_grace_then_hands_back(
+    engines: Engines, caplog: pytest.LogCaptureFixture
+) -> None:
+    bodies = Bodies()
+    bodies.gate.clear()
+    definition = job(bodies)
+    first = await engines.new("first", definition, permits=1)
+    await first.start(definition, "j-1")
+    await first.start(definition, "j-2")
+    stop = asyncio.Event()
+    serving = asyncio.ensure_future(first.serve(stop=stop, grace=5.0))
+    await bodies.until(lambda: bodies.inside == 1)
+    stop.set()
+    async with asyncio.timeout(20):
+        while True:  # the line is logged before the grace starts
+            if any("stops" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0)
+    [said] = [r.getMessage() for r in caplog.records if "stops" in r.getMessage()]
+    assert said == (
+        "serve() stops: taking no more work; waiting up to 5 s for 1 step in progress "
+        "(of 'j-1'), then interrupting what is left and handing its leases back"
+    )
+    await engines.tick(4.0)
+    assert not serving.done()
+    await engines.tick(1.0)  # the grace is over: interrupted, handed back
+    async with asyncio.timeout(20):
+        assert await serving is None
+    rows = {w: (await engines.store.step_rows(w))[0] for w in ("j-1", "j-2")}
+    assert (rows["j-1"].state, rows["j-1"].attempt, rows["j-1"].recoveries) == (
+        StepState.PENDING, 0, 0)
+    assert rows["j-2"].state is StepState.PENDING and bodies.runs[("j-2", "a")] == 0
+    assert any("grace is over" in r.getMessage() for r in caplog.records)
+
+    bodies.gate.set()  # another engine takes the handed-back step at once
+    second = await engines.new("second", definition)
+    assert await second._server.take_up() == 2
+    await finished(engines.store, ["j-1", "j-2"])
+
+
+async def test_a_stopped_server_lets_the_running_step_finish_but_starts_no_next_step(
+    engines: Engines, caplog: pytest.LogCaptureFixture
+) -> None:
+    bodies = Bodies()
+    bodies.gate.clear()
+    definition = job(bodies)  # steps a, b
+    engine = await engines.new("w1", definition)
+    await engine.start(definition, "j-1")
+    stop = asyncio.Event()
+    serving = asyncio.ensure_future(engine.serve(stop=stop, grace=60.0))
+    await bodies.until(lambda: bodies.inside == 1)
+    stop.set()
+    async with asyncio.timeout(20):
+        while True:  # the line is logged before the grace starts
+            if any("stops" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0)
+    bodies.gate.set()  # step a ends within the grace: recorded; b is not claimed
+    async with asyncio.timeout(20):
+        assert await serving is None  # the clock never moved: the grace was not waited out
+    a, b = await engines.store.step_rows("j-1")
+    assert (a.state, b.state) == (StepState.COMPLETED, StepState.PENDING)
+    assert bodies.runs == Counter({("j-1", "a"): 1})
+    assert not any("grace is over" in r.getMessage() for r in caplog.records)
+
+    assert (await engine.run("j-1")).status is RunStatus.COMPLETED  # reopened: runs again
+    assert bodies.runs == Counter({("j-1", "a"): 1, ("j-1", "b"): 1})
+
+
+async def test_a_run_that_ends_within_the_grace_ends_normally(engines: Engines) -> None:
+    bodies = Bodies()
+    bodies.gate.clear()
+    definition = WorkflowDef("one", [bodies.step("a")])
+    engine = await engines.new("w1", definition)
+    await engine.start(definition, "j-1")
+    stop = asyncio.Event()
+    serving = asyncio.ensure_future(engine.serve(stop=stop, grace=60.0))
+    await bodies.until(lambda: bodies.inside == 1)
+    stop.set()
+    await asyncio.sleep(0)
+    bodies.gate.set()
+    async with asyncio.timeout(20):
+        assert await serving is None  # the clock never moved: it did not wait the grace
+    await finished(engines.store, ["j-1"])
+    assert bodies.runs == Counter({("j-1", "a"): 1})

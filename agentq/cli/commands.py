@@ -23,6 +23,7 @@ from rich.console import Console
 
 from agentq.cli import actions, views
 from agentq.cli.export import check_html_target, export_parquet, export_static_html
+from agentq.cli.serve import serve
 from agentq.cli.target import DSN_PREFIXES, Refused, is_dsn, open_store
 from agentq.clock import Clock, SystemClock
 from agentq.errors import AgentqError
@@ -338,6 +339,9 @@ def store_title(target: str) -> str:
     if is_dsn(target):
         return " ".join(p for p in target.split() if not p.startswith(("password=", "user=")))
     return Path(target).name
+
+
+cli.add_command(serve)  # agentq serve MODULE:ATTR, a worker process (agentq.cli.serve)
 
 
 def main() -> None:

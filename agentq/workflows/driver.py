@@ -37,6 +37,10 @@ engine is closed or its run cancelled from outside, the attempt's job is interru
 lease is kept alive until the body has returned (a thread, or a body that ignores
 cancellation, is waited for), and then handed back.
 
+A graceful stop of `serve` halts the driver (``halted``): a run then neither claims another
+step nor waits on the clock; it parks until the engine closes (``park``), while the attempts
+running go on (``attempting``).
+
 Private to `agentq.workflows.engine`, which starts one drive per workflow and shares it.
 """
 
@@ -142,6 +146,20 @@ class Driver:
             recorder=self._recorder, wakers=self._wakers, interrupt=self.interrupt,
         )
         self._attempts = self._runner.running  # the attempt running now, by workflow
+        self.halted = False
+        """Set by serve's graceful stop: no run claims a step or waits on the clock any
+        more; each parks (`park`) until the engine closes. Attempts running go on."""
+        self.parked = asyncio.Event()
+        """Set whenever a halted run parks (serve's stop waits on it)."""
+
+    def attempting(self) -> list[str]:
+        """Ids of the workflows with a step attempt running now, sorted."""
+        return sorted(self._attempts)
+
+    async def park(self) -> None:
+        """Wait until cancelled (the engine closes): a halted run neither claims nor waits."""
+        self.parked.set()
+        await asyncio.get_running_loop().create_future()
 
     @property
     def answered_from_log(self) -> int:
@@ -239,6 +257,8 @@ class Driver:
                     f"the queue is closed: {step_title(wf.id, step.name)} was not started"
                 )
             await self._wakers.after_lingering(wf.id, waker)  # never overlap an old body
+            if self.halted:  # a graceful stop: no more work (an offered claim is handed back)
+                await self.park()
             claim = await self._claim(wf.id, index, step)
             if isinstance(claim, AlreadyCompleted):
                 return Completed(claim.output)
@@ -330,6 +350,8 @@ class Driver:
         Every timed wait of a run goes through here: until a stored retry time, between
         polls of a step another worker holds.
         """
+        if self.halted:
+            await self.park()
         if seconds <= 0:
             await self.clock.sleep(0)  # just a turn of the loop
             return

@@ -13,8 +13,9 @@ Private to `agentq.workflows.engine`; the verbs are documented as `WorkflowEngin
 
 from __future__ import annotations
 
+import asyncio
 import math
-from typing import Any, NoReturn
+from typing import Any
 
 import agentq.tracing as tracing
 from agentq.clock import Clock
@@ -234,8 +235,14 @@ class Registrations:
             "returns its stored result)"
         )
 
-    async def serve(self, *, poll_interval: float = 1.0) -> NoReturn:
-        """Run the ready work of every registered definition, until cancelled.
+    async def serve(
+        self,
+        *,
+        poll_interval: float = 1.0,
+        stop: asyncio.Event | None = None,
+        grace: float = 0.0,
+    ) -> None:
+        """Run the ready work of every registered definition, until cancelled or stopped.
 
         Several engines, in several processes, may serve one store: each step is claimed
         by exactly one of them (a compare-and-swap in the store). A serving engine claims
@@ -264,12 +271,27 @@ class Registrations:
         once its body has stopped (so another serving engine continues at once), and the
         engine can be used (or serve) again.
 
+        Setting `stop` is the graceful way (what ``agentq serve`` does on SIGTERM or
+        SIGINT): serve takes no more work, not even the next step of a run in progress,
+        and says in one line (WARNING, on ``logging.getLogger("agentq")``) which steps are
+        still running; they go on until they end or `grace` seconds have passed on the
+        engine's clock; then the engine is closed as above (what is left is interrupted,
+        its leases handed back; the next steps stay pending for another worker) and
+        serve returns.
+
         Args:
             poll_interval: Seconds between two reads of the ready work (> 0, finite). New
                 work is noticed within about this long.
+            stop: Set it to stop serving gracefully; None: only cancelling stops serving.
+            grace: Seconds (>= 0, finite) the runs in progress may go on once `stop` is set.
+
+        Returns:
+            None, once `stop` was set and the engine closed (it never returns otherwise).
 
         Raises:
-            ValueError: `poll_interval` is not a positive number of seconds.
+            ValueError: `poll_interval` is not a positive number of seconds, or `grace` not
+                a number of seconds >= 0.
+            TypeError: `stop` is neither None nor an `asyncio.Event`.
             EngineError: This engine is serving already.
             QueueClosed: The engine's queue closed (nothing claimed could run); checked
                 before each poll.
@@ -289,9 +311,20 @@ class Registrations:
             raise ValueError(
                 f"poll_interval must be a positive number of seconds, got {poll_interval!r}"
             )
+        if (
+            isinstance(grace, bool)
+            or not isinstance(grace, int | float)
+            or not 0 <= grace < math.inf
+        ):
+            raise ValueError(f"grace must be a number of seconds >= 0, got {grace!r}")
+        if stop is not None and not isinstance(stop, asyncio.Event):
+            raise TypeError(f"stop must be an asyncio.Event or None, got {stop!r:.80}")
         if self._server.serving:
             raise EngineError("serve() is running on this engine already")
         try:
-            await self._server.serve(float(poll_interval))
+            await self._server.serve(float(poll_interval), stop, float(grace))
         finally:
-            await finish(self.close())
+            try:
+                await finish(self.close())
+            finally:
+                self._server.reopen()  # a graceful stop halted the runs: they are gone now

@@ -161,6 +161,11 @@ class Registry:
         """Names of the registered definitions, in registration order."""
         return tuple(self._definitions)
 
+    @property
+    def served(self) -> dict[str, tuple[str, ...]]:
+        """The registered definitions' step names by name, as `ready_workflows` takes them."""
+        return {name: d.step_names for name, d in self._definitions.items()}
+
     def resolve(self, workflow_id: str, row: WorkflowRow | None) -> Workflow:
         """Return the workflow to run for `workflow_id`, stored as `row` (None: not stored).
 

@@ -50,6 +50,11 @@ class Runs:
         """Whether a run of the workflow, or a resume or retry continuing it, is in progress."""
         return workflow_id in self._runs or workflow_id in self._continuing
 
+    def ids_in_progress(self) -> list[str]:
+        """Ids of the workflows whose run or continuation has not ended yet, sorted."""
+        items = (*self._runs.items(), *self._continuing.items())
+        return sorted({wid for wid, task in items if not task.done()})
+
     def tasks(self) -> list[asyncio.Task[RunResult]]:
         """The runs in progress."""
         return list(self._runs.values())

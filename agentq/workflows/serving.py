@@ -2,34 +2,51 @@
 
 Each turn of the loop:
 
-1. counts the runs it may start now: the permits of the engine's lane, less the runs in
+1. (when it has a free permit) takes back at once the live leases of dead sibling
+   processes on its host, as `run` and
+   `recover` do (`DurableStore.live_leases` of the host's worker ids, then
+   ``workers.take_back_gone``: a default worker id of this host whose pid no longer exists),
+   so their steps are ready in this very poll instead of after their leases expire;
+2. counts the runs it may start now: the permits of the engine's lane, less the runs in
    progress in this engine that are not waiting on the clock (a retry time, another
    worker's lease) and less what other jobs use of the lane. A serving engine claims only
    what it can start at once, so it never holds leases on steps that sit in its queue while
    another engine is idle;
-2. reads `DurableStore.ready_workflows` for that many workflows of the registered
-   definitions (one small indexed query): open instances whose current step is pending
+3. reads `DurableStore.ready_workflows` for that many workflows of the registered
+   definitions, started with their step names (one small indexed query: instances of
+   other definitions, or of a registered name with other steps, are never read, so however
+   many of them wait they never hide the work this engine can run): open instances whose
+   current step is pending
    (and its retry time, if any, has come), leased under an expired lease, or waiting on a
    wait whose deadline has passed;
-3. claims each one's current step (a compare-and-swap: of several serving engines exactly
+4. claims each one's current step (a compare-and-swap: of several serving engines exactly
    one wins; an expired lease is taken over and `WorkerRecovered` recorded, as `recover`
    does) and starts the instance's run in this engine with that claim (`Driver.offer`); a
    timed-out wait needs no claim: the run times it out. The run then goes on step after
    step as any run does;
-4. waits for the poll interval on the engine's clock, or less: until a run it started
+5. waits for the poll interval on the engine's clock, or less: until a run it started
    ends (a permit is free again), or until the store's `WorkNotifier.wait_for_work` says
-   new work arrived (a store that implements it: PostgreSQL's ``LISTEN/NOTIFY``).
+   new work arrived (a store that implements it: PostgreSQL's ``LISTEN/NOTIFY``). Such a
+   store is made to listen (``wait_for_work(0)``) before the first poll, so that work
+   committed while that poll reads is announced to the first wait, not lost.
+
+Until cancelled, or until the `stop` event given to `serve` is set: it then takes no more
+work (the driver is halted: no run claims another step, each parks), logs in one line
+which steps are still running, and waits up to `grace` seconds (on the engine's clock) for
+them to end; the engine's ``serve`` then closes the engine (interrupting what is left,
+handing its leases back) and reopens it.
 
 A store failure while reading or claiming is logged and tried again at the next poll. A
 closed queue ends the loop (`QueueClosed`): nothing claimed could run. An
-instance whose registered definition has other step names than the stored ones is skipped
-(logged once). Private to `agentq.workflows.engine`.
+instance whose registered definition has other step names than the stored ones is not
+listed; one whose definition was registered again with other steps after the read is
+skipped (logged once). Private to `agentq.workflows.engine`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, NoReturn
+from typing import Any
 
 from agentq.errors import AgentqError, QueueClosed, WorkflowMismatchError
 from agentq.store import Claimed, ReadyWork, StepState, WorkNotifier
@@ -37,7 +54,7 @@ from agentq.workflows.attempts import claim
 from agentq.workflows.driver import Driver
 from agentq.workflows.registry import Registry, instance_of
 from agentq.workflows.runs import Runs
-from agentq.workflows.workers import LOGGER
+from agentq.workflows.workers import LOGGER, host_prefix, take_back_gone
 
 __all__ = ["Server"]
 
@@ -59,33 +76,83 @@ class Server:
         active = len(self._runs.in_progress()) - self._driver.pausing
         return lane.permits - max(active, lane.running + lane.queued)
 
-    async def serve(self, poll_interval: float) -> NoReturn:
-        """Take up ready work, then wait; forever (until cancelled)."""
+    async def serve(
+        self, poll_interval: float, stop: asyncio.Event | None = None, grace: float = 0.0
+    ) -> None:
+        """Take up ready work, then wait; until cancelled, or until `stop` is set: then take
+        no more work and let the runs in progress go on for up to `grace` seconds."""
         self.serving = True
+        stop = asyncio.Event() if stop is None else stop
         try:
-            while True:
+            await self._listen()  # before the first poll: no news falls between the two
+            while not stop.is_set():
                 if self._driver.queue.closed:  # nothing could run: claims would be lost
                     raise QueueClosed("the engine's queue is closed: serve() stops")
                 try:
                     await self.take_up()
                 except AgentqError as exc:  # the store failed: said, and tried again
                     LOGGER.warning("serve(): reading or claiming ready work failed: %s", exc)
-                await self._idle(poll_interval)
+                await self._idle(poll_interval, stop)
+            await self._wind_down(grace)
         finally:
             self.serving = False
 
+    async def _wind_down(self, grace: float) -> None:
+        """Halt the runs (no more steps claimed), say which steps are still running, then
+        wait up to `grace` seconds (engine clock) for them to end; the caller closes the
+        engine (interrupting what is left, handing its leases back)."""
+        driver, clock = self._driver, self._driver.clock
+        driver.halted = True
+        steps = driver.attempting()
+        if not steps:
+            LOGGER.warning("serve() stops: taking no more work; no step in progress")
+            return
+        LOGGER.warning(
+            "serve() stops: taking no more work; waiting up to %g s for %s in progress (of "
+            "%s), then interrupting what is left and handing its leases back",
+            grace, _count(len(steps), "step"), _listed(steps),
+        )
+        deadline = clock.time() + grace
+        while driver.attempting() and (remaining := deadline - clock.time()) > 0:
+            driver.parked.clear()
+            waits = {
+                asyncio.ensure_future(clock.sleep(remaining)),
+                asyncio.ensure_future(driver.parked.wait()),
+            }
+            try:  # an attempt ended: its run parks, or ends
+                await asyncio.wait(
+                    {*waits, *self._runs.in_progress()}, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
+                await asyncio.gather(*waits, return_exceptions=True)
+        left = driver.attempting()
+        if left:
+            LOGGER.warning(
+                "serve() stops: the %g s grace is over; interrupting %s (of %s): their leases "
+                "are handed back once their bodies stop",
+                grace, _count(len(left), "step"), _listed(left),
+            )
+
+    def reopen(self) -> None:
+        """The engine closed after a graceful stop: its runs may claim steps again."""
+        self._driver.halted = False
+
     async def take_up(self) -> int:
         """Claim and start what is ready and fits in the free permits; how many started."""
-        names = self._registry.names
+        served = self._registry.served
         free = self.free()
-        if not names or free <= 0:
+        if not served or free <= 0:
             return 0
         store, clock = self._driver.store, self._driver.clock
+        for lease in await store.live_leases(clock.time(), host_prefix()):
+            await take_back_gone(store, lease, clock.time())  # a dead sibling's: re-admitted
         # Its own runs are listed too, then skipped: read past them; and read twice what
         # fits, since another serving engine may win some of the claims.
         limit = 2 * free + len(self._runs.in_progress())
         started = 0
-        for work in await store.ready_workflows(clock.time(), names, limit):
+        for work in await store.ready_workflows(clock.time(), served, limit):
             if started == free:
                 break
             if await self._take(work):
@@ -124,8 +191,19 @@ class Server:
             task.add_done_callback(lambda _: self._ended.set())
         return True
 
-    async def _idle(self, seconds: float) -> None:
-        """Wait `seconds` on the clock, or until a run ends or the store knows of new work."""
+    async def _listen(self) -> None:
+        """Make a `WorkNotifier` store listen now (a wait of 0 s), so that work committed
+        while the first poll reads is announced to the first wait instead of being lost."""
+        store = self._driver.store
+        if isinstance(store, WorkNotifier):
+            try:
+                await store.wait_for_work(0)
+            except AgentqError as exc:  # said; each wait tries again
+                LOGGER.warning("serve(): wait_for_work failed: %s", exc)
+
+    async def _idle(self, seconds: float, stop: asyncio.Event) -> None:
+        """Wait `seconds` on the clock, or until a run ends, the store knows of new work or
+        `stop` is set."""
         clock, store = self._driver.clock, self._driver.store
         if self._ended.is_set():  # a permit is free again: look at once
             self._ended.clear()
@@ -134,6 +212,7 @@ class Server:
         waits: set[asyncio.Future[Any]] = {
             asyncio.ensure_future(clock.sleep(seconds)),
             asyncio.ensure_future(self._ended.wait()),
+            asyncio.ensure_future(stop.wait()),
         }
         notified = None
         if isinstance(store, WorkNotifier):
@@ -150,3 +229,13 @@ class Server:
             # A broken hook must not make the loop spin: poll on the clock this time.
             LOGGER.warning("serve(): wait_for_work failed: %s", notified.exception())
             await clock.sleep(seconds)
+
+
+def _count(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _listed(ids: list[str], most: int = 5) -> str:
+    """Workflow ids for one line: the first `most`, then how many more."""
+    shown = ", ".join(repr(i) for i in ids[:most])
+    return shown if len(ids) <= most else f"{shown} and {len(ids) - most} more"

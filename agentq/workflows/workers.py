@@ -17,8 +17,10 @@ that share a host name and a database file but not a pid namespace should give t
 explicit worker ids.
 
 `take_back` does the taking back (and logs it, through ``logging.getLogger("agentq")``), for
-the driver and for `recover`; `held_message` is the warning a run logs once per wait when it
-must wait for a live lease instead.
+the driver and for `recover`; `take_back_gone` does it for a serving engine, which reads the
+live leases of its host (`host_prefix`, `DurableStore.live_leases`) at every poll;
+`held_message` is the warning a run logs once per wait when it must wait for a live lease
+instead.
 """
 
 from __future__ import annotations
@@ -39,9 +41,11 @@ __all__ = [
     "default_worker_id",
     "gone_reason",
     "held_message",
+    "host_prefix",
     "lost_message",
     "parse_worker_id",
     "take_back",
+    "take_back_gone",
 ]
 
 LOGGER = logging.getLogger("agentq")
@@ -137,13 +141,34 @@ async def take_back(store: DurableStore, row: StepRow, now: float) -> Execution 
         execution = replace(execution, attempt=max(execution.attempt, 1))
         await store.release_dead(execution, now, reason)  # lifts the fence; no event
         return None
+    return execution if await _release(store, execution, now, reason) else None
+
+
+async def take_back_gone(store: DurableStore, execution: Execution, now: float) -> bool:
+    """Take back a live lease (`DurableStore.live_leases`) if its worker is gone.
+
+    As `take_back`: records `WorkerRecovered` with the reason and logs it at WARNING.
+
+    Returns:
+        True if taken back; False if its worker may be alive or the lease changed meanwhile.
+    """
+    reason = gone_reason(execution.worker_id)
+    return reason is not None and await _release(store, execution, now, reason)
+
+
+def host_prefix() -> str:
+    """The prefix of the default worker ids of this host: ``"{host}:"``."""
+    return f"{socket.gethostname()}:"
+
+
+async def _release(store: DurableStore, execution: Execution, now: float, reason: str) -> bool:
     if not await store.release_dead(execution, now, reason):
-        return None
+        return False
     LOGGER.warning(
         "step %r of workflow %r: %s; its lease is taken back at once",
-        row.step_name, row.workflow_id, reason,
+        execution.step_name, execution.workflow_id, reason,
     )
-    return execution
+    return True
 
 
 def held_message(

@@ -93,11 +93,14 @@ async def test_sqlite_reopened_reads_the_definition(tmp_path: Path) -> None:
 
 
 async def ready(
-    store: DurableStore, now: float, *names: str, limit: int = 50
+    store: DurableStore, now: float, *names: str, limit: int = 50, steps: tuple[str, ...] = ()
 ) -> list[tuple[str, int, str]]:
+    """The ready work of definitions `names`, each with step names `steps` (default: those
+    the tests below start them with)."""
+    served = {n: steps or (("x",) if n in ("b", "d") else ("x", "y")) for n in names}
     return [
         (r.workflow.workflow_id, r.step_index, str(r.state))
-        for r in await store.ready_workflows(now, names, limit)
+        for r in await store.ready_workflows(now, served, limit)
     ]
 
 
@@ -112,7 +115,7 @@ async def test_ready_lists_pending_current_steps_of_the_given_definitions(
     assert await ready(store, T0, "a") == [("a1", 0, "pending"), ("a2", 1, "pending")]
     assert await ready(store, T0, "a", "b", limit=2) == [("a1", 0, "pending"), ("b1", 0, "pending")]
     assert await ready(store, T0, "c") == [] and await ready(store, T0) == []
-    [work] = await store.ready_workflows(T0, ["b"], 1)
+    [work] = await store.ready_workflows(T0, {"b": ["x"]}, 1)
     assert work.workflow == await store.get_workflow("b1")
 
 
@@ -140,21 +143,44 @@ async def test_ready_lists_waits_whose_deadline_passed(store: DurableStore) -> N
     await store.wait_step(ex, "ok?", T0, key="k", deadline=T0 + 60)
     ex = (await store.claim_step("forever", 0, "w1", 10.0, T0)).execution  # type: ignore[union-attr]
     await store.wait_step(ex, "ok?", T0)
-    assert await ready(store, T0 + 59, "d") == []
+    assert await ready(store, T0 + 59, "d") == []  # definition "d" has step "x"
     assert await ready(store, T0 + 60, "d") == [("timed", 0, "waiting")]
     await store.resume_step("forever", 0, "yes", T0 + 61)
     assert await ready(store, T0 + 61, "d") == [("timed", 0, "waiting"), ("forever", 0, "pending")]
 
 
+async def test_ready_finds_the_work_it_can_run_however_much_other_work_waits(
+    store: DurableStore,
+) -> None:
+    """Issue 20, fault 7: instances of other definitions, and instances of the served name
+    started with other steps (an old version, another service), are never listed, so they
+    never take the places of the work that fits, whatever the limit."""
+    for i in range(15):
+        await store.start_workflow(f"old-{i}", ["x"], None, T0, definition="job")
+        await store.start_workflow(f"other-{i}", ["x", "y"], None, T0, definition="other")
+    await store.start_workflow("new", ["x", "y"], None, T0, definition="job")
+    await store.start_workflow("wide", ["é", "名 2"], None, T0, definition="wide")
+    assert await ready(store, T0, "job", limit=1) == [("new", 0, "pending")]
+    assert await ready(store, T0, "job", "wide", limit=2, steps=("x", "y")) == [
+        ("new", 0, "pending")]
+    assert await ready(store, T0, "wide", steps=("é", "名 2")) == [("wide", 0, "pending")]
+    assert await ready(store, T0, "wide", steps=("é",)) == []
+    assert len(await ready(store, T0, "job", limit=50, steps=("x",))) == 15
+
+
 @pytest.mark.parametrize(
     ("now", "names", "limit", "error"),
     [
-        (float("nan"), ["d"], 1, ValueError),
+        (float("nan"), {"d": ["x"]}, 1, ValueError),
         (T0, "d", 1, TypeError),
-        (T0, [1], 1, TypeError),
-        (T0, ["d"], 0, ValueError),
-        (T0, ["d"], 1.5, TypeError),
-        (T0, ["d"], True, TypeError),
+        (T0, ["d"], 1, TypeError),
+        (T0, {1: ["x"]}, 1, TypeError),
+        (T0, {"d": "x"}, 1, TypeError),
+        (T0, {"d": [1]}, 1, TypeError),
+        (T0, {"d": []}, 1, ValueError),
+        (T0, {"d": ["x"]}, 0, ValueError),
+        (T0, {"d": ["x"]}, 1.5, TypeError),
+        (T0, {"d": ["x"]}, True, TypeError),
     ],
 )
 async def test_ready_refuses_bad_arguments(

@@ -373,3 +373,26 @@ async def test_the_projection_after_crashes_and_retries_is_a_replay(store: Durab
     assert [s for _, rows in replayed for _, s in sorted(rows.steps.items())] == live_steps
     await store.rebuild_projection()
     assert await store.step_rows() == live_steps
+
+
+async def test_live_leases_lists_the_live_leases_of_worker_ids_with_a_prefix(
+    store: DurableStore,
+) -> None:
+    """What a serving engine reads to take back a dead sibling's leases (issue 20, fault 8)."""
+    holders = {"w1": "h_1:10:aaaaaaaa", "w2": "h_1:11:bbbbbbbb", "w3": "hx1:12:cccccccc",
+               "w4": "h_1:13:dddddddd"}
+    for i, (wid, holder) in enumerate(holders.items()):
+        await store.start_workflow(wid, ["x"], None, T0)
+        execution = await claim(store, wid, 0, holder, 30.0 - i)
+    await store.complete_step(execution, "done", T0)  # w4's: no longer leased
+    leases = await store.live_leases(T0, "h_1:")
+    assert [(e.workflow_id, e.worker_id, e.expires_at) for e in leases] == [
+        ("w2", "h_1:11:bbbbbbbb", T0 + 29.0), ("w1", "h_1:10:aaaaaaaa", T0 + 30.0)]
+    assert [e.workflow_id for e in await store.live_leases(T0 + 29.0, "h_1:")] == ["w2", "w1"]
+    assert [e.workflow_id for e in await store.live_leases(T0 + 29.5, "h_1:")] == ["w1"]
+    assert [e.workflow_id for e in await store.live_leases(T0, "")] == ["w3", "w2", "w1"]
+    assert await store.live_leases(T0, "h") != [] and await store.live_leases(T0, "h%") == []
+    with pytest.raises(TypeError, match="worker_prefix"):
+        await store.live_leases(T0, None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        await store.live_leases(float("nan"), "h")

@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -413,10 +414,10 @@ async def test_ready_workflows_skips_a_workflow_another_transaction_holds(
         other.execute(
             f"SELECT 1 FROM {pg.schema}.workflows WHERE workflow_id = %s FOR UPDATE", (b"wf1",)
         )
-        ready = await pg.ready_workflows(T0, ["d"], 10)
+        ready = await pg.ready_workflows(T0, {"d": ["a"]}, 10)
         assert [r.workflow.workflow_id for r in ready] == ["wf0", "wf2"]
         other.rollback()
-    ready = await pg.ready_workflows(T0, ["d"], 10)
+    ready = await pg.ready_workflows(T0, {"d": ["a"]}, 10)
     assert [(r.workflow.workflow_id, r.workflow.definition) for r in ready] == [
         ("wf0", "d"), ("wf1", "d"), ("wf2", "d")]
 
@@ -477,6 +478,52 @@ async def test_a_serving_engine_notices_new_work_at_once_through_notify(
             serving.cancel()
             await asyncio.gather(serving, return_exceptions=True)
         assert [s.output for s in await elsewhere.step_rows("wf")] == ["a:7", "b:7"]
+
+
+async def test_work_committed_during_the_first_poll_wakes_the_serving_engine_at_once(
+    pg_target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20, fault 6: the engine listens before it polls. Here another process starts
+    an instance while the first poll reads (after its query saw nothing): were LISTEN to
+    start only after that poll, the notification would be lost and the instance would wait
+    for the next poll, an hour away on a clock that never moves."""
+    clock = FakeClock()
+
+    async def body(ctx: StepContext) -> str:
+        return f"{ctx.step_name}:{ctx.input}"
+
+    job = WorkflowDef("job", [StepDef("a", body)])
+    async with (
+        PostgresStore(pg_target.dsn, schema=pg_target.schema) as served,
+        PostgresStore(pg_target.dsn, schema=pg_target.schema) as elsewhere,
+        Queue({Priority.MEDIUM: LaneConfig(capacity=10, permits=2)}, clock=clock) as queue,
+    ):
+        read = served.ready_workflows
+        polls = 0
+
+        async def first_poll_then_commit(*args: Any) -> Any:
+            nonlocal polls
+            found = await read(*args)
+            polls += 1
+            if polls == 1:  # between this poll's query and the engine's next wait
+                await elsewhere.start_workflow("wf", ["a"], 7, clock.time(), definition="job")
+            return found
+
+        monkeypatch.setattr(served, "ready_workflows", first_poll_then_commit)
+        engine = WorkflowEngine(queue, served, worker_id="server", clock=clock)
+        engine.register(job)
+        serving = asyncio.ensure_future(engine.serve(poll_interval=3600.0))
+        try:
+            async with asyncio.timeout(20):  # the clock stays put: only NOTIFY can do it
+                while True:
+                    row = await elsewhere.get_workflow("wf")
+                    if row is not None and row.state is WorkflowState.COMPLETED:
+                        break
+                    await asyncio.sleep(0.01)
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+        assert polls >= 2
 
 
 async def test_connections_use_tcp_keepalives_unless_the_dsn_sets_its_own(

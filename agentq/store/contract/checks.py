@@ -13,7 +13,7 @@ surrogates and NUL characters are written as backslash escapes, and text longer 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentq.codec import MAX_TEXT_CHARS, decode, encode, storable_text
@@ -232,27 +232,51 @@ def check_job_save(
     return key, fingerprint, value, text, done, expires
 
 
-def check_ready(
-    now: object, definitions: object, limit: object
-) -> tuple[float, tuple[str, ...], int]:
-    """Validate the arguments of `DurableStore.ready_workflows`: ``(now, names, limit)``.
+def check_prefix(value: object) -> str:
+    """Return a worker id prefix (a str, "" included) as given.
 
     Raises:
-        TypeError: `definitions` is a str or not an iterable of str; `limit` is not an int.
-        ValueError: `limit` is not >= 1; `now` is not finite.
+        TypeError: `value` is not a str.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"worker_prefix must be a str, got {value!r:.80}")
+    return value
+
+
+def check_ready(
+    now: object, definitions: object, limit: object
+) -> tuple[float, dict[str, tuple[str, ...]], int]:
+    """Validate the arguments of `DurableStore.ready_workflows`: ``(now, served, limit)``,
+    `served` a new dict of definition name -> tuple of step names.
+
+    Raises:
+        TypeError: `definitions` is not a mapping of str names to sequences of str step
+            names; `limit` is not an int.
+        ValueError: A definition has no step names; `limit` is not >= 1; `now` is not
+            finite.
     """
     at = check_number(now, "now")
-    if isinstance(definitions, str | bytes) or not isinstance(definitions, Iterable):
+    if not isinstance(definitions, Mapping):
         raise TypeError(
-            f"definitions must be an iterable of definition names, got {definitions!r:.80}"
+            "definitions must map definition names to their step names, got "
+            f"{definitions!r:.80}"
         )
-    names = tuple(dict.fromkeys(definitions))
-    for name in names:
+    served: dict[str, tuple[str, ...]] = {}
+    for name, steps in definitions.items():
         if not isinstance(name, str):
-            raise TypeError(f"definitions must hold str names, got {name!r:.80}")
+            raise TypeError(f"definitions must have str names, got {name!r:.80}")
+        if isinstance(steps, str | bytes) or not isinstance(steps, Sequence):
+            raise TypeError(
+                f"definition {name!r} must map to a sequence of step names, got {steps!r:.80}"
+            )
+        if not steps or not all(isinstance(step, str) for step in steps):
+            raise (TypeError if steps else ValueError)(
+                f"definition {name!r} must map to step names (str), got {steps!r:.80}"
+            )
+        served[name] = tuple(steps)
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise TypeError(f"limit must be an int >= 1, got {limit!r}")
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit!r}")
-    return at, names, limit
+    return at, served, limit
 

@@ -9,7 +9,7 @@ backend's exception as ``__cause__``) when the backend fails.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from agentq.events import Event
@@ -34,12 +34,32 @@ class DurableReads(Protocol):
         """
         ...
 
+    async def live_leases(self, now: float, worker_prefix: str) -> list[Execution]:
+        """Return the leases live at `now` (``now <= expires_at``) whose holder's worker id
+        starts with `worker_prefix`.
+
+        A serving engine reads those of its own host (``"{host}:"``, see
+        ``agentq.workflows.workers``) to take back at once the leases of a sibling process
+        that died, as `recover` does. One small read (the leased steps, by expiry).
+
+        Args:
+            now: Unix seconds.
+            worker_prefix: A prefix of worker ids (a str; "" lists every live lease).
+
+        Returns:
+            Ordered by ``expires_at``, then workflow id, then step index.
+
+        Raises:
+            TypeError / ValueError: A bad argument (the message names it).
+        """
+        ...
+
     async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
         """Return one workflow's row, or None."""
         ...
 
     async def ready_workflows(
-        self, now: float, definitions: Iterable[str], limit: int
+        self, now: float, definitions: Mapping[str, Sequence[str]], limit: int
     ) -> list[ReadyWork]:
         """Return open workflows of these definitions whose current step is ready at `now`.
 
@@ -52,15 +72,21 @@ class DurableReads(Protocol):
 
         Args:
             now: Unix seconds.
-            definitions: Names of `WorkflowDef`s; workflows of other definitions, and plain
-                workflows, are never listed. Empty: nothing is listed.
+            definitions: The served `WorkflowDef`s: each name mapped to its step names.
+                Only instances of these names started with these very steps are listed;
+                instances of other definitions, instances of a listed name started with
+                other steps (an old version, another service's definition of that name)
+                and plain workflows are never listed, so that however many of them wait,
+                they never take the places of the work the caller can run. Empty: nothing
+                is listed.
             limit: At most this many (an int >= 1), in the order the workflows started.
 
         Returns:
             One `ReadyWork` per workflow (its row, the step's index and state).
 
         Raises:
-            TypeError / ValueError: A bad argument (the message names it).
+            TypeError / ValueError: A bad argument (the message names it), e.g. names
+                given without their step names.
         """
         ...
 

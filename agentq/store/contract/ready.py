@@ -82,6 +82,10 @@ class WorkNotifier(Protocol):
     async def wait_for_work(self, timeout: float) -> bool:  # noqa: ASYNC109 - a poll bound
         """Wait until new work may be ready, at most `timeout` seconds.
 
+        A store that listens lazily starts listening at its first call; a call with a
+        `timeout` of 0 only makes sure it listens (and returns at once), so that news
+        committed after it returns wakes a later call.
+
         Returns:
             True if the store was told of new work (a started, resumed, retried or
             re-admitted workflow; a completed step), False once `timeout` has passed. A

@@ -11,7 +11,7 @@ purge of `save_job`).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from agentq.errors import StoreError
@@ -23,13 +23,21 @@ from agentq.store.contract.checks import (
     check_job_save,
     check_now,
     check_number,
+    check_prefix,
     check_ready,
     check_seq,
     check_state,
 )
 from agentq.store.contract.claims import Execution, execution_of, is_expired
 from agentq.store.contract.ready import ReadyWork, current_step, is_ready
-from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState, event_row
+from agentq.store.contract.rows import (
+    CallRow,
+    StepRow,
+    StepState,
+    WorkflowRow,
+    WorkflowState,
+    event_row,
+)
 from agentq.store.memory.detach import detached
 from agentq.store.rules.projection import replay
 from agentq.store.rules.tx import Draft
@@ -218,22 +226,36 @@ class MemoryStore(RuleStore):
         rows.sort(key=lambda r: (r.lease_expires_at, r.workflow_id, r.step_index))
         return [execution_of(r) for r in rows]
 
+    async def live_leases(self, now: float, worker_prefix: str) -> list[Execution]:
+        """See `DurableStore.live_leases`."""
+        self._check()
+        now, prefix = check_now(now)[0], check_prefix(worker_prefix)
+        rows = [
+            r for steps in self._steps.values() for r in steps
+            if r.state is StepState.LEASED and r.lease_expires_at is not None
+            and now <= r.lease_expires_at and (r.worker_id or "").startswith(prefix)
+        ]
+        rows.sort(key=lambda r: (r.lease_expires_at, r.workflow_id, r.step_index))
+        return [execution_of(r) for r in rows]
+
     async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
         """See `DurableStore.get_workflow`."""
         self._check()
         return detached(self._workflows.get(validate_key(workflow_id, "workflow id")))
 
     async def ready_workflows(
-        self, now: float, definitions: Iterable[str], limit: int
+        self, now: float, definitions: Mapping[str, Sequence[str]], limit: int
     ) -> list[ReadyWork]:
         """See `DurableStore.ready_workflows`."""
         self._check()
-        at, names, most = check_ready(now, definitions, limit)
+        at, served, most = check_ready(now, definitions, limit)
         found: list[ReadyWork] = []
         for wf in self._workflows.values():  # in start order
             if len(found) == most:
                 break
-            if wf.definition not in names or wf.state.closed:
+            if wf.definition is None or served.get(wf.definition) != wf.step_names:
+                continue
+            if wf.state.closed:
                 continue
             step = current_step(self._steps.get(wf.workflow_id, ()))
             if step is not None and is_ready(wf, step, at):

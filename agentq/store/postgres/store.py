@@ -266,7 +266,9 @@ class PostgresStore(SqlStore):
         scheduled, a wait timed out) notifies the store's channel at commit; this returns
         True as soon as a notification arrives. It listens on a connection of its own, made
         at the first call and made again after it drops (the call that finds it dropped
-        returns True at once, so that the caller polls). The wait runs in the caller's task.
+        returns True at once, so that the caller polls); a `timeout` of 0 only makes sure it
+        listens (a serving engine calls it so before its first poll). The wait runs in the
+        caller's task.
 
         Args:
             timeout: Seconds, >= 0.

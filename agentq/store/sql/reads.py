@@ -11,6 +11,7 @@ texts are built once per dialect, so each driver's statement cache finds them ag
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ __all__ = [
     "calls",
     "event_rows",
     "expired_leases",
+    "live_leases",
     "get_workflow",
     "last_seq",
     "load_events",
@@ -165,6 +167,18 @@ def expired_leases(conn: Connection, d: Dialect, now: float) -> list[Execution]:
     return [execution_of(step_row(r)) for r in conn.execute(sql, (now,))]
 
 
+def live_leases(conn: Connection, d: Dialect, now: float, prefix: str) -> list[Execution]:
+    """Return the leases with ``now <= expires_at`` whose worker id starts with `prefix`,
+    by expiry (``substr``, not ``LIKE``: a host name's ``_`` is no wildcard)."""
+    sql = d.sql(
+        f"SELECT {STEP_COLUMNS} FROM steps WHERE state = 'leased' AND lease_expires_at >= ? "
+        "AND substr(worker_id, 1, length(?)) = ? "
+        "ORDER BY lease_expires_at, workflow_id, step_index"
+    )
+    key = d.key(prefix)
+    return [execution_of(step_row(r)) for r in conn.execute(sql, (now, key, key))]
+
+
 def _where(d: Dialect, workflow_id: str | None, after_seq: int) -> tuple[str, tuple[Any, ...]]:
     if workflow_id is None:
         return "seq > ?", (after_seq,)
@@ -218,14 +232,17 @@ def last_seq(conn: Connection, d: Dialect) -> int:
     return 0 if r is None else int(r[0])
 
 
-# `agentq.store.contract.ready.is_ready` as SQL; {names} is the definitions' list, {lock} the
-# dialect's row locks (PostgreSQL: FOR UPDATE SKIP LOCKED, a claim in flight is left to it).
+# `agentq.store.contract.ready.is_ready` as SQL; {names} is the definitions' list, {steps}
+# each one's step names (``WHEN name THEN json``: an instance started with other steps is
+# not listed), {lock} the dialect's row locks (PostgreSQL: FOR UPDATE SKIP LOCKED, a claim in
+# flight is left to it).
 _READY = (
     "WITH ready AS (SELECT w.workflow_id AS wid, s.step_index AS idx, s.state AS sstate,"
     " w.started_seq AS started FROM workflows AS w JOIN steps AS s"
     " ON s.workflow_id = w.workflow_id AND s.step_index = (SELECT min(step_index) FROM steps"
     " WHERE workflow_id = w.workflow_id AND state <> 'completed')"
-    " WHERE w.definition {names} AND w.state IN ('running', 'waiting') AND ("
+    " WHERE w.definition {names} AND w.step_names = CASE w.definition {steps} END"
+    " AND w.state IN ('running', 'waiting') AND ("
     "(w.state = 'running' AND s.state = 'pending' AND (s.retry_at IS NULL OR s.retry_at <= ?))"
     " OR (w.state = 'running' AND s.state = 'leased' AND s.lease_expires_at < ?)"
     " OR (w.state = 'waiting' AND s.state = 'waiting' AND s.wait_deadline <= ?))"
@@ -239,20 +256,29 @@ _READY = (
 
 
 def ready_workflows(
-    conn: Connection, d: Dialect, now: float, names: tuple[str, ...], limit: int
+    conn: Connection, d: Dialect, now: float, served: dict[str, tuple[str, ...]], limit: int
 ) -> list[ReadyWork]:
-    """Return up to `limit` open workflows of `names` whose current step is ready at `now`
+    """Return up to `limit` open workflows of the definitions `served` (name -> step names)
+    started with those steps, whose current step is ready at `now`
     (`agentq.store.contract.ready.is_ready`, as SQL), in start order (skipping rows locked now where
     the dialect locks)."""
-    if not names:
+    if not served:
         return []
-    keys = [d.key(n) for n in names]
+    keys = [d.key(n) for n in served]
+    cases = [p for n, key in zip(served.values(), keys, strict=True) for p in (key, _names(n))]
+    steps = " ".join(["WHEN ? THEN ?"] * len(keys))
     if d.names_one_param:
-        among, params = "= ANY(?)", (keys, now, now, now, limit)
+        among, params = "= ANY(?)", (keys, *cases, now, now, now, limit)
     else:
-        among, params = f"IN ({', '.join('?' * len(names))})", (*keys, now, now, now, limit)
-    sql = d.sql(_READY.format(names=among, lock=d.ready_lock))
+        among = f"IN ({', '.join('?' * len(keys))})"
+        params = (*keys, *cases, now, now, now, limit)
+    sql = d.sql(_READY.format(names=among, steps=steps, lock=d.ready_lock))
     return [
         ReadyWork(workflow_row(r), r[WORKFLOW_WIDTH], StepState(r[WORKFLOW_WIDTH + 1]))
         for r in conn.execute(sql, params)
     ]
+
+
+def _names(steps: tuple[str, ...]) -> str:
+    """Step names as the stores write them into ``workflows.step_names`` (compact JSON)."""
+    return json.dumps(list(steps), ensure_ascii=False, separators=(",", ":"))

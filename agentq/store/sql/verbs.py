@@ -8,7 +8,7 @@ in how a query reaches a connection (`_read`) and in a few store-specific pieces
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import agentq.store.sql.reads as q
@@ -19,6 +19,7 @@ from agentq.store.contract.checks import (
     check_index,
     check_now,
     check_number,
+    check_prefix,
     check_ready,
     check_seq,
     check_state,
@@ -85,13 +86,18 @@ class SqlStore(RuleStore):
         now, _ = check_now(now)
         return await self._read(q.expired_leases, self.sql.dialect, now)
 
+    async def live_leases(self, now: float, worker_prefix: str) -> list[Execution]:
+        """See `DurableStore.live_leases`."""
+        now, prefix = check_now(now)[0], check_prefix(worker_prefix)
+        return await self._read(q.live_leases, self.sql.dialect, now, prefix)
+
     async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
         """See `DurableStore.get_workflow`."""
         workflow_id = validate_key(workflow_id, "workflow id")
         return await self._read(q.get_workflow, self.sql.dialect, workflow_id)
 
     async def ready_workflows(
-        self, now: float, definitions: Iterable[str], limit: int
+        self, now: float, definitions: Mapping[str, Sequence[str]], limit: int
     ) -> list[ReadyWork]:
         """See `DurableStore.ready_workflows`.
 
@@ -100,8 +106,8 @@ class SqlStore(RuleStore):
         serving engines polling together spread over the ready work instead of all reaching
         for the same workflow. Nothing is claimed: the lock ends with the statement.
         """
-        at, names, most = check_ready(now, definitions, limit)
-        return await self._read(q.ready_workflows, self.sql.dialect, at, names, most)
+        at, served, most = check_ready(now, definitions, limit)
+        return await self._read(q.ready_workflows, self.sql.dialect, at, served, most)
 
     async def workflows(self, state: WorkflowState | None = None) -> list[WorkflowRow]:
         """See `DurableStore.workflows`."""

@@ -82,7 +82,8 @@ def ls(
 
     async def work(s: DurableStore) -> None:
         page, steps = await workflow_page(
-            s, None if state is None else WorkflowState(state), after, rows_wanted
+            s, None if state is None else WorkflowState(state), after, rows_wanted,
+            with_steps=not as_json,
         )
         lines = None
         if as_json:

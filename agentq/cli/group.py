@@ -71,6 +71,7 @@ def say(message: str, *, err: bool = False) -> None:
 
 
 def fail(message: object) -> NoReturn:
+    """Print ``agentq: <message>`` as one literal line on stderr and exit with code 1."""
     first, *more = str(message).strip().splitlines() or [""]
     # one line, as promised: a driver's hint on further lines ("Is the server running…?")
     # is joined onto it
@@ -112,9 +113,10 @@ def run_on(target: str, work: Callable[[DurableStore], Awaitable[T]]) -> T:
 
 
 def settings(ctx: click.Context) -> Settings:
-    settings = ctx.ensure_object(Settings)
-    assert isinstance(settings, Settings)
-    return settings
+    """The `Settings` of this run (the test's ``obj``, else made with the defaults)."""
+    found = ctx.ensure_object(Settings)
+    assert isinstance(found, Settings)
+    return found
 
 
 @contextmanager
@@ -155,7 +157,6 @@ def _version() -> str:
 
 STORE = click.argument("store", metavar="STORE")
 WORKFLOW = click.argument("workflow_id", metavar="WORKFLOW_ID")
-
 
 
 @click.group(cls=LiteralGroup, context_settings={"help_option_names": ["-h", "--help"]})

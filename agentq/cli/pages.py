@@ -54,9 +54,12 @@ class Page(Generic[R]):
 
 
 async def workflow_page(
-    store: DurableStore, state: WorkflowState | None, after: str | None, limit: int | None
+    store: DurableStore, state: WorkflowState | None, after: str | None, limit: int | None,
+    *, with_steps: bool = True,
 ) -> tuple[Page[WorkflowRow], list[StepRow]]:
-    """The workflows of one page, in the order they started, and their step rows.
+    """The workflows of one page, in the order they started, and (`with_steps`) their step
+    rows: one read of the workflows, and one of each listed workflow's steps (of all the
+    steps at once when `limit` is None).
 
     Args:
         store: The open store.
@@ -64,10 +67,11 @@ async def workflow_page(
         after: The id of the workflow the previous page ended with (its place in the start
             order counts, whatever its state now), or None from the first.
         limit: At most this many rows (>= 1), or None for every one.
+        with_steps: Read the page's step rows (the table's progress column); False: none.
 
     Returns:
-        The page (``total``: the workflows in `state` after the cursor and before it) and
-        the step rows of its workflows.
+        The page (``total``: the workflows in `state`, on every page) and the step rows of
+        its workflows (empty unless `with_steps`).
 
     Raises:
         Refused: `after` is not a workflow of this store.
@@ -82,7 +86,9 @@ async def workflow_page(
     rest = [wf for wf in every[start:] if state is None or wf.state is state]
     rows = rest if limit is None else rest[:limit]
     cursor = rows[-1].workflow_id if len(rest) > len(rows) else None
-    if limit is None:
+    if not with_steps:
+        steps = []
+    elif limit is None:
         steps = await store.step_rows()
     else:
         steps = [step for wf in rows for step in await store.step_rows(wf.workflow_id)]

@@ -12,14 +12,16 @@ copy, a few tens of milliseconds) and returns its DSN.
 
 Run by hand: ``python -m tests.pg_cluster`` starts a cluster, prints its DSN and waits for
 Enter (without a terminal: for SIGINT or SIGTERM, never a prompt), then stops it;
-``--help`` says so and starts nothing. ``python -m tests.pg_cluster --install`` only makes sure PostgreSQL is
-installed (``make test`` runs it first, so that apt-get does not run inside a test's timeout);
-it exits 1 with the reason when it cannot be, and the PostgreSQL tests then fail with it.
+``--help`` says so and starts nothing. ``python -m tests.pg_cluster --install`` only makes
+sure PostgreSQL is installed (``make test`` runs it first, so that apt-get does not run
+inside a test's timeout); it exits 1 with the reason when it cannot be, and the PostgreSQL
+tests then fail with it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import shutil
@@ -261,10 +263,8 @@ def ensure_installed() -> None:
 def _wait_for_stop() -> None:
     """Wait for Enter at a terminal; without one (stdin not a TTY), for SIGINT or SIGTERM."""
     if sys.stdin.isatty():
-        try:
+        with contextlib.suppress(EOFError, KeyboardInterrupt):
             input("PostgreSQL is running; press Enter (or Ctrl-C) to stop it. ")
-        except (EOFError, KeyboardInterrupt):
-            pass
         return
     print("PostgreSQL is running; send SIGINT or SIGTERM to stop it.", file=sys.stderr,
           flush=True)

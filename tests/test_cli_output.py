@@ -288,3 +288,16 @@ def test_pg_cluster_help_starts_nothing_and_needs_no_terminal() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: python -m tests.pg_cluster")
     assert "--install" in done.stdout and "postgresql://" not in done.stdout
+
+
+def test_visible_escapes_every_kind_and_keeps_text() -> None:
+    from agentq.cli.literal import json_line, visible
+
+    kept = "café 東京 a\u00a0b 🙂 …"
+    assert visible(kept) == kept
+    assert visible("a\x1bb\x9bc\x7fd\u202ee\u2066f\u200bg\u2028h\ni\U000e0041") == (
+        "a\\x1bb\\x9bc\\x7fd\\u202ee\\u2066f\\u200bg\\u2028h\\ni\\U000e0041")
+    value = {"k": f"{kept}\x1b\u202e\U000e0041\ud800"}
+    line = json_line(value)
+    assert raw_controls(line) == [] and "東京" in line
+    assert json.loads(line) == value

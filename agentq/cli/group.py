@@ -34,7 +34,7 @@ from agentq.clock import Clock, SystemClock
 from agentq.errors import AgentqError
 from agentq.store import DurableStore
 
-__all__ = ["STORE", "WORKFLOW", "LiteralGroup", "Settings", "cli", "fail", "run_on", "say",
+__all__ = ["LiteralGroup", "STORE", "Settings", "WORKFLOW", "cli", "fail", "run_on", "say",
            "settings"]
 
 T = TypeVar("T")

@@ -25,11 +25,11 @@ from agentq.store import CallRow, StepRow, StepState, WorkflowRow, shown_call
 
 __all__ = [
     "event_json",
-    "workflow_line",
     "events_table",
     "short",
     "when",
     "workflow_json",
+    "workflow_line",
     "workflow_view",
     "workflows_table",
 ]

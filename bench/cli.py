@@ -2,11 +2,13 @@
 
     python -m bench.cli [--workflows 20000] [--path FILE]
 
-Makes (or reuses) a SQLite store of `--workflows` two-step workflows, every tenth one
-cancelled with a reason, then times each command as a user runs it: ``python -m agentq`` in
-a subprocess (interpreter start-up included), its output to a pipe (no terminal), best of 3
-wall-clock seconds. The machine's load average is printed: numbers are comparable only on a
-quiet machine.
+Makes a SQLite store of `--workflows` two-step workflows, every tenth one cancelled with a
+reason (in a temporary directory; with ``--path``, in FILE, or reuses FILE if it exists),
+then times each command as a user runs it: ``python -m agentq`` in a subprocess
+(interpreter start-up included), its output to a pipe (no terminal), best of 3 wall-clock
+seconds (of 1 for the tables of every row, ``--all`` without ``--json``: about 30 s each).
+The machine's load average is printed: numbers are comparable only on a quiet machine.
+``docs/cli.md`` ("Pages") has the numbers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,18 +60,23 @@ def time_command(path: Path, args: list[str], repeat: int = 3) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.cli", description=__doc__)
     parser.add_argument("--workflows", type=int, default=20_000)
-    parser.add_argument("--path", type=Path, default=Path("/tmp/agentq-bench-cli.db"))
+    parser.add_argument("--path", type=Path, default=None,
+                        help="the store file (reused if it exists); default: a new one in a "
+                        "temporary directory")
     args = parser.parse_args()
-    if not args.path.exists():
-        start = time.perf_counter()
-        asyncio.run(make_store(args.path, args.workflows))
-        print(f"made {args.path} ({args.workflows} workflows) in "
-              f"{time.perf_counter() - start:.1f} s")
-    print(f"load average {os.getloadavg()[0]:.2f}")
-    for command in COMMANDS:
-        print(f"agentq {' '.join(command):28} {time_command(args.path, command):6.2f} s",
-              flush=True)
-    print(f"load average {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.path or Path(tmp) / "cli.db"
+        if not path.exists():
+            start = time.perf_counter()
+            asyncio.run(make_store(path, args.workflows))
+            print(f"made {path} ({args.workflows} workflows) in "
+                  f"{time.perf_counter() - start:.1f} s")
+        print(f"load average {os.getloadavg()[0]:.2f}")
+        for command in COMMANDS:
+            repeat = 1 if "--all" in command and "--json" not in command else 3
+            seconds = time_command(path, command, repeat)
+            print(f"agentq {' '.join(command):28} {seconds:6.2f} s", flush=True)
+        print(f"load average {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

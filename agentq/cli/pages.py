@@ -2,9 +2,10 @@
 
 A listing shows `DEFAULT_LIMIT` rows unless told otherwise (``--limit N``, or ``--all``), and
 when more rows follow it ends with one line naming the cursor of the next page (``--after``
-the last workflow id, or the last event's sequence number). A page of workflows reads the
-store's rows once and the step rows of the page's workflows only, so printing a page costs
-the same on a store of 20,000 workflows as on one of 50.
+the last workflow id, or the last event's sequence number). A page of events is one
+``LIMIT``ed read of the log; a page of workflows reads the workflow rows once (the store has
+no paged read of them) and the step rows of the page's workflows only, so its table has 50
+rows to render whatever the store's size (a table of 20,000 takes Rich about 20 s).
 """
 
 from __future__ import annotations

@@ -75,6 +75,7 @@ bench: $(TEST_STAMP)
 	$(PY) -m bench.postgres
 	$(PY) -m bench.tracing
 	$(PY) -m bench.scale
+	$(PY) -m bench.cli
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -11,16 +11,21 @@ authentication, loopback only. `Cluster.stop()` stops it and deletes the directo
 copy, a few tens of milliseconds) and returns its DSN.
 
 Run by hand: ``python -m tests.pg_cluster`` starts a cluster, prints its DSN and waits for
-Enter, then stops it. ``python -m tests.pg_cluster --install`` only makes sure PostgreSQL is
-installed (``make test`` runs it first, so that apt-get does not run inside a test's timeout);
-it exits 1 with the reason when it cannot be, and the PostgreSQL tests then fail with it.
+Enter (without a terminal: for SIGINT or SIGTERM, never a prompt), then stops it;
+``--help`` says so and starts nothing. ``python -m tests.pg_cluster --install`` only makes
+sure PostgreSQL is installed (``make test`` runs it first, so that apt-get does not run
+inside a test's timeout); it exits 1 with the reason when it cannot be, and the PostgreSQL
+tests then fail with it.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -255,18 +260,50 @@ def ensure_installed() -> None:
         _install()
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["--install"]:
-    if os.environ.get("AGENTQ_SKIP_PG") == "1":
-        sys.exit(0)
-    try:
-        ensure_installed()
-    except PostgresUnavailable as exc:
-        print(f"pg_cluster: {exc}", file=sys.stderr)
-        sys.exit(1)
-elif __name__ == "__main__":
+def _wait_for_stop() -> None:
+    """Wait for Enter at a terminal; without one (stdin not a TTY), for SIGINT or SIGTERM."""
+    if sys.stdin.isatty():
+        with contextlib.suppress(EOFError, KeyboardInterrupt):
+            input("PostgreSQL is running; press Enter (or Ctrl-C) to stop it. ")
+        return
+    print("PostgreSQL is running; send SIGINT or SIGTERM to stop it.", file=sys.stderr,
+          flush=True)
+    stop = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+    signal.sigwait(stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.pg_cluster [--install]``; returns the exit code."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.pg_cluster",
+        description="Start a throwaway PostgreSQL cluster, print its DSN on stdout and stop "
+        "it (and delete its directory) on Enter, or, without a terminal, on SIGINT or "
+        "SIGTERM.",
+    )
+    parser.add_argument(
+        "--install", action="store_true",
+        help="only make sure PostgreSQL is installed (apt-get as root) and exit: 0 when it "
+        "is, 1 with the reason when it cannot be (AGENTQ_SKIP_PG=1: exit 0 at once)",
+    )
+    args = parser.parse_args(argv)
+    if args.install:
+        if os.environ.get("AGENTQ_SKIP_PG") == "1":
+            return 0
+        try:
+            ensure_installed()
+        except PostgresUnavailable as exc:
+            print(f"pg_cluster: {exc}", file=sys.stderr)
+            return 1
+        return 0
     cluster = Cluster().start()
     try:
         print(cluster.dsn(), flush=True)
-        input("PostgreSQL is running; press Enter to stop it. ")
+        _wait_for_stop()
     finally:
         cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

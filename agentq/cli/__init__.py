@@ -7,13 +7,19 @@ is the guide. The top layer: it reaches the rest of agentq only through public p
 
 Reading order (each module imports only the ones below it):
 
-- ``commands``: the click group and its commands; exit codes; the console;
+- ``commands``: the commands (ls, show, events, approve, reject, cancel, retry, export);
 - ``serve``: ``agentq serve MODULE:ATTR``: load the user's engine, serve it, stop on signals;
+- ``group``: the click group, the settings, opening STORE for a command (`run_on`), exit
+  codes, the one-line refusals; a new command is a module of its own on this group;
 - ``export``: ``agentq export``: Parquet frames and the static HTML dashboard;
 - ``actions``: approve / reject / cancel / retry, each recorded through the store's verb;
+- ``pages``: the pages of ``ls`` and ``events`` and the line naming the next one;
 - ``views``: the rich tables the commands print (pure functions of rows);
+- ``params``: option types whose errors name the value (whole numbers, JSON);
 - ``target``: opening STORE (a SQLite path, never created, or a PostgreSQL DSN) and
-  `Refused`, the one-line "no" of every command.
+  `Refused`, the one-line "no" of every command;
+- ``literal``: the one sanitiser of everything printed: stored strings and typed values
+  literally, never markup, their control and bidi characters made visible.
 """
 
 from agentq.cli.commands import cli, main

@@ -1,149 +1,98 @@
-"""The ``agentq`` command group (click): ls, show, events, approve, reject, cancel, retry, export.
+"""The ``agentq`` commands: ls, show, events, approve, reject, cancel, retry, export.
 
-Every command takes the STORE first (a SQLite path or a PostgreSQL DSN, see
-`agentq.cli.target.open_store`), opens it, does one thing and closes it. Exit codes: 0 done,
-1 refused or not found (one line on stderr, starting ``agentq:``), 2 a usage error (click's:
-an unknown option, a bad ``--state``, ``--input`` that is not JSON).
+Each registers on the group of `agentq.cli.group` (exit codes, literal output, opening the
+STORE are there); ``ls`` and ``events`` print a page at a time (`agentq.cli.pages`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import shutil
-import sys
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
 
 from agentq.cli import actions, views
 from agentq.cli.export import check_html_target, export_parquet, export_static_html
+from agentq.cli.group import STORE, WORKFLOW, Settings, cli, run_on, say, settings
+from agentq.cli.pages import DEFAULT_LIMIT, Page, event_page, workflow_page
+from agentq.cli.params import WholeNumber, json_value
 from agentq.cli.serve import serve
-from agentq.cli.target import DSN_PREFIXES, Refused, is_dsn, open_store
-from agentq.clock import Clock, SystemClock
-from agentq.errors import AgentqError
+from agentq.cli.target import DSN_PREFIXES, is_dsn
 from agentq.store import DurableStore, WorkflowState
 
-__all__ = ["Settings", "cli", "main"]
-
-T = TypeVar("T")
+__all__ = ["Settings", "cli", "main", "store_title"]
 
 
-@dataclass
-class Settings:
-    """What the commands share: the clock ("now" for the verbs that record) and the console.
-
-    Tests pass their own as ``CliRunner().invoke(cli, args, obj=Settings(clock=FakeClock()))``.
-    """
-
-    clock: Clock = field(default_factory=SystemClock)
-    schema: str = "agentq"
-    """The PostgreSQL schema of agentq's tables (``--pg-schema``)."""
-    width: int | None = None
-    """Console width in characters; default the terminal's (140 when not a terminal)."""
-
-    def console(self) -> Console:
-        """A console on the current stdout (so that click's test runner captures it)."""
-        width = self.width
-        if width is None and not sys.stdout.isatty():
-            width = shutil.get_terminal_size((140, 24)).columns
-        return Console(file=sys.stdout, width=width, highlight=False, soft_wrap=False)
+def _all_option(noun: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    return click.option("--all", "show_all", is_flag=True,
+                        help=f"Every one of the {noun}, in one listing (no pages).")
 
 
-def _fail(message: object) -> NoReturn:
-    first, *more = str(message).strip().splitlines() or [""]
-    # one line, as promised: a driver's hint on further lines ("Is the server running…?")
-    # is joined onto it
-    click.echo(f"agentq: {' '.join([first, *(m.strip() for m in more if m.strip())])}", err=True)
-    sys.exit(1)
+def _limit_option(noun: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    return click.option(
+        "--limit", type=WholeNumber(1, f"the {noun} of a page"), default=DEFAULT_LIMIT,
+        show_default=True,
+        help=f"At most N {noun} (a page); when more follow, the last line names the next page.",
+    )
 
 
-def _run(target: str, work: Callable[[DurableStore], Awaitable[T]]) -> T:
-    """Open `target`, await ``work(store)``, close the store; a refusal exits with code 1."""
-
-    schema = _settings(click.get_current_context()).schema
-
-    async def main() -> T:
-        store = await open_store(target, schema=schema)
-        try:
-            return await work(store)
-        finally:
-            await store.close()
-
-    try:
-        return asyncio.run(main())
-    except Refused as exc:
-        _fail(exc)
-    except AgentqError as exc:  # a store failure, a schema from a newer agentq, ...
-        _fail(f"{type(exc).__name__}: {exc}")
+def _limit(ctx: click.Context, limit: int, show_all: bool) -> int | None:
+    if not show_all:
+        return limit
+    if ctx.get_parameter_source("limit") is not ParameterSource.DEFAULT:
+        raise click.UsageError("give --limit or --all, not both")
+    return None
 
 
-def _settings(ctx: click.Context) -> Settings:
-    settings = ctx.ensure_object(Settings)
-    assert isinstance(settings, Settings)
-    return settings
-
-
-def _json_value(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
-    if value is None:
-        return None
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(
-            f"not JSON ({exc.msg} at character {exc.pos}): {value!r}"
-        ) from None
-
-
-STORE = click.argument("store", metavar="STORE")
-WORKFLOW = click.argument("workflow_id", metavar="WORKFLOW_ID")
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--pg-schema", default=None, metavar="NAME",
-              help="The PostgreSQL schema of agentq's tables (default: agentq).")
-@click.pass_context
-def cli(ctx: click.Context, pg_schema: str | None) -> None:
-    """Look into an agentq store and record decisions in it.
-
-    STORE is the path of an agentq SQLite file (never created here) or a PostgreSQL DSN
-    (postgresql://...). approve, reject, cancel and retry only record: the engine that
-    serves the workflow (where its definition is registered) continues it.
-    """
-    settings = _settings(ctx)
-    if pg_schema is not None:
-        settings.schema = pg_schema
+def _print_page(ctx: click.Context, page: Page[Any], noun: str, lines: Sequence[str] | None,
+                table: Any) -> None:
+    """Print a page: JSON `lines` on stdout (the footer on stderr), or the `table` and the
+    footer below it."""
+    footer = page.footer(noun)
+    if lines is not None:
+        for line in lines:
+            click.echo(line)
+        if footer is not None:
+            say(footer, err=True)
+        return
+    console = settings(ctx).console()
+    console.print(table)
+    if footer is not None:
+        say(footer)
 
 
 @cli.command("ls")
 @STORE
 @click.option("--state", type=click.Choice([s.value for s in WorkflowState]),
               help="Only workflows in this state.")
+@click.option("--after", metavar="WORKFLOW_ID",
+              help="Only workflows that started after this one (the next page).")
+@_limit_option("workflows")
+@_all_option("workflows")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.pass_context
-def ls(ctx: click.Context, store: str, state: str | None, as_json: bool) -> None:
-    """List the workflows, in the order they started."""
+def ls(
+    ctx: click.Context, store: str, state: str | None, after: str | None, limit: int,
+    show_all: bool, as_json: bool,
+) -> None:
+    """List the workflows, in the order they started, a page at a time."""
+    rows_wanted = _limit(ctx, limit, show_all)
 
     async def work(s: DurableStore) -> None:
-        rows = await s.workflows(None if state is None else WorkflowState(state))
+        page, steps = await workflow_page(
+            s, None if state is None else WorkflowState(state), after, rows_wanted,
+            with_steps=not as_json,
+        )
+        lines = None
         if as_json:
-            for row in rows:
-                click.echo(json.dumps({
-                    "workflow_id": row.workflow_id, "definition": row.definition,
-                    "state": row.state.value,
-                    "steps": list(row.step_names), "reason": row.reason,
-                    "created_at": row.created_at, "updated_at": row.updated_at,
-                    "last_seq": row.last_seq,
-                }, ensure_ascii=False))
-            return
-        _settings(ctx).console().print(views.workflows_table(rows, await s.step_rows()))
+            lines = [views.workflow_line(row) for row in page.rows]
+        _print_page(ctx, page, "workflows", lines,
+                    None if as_json else views.workflows_table(page.rows, steps))
 
-    _run(store, work)
+    run_on(store, work)
 
 
 @cli.command()
@@ -162,38 +111,37 @@ def show(ctx: click.Context, store: str, workflow_id: str, as_json: bool) -> Non
         if as_json:
             click.echo(views.workflow_json(wf, steps, calls))
             return
-        _settings(ctx).console().print(views.workflow_view(wf, steps, calls))
+        settings(ctx).console().print(views.workflow_view(wf, steps, calls))
 
-    _run(store, work)
+    run_on(store, work)
 
 
 @cli.command()
 @STORE
 @click.argument("workflow_id", metavar="[WORKFLOW_ID]", required=False)
-@click.option("--after", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Only events with a sequence number above this.")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="At most this many events.")
+@click.option("--after", type=WholeNumber(0, "an event's sequence number"), default=0,
+              show_default=True, help="Only events with a sequence number above N.")
+@_limit_option("events")
+@_all_option("events")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per line, with each event's whole data.")
 @click.pass_context
 def events(
-    ctx: click.Context, store: str, workflow_id: str | None, after: int, limit: int | None,
-    as_json: bool,
+    ctx: click.Context, store: str, workflow_id: str | None, after: int, limit: int,
+    show_all: bool, as_json: bool,
 ) -> None:
-    """Print the event log (of one workflow, or all), by sequence number."""
+    """Print the event log (of one workflow, or all), by sequence number, a page at a time."""
+    rows_wanted = _limit(ctx, limit, show_all)
 
     async def work(s: DurableStore) -> None:
         if workflow_id is not None:
             await actions.find_workflow(s, workflow_id)
-        found = await s.load_events(workflow_id, after_seq=after, limit=limit)
-        if as_json:
-            for event in found:
-                click.echo(views.event_json(event))
-            return
-        _settings(ctx).console().print(views.events_table(found))
+        page = await event_page(s, workflow_id, after, rows_wanted)
+        lines = [views.event_json(event) for event in page.rows] if as_json else None
+        _print_page(ctx, page, "events", lines,
+                    None if as_json else views.events_table(page.rows))
 
-    _run(store, work)
+    run_on(store, work)
 
 
 def _decide(
@@ -206,14 +154,14 @@ def _decide(
     verb = "approval" if approved else "rejection"
 
     async def work(s: DurableStore) -> None:
-        row = await actions.resume(s, _settings(ctx).clock, workflow_id, step, payload)
+        row = await actions.resume(s, settings(ctx).clock, workflow_id, step, payload)
         key = "" if row.wait_key is None else f" (wait {row.wait_key!r})"
-        click.echo(
+        say(
             f"recorded the {verb} of step {row.step_name!r}{key} of workflow "
             f"{row.workflow_id!r}; the engine serving it continues the workflow"
         )
 
-    _run(store, work)
+    run_on(store, work)
 
 
 def _default_help(approved: bool) -> str:
@@ -225,7 +173,7 @@ def _decision(approved: bool) -> Callable[[Callable[..., None]], click.Command]:
         fn = click.pass_context(fn)
         fn = click.option("--note", default="", help="Text sent with the default input.")(fn)
         fn = click.option(
-            "--input", "value", callback=_json_value, metavar="JSON",
+            "--input", "value", callback=json_value, metavar="JSON",
             help=f"The resume input as JSON (default: {_default_help(approved)}).",
         )(fn)
         fn = click.option("--step", help="The waiting step (name or index); default: the "
@@ -260,10 +208,10 @@ def cancel(ctx: click.Context, store: str, workflow_id: str, reason: str) -> Non
     """Cancel a running or waiting workflow (a running attempt's result is refused)."""
 
     async def work(s: DurableStore) -> None:
-        await actions.cancel(s, _settings(ctx).clock, workflow_id, reason)
-        click.echo(f"cancelled workflow {workflow_id!r}")
+        await actions.cancel(s, settings(ctx).clock, workflow_id, reason)
+        say(f"cancelled workflow {workflow_id!r}")
 
-    _run(store, work)
+    run_on(store, work)
 
 
 @cli.command()
@@ -276,12 +224,12 @@ def retry(ctx: click.Context, store: str, workflow_id: str, from_step: str | Non
     """Record a retry of a failed or cancelled workflow; its serving engine runs it."""
 
     async def work(s: DurableStore) -> None:
-        await actions.retry(s, _settings(ctx).clock, workflow_id, from_step)
-        click.echo(
+        await actions.retry(s, settings(ctx).clock, workflow_id, from_step)
+        say(
             f"recorded a retry of workflow {workflow_id!r}; the engine serving it runs it"
         )
 
-    _run(store, work)
+    run_on(store, work)
 
 
 @cli.command()
@@ -290,9 +238,9 @@ def retry(ctx: click.Context, store: str, workflow_id: str, from_step: str | Non
               metavar="DIR", help="Write events/steps/calls.parquet into DIR.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False),
               metavar="FILE", help="Write the dashboard views as one static HTML file.")
-@click.option("--workflows", type=click.IntRange(min=1), default=50, show_default=True,
+@click.option("--workflows", type=WholeNumber(1, "workflows"), default=50, show_default=True,
               help="HTML: the latest N workflows drawn as trees and in the timeline.")
-@click.option("--nodes", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--nodes", type=WholeNumber(1, "tree nodes"), default=1000, show_default=True,
               help="HTML: at most N tree nodes (each with its detail) in the file.")
 @click.pass_context
 def export(
@@ -322,13 +270,13 @@ def export(
         if parquet is not None:
             written += await export_parquet(s, parquet)
         if html is not None:
-            now = _settings(ctx).clock.time()
+            now = settings(ctx).clock.time()
             written.append(await export_static_html(s, html, now, store_title(store),
                                                     workflows=workflows, nodes=nodes))
         return written
 
-    for path in _run(store, work):
-        click.echo(f"wrote {path}")
+    for path in run_on(store, work):
+        say(f"wrote {path}")
 
 
 def store_title(target: str) -> str:

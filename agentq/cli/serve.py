@@ -40,6 +40,7 @@ from typing import Any
 import click
 
 from agentq import WorkflowEngine
+from agentq.cli.literal import visible
 from agentq.cli.target import Refused
 from agentq.errors import AgentqError
 
@@ -94,10 +95,18 @@ class Stopper:
                  "once)")
 
 
+class _LiteralFormatter(logging.Formatter):
+    """Log lines as one line each, stored strings (workflow ids, step names) printed
+    literally: their control and bidi characters made visible (`visible`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))
+
+
 def _say(line: str) -> None:
     """One line on stderr, flushed (the process may end right after)."""
     sys.stdout.flush()
-    sys.stderr.write(f"agentq: {line}\n")
+    sys.stderr.write(f"agentq: {visible(line)}\n")
     sys.stderr.flush()
 
 
@@ -202,7 +211,7 @@ def serve(target: str, grace: float, poll: float) -> None:
         _say(str(exc))
         sys.exit(1)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("agentq: %(message)s"))
+    handler.setFormatter(_LiteralFormatter("agentq: %(message)s"))
     handler.setLevel(logging.WARNING)
     logger = logging.getLogger("agentq")
     logger.addHandler(handler)

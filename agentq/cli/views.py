@@ -2,7 +2,9 @@
 
 Pure functions of the store's rows (no I/O, no clock: "now" is an argument); the commands
 print what they return. Long values are shortened with '…' so a table stays readable; ``show``
-and ``events --json`` give the whole values.
+and ``events --json`` give the whole values. Every stored string reaches a table or a header
+as `agentq.cli.literal.text` (printed literally, controls made visible), never as markup; the
+JSON lines go through `agentq.cli.literal.json_line`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from agentq.cli.literal import json_line, text, visible
 from agentq.events import Event
 from agentq.store import CallRow, StepRow, StepState, WorkflowRow, shown_call
 
@@ -26,6 +29,7 @@ __all__ = [
     "short",
     "when",
     "workflow_json",
+    "workflow_line",
     "workflow_view",
     "workflows_table",
 ]
@@ -55,13 +59,18 @@ def short(value: Any, limit: int = 60) -> str:
     """`value` as one line of at most `limit` characters (JSON for non-strings)."""
     if value is None:
         return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    shown = " ".join(shown.split())
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
 def _state(value: str) -> Text:
-    return Text(value, style=_STYLES.get(value, ""))
+    return text(value, _STYLES.get(value, ""))
+
+
+def _row(table: Table, *cells: object) -> None:
+    """Add one row; each cell printed literally (`text`), a `Text` as it is."""
+    table.add_row(*(cell if isinstance(cell, Text) else text(cell) for cell in cells))
 
 
 def _seconds(seconds: float | None) -> str:
@@ -91,8 +100,8 @@ def workflows_table(workflows: Sequence[WorkflowRow], steps: Sequence[StepRow]) 
         done = sum(1 for r in rows if r.state is StepState.COMPLETED)
         current = next((r for r in rows if r.state is not StepState.COMPLETED), None)
         step = "" if current is None else f"{current.step_name} ({current.state.value})"
-        table.add_row(
-            wf.workflow_id, wf.definition or "", _state(wf.state.value),
+        _row(
+            table, wf.workflow_id, wf.definition or "", _state(wf.state.value),
             f"{done}/{len(wf.step_names)}", step,
             when(wf.created_at), when(wf.updated_at), short(wf.reason),
         )
@@ -105,13 +114,15 @@ def _steps_table(steps: Sequence[StepRow]) -> Table:
                  "output / reason / error"):
         table.add_column(name, overflow="fold")
     for row in steps:
-        note = short(row.output) if row.state is StepState.COMPLETED else short(row.reason)
+        said = short(row.output) if row.state is StepState.COMPLETED else short(row.reason)
         error = None if row.error is None else short(str(row.error), 80)
-        if error and error != note and not (note or "").startswith(error):  # said once
-            note = f"{note}\n{error}" if note else error
+        lines = [said] if said else []
+        if error and error != said and not said.startswith(error):  # said once
+            lines.append(error)
+        note = Text("\n").join(text(line) for line in lines)
         attempt = str(row.attempt) + (f" +{row.recoveries} lost" if row.recoveries else "")
-        table.add_row(
-            str(row.step_index), row.step_name, _state(row.state.value), attempt,
+        _row(
+            table, row.step_index, row.step_name, _state(row.state.value), attempt,
             row.worker_id or "", when(row.started_at), when(row.finished_at), note,
         )
     return table
@@ -126,8 +137,8 @@ def _calls_table(wf: WorkflowRow, calls: Sequence[CallRow]) -> Table:
         note = short(row.output) if row.output is not None else short(row.reason)
         if row.error is not None:
             note = short(str(row.error), 80)
-        table.add_row(
-            row.key, row.kind.value, str(row.step_index), _state(shown_call(wf, row).state),
+        _row(
+            table, row.key, row.kind.value, row.step_index, _state(shown_call(wf, row).state),
             short(row.label, 60), str(row.runs), _seconds(row.duration), note,
         )
     return table
@@ -141,8 +152,8 @@ def _waits_table(steps: Sequence[StepRow]) -> Table | None:
     for name in ("#", "step", "question", "key", "details", "deadline (UTC)"):
         table.add_column(name, overflow="fold")
     for row in waiting:
-        table.add_row(
-            str(row.step_index), row.step_name, short(row.reason, 120), row.wait_key or "",
+        _row(
+            table, row.step_index, row.step_name, short(row.reason, 120), row.wait_key or "",
             short(row.wait_details, 120), when(row.wait_deadline),
         )
     return table
@@ -151,15 +162,15 @@ def _waits_table(steps: Sequence[StepRow]) -> Table | None:
 def workflow_view(wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[CallRow]) -> Group:
     """One workflow in full: its header, steps, waits (with details) and durable calls."""
     head = Text()
-    head.append(f"workflow {wf.workflow_id}  ", style="bold")
-    head.append(wf.state.value, style=_STYLES.get(wf.state.value, ""))
+    head.append(f"workflow {visible(wf.workflow_id)}  ", style="bold")
+    head.append(_state(wf.state.value))
     if wf.definition is not None:
-        head.append(f"  (definition {wf.definition})")
+        head.append(f"  (definition {visible(wf.definition)})")
     head.append(f"\nstarted {when(wf.created_at)} UTC, updated {when(wf.updated_at)} UTC,"
                 f" last event #{wf.last_seq}")
-    head.append(f"\ninput: {short(wf.input, 200)}")
+    head.append(f"\ninput: {visible(short(wf.input, 200))}")
     if wf.reason:
-        head.append(f"\nreason: {short(wf.reason, 200)}")
+        head.append(f"\nreason: {visible(short(wf.reason, 200))}")
     parts: list[Any] = [head, _steps_table(steps)]
     waits = _waits_table(steps)
     if waits is not None:
@@ -183,9 +194,9 @@ def events_table(events: Sequence[Event]) -> Table:
         table.add_column(name, overflow="fold")
     for event in events:
         step = "" if event.step_index is None else f"{event.step_index} {event.step_name}"
-        table.add_row(
-            str(event.seq), when(event.timestamp), event.workflow_id, step,
-            _state_kind(event.kind.value), "" if event.attempt is None else str(event.attempt),
+        _row(
+            table, event.seq, when(event.timestamp), event.workflow_id, step,
+            _state_kind(event.kind.value), "" if event.attempt is None else event.attempt,
             event.worker_id or "", _event_note(event),
         )
     return table
@@ -193,12 +204,12 @@ def events_table(events: Sequence[Event]) -> Table:
 
 def _state_kind(kind: str) -> Text:
     if kind.endswith(("Failed", "TimedOut")):
-        return Text(kind, style="red")
+        return text(kind, "red")
     if kind.endswith("Completed"):
-        return Text(kind, style="green")
+        return text(kind, "green")
     if kind in ("StepWaiting", "WorkflowCancelled"):
-        return Text(kind, style="yellow")
-    return Text(kind)
+        return text(kind, "yellow")
+    return text(kind)
 
 
 def workflow_json(
@@ -207,23 +218,21 @@ def workflow_json(
     """One workflow as one JSON object: ``workflow`` (its row), ``steps`` and ``calls`` (their
     rows, every field; errors as ``{type, message, traceback}``; a wait of a closed workflow
     with the state `shown_call` gives)."""
-    return json.dumps(
+    return json_line(
         {
             "workflow": dataclasses.asdict(wf),
             "steps": [dataclasses.asdict(row) for row in steps],
             "calls": [
                 {**dataclasses.asdict(row), "state": shown_call(wf, row).state} for row in calls
             ],
-        },
-        ensure_ascii=False,
-        default=str,
+        }
     )
 
 
 def event_json(event: Event) -> str:
     """One event as one line of JSON: seq, at (Unix seconds), workflow_id, step_index,
     step_name, kind, attempt, worker_id and data (the event's whole payload)."""
-    return json.dumps(
+    return json_line(
         {
             "seq": event.seq,
             "at": event.timestamp,
@@ -234,6 +243,15 @@ def event_json(event: Event) -> str:
             "attempt": event.attempt,
             "worker_id": event.worker_id,
             "data": event.data,
-        },
-        ensure_ascii=False,
+        }
     )
+
+
+def workflow_line(wf: WorkflowRow) -> str:
+    """One workflow as one line of JSON (``ls --json``): workflow_id, definition, state,
+    steps (names), reason, created_at, updated_at (Unix seconds) and last_seq."""
+    return json_line({
+        "workflow_id": wf.workflow_id, "definition": wf.definition, "state": wf.state.value,
+        "steps": list(wf.step_names), "reason": wf.reason, "created_at": wf.created_at,
+        "updated_at": wf.updated_at, "last_seq": wf.last_seq,
+    })

@@ -216,3 +216,21 @@ async def test_a_target_that_cannot_be_served_is_refused_in_one_line(
         assert len(worker.lines) == 1 and words in worker.lines[0], worker.lines
     else:  # a usage error, as click says every one
         assert words in worker.lines[-1], worker.lines
+
+
+def test_the_worker_lines_print_stored_strings_literally(capsys: pytest.CaptureFixture[str]) -> None:
+    """A workflow id holding ESC/OSC or an RLO reaches the terminal made visible, in the log
+    lines of a serving worker and in its own one-line messages."""
+    import logging
+
+    from agentq.cli import serve as serve_module
+
+    hostile = "wf\x1b]0;pwned\x07\u202e"
+    record = logging.LogRecord("agentq", logging.WARNING, __file__, 1, "still running: %s",
+                               (hostile,), None)
+    line = serve_module._LiteralFormatter("agentq: %(message)s").format(record)
+    assert "\x1b" not in line and "\u202e" not in line and "\x07" not in line
+    assert "\\x1b" in line and "\\u202e" in line
+    serve_module._say(f"stopping {hostile}")
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\u202e" not in err and "\\x1b" in err

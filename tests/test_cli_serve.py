@@ -218,7 +218,9 @@ async def test_a_target_that_cannot_be_served_is_refused_in_one_line(
         assert words in worker.lines[-1], worker.lines
 
 
-def test_the_worker_lines_print_stored_strings_literally(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_worker_lines_print_stored_strings_literally(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """A workflow id holding ESC/OSC or an RLO reaches the terminal made visible, in the log
     lines of a serving worker and in its own one-line messages."""
     import logging

@@ -9,7 +9,6 @@ value shown (ids, names, inputs, outputs, errors, tracebacks, labels, usage) is 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,8 +20,10 @@ from agentq.markup import (
     esc,
     esc_text,
     fmt_seconds,
+    json_parts,
     json_text,
     more_html,
+    parts_html,
 )
 from agentq.outcomes import ErrorInfo
 from agentq.store import CallRow, StepRow, WorkflowRow, shown_call
@@ -51,11 +52,9 @@ _TD = "padding:2px 8px;vertical-align:top;text-align:left"
 
 def json_html(value: Any, *, fold_at: int = FOLD_AT) -> str:
     """Return `value` as pretty JSON in a ``<pre>``, folded in ``<details>`` when long."""
-    try:
-        text = json.dumps(value, indent=2, ensure_ascii=False, default=repr, sort_keys=False)
-    except ValueError:
-        text = repr(value)
-    pre = f'<pre data-agentq="json" style="{_PRE}">{esc_text(text)}</pre>'
+    parts = json_parts(value, indent=2)  # each string isolated on its own (issue 22 #5)
+    text = "".join(piece for piece, _ in parts)
+    pre = f'<pre data-agentq="json" style="{_PRE}">{parts_html(parts)}</pre>'
     lines = text.count("\n") + 1
     if len(text) <= fold_at and lines <= 12:
         return pre
@@ -304,7 +303,7 @@ def call_detail_html(snap: DetailSnapshot, key: str, *, now: float) -> str:
     if call.label:
         body += _section("Label", json_html(call.label))
     if call.usage:
-        usage = _table((str(k), esc(json.dumps(v, default=repr))) for k, v in call.usage.items())
+        usage = _table((str(k), json_text(v, 200)) for k, v in call.usage.items())
         body += f'<div data-agentq="usage">{_section("Usage", usage)}</div>'
     if call.details is not None:
         body += _section("Details", json_html(call.details))

@@ -59,11 +59,11 @@ def forget_outputs(*objects: object) -> int:
 
     IPython's display hook keeps each cell's result in ``Out`` (the history manager's
     ``output_hist``, also ``_oh``), as ``_N``, and in ``_``, ``__``, ``___`` (of the user's
-    namespace, of its hidden part and of the display hook). Entries that are one of `objects` (by identity) are
-    removed (``_``, ``__``, ``___`` are set to ``''``, IPython's own empty value); the user's
-    own names are never touched. Outside IPython (or
-    with a shell that keeps no history) nothing happens and 0 is returned. Call on the
-    kernel's thread.
+    namespace, of its hidden part and of the display hook). Entries that are one of
+    `objects` (by identity) are removed (``_``, ``__``, ``___`` are set to ``''``, IPython's
+    own empty value); the user's own names are never touched. Outside IPython (or with a
+    shell that keeps no history) nothing happens and 0 is returned. Call on the kernel's
+    thread.
     """
     shell = _shell()
     ns = getattr(shell, "user_ns", None)

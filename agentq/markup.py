@@ -47,25 +47,30 @@ __all__ = [
 ]
 
 COLORS: dict[str, tuple[str, str]] = {
-    # status or outcome: (strong colour for bars and text, light background for badges)
+    # status or outcome: (strong colour for bars and text, light background for badges).
+    # Outcomes of different meaning are at least 25 apart (CIE76 ΔE; issue 22: "timed out"
+    # read like "waiting"); shades of one meaning (a wait's phases) may be closer.
     "pending": ("#6b7280", "#f3f4f6"),
     "leased": ("#2563eb", "#dbeafe"),
     "running": ("#2563eb", "#dbeafe"),
+    "started": ("#2563eb", "#dbeafe"),  # a durable call under way
     "waiting": ("#d97706", "#fef3c7"),
     "waited": ("#f59e0b", "#fef3c7"),
     "resumed": ("#fbbf24", "#fef3c7"),
     "completed": ("#16a34a", "#dcfce7"),
+    "answered": ("#16a34a", "#dcfce7"),  # a wait answered
     "failed": ("#dc2626", "#fee2e2"),
-    "timeout": ("#ea580c", "#ffedd5"),
+    "timeout": ("#0d9488", "#ccfbf1"),
+    "timed_out": ("#0d9488", "#ccfbf1"),  # a wait whose deadline passed
     "lost": ("#7c3aed", "#ede9fe"),
-    "cancelled": ("#475569", "#e2e8f0"),
+    "cancelled": ("#1e293b", "#e2e8f0"),
     "backoff": ("#9ca3af", "#f3f4f6"),
     "error": ("#dc2626", "#fee2e2"),
     "in_doubt": ("#be185d", "#fce7f3"),  # a durable call started and never recorded as done
 }
 """Colour of each status and span outcome: ``(strong, light)`` CSS colours."""
 
-LABELS = {"leased": "running", "in_doubt": "in doubt"}
+LABELS = {"leased": "running", "in_doubt": "in doubt", "timed_out": "timed out"}
 FONT = (
     "font-family:var(--jp-ui-font-family,system-ui,-apple-system,sans-serif);font-size:12px;"
     "color:var(--jp-ui-font-color1,#1f2937);line-height:1.4"

@@ -28,7 +28,7 @@ from agentq.markup import (
 from agentq.outcomes import ErrorInfo
 from agentq.store import CallRow, StepRow, WorkflowRow, shown_call
 from agentq.widgets.html.results import countdown_text
-from agentq.widgets.models.detail import DetailSnapshot, attempts_of
+from agentq.widgets.models.detail import DetailSnapshot, attempts_of, shown_step
 
 __all__ = [
     "FOLD_AT",
@@ -138,7 +138,7 @@ def workflow_detail_html(snap: DetailSnapshot, *, now: float) -> str:
     steps = "".join(
         f'<tr data-agentq="detail-step" data-index="{s.step_index}"><td style="{_TD}">'
         f'{s.step_index}</td><td style="{_TD}">{esc_text(s.step_name)}</td><td style="{_TD}">'
-        f'{badge(s.state.value)}</td><td style="{_TD}">{s.attempt}</td><td style="{_TD}">'
+        f'{badge(shown_step(s, wf))}</td><td style="{_TD}">{s.attempt}</td><td style="{_TD}">'
         f'{esc_text(s.worker_id or "")}</td><td style="{_TD}">'
         f"{_lasted(s.started_at, s.finished_at, now)}</td></tr>"
         for s in snap.steps
@@ -208,7 +208,7 @@ def step_detail_html(snap: DetailSnapshot, index: int, *, now: float) -> str:
     elif step.lease_token:
         lease = esc_text(f"token {step.lease_token} (released)")
     facts = _table([
-        ("status", badge(step.state.value)),
+        ("status", badge(shown_step(step, snap.workflow))),
         ("attempt", str(step.attempt)),
         ("worker", esc_text(step.worker_id or "")),
         ("lease", lease),

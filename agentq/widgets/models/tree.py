@@ -25,6 +25,7 @@ from typing import Any
 
 from agentq.markup import fmt_seconds, isolate
 from agentq.store import CallKind, CallRow, StepRow, WorkflowRow, shown_call
+from agentq.widgets.models.detail import shown_step
 
 __all__ = ["Item", "TreeNode", "build_tree", "node_item"]
 
@@ -98,7 +99,7 @@ def _error_text(error: Any) -> str:
     return f"{isolate(kind or 'error')}: {isolate(message or '')}"
 
 
-def _step_node(step: StepRow) -> TreeNode:
+def _step_node(step: StepRow, workflow: WorkflowRow | str) -> TreeNode:
     facts = []
     if step.attempt > 1:
         facts.append(f"attempt {step.attempt}")
@@ -110,11 +111,12 @@ def _step_node(step: StepRow) -> TreeNode:
     elif step.reason and (step.state.value == "waiting" or (step.state.value == "failed"
                                                              and not error)):
         facts.append(step.reason)  # a failed step's reason repeats its error: said once
-    failed = bool(error) and step.state.value == "failed"
+    state = shown_step(step, workflow)
+    failed = bool(error) and state == "failed"
     if error:  # an earlier attempt's error, on a step that was retried since, is history
         facts.append(error if failed else f"retried after: {error}")
     title = f"step {step.step_index} · {isolate(step.step_name)}"
-    return TreeNode(f"s:{step.step_index}", "step", title, step.state.value, tuple(facts),
+    return TreeNode(f"s:{step.step_index}", "step", title, state, tuple(facts),
                     failed=failed)
 
 
@@ -188,7 +190,8 @@ def build_tree(
         root = TreeNode("w", "workflow", workflow, state)
     by_index: dict[int, TreeNode] = {}
     for step in sorted(steps, key=lambda s: s.step_index):
-        by_index[step.step_index] = node = _step_node(step)
+        by_index[step.step_index] = node = _step_node(step, workflow if isinstance(
+            workflow, WorkflowRow) else state)
         root.children.append(node)
     model: dict[int, TreeNode] = {}  # the latest model request under each step (-1: the root)
     for call in calls:

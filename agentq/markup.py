@@ -9,7 +9,11 @@ Every user-supplied string goes through `esc` (or `short`, which escapes too): a
 ``<img src=x onerror=alert(1)>`` shows as text. In text (not in attributes) it goes through
 `esc_text` or `short`, which also isolate it (``<bdi>``) when it holds right-to-left characters or
 bidi controls: a key ending in U+202E (right-to-left override) cannot reverse agentq's own
-words after it ("completed", "6 ms", "of order-7").
+words after it ("completed", "6 ms", "of order-7"). Each value is isolated on its own: JSON
+gets one isolate per string (`json_text`, `json_parts`), and plain text that cannot hold
+``<bdi>`` (an ``<option>`` label, a title composed of several values) isolates each value with
+the Unicode isolates FSI … PDI (`isolate`). A value's own stray isolate controls are balanced,
+so none can close the isolate around it early.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from typing import Any
 __all__ = [
     "COLORS",
     "FONT",
+    "FSI",
+    "PDI",
     "LABELS",
     "MUTED",
     "badge",
@@ -31,32 +37,40 @@ __all__ = [
     "error_html",
     "esc",
     "fmt_seconds",
+    "isolate",
+    "json_parts",
     "json_text",
+    "parts_html",
     "more_html",
     "short",
     "esc_text",
 ]
 
 COLORS: dict[str, tuple[str, str]] = {
-    # status or outcome: (strong colour for bars and text, light background for badges)
+    # status or outcome: (strong colour for bars and text, light background for badges).
+    # Outcomes of different meaning are at least 25 apart (CIE76 ΔE; issue 22: "timed out"
+    # read like "waiting"); shades of one meaning (a wait's phases) may be closer.
     "pending": ("#6b7280", "#f3f4f6"),
     "leased": ("#2563eb", "#dbeafe"),
     "running": ("#2563eb", "#dbeafe"),
+    "started": ("#2563eb", "#dbeafe"),  # a durable call under way
     "waiting": ("#d97706", "#fef3c7"),
     "waited": ("#f59e0b", "#fef3c7"),
     "resumed": ("#fbbf24", "#fef3c7"),
     "completed": ("#16a34a", "#dcfce7"),
+    "answered": ("#16a34a", "#dcfce7"),  # a wait answered
     "failed": ("#dc2626", "#fee2e2"),
-    "timeout": ("#ea580c", "#ffedd5"),
+    "timeout": ("#0d9488", "#ccfbf1"),
+    "timed_out": ("#0d9488", "#ccfbf1"),  # a wait whose deadline passed
     "lost": ("#7c3aed", "#ede9fe"),
-    "cancelled": ("#475569", "#e2e8f0"),
+    "cancelled": ("#1e293b", "#e2e8f0"),
     "backoff": ("#9ca3af", "#f3f4f6"),
     "error": ("#dc2626", "#fee2e2"),
     "in_doubt": ("#be185d", "#fce7f3"),  # a durable call started and never recorded as done
 }
 """Colour of each status and span outcome: ``(strong, light)`` CSS colours."""
 
-LABELS = {"leased": "running", "in_doubt": "in doubt"}
+LABELS = {"leased": "running", "in_doubt": "in doubt", "timed_out": "timed out"}
 FONT = (
     "font-family:var(--jp-ui-font-family,system-ui,-apple-system,sans-serif);font-size:12px;"
     "color:var(--jp-ui-font-color1,#1f2937);line-height:1.4"
@@ -72,19 +86,59 @@ def esc(value: object) -> str:
 _BIDI = frozenset({"R", "AL", "LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})
 """Bidi classes that can reorder text around them (right-to-left letters, explicit controls)."""
 
+FSI = "\u2068"
+"""FIRST STRONG ISOLATE: opens an isolate (its direction from its first strong letter)."""
+PDI = "\u2069"
+"""POP DIRECTIONAL ISOLATE: closes the isolate FSI opened."""
+_OPENERS = frozenset({"\u2066", "\u2067", FSI})  # LRI, RLI, FSI
+
+
+def _reorders(raw: str) -> bool:
+    return not raw.isascii() and any(unicodedata.bidirectional(c) in _BIDI for c in raw)
+
+
+def _balance(raw: str) -> str:
+    """Drop the PDIs of `raw` that close nothing and close the isolates it leaves open."""
+    if PDI not in raw and not any(c in _OPENERS for c in raw):
+        return raw
+    out: list[str] = []
+    depth = 0
+    for c in raw:
+        if c in _OPENERS:
+            depth += 1
+        elif c == PDI:
+            if not depth:
+                continue  # would close the isolate around the value
+            depth -= 1
+        out.append(c)
+    return "".join(out) + PDI * depth
+
+
+def isolate(value: object) -> str:
+    """Return ``str(value)`` isolated as plain text: ``FSI value PDI`` when it holds a
+    right-to-left character or a bidi control, else unchanged.
+
+    For text that cannot hold ``<bdi>`` (an ``<option>`` label) and for values composed
+    into one string with others (a tree node's title): each value is isolated on its own,
+    so an RLO in one cannot reverse the next. Its own isolates are balanced (`_balance`).
+    The result is text, not HTML: escape it where it goes into HTML.
+    """
+    raw = str(value)
+    return f"{FSI}{_balance(raw)}{PDI}" if _reorders(raw) else raw
+
 
 def esc_text(value: object) -> str:
     """Return ``str(value)`` escaped for HTML text, isolated from the text around it.
 
     A string with a right-to-left character or a bidi control (U+202E...) is wrapped in
-    ``<bdi>``, so it cannot reorder what follows it; others (all ASCII ones) are `esc` alone.
-    For attribute values use `esc`.
+    ``<bdi>`` (its own isolates balanced, so none closes the ``<bdi>`` early), so it cannot
+    reorder what follows it; others (all ASCII ones) are `esc` alone. For attribute values
+    use `esc`.
     """
     raw = str(value)
-    escaped = html.escape(raw, quote=True)
-    if raw.isascii() or not any(unicodedata.bidirectional(c) in _BIDI for c in raw):
-        return escaped
-    return f"<bdi>{escaped}</bdi>"
+    if not _reorders(raw):
+        return html.escape(raw, quote=True)
+    return f"<bdi>{html.escape(_balance(raw), quote=True)}</bdi>"
 
 
 def short(value: object, limit: int = 80) -> str:
@@ -109,13 +163,80 @@ def check_count(value: object, name: str, *, least: int = 1) -> int:
     return value
 
 
-def json_text(value: Any, limit: int = 120) -> str:
-    """Return `value` as JSON text, escaped and shortened to `limit` characters."""
+JsonPart = tuple[str, bool]
+"""A piece of JSON text and whether it is a string literal (a value of the user's)."""
+
+
+def json_parts(value: Any, indent: int | None = None) -> list[JsonPart]:
+    """Return `value` as JSON text in pieces, each string literal (key or value) a piece.
+
+    The text is what ``json.dumps(value, indent=indent, ensure_ascii=False, default=repr)``
+    writes; a value that is not JSON (a circular one, one too deep) is one piece, its repr.
+    Renderers isolate each string piece on its own (`json_text`, `parts_html`).
+    """
+    out: list[JsonPart] = []
     try:
-        text = json.dumps(value, ensure_ascii=False, default=repr)
-    except ValueError:
-        text = repr(value)
-    return short(text, limit)
+        _json_into(out, value, indent, 0, set())
+    except (ValueError, RecursionError):
+        return [(repr(value), True)]
+    return out
+
+
+def _json_into(out: list[JsonPart], value: Any, indent: int | None, depth: int,
+               stack: set[int]) -> None:
+    if isinstance(value, str):
+        out.append((json.dumps(value, ensure_ascii=False), True))
+        return
+    if not isinstance(value, dict | list | tuple):
+        try:
+            out.append((json.dumps(value, ensure_ascii=False), False))
+        except (TypeError, ValueError):  # not JSON: its repr, as json.dumps(default=repr)
+            out.append((json.dumps(repr(value), ensure_ascii=False), True))
+        return
+    if not value:
+        out.append(("{}" if isinstance(value, dict) else "[]", False))
+        return
+    if id(value) in stack or depth > 200:
+        raise ValueError("circular or too deep")
+    stack.add(id(value))
+    inner = "" if indent is None else "\n" + " " * (indent * (depth + 1))
+    sep = ", " if indent is None else ","
+    open_, close = ("{", "}") if isinstance(value, dict) else ("[", "]")
+    out.append((open_, False))
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for i, (k, v) in enumerate(items):
+        out.append(((sep if i else "") + inner, False))
+        if isinstance(value, dict):
+            key = k if isinstance(k, str) else json.dumps(k) if k is None or isinstance(
+                k, bool | int | float) else str(k)
+            out.append((json.dumps(key, ensure_ascii=False), True))
+            out.append((": ", False))
+        _json_into(out, v, indent, depth + 1, stack)
+    out.append(("" if indent is None else "\n" + " " * (indent * depth), False))
+    out.append((close, False))
+    stack.discard(id(value))
+
+
+def parts_html(parts: list[JsonPart], limit: int | None = None) -> str:
+    """Render `json_parts` as escaped HTML text, each string piece isolated on its own
+    (`esc_text`); shortened to `limit` characters with "…" (the full text in a title)."""
+    text = "".join(p for p, _ in parts)
+    if limit is None or len(text) <= limit:
+        return "".join(esc_text(p) if user else esc(p) for p, user in parts)
+    room, shown = limit - 1, []
+    for piece, user in parts:
+        if room <= 0:
+            break
+        piece = piece[:room]
+        room -= len(piece)
+        shown.append(esc_text(piece) if user else esc(piece))
+    return f'<span title="{esc(text[:2000])}">{"".join(shown)}…</span>'
+
+
+def json_text(value: Any, limit: int = 120) -> str:
+    """Return `value` as one-line JSON text, escaped and shortened to `limit` characters;
+    each string in it is isolated on its own (an RLO in one cannot reverse the others)."""
+    return parts_html(json_parts(value), limit)
 
 
 def fmt_seconds(seconds: float | None) -> str:

@@ -60,6 +60,7 @@ class ApprovalSlot:
         self.row: StepRow | None = None  # the waiting step shown
         self.wait_seq = 0  # seq of the StepWaiting event shown
         self.clicked_seq = -1  # the wait a click was applied to (buttons stay off for it)
+        self._typed: tuple[StepKey, str | None, str] | None = None  # see `keep_typed`
 
     def bind(
         self, key: StepKey, row: StepRow, wait_seq: int, now: float | None = None
@@ -73,6 +74,16 @@ class ApprovalSlot:
         self.show(row, wait_seq, now)
         return True
 
+    def keep_typed(self, key: StepKey, wait_key: str | None) -> None:
+        """Keep the editor's text for the wait `wait_key` of step `key`, which asks the
+        answered question again (`show` puts the text back when it shows that wait).
+
+        The panel calls this when an answer was not accepted (arguments of the wrong type):
+        the wait is recorded anew, and refilling the editor with the model's arguments
+        would drop what the person typed (issue 22 fault 6).
+        """
+        self._typed = (key, wait_key, self.args.value)
+
     def show(self, row: StepRow, wait_seq: int, now: float | None = None) -> bool:
         """Update the label, and enable the buttons for a wait not yet answered."""
         self.wait_seq = wait_seq
@@ -84,6 +95,9 @@ class ApprovalSlot:
             args = (row.wait_details or {}).get("args")
             text = json.dumps(args, indent=1, ensure_ascii=False) if isinstance(args, dict) else ""
             self.args_shown = text
+            typed, self._typed = self._typed, None
+            if text and typed is not None and typed[:2] == (self.key, row.wait_key):
+                text = typed[2]  # the same wait, asked again: what was typed stays
             self.args.value = text
             self.args.layout.display = None if text else "none"
             changed = True

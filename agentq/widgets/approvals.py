@@ -34,13 +34,13 @@ same from code.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentq.clock import Clock
 from agentq.errors import AgentqError
 from agentq.markup import more_html
-from agentq.store import StepRow
+from agentq.store import StepRow, StepState
 from agentq.widgets.approval_slot import ApprovalSlot
 from agentq.widgets.bulk import BulkBar
 from agentq.widgets.html.results import outcome_html
@@ -207,7 +207,8 @@ class ApprovalPanel(Live):
             if edited is not None and isinstance(value, dict):
                 value = {**value, "override_args": edited}
             loop = self._event_loop or asyncio.get_running_loop()
-            coro = self._resume(slot, key, slot.step_name, verb, value, slot.wait_key)
+            asked = slot.row.wait_details if slot.row is not None else None
+            coro = self._resume(slot, key, slot.step_name, verb, value, slot.wait_key, asked)
             task = loop.create_task(coro, name=f"agentq.resume:{key[0]}:{key[1]}")
         except Exception as exc:  # no loop, or input_for failed: show it, allow a retry
             self._finish(slot, key, verb, None, exc)
@@ -217,14 +218,41 @@ class ApprovalPanel(Live):
 
     async def _resume(
         self, slot: ApprovalSlot, key: StepKey, step: str, verb: str, value: Any,
-        wait_key: str | None,
+        wait_key: str | None, asked: dict[str, Any] | None,
     ) -> None:
         try:
             result = await self.engine.resume(key[0], step, value, key=wait_key)
         except Exception as exc:
             self._finish(slot, key, verb, None, exc)
-        else:
-            self._finish(slot, key, verb, result, None)
+            return
+        again = await self._asks_again(key, wait_key, asked, result)
+        if again is not None:  # keep what was typed for the same question, asked again
+            slot.keep_typed(key, again)
+        refused = again is not None
+        self._finish(slot, key, verb, result, None, refused=refused)
+
+    async def _asks_again(
+        self, key: StepKey, wait_key: str | None, asked: dict[str, Any] | None,
+        result: RunResult | Recorded,
+    ) -> str | None:
+        """Return the key of the wait that asks the same question again after the answer,
+        or None: the answer was not accepted (an agent's tool refuses arguments of the
+        wrong type and asks again under ``approval:<call>#1``). The same question: the same
+        step waits on the same key, or on a keyed wait with the same details."""
+        if wait_key is None or not isinstance(result, RunResult):
+            return None
+        if result.status.value != "waiting":
+            return None
+        try:
+            rows: Sequence[StepRow] = await self.engine.store.step_rows(key[0])
+        except Exception:  # the answer was recorded: say what it did, not this read
+            return None
+        for r in rows:
+            if (r.step_index == key[1] and r.state is StepState.WAITING
+                    and r.wait_key is not None
+                    and (r.wait_key == wait_key or (asked and r.wait_details == asked))):
+                return r.wait_key
+        return None
 
     def _finish(
         self,
@@ -233,9 +261,11 @@ class ApprovalPanel(Live):
         verb: str,
         result: RunResult | Recorded | None,
         error: Exception | None,
+        *,
+        refused: bool = False,
     ) -> None:
         slot.busy = False
-        text = outcome_html(verb, key[0], slot.step_name, result, error)
+        text = outcome_html(verb, key[0], slot.step_name, result, error, refused=refused)
         slot.status.value = text
         self._log = [text, *self._log][:5]
         self.log.value = f'<div data-agentq="approval-log">{"".join(self._log)}</div>'

@@ -21,7 +21,7 @@ from typing import Any
 
 from agentq.clock import Clock
 from agentq.errors import AgentqError
-from agentq.markup import MUTED, error_html
+from agentq.markup import MUTED, error_html, isolate
 from agentq.store import DurableStore, shown_call
 from agentq.widgets.html.detail import (
     CALLS_LISTED,
@@ -96,11 +96,12 @@ class DetailPane:
         current = self.workflows.value
         if current is not None and current not in ids:
             ids.insert(0, current)  # the one shown stays selectable
-        if tuple(ids) == tuple(self.workflows.options):
+        options = [(isolate(wf), wf) for wf in ids]  # labels isolated: an <option> has no <bdi>
+        if tuple(options) == tuple(self.workflows.options):
             return False
         self._quiet = True
         try:
-            self.workflows.options = ids
+            self.workflows.options = options
             self.workflows.value = current if current in ids else None
         finally:
             self._quiet = False
@@ -145,8 +146,9 @@ class DetailPane:
         self._set(snap)
         self._quiet = True
         try:
-            if workflow_id not in self.workflows.options:
-                self.workflows.options = [workflow_id, *self.workflows.options]
+            if workflow_id not in [v for _, v in self.workflows.options]:
+                self.workflows.options = [(isolate(workflow_id), workflow_id),
+                                          *self.workflows.options]
             self.workflows.value = workflow_id
             wanted = item or ("workflow", None)
             options = _item_options(snap, wanted)
@@ -248,10 +250,10 @@ class DetailPane:
 def _item_options(snap: DetailSnapshot, keep: Item | None = None) -> list[tuple[str, Item]]:
     """The *show* list: the workflow, each step, the latest `CALLS_LISTED` calls (and the
     call `keep`, when it is older: the one selected stays selectable)."""
-    head = f"workflow {snap.workflow.workflow_id}"
+    head = f"workflow {isolate(snap.workflow.workflow_id)}"
     options: list[tuple[str, Item]] = [(head, ("workflow", None))]
     options += [
-        (f"step {s.step_index} · {s.step_name} ({s.state.value})", ("step", s.step_index))
+        (f"step {s.step_index} · {isolate(s.step_name)} ({s.state.value})", ("step", s.step_index))
         for s in snap.steps
     ]
     calls = list(snap.calls)
@@ -261,5 +263,6 @@ def _item_options(snap: DetailSnapshot, keep: Item | None = None) -> list[tuple[
     for c in listed:
         name = (c.label or {}).get("tool") or (c.label or {}).get("kind") or c.kind.value
         state = shown_call(snap.workflow, c).state
-        options.append((f"{c.kind.value} {c.key} · {name} ({state})", ("call", c.key)))
+        options.append((f"{c.kind.value} {isolate(c.key)} · {isolate(name)} ({state})",
+                        ("call", c.key)))
     return options

@@ -42,7 +42,7 @@ from agentq.widgets.html.tables import steps_html
 from agentq.widgets.html.timeline import timeline_html
 from agentq.widgets.html.tree import TREE_CHILDREN, tree_html
 from agentq.widgets.models.calls import CallTally
-from agentq.widgets.models.detail import DetailSnapshot, load_detail
+from agentq.widgets.models.detail import DetailSnapshot, load_detail, shown_step
 from agentq.widgets.models.timeline import Timeline
 from agentq.widgets.models.tree import TreeNode, build_tree
 
@@ -212,7 +212,8 @@ async def dashboard_html(
     # the most recently active workflows first, as in the live step table
     recency = {row[2]: row[0] for row in events}
     ordered = sorted(steps, key=lambda r: (-recency.get(r.workflow_id, 0), r.step_index))
-    counts = Counter(row.state.value for row in steps)
+    rows = {row.workflow_id: row for row in await store.workflows()}
+    counts = Counter(shown_step(row, rows.get(row.workflow_id)) for row in steps)
     waiting = [row for row in steps if row.state is StepState.WAITING]
     approvals = "".join(approval_html(row) for row in waiting) or (
         f'<div style="{FONT};{MUTED}">no step waits for input</div>'
@@ -226,7 +227,7 @@ async def dashboard_html(
             _section(
                 "Steps",
                 steps_html(ordered[:limit], now=now, limit=limit, total=len(ordered),
-                           counts=counts, calls=tally.steps),
+                           counts=counts, calls=tally.steps, workflows=rows),
             ),
             _section(
                 "Timeline",

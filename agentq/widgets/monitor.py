@@ -253,6 +253,7 @@ class StepTable(Live):
             page.rows, now=self.clock.time() if now is None else now, limit=self.limit,
             total=len(page.rows) + page.cut, counts=self.steps.counts,
             calls=self.source.calls.steps, calls_floor=self.source.floor,
+            workflows=self.steps.index,
         )
         return set_value(self.html, html)
 

@@ -88,14 +88,14 @@ async def test_approve_all_matching_in_the_page(
     await page.screenshot(path=tmp_path / "bulk-2-confirm.png")
     await bar.get_by_role("button", name="Yes, approve 4").click()
     summary = bar.locator("[data-agentq='bulk-summary']")
-    await expect(summary).to_have_attribute("data-answered", "4", timeout=20_000)
+    await expect(summary).to_have_attribute("data-answered", "4")
     await expect(summary).to_contain_text("4 approved")
 
     # The workflows went on (no other cell ran): the table shows them completed.
     for workflow_id in ("refund-1", "refund-2", "refund-3", "probe-1"):
         row = page.locator(f"[data-agentq='step-row'][data-workflow='{workflow_id}']"
                            "[data-step='done']")
-        await expect(row).to_have_attribute("data-status", "completed", timeout=20_000)
+        await expect(row).to_have_attribute("data-status", "completed")
     waiting = page.locator("[data-agentq='step-row'][data-workflow='mail-1'][data-step='ask']")
     await expect(waiting).to_have_attribute("data-status", "waiting")
     await expect(matches).to_have_attribute("data-count", "0")

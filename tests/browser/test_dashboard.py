@@ -13,7 +13,7 @@ from pathlib import Path
 
 from playwright.async_api import Page, expect
 
-from .conftest import KERNEL_TIMEOUT, OpenNotebook
+from .conftest import OpenNotebook
 
 NOTEBOOK = "02_workflows_and_approvals.ipynb"
 RUN_UP_TO_LAST = """() => {
@@ -56,8 +56,7 @@ async def lane_samples(page: Page, done: str, shot: Path) -> list[tuple[int, int
 
 async def outcome(page: Page, flag: str) -> str:
     handle = await page.wait_for_function(
-        f"() => window.{flag} !== 'running' && window.{flag}", timeout=KERNEL_TIMEOUT
-    )
+        f"() => window.{flag} !== 'running' && window.{flag}")
     result = await handle.json_value()
     assert isinstance(result, str)
     return result
@@ -97,13 +96,13 @@ async def test_a_click_in_the_page_approves_and_the_dashboard_follows(
     await expect(approve).to_be_disabled()
     await expect(page.locator(
         "[data-agentq='approval-log'] [data-agentq='approval-outcome'][data-workflow='order-3']"
-    )).to_have_attribute("data-outcome", "completed", timeout=10_000)
+    )).to_have_attribute("data-outcome", "completed")
 
     # No other cell runs: the refresher updates the table and the timeline on its own.
     completed = page.locator(
         "[data-agentq='step-row'][data-workflow='order-3'][data-status='completed']"
     )
-    await expect(completed).to_have_count(4, timeout=10_000)
+    await expect(completed).to_have_count(4)
     await expect(page.locator(
         "[data-agentq='timeline-workflow'][data-workflow='order-3']"
     )).to_have_attribute("data-state", "completed")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from playwright.async_api import Page, expect
 
-from .conftest import KERNEL_TIMEOUT, OpenNotebook
+from .conftest import OpenNotebook
 
 SETUP = '''\
 import asyncio, tempfile
@@ -84,8 +84,7 @@ def write_notebook(path: Path, sources: list[str] = CELLS) -> None:
 async def run(page: Page, index: int, command: str = "notebook:run-cell") -> str:
     await page.evaluate(RUN, [index, command])
     handle = await page.wait_for_function(
-        "() => window.__run !== 'running' && window.__run", timeout=KERNEL_TIMEOUT
-    )
+        "() => window.__run !== 'running' && window.__run")
     result = await handle.json_value()
     assert isinstance(result, str)
     return result
@@ -152,10 +151,10 @@ async def test_search_detail_retry_cancel_and_a_blocking_helper_refused(
     await actions.get_by_role("button", name="Yes, retry it").click()
     await expect(page.locator(
         "[data-agentq='action-outcome'][data-action='retry'][data-workflow='fail-1']"
-    )).to_have_attribute("data-outcome", "completed", timeout=15_000)
+    )).to_have_attribute("data-outcome", "completed")
     await expect(page.locator(
         "[data-agentq='step-row'][data-workflow='fail-1'][data-status='completed']"
-    )).to_have_count(2, timeout=10_000)
+    )).to_have_count(2)
     await expect(actions.get_by_role("button", name="Retry…")).to_be_disabled()
     await dashboard.screenshot(path=tmp_path / "3-retried.png")
 
@@ -172,11 +171,11 @@ async def test_search_detail_retry_cancel_and_a_blocking_helper_refused(
     await actions.get_by_role("button", name="Yes, cancel it").click()
     await expect(page.locator(
         "[data-agentq='action-outcome'][data-action='cancel'][data-workflow='wait-1']"
-    )).to_have_attribute("data-outcome", "cancelled", timeout=15_000)
+    )).to_have_attribute("data-outcome", "cancelled")
     await expect(page.locator(
         "[data-agentq='timeline-workflow'][data-workflow='wait-1']"
-    )).to_have_attribute("data-state", "cancelled", timeout=10_000)
-    await expect(actions.get_by_role("button", name="Retry…")).to_be_enabled(timeout=10_000)
+    )).to_have_attribute("data-state", "cancelled")
+    await expect(actions.get_by_role("button", name="Retry…")).to_be_enabled()
     await dashboard.screenshot(path=tmp_path / "4-cancelled.png")
 
     # Re-running the dashboard's cell twice leaves one refresher.

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from .conftest import KERNEL_TIMEOUT, _free_port
+from .conftest import START_TIMEOUT, _free_port, new_context
 
 CELLS = [
     '''\
@@ -90,7 +90,7 @@ def _serve(base: Path, command: list[str], ready: str) -> Iterator[subprocess.Po
     log = base / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(command, env=env, cwd=base, stdout=out, stderr=out)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + START_TIMEOUT
     try:
         while time.monotonic() < deadline and process.poll() is None:
             if _is_up(ready):
@@ -112,16 +112,16 @@ async def approve_and_check(page: Page, shot: Path) -> None:
     slot = page.locator(".agentq-approval").filter(
         has=page.locator("[data-agentq='approval'][data-workflow='order-1']")
     )
-    await expect(slot).to_be_visible(timeout=KERNEL_TIMEOUT)
+    await expect(slot).to_be_visible()
     await expect(slot).to_contain_text("ship order-1?")
     approve = slot.get_by_role("button", name="Approve")
     await approve.click()
     await expect(page.locator(
         "[data-agentq='approval-log'] [data-agentq='approval-outcome'][data-workflow='order-1']"
-    )).to_have_attribute("data-outcome", "completed", timeout=15_000)
+    )).to_have_attribute("data-outcome", "completed")
     await expect(page.locator(
         "[data-agentq='step-row'][data-workflow='order-1'][data-status='completed']"
-    )).to_have_count(1, timeout=10_000)
+    )).to_have_count(1)
     await page.locator(".agentq-dashboard").screenshot(path=shot)
 
 
@@ -142,7 +142,7 @@ async def test_notebook7_shows_the_dashboard_and_a_click_approves(
     ]  # fmt: skip
     server = _serve(tmp_path / "nb7-home", command, f"{url}/api/status?token={token}")
     next(server)
-    context = await browser.new_context(viewport={"width": 1400, "height": 1600})
+    context = await new_context(browser, 1400, 1600)
     try:
         page = await context.new_page()
         await page.goto(f"{url}/notebooks/approve.ipynb?token={token}")
@@ -150,8 +150,7 @@ async def test_notebook7_shows_the_dashboard_and_a_click_approves(
             """() => {
                 const panel = window.jupyterapp?.shell?.currentWidget;
                 return panel?.sessionContext?.session?.kernel?.status === 'idle';
-            }""",
-            timeout=KERNEL_TIMEOUT,
+            }"""
         )
         await page.evaluate(
             "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }"
@@ -178,7 +177,7 @@ async def test_voila_shows_the_dashboard_and_a_click_approves(
     # A GET of the page runs the notebook: wait for the port only.
     server = _serve(tmp_path / "voila-home", command, f"tcp://127.0.0.1:{port}")
     next(server)
-    context = await browser.new_context(viewport={"width": 1400, "height": 1600})
+    context = await new_context(browser, 1400, 1600)
     try:
         page = await context.new_page()
         await page.goto(url)

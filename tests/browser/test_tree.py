@@ -15,7 +15,7 @@ from pathlib import Path
 
 from playwright.async_api import Browser, Page, Route, expect
 
-from .conftest import OpenNotebook
+from .conftest import OpenNotebook, new_context
 from .test_detail_actions import ERRORS, open_dashboard, run
 
 SETUP = '''\
@@ -116,7 +116,7 @@ async def test_the_tree_expands_opens_details_stays_open_live_and_works_offline_
 
     # A resume: the refresher re-reads the workflow and redraws the tree; what was open stays.
     assert await run(page, 2) == "ok"
-    await expect(step).to_have_attribute("data-state", "completed", timeout=10_000)
+    await expect(step).to_have_attribute("data-state", "completed")
     await expect(tree.locator("[data-node='c:approve']")).to_have_attribute(
         "data-state", "answered")
     assert await is_open(page, ".agentq-tree details[data-node='c:plan']")
@@ -127,7 +127,7 @@ async def test_the_tree_expands_opens_details_stays_open_live_and_works_offline_
     # The static export, opened from the disk in an offline context: nothing is fetched.
     assert await run(page, 3) == "ok", "\n".join(await page.locator(ERRORS).all_inner_texts())
     assert exported.is_file()
-    context = await browser.new_context(offline=True, viewport={"width": 1300, "height": 1400})
+    context = await new_context(browser, 1300, 1400, offline=True)
     requests: list[str] = []
 
     async def record(route: Route) -> None:
@@ -192,7 +192,7 @@ async def test_the_page_follows_a_toggle_from_code_after_the_person_toggled(
     await store.start_workflow("wf", ["a", "b"], None, 0.0)
     tree = RunTree()
     tree.show(await load_detail(store, "wf"))
-    context = await browser.new_context(offline=True)
+    context = await new_context(browser, 1280, 720, offline=True)
     try:
         page = await context.new_page()
         await page.set_content('<div id="root"></div>')

@@ -375,7 +375,8 @@ def test_call_totals_show_runs_failures_doubt_and_answered_from_the_log() -> Non
     assert 'data-calls="4" data-runs="6" data-failed="2" data-in-doubt="1" data-answered="7"' \
         in markup
     text = re.sub(r"<[^>]+>", "", markup)
-    assert text == "durable calls: 6 runs · 2 failed · 1 in doubt · 7 answered from the log"
+    assert text == ("durable calls: 6 runs · 2 failed · 1 in doubt · "
+                    "7 calls and waits replayed from the log")
     assert "data-answered" not in h.call_totals_html(totals)
 
 

@@ -410,3 +410,38 @@ async def test_a_refresh_during_a_page_read_does_not_break_the_walk() -> None:
     page = await _search.page_of(cache, store, _search.Query(workflow="order"), start=0,
                                  limit=4, now=T0)
     assert [r.workflow_id for r in page.rows] == ["order-5", "order-5", "order-4", "order-4"]
+
+
+async def test_the_hidden_waits_count_each_waiting_workflow_once() -> None:
+    # Issue 22 fault 4: the step table's first page read waiting workflows that the panel
+    # still counted as unread ("285 shown for 235"), and a wait answered elsewhere stayed
+    # counted ("269 for 55 after a bulk approve").
+    store = ReadStore()
+    for i in range(10):
+        workflow(store, f"ask-{i}", ("ask",), StepState.WAITING)
+    dash = Dashboard(FakeEngine(store, FakeClock()), slots=2, limit=50)
+    await dash.refresh()
+    assert len(dash.steps.page.rows) == 10  # the first page read every waiting workflow
+    assert 'data-hidden="8"' in dash.approvals.more.value, dash.approvals.more.value
+    for i in range(2, 7):  # five waits answered elsewhere (a bulk approve, say)
+        store.step(f"ask-{i}", 0, "ask", StepState.COMPLETED)
+        store.event(K.STEP_COMPLETED, f"ask-{i}", (0, "ask"), attempt=1)
+    await dash.refresh()
+    assert 'data-hidden="3"' in dash.approvals.more.value, dash.approvals.more.value
+    await dash.stop()
+
+
+async def test_unread_waiting_workflows_follow_the_index() -> None:
+    # The same count when the unread ones stop waiting without being read.
+    store = ReadStore()
+    for i in range(10):
+        workflow(store, f"ask-{i}", ("ask",), StepState.WAITING)
+    panel = ApprovalPanel(FakeEngine(store, FakeClock()), slots=2)
+    await panel.refresh()
+    assert "… 8 more waiting not shown" in panel.more.value
+    for i in range(5, 10):
+        store.step(f"ask-{i}", 0, "ask", StepState.COMPLETED)
+        store.event(K.STEP_COMPLETED, f"ask-{i}", (0, "ask"), attempt=1)
+    await panel.refresh()
+    assert "… 3 more waiting not shown" in panel.more.value, panel.more.value
+    await panel.stop()

@@ -500,7 +500,7 @@ async def test_dashboard_shows_call_totals_beside_the_calls_answered_from_the_lo
     await dash.refresh()
     assert 'data-runs="3" data-failed="1" data-in-doubt="1" data-answered="0"' in dash.calls.value
     assert text_of(dash.calls.value) == (
-        "durable calls: 3 runs · 1 failed · 1 in doubt · 0 answered from the log"
+        "durable calls: 3 runs · 1 failed · 1 in doubt · 0 calls and waits replayed from the log"
     )
     assert "1 in doubt" in text_of(dash.steps.html.value)
     # The engine's counter moves with no event: the next tick shows it, and reads nothing more.

@@ -55,7 +55,9 @@ def call_counts_html(counts: CallCounts | None, *, floor: int = 0) -> str:
 def call_totals_html(
     totals: CallCounts, answered_from_log: int | None = None, *, floor: int = 0
 ) -> str:
-    """Render the call totals: runs, failed runs, calls in doubt, calls answered from the log.
+    """Render the call totals: runs, failed runs, calls in doubt, and the calls and waits
+    replayed from the log (``engine.answered_from_log`` counts both: an approval answered by
+    a person counts once each time its step runs again; issue 22 fault 6).
 
     Args:
         totals: Counts over every step (``CallTally.totals``).
@@ -73,12 +75,14 @@ def call_totals_html(
     ]
     answered = ""
     if answered_from_log is not None:
-        parts.append(_part(answered_from_log, "answered from the log", "completed"))
+        parts.append(_part(answered_from_log, "calls and waits replayed from the log",
+                           "completed"))
         answered = f' data-answered="{answered_from_log}"'
     title = (
         f"{totals.calls} durable calls; runs: CallStarted events; failed: CallFailed events; "
-        "in doubt: started, no outcome recorded, attempt over; answered from the log: calls "
-        "this engine did not run again"
+        "in doubt: started, no outcome recorded, attempt over; replayed from the log: calls this "
+        "engine did not run again and waits (approvals) it did not ask again, their recorded "
+        "results and answers read back when a step ran again"
     )
     scope = ""
     if floor:

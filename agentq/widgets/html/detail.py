@@ -9,7 +9,6 @@ value shown (ids, names, inputs, outputs, errors, tracebacks, labels, usage) is 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,13 +20,15 @@ from agentq.markup import (
     esc,
     esc_text,
     fmt_seconds,
+    json_parts,
     json_text,
     more_html,
+    parts_html,
 )
 from agentq.outcomes import ErrorInfo
 from agentq.store import CallRow, StepRow, WorkflowRow, shown_call
 from agentq.widgets.html.results import countdown_text
-from agentq.widgets.models.detail import DetailSnapshot, attempts_of
+from agentq.widgets.models.detail import DetailSnapshot, attempts_of, shown_step
 
 __all__ = [
     "FOLD_AT",
@@ -51,11 +52,9 @@ _TD = "padding:2px 8px;vertical-align:top;text-align:left"
 
 def json_html(value: Any, *, fold_at: int = FOLD_AT) -> str:
     """Return `value` as pretty JSON in a ``<pre>``, folded in ``<details>`` when long."""
-    try:
-        text = json.dumps(value, indent=2, ensure_ascii=False, default=repr, sort_keys=False)
-    except ValueError:
-        text = repr(value)
-    pre = f'<pre data-agentq="json" style="{_PRE}">{esc_text(text)}</pre>'
+    parts = json_parts(value, indent=2)  # each string isolated on its own (issue 22 #5)
+    text = "".join(piece for piece, _ in parts)
+    pre = f'<pre data-agentq="json" style="{_PRE}">{parts_html(parts)}</pre>'
     lines = text.count("\n") + 1
     if len(text) <= fold_at and lines <= 12:
         return pre
@@ -139,7 +138,7 @@ def workflow_detail_html(snap: DetailSnapshot, *, now: float) -> str:
     steps = "".join(
         f'<tr data-agentq="detail-step" data-index="{s.step_index}"><td style="{_TD}">'
         f'{s.step_index}</td><td style="{_TD}">{esc_text(s.step_name)}</td><td style="{_TD}">'
-        f'{badge(s.state.value)}</td><td style="{_TD}">{s.attempt}</td><td style="{_TD}">'
+        f'{badge(shown_step(s, wf))}</td><td style="{_TD}">{s.attempt}</td><td style="{_TD}">'
         f'{esc_text(s.worker_id or "")}</td><td style="{_TD}">'
         f"{_lasted(s.started_at, s.finished_at, now)}</td></tr>"
         for s in snap.steps
@@ -209,7 +208,7 @@ def step_detail_html(snap: DetailSnapshot, index: int, *, now: float) -> str:
     elif step.lease_token:
         lease = esc_text(f"token {step.lease_token} (released)")
     facts = _table([
-        ("status", badge(step.state.value)),
+        ("status", badge(shown_step(step, snap.workflow))),
         ("attempt", str(step.attempt)),
         ("worker", esc_text(step.worker_id or "")),
         ("lease", lease),
@@ -304,7 +303,7 @@ def call_detail_html(snap: DetailSnapshot, key: str, *, now: float) -> str:
     if call.label:
         body += _section("Label", json_html(call.label))
     if call.usage:
-        usage = _table((str(k), esc(json.dumps(v, default=repr))) for k, v in call.usage.items())
+        usage = _table((str(k), json_text(v, 200)) for k, v in call.usage.items())
         body += f'<div data-agentq="usage">{_section("Usage", usage)}</div>'
     if call.details is not None:
         body += _section("Details", json_html(call.details))

@@ -114,6 +114,8 @@ def outcome_html(
     step: str,
     result: RunResult | Recorded | None,
     error: BaseException | None = None,
+    *,
+    refused: bool = False,
 ) -> str:
     """Render what a click did to a waiting step: the run's new status, or the error raised.
 
@@ -124,6 +126,9 @@ def outcome_html(
         result: What `WorkflowEngine.resume` returned (a `Recorded` when the engine does not
             hold the workflow's definition), or None while it runs (or on error).
         error: What it raised, if anything.
+        refused: The run asks the same keyed wait again (the answer did not fit, say
+            arguments of the wrong type): said as "not accepted" with the run's reason,
+            never as "approved" (issue 22 fault 6).
     """
     head = (
         f'data-agentq="approval-outcome" data-workflow="{esc(workflow_id)}" data-step="{esc(step)}"'
@@ -146,6 +151,12 @@ def outcome_html(
             f"an engine serving definition {short(result.definition, 40)} runs it on</div>"
         )
     status = result.status.value
+    if refused:
+        why = short(result.reason or "the run asks again", 200)
+        return (
+            f'<div {head} data-outcome="refused" style="{FONT};color:{COLORS["error"][0]}">'
+            f"not accepted: {who} asks again: {why}</div>"
+        )
     where = f" at {short(result.step, 40)}" if result.step and status != "completed" else ""
     why = f" ({short(result.reason, 100)})" if result.reason else ""
     return (

@@ -22,10 +22,11 @@ from agentq.markup import (
     more_html,
     short,
 )
-from agentq.store import StepRow, StepState, WorkflowState
+from agentq.store import StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.widgets.html.calls import call_counts_html
 from agentq.widgets.html.results import wait_html
 from agentq.widgets.models.calls import CallCounts
+from agentq.widgets.models.detail import shown_step
 
 __all__ = ["LaneSnapshot", "lanes_html", "queue_stats_html", "steps_html"]
 
@@ -151,6 +152,7 @@ def steps_html(
     calls: Mapping[tuple[str, int], CallCounts] | None = None,
     counted: str = "workflows",
     calls_floor: int = 0,
+    workflows: Mapping[str, WorkflowRow] | None = None,
 ) -> str:
     """Render step rows as a table: status badges, attempt, worker, duration, reason, error.
 
@@ -172,6 +174,8 @@ def steps_html(
         counted: What `counts` counts, the summary line's first word.
         calls_floor: The event ``seq`` after which `calls` were counted (``Source.floor``):
             when non-zero each cell reads "≥ n calls" (`call_counts_html`).
+        workflows: The workflows' rows by id: a failed step of a cancelled workflow is then
+            shown "cancelled" (`shown_step`); without them, steps are shown as stored.
     """
     shown = rows[:limit]
     hidden = (len(rows) if total is None else total) - len(shown)
@@ -194,7 +198,7 @@ def steps_html(
     body = []
     previous: str | None = None
     for row in shown:
-        status = row.state.value
+        status = shown_step(row, workflows.get(row.workflow_id) if workflows else None)
         text, tip = _duration(row, now)
         note = _lease_note(row, now)
         if row.reason:

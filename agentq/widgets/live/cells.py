@@ -12,6 +12,11 @@ kernel's shell. When the same cell id runs again, the callback cancels the old r
 view shows "replaced") and unregisters itself. The state lives in that one callback, owned by
 the widget and registered on the shell, never in a module global; ``stop()`` unregisters it.
 
+A cell that ends with the widget (``dash``) also leaves it in IPython's output history
+(``Out[N]``, ``_N``, ``_``), which would keep the closed widget, its engine and its store alive
+for the kernel's lifetime. `forget_outputs` drops those entries; the widget calls it when it is
+closed (replaced by its cell's re-run, or stopped), so the old store is freed.
+
 Where no cell id is known (a plain Python process, nbclient / ``pytest --nbmake``, the terminal
 IPython) nothing is registered and a replaced widget must be stopped with ``await old.stop()``.
 IPython is never imported here: it is looked up only if the process already loaded it.
@@ -24,7 +29,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-__all__ = ["CellOwner", "current_cell_id"]
+__all__ = ["CellOwner", "current_cell_id", "forget_outputs"]
 
 
 def _shell() -> Any:
@@ -44,6 +49,53 @@ def current_cell_id(shell: Any) -> str | None:
     meta = header.get("metadata")
     cell = meta.get("cellId") if isinstance(meta, dict) else None
     return cell if isinstance(cell, str) and cell else None
+
+
+_LAST = ("_", "__", "___")  # IPython's last three results ('' when empty)
+
+
+def forget_outputs(*objects: object) -> int:
+    """Drop `objects` from the running IPython shell's output history; return how many entries.
+
+    IPython's display hook keeps each cell's result in ``Out`` (the history manager's
+    ``output_hist``, also ``_oh``), as ``_N``, and in ``_``, ``__``, ``___`` (of the user's
+    namespace, of its hidden part and of the display hook). Entries that are one of
+    `objects` (by identity) are removed (``_``, ``__``, ``___`` are set to ``''``, IPython's
+    own empty value); the user's own names are never touched. Outside IPython (or with a
+    shell that keeps no history) nothing happens and 0 is returned. Call on the kernel's
+    thread.
+    """
+    shell = _shell()
+    ns = getattr(shell, "user_ns", None)
+    if not isinstance(ns, dict):
+        return 0
+    ids = {id(obj) for obj in objects if obj is not None}
+    histories = [ns.get("Out"), ns.get("_oh"),
+                 getattr(getattr(shell, "history_manager", None), "output_hist", None)]
+    dropped = 0
+    seen: set[int] = set()
+    for hist in histories:
+        if not isinstance(hist, dict) or id(hist) in seen:
+            continue
+        seen.add(id(hist))
+        for n in [n for n, value in hist.items() if id(value) in ids]:
+            del hist[n]
+            dropped += 1
+    hook = getattr(shell, "displayhook", None)
+    for name in _LAST:  # the display hook keeps its own copies: all change, or IPython
+        if id(getattr(hook, name, None)) in ids:  # stops updating `_` (they would differ)
+            setattr(hook, name, "")
+    hidden = getattr(shell, "user_ns_hidden", None)  # what IPython itself put there
+    for space in (ns, hidden) if isinstance(hidden, dict) else (ns,):
+        for name in [n for n, value in space.items() if id(value) in ids]:
+            if name in _LAST:
+                space[name] = ""
+            elif name[:1] == "_" and name[1:].isdigit():
+                del space[name]
+            else:
+                continue
+            dropped += space is ns
+    return dropped
 
 
 class CellOwner:

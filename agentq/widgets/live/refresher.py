@@ -20,7 +20,7 @@ from agentq.clock import Clock, SystemClock
 from agentq.extras import require
 from agentq.markup import check_count, error_html, esc
 from agentq.sync import CLICK_TASK_PREFIX
-from agentq.widgets.live.cells import CellOwner
+from agentq.widgets.live.cells import CellOwner, forget_outputs
 
 __all__ = ["DEFAULT_INTERVAL", "LIVE_TIMES_EVERY", "Live", "Spawner", "check_count"]
 
@@ -277,12 +277,15 @@ class Live:
         callbacks reach this object, hence its engine and store: without closing, every
         re-run of a setup cell would keep the old store (its connection and thread) alive for
         the kernel's lifetime (review 14 #5). After `close`, the views are gone from the page
-        and the object can be garbage-collected once the notebook drops its name.
+        and the object can be garbage-collected once the notebook drops its name: IPython's
+        output history (``Out[N]``, ``_N``, ``_``) forgets it and its root widget too, when a
+        cell ended with it (`forget_outputs`; issue 22 fault 3).
         """
         close_tree(self._banner)
         root = getattr(self, "widget", None)
         if root is not None:
             close_tree(root)
+        forget_outputs(self, root)
 
     async def stop(self, *, close: bool = True) -> None:
         """Stop the refresher, refresh one last time, and re-raise the refresher's error.

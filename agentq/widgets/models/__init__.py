@@ -9,8 +9,10 @@ kernel (import-linter contract "Widget models import no view and no ipywidgets")
 - ``search``: `Query` and `page_of`: search and paging over the workflow index;
 - ``source``: `Source`: what changed in a store since the last refresh (one read per widget
   tree), and `StepCache`, the step rows it keeps;
+- ``tree``: `build_tree`: a workflow's rows folded into its run tree (its steps' statuses
+  by ``detail``'s `shown_step`);
 - ``calls``: `CallTally`: the event log's call events folded into call counts per step;
-- ``detail``: `load_detail` (one workflow read for its detail view) and a step's attempts;
-- ``timeline``: `Timeline`: the event log folded into spans per workflow step;
-- ``tree``: `build_tree`: a workflow's rows folded into its run tree.
+- ``detail``: `load_detail` (one workflow read for its detail view), a step's attempts, and
+  `shown_step` (the status every view shows a step with);
+- ``timeline``: `Timeline`: the event log folded into spans per workflow step.
 """

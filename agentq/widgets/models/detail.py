@@ -25,7 +25,9 @@ from agentq.store import (
     touches_calls,
 )
 
-__all__ = ["Attempt", "DetailSnapshot", "attempts_of", "load_detail", "refresh_detail"]
+__all__ = [
+    "Attempt", "DetailSnapshot", "attempts_of", "load_detail", "refresh_detail", "shown_step",
+]
 
 _K = EventKind
 _WORKFLOW_ENDS = frozenset({_K.WORKFLOW_CANCELLED, _K.WORKFLOW_FAILED, _K.WORKFLOW_COMPLETED})
@@ -126,6 +128,25 @@ async def refresh_detail(store: DurableStore, snap: DetailSnapshot) -> DetailSna
     except (KeyError, ValueError):
         return await load_detail(store, workflow_id)
     return DetailSnapshot(row, tuple(steps), tuple(calls.values()), snap.events + tuple(new))
+
+
+def shown_step(step: StepRow, workflow: WorkflowRow | str | None) -> str:
+    """Return the status every view shows `step` with (a `StepState` value, or "cancelled").
+
+    A workflow's cancellation ends its current step, which the projection stores as
+    ``failed`` (reason "cancelled"), so a retry can run it again; shown as failed, a run a
+    person cancelled read like a fault (issue 22 fault 6). So a failed step of a
+    ``cancelled`` workflow is shown "cancelled" (a step that fails for itself fails its
+    workflow, which can no longer be cancelled); any other step as stored.
+
+    Args:
+        step: The step's row.
+        workflow: Its workflow's row, or that row's state value; None when unknown (the
+            step is then shown as stored).
+    """
+    state = step.state.value
+    wf_state = workflow.state.value if isinstance(workflow, WorkflowRow) else workflow
+    return "cancelled" if state == "failed" and wf_state == "cancelled" else state
 
 
 def attempts_of(events: tuple[Event, ...] | list[Event], step_index: int) -> list[Attempt]:

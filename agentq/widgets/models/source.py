@@ -46,7 +46,6 @@ class StepCache:
             (its slots; 0 without a panel; None: all). The least recently active are read
             first (the oldest waits), and more are read as those stop waiting (review 14 #4:
             the first render read the steps of every waiting workflow, linear in the backlog).
-        unread_waiting: Waiting workflows in the index whose steps were not read (over the cap).
     """
 
     def __init__(self) -> None:
@@ -56,7 +55,6 @@ class StepCache:
         self.waiting: dict[StepKey, StepRow] = {}
         self.wait_seq: dict[StepKey, int] = {}
         self.waiting_cap: int | None = 0  # the approval panel raises it to its slots
-        self.unread_waiting = 0
 
     def __len__(self) -> int:
         return len(self.index)
@@ -64,6 +62,23 @@ class StepCache:
     def newest(self) -> Iterator[WorkflowRow]:
         """Yield the workflows, most recently active first."""
         return reversed(self.index.values())
+
+    @property
+    def unread_waiting(self) -> int:
+        """How many waiting workflows of the index have step rows not read (over the cap).
+
+        Derived from the index and the rows read, never kept as a separate count: a page of
+        the step table that reads waiting workflows, or waits answered elsewhere, change it
+        at once (issue 22 fault 4: a stored count was not told and the panel's "n more"
+        counted those waits twice). Costs one look-up per workflow read.
+        """
+        waiting = self.counts[WorkflowState.WAITING.value]
+        if not waiting:
+            return 0
+        index = self.index
+        read = sum(1 for wf in self._steps
+                   if (row := index.get(wf)) is not None and row.state is WorkflowState.WAITING)
+        return max(0, waiting - read)
 
     def steps_of(self, workflow_id: str) -> tuple[StepRow, ...] | None:
         """Return a workflow's step rows, or None when they have not been read."""
@@ -149,7 +164,6 @@ class StepCache:
     async def _fill_waiting(self, store: DurableStore) -> None:
         """Read waiting workflows' steps, least recently active first, up to `waiting_cap`."""
         if not self.counts[WorkflowState.WAITING.value]:  # none: no walk of the index
-            self.unread_waiting = 0
             return
         unread = [w for w, r in self.index.items()
                   if r.state is WorkflowState.WAITING and w not in self._steps]
@@ -157,7 +171,6 @@ class StepCache:
         if self.waiting_cap is not None:
             room = max(0, self.waiting_cap - len({k[0] for k in self.waiting}))
         await self.ensure(store, unread[:room])
-        self.unread_waiting = len(unread) - min(room, len(unread))
 
     def _set_index(self, rows: list[WorkflowRow]) -> None:
         rows.sort(key=attrgetter("last_seq"))  # least recently active first

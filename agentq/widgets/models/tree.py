@@ -23,8 +23,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentq.markup import fmt_seconds
+from agentq.markup import fmt_seconds, isolate
 from agentq.store import CallKind, CallRow, StepRow, WorkflowRow, shown_call
+from agentq.widgets.models.detail import shown_step
 
 __all__ = ["Item", "TreeNode", "build_tree", "node_item"]
 
@@ -39,9 +40,11 @@ class TreeNode:
     Attributes:
         node: Stable id within the workflow: ``"w"``, ``"s:<index>"`` or ``"c:<key>"``.
         kind: ``workflow``, ``step``, ``model`` (a model request), ``call`` or ``wait``.
-        title: What it is (a workflow id, ``step 0 · fetch``, ``tool search``…), unescaped.
+        title: What it is (a workflow id, ``step 0 · fetch``, ``tool search``…), unescaped;
+            each user value in it isolated on its own (`agentq.markup.isolate`).
         state: Its status (a `WorkflowState`, `StepState` or `CallState` value).
-        facts: Short unescaped extras: duration, attempt, runs, tokens, the error.
+        facts: Short unescaped extras: duration, attempt, runs, tokens, the error (user
+            values isolated like the title's).
         failed: Whether it failed (its error is among `facts`).
         children: Its children, in order.
     """
@@ -93,10 +96,10 @@ def _error_text(error: Any) -> str:
     message = getattr(error, "message", None)
     if message is None and isinstance(error, dict):
         message = error.get("message", "")
-    return f"{kind or 'error'}: {message or ''}"
+    return f"{isolate(kind or 'error')}: {isolate(message or '')}"
 
 
-def _step_node(step: StepRow) -> TreeNode:
+def _step_node(step: StepRow, workflow: WorkflowRow | str) -> TreeNode:
     facts = []
     if step.attempt > 1:
         facts.append(f"attempt {step.attempt}")
@@ -104,15 +107,17 @@ def _step_node(step: StepRow) -> TreeNode:
         facts.append(fmt_seconds(step.finished_at - step.started_at))
     error = _error_text(step.error)
     if step.wait_key:
-        facts.append(f"waits on {step.wait_key}")
+        facts.append(f"waits on {isolate(step.wait_key)}")
     elif step.reason and (step.state.value == "waiting" or (step.state.value == "failed"
                                                              and not error)):
         facts.append(step.reason)  # a failed step's reason repeats its error: said once
-    failed = bool(error) and step.state.value == "failed"
+    state = shown_step(step, workflow)
+    failed = bool(error) and state == "failed"
     if error:  # an earlier attempt's error, on a step that was retried since, is history
         facts.append(error if failed else f"retried after: {error}")
-    return TreeNode(f"s:{step.step_index}", "step", f"step {step.step_index} · {step.step_name}",
-                    step.state.value, tuple(facts), failed=failed)
+    title = f"step {step.step_index} · {isolate(step.step_name)}"
+    return TreeNode(f"s:{step.step_index}", "step", title, state, tuple(facts),
+                    failed=failed)
 
 
 def _tokens(usage: dict[str, Any] | None) -> str:
@@ -121,7 +126,7 @@ def _tokens(usage: dict[str, Any] | None) -> str:
     if not isinstance(i, int) and not isinstance(o, int):
         return ""
     model = usage.get("model")
-    head = f"{model} " if isinstance(model, str) and model else ""
+    head = f"{isolate(model)} " if isinstance(model, str) and model else ""
     i, o = (i if isinstance(i, int) else 0), (o if isinstance(o, int) else 0)
     return f"{head}{i} in / {o} out tokens"
 
@@ -132,14 +137,16 @@ def _call_node(call: CallRow, workflow: WorkflowRow | None) -> TreeNode:
     if call.kind is CallKind.WAIT:
         details = call.details or {}
         tool = details.get("tool")
-        title = f"approval of {tool}" if call.key.startswith("approval:") and tool else "wait"
+        approval = call.key.startswith("approval:") and tool
+        title = f"approval of {isolate(tool)}" if approval else "wait"
         kind = "wait"
         if call.reason:
             facts.append(str(call.reason))
     else:
         kind = "model" if label.get("kind") == "model" else "call"
         name = label.get("tool") or label.get("kind") or "call"
-        title = "model request" if kind == "model" else f"tool {name}" if "tool" in label else name
+        title = ("model request" if kind == "model" else f"tool {isolate(name)}" if "tool" in label
+                 else isolate(name))
         if call.runs > 1:
             facts.append(f"ran {call.runs} times")
         tokens = _tokens(call.usage)
@@ -151,7 +158,7 @@ def _call_node(call: CallRow, workflow: WorkflowRow | None) -> TreeNode:
     if error:
         facts.append(error)
     state = call.state.value if workflow is None else shown_call(workflow, call).state
-    return TreeNode(f"c:{call.key}", kind, f"{title} · {call.key}", state,
+    return TreeNode(f"c:{call.key}", kind, f"{title} · {isolate(call.key)}", state,
                     tuple(facts), failed=bool(error))
 
 
@@ -183,7 +190,8 @@ def build_tree(
         root = TreeNode("w", "workflow", workflow, state)
     by_index: dict[int, TreeNode] = {}
     for step in sorted(steps, key=lambda s: s.step_index):
-        by_index[step.step_index] = node = _step_node(step)
+        by_index[step.step_index] = node = _step_node(step, workflow if isinstance(
+            workflow, WorkflowRow) else state)
         root.children.append(node)
     model: dict[int, TreeNode] = {}  # the latest model request under each step (-1: the root)
     for call in calls:

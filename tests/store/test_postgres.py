@@ -156,7 +156,7 @@ async def test_a_newer_schema_version_is_refused(pg_target: Target) -> None:
             await PostgresStore.open(pg_target.dsn, schema=pg_target.schema)
     finally:
         with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
-            conn.execute(f"UPDATE {pg_target.schema}.agentq_schema SET version = 1")
+            conn.execute(f"UPDATE {pg_target.schema}.agentq_schema SET version = {SCHEMA_VERSION}")
 
 
 async def test_a_schema_with_foreign_tables_is_refused(pg_target: Target) -> None:

@@ -1,13 +1,14 @@
 """Random histories of every verb against a plain-dict model, on every store.
 
 After each rule: the projection (workflows, steps, calls) equals the model, the log has the
-model's number of events, and a replay of the log equals the live projection (a renewed
-lease's expiry aside). A cancel leaves the running step fenced by its revoked lease, through a
-retry, until `LeaseReleased` or its expiry (``cancel_hand_back_retry`` runs the whole story). Claims run under a random crash budget (``max_recoveries``) beside
-stored retry times, expired and dead leases taken back, and retries of failed or cancelled
-workflows. Durable calls (start / complete / fail, and start again after a crash: a takeover
-of an expired lease), keyed waits, resumes (with and without a key) and time-outs share a
-small pool of keys, so that key conflicts happen too.
+model's number of events, and a replay of the log equals the live projection (a renewed lease's
+expiry aside). A cancel leaves the running step fenced by its revoked lease, through a retry,
+until `LeaseReleased` or its expiry (``cancel_hand_back_retry`` runs the whole story). Claims
+run under a random crash budget (``max_recoveries``) beside stored retry times, expired and
+dead leases taken back, and retries of failed or cancelled workflows. Durable calls (start /
+complete / fail, and start again after a crash: a takeover of an expired lease), keyed waits,
+resumes (with and without a key) and time-outs share a small pool of keys, so that key
+conflicts happen too.
 """
 
 from __future__ import annotations

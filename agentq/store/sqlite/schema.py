@@ -3,11 +3,11 @@
 ``schema.sql`` is a list of ``-- migration N`` sections; the file's version lives in
 ``PRAGMA user_version``. `migrate` brings an older file up to `SCHEMA_VERSION` in one
 ``BEGIN IMMEDIATE`` transaction (so two processes opening an old file migrate it once) and
-refuses a newer or a foreign file; `refuse_foreign` is the same refusal as a read alone, which
-the store runs before it changes anything in the file (its journal mode). A section holding the line ``-- agentq: rebuild
-projection`` changes what the projection derives from the log: after the statements (of
-every migration the file gets), an older file's ``workflows``, ``steps`` and ``calls`` are
-rebuilt from its log in the same transaction.
+refuses a newer or a foreign file; `refuse_foreign` is the same refusal by a read alone, which
+the store runs before it changes anything in the file (its journal mode). A section holding
+the line ``-- agentq: rebuild projection`` changes what the projection derives from the log:
+after the statements (of every migration the file gets), an older file's ``workflows``,
+``steps`` and ``calls`` are rebuilt from its log in the same transaction.
 Synchronous: it runs on the connection's thread when the store opens the file
 (`agentq.store.sqlite.connection`).
 """

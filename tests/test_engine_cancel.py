@@ -191,6 +191,10 @@ async def test_a_retry_after_a_remote_cancel_never_runs_beside_the_old_body(
         run_a = asyncio.ensure_future(a.run(wf))
         try:
             result = await _cancel_retry_elsewhere(b, c, wf, clock, entered, leave, bodies)
+            async with asyncio.timeout(BOUND):  # a's run may be in a poll on the fake clock
+                while not run_a.done():
+                    await clock.advance(1.0)
+                    await asyncio.sleep(0.01)
         finally:
             leave.set()
     assert result.status is RunStatus.COMPLETED and len(bodies) == 2 and not overlapped

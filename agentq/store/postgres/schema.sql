@@ -143,3 +143,12 @@ CREATE TABLE job_outcomes (
     expires_at   DOUBLE PRECISION           -- NULL: never
 );
 CREATE INDEX job_outcomes_by_expiry ON job_outcomes (expires_at) WHERE expires_at IS NOT NULL;
+
+-- migration 2
+-- LeaseReleased (a lease a cancel revoked is handed back: its step may be claimed at once)
+-- wakes serving engines too.
+DROP TRIGGER events_wake_workers ON events;
+CREATE TRIGGER events_wake_workers AFTER INSERT ON events FOR EACH ROW
+    WHEN (NEW.kind IN ('WorkflowStarted', 'StepCompleted', 'RetryScheduled', 'StepResumed',
+                       'WorkflowRetried', 'WorkerRecovered', 'WaitTimedOut', 'LeaseReleased'))
+    EXECUTE FUNCTION events_notify_work();

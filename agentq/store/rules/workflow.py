@@ -216,7 +216,8 @@ def time_out_wait(tx: Tx, workflow_id: str, step_index: int, now: float) -> bool
 
 def cancel_workflow(tx: Tx, workflow_id: str, reason: str, now: float) -> bool:
     """Rule of `DurableStore.cancel_workflow`: `WorkflowCancelled` once; leased and waiting
-    steps become failed ("cancelled"), which revokes their leases."""
+    steps become failed ("cancelled"), which revokes their leases. A revoked lease still
+    fences its step until it is released (``fenced_until`` in the event: its expiry now)."""
     workflow_id = validate_key(workflow_id, "workflow id")
     reason = check_text(reason, "reason")
     now, at = check_now(now)
@@ -225,7 +226,11 @@ def cancel_workflow(tx: Tx, workflow_id: str, reason: str, now: float) -> bool:
         raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
     if wf.state.closed:
         return False
-    draft = Draft.build(_K.WORKFLOW_CANCELLED, workflow_id, at, {"reason": reason})
+    data: dict[str, Any] = {"reason": reason}
+    for step in steps.values():  # at most one: its revoked lease fences it (projection)
+        if step.state is StepState.LEASED and step.lease_expires_at is not None:
+            data["fenced_until"] = step.lease_expires_at  # as renewed: renewals are not logged
+    draft = Draft.build(_K.WORKFLOW_CANCELLED, workflow_id, at, data)
     apply(tx, Rows(wf, steps), [draft])
     return True
 

@@ -12,6 +12,7 @@ run's side effects; `DurableAgent.messages` rebuilds them read-only from the log
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, Generic
 
 from pydantic_ai import Agent
@@ -147,7 +148,9 @@ class DurableAgent(Generic[AgentDepsT]):
         self._engine = engine
         self._name = agent_name
         self._args = ArgsChecker(agent)
-        capability: AgentqDurability[AgentDepsT] = AgentqDurability(
+        self._models = check_models(models)
+        capability = partial(
+            AgentqDurability[AgentDepsT],
             name=agent_name,
             model_priority=Priority(model_priority),
             tool_priority=Priority(tool_priority),
@@ -155,7 +158,6 @@ class DurableAgent(Generic[AgentDepsT]):
             input_events=request_input_names(agent),
             tool_timeout=None if tool_timeout is None else float(tool_timeout),
         )
-        self._models = check_models(models)
         self._step = AgentStep(
             agent, agent_name, capability, deps_factory, engine.store, self._models)
         self._reporter = Reporter(agent, agent_name, self._step, engine.store)

@@ -69,7 +69,8 @@ class AgentStep(Generic[AgentDepsT]):
     Args:
         agent: The pydantic-ai agent.
         name: The agent's name in the log.
-        capability: The durability capability added to each run of the agent.
+        capability: Makes the durability capability added to each run of the agent, given
+            the `Model` objects a run may use by name (``capability(models=...)``).
         deps_factory: ``run_id -> deps`` for an attempt whose run has no deps given in this
             process; None: such attempts get ``deps=None``.
         store: The engine's store (its calls are read at each attempt).
@@ -82,17 +83,18 @@ class AgentStep(Generic[AgentDepsT]):
         self,
         agent: Agent[AgentDepsT, Any],
         name: str,
-        capability: AgentqDurability[AgentDepsT],
+        capability: Callable[..., AgentqDurability[AgentDepsT]],
         deps_factory: Callable[[str], AgentDepsT] | None,
         store: DurableStore,
         models: Mapping[str, Model] | None = None,
     ) -> None:
         self._agent = agent
         self._name = name
-        self._capability = capability
+        self._make_capability = capability
         self._deps_factory = deps_factory
         self._store = store
         self._models: Mapping[str, Model] = dict(models or {})
+        self._capability = capability(models=self._models)
         self._given: dict[str, _Given[AgentDepsT]] = {}
 
     def give(
@@ -163,6 +165,14 @@ class AgentStep(Generic[AgentDepsT]):
         given = self._given.get(run_id)
         return None if given is None else given.options
 
+    def _capability_for(self, model: object) -> AgentqDurability[AgentDepsT]:
+        """The capability of a run with `model`: one that holds it when it is a `Model`
+        object given in this process and not registered (pydantic-ai refuses a `Model`
+        object its durability capability was not given)."""
+        if not isinstance(model, Model) or any(m is model for m in self._models.values()):
+            return self._capability
+        return self._make_capability(models={**self._models, "given": model})
+
     def _deps_of(self, run_id: str) -> AgentDepsT | None:
         """The deps of an attempt of `run_id`: given in this process, else the factory's."""
         given = self._given.get(run_id)
@@ -187,7 +197,7 @@ class AgentStep(Generic[AgentDepsT]):
                 message_history=history,
                 deps=self._deps_of(run_id),  # type: ignore[arg-type]
                 run_id=run_id,  # ctx.run_id and the messages' run id: the same on every attempt
-                capabilities=[self._capability],
+                capabilities=[self._capability_for(kwargs.get("model"))],
                 **kwargs,
             )
         finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentq.codec import first_difference
 from agentq.errors import (
     NotRetryableError,
     NotWaitingError,
@@ -19,7 +20,6 @@ from agentq.errors import (
     WorkflowClosedError,
     WorkflowMismatchError,
 )
-from agentq.codec import first_difference
 from agentq.events import EventKind, utc
 from agentq.keys import validate_key
 from agentq.store.contract.checks import check_index, check_now, check_payload, check_text

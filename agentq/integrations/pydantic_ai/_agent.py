@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any, Generic
+from typing import Any, Generic, Unpack
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, UserContent
 from pydantic_ai.models import Model
 from pydantic_ai.tools import AgentDepsT
-from typing_extensions import Unpack
 
 from agentq.errors import NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._approval import approval_input
@@ -46,39 +45,30 @@ class DurableAgent(Generic[AgentDepsT]):
     """Run a pydantic-ai `Agent` durably on an agentq `WorkflowEngine`.
 
     Each run is a workflow whose id is the ``run_id``: every model request is a durable call
-    in the ``model_priority`` lane (whose permits are the provider's concurrency budget), keyed
-    by its position (``model:0``, ``model:1``, ...) and recording its token usage; every tool
-    call one in the ``tool_priority`` lane, keyed by the model's ``tool_call_id``
-    (``tool:<id>``) and labelled ``{"kind": "tool", "tool": name}``. A run stopped by a
-    crash, a kernel restart or an approval continues where it stopped: completed requests
-    and tool calls answer from the log. A replay that makes other calls than the log
-    recorded fails the run with `ReplayDivergenceError`; the check compares the sequence
-    (position, kind, tool name, tool_call_id), never the messages a request sends, so
-    instructions that change on their own (today's date) do not make a run diverge.
+    in the ``model_priority`` lane (``model:<n>``, recording its token usage), every tool call
+    one in the ``tool_priority`` lane (``tool:<tool_call_id>``). A run stopped by a crash, a
+    kernel restart or an approval continues where it stopped: completed requests and tool
+    calls answer from the log; a replay that makes other calls than the log recorded fails
+    the run with `ReplayDivergenceError` (the sequence is compared, never the messages).
 
-    Tools that need approval (``requires_approval=True``, `ApprovalRequired` raised by a tool
-    or a hook) wait in ``ctx.wait_for_input`` under ``approval:<tool_call_id>`` with
-    ``details={"tool", "args", "tool_call_id", "agent"}``: `pending_approvals` lists them
-    from the store, and `approve`, `deny`, ``engine.resume(run_id, "agent", {"approved":
-    bool, "note": str, "override_args": dict | None}, key=...)`` or the `ApprovalPanel` answer.
+    Tools that need approval wait under ``approval:<tool_call_id>`` with ``details={"tool",
+    "args", "tool_call_id", "agent"}``: `pending_approvals` lists them from the store;
+    `approve`, `deny`, ``engine.resume(run_id, "agent", {"approved": bool, "note": str,
+    "override_args": dict | None}, key=...)`` or the `ApprovalPanel` answer.
 
     Building a `DurableAgent` registers a `WorkflowDef` named after the agent (one step,
-    ``agent``) with the engine. So any process that builds the same `DurableAgent` on the same
-    store can run, resume, retry or recover its runs by id (``engine.run(run_id)``,
-    ``engine.resume``, ``recover(engine)``, ``engine.serve()``, the `ApprovalPanel`). Two
-    `DurableAgent`s of one name on one engine share that definition: the one built last
-    serves every run of that name (give agents with other tools or models other names).
+    ``agent``): any process that builds the same `DurableAgent` on the same store runs,
+    resumes, retries, recovers and serves its runs by id. Two `DurableAgent`s of one name on
+    one engine share it (the one built last serves every run of that name). The agent itself
+    is not changed: the durability capability is added to each run.
 
-    The agent itself is not changed: the durability capability is added to each run.
-
-    ``deps`` are live objects (clients, connections) and are never stored. An attempt of a run
-    uses, in this order: the deps given for that ``run_id`` in this process (to `run`,
-    `approve` or `deny`); else ``deps_factory(run_id)``; else ``None``. So a run continued
-    where no `run(deps=)` was called (after a kernel restart, by `engine.resume`, the
-    `ApprovalPanel`, ``recover``, ``serve`` or ``engine.retry``) gets its deps from
-    `deps_factory`. Deps given for a run are released when its step ends (completed or
-    failed, whichever path ran it); `run(deps=)` on a run that failed, was cancelled or waits
-    keeps them for the run's continuation (``engine.retry``, an approval).
+    What is live is never stored: ``deps`` and the run options that are not JSON (a `Model`
+    object not registered in `models`, an ``output_type``, ``toolsets``, an
+    ``event_stream_handler``). An attempt uses those given for its ``run_id`` in this process
+    (to `run`, `start`, `approve`, `deny`), else ``deps_factory(run_id)`` for deps; they are
+    released when the run's step ends completed or failed, kept while it waits. A run
+    continued elsewhere (``recover``, ``serve``, the `ApprovalPanel`) is given them there.
+    See docs/agents.md.
 
     Args:
         agent: The pydantic-ai agent.
@@ -210,9 +200,8 @@ class DurableAgent(Generic[AgentDepsT]):
             continue_from: The id of a completed run of this agent whose messages (its
                 history included) are this run's history, rebuilt read-only from its log
                 (with its stored options and this call's ``model`` and ``toolsets``).
-            deps: The agent's dependencies for this run in this process (not stored; see the
-                class docstring). Given for a run that failed, was cancelled or waits, they
-                are kept for its continuation (``engine.retry``, an approval).
+            deps: The agent's dependencies for this run in this process (never stored;
+                kept for the continuation of a run that failed, was cancelled or waits).
             **options: pydantic-ai's per-run options (``model``, ``model_settings``,
                 ``usage_limits``, ``output_type``, ``instructions``, ``toolsets``,
                 ``event_stream_handler``). Those that are JSON (a model name, or a model
@@ -239,10 +228,9 @@ class DurableAgent(Generic[AgentDepsT]):
                 options or agent (the first difference named; nothing is changed).
             StoreError: The store failed; the run can be continued later.
         """
-        given = RunOptions(**options)
-        run_input = await self._turns.input(prompt, run_id, message_history, continue_from, given)
-        await self._runs.start(run_id, run_input)
-        live = self._step.give(run_id, deps, given)
+        await self.start(prompt, run_id=run_id, message_history=message_history,
+                         continue_from=continue_from, deps=deps, **options)
+        live = self._step.given_options(run_id)  # taken first: a completed run releases them
         result = await self._engine.run(run_id)
         if result.status is RunStatus.COMPLETED:
             self._step.release(run_id)  # nothing continues a completed run

@@ -7,6 +7,7 @@ given in the first one (deps, live options) reaches it, only what the store hold
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -423,3 +424,63 @@ async def test_current_run_id_is_the_durable_run_on_every_attempt(tmp_path: Path
     async with process(db) as engine:
         await DurableAgent(build(), engine, models={"s": script.model()}).approve("ids-1")
     assert len(seen) >= 3 and set(seen) == {("ids-1", "ids-1")}
+
+
+# ------------------------------------------------------------------ runs stored before, races
+
+
+async def test_a_run_stored_before_options_and_runusage_reads_back(
+    engine: WorkflowEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    from agentq.workflows import StepDef, WorkflowDef
+
+    async def old_step(ctx: Any) -> dict[str, Any]:  # what the step returned before
+        return {"output": "old answer",
+                "usage": {"input_tokens": 7, "output_tokens": 3, "requests": 1}}
+
+    old_input = {"agent": "nomodel", "prompt": "hi", "message_history": None}
+    await engine.start(WorkflowDef("nomodel", [StepDef("agent", old_step)]), "old", old_input)
+    await engine.run("old")
+    durable = DurableAgent(tool_agent(), engine)  # takes the definition over
+    with caplog.at_level(logging.WARNING):  # this fake log has no calls to rebuild from
+        run = await durable.run("hi", run_id="old")
+    assert run.status is RunStatus.COMPLETED and run.output == "old answer"
+    assert run.usage == RunUsage(input_tokens=7, output_tokens=3, requests=1)
+
+
+async def test_two_processes_continuing_one_conversation_store_one_run(tmp_path: Path) -> None:
+    db, script = tmp_path / "a.db", Script()
+    agent: Agent[None, str] = Agent(unused_model(), name="chat")
+    async with process(db) as engine:
+        durable = DurableAgent(agent, engine, models={"script": script.model()})
+        await durable.run("hi", run_id="r1", model="script")
+    async with process(db) as one, process(db) as two:
+        a = DurableAgent(agent, one, models={"script": script.model()})
+        b = DurableAgent(agent, two, models={"script": script.model()})
+        ids = await asyncio.gather(
+            a.start("next", run_id="r2", continue_from="r1", model="script"),
+            b.start("next", run_id="r2", continue_from="r1", model="script"),
+        )
+        assert ids == ["r2", "r2"]
+        done = await a.run("next", run_id="r2", continue_from="r1", model="script")
+        assert done.status is RunStatus.COMPLETED
+        assert (await b.run("next", run_id="r2", continue_from="r1", model="script")).output == (
+            done.output)
+    assert len(script.seen) == 2  # r1's request and r2's, once each
+
+
+async def test_options_given_to_run_serve_its_approval_in_the_same_process(
+    engine: WorkflowEngine,
+) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return ModelResponse(parts=[ToolCallPart("send", {"to": "bob"}, "s1")])
+        [out] = info.output_tools
+        return ModelResponse(parts=[ToolCallPart(out.name, {"city": "Rome", "degrees": 30})])
+
+    durable = DurableAgent(tool_agent(), engine)
+    model = FunctionModel(respond)
+    run = await durable.run("send", run_id="keep", model=model, output_type=Answer)
+    assert run.status is RunStatus.WAITING
+    done = await durable.approve("keep")  # the model object and output type given to run
+    assert done.output == Answer(city="Rome", degrees=30)

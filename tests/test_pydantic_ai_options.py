@@ -484,3 +484,35 @@ async def test_options_given_to_run_serve_its_approval_in_the_same_process(
     assert run.status is RunStatus.WAITING
     done = await durable.approve("keep")  # the model object and output type given to run
     assert done.output == Answer(city="Rome", degrees=30)
+
+
+async def test_the_handler_sees_each_attempt_and_not_the_rebuild_of_the_messages(
+    engine: WorkflowEngine,
+) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise AssertionError("a handler makes pydantic-ai stream the request")
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        if len(messages) == 1:
+            yield {0: DeltaToolCall(name="send", json_args='{"to": "bob"}', tool_call_id="s1")}
+        else:
+            yield "sent it"
+
+    agent = tool_agent()
+    events: list[str] = []
+
+    async def handler(ctx: RunContext[None], stream: AsyncIterator[Any]) -> None:
+        async for event in stream:
+            events.append(type(event).__name__)
+
+    durable = DurableAgent(agent, engine)
+    model = FunctionModel(respond, stream_function=stream)
+    run = await durable.run("send", run_id="ev", model=model, event_stream_handler=handler)
+    assert run.status is RunStatus.WAITING
+    assert events.count("FunctionToolCallEvent") == 1
+    events.clear()
+    done = await durable.approve("ev")  # the handler given to run, kept while it waited
+    assert done.status is RunStatus.COMPLETED and done.output == "sent it"
+    # The attempt after the approval: request 0 answered from the log (its recorded
+    # response's events), the tool's result, request 1 streamed; the rebuild adds nothing.
+    assert events.count("FunctionToolResultEvent") == 1 and events.count("PartStartEvent") == 2

@@ -17,7 +17,7 @@ process, for a tool's own idempotency keys.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic
 
 from pydantic_ai import Agent
@@ -157,7 +157,7 @@ class AgentStep(Generic[AgentDepsT]):
         the ones given in this process."""
         rows = await self._store.calls(run_id)
         journal = RunJournal.of(LogReader(run_id, rows), self._name, rows)
-        result = await self._run_agent(journal, run_input, options)
+        result = await self._run_agent(journal, run_input, options, read_only=True)
         return list(result.all_messages())
 
     def given_options(self, run_id: str) -> RunOptions | None:
@@ -181,12 +181,23 @@ class AgentStep(Generic[AgentDepsT]):
         return None if self._deps_factory is None else self._deps_factory(run_id)
 
     async def _run_agent(
-        self, journal: RunJournal, run_input: dict[str, Any], options: RunOptions | None = None
+        self,
+        journal: RunJournal,
+        run_input: dict[str, Any],
+        options: RunOptions | None = None,
+        *,
+        read_only: bool = False,
     ) -> Any:
-        """Run the agent on the run's input with `journal` current; its `AgentRunResult`."""
+        """Run the agent on the run's input with `journal` current; its `AgentRunResult`.
+
+        A `read_only` run (the rebuild of the messages) gives no event-stream handler: the
+        run's events were handed out by its attempts.
+        """
         run_id = journal.ctx.workflow_id
         given = self.given_options(run_id)
         options = given if options is None else options.over(given)
+        if read_only and options is not None:
+            options = replace(options, event_stream_handler=None)
         kwargs = agent_kwargs(run_input.get("options"), options, self._models)
         token = CURRENT.set(journal)
         try:

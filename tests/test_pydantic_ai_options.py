@@ -516,3 +516,20 @@ async def test_the_handler_sees_each_attempt_and_not_the_rebuild_of_the_messages
     # The attempt after the approval: request 0 answered from the log (its recorded
     # response's events), the tool's result, request 1 streamed; the rebuild adds nothing.
     assert events.count("FunctionToolResultEvent") == 1 and events.count("PartStartEvent") == 2
+
+
+def test_the_identity_of_a_history_leaves_out_only_what_a_rebuild_sets_anew() -> None:
+    from agentq.integrations.pydantic_ai._runs import identity
+
+    def history(stamp: str, run: str, when: str) -> dict[str, Any]:
+        request = {"kind": "request", "timestamp": stamp, "run_id": run,
+                   "conversation_id": run, "parts": [
+                       {"part_kind": "user-prompt", "content": "hi", "timestamp": stamp}]}
+        response = {"kind": "response", "timestamp": stamp, "run_id": run, "parts": [
+            {"part_kind": "tool-call", "tool_name": "book", "args": {"timestamp": when}}]}
+        return {"agent": "a", "prompt": "p", "message_history": [request, response]}
+
+    first = history("2026-01-01T00:00:00Z", "r-1", "9:00")
+    assert identity(first) == identity(history("2026-12-06T11:00:00Z", "r-2", "9:00"))
+    assert identity(first) != identity(history("2026-01-01T00:00:00Z", "r-1", "10:00"))
+    assert identity({**first, "continue_from": "c0"}) == identity(first)

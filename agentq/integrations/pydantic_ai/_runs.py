@@ -10,8 +10,8 @@ retry or recover a run by its id: ``engine.run(run_id)``, ``engine.resume(run_id
 A run id names one run: giving it again with the same input continues that run, with another
 input is refused (`WorkflowMismatchError`, naming the first difference in a line). "The same"
 is the identity of the input, not its exact JSON: the volatile fields of the messages of the
-history (timestamps, pydantic-ai run ids and conversation ids) are left out, so a history
-rebuilt by ``durable.messages`` (new timestamps, new run ids) is the history the run was
+history (timestamps, pydantic-ai run ids and conversation ids; `identity`) are left out,
+so a history rebuilt by ``durable.messages`` (new timestamps, new run ids) is the history the run was
 started with; and ``continue_from`` (a note of where the history came from) is left out too.
 """
 
@@ -27,7 +27,7 @@ from agentq.workflows import RunResult, StepContext, StepDef, WorkflowDef, Workf
 
 __all__ = ["STEP", "AgentRuns", "identity"]
 
-_VOLATILE = frozenset({"timestamp", "run_id", "conversation_id"})
+_VOLATILE = frozenset({"timestamp", "run_id", "conversation_id", "history_digest"})
 _NOT_IDENTITY = frozenset({"continue_from"})
 
 STEP = "agent"
@@ -38,21 +38,28 @@ def identity(run_input: Mapping[str, Any]) -> dict[str, Any]:
     """The identity of a run's input: the input without what does not make another run.
 
     The volatile fields of the history's messages (``timestamp``, ``run_id``,
-    ``conversation_id``, at any depth) and the input's ``continue_from`` are left out.
+    ``conversation_id``, ``history_digest`` of a message, ``timestamp`` of a part: what a
+    rebuild or another run sets anew) and the input's ``continue_from`` are left out. Nothing
+    inside a part's content or a tool call's arguments is left out.
     """
     history = run_input.get("message_history")
     out = {k: v for k, v in run_input.items() if k not in _NOT_IDENTITY}
-    if history is not None:
-        out["message_history"] = _strip(history)
+    if isinstance(history, list):
+        out["message_history"] = [_message(m) for m in history]
     return out
 
 
-def _strip(value: object) -> object:
-    if isinstance(value, Mapping):
-        return {k: _strip(v) for k, v in value.items() if k not in _VOLATILE}
-    if isinstance(value, list | tuple):
-        return [_strip(v) for v in value]
-    return value
+def _message(message: object) -> object:
+    if not isinstance(message, Mapping):
+        return message
+    out = {k: v for k, v in message.items() if k not in _VOLATILE}
+    parts = out.get("parts")
+    if isinstance(parts, list):
+        out["parts"] = [
+            {k: v for k, v in p.items() if k != "timestamp"} if isinstance(p, Mapping) else p
+            for p in parts
+        ]
+    return out
 
 
 class AgentRuns:

@@ -111,7 +111,7 @@ class AgentStep(Generic[AgentDepsT]):
         given = self._given.get(run_id) or _Given()
         if deps is not None:
             given.deps = deps
-        if options is not None:
+        if options is not None and options != RunOptions():
             given.options = options.over(given.options)
         if given.deps is not None or given.options is not None:
             self._given[run_id] = given

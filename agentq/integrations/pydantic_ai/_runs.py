@@ -11,8 +11,8 @@ A run id names one run: giving it again with the same input continues that run, 
 input is refused (`WorkflowMismatchError`, naming the first difference in a line). "The same"
 is the identity of the input, not its exact JSON: the volatile fields of the messages of the
 history (timestamps, pydantic-ai run ids and conversation ids; `identity`) are left out,
-so a history rebuilt by ``durable.messages`` (new timestamps, new run ids) is the history the run was
-started with; and ``continue_from`` (a note of where the history came from) is left out too.
+so a history rebuilt by ``durable.messages`` (new timestamps, new run ids) is the history the
+run was started with; and ``continue_from`` (where the history came from) is left out too.
 """
 
 from __future__ import annotations

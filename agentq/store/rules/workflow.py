@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentq.codec import first_difference
 from agentq.errors import (
     NotRetryableError,
     NotWaitingError,
@@ -29,11 +30,6 @@ from agentq.store.rules.tx import Draft, Tx, apply, describe_closed, describe_st
 __all__ = ["cancel_workflow", "resume_step", "retry_workflow", "start_workflow", "time_out_wait"]
 
 _K = EventKind
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:60] + "…"
 
 
 def start_workflow(
@@ -86,9 +82,9 @@ def start_workflow(
             )
         if existing.input != value:
             raise WorkflowMismatchError(
-                f"workflow {workflow_id!r} exists with another input "
-                f"({_short(existing.input)}, not {_short(value)}); a workflow id names one "
-                "run: use a new id for new input"
+                f"workflow {workflow_id!r} exists with another input (stored vs given: "
+                f"{first_difference(existing.input, value, 'input')}); a workflow id names "
+                "one run: use a new id for new input"
             )
         return existing, False
     data: dict[str, Any] = {"steps": list(names), "input": value, "definition": definition}

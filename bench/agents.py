@@ -1,6 +1,7 @@
 """Durable agent runs: agentq beside a plain pydantic-ai `Agent` and the durable peers.
 
     python -m bench.agents [--runs 200] [--repeat 3] [--memory-runs 10000] [--only plain,agentq]
+    python -m bench.agents --profile agentq [--runs 200] [--at-a-time 1] [--top 40]
 
 The workload (bench/agents_workload.py): one prompt, 5 model requests each asking for 2 tool
 calls (tools that do no work), then the final answer. Rows, each as its users write it:
@@ -106,7 +107,35 @@ async def child_memory(checkpoints: list[int]) -> dict[str, Any]:
                 done = target
                 gc.collect()
                 rss[str(target)] = _rss_mib()
+                print(f"{target} runs: {rss[str(target)]:.1f} MiB", file=sys.stderr, flush=True)
     return {"rss": rss}
+
+
+async def child_profile(engine: str, runs: int, at_a_time: int, top: int) -> None:
+    """Run `runs` runs of `engine` under cProfile; print the top functions in ms a run."""
+    import cProfile
+    import pstats
+
+    make = ENGINES[engine][1]
+    profiler = cProfile.Profile(time.thread_time)  # the loop thread's CPU, not the wall
+    with tempfile.TemporaryDirectory(prefix="agentq-bench-") as tmp:
+        async with make(Path(tmp), False) as run_one:
+            await _pool(run_one, [f"warm-{i}" for i in range(WARMUP)], 1)
+            profiler.enable()
+            await _pool(run_one, [f"run-{i}" for i in range(runs)], at_a_time)
+            profiler.disable()
+    stats = pstats.Stats(profiler)
+    rows = stats.stats  # type: ignore[attr-defined]
+    total = sum(tt for _, _, tt, _, _ in rows.values())
+    print(f"{engine}: {runs} runs, {at_a_time} at a time: {total / runs * 1000:.1f} ms "
+          "of CPU a run on the loop's thread (time.thread_time; cProfile's own cost included)")
+    for key, title in ((2, "own time"), (3, "cumulative")):
+        print(f"\ntop {top} by {title} (ms a run, calls a run, function):")
+        ranked = sorted(rows.items(), key=lambda kv: kv[1][key], reverse=True)[:top]
+        for (file, line, func), (_, calls, tt, ct, _) in ranked:
+            where = f"{Path(file).parent.name}/{Path(file).name}:{line}" if line else file
+            value = tt if key == 2 else ct
+            print(f"{value / runs * 1000:>8.2f} {calls / runs:>8.1f}  {where} {func}")
 
 
 def _spawn(args: list[str]) -> dict[str, Any] | str:
@@ -214,11 +243,19 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(ENGINES), help="engines, comma-separated")
     parser.add_argument("--child", choices=list(ENGINES), help=argparse.SUPPRESS)
     parser.add_argument("--child-memory", help=argparse.SUPPRESS)
-    parser.add_argument("--at-a-time", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--profile", choices=list(ENGINES),
+        help="profile this engine's runs with cProfile instead (--runs, --at-a-time)",
+    )
+    parser.add_argument("--top", type=int, default=40, help="functions listed by --profile")
+    parser.add_argument("--at-a-time", type=int, default=1, help="with --profile")
     parser.add_argument("--latency", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(asyncio.run(child(args.child, args.runs, args.at_a_time, args.latency))))
+        return
+    if args.profile:
+        asyncio.run(child_profile(args.profile, args.runs, args.at_a_time, args.top))
         return
     if args.child_memory:
         checkpoints = [int(n) for n in args.child_memory.split(",")]

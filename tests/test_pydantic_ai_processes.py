@@ -49,8 +49,8 @@ async def test_sigkill_mid_run_then_continue_in_a_new_process(tmp_path: Path) ->
                               "model 1": 1, "tool mul 3 7": 1})
     async with SqliteStore(db) as store:
         left = {r.key: r.state for r in await store.calls("run-crash")}
-    assert left == {"model:0": "completed", "tool:a1": "completed", "tool:a2": "completed",
-                    "model:1": "completed", "tool:m1": "started"}
+    assert left == {"model:0": "completed", "tool:0.0:a1": "completed", "tool:0.1:a2": "completed",
+                    "model:1": "completed", "tool:1.0:m1": "started"}
 
     clock = FakeClock(start=time.time() + 60)  # well past the dead worker's 5 s lease
     async with Queue(clock=clock) as queue, SqliteStore(db) as store:
@@ -71,9 +71,9 @@ async def test_sigkill_mid_run_then_continue_in_a_new_process(tmp_path: Path) ->
     # the tool call in doubt (m1) ran once more; the last request ran once, in this process.
     assert after == before + Counter({"tool mul 3 7": 1, "model 2": 1})
     assert pids["model 2"] == {str(os.getpid())}
-    assert answered == 4  # model:0, tool:a1, tool:a2, model:1
+    assert answered == 4  # model:0, tool:0.0:a1, tool:0.1:a2, model:1
     runs = {r.key: r.runs for r in rows if r.kind is CallKind.CALL}
-    assert runs == {"model:0": 1, "tool:a1": 1, "tool:a2": 1, "model:1": 1, "tool:m1": 2,
+    assert runs == {"model:0": 1, "tool:0.0:a1": 1, "tool:0.1:a2": 1, "model:1": 1, "tool:1.0:m1": 2,
                     "model:2": 1}
     model_made = sum(n for k, n in after.items() if k.startswith("model"))
     tools_made = sum(n for k, n in after.items() if k.startswith("tool"))

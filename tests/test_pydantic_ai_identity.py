@@ -244,6 +244,35 @@ async def test_a_tool_return_that_is_not_json_fails_the_run_with_a_payload_error
     assert step.attempt == 1  # failed at once, not retried
 
 
+async def test_a_step_retry_policy_never_runs_a_tool_whose_return_cannot_be_stored_again(
+    engine: WorkflowEngine,
+) -> None:
+    """The agent's step in a workflow that retries it three times: the tool runs once."""
+    from agentq.integrations.pydantic_ai._capability import AgentqDurability
+    from agentq.integrations.pydantic_ai._step import AgentStep
+    from agentq.retry import RetryPolicy
+    from agentq.workflows import StepDef, Workflow
+
+    agent: Agent[None, str] = Agent(scripted([
+        [ToolCallPart("charge", {"cents": 500}, "c1")],
+    ]), name="charges")
+    charged: list[int] = []
+
+    @agent.tool_plain
+    def charge(cents: int) -> Any:
+        charged.append(cents)
+        return Receipt()
+
+    capability: AgentqDurability[None] = AgentqDurability(
+        name="charges", model_priority=Priority.HIGH, tool_priority=Priority.MEDIUM)
+    step = AgentStep(agent, "charges", capability, None, engine.store)
+    run_input = {"agent": "charges", "prompt": "charge", "message_history": None}
+    result = await engine.run(
+        Workflow("pay3", [StepDef("agent", step.run, retry=RetryPolicy(3))], run_input))
+    assert result.status is RunStatus.FAILED and charged == [500]
+    assert "PayloadError" in (result.reason or "")
+
+
 # ------------------------------------------------------------------ parallel tool calls (21)
 
 

@@ -13,6 +13,9 @@ channel that counts what really reached "the provider" and "the world".
   that tool's body SIGKILLs this process right after writing its line.
 - ``wait``: runs ``run-wait`` of the approval agent, which stops at the approval of ``s1``;
   the process exits normally (a kernel shut down while a run waits for a person).
+- ``parallel``: runs ``run-parallel`` of `build_parallel_agent`, one response of three tool
+  calls (``p0``, ``p1``, ``p2``) that run concurrently; with `CRASH_AT` set to ``p1``, that
+  call SIGKILLs this process once ``p0`` is recorded completed and ``p2`` is running.
 
 The parent builds the same agents from this module (by module name, not ``__main__``).
 """
@@ -95,11 +98,59 @@ def build_agent(side: Path, *, approval: bool = False, add_needs_approval: bool 
     return agent
 
 
+PARALLEL_PROMPT = "fetch p0, p1 and p2 at once"
+
+
+def build_parallel_agent(side: Path, store: SqliteStore | None = None) -> Agent[None, str]:
+    """One response of three ``fetch`` calls run concurrently, then the returns joined.
+
+    In a child given `CRASH_AT` ``p1`` (and the run's `store`), ``p1`` waits until ``p0`` is
+    recorded completed and ``p2`` runs, then SIGKILLs the process; ``p2`` waits forever there.
+    """
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        n = sum(isinstance(m, ModelResponse) for m in messages)
+        note(side, f"model {n}")
+        if n == 0:
+            return ModelResponse(
+                parts=[ToolCallPart("fetch", {"name": f"p{i}"}, f"p{i}") for i in range(3)])
+        returns = [str(p.content) for m in messages for p in getattr(m, "parts", [])
+                   if p.part_kind == "tool-return"]
+        return ModelResponse(parts=[TextPart(" ".join(returns))])
+
+    agent = Agent(FunctionModel(respond), name="fetcher")
+    p2_running = asyncio.Event()
+
+    @agent.tool_plain
+    async def fetch(name: str) -> str:
+        note(side, f"tool {name}")
+        if os.environ.get(CRASH_AT) == "p1" and store is not None:
+            if name == "p2":
+                p2_running.set()
+                await asyncio.Event().wait()  # in flight when the process dies
+            if name == "p1":
+                await p2_running.wait()
+                while not await _completed(store, "run-parallel", "tool:0.0:p0"):
+                    await asyncio.sleep(0.01)  # a real process: p0's record is being written
+                os.kill(os.getpid(), signal.SIGKILL)
+        return name
+
+    return agent
+
+
+async def _completed(store: SqliteStore, run_id: str, key: str) -> bool:
+    return any(r.key == key and r.state == "completed" for r in await store.calls(run_id))
+
+
 async def main(mode: str, db: Path, side: Path) -> None:
     async with Queue() as queue, SqliteStore(db) as store:
         engine = WorkflowEngine(queue, store, lease_ttl=5.0)
-        durable = DurableAgent(build_agent(side, approval=mode == "wait"), engine)
-        run = await durable.run(PROMPT, run_id=f"run-{mode}")
+        if mode == "parallel":
+            durable = DurableAgent(build_parallel_agent(side, store), engine)
+            run = await durable.run(PARALLEL_PROMPT, run_id="run-parallel")
+        else:
+            durable = DurableAgent(build_agent(side, approval=mode == "wait"), engine)
+            run = await durable.run(PROMPT, run_id=f"run-{mode}")
         print(run.status.value, flush=True)
 
 

@@ -73,8 +73,8 @@ async def test_sigkill_mid_run_then_continue_in_a_new_process(tmp_path: Path) ->
     assert pids["model 2"] == {str(os.getpid())}
     assert answered == 4  # model:0, tool:0.0:a1, tool:0.1:a2, model:1
     runs = {r.key: r.runs for r in rows if r.kind is CallKind.CALL}
-    assert runs == {"model:0": 1, "tool:0.0:a1": 1, "tool:0.1:a2": 1, "model:1": 1, "tool:1.0:m1": 2,
-                    "model:2": 1}
+    assert runs == {"model:0": 1, "tool:0.0:a1": 1, "tool:0.1:a2": 1, "model:1": 1,
+                    "tool:1.0:m1": 2, "model:2": 1}
     model_made = sum(n for k, n in after.items() if k.startswith("model"))
     tools_made = sum(n for k, n in after.items() if k.startswith("tool"))
     print(f"\ncrash test: model requests made {model_made}, tool calls made {tools_made}, "
@@ -98,3 +98,34 @@ async def test_a_run_waiting_for_approval_survives_the_process(tmp_path: Path) -
     runs, _ = ran(side)
     assert runs["tool send carol"] == 1 and runs["tool send bob"] == 0
     assert all(n == 1 for n in runs.values()), runs
+
+
+async def test_sigkill_during_parallel_tool_calls_reruns_only_the_calls_not_recorded(
+    tmp_path: Path,
+) -> None:
+    db, side = tmp_path / "agent.db", tmp_path / "side.txt"
+    code, out, err = await run_child("parallel", db, side, **{child.CRASH_AT: "p1"})
+    assert code == -signal.SIGKILL, (out, err)
+    before, _ = ran(side)
+    assert before == Counter({"model 0": 1, "tool p0": 1, "tool p1": 1, "tool p2": 1})
+    async with SqliteStore(db) as store:
+        left = {r.key: r.state for r in await store.calls("run-parallel")}
+    # p0 returned and was recorded while p1 and p2 still ran: they are in doubt.
+    assert left == {"model:0": "completed", "tool:0.0:p0": "completed",
+                    "tool:0.1:p1": "started", "tool:0.2:p2": "started"}
+
+    clock = FakeClock(start=time.time() + 60)  # well past the dead worker's 5 s lease
+    async with Queue(clock=clock) as queue, SqliteStore(db) as store:
+        engine = WorkflowEngine(queue, store, worker_id="rescuer", lease_ttl=5.0, clock=clock)
+        durable = child.DurableAgent(child.build_parallel_agent(side), engine)
+        report = await recover(engine)
+        assert (await report.wait())["run-parallel"].status is RunStatus.COMPLETED
+        run = await durable.run(child.PARALLEL_PROMPT, run_id="run-parallel")
+        rows = await store.calls("run-parallel")
+    assert run.status is RunStatus.COMPLETED, run.reason
+    assert run.output == "p0 p1 p2"  # the returns in the model's order
+    after, _ = ran(side)
+    assert after == before + Counter({"tool p1": 1, "tool p2": 1, "model 1": 1})
+    runs = {r.key: r.runs for r in rows if r.kind is CallKind.CALL}
+    assert runs == {"model:0": 1, "tool:0.0:p0": 1, "tool:0.1:p1": 2, "tool:0.2:p2": 2,
+                    "model:1": 1}

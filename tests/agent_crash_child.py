@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -101,7 +102,21 @@ def build_agent(side: Path, *, approval: bool = False, add_needs_approval: bool 
 PARALLEL_PROMPT = "fetch p0, p1 and p2 at once"
 
 
-def build_parallel_agent(side: Path, store: SqliteStore | None = None) -> Agent[None, str]:
+class WatchedStore(SqliteStore):
+    """A `SqliteStore` that says when ``p0``'s outcome is recorded (`p0_recorded`)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.p0_recorded = asyncio.Event()
+
+    async def complete_call(self, *args: Any, **kwargs: Any) -> Any:
+        row = await super().complete_call(*args, **kwargs)
+        if row.key == "tool:0.0:p0":
+            self.p0_recorded.set()
+        return row
+
+
+def build_parallel_agent(side: Path, store: WatchedStore | None = None) -> Agent[None, str]:
     """One response of three ``fetch`` calls run concurrently, then the returns joined.
 
     In a child given `CRASH_AT` ``p1`` (and the run's `store`), ``p1`` waits until ``p0`` is
@@ -130,20 +145,15 @@ def build_parallel_agent(side: Path, store: SqliteStore | None = None) -> Agent[
                 await asyncio.Event().wait()  # in flight when the process dies
             if name == "p1":
                 await p2_running.wait()
-                while not await _completed(store, "run-parallel", "tool:0.0:p0"):
-                    await asyncio.sleep(0.01)  # a real process: p0's record is being written
+                await store.p0_recorded.wait()
                 os.kill(os.getpid(), signal.SIGKILL)
         return name
 
     return agent
 
 
-async def _completed(store: SqliteStore, run_id: str, key: str) -> bool:
-    return any(r.key == key and r.state == "completed" for r in await store.calls(run_id))
-
-
 async def main(mode: str, db: Path, side: Path) -> None:
-    async with Queue() as queue, SqliteStore(db) as store:
+    async with Queue() as queue, WatchedStore(db) as store:
         engine = WorkflowEngine(queue, store, lease_ttl=5.0)
         if mode == "parallel":
             durable = DurableAgent(build_parallel_agent(side, store), engine)

@@ -50,16 +50,18 @@ class DurableAgent(Generic[AgentDepsT]):
     Each run is a workflow whose id is the ``run_id``: every model request is a durable call
     in the ``model_priority`` lane (whose permits are the provider's concurrency budget), keyed
     by its position (``model:0``, ``model:1``, ...) and recording its token usage; every tool
-    call one in the ``tool_priority`` lane, keyed by the model's ``tool_call_id``
-    (``tool:<id>``) and labelled ``{"kind": "tool", "tool": name}``. A run stopped by a
-    crash, a kernel restart or an approval continues where it stopped: completed requests
-    and tool calls answer from the log. A replay that makes other calls than the log
-    recorded fails the run with `ReplayDivergenceError`; the check compares the sequence
-    (position, kind, tool name, tool_call_id), never the messages a request sends, so
-    instructions that change on their own (today's date) do not make a run diverge.
+    call one in the ``tool_priority`` lane, keyed by its place in the run
+    (``tool:<n>.<i>:<tool_call_id>``: part ``i`` of model response ``n``, so a reused
+    ``tool_call_id`` is another call) and labelled ``{"kind": "tool", "tool": name, ...}``;
+    the tool calls of one response run concurrently. A run stopped by a crash, a kernel
+    restart or an approval continues where it stopped: completed requests and tool calls
+    answer from the log. A replay that makes other calls than the log recorded fails the run
+    with `ReplayDivergenceError`; the check compares the sequence (kind, place, tool name,
+    arguments), never the messages a request sends, so instructions that change on their own
+    (today's date) do not make a run diverge.
 
     Tools that need approval (``requires_approval=True``, `ApprovalRequired` raised by a tool
-    or a hook) wait in ``ctx.wait_for_input`` under ``approval:<tool_call_id>`` with
+    or a hook) wait in ``ctx.wait_for_input`` under ``approval:<n>.<i>:<tool_call_id>`` with
     ``details={"tool", "args", "tool_call_id", "agent"}``: `pending_approvals` lists them
     from the store, and `approve`, `deny`, ``engine.resume(run_id, "agent", {"approved":
     bool, "note": str, "override_args": dict | None}, key=...)`` or the `ApprovalPanel` answer.

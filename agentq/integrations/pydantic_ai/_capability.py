@@ -4,17 +4,11 @@ pydantic-ai hands every durable operation of a run to an operation backend
 (``CallableOperationBackend.execute``). Ours makes each one an agentq durable call of the
 agent step (``ctx.call``), keyed by its place in the run (see `_journal`):
 
-==================  =================================  ==================  =================
-operation           key                                lane                label
-==================  =================================  ==================  =================
-model request       ``model:<n>``                      ``model_priority``  ``{"kind":
-                                                                           "model", "model",
-                                                                           "request"}``
-tool call           ``tool:<n>.<i>:<tool_call_id>``    ``tool_priority``   ``{"kind": "tool",
-                                                                           "tool", "args",
-                                                                           "tool_call_id"}``
-anything else       ``op:<name>:<n>``                  ``tool_priority``   ``{"kind": "op"}``
-==================  =================================  ==================  =================
+- a model request: ``model:<n>``, in the ``model_priority`` lane, labelled ``{"kind":
+  "model", "model", "request"}`` (its usage recorded);
+- a tool call: ``tool:<n>.<i>:<tool_call_id>``, in the ``tool_priority`` lane, labelled
+  ``{"kind": "tool", "tool", "tool_call_id", "args"}``;
+- anything else: ``op:<name>:<n>``, in the ``tool_priority`` lane, ``{"kind": "op"}``.
 
 ``n`` is the number of the model response the call came from, ``i`` the call's position
 among its parts. Argument validation and the event-stream handler run inline: they have no

@@ -63,7 +63,7 @@ class ReplayDivergenceError(NonRetryable):
     """A resumed or recovered agent run no longer makes the calls its log recorded.
 
     Raised inside the run at the first operation that differs from the log (another kind,
-    another tool, another tool call id); the workflow fails at once with this message as its
+    another tool or place, other arguments); the workflow fails at once with this message as its
     reason, naming what the log has and what the replay made (never a silent wrong replay).
     The messages a model request sends are not compared: instructions that change on their
     own (the current time) do not make a run diverge. Typical causes: the agent's tools,
@@ -105,7 +105,7 @@ class Operation:
 
     Attributes:
         kind: ``"model"``, ``"tool"``, ``"approval"``, ``"event"`` or ``"op"``.
-        key: Its key in the workflow (``model:2``, ``tool:<tool_call_id>``, ...).
+        key: Its key in the workflow (``model:2``, ``tool:<n>.<i>:<tool_call_id>``, ...).
         tool: The tool's name (tool calls and approvals), else None.
         digest: A model request's digest of its messages, else None (recorded in the label
             for reading; never compared).

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
@@ -343,43 +342,3 @@ async def test_parallel_calls_are_bounded_by_the_permits_of_the_tool_lane(
         assert run.output == "0 | 1 | 2 | 3"
         await engine.close()
     assert peak == 2  # one on the step's own permit (inline), one on the free permit
-
-
-# ------------------------------------------------------------------ spans (20.14)
-
-
-def _finished(exporter: Any, prefix: str) -> list[Any]:
-    return [s for s in exporter.get_finished_spans() if s.name.startswith(prefix)]
-
-
-async def test_model_request_spans_name_the_requested_model(engine: WorkflowEngine) -> None:
-    trace = pytest.importorskip("opentelemetry.trace")
-    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
-    export = pytest.importorskip("opentelemetry.sdk.trace.export")
-    in_memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
-    from opentelemetry.util._once import Once
-
-    def reset() -> None:
-        trace._TRACER_PROVIDER_SET_ONCE = Once()
-        trace._TRACER_PROVIDER = None
-
-    exporter = in_memory.InMemorySpanExporter()
-    provider = sdk_trace.TracerProvider()
-    provider.add_span_processor(export.SimpleSpanProcessor(exporter))
-    reset()
-    trace.set_tracer_provider(provider)
-    try:
-        agent: Agent[None, str] = Agent(scripted([
-            [ToolCallPart("lookup_order", {"order": 1}, "call_0")]]), name="spans")
-        agent.tool_plain(name="lookup_order")(lambda order: f"order {order}")
-        run = await DurableAgent(agent, engine).run("go", run_id="spans")
-        assert run.status is RunStatus.COMPLETED
-        chats = [s for s in _finished(exporter, "chat") if "agentq.call.key" in s.attributes]
-        assert len(chats) == 2
-        assert {s.attributes["gen_ai.request.model"] for s in chats} == {"function:respond:"}
-        [tool] = [s for s in _finished(exporter, "execute_tool lookup_order")
-                  if "agentq.call.key" in s.attributes]
-        assert tool.attributes["gen_ai.tool.call.id"] == "call_0"
-    finally:
-        provider.shutdown()
-        reset()

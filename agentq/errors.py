@@ -91,12 +91,16 @@ class JobFailed(AgentqError):
     Attributes:
         key: The job's idempotency key.
         outcome: The `Failed` outcome (reason, error type, message and traceback text).
+        retryable: False when running the job again could only fail the same way (a durable
+            call whose output cannot be stored): a step that lets it through fails at once
+            (`agentq.retry.classify`). True otherwise.
     """
 
-    def __init__(self, key: str, outcome: object) -> None:
+    def __init__(self, key: str, outcome: object, *, retryable: bool = True) -> None:
         super().__init__(f"job {key!r} failed: {outcome}")
         self.key = key
         self.outcome = outcome
+        self.retryable = retryable
 
 
 class JobLost(AgentqError):

@@ -26,9 +26,10 @@ In reading order (each module imports only the ones below it):
 ``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
                   backend makes each model request and tool call a durable call, and whose
                   approvals and external events are durable waits
-``_approval``     the resume input of an approval, checked, as pydantic-ai's decision
-``_journal``      one attempt of a run: keys, labels, and the check against the log
-                  (`ReplayDivergenceError`)
+``_approval``     the resume input of an approval, checked, as pydantic-ai's decision; the
+                  durable wait for it
+``_journal``      one attempt of a run: keys by a call's place (old logs' keys still
+                  replay), labels, and the check against the log (`ReplayDivergenceError`)
 ================  =============================================================================
 
 See docs/agents.md.

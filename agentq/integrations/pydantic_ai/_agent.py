@@ -46,12 +46,13 @@ class DurableAgent(Generic[AgentDepsT]):
 
     Each run is a workflow whose id is the ``run_id``: every model request is a durable call
     in the ``model_priority`` lane (``model:<n>``, recording its token usage), every tool call
-    one in the ``tool_priority`` lane (``tool:<tool_call_id>``). A run stopped by a crash, a
-    kernel restart or an approval continues where it stopped: completed requests and tool
-    calls answer from the log; a replay that makes other calls than the log recorded fails
-    the run with `ReplayDivergenceError` (the sequence is compared, never the messages).
+    one in the ``tool_priority`` lane, keyed by its place in the run (``tool:<n>.<i>:<id>``:
+    part ``i`` of model response ``n``, so a reused ``tool_call_id`` is another call); the
+    tool calls of one response run concurrently. After a crash, a restart or an approval the
+    run continues: completed calls answer from the log; a replay making other calls (kind,
+    place, tool, arguments) fails with `ReplayDivergenceError` (messages are not compared).
 
-    Tools that need approval wait under ``approval:<tool_call_id>`` with ``details={"tool",
+    Tools that need approval wait under ``approval:<n>.<i>:<id>`` with ``details={"tool",
     "args", "tool_call_id", "agent"}``: `pending_approvals` lists them from the store;
     `approve`, `deny`, ``engine.resume(run_id, "agent", {"approved": bool, "note": str,
     "override_args": dict | None}, key=...)`` or the `ApprovalPanel` answer.

@@ -365,29 +365,29 @@ def _journal(*recorded: tuple[str, str | None]) -> Any:
 def test_the_calls_of_one_response_replay_in_any_order() -> None:
     journal = _journal(("model", "model:0"), ("tool", "tool:0.2:c"), ("tool", "tool:0.0:a"),
                        ("tool", "tool:0.1:b"), ("model", "model:1"))
-    journal.next_model("d")
+    journal.next_model()
     for place, call_id in ((0, "a"), (1, "b"), (2, "c")):
         assert journal.tool("t", call_id, place, "x").key == f"tool:0.{place}:{call_id}"
-    assert journal.next_model("d").key == "model:1"
-    assert journal.next_model("d").key == "model:2"  # past the log: new
+    assert journal.next_model().key == "model:1"
+    assert journal.next_model().key == "model:2"  # past the log: new
 
 
 def test_a_call_of_the_response_the_log_is_in_may_be_new_but_not_one_of_a_later() -> None:
     from agentq.integrations.pydantic_ai._journal import ReplayDivergenceError
 
     journal = _journal(("model", "model:0"), ("tool", "tool:0.1:b"))
-    journal.next_model("d")
+    journal.next_model()
     assert journal.tool("t", "a", 0, "x").key == "tool:0.0:a"  # never started: new
     journal.tool("t", "b", 1, "x")
     journal = _journal(("model", "model:0"), ("tool", "tool:0.0:a"), ("model", "model:1"))
-    journal.next_model("d")
+    journal.next_model()
     journal.tool("t", "a", 0, "x")
     with pytest.raises(ReplayDivergenceError, match=r"position 2: the log has model request "
                        r"\(model:1\), the replay made tool call `t` \(tool:0.1:b\)"):
         journal.tool("t", "b", 1, "x")
     journal = _journal(("model", "model:0"), ("tool", "tool:0.0:a"), ("tool", "tool:0.1:b"))
-    journal.next_model("d")
+    journal.next_model()
     journal.tool("t", "a", 0, "x")
     with pytest.raises(ReplayDivergenceError, match=r"position 2: the log has tool call `t` "
                        r"\(tool:0.1:b\), the replay made model request \(model:1\)"):
-        journal.next_model("d")
+        journal.next_model()

@@ -56,7 +56,6 @@ from pydantic_ai.durable_exec import (
 )
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelMessagesTypeAdapter,
     ModelResponse,
     ToolCallPart,
 )
@@ -74,7 +73,6 @@ from agentq.integrations.pydantic_ai._journal import (
     RunJournal,
     args_digest,
     label_of,
-    request_digest,
 )
 from agentq.queue import Job, Priority
 
@@ -160,8 +158,7 @@ class _Backend(CallableOperationBackend[None]):
         ):
             return await body()
         if isinstance(operation_id, ModelRequestId):
-            messages = ModelMessagesTypeAdapter.dump_python(cache_key[1], mode="json")  # type: ignore[arg-type]
-            op = journal.next_model(request_digest(messages))
+            op = journal.next_model()
             label = label_of(op, model=operation_id.model_name)
             return await _call(journal, op, label, body, self._model_priority, model_usage)
         if isinstance(operation_id, ToolsetCallToolId):

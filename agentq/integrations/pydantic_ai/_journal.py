@@ -46,7 +46,6 @@ __all__ = [
     "RunJournal",
     "args_digest",
     "label_of",
-    "request_digest",
 ]
 
 MODEL = "model"
@@ -56,7 +55,6 @@ EVENT = "event"
 OTHER = "op"
 _KINDS = frozenset({MODEL, TOOL, OTHER})
 _WAIT_PREFIXES = (f"{APPROVAL}:", f"{EVENT}:")
-_VOLATILE = frozenset({"timestamp", "run_id", "conversation_id", "history_digest"})
 
 
 class ReplayDivergenceError(NonRetryable):
@@ -107,8 +105,9 @@ class Operation:
         kind: ``"model"``, ``"tool"``, ``"approval"``, ``"event"`` or ``"op"``.
         key: Its key in the workflow (``model:2``, ``tool:<n>.<i>:<tool_call_id>``, ...).
         tool: The tool's name (tool calls and approvals), else None.
-        digest: A model request's digest of its messages, else None (recorded in the label
-            for reading; never compared).
+        digest: A model request's digest of its messages as logs before 2026-12 recorded it
+            in the label (``"request"``), else None (no longer computed: it cost a dump of
+            the whole history at every request and nothing compared it); never compared.
         args: The digest of a tool call's or an approval's arguments (`args_digest`), else
             None; compared when the log recorded it.
         batch: The tool calls that run concurrently share a batch (``"<n>"``: the calls of
@@ -139,25 +138,6 @@ def args_digest(args: object) -> str:
         args, sort_keys=True, separators=(",", ":"), default=lambda v: type(v).__qualname__
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def request_digest(messages: object) -> str:
-    """Return a short digest of a model request's messages (JSON), without volatile fields.
-
-    Timestamps, run ids and conversation ids change on every replay and are left out, so
-    the digest says only whether the model is asked the same thing. It is recorded in the
-    request's label for reading; the replay check does not compare it.
-    """
-    text = json.dumps(_strip(messages), sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _strip(value: object) -> object:
-    if isinstance(value, Mapping):
-        return {k: _strip(v) for k, v in value.items() if k not in _VOLATILE}
-    if isinstance(value, list | tuple):
-        return [_strip(v) for v in value]
-    return value
 
 
 def _recorded(row: CallRow) -> Operation | None:
@@ -235,9 +215,9 @@ class RunJournal:
         """The number of the model response whose tool calls run now (-1 before any)."""
         return self.model_requests - 1
 
-    def next_model(self, digest: str) -> Operation:
+    def next_model(self) -> Operation:
         """Return the next model request (key ``model:<n>``), checked against the log."""
-        op = Operation(MODEL, f"{MODEL}:{self.model_requests}", None, digest)
+        op = Operation(MODEL, f"{MODEL}:{self.model_requests}")
         self.model_requests += 1
         return self._check(op)
 

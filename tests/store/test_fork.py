@@ -20,6 +20,7 @@ from agentq.errors import (
 from agentq.events import EventKind
 from agentq.outcomes import ErrorInfo
 from agentq.store import CallState, Claimed, DurableStore, StepState, WorkflowState
+from agentq.store.contract.rows import event_row
 from agentq.store.rules.projection import replay
 
 from .conftest import T0, claim, run_step, start
@@ -185,3 +186,16 @@ async def test_refusals_write_nothing(
         )
     assert await store.last_seq() == seq
     assert await store.get_workflow("f") is None
+
+
+async def test_event_rows_show_the_lineage(store: DurableStore) -> None:
+    await parent(store)
+    await store.fork_workflow("p", "f", step=1, key="b3", replace={"b3": 3}, now=T0 + 10)
+    await store.fork_workflow("f", "ff", step=1, now=T0 + 11)
+    rows = await store.event_rows("f")
+    assert rows == [event_row(e) for e in await store.load_events("f")]
+    lineage = [(r[5], r[-1]) for r in rows]
+    assert lineage[:2] == [("WorkflowStarted", None), ("WorkflowForked", "p")]
+    assert all(parent_id == "p" for _, parent_id in lineage[1:])
+    assert [r[-1] for r in await store.event_rows("ff")][1:] == ["f"] * 6
+    assert all(r[-1] is None for r in await store.event_rows("p"))

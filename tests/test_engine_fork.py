@@ -5,21 +5,26 @@ Counters in the step and call bodies say what really ran again; the logs say wha
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections import Counter
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from agentq import Job, Queue, RunStatus, StepContext, StepDef, WorkflowDef, WorkflowEngine
+from agentq.cli import cli
+from agentq.cli.commands import Settings
 from agentq.errors import (
     PayloadError,
     UnknownWorkflowError,
     WorkflowMismatchError,
 )
 from agentq.events import EventKind
-from agentq.store import MemoryStore, WorkflowState
+from agentq.store import MemoryStore, SqliteStore, WorkflowState
 from agentq.workflows import Workflow
 
 pytestmark = pytest.mark.timeout(30)
@@ -172,3 +177,24 @@ async def test_an_unregistered_definition_or_plain_workflow_is_refused() -> None
         assert await engine.store.get_workflow("df") is None
         row = await engine.store.get_workflow("pf")
         assert row is not None and row.state is WorkflowState.COMPLETED
+
+
+def test_agentq_show_names_the_parent(tmp_path: Path) -> None:
+    db = tmp_path / "fork.db"
+
+    async def make() -> None:
+        async with Queue() as queue, SqliteStore(db) as store:
+            engine = WorkflowEngine(queue, store)
+            engine.register(DEF)
+            await engine.start(DEF, "p", None)
+            await engine.run("p")
+            replace = {"call-2": {"key": "call-2", "square": 0}}
+            result = await engine.fork("p", "f", at=("calls", "call-3"), replace=replace)
+            assert result.outputs[2] == 1 + 0 + 9 + 16
+
+    asyncio.run(make())
+    result = CliRunner().invoke(cli, ["show", str(db), "f"], obj=Settings(width=200))
+    assert result.exit_code == 0, result.output
+    assert "forked from p at step 'calls', call 'call-3' (replaced: call-2)" in result.stdout
+    result = CliRunner().invoke(cli, ["show", str(db), "p"], obj=Settings(width=200))
+    assert "forked from" not in result.stdout

@@ -27,6 +27,7 @@ from agentq.cli.serve import serve
 from agentq.cli.target import DSN_PREFIXES, Refused, is_dsn, open_store
 from agentq.clock import Clock, SystemClock
 from agentq.errors import AgentqError
+from agentq.events import EventKind
 from agentq.store import DurableStore, WorkflowState
 
 __all__ = ["Settings", "cli", "main"]
@@ -162,7 +163,9 @@ def show(ctx: click.Context, store: str, workflow_id: str, as_json: bool) -> Non
         if as_json:
             click.echo(views.workflow_json(wf, steps, calls))
             return
-        _settings(ctx).console().print(views.workflow_view(wf, steps, calls))
+        first = await s.load_events(wf.workflow_id, limit=2)  # a fork's 2nd: WorkflowForked
+        forked = next((e.data for e in first if e.kind is EventKind.WORKFLOW_FORKED), None)
+        _settings(ctx).console().print(views.workflow_view(wf, steps, calls, forked))
 
     _run(store, work)
 

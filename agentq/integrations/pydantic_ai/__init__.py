@@ -7,6 +7,8 @@ In reading order (each module imports only the ones below it):
 
 ================  =============================================================================
 ``_agent``        `DurableAgent`: runs, approvals, results
+``_fork``         a fork of a run at a model request or a tool call: the fork point found among
+                  the recorded keys, replaced values converted to the recorded JSON
 ``_step``         `AgentStep`: the body of a run's one step (the agent run with the capability
                   and the run's deps), the deps given per run; a completed run replayed
 ``_results``      `AgentRun`, `PendingApproval`: what a run reports; which wait an answer is for

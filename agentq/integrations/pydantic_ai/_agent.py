@@ -12,7 +12,7 @@ rebuilds them read-only from the log (`_replay`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic
 
 from pydantic_ai import Agent
@@ -22,6 +22,7 @@ from pydantic_ai.tools import AgentDepsT
 from agentq.errors import NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._approval import approval_input
 from agentq.integrations.pydantic_ai._capability import AgentqDurability
+from agentq.integrations.pydantic_ai._fork import fork_run
 from agentq.integrations.pydantic_ai._inputs import (
     ArgsChecker,
     history_json,
@@ -220,6 +221,43 @@ class DurableAgent(Generic[AgentDepsT]):
         result = await self._runs.run(run_id, run_input)
         if result.status is RunStatus.COMPLETED:
             self._step.release(run_id)  # nothing continues a completed run
+        return await self._report(result)
+
+    async def fork(
+        self,
+        run_id: str,
+        new_run_id: str,
+        *,
+        at: str,
+        replace: Mapping[str, Any] | None = None,
+        deps: AgentDepsT | None = None,
+    ) -> AgentRun:
+        """Run the same conversation as `run_id` up to the call `at`, then live (docs/agents.md,
+        "Forks"): the model requests and tool calls before `at` answer from `run_id`'s log,
+        copied into the fork's own; `at` and what follows run again.
+
+        Args:
+            run_id: A stored run of this agent (any state); never changed.
+            new_run_id: The fork's run id (must not exist).
+            at: A key the run's log records: a model request (``"model:3"``) or a tool call.
+            replace: ``{key: value}`` for calls at or before `at`: a ``ModelResponse`` for a
+                model request, what the tool returned for a tool call; replacing `at`
+                itself continues after it with the edited value.
+            deps: As for `run`.
+
+        Raises:
+            UnknownWorkflowError, WorkflowMismatchError (`new_run_id` exists), ValueError /
+                TypeError (`at` or a `replace` key not a call of the run or after `at`, a
+                value of the wrong type): nothing is stored.
+        """
+        self._step.give(new_run_id, deps)
+        try:
+            result = await fork_run(self._engine, self._name, run_id, new_run_id, at, replace)
+        except BaseException:
+            self._step.release(new_run_id)
+            raise
+        if result.status is RunStatus.COMPLETED:
+            self._step.release(new_run_id)  # kept for a fork that waits or failed, as `run`
         return await self._report(result)
 
     async def pending_approvals(self, run_id: str | None = None) -> list[PendingApproval]:

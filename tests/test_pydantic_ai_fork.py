@@ -28,6 +28,13 @@ finally:
 pytestmark = pytest.mark.timeout(60)
 
 
+async def mul_key(durable: DurableAgent[None], run_id: str = "r1") -> str:
+    """The key the log records for the tool call of `mul` (read, never rebuilt)."""
+    rows = await durable.engine.store.calls(run_id)
+    [key] = [r.key for r in rows if r.label and r.label.get("tool") == "mul"]
+    return key
+
+
 def ran(side: Path) -> Counter[str]:
     return Counter(line.rsplit(" ", 1)[0] for line in side.read_text().splitlines())
 
@@ -56,7 +63,8 @@ async def test_fork_at_a_model_request_runs_from_it(
 
 async def test_fork_with_a_replaced_tool_result(parent: tuple[DurableAgent[None], Path]) -> None:
     durable, side = parent
-    run = await durable.fork("r1", "f2", at="tool:m1", replace={"tool:m1": 100})
+    key = await mul_key(durable)
+    run = await durable.fork("r1", "f2", at=key, replace={key: 100})
     assert run.status is RunStatus.COMPLETED, run.reason
     assert ran(side) == Counter({"model 2": 1})  # mul answered with the edit, never ran
     returns = [p for m in run.messages for p in m.parts if isinstance(p, ToolReturnPart)]
@@ -71,7 +79,7 @@ async def test_fork_with_a_replaced_model_response_and_a_fork_of_it(
     run = await durable.fork("r1", "f3", at="model:2", replace={"model:2": edited})
     assert run.status is RunStatus.COMPLETED and run.output == "edited answer"
     assert ran(side) == Counter()  # nothing sent to the model, no tool ran
-    again = await durable.fork("f3", "f4", at="tool:m1")  # a fork of the fork
+    again = await durable.fork("f3", "f4", at=await mul_key(durable, "f3"))  # fork of a fork
     assert again.status is RunStatus.COMPLETED and again.output == "done after 2 requests"
     assert ran(side) == Counter({"tool mul 3 7": 1, "model 2": 1})
 
@@ -85,11 +93,11 @@ async def test_bad_fork_points_and_values_store_nothing(
     with pytest.raises(ValueError, match="recorded no call 'model:9'"):
         await durable.fork("r1", "f", at="model:9")
     with pytest.raises(ValueError, match="recorded no call 'm1'"):
-        await durable.fork("r1", "f", at="m1")  # the recorded key is "tool:m1"
+        await durable.fork("r1", "f", at="m1")  # a tool call id is not its recorded key
     with pytest.raises(TypeError, match="ModelResponse"):
         await durable.fork("r1", "f", at="model:2", replace={"model:2": "just text"})
     with pytest.raises(ValueError, match="not at or before"):
-        await durable.fork("r1", "f", at="model:1", replace={"tool:m1": 1})
+        await durable.fork("r1", "f", at="model:1", replace={await mul_key(durable): 1})
     with pytest.raises(WorkflowMismatchError, match="into itself"):
         await durable.fork("r1", "r1", at="model:1")
     await durable.fork("r1", "g", at="model:2")

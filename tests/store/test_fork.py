@@ -7,10 +7,12 @@ fork's projection is a replay of its log.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
+import agentq.store.rules.fork as fork_rules
 from agentq.errors import (
     InvalidKeyError,
     PayloadError,
@@ -199,3 +201,40 @@ async def test_event_rows_show_the_lineage(store: DurableStore) -> None:
     assert all(parent_id == "p" for _, parent_id in lineage[1:])
     assert [r[-1] for r in await store.event_rows("ff")][1:] == ["f"] * 6
     assert all(r[-1] is None for r in await store.event_rows("p"))
+
+
+async def test_a_failure_halfway_through_the_fork_writes_nothing(
+    store: DurableStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await parent(store)
+    seq = await store.last_seq()
+    real = fork_rules._copies
+    made: list[int] = []
+
+    def copies_then_fail(*args: Any) -> Any:
+        made.append(1)
+        if len(made) == 3:  # the fork's WorkflowStarted and rows are written by now
+            raise RuntimeError("disk on fire")
+        return real(*args)
+
+    monkeypatch.setattr(fork_rules, "_copies", copies_then_fail)
+    with pytest.raises(Exception, match="disk on fire"):
+        await store.fork_workflow("p", "f", step=1, key="b4", now=T0 + 10)
+    assert await store.last_seq() == seq
+    assert await store.get_workflow("f") is None and await store.calls("f") == []
+    monkeypatch.undo()
+    await store.fork_workflow("p", "f", step=1, key="b4", now=T0 + 10)  # then it works
+    assert [c.key for c in await store.calls("f")] == ["a1", "q", "b1", "b3"]
+
+
+async def test_concurrent_forks_to_one_id_make_one_fork(store: DurableStore) -> None:
+    await parent(store)
+    results = await asyncio.gather(
+        *(store.fork_workflow("p", "f", step=1, key=k, now=T0 + 10) for k in ("b1", "b3", "b4")),
+        return_exceptions=True,
+    )
+    won = [r for r in results if not isinstance(r, BaseException)]
+    lost = [r for r in results if isinstance(r, BaseException)]
+    assert len(won) == 1 and all(isinstance(e, WorkflowMismatchError) for e in lost), results
+    forked = [e for e in await store.load_events("f") if e.kind is EventKind.WORKFLOW_FORKED]
+    assert len(forked) == 1

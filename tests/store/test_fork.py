@@ -238,3 +238,14 @@ async def test_concurrent_forks_to_one_id_make_one_fork(store: DurableStore) -> 
     assert len(won) == 1 and all(isinstance(e, WorkflowMismatchError) for e in lost), results
     forked = [e for e in await store.load_events("f") if e.kind is EventKind.WORKFLOW_FORKED]
     assert len(forked) == 1
+
+
+async def test_replace_a_waits_answer(store: DurableStore) -> None:
+    await parent(store)
+    await store.fork_workflow("p", "f", step=0, replace={"q": {"answer": "no"}}, now=T0 + 10)
+    [row] = await store.calls("f")  # a1 runs live: only the replaced wait is copied
+    assert (row.key, row.state, row.output) == ("q", CallState.ANSWERED, {"answer": "no"})
+    resumed = [e for e in await store.load_events("f") if e.kind is EventKind.STEP_RESUMED]
+    assert resumed[0].data == {"input": {"answer": "no"}, "key": "q", "forked_from": "p",
+                               "replaced": True}
+    assert (await store.step_rows("f"))[0].state is StepState.PENDING

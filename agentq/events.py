@@ -45,7 +45,15 @@ CallCompleted          key, output, duration (seconds), usage (JSON object or nu
 CallFailed             key, reason, error {type, message, traceback} or null, duration
                        (seconds), label, lane, attempt
 WaitTimedOut           key (the wait whose deadline passed)
+WorkflowForked         parent (the workflow it was forked from), at {step (0-based
+                       index), step_name, key (the call key, or null: the step)},
+                       replaced (the keys whose output the fork replaced); right
+                       after the fork's `WorkflowStarted`
 =====================  ===========================================================
+
+A fork's copies of its parent's history (`StepCompleted`, call and wait events written by
+``fork_workflow``) carry ``forked_from`` (the parent's id) in their data and no attempt or
+worker; a copied output that the fork replaced also carries ``replaced: true``.
 
 A resumed step's input is in its `StepResumed` event (and in the step's projection row), not
 repeated in every later `StepStarted`. `WorkerRecovered` marks an attempt lost to a crash (its
@@ -99,6 +107,7 @@ class EventKind(StrEnum):
     CALL_COMPLETED = "CallCompleted"
     CALL_FAILED = "CallFailed"
     WAIT_TIMED_OUT = "WaitTimedOut"
+    WORKFLOW_FORKED = "WorkflowForked"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from agentq.cli.pages import DEFAULT_LIMIT, Page, event_page, workflow_page
 from agentq.cli.params import WholeNumber, json_value
 from agentq.cli.serve import serve
 from agentq.cli.target import DSN_PREFIXES, is_dsn
+from agentq.events import EventKind
 from agentq.store import DurableStore, WorkflowState
 
 __all__ = ["Settings", "cli", "main", "store_title"]
@@ -111,7 +112,9 @@ def show(ctx: click.Context, store: str, workflow_id: str, as_json: bool) -> Non
         if as_json:
             click.echo(views.workflow_json(wf, steps, calls))
             return
-        settings(ctx).console().print(views.workflow_view(wf, steps, calls))
+        first = await s.load_events(wf.workflow_id, limit=2)  # a fork's 2nd: WorkflowForked
+        forked = next((e.data for e in first if e.kind is EventKind.WORKFLOW_FORKED), None)
+        settings(ctx).console().print(views.workflow_view(wf, steps, calls, forked))
 
     run_on(store, work)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -159,8 +159,12 @@ def _waits_table(steps: Sequence[StepRow]) -> Table | None:
     return table
 
 
-def workflow_view(wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[CallRow]) -> Group:
-    """One workflow in full: its header, steps, waits (with details) and durable calls."""
+def workflow_view(
+    wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[CallRow],
+    forked: Mapping[str, Any] | None = None,
+) -> Group:
+    """One workflow in full: its header (with its parent, given the data of its
+    `WorkflowForked` event), steps, waits (with details) and durable calls."""
     head = Text()
     head.append(f"workflow {visible(wf.workflow_id)}  ", style="bold")
     head.append(_state(wf.state.value))
@@ -168,6 +172,16 @@ def workflow_view(wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[Cal
         head.append(f"  (definition {visible(wf.definition)})")
     head.append(f"\nstarted {when(wf.created_at)} UTC, updated {when(wf.updated_at)} UTC,"
                 f" last event #{wf.last_seq}")
+    if forked:
+        at = forked.get("at") or {}
+        point = f"step {at.get('step_name')!r}" + (
+            f", call {at['key']!r}" if at.get("key") is not None else ""
+        )
+        replaced = f" (replaced: {', '.join(forked.get('replaced') or [])})" if forked.get(
+            "replaced"
+        ) else ""
+        parent = forked.get("parent")
+        head.append(f"\nforked from {visible(f'{parent} at {point}{replaced}')}")
     head.append(f"\ninput: {visible(short(wf.input, 200))}")
     if wf.reason:
         head.append(f"\nreason: {visible(short(wf.reason, 200))}")

@@ -42,8 +42,10 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    finding what to run for an id
 ``interventions``  the engine's verbs that change a workflow from outside its run: resume,
                    retry, cancel (its base class over `Registrations`)
-``engine``         `WorkflowEngine`: run, run_soon, status, close (resume, retry, cancel and
-                   the registration verbs from its base classes)
+``forking``        the engine's ``fork``: a new workflow whose history up to a step or a call
+                   is another's, copied by one store verb, then run live from there
+``engine``         `WorkflowEngine`: run, run_soon, status, close (fork, resume, retry,
+                   cancel and the registration verbs from its base classes)
 ``recovery``       `recover` and its `RecoveryReport`: finish what a crashed worker left,
                    without waiting for it
 =================  ============================================================================

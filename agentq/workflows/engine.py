@@ -1,7 +1,8 @@
 """`WorkflowEngine`: the public verbs over workflows (run, run_soon, status, close).
 
-Its base classes hold the other verbs: `Interventions` (``interventions.py``: resume, retry,
-cancel), which derives from `Registrations` (``registrations.py``: register, start, serve...).
+Its base classes hold the other verbs: `Forks` (``forking.py``: fork), which derives from
+`Interventions` (``interventions.py``: resume, retry, cancel), which derives from
+`Registrations` (``registrations.py``: register, start, serve...).
 
 The engine keeps one run per workflow: concurrent `run` calls (and the run a `resume` or a
 `retry` continues, or `run_soon` starts in the background) share it (`Runs`, ``runs.py``).
@@ -32,7 +33,7 @@ from agentq.store import DurableStore, WorkflowRow
 from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
-from agentq.workflows.interventions import Interventions
+from agentq.workflows.forking import Forks
 from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
 from agentq.workflows.results import status_of, stored_result
 from agentq.workflows.runs import Runs
@@ -41,7 +42,7 @@ from agentq.workflows.serving import Server
 __all__ = ["WorkflowEngine"]
 
 
-class WorkflowEngine(Interventions):
+class WorkflowEngine(Forks):
     """Run workflows durably: one step after another, each attempt through the queue.
 
     Args:

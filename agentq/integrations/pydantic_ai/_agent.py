@@ -23,6 +23,7 @@ from pydantic_ai.tools import AgentDepsT
 from agentq.errors import NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._approval import approval_input
 from agentq.integrations.pydantic_ai._capability import AgentqDurability
+from agentq.integrations.pydantic_ai._fork import fork_run
 from agentq.integrations.pydantic_ai._inputs import ArgsChecker, request_input_names
 from agentq.integrations.pydantic_ai._options import RunOptions, RunOptionsKwargs, check_models
 from agentq.integrations.pydantic_ai._report import Reporter
@@ -265,6 +266,46 @@ class DurableAgent(Generic[AgentDepsT]):
         await self._runs.start(run_id, run_input)
         self._step.give(run_id, deps, given)
         return run_id
+
+    async def fork(
+        self,
+        run_id: str,
+        new_run_id: str,
+        *,
+        at: str,
+        replace: Mapping[str, Any] | None = None,
+        deps: AgentDepsT | None = None,
+        **options: Unpack[RunOptionsKwargs],
+    ) -> AgentRun:
+        """Run `run_id`'s conversation up to the call `at`, then live (docs/agents.md, "Forks").
+
+        The calls before `at` answer from `run_id`'s log, copied into the fork's own; `at` and
+        what follows run again, with `options` (given in this process, like `approve`'s; the
+        fork stores the parent's options).
+
+        Args:
+            run_id: A stored run of this agent (any state); never changed.
+            new_run_id: The fork's run id (must not exist).
+            at: A key the run's log records: a model request (``"model:3"``) or a tool call.
+            replace: ``{key: value}`` for calls at or before `at`: a ``ModelResponse`` for a
+                model request, what the tool returned for a tool call; replacing `at`
+                itself continues after it with the edited value.
+            deps, options: As for `run`.
+
+        Raises:
+            UnknownWorkflowError, WorkflowMismatchError (`new_run_id` exists), ValueError /
+                TypeError (`at` or a `replace` key not a call of the run or after `at`, a
+                value of the wrong type): nothing is stored.
+        """
+        live = self._step.give(new_run_id, deps, RunOptions(**options))
+        try:
+            result = await fork_run(self._engine, self._name, run_id, new_run_id, at, replace)
+        except BaseException:
+            self._step.release(new_run_id)
+            raise
+        if result.status is RunStatus.COMPLETED:
+            self._step.release(new_run_id)  # kept for a fork that waits or failed, as `run`
+        return await self._reporter.report(result, live)
 
     async def pending_approvals(self, run_id: str | None = None) -> list[PendingApproval]:
         """List the waits of this agent's runs, from the store: approvals and external events.

@@ -15,5 +15,6 @@ foundation modules of `agentq`):
                         written.
     ``protocol_reads``  `DurableReads`: the read verbs, inherited by `DurableStore`.
     ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
+    ``protocol_fork``   `DurableForks`: the fork verb, inherited by `DurableStore`.
     ``protocol``        `DurableStore`: every write verb, its atomicity and its errors.
 """

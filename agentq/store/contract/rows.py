@@ -283,9 +283,12 @@ EVENT_COLUMNS: tuple[str, ...] = (
     "input",
     "key",
     "label",
+    "forked_from",
 )
 """Column order of `DurableStore.event_rows`: ``at`` is Unix seconds; ``output``, ``input`` and
-``label`` are JSON text (or None); ``key`` is the durable call's or wait's key (or None)."""
+``label`` are JSON text (or None); ``key`` is the durable call's or wait's key (or None);
+``forked_from`` the parent's id on a fork's `WorkflowForked` and on the copies of its
+parent's history (or None)."""
 
 
 REASON_KINDS = frozenset(
@@ -330,4 +333,5 @@ def event_row(event: Event) -> tuple[Any, ...]:
         _JSON.encode(data.get("input")) if kind in INPUT_KINDS else None,
         data.get("key") if kind in KEY_KINDS else None,
         None if label is None else _JSON.encode(label),
+        data.get("forked_from", data.get("parent") if kind is _K.WORKFLOW_FORKED else None),
     )

@@ -13,6 +13,8 @@ imports only modules above it):
                         worker's.
     ``attempt``         complete, fail or wait: the end of an attempt, under fencing.
     ``calls``           start, complete or fail a durable call, under fencing.
+    ``fork``            fork a workflow: a new one whose history up to a point is copied
+                        from another's.
     ``verbs``           `RuleStore`: every write verb once, over an abstract `_write`; the
                         base of every store.
 """

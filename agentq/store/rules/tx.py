@@ -149,6 +149,10 @@ class Tx(Protocol):
         """Insert (`new`) or replace the call row (keyed by workflow and key)."""
         ...
 
+    def load_calls(self, workflow_id: str) -> list[CallRow]:
+        """Return every call and wait row of the workflow, in `CallRow.first_seq` order."""
+        ...
+
 
 def describe_step(workflow_id: str, index: int, name: str | None = None) -> str:
     """Name a step in a message: ``step 'b' (#1) of workflow 'wf'``."""

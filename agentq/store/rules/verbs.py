@@ -16,6 +16,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import agentq.store.rules.attempt as rules_attempt
 import agentq.store.rules.calls as rules_calls
+import agentq.store.rules.fork as rules_fork
 import agentq.store.rules.lease as rules_lease
 import agentq.store.rules.workflow as rules_workflow
 from agentq.keys import validate_key
@@ -209,6 +210,21 @@ class RuleStore:
     ) -> WorkflowRow:
         """See `DurableStore.retry_workflow`."""
         return await self._write(rules_workflow.retry_workflow, workflow_id, from_step, now)
+
+    async def fork_workflow(
+        self,
+        workflow_id: str,
+        new_workflow_id: str,
+        *,
+        step: int,
+        key: str | None = None,
+        replace: Mapping[str, Any] | None = None,
+        now: float,
+    ) -> WorkflowRow:
+        """See `DurableStore.fork_workflow`."""
+        return await self._write(
+            rules_fork.fork_workflow, workflow_id, new_workflow_id, step, key, replace, now
+        )
 
     async def save_job(
         self,

@@ -320,7 +320,7 @@ def test_stored_fingerprints_keep_what_compares_by_value() -> None:
     from agentq.queue.fingerprint_stored import stored_fingerprint as stored
 
     alice = stored(functools.partial(send_mail, "alice"))
-    assert alice.startswith("v1:") and len(alice) == 3 + 64
+    assert alice.startswith("v2:") and len(alice) == 3 + 64
     assert stored(functools.partial(send_mail, "alice")) == alice
     assert stored(functools.partial(send_mail, "bob")) != alice
     assert stored(functools.partial(send_mail, to="alice")) != alice

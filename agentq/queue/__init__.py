@@ -7,7 +7,7 @@ each imports only modules that come before it in the list, never one after it.
    over plain values, cached.
 2. ``fingerprint`` - what makes two pushes of one key "the same call", in memory.
 3. ``fingerprint_stored`` - the same call's fingerprint as text to store, the same in every
-   process (coarser rules).
+   process (format v2, with `same_stored` still reading v1 rows).
 4. ``fingerprint_fast`` - the same fingerprint, taken in one quick pass for calls over
    plain values (the common lambdas and partials).
 5. ``fingerprint_match`` - whether a call has a kept fast fingerprint, decided without
@@ -45,6 +45,7 @@ each imports only modules that come before it in the list, never one after it.
 ``docs/queue-internals.md`` follows one push through these modules.
 """
 
+from agentq.queue.fingerprint_stored import same_stored as same_stored
 from agentq.queue.fingerprint_stored import stored_fingerprint as stored_fingerprint
 from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued
 from agentq.queue.jobs import Job, JobEvent, JobEventKind

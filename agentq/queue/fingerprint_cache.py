@@ -74,6 +74,7 @@ _NOT_PLAIN: Any = object()
 _SELF: Any = object()  # the call itself among its values: a "cycle" in its form
 _EMPTY: Any = object()  # an empty closure cell
 _MISSING: Any = object()  # a global name the code reads that is not bound
+_SHARED_STATE = frozenset({list, dict, set, bytearray})
 _V2_DEPTH = 3  # functions nested deeper among the values (format v2): no key
 
 
@@ -120,6 +121,9 @@ class StoredCache:
                         values.append(cell.cell_contents)
                     except ValueError:
                         values.append(_EMPTY)
+            # from here on, a list, dict, set or bytearray is state, counted by its type
+            # (`fingerprint_stored`): a global, or in the closure of a function only used
+            shared = len(defaults) if depth else len(values)
             namespace = fn.__globals__
             values.extend(namespace.get(name, _MISSING) for name in (reads if v2 else names))
         elif type(fn) is functools.partial and type(fn.func) is FunctionType:
@@ -132,10 +136,13 @@ class StoredCache:
             parts = ["partial", func, len(fn.args), *[name for name, _ in keywords]]
             values.extend(fn.args)
             values.extend(value for _, value in keywords)
+            shared = len(values)
         else:
             return None
-        for value in values:
-            if value is fn:
+        for i, value in enumerate(values):
+            if v2 and i >= shared and type(value) in _SHARED_STATE:
+                plain = ("shared", type(value))
+            elif value is fn:
                 plain = _SELF
             elif value is _EMPTY or value is _MISSING:
                 plain = value

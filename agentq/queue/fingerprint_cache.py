@@ -22,11 +22,12 @@ cached digest always equals the derived one.
 from __future__ import annotations
 
 import dis
+import enum
 import functools
-from types import CodeType, FunctionType, ModuleType
+from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
 
-__all__ = ["StoredCache", "code_info"]
+__all__ = ["StoredCache", "code_info", "immutable"]
 
 # What a code object reads, by the identity of the code object (a dict lookup by id is much
 # cheaper than hashing a code object). Entries keep their code object, so an id is never
@@ -74,7 +75,23 @@ _NOT_PLAIN: Any = object()
 _SELF: Any = object()  # the call itself among its values: a "cycle" in its form
 _EMPTY: Any = object()  # an empty closure cell
 _MISSING: Any = object()  # a global name the code reads that is not bound
-_SHARED_STATE = frozenset({list, dict, set, bytearray})
+_SHARED_STATE = (list, dict, set, bytearray)
+_ATOMS = frozenset({str, bytes, int, bool, float, complex, type(None)})
+_CALLS = (FunctionType, MethodType, functools.partial)
+
+
+def immutable(value: object, depth: int = 0) -> bool:
+    """Whether `value` cannot change in place, so that its value means the same call in
+    another process: None, bool, int, float, complex, str, bytes, enum members, classes,
+    modules, functions (and partials, bound methods: walked by their own rules), and tuples
+    and frozensets of these (at most 1,000 items, 4 levels deep). A function the call only
+    uses counts any other value in its closure or globals by its type (format v2)."""
+    kind = type(value)
+    if kind in _ATOMS or isinstance(value, (*_CALLS, type, ModuleType, enum.Enum)):
+        return True
+    if (kind is tuple or kind is frozenset) and depth < 4 and len(value) <= 1_000:  # type: ignore[arg-type]
+        return all(immutable(item, depth + 1) for item in value)  # type: ignore[attr-defined]
+    return False
 _V2_DEPTH = 3  # functions nested deeper among the values (format v2): no key
 
 
@@ -140,8 +157,10 @@ class StoredCache:
         else:
             return None
         for i, value in enumerate(values):
-            if v2 and i >= shared and type(value) in _SHARED_STATE:
-                plain = ("shared", type(value))
+            if v2 and i >= shared and not depth and isinstance(value, _SHARED_STATE):
+                plain = ("shared", type(value))  # a global of the function given
+            elif v2 and i >= shared and depth and not immutable(value):
+                plain = ("state", type(value))  # a function only used: its state
             elif value is fn:
                 plain = _SELF
             elif value is _EMPTY or value is _MISSING:

@@ -46,7 +46,7 @@ from types import CodeType
 from typing import Any
 
 from agentq.queue.fingerprint import _IDENTITY, _type_name, _Value, _Walk
-from agentq.queue.fingerprint_cache import StoredCache, code_info
+from agentq.queue.fingerprint_cache import StoredCache, code_info, immutable
 
 __all__ = ["FORMATS", "STORED_FORMAT", "same_stored", "stored_fingerprint"]
 
@@ -87,22 +87,33 @@ _SHARED_STATE = (list, dict, set, bytearray)  # as module-level values: by their
 
 
 def _portable_global(item: tuple[Any, ...], v2: bool) -> Any:
-    """One module-level value a function reads (see `_globals`), in its portable form."""
-    if len(item) == 2 and isinstance(item[1], _Value) and type(item[1].obj) in _SHARED_STATE:
-        return [item[0], "shared", _type_name(item[1].obj)]
+    """One module-level value a function reads (see `_globals`), in its portable form: a
+    list, dict, set or bytearray (v2: or an instance of a subclass) by its type."""
+    if len(item) == 2 and isinstance(item[1], _Value):
+        obj = item[1].obj
+        if isinstance(obj, _SHARED_STATE) if v2 else type(obj) in _SHARED_STATE:
+            return [item[0], "shared", _type_name(obj)]
     return _portable(item, v2)
+
+
+def _portable_state(item: tuple[Any, ...]) -> Any:
+    """A closure or module-level value of a function the call only uses (format v2): by
+    value if it cannot change in place (`immutable`), else by its type (its state)."""
+    if len(item) == 2 and isinstance(item[1], _Value) and not immutable(item[1].obj):
+        return [item[0], "state", _type_name(item[1].obj)]
+    return _portable(item, True)
 
 
 def _portable_function(part: tuple[Any, ...], v2: bool, given: bool) -> Any:
     """A function's part (see `_Walk.function`). In format v2, a function the call only uses
-    (not `given`) counts a list, dict, set or bytearray in its closure by its type only: its
-    cache or log, mutated in place as calls run, as for a module-level one."""
+    (not `given`) counts a value in its closure or globals that can change in place (a
+    cache, a log, a client: its state) by its type only."""
     head = [_portable(p, v2) for p in part[:6]]
     if v2 and not given:
-        cells = [_portable_global(c, v2) for c in part[6]]
-    else:
-        cells = [_portable(c, v2) for c in part[6]]
-    return [*head, cells, [_portable_global(g, v2) for g in part[7]]]
+        return [*head, [_portable_state(c) for c in part[6]],
+                [_portable_state(g) for g in part[7]]]
+    return [*head, [_portable(c, v2) for c in part[6]],
+            [_portable_global(g, v2) for g in part[7]]]
 
 
 def _portable(part: Any, v2: bool = False) -> Any:

@@ -20,8 +20,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentq.queue.fingerprint import _Value, _Walk
+from agentq.queue.fingerprint import _Walk
 from agentq.queue.fingerprint_stored import _CACHE, _derived_v2, _portable, stored_fingerprint
+from agentq.queue.fingerprint_value import _Value
 
 portable_fingerprint = stored_fingerprint  # the name these tests were written with
 

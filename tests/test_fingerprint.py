@@ -8,6 +8,7 @@ import gc
 import re
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from queue_helpers import BOUND, Gate

@@ -143,13 +143,14 @@ async def test_after_a_restart_bob_is_refused_not_answered_with_alices_result(
 
 async def test_after_a_max_keys_eviction_bob_is_refused(tmp_path: Path) -> None:
     ran.clear()
-    async with SqliteStore(tmp_path / "queue.db") as store:
-        async with Queue(store=store, max_keys=1) as queue:
-            await queue.push_and_wait(Job("k", functools.partial(make_tool("alice"), "x")))
-            await queue.push_and_wait(Job("other", functools.partial(send_mail, "carol")))
-            assert queue.state("k") is None  # evicted from memory, read back from the store
-            with pytest.raises(KeyConflictError):
-                await queue.push(Job("k", functools.partial(make_tool("bob"), "x")))
+    async with SqliteStore(tmp_path / "queue.db") as store, Queue(
+        store=store, max_keys=1
+    ) as queue:
+        await queue.push_and_wait(Job("k", functools.partial(make_tool("alice"), "x")))
+        await queue.push_and_wait(Job("other", functools.partial(send_mail, "carol")))
+        assert queue.state("k") is None  # evicted from memory, read back from the store
+        with pytest.raises(KeyConflictError):
+            await queue.push(Job("k", functools.partial(make_tool("bob"), "x")))
     assert ran == [("alice", "x"), ("mail", "carol")]
 
 

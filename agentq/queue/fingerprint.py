@@ -13,8 +13,11 @@ uses, unwrapping the callable layer by layer:
 - `functools.partial`: its positional and keyword arguments, then its func;
 - a bound method: its ``self``, then the function;
 - a Python function: module, qualified name, code object, its defaults, each value its
-  closure captured (a variable it rebinds with ``nonlocal`` too: it may be the call's input),
-  and each module-level value its code reads (a notebook cell's global ``user``);
+  closure captured, and each module-level value its code reads (a notebook cell's global
+  ``user``). What the function writes is its state, not an input (issue 20): a global its
+  own code assigns (``global n``) is left out, and a closure variable it rebinds
+  (``nonlocal n; n += 1``) is equal to itself for the same function object whatever it
+  holds, compared by value only between two function objects (a factory's closures);
 - any other callable object: the object itself, as a value.
 
 Each value is compared by a canonical form:
@@ -50,8 +53,12 @@ Deriving is bounded, so that a push never walks a huge value: a container of mor
 `MAX_VALUES` of one fingerprint compare by identity (on the safe side: two such values that
 are not the same object are two calls).
 
-The fingerprint stored beside a completed key, across processes, is another walk with
-coarser rules: see `agentq.queue.fingerprint_stored`.
+Comparing a later push with the key's fingerprint (`derive_fingerprint` with ``kept``)
+never walks what a value reaches when it is the very object kept: so a hit costs time bounded
+by the number of values the call names, however much data its closure holds.
+
+The fingerprint stored beside a completed key, across processes, is the same walk with the
+stored rules: see `agentq.queue.fingerprint_stored`.
 """
 
 from __future__ import annotations
@@ -65,6 +72,14 @@ from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
 
 from agentq.queue.fingerprint_cache import code_info
+from agentq.queue.fingerprint_value import (
+    _IDENTITY,
+    _REFUSE,
+    _callable_kind,
+    _is_call,
+    _type_name,
+    _Value,
+)
 
 __all__ = ["MAX_ITEMS", "MAX_REPR", "MAX_VALUES", "derive_fingerprint"]
 
@@ -81,81 +96,7 @@ _MAX_DEPTH = 32  # values nested deeper compare by identity
 _TAGGED = frozenset({bool, int, bytes})  # by value, with their type (1, 1.0 and True differ)
 _CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # a repr that shows identity, not contents
-_IDENTITY: Any = object()
-_REFUSE: Any = object()  # a function past the bounds: equal to nothing, not even itself
 _CLASS_SKIP = frozenset({"__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"})
-
-
-class _Value:
-    """One value a call uses: equal to another if it is the same object (except a function,
-    a partial or a bound method: those are equal only by their forms, which hold what they
-    read now), or if both have a canonical form and the forms are equal. A function past the
-    derivation's bounds (`_REFUSE`) is equal to nothing: a conflict, never another call's
-    result.
-
-    An object that can be weakly referenced (an instance of a class, a function) is held
-    weakly: a finished key keeps its fingerprint, and must not keep alive what its call used
-    (a client, an agent's deps). Once such an object is gone, no later push can pass the same
-    object, so only its canonical form can still be equal.
-    """
-
-    __slots__ = ("_held", "_weak", "form", "owner")
-
-    def __init__(self, obj: object, form: Any, owner: Any = None) -> None:
-        self._weak = type(obj).__weakrefoffset__ != 0
-        self._held: Any = weakref.ref(obj) if self._weak else obj
-        self.form = form
-        # A closure variable the function rebinds itself (its state): a weak reference to
-        # that function. Two such values of one live function object are equal whatever
-        # they hold; of two function objects, they compare as any value.
-        self.owner = owner
-
-    @property
-    def obj(self) -> Any:
-        """The object itself, or None once an object held weakly is gone."""
-        return self._held() if self._weak else self._held
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _Value):
-            return NotImplemented
-        form = self.form
-        theirs = other.form
-        if form is _REFUSE or theirs is _REFUSE:
-            return False
-        owner = self.owner
-        if owner is not None and other.owner is not None:
-            fn = owner()
-            if fn is not None and fn is other.owner():
-                return True
-        mine = self.obj
-        if mine is not None and mine is other.obj and not _is_call(form):
-            return True
-        return form is not _IDENTITY and theirs is not _IDENTITY and form == theirs
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        if self.form is _IDENTITY:
-            obj = self.obj
-            if obj is None:
-                return "<an object that no longer exists>"
-            return f"<the object {_type_name(obj)} at {id(obj):#x}>"
-        return repr(self.form)
-
-
-def _is_call(form: Any) -> bool:
-    """Whether `form` is a function's, a partial's or a bound method's (compared by form)."""
-    return type(form) is tuple and form[0] == "call"
-
-
-def _callable_kind(value: object) -> bool:
-    kind = type(value)
-    return kind is FunctionType or kind is MethodType or isinstance(value, functools.partial)
-
-
-def _type_name(value: object) -> str:
-    kind = type(value)
-    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 class _Walk:

@@ -157,6 +157,7 @@ class StoredCache:
         else:
             return None
         for i, value in enumerate(values):
+            plain: Any
             if v2 and i >= shared and not depth and isinstance(value, _SHARED_STATE):
                 plain = ("shared", type(value))  # a global of the function given
             elif v2 and i >= shared and depth and not immutable(value):

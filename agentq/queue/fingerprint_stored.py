@@ -45,8 +45,9 @@ import json
 from types import CodeType
 from typing import Any
 
-from agentq.queue.fingerprint import _IDENTITY, _type_name, _Value, _Walk
+from agentq.queue.fingerprint import _Walk
 from agentq.queue.fingerprint_cache import StoredCache, code_info, immutable
+from agentq.queue.fingerprint_value import _IDENTITY, _type_name, _Value
 
 __all__ = ["FORMATS", "STORED_FORMAT", "same_stored", "stored_fingerprint"]
 

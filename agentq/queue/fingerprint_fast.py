@@ -338,12 +338,12 @@ def call_fingerprint(fn: Any, shared: Shared | None = None, kept: Any = None) ->
     so comparing the same call again costs time bounded by the number of values the call
     names, not by the data they reach (`derive_fingerprint`).
     """
+    if type(kept) is tuple and kept and kept[0] is not _MARK:
+        # a derived one is kept: a fast one would not equal it, and the derived one of a
+        # call over plain values differs from it as well, so derive at once
+        return derive_fingerprint(fn, kept)
     fast = fast_fingerprint(fn, shared)
-    if fast is not None:
-        return fast
-    if type(kept) is not tuple or (kept and kept[0] is _MARK):
-        kept = None
-    return derive_fingerprint(fn, kept)
+    return derive_fingerprint(fn) if fast is None else fast
 
 
 

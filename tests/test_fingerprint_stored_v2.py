@@ -17,7 +17,11 @@ from typing import Any
 import pytest
 
 from agentq import Cached, Job, KeyConflictError, Queue, SqliteStore
+from agentq.clock import FakeClock
 from agentq.queue import same_stored, stored_fingerprint
+from agentq.retry import RetryPolicy
+from agentq.store import DurableStore
+from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -171,3 +175,40 @@ async def test_a_v1_row_written_by_the_old_code_still_answers_the_same_call(
             with pytest.raises(KeyConflictError):
                 await queue.push(Job("mail-42", functools.partial(send_mail, "bob")))
     assert ran == []
+
+
+async def test_a_durable_call_recorded_with_a_v1_text_is_answered_on_a_retry(
+    store: DurableStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step whose call an older agentq recorded (a v1 text in the log) is retried by this
+    one: the call is answered from the log, not refused as "recorded for another call"."""
+    from agentq.workflows import calls as calls_module
+
+    real = calls_module.stored_fingerprint
+    old_code = {"on": True}
+
+    def stored_as(fn: Any, explicit: Any = None) -> str:
+        return real(fn, explicit, "v1" if old_code["on"] else "v2")
+
+    monkeypatch.setattr(calls_module, "stored_fingerprint", stored_as)
+    ran.clear()
+
+    async def body(ctx: StepContext) -> str:
+        out: str = await ctx.call(Job("mail", functools.partial(send_mail, "alice")))
+        if old_code["on"]:
+            old_code["on"] = False  # the process is upgraded, the step retried
+            raise ConnectionError("the step fails once after its call")
+        return out
+
+    async with Queue(clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, worker_id="w1", lease_ttl=30.0, clock=clock)
+        try:
+            wf = Workflow("wf-v1", [StepDef("s", body, retry=RetryPolicy(2))])
+            result = await engine.run(wf)
+        finally:
+            await engine.close()
+    assert result.status is RunStatus.COMPLETED, result.reason
+    assert result.output == "mail sent to alice"
+    assert ran == [("mail", "alice")]  # answered from the log on the retry
+    rows = await store.calls("wf-v1")
+    assert [row.fingerprint[:3] for row in rows] == ["v1:"]  # type: ignore[index]

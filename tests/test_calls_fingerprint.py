@@ -159,7 +159,34 @@ def callables() -> list[Any]:
     out.append(before_binding)
     out.append(send)
     out.append(make_tool()[0])
+    # functions the call only uses, with closures (format v2 walks them)
+    out.append(functools.partial(make_tool()[0], "x"))  # a cache and a log: by type
+    out.append(lambda: make_tool()[0]("x"))
+    out.append(functools.partial(make_greeter("alice"), "x"))
+    out.append(functools.partial(make_greeter("bob"), "x"))
+    out.append(functools.partial(make_greeter(1.5), "x"))
+    out.append(lambda: make_greeter("alice")("x"))
+    out.append(functools.partial(before_binding_user(), "x"))
     return out
+
+
+def make_greeter(name: Any) -> Any:
+    count = 0
+
+    async def greeter(word: str) -> str:
+        nonlocal count
+        count += 1
+        return f"{word} {name} {count} {MODE}"
+
+    return greeter
+
+
+def before_binding_user() -> Any:
+    async def user(word: str) -> Any:
+        return later  # noqa: F821 - on purpose: an empty cell of a function only used
+
+    later: int  # never bound
+    return user
 
 
 def test_the_fast_path_gives_the_digest_of_the_rule() -> None:

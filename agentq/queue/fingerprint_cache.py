@@ -158,14 +158,14 @@ class StoredCache:
             return None
         for i, value in enumerate(values):
             plain: Any
-            if v2 and i >= shared and not depth and isinstance(value, _SHARED_STATE):
-                plain = ("shared", type(value))  # a global of the function given
-            elif v2 and i >= shared and depth and not immutable(value):
-                plain = ("state", type(value))  # a function only used: its state
-            elif value is fn:
+            if value is fn:
                 plain = _SELF
             elif value is _EMPTY or value is _MISSING:
                 plain = value
+            elif v2 and i >= shared and not depth and isinstance(value, _SHARED_STATE):
+                plain = ("shared", type(value))  # a global of the function given
+            elif v2 and i >= shared and depth and not immutable(value):
+                plain = ("state", type(value))  # a function only used: its state
             elif v2 and type(value) is FunctionType:
                 if depth >= _V2_DEPTH:
                     return None

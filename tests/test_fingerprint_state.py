@@ -101,8 +101,9 @@ def make_logger(log: list[Any]) -> Any:
     [
         [[i] for i in range(1_000)],  # within MAX_ITEMS: walked item by item before
         [list(range(1_000)) for _ in range(100)],  # 100,000 items in all
+        list(range(100_000)),  # past MAX_ITEMS: by identity (never walked, before either)
     ],
-    ids=["1000-lists", "100x1000"],
+    ids=["1000-lists", "100x1000", "100000-flat"],
 )
 async def test_a_hit_never_walks_what_the_closure_reaches(
     data: list[Any], monkeypatch: pytest.MonkeyPatch

@@ -15,8 +15,12 @@ Each value must be plain: a str, bytes, int, bool or None (keyed by type and val
 ``1`` and ``True`` differ), or a function, class or module (by identity: the stored form of
 a function the call only uses is its name, of a class or module its name). Any other value
 (a float, since ``0.0 == -0.0`` have two forms; a container; an object) means no key, and
-the fingerprint is derived as usual. ``tests/test_calls_fingerprint.py`` checks that a
-cached digest always equals the derived one.
+the fingerprint is derived as usual. In format v2 (``key(fn, v2=True)``) a function among
+the values is keyed by its own key, not its identity (it counts with what it reads), a class
+means no key, the globals a function assigns are left out, and a value that is state (a
+module-level list, dict, set or bytearray; in a function only used, any value `immutable`
+rejects) is keyed by its type, as its stored form counts it. ``tests/test_calls_fingerprint.py``
+checks that a cached digest always equals the derived one, in both formats.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from typing import Any
 from agentq.clock import Clock
 from agentq.errors import InputTimeout, KeyConflictError, StepContextError
 from agentq.keys import validate_key
-from agentq.queue import Job, Queue, stored_fingerprint
+from agentq.queue import Job, Queue, same_stored, stored_fingerprint
 from agentq.store import CallRow, DurableStore, Execution
 from agentq.workflows.calling import CallRunner, Usage, call_queue_key, json_object
 from agentq.workflows.model import WaitForInput
@@ -136,7 +136,9 @@ class CallLog:
             await self._read_once()
         row = self._rows.get(key)
         if row is not None:
-            self._check_same(row, key, fingerprint)
+            self._check_same(row, key, job, fingerprint)
+            if row.fingerprint is not None:
+                fingerprint = row.fingerprint  # the same call: a rerun keeps the row's format
             if row.state == "completed":
                 self.answered += 1
                 return row.output
@@ -172,13 +174,13 @@ class CallLog:
         if not task.cancelled():
             task.exception()  # raised to the awaiting body; never "never retrieved"
 
-    def _check_same(self, row: CallRow, key: str, fingerprint: str) -> None:
+    def _check_same(self, row: CallRow, key: str, job: Job, fingerprint: str) -> None:
         if row.kind != "call":
             raise KeyConflictError(
                 f"key {key!r} of workflow {self._workflow_id!r} names a wait_for_input, not "
                 "a call: use another key for the call"
             )
-        if row.fingerprint is not None and row.fingerprint != fingerprint:
+        if not same_stored(row.fingerprint, job.fn, job.fingerprint, fingerprint):  # v1 too
             raise KeyConflictError(
                 f"key {key!r} of workflow {self._workflow_id!r} was recorded for another call "
                 "(its function or the values it uses differ): use a new key for a new call, "

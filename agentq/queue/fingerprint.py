@@ -33,32 +33,23 @@ Each value is compared by a canonical form:
   class redefined with another body is another value; a module by its name;
 - any other object by its ``repr`` when its class gives a meaningful one (a dataclass, a
   pydantic model; one over `MAX_REPR` characters as its digest), otherwise (the default
-  ``<… object at 0x…>``, a ``repr`` that elides contents with ``...``, or a ``repr`` that
-  fails) by identity: only the same object
-  is the same value. Arrays and data frames (a class with ``__array__`` or
-  ``__dataframe__``: numpy, pandas, polars, arrow) compare by identity without their
-  ``repr`` being built, since it elides their contents and costs milliseconds.
+  ``<… object at 0x…>``, a ``repr`` eliding with ``...``, a failing one) by identity. Arrays
+  and data frames (``__array__`` / ``__dataframe__``) compare by identity, no ``repr`` built.
 
-And the same object (not a function) is always the same value, however its contents
-changed in between (the identity rule, also for a repr-compared object): a
-job that fills a shared cache or bumps a counter on its client stays "the same call". So
-``partial(send_mail, "alice")`` and ``partial(send_mail, "bob")`` differ, as do
-``lambda: send(user)`` built for two users, while a re-created ``partial(send_mail,
+The same object (not a function) is always the same value, however its contents changed
+(the identity rule): a job that fills a shared cache or bumps a counter on its client stays
+"the same call". So ``partial(send_mail, "alice")`` and ``partial(send_mail, "bob")`` differ,
+as do ``lambda: send(user)`` built for two users, while a re-created ``partial(send_mail,
 "alice")`` or ``lambda: send(params)`` over an equal dict does not. Give
-``Job(fingerprint=…)`` explicitly when this is not what you want (for example for objects
-with the default repr that are re-created for every push).
+``Job(fingerprint=…)`` explicitly when this is not what you want.
 
 Deriving is bounded, so that a push never walks a huge value: a container of more than
 `MAX_ITEMS` items, a value nested more than 32 levels deep, and every value past the first
-`MAX_VALUES` of one fingerprint compare by identity (on the safe side: two such values that
-are not the same object are two calls).
-
-Comparing a later push with the key's fingerprint (`derive_fingerprint` with ``kept``)
-never walks what a value reaches when it is the very object kept: so a hit costs time bounded
-by the number of values the call names, however much data its closure holds.
-
-The fingerprint stored beside a completed key, across processes, is the same walk with the
-stored rules: see `agentq.queue.fingerprint_stored`.
+`MAX_VALUES` of one fingerprint compare by identity (two such values that are not the same
+object are two calls). Comparing a later push with the key's fingerprint (``kept``) never
+walks what a value reaches when it is the very object kept, so a hit costs time bounded by
+the number of values the call names. The fingerprint stored with a completed key, across
+processes, is the same walk with the stored rules (`agentq.queue.fingerprint_stored`).
 """
 
 from __future__ import annotations

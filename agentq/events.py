@@ -12,7 +12,8 @@ WorkflowStarted        steps (list of step names), input, definition (the name o
                        `WorkflowDef` it was made from, or null for a plain Workflow;
                        absent in logs written before definitions existed); trace (the
                        W3C trace context of the run that started it, when tracing was
-                       on; see `agentq.tracing`)
+                       on; see `agentq.tracing`); parent {workflow_id, step, key} for a
+                       child run (``ctx.child``; absent otherwise)
 StepStarted            lease_token, expires_at (Unix seconds)
 StepCompleted          output
 StepFailed             reason (error / timeout / cancelled / payload), error {type,
@@ -45,6 +46,9 @@ CallCompleted          key, output, duration (seconds), usage (JSON object or nu
 CallFailed             key, reason, error {type, message, traceback} or null, duration
                        (seconds), label, lane, attempt
 WaitTimedOut           key (the wait whose deadline passed)
+ChildStarted           key (the parent's wait key ``child:<key>``), child (the child
+                       workflow's id), definition, reason (what the wait row shows);
+                       in the parent's log, made by the attempt that started the child
 =====================  ===========================================================
 
 A resumed step's input is in its `StepResumed` event (and in the step's projection row), not
@@ -99,6 +103,7 @@ class EventKind(StrEnum):
     CALL_COMPLETED = "CallCompleted"
     CALL_FAILED = "CallFailed"
     WAIT_TIMED_OUT = "WaitTimedOut"
+    CHILD_STARTED = "ChildStarted"
 
 
 @dataclass(frozen=True, slots=True)

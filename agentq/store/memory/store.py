@@ -89,6 +89,11 @@ class _Tx:
     def put_call(self, row: CallRow, new: bool) -> None:
         self.new_calls[(row.workflow_id, row.key)] = row
 
+    def load_calls(self, workflow_id: str) -> list[CallRow]:
+        rows = dict(self._store._calls.get(workflow_id, {}))
+        rows.update({k: r for (w, k), r in self.new_calls.items() if w == workflow_id})
+        return list(rows.values())
+
     def commit(self) -> None:
         store = self._store
         store._events.extend(self.new_events)

@@ -40,8 +40,12 @@ def start_workflow(
     now: float,
     definition: str | None = None,
     trace: Mapping[str, str] | None = None,
+    parent: Mapping[str, Any] | None = None,
 ) -> tuple[WorkflowRow, bool]:
     """Rule of `DurableStore.start_workflow`; also checks the ids and names.
+
+    `parent` ({workflow_id, step, key}: the parent's step and wait key) is recorded in the
+    `WorkflowStarted` of a child run (`agentq.store.rules.children.start_child`).
 
     Raises:
         InvalidKeyError / TypeError: A bad workflow id, step name or definition name, or a
@@ -90,6 +94,8 @@ def start_workflow(
     data: dict[str, Any] = {"steps": list(names), "input": value, "definition": definition}
     if trace:
         data["trace"] = dict(trace)
+    if parent is not None:
+        data["parent"] = dict(parent)
     draft = Draft.build(_K.WORKFLOW_STARTED, workflow_id, at, data, raw={"input": text})
     return apply(tx, Rows(None, {}), [draft]), True
 

@@ -17,6 +17,7 @@ from agentq.clock import Clock, FakeClock, SystemClock
 from agentq.codec import MAX_PAYLOAD_BYTES
 from agentq.errors import (
     AgentqError,
+    ChildFailed,
     DeadlockError,
     EngineError,
     InputTimeout,
@@ -127,6 +128,7 @@ __all__ = [
     "FailureReason",
     "FakeClock",
     "InFlight",
+    "ChildFailed",
     "InputTimeout",
     "InvalidKeyError",
     "Job",

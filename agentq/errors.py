@@ -147,7 +147,8 @@ class ChildFailed(AgentqError):
     """
 
     def __init__(self, child_id: str, key: str, state: str, reason: str | None) -> None:
-        super().__init__(f"child run {child_id!r} was {state}: {reason or 'no reason given'}")
+        verb = "was cancelled" if state == "cancelled" else state
+        super().__init__(f"child run {child_id!r} {verb}: {reason or 'no reason given'}")
         self.child_id = child_id
         self.key = key
         self.state = state

@@ -16,6 +16,7 @@ import pytest
 
 from agentq import (
     ChildFailed,
+    RetryPolicy,
     NonRetryable,
     RunStatus,
     StepContext,
@@ -90,3 +91,194 @@ async def test_a_parent_with_one_child_completes_with_its_output(engine: Workflo
     ]
     assert log == ["body", "body"]
     assert engine.tables()["children"] == 0
+
+
+async def test_a_failed_child_raises_child_failed_in_the_parent(engine: WorkflowEngine) -> None:
+    parent = parent_of_one(doubler(), "boom", [])
+    await engine.start(parent, "p2")
+    result = await engine.run("p2")
+    assert result.status is RunStatus.COMPLETED
+    (out,) = result.outputs
+    assert out["failed"] == "p2/c" and out["state"] == "failed"
+    assert "refuses 'boom'" in out["reason"]
+
+
+async def test_an_uncaught_child_failure_fails_the_parent_step(engine: WorkflowEngine) -> None:
+    async def body(ctx: StepContext) -> Any:
+        return await ctx.child(doubler(), "boom", key="c")
+
+    once = RetryPolicy(max_attempts=1)
+    await engine.start(WorkflowDef("strict", [StepDef("s", body, retry=once)]), "p3")
+    result = await engine.run("p3")
+    assert result.status is RunStatus.FAILED
+    step = (await engine.store.step_rows("p3"))[0]
+    assert step.error is not None and step.error.type == "agentq.errors.ChildFailed"
+    assert step.error.message == "child run 'p3/c' failed: the child refuses 'boom'"
+
+
+def gated(gate: asyncio.Event, started: list[str]) -> WorkflowDef:
+    async def hold(ctx: StepContext) -> Any:
+        started.append(ctx.workflow_id)
+        await gate.wait()
+        return ctx.input
+
+    return WorkflowDef("gated", [StepDef("hold", hold)])
+
+
+async def test_cancel_of_the_parent_cancels_the_running_child(engine: WorkflowEngine) -> None:
+    gate, started = asyncio.Event(), []
+    parent = parent_of_one(gated(gate, started), 1, [])
+    await engine.start(parent, "p4")
+    run = asyncio.ensure_future(engine.run("p4"))
+    while not started:
+        await asyncio.sleep(0)
+    assert await engine.cancel("p4", reason="stop") is True
+    result = await run
+    assert result.status is RunStatus.CANCELLED
+    child = await engine.store.get_workflow("p4/c")
+    assert child is not None and child.state is WorkflowState.CANCELLED
+    assert child.reason == "its parent workflow 'p4' was cancelled"
+    step = (await engine.store.step_rows("p4/c"))[0]
+    assert step.state is StepState.FAILED  # its lease revoked in the same transaction
+    cancelled = [e for e in await engine.store.load_events() if e.kind is EventKind.WORKFLOW_CANCELLED]
+    assert [e.workflow_id for e in cancelled] == ["p4", "p4/c"]
+    assert cancelled[0].seq + 1 == cancelled[1].seq  # one transaction
+    assert (await engine.run("p4/c")).status is RunStatus.CANCELLED
+    gate.set()
+
+
+async def test_a_cancelled_child_raises_child_failed_saying_so(engine: WorkflowEngine) -> None:
+    async def hold(ctx: StepContext) -> Any:
+        raise WaitForInput("hold")  # the child waits: the parent's run ends waiting too
+
+    parent = parent_of_one(WorkflowDef("holder", [StepDef("hold", hold)]), 1, [])
+    await engine.start(parent, "p5")
+    assert (await engine.run("p5")).status is RunStatus.WAITING
+    step = (await engine.store.step_rows("p5"))[0]
+    assert step.state is StepState.WAITING and step.wait_key == "child:c"
+    assert step.lease_expires_at is None and step.wait_details == {
+        "child": "p5/c", "definition": "holder"
+    }
+    await engine.cancel("p5/c", reason="not needed")
+    result = await engine.run("p5")
+    assert result.status is RunStatus.COMPLETED
+    assert result.outputs == ({"failed": "p5/c", "state": "cancelled", "reason": "not needed"},)
+
+
+async def test_a_replay_after_a_resume_joins_the_same_child(engine: WorkflowEngine) -> None:
+    runs: Counter[str] = Counter()
+    bodies: list[int] = []
+
+    async def body(ctx: StepContext) -> Any:
+        bodies.append(ctx.attempt)
+        got = await ctx.child(doubler(runs), 5, key="c")
+        ok = await ctx.wait_for_input("ok", "approve?")
+        return [got, ok]
+
+    await engine.start(WorkflowDef("resumed", [StepDef("s", body)]), "p6")
+    assert (await engine.run("p6")).status is RunStatus.WAITING
+    result = await engine.resume("p6", "s", "yes", key="ok")
+    assert result.status is RunStatus.COMPLETED
+    assert result.outputs == ([10, "yes"],)
+    assert runs == Counter({"p6/c": 1})
+    assert len(bodies) == 3  # start, after the child, after the resume
+    assert sum(1 for e in await engine.store.load_events() if e.kind is EventKind.CHILD_STARTED) == 1
+
+
+async def test_a_child_named_by_its_registered_definition(engine: WorkflowEngine) -> None:
+    engine.register(doubler())
+
+    async def body(ctx: StepContext) -> Any:
+        return await ctx.child("double", 4, key="c")
+
+    await engine.start(WorkflowDef("named", [StepDef("s", body)]), "p7")
+    result = await engine.run("p7")
+    assert result.status is RunStatus.COMPLETED
+    assert result.outputs == (8,)
+
+
+async def test_bad_child_keys_and_definitions_are_refused(engine: WorkflowEngine) -> None:
+    async def body(ctx: StepContext) -> Any:
+        errors = []
+        for call in (
+            lambda: ctx.child(doubler(), 1, key="a/b"),
+            lambda: ctx.child("nope", 1, key="a"),
+            lambda: ctx.child(42, 1, key="a"),  # type: ignore[arg-type]
+            lambda: ctx.children(doubler(), {"a": 1}, limit=0),
+        ):
+            try:
+                await call()
+            except (ValueError, TypeError, UnknownWorkflowError) as exc:
+                errors.append(type(exc).__name__)
+        return errors
+
+    await engine.start(WorkflowDef("bad", [StepDef("s", body)]), "p8")
+    result = await engine.run("p8")
+    assert result.outputs == (
+        ["ValueError", "UnknownWorkflowError", "TypeError", "ValueError"],
+    )
+    assert await engine.store.get_workflow("p8/a") is None
+
+
+async def test_a_child_key_used_by_a_wait_is_a_conflict(engine: WorkflowEngine) -> None:
+    async def body(ctx: StepContext) -> Any:
+        if ctx.resumed:
+            try:
+                await ctx.child(doubler(), 1, key="x")
+            except KeyConflictError as exc:
+                return str(exc)
+        return await ctx.wait_for_input("child:x", "a wait that looks like a child")
+
+    await engine.start(WorkflowDef("conflict", [StepDef("s", body)]), "p9")
+    await engine.run("p9")
+    result = await engine.resume("p9", "s", 1, key="child:x")
+    assert "child:x" in result.outputs[0]
+
+
+async def test_children_with_a_limit_never_run_more_at_once(engine: WorkflowEngine) -> None:
+    running, most = 0, 0
+
+    async def work(ctx: StepContext) -> Any:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        running -= 1
+        return ctx.input + 100
+
+    child = WorkflowDef("work", [StepDef("w", work)])
+
+    async def body(ctx: StepContext) -> Any:
+        return await ctx.children(child, {f"k{i}": i for i in range(5)}, limit=2)
+
+    await engine.start(WorkflowDef("fan", [StepDef("s", body)]), "p10")
+    result = await engine.run("p10")
+    assert result.status is RunStatus.COMPLETED
+    assert result.outputs == ({f"k{i}": i + 100 for i in range(5)},)
+    assert most <= 2
+    open_, peak = 0, 0  # children started and not ended, in the order of the log
+    for event in await engine.store.load_events():
+        if event.workflow_id.startswith("p10/"):
+            if event.kind is EventKind.WORKFLOW_STARTED:
+                open_ += 1
+            elif event.kind is EventKind.WORKFLOW_COMPLETED:
+                open_ -= 1
+            peak = max(peak, open_)
+    assert peak == 2
+    for i in range(5):
+        row = await engine.store.get_workflow(f"p10/k{i}")
+        assert row is not None and row.state is WorkflowState.COMPLETED
+
+
+async def test_children_without_a_limit_and_a_failure(engine: WorkflowEngine) -> None:
+    async def body(ctx: StepContext) -> Any:
+        try:
+            return await ctx.children(doubler(), {"a": 1, "b": "boom", "c": 3})
+        except ChildFailed as failed:
+            return [failed.key, failed.state]
+
+    await engine.start(WorkflowDef("fan2", [StepDef("s", body)]), "p11")
+    result = await engine.run("p11")
+    assert result.outputs == (["b", "failed"],)
+    assert (await engine.store.get_workflow("p11/c")) is not None  # all three started at once

@@ -16,8 +16,8 @@ import pytest
 
 from agentq import (
     ChildFailed,
-    RetryPolicy,
     NonRetryable,
+    RetryPolicy,
     RunStatus,
     StepContext,
     StepDef,

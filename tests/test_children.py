@@ -116,9 +116,9 @@ async def test_an_uncaught_child_failure_fails_the_parent_step(engine: WorkflowE
     assert step.error.message == "child run 'p3/c' failed: the child refuses 'boom'"
 
 
-def gated(gate: asyncio.Event, started: list[str]) -> WorkflowDef:
+def gated(gate: asyncio.Event, started: asyncio.Event) -> WorkflowDef:
     async def hold(ctx: StepContext) -> Any:
-        started.append(ctx.workflow_id)
+        started.set()
         await gate.wait()
         return ctx.input
 
@@ -126,12 +126,11 @@ def gated(gate: asyncio.Event, started: list[str]) -> WorkflowDef:
 
 
 async def test_cancel_of_the_parent_cancels_the_running_child(engine: WorkflowEngine) -> None:
-    gate, started = asyncio.Event(), []
+    gate, started = asyncio.Event(), asyncio.Event()
     parent = parent_of_one(gated(gate, started), 1, [])
     await engine.start(parent, "p4")
     run = asyncio.ensure_future(engine.run("p4"))
-    while not started:
-        await asyncio.sleep(0)
+    await started.wait()
     assert await engine.cancel("p4", reason="stop") is True
     result = await run
     assert result.status is RunStatus.CANCELLED
@@ -140,7 +139,8 @@ async def test_cancel_of_the_parent_cancels_the_running_child(engine: WorkflowEn
     assert child.reason == "its parent workflow 'p4' was cancelled"
     step = (await engine.store.step_rows("p4/c"))[0]
     assert step.state is StepState.FAILED  # its lease revoked in the same transaction
-    cancelled = [e for e in await engine.store.load_events() if e.kind is EventKind.WORKFLOW_CANCELLED]
+    events = await engine.store.load_events()
+    cancelled = [e for e in events if e.kind is EventKind.WORKFLOW_CANCELLED]
     assert [e.workflow_id for e in cancelled] == ["p4", "p4/c"]
     assert cancelled[0].seq + 1 == cancelled[1].seq  # one transaction
     assert (await engine.run("p4/c")).status is RunStatus.CANCELLED
@@ -182,7 +182,8 @@ async def test_a_replay_after_a_resume_joins_the_same_child(engine: WorkflowEngi
     assert result.outputs == ([10, "yes"],)
     assert runs == Counter({"p6/c": 1})
     assert len(bodies) == 3  # start, after the child, after the resume
-    assert sum(1 for e in await engine.store.load_events() if e.kind is EventKind.CHILD_STARTED) == 1
+    events = await engine.store.load_events()
+    assert sum(1 for e in events if e.kind is EventKind.CHILD_STARTED) == 1
 
 
 async def test_a_child_named_by_its_registered_definition(engine: WorkflowEngine) -> None:

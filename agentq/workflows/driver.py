@@ -345,6 +345,13 @@ class Driver:
         if self.on_child is None:
             return False
         row = (await self.store.step_rows(workflow_id))[index]
+        answer = row.resume_input
+        if (
+            row.state is StepState.PENDING
+            and isinstance(answer, dict)
+            and str(answer.get("child", "")).startswith(workflow_id + "/")
+        ):
+            return True  # a child's end answered the wait already (since it was recorded)
         if (
             row.state is not StepState.WAITING
             or row.wait_key is None

@@ -9,7 +9,9 @@ cancel of the parent cancels its children; a replay of the parent joins the same
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ import pytest
 from agentq import (
     ChildFailed,
     NonRetryable,
+    Queue,
     RetryPolicy,
     RunStatus,
     StepContext,
@@ -27,7 +30,7 @@ from agentq import (
 )
 from agentq.errors import KeyConflictError, UnknownWorkflowError
 from agentq.events import EventKind
-from agentq.store import DurableStore, StepState, WorkflowState
+from agentq.store import DurableStore, SqliteStore, StepState, WorkflowState
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -283,3 +286,50 @@ async def test_children_without_a_limit_and_a_failure(engine: WorkflowEngine) ->
     result = await engine.run("p11")
     assert result.outputs == (["b", "failed"],)
     assert (await engine.store.get_workflow("p11/c")) is not None  # all three started at once
+
+
+async def test_show_and_frames_give_the_parent_child_link(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    from rich.console import Console
+
+    from agentq.cli.views import workflow_json, workflow_view  # the cli extra is installed
+
+    await engine.start(parent_of_one(doubler(), 2, []), "p12")
+    await engine.run("p12")
+    wf, child = await store.get_workflow("p12"), await store.get_workflow("p12/c")
+    assert wf is not None and child is not None
+    console = Console(width=200, record=True)
+    console.print(workflow_view(wf, await store.step_rows("p12"), await store.calls("p12")))
+    assert "child runs: p12/c (answered)" in console.export_text()
+    console.print(workflow_view(child, await store.step_rows("p12/c"), [], "p12"))
+    assert "child run of: p12" in console.export_text()
+    shown = json.loads(workflow_json(child, [], [], "p12"))
+    assert shown["parent"] == "p12"
+
+
+def test_agentq_show_names_the_parent_of_a_child_run(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from agentq.cli import cli
+    from agentq.cli.commands import Settings
+
+    async def make() -> None:
+        async with Queue() as queue, await SqliteStore.open(tmp_path / "a.db") as store:
+            engine = WorkflowEngine(queue, store, worker_id="w1")
+            await engine.start(parent_of_one(doubler(), 3, []), "fam")
+            assert (await engine.run("fam")).status is RunStatus.COMPLETED
+
+    asyncio.run(make())
+
+    def show(*args: str) -> str:
+        result = CliRunner().invoke(
+            cli, ["show", str(tmp_path / "a.db"), *args], obj=Settings(width=200)
+        )
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    assert "child run of: fam" in show("fam/c")
+    assert "child runs: fam/c (answered)" in show("fam")
+    assert json.loads(show("fam/c", "--json"))["parent"] == "fam"
+    assert json.loads(show("fam", "--json"))["parent"] is None

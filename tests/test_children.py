@@ -306,6 +306,14 @@ async def test_show_and_frames_give_the_parent_child_link(
     assert "child run of: p12" in console.export_text()
     shown = json.loads(workflow_json(child, [], [], "p12"))
     assert shown["parent"] == "p12"
+    from agentq.frames import calls_frame, events_frame
+    from agentq.widgets.models.detail import load_detail
+
+    calls = await calls_frame(store, "p12")
+    assert list(calls.key) == ["child:c"] and calls.details[0]["child"] == "p12/c"
+    events = await events_frame(store, "p12")
+    assert "ChildStarted" in set(events.kind.astype(str))
+    assert await load_detail(store, "p12") is not None  # the notebook view reads it too
 
 
 def test_agentq_show_names_the_parent_of_a_child_run(tmp_path: Path) -> None:

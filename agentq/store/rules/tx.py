@@ -268,6 +268,9 @@ def _ended(tx: Tx, wf: WorkflowRow) -> None:
     if link is None:
         return
     parent_id, wait_key = link
+    pwf, _ = tx.load(parent_id, 0, -1)  # first: a store that locks rows locks the parent's
+    if pwf is None or pwf.state.closed:
+        return
     row = tx.load_call(parent_id, wait_key)
     if row is None or child_of(row) != wf.workflow_id:
         return  # not a child run: a workflow whose id only has a '/'

@@ -341,3 +341,44 @@ def test_agentq_show_names_the_parent_of_a_child_run(tmp_path: Path) -> None:
     assert "child runs: fam/c (answered)" in show("fam")
     assert json.loads(show("fam/c", "--json"))["parent"] == "fam"
     assert json.loads(show("fam", "--json"))["parent"] is None
+
+
+async def test_a_child_ended_by_another_engine_lets_the_parent_continue_there(
+    engine: WorkflowEngine, store: DurableStore, clock: Any
+) -> None:
+    """The parent's engine leaves a waiting child (and so a waiting parent); another engine
+    (another process, as far as registrations go) answers the child: the store resumes the
+    parent in that transaction, and the other engine's run of the parent finishes it."""
+
+    async def ask(ctx: StepContext) -> Any:
+        return await ctx.wait_for_input("ok", "go on?") + ctx.input
+
+    asker = WorkflowDef("asker", [StepDef("ask", ask)])
+    await engine.start(parent_of_one(asker, 1, []), "p13")
+    assert (await engine.run("p13")).status is RunStatus.WAITING
+    async with Queue(clock=clock) as queue:
+        other = WorkflowEngine(queue, store, worker_id="w2", clock=clock)
+        other.register(asker)
+        other.register(parent_of_one(asker, 1, []))
+        assert (await other.resume("p13/c", "ask", 41, key="ok")).status is RunStatus.COMPLETED
+        step = (await store.step_rows("p13"))[0]
+        assert step.state is StepState.PENDING  # resumed by the child's end
+        result = await other.run("p13")
+        await other.close()
+    assert result.status is RunStatus.COMPLETED and result.outputs == ({"got": 42},)
+
+
+async def test_a_child_resumed_later_continues_its_parent_in_the_background(
+    engine: WorkflowEngine,
+) -> None:
+    async def ask(ctx: StepContext) -> Any:
+        return await ctx.wait_for_input("ok", "go on?")
+
+    asker = WorkflowDef("asker", [StepDef("ask", ask)])
+    await engine.start(parent_of_one(asker, 0, []), "p14")
+    assert (await engine.run("p14")).status is RunStatus.WAITING
+    assert (await engine.resume("p14/c", "ask", 7, key="ok")).status is RunStatus.COMPLETED
+    assert engine.running("p14")  # the child's end started the parent's run here
+    result = await engine.run("p14")  # joins the run the child's end started
+    assert result.status is RunStatus.COMPLETED and result.outputs == ({"got": 7},)
+    assert engine.tables()["children"] == 0

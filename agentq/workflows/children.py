@@ -32,13 +32,15 @@ from agentq.store import (
     ChildStart,
     DurableStore,
     Execution,
+    StepRow,
+    StepState,
     child_of,
     child_workflow_id,
 )
 from agentq.workflows.context import Definition
 from agentq.workflows.model import WorkflowDef
 
-__all__ = ["ChildRunner", "Spawner"]
+__all__ = ["ChildRunner", "Spawner", "waited_child"]
 
 
 class Spawner(Protocol):
@@ -177,6 +179,27 @@ class ChildRunner:
         """Park the step on the child's wait (answered at once if it ended already)."""
         reason = start.wait.reason or ""
         self._park(reason, start.wait.key, {"child": child_id, "definition": definition.name})
+
+
+def waited_child(step: StepRow) -> str | bool | None:
+    """What a run that ended waiting finds in its step's row: the id of the child run the
+    step waits on; True if a child's end has answered the step's wait already (it is
+    pending again, its resume input a child's outcome); None otherwise."""
+    answer = step.resume_input
+    if (
+        step.state is StepState.PENDING
+        and isinstance(answer, dict)
+        and str(answer.get("child", "")).startswith(step.workflow_id + "/")
+    ):
+        return True
+    if (
+        step.state is not StepState.WAITING
+        or step.wait_key is None
+        or not step.wait_key.startswith(CHILD_WAIT_PREFIX)
+    ):
+        return None
+    child = (step.wait_details or {}).get("child")
+    return child if isinstance(child, str) else None
 
 
 def _output(key: str, outcome: Any) -> Any:

@@ -37,6 +37,11 @@ engine is closed or its run cancelled from outside, the attempt's job is interru
 lease is kept alive until the body has returned (a thread, or a body that ignores
 cancellation, is waited for), and then handed back.
 
+A step that ends waiting on a child run (``ctx.child``) does not end the run at once: the
+run joins the child's run through `on_child` (the engine's; the child runs here when this
+engine holds its definition) and, once the child ended (which resumed the step in the store),
+claims the step again.
+
 A graceful stop of `serve` halts the driver (``halted``): a run then neither claims another
 step nor waits on the clock; it parks until the engine closes (``park``), while the attempts
 running go on (``attempting``).
@@ -59,7 +64,6 @@ from agentq.keys import validate_key
 from agentq.outcomes import Completed
 from agentq.queue import Priority, Queue
 from agentq.store import (
-    CHILD_WAIT_PREFIX,
     AlreadyCompleted,
     AlreadyWaiting,
     Claimed,
@@ -73,7 +77,7 @@ from agentq.store import (
 from agentq.workflows.attempting import AttemptRunner
 from agentq.workflows.attempts import Again, Retry, hand_back, step_title
 from agentq.workflows.attempts import claim as claim_step
-from agentq.workflows.children import Spawner
+from agentq.workflows.children import Spawner, waited_child
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import RunResult, RunStatus, StepDef, Workflow
 from agentq.workflows.recording import Recorder
@@ -340,29 +344,17 @@ class Driver:
 
     async def _joined_child(self, workflow_id: str, index: int, joined: set[str]) -> bool:
         """If step `index` waits on a child run, let `on_child` join it; True once it ended
-        (then its end resumed the step: claim again). Each child is joined once per step,
-        so a step found waiting on it again ends the run waiting."""
+        (its end resumed the step: claim again). Each child is joined once per step, so a
+        step found waiting on it again ends the run waiting."""
         if self.on_child is None:
             return False
-        row = (await self.store.step_rows(workflow_id))[index]
-        answer = row.resume_input
-        if (
-            row.state is StepState.PENDING
-            and isinstance(answer, dict)
-            and str(answer.get("child", "")).startswith(workflow_id + "/")
-        ):
-            return True  # a child's end answered the wait already (since it was recorded)
-        if (
-            row.state is not StepState.WAITING
-            or row.wait_key is None
-            or not row.wait_key.startswith(CHILD_WAIT_PREFIX)
-        ):
+        found = waited_child((await self.store.step_rows(workflow_id))[index])
+        if not isinstance(found, str):
+            return found is True  # True: a child's end answered the wait already
+        if found in joined:
             return False
-        child = (row.wait_details or {}).get("child")
-        if not isinstance(child, str) or child in joined:
-            return False
-        joined.add(child)
-        return await self.on_child(child)
+        joined.add(found)
+        return await self.on_child(found)
 
     async def _watch_deadline(self, workflow_id: str, index: int) -> None:
         """Tell `on_deadline` the deadline of the keyed wait step `index` is on, if any: a

@@ -137,7 +137,8 @@ class ChildFailed(AgentqError):
 
     Raised inside the parent's step body, from the parent's log: every replay of the step
     raises it again (the child's outcome is recorded once). Catch it in the body to take
-    another path; left uncaught it fails the attempt like any other exception.
+    another path; left uncaught it fails the step at once (``retryable = False``: another
+    attempt would read the same outcome), and so the workflow.
 
     Attributes:
         child_id: The child workflow's id (``<parent id>/<key>``).
@@ -145,6 +146,8 @@ class ChildFailed(AgentqError):
         state: ``"failed"`` or ``"cancelled"``.
         reason: Why the child failed or was cancelled, as its workflow records it.
     """
+
+    retryable = False  # agentq.retry.classify: final
 
     def __init__(self, child_id: str, key: str, state: str, reason: str | None) -> None:
         verb = "was cancelled" if state == "cancelled" else state

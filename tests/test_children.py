@@ -110,11 +110,12 @@ async def test_an_uncaught_child_failure_fails_the_parent_step(engine: WorkflowE
     async def body(ctx: StepContext) -> Any:
         return await ctx.child(doubler(), "boom", key="c")
 
-    once = RetryPolicy(max_attempts=1)
-    await engine.start(WorkflowDef("strict", [StepDef("s", body, retry=once)]), "p3")
+    retries = RetryPolicy(max_attempts=5)  # a ChildFailed is final: one attempt only
+    await engine.start(WorkflowDef("strict", [StepDef("s", body, retry=retries)]), "p3")
     result = await engine.run("p3")
     assert result.status is RunStatus.FAILED
     step = (await engine.store.step_rows("p3"))[0]
+    assert step.attempt == 1
     assert step.error is not None and step.error.type == "agentq.errors.ChildFailed"
     assert step.error.message == "child run 'p3/c' failed: the child refuses 'boom'"
 

@@ -127,6 +127,11 @@ async def test_a_cancel_goes_down_to_the_open_children(store: DurableStore) -> N
         "p/a/g": WorkflowState.CANCELLED,
     }
     assert (await store.step_rows("p/a"))[0].state is StepState.FAILED  # lease revoked
+    by_id = {e.workflow_id: e.data for e in cancelled}
+    assert by_id["p/a"] == {  # a cancel of its own: its revoked lease fences the step
+        "reason": "its parent workflow 'p' was cancelled", "fenced_until": T0 + 10.0
+    }
+    assert by_id["p/a/g"] == {"reason": "its parent workflow 'p/a' was cancelled"}
 
 
 async def test_start_child_refusals_write_nothing(store: DurableStore) -> None:

@@ -21,7 +21,7 @@ Every rule works in the same order:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,6 +36,7 @@ __all__ = [
     "Tx",
     "apply",
     "apply_rows",
+    "cancel_draft",
     "child_outcome",
     "describe_call",
     "describe_closed",
@@ -228,6 +229,16 @@ def apply_rows(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> Rows:
     return after
 
 
+def cancel_draft(workflow_id: str, steps: Mapping[int, StepRow], reason: str, at: float) -> Draft:
+    """The `WorkflowCancelled` of a workflow whose steps are `steps` (all of them): a leased
+    step's revoked lease still fences it until released (``fenced_until``: its expiry now)."""
+    data: dict[str, Any] = {"reason": reason}
+    for step in steps.values():  # at most one: its revoked lease fences it (projection)
+        if step.state is StepState.LEASED and step.lease_expires_at is not None:
+            data["fenced_until"] = step.lease_expires_at  # as renewed: renewals are not logged
+    return Draft.build(EventKind.WORKFLOW_CANCELLED, workflow_id, at, data)
+
+
 # ---------------------------------------------------------------------- child runs
 
 
@@ -261,9 +272,7 @@ def _ended(tx: Tx, wf: WorkflowRow) -> None:
             if cwf is None or cwf.state.closed:
                 continue
             reason = f"its parent workflow {wf.workflow_id!r} was cancelled"
-            draft = Draft.build(EventKind.WORKFLOW_CANCELLED, child, wf.updated_at,
-                                {"reason": reason})
-            apply_rows(tx, Rows(cwf, csteps), [draft])
+            apply_rows(tx, Rows(cwf, csteps), [cancel_draft(child, csteps, reason, wf.updated_at)])
     link = parent_of(wf.workflow_id)
     if link is None:
         return

@@ -17,6 +17,7 @@ from agentq.clock import Clock, FakeClock, SystemClock
 from agentq.codec import MAX_PAYLOAD_BYTES
 from agentq.errors import (
     AgentqError,
+    ChildFailed,
     DeadlockError,
     EngineError,
     InputTimeout,
@@ -111,6 +112,7 @@ __all__ = [
     "CallKind",
     "CallRow",
     "CallState",
+    "ChildFailed",
     "ClaimResult",
     "Classification",
     "Clock",

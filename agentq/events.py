@@ -12,7 +12,8 @@ WorkflowStarted        steps (list of step names), input, definition (the name o
                        `WorkflowDef` it was made from, or null for a plain Workflow;
                        absent in logs written before definitions existed); trace (the
                        W3C trace context of the run that started it, when tracing was
-                       on; see `agentq.tracing`)
+                       on; see `agentq.tracing`); parent {workflow_id, step, key} for a
+                       child run (``ctx.child``; absent otherwise)
 StepStarted            lease_token, expires_at (Unix seconds)
 StepCompleted          output
 StepFailed             reason (error / timeout / cancelled / payload), error {type,
@@ -49,6 +50,9 @@ WorkflowForked         parent (the workflow it was forked from), at {step (0-bas
                        index), step_name, key (the call key, or null: the step)},
                        replaced (the keys whose output the fork replaced); right
                        after the fork's `WorkflowStarted`
+ChildStarted           key (the parent's wait key ``child:<key>``), child (the child
+                       workflow's id), definition, reason (what the wait row shows);
+                       in the parent's log, made by the attempt that started the child
 =====================  ===========================================================
 
 A fork's copies of its parent's history (`StepCompleted`, call and wait events written by
@@ -108,6 +112,7 @@ class EventKind(StrEnum):
     CALL_FAILED = "CallFailed"
     WAIT_TIMED_OUT = "WaitTimedOut"
     WORKFLOW_FORKED = "WorkflowForked"
+    CHILD_STARTED = "ChildStarted"
 
 
 @dataclass(frozen=True, slots=True)

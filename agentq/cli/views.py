@@ -21,7 +21,7 @@ from rich.text import Text
 
 from agentq.cli.literal import json_line, text, visible
 from agentq.events import Event
-from agentq.store import CallRow, StepRow, StepState, WorkflowRow, shown_call
+from agentq.store import CallRow, StepRow, StepState, WorkflowRow, child_of, shown_call
 
 __all__ = [
     "event_json",
@@ -160,11 +160,15 @@ def _waits_table(steps: Sequence[StepRow]) -> Table | None:
 
 
 def workflow_view(
-    wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[CallRow],
+    wf: WorkflowRow,
+    steps: Sequence[StepRow],
+    calls: Sequence[CallRow],
+    parent: str | None = None,
     forked: Mapping[str, Any] | None = None,
 ) -> Group:
-    """One workflow in full: its header (with its parent, given the data of its
-    `WorkflowForked` event), steps, waits (with details) and durable calls."""
+    """One workflow in full: its header (with its parent, if it is a child run, and its
+    child runs; given the data of its `WorkflowForked` event, the run it was forked from),
+    steps, waits (with details) and durable calls."""
     head = Text()
     head.append(f"workflow {visible(wf.workflow_id)}  ", style="bold")
     head.append(_state(wf.state.value))
@@ -180,11 +184,19 @@ def workflow_view(
         replaced = f" (replaced: {', '.join(forked.get('replaced') or [])})" if forked.get(
             "replaced"
         ) else ""
-        parent = forked.get("parent")
-        head.append(f"\nforked from {visible(f'{parent} at {point}{replaced}')}")
+        origin = forked.get("parent")
+        head.append(f"\nforked from {visible(f'{origin} at {point}{replaced}')}")
     head.append(f"\ninput: {visible(short(wf.input, 200))}")
     if wf.reason:
         head.append(f"\nreason: {visible(short(wf.reason, 200))}")
+    if parent is not None:
+        head.append(f"\nchild run of: {visible(parent)}")
+    children = [(child, row) for row in calls if (child := child_of(row)) is not None]
+    if children:
+        listed = ", ".join(
+            f"{visible(child)} ({shown_call(wf, row).state})" for child, row in children
+        )
+        head.append(f"\nchild runs: {listed}")
     parts: list[Any] = [head, _steps_table(steps)]
     waits = _waits_table(steps)
     if waits is not None:
@@ -227,14 +239,19 @@ def _state_kind(kind: str) -> Text:
 
 
 def workflow_json(
-    wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[CallRow]
+    wf: WorkflowRow,
+    steps: Sequence[StepRow],
+    calls: Sequence[CallRow],
+    parent: str | None = None,
 ) -> str:
-    """One workflow as one JSON object: ``workflow`` (its row), ``steps`` and ``calls`` (their
-    rows, every field; errors as ``{type, message, traceback}``; a wait of a closed workflow
-    with the state `shown_call` gives)."""
+    """One workflow as one JSON object: ``workflow`` (its row), ``parent`` (the parent's id
+    of a child run, else null), ``steps`` and ``calls`` (their rows, every field; errors as
+    ``{type, message, traceback}``; a wait of a closed workflow with the state `shown_call`
+    gives; a child run's wait has its id in ``details.child``)."""
     return json_line(
         {
             "workflow": dataclasses.asdict(wf),
+            "parent": parent,
             "steps": [dataclasses.asdict(row) for row in steps],
             "calls": [
                 {**dataclasses.asdict(row), "state": shown_call(wf, row).state} for row in calls

@@ -15,6 +15,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``calling``        `CallRunner`: a durable call the log does not answer, recorded as started,
                    run through the queue and its outcome recorded under the attempt's
                    fencing token
+``children``       `ChildRunner`: ``ctx.child`` / ``ctx.children``: a child run started once,
+                   the step parked on its wait ``child:<key>``, its outcome read
 ``calls``          `CallLog`: one attempt's durable calls and waits, answered from the log or
                    run by its `CallRunner`
 ``workers``        worker ids (``host:pid:token``), whether a lease holder's process is gone,
@@ -40,6 +42,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
                    register_workflow, unregister, start (an instance, not run), serve;
                    finding what to run for an id
+``linking``        `ChildLinks`: the engine runs the children its steps start, joins them,
+                   continues their parents
 ``interventions``  the engine's verbs that change a workflow from outside its run: resume,
                    retry, cancel (its base class over `Registrations`)
 ``forking``        the engine's ``fork``: a new workflow whose history up to a step or a call

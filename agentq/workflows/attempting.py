@@ -26,6 +26,7 @@ from agentq.queue import Job, JobHandle, Priority, Queue
 from agentq.store import DurableStore, Execution
 from agentq.workflows.attempts import Again, Lease, Retry, hand_back, job_key, step_call, step_title
 from agentq.workflows.calls import CallLog
+from agentq.workflows.children import Spawner
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import RunResult, StepDef, Workflow
 from agentq.workflows.recording import Recorder
@@ -72,6 +73,8 @@ class AttemptRunner:
         self.interrupt = interrupt
         self.running: dict[str, JobHandle] = {}
         self.answered_from_log = 0
+        self.spawner: Spawner | None = None
+        """Runs the child runs that attempts start (set by the engine)."""
 
     async def attempt(
         self,
@@ -103,6 +106,7 @@ class AttemptRunner:
             workflow_id=wf.id,
             execution=lambda: lease.execution,
             load=functools.partial(self.store.calls, wf.id),
+            spawner=self.spawner,
         )
         # The key is unique to this attempt, so the call needs no derived fingerprint (the
         # queue would otherwise take one of the step's closure, ctx's repr included); its

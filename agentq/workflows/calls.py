@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from agentq.clock import Clock
 from agentq.errors import InputTimeout, KeyConflictError, StepContextError
@@ -36,6 +36,8 @@ from agentq.keys import validate_key
 from agentq.queue import Job, Queue, same_stored, stored_fingerprint
 from agentq.store import CallRow, DurableStore, Execution
 from agentq.workflows.calling import CallRunner, Usage, call_queue_key, json_object
+from agentq.workflows.children import ChildRunner, Spawner
+from agentq.workflows.context import Definition
 from agentq.workflows.model import WaitForInput
 
 __all__ = ["MAX_WAIT_TIMEOUT", "CallLog", "InputRequested", "Usage", "call_queue_key"]
@@ -83,6 +85,7 @@ class CallLog:
             keep the fencing token).
         load: Reads the workflow's recorded calls and waits (``store.calls(workflow_id)``);
             awaited once, at the attempt's first call or wait.
+        spawner: Runs the child runs this attempt starts (the engine), or None.
 
     All methods run on the engine's event loop, from the step's own task or tasks it starts.
     """
@@ -96,6 +99,7 @@ class CallLog:
         workflow_id: str,
         execution: Callable[[], Execution],
         load: Callable[[], Awaitable[list[CallRow]]],
+        spawner: Spawner | None = None,
     ) -> None:
         self._clock = clock
         self._workflow_id = workflow_id
@@ -109,6 +113,15 @@ class CallLog:
             record=self._rows.__setitem__,
         )
         self._load = load
+        self._children = ChildRunner(
+            store=store,
+            clock=clock,
+            workflow_id=workflow_id,
+            execution=execution,
+            rows=self._loaded,
+            park=self._park,
+            spawner=spawner,
+        )
         self._read: asyncio.Task[None] | None = None
         self._ready = False
         self._running: dict[str, asyncio.Task[Any]] = {}
@@ -237,6 +250,30 @@ class CallLog:
         requested = InputRequested(text, key, details_obj, deadline)
         self.requested.append(requested)
         raise requested
+
+    def _park(self, reason: str, key: str, details: dict[str, Any]) -> NoReturn:
+        requested = InputRequested(reason, key, details, None)
+        self.requested.append(requested)
+        raise requested
+
+    # ------------------------------------------------------------------ child runs
+
+    async def _loaded(self) -> dict[str, CallRow]:
+        if not self._ready:
+            await self._read_once()
+        return self._rows
+
+    async def child(self, definition: Definition | str, input: Any, key: str) -> Any:
+        """Start (once) child run `key` and return its output; see `StepContext.child`."""
+        self._check_open("child")
+        return await self._children.child(definition, input, key)
+
+    async def children(
+        self, definition: Definition | str, inputs: Mapping[str, Any], limit: int | None
+    ) -> dict[str, Any]:
+        """Fan out child runs; see `StepContext.children`."""
+        self._check_open("children")
+        return await self._children.children(definition, inputs, limit)
 
     # ------------------------------------------------------------------ the attempt's end
 

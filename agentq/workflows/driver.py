@@ -37,6 +37,11 @@ engine is closed or its run cancelled from outside, the attempt's job is interru
 lease is kept alive until the body has returned (a thread, or a body that ignores
 cancellation, is waited for), and then handed back.
 
+A step that ends waiting on a child run (``ctx.child``) does not end the run at once: the
+run joins the child's run through `on_child` (the engine's; the child runs here when this
+engine holds its definition) and, once the child ended (which resumed the step in the store),
+claims the step again.
+
 A graceful stop of `serve` halts the driver (``halted``): a run then neither claims another
 step nor waits on the clock; it parks until the engine closes (``park``), while the attempts
 running go on (``attempting``).
@@ -48,7 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import agentq.tracing as tracing
@@ -72,6 +77,7 @@ from agentq.store import (
 from agentq.workflows.attempting import AttemptRunner
 from agentq.workflows.attempts import Again, Retry, hand_back, step_title
 from agentq.workflows.attempts import claim as claim_step
+from agentq.workflows.children import Spawner, waited_child
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import RunResult, RunStatus, StepDef, Workflow
 from agentq.workflows.recording import Recorder
@@ -151,6 +157,19 @@ class Driver:
         more; each parks (`park`) until the engine closes. Attempts running go on."""
         self.parked = asyncio.Event()
         """Set whenever a halted run parks (serve's stop waits on it)."""
+        self.on_child: Callable[[str], Awaitable[bool]] | None = None
+        """Told the id of the child run a step of a run waits on (``ctx.child``); True if
+        it ended (joined here): the run then claims the step again instead of ending
+        waiting. Set by the engine."""
+
+    @property
+    def spawner(self) -> Spawner | None:
+        """Runs the child runs that step attempts start (the engine)."""
+        return self._runner.spawner
+
+    @spawner.setter
+    def spawner(self, spawner: Spawner | None) -> None:
+        self._runner.spawner = spawner
 
     def attempting(self) -> list[str]:
         """Ids of the workflows with a step attempt running now, sorted."""
@@ -251,6 +270,7 @@ class Driver:
         links: Sequence[Any],
     ) -> Completed | RunResult:
         warned: str | None = None  # the holder this wait was logged for
+        joined: set[str] = set()  # the ended children this step was found waiting on
         while True:
             if self.queue.closed:  # claiming would record a StepStarted nobody runs
                 raise QueueClosed(
@@ -265,6 +285,8 @@ class Driver:
             if isinstance(claim, AlreadyWaiting):
                 if await self.store.time_out_wait(wf.id, index, self.clock.time()):
                     continue  # its deadline passed: the step runs on, the wait raises
+                if await self._joined_child(wf.id, index, joined):
+                    continue  # the child it waited on ended: its end resumed the step
                 await self._watch_deadline(wf.id, index)
                 return RunResult(
                     wf.id, RunStatus.WAITING, step.name, claim.reason, tuple(outputs)
@@ -312,7 +334,27 @@ class Driver:
                 await self.pause(waker, step_result.delay)
             if isinstance(step_result, Retry | Again):
                 continue  # claim again: a retry's time is kept by the store (NotBefore)
+            if (
+                isinstance(step_result, RunResult)
+                and step_result.status is RunStatus.WAITING
+                and await self._joined_child(wf.id, index, joined)
+            ):
+                continue
             return step_result
+
+    async def _joined_child(self, workflow_id: str, index: int, joined: set[str]) -> bool:
+        """If step `index` waits on a child run, let `on_child` join it; True once it ended
+        (its end resumed the step: claim again). Each child is joined once per step, so a
+        step found waiting on it again ends the run waiting."""
+        if self.on_child is None:
+            return False
+        found = waited_child((await self.store.step_rows(workflow_id))[index])
+        if not isinstance(found, str):
+            return found is True  # True: a child's end answered the wait already
+        if found in joined:
+            return False
+        joined.add(found)
+        return await self.on_child(found)
 
     async def _watch_deadline(self, workflow_id: str, index: int) -> None:
         """Tell `on_deadline` the deadline of the keyed wait step `index` is on, if any: a

@@ -34,6 +34,7 @@ from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
 from agentq.workflows.forking import Forks
+from agentq.workflows.linking import ChildLinks
 from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
 from agentq.workflows.results import status_of, stored_result
 from agentq.workflows.runs import Runs
@@ -109,6 +110,9 @@ class WorkflowEngine(Forks):
         self._deadlines = Deadlines(lambda: self.clock, self._expire)
         self._driver.on_deadline = self._deadlines.set
         self._server = Server(self._driver, self._registry, self._runs)  # for serve()
+        self._links = ChildLinks(self._registry, self._runs, self._instance, self.run)
+        self._driver.spawner = self._links  # runs the children that steps start (ctx.child)
+        self._driver.on_child = self._links.join
 
     # ----------------------------------------------------------------- settings
 
@@ -295,9 +299,11 @@ class WorkflowEngine(Forks):
         await self.close()
 
     def _drop_if_ended(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
-        """Drop the registration once a run (or continuation) ended it, if nothing else runs."""
+        """Drop the registration once a run (or continuation) ended it, if nothing else runs;
+        continue the parent of a child run that ended."""
         if task.cancelled() or task.exception() is not None:  # retrieved: never "unretrieved"
             return
+        self._links.ended(workflow_id, task)
         if task.result().status in _ENDED and not self._runs.busy(workflow_id):
             self._registry.remove(workflow_id)  # the store keeps the record
 
@@ -326,6 +332,7 @@ class WorkflowEngine(Forks):
             "registered": len(self._registry),
             **self._runs.sizes(),
             **self._driver.tables(),
+            **self._links.sizes(),
         }
 
 

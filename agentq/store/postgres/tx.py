@@ -97,6 +97,7 @@ _UPDATE_STEP = (
     "UPDATE steps SET " + ", ".join(f"{c.strip()} = %s" for c in _STEP_VALUES.split(","))
     + " WHERE workflow_id = %s AND step_index = %s AND lease_token = %s"
 )
+_LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = %s ORDER BY first_seq"
 _LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = %s AND call_key = %s"
 _LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = %s ORDER BY first_seq"
 _INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({', '.join(['%s'] * 21)})"

@@ -16,11 +16,13 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import agentq.store.rules.attempt as rules_attempt
 import agentq.store.rules.calls as rules_calls
+import agentq.store.rules.children as rules_children
 import agentq.store.rules.fork as rules_fork
 import agentq.store.rules.lease as rules_lease
 import agentq.store.rules.workflow as rules_workflow
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
+from agentq.store.contract.children import ChildStart
 from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.rows import CallRow, WorkflowRow
 
@@ -191,6 +193,23 @@ class RuleStore:
         """See `DurableStore.fail_call`."""
         return await self._write(
             rules_calls.fail_call, execution, key, reason, error, duration, now
+        )
+
+    async def start_child(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        definition: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        trace: Mapping[str, str] | None = None,
+    ) -> ChildStart:
+        """See `DurableStore.start_child`."""
+        return await self._write(
+            rules_children.start_child, execution, key, definition, step_names, input, now,
+            trace,
         )
 
     async def cancel_workflow(self, workflow_id: str, reason: str, now: float) -> bool:

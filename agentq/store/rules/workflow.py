@@ -25,7 +25,15 @@ from agentq.keys import validate_key
 from agentq.store.contract.checks import check_index, check_now, check_payload, check_text
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.projection import Rows
-from agentq.store.rules.tx import Draft, Tx, apply, describe_closed, describe_step, load_step
+from agentq.store.rules.tx import (
+    Draft,
+    Tx,
+    apply,
+    cancel_draft,
+    describe_closed,
+    describe_step,
+    load_step,
+)
 
 __all__ = ["cancel_workflow", "resume_step", "retry_workflow", "start_workflow", "time_out_wait"]
 
@@ -40,8 +48,12 @@ def start_workflow(
     now: float,
     definition: str | None = None,
     trace: Mapping[str, str] | None = None,
+    parent: Mapping[str, Any] | None = None,
 ) -> tuple[WorkflowRow, bool]:
     """Rule of `DurableStore.start_workflow`; also checks the ids and names.
+
+    `parent` ({workflow_id, step, key}: the parent's step and wait key) is recorded in the
+    `WorkflowStarted` of a child run (`agentq.store.rules.children.start_child`).
 
     Raises:
         InvalidKeyError / TypeError: A bad workflow id, step name or definition name, or a
@@ -90,6 +102,8 @@ def start_workflow(
     data: dict[str, Any] = {"steps": list(names), "input": value, "definition": definition}
     if trace:
         data["trace"] = dict(trace)
+    if parent is not None:
+        data["parent"] = dict(parent)
     draft = Draft.build(_K.WORKFLOW_STARTED, workflow_id, at, data, raw={"input": text})
     return apply(tx, Rows(None, {}), [draft]), True
 
@@ -222,12 +236,7 @@ def cancel_workflow(tx: Tx, workflow_id: str, reason: str, now: float) -> bool:
         raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
     if wf.state.closed:
         return False
-    data: dict[str, Any] = {"reason": reason}
-    for step in steps.values():  # at most one: its revoked lease fences it (projection)
-        if step.state is StepState.LEASED and step.lease_expires_at is not None:
-            data["fenced_until"] = step.lease_expires_at  # as renewed: renewals are not logged
-    draft = Draft.build(_K.WORKFLOW_CANCELLED, workflow_id, at, data)
-    apply(tx, Rows(wf, steps), [draft])
+    apply(tx, Rows(wf, steps), [cancel_draft(workflow_id, steps, reason, at)])
     return True
 
 

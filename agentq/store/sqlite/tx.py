@@ -252,6 +252,7 @@ def _marks(columns: str) -> str:
 
 
 _INSERT_STEP = f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})"
+_LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? ORDER BY first_seq"
 _LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? AND call_key = ?"
 _LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? ORDER BY first_seq"
 _INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_COLUMNS)})"

@@ -68,6 +68,7 @@ from agentq.queue import (
     Queue,
     Queued,
     QueueStats,
+    Rate,
     StoredJob,
 )
 from agentq.retry import Backoff, Classification, RetryPolicy, Verdict, classify, is_retryable
@@ -159,6 +160,7 @@ __all__ = [
     "QueueFull",
     "QueueStats",
     "Queued",
+    "Rate",
     "Recorded",
     "RecoveryReport",
     "RetryPolicy",

@@ -15,32 +15,36 @@ each imports only modules that come before it in the list, never one after it.
 6. ``fingerprint_diff`` - what differs between two fingerprints of one key, for messages.
 7. ``builders`` - `Builders`: which lambdas only build a coroutine (read from their code),
    which a queue then calls on the loop instead of in a thread.
-8. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
+8. ``rates`` - `Rate` and the sliding-window budget that enforces one; how long a failure
+   asks to wait (``retry_after``); the tokens an output reports.
+9. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
    `QueueStats`.
-9. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
-10. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
+10. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
+11. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
     keys across restarts (`Queue(store=...)`), and `StoredJob`.
-11. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, and
-    the states a record goes through in it.
-12. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
+12. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, its
+    budgets and pause, and the states a record goes through in it.
+13. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
     its attempt, interrupts, its waits on other jobs); `CURRENT`, the job a context runs.
-13. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
+14. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
     finished keys' expiry and eviction, the runs whose body has not stopped yet, the keys
     whose stored outcome is being read.
-14. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
+15. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
     subscribers, store) and the transitions of the books: answer a known key (and the
     cache-hit fast path), claim, settle.
-15. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
+16. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
     output before it settles, forget.
-16. ``runner`` - running one record in the current task: attempts, timeouts, threads,
-    retries, interrupts.
-17. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
+17. ``runner`` - running one record in the current task: attempts, timeouts, threads,
+    retries (and the lane pause a rate-limit failure asks for), interrupts.
+18. ``arbitration`` - `Arbiter`: which waiting job of which gated lane gets the next permit
+    (rate and token budgets, pauses, ``total_permits`` shared by priority with aging).
+19. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
     taking records.
-18. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
-19. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
+20. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
+21. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
     (`answer`, for a known key).
-20. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
-21. ``queue`` - `Queue`, the public face: small methods over the modules above.
+22. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
+23. ``queue`` - `Queue`, the public face: small methods over the modules above.
 
 ``docs/queue-internals.md`` follows one push through these modules.
 """
@@ -52,6 +56,7 @@ from agentq.queue.lanes import LANE_ORDER as LANE_ORDER
 from agentq.queue.lanes import LaneConfig, LaneStats, Priority, QueueStats
 from agentq.queue.outcome_store import JobOutcomeStore, StoredJob
 from agentq.queue.queue import Queue
+from agentq.queue.rates import Rate
 from agentq.queue.shutdown import CloseReport
 
 __all__ = [
@@ -70,5 +75,6 @@ __all__ = [
     "Queue",
     "QueueStats",
     "Queued",
+    "Rate",
     "StoredJob",
 ]

@@ -140,7 +140,8 @@ def retry_after(exc: BaseException | None) -> float | None:
     Read from, in order: a ``retry_after`` attribute of `exc` (a number of seconds >= 0,
     e.g. pydantic-ai's ``ModelAPIError.retry_after``); then, for an error with
     ``status_code == 429``, its ``headers`` (a mapping, or an object with ``.headers`` as
-    ``response`` or ``body``) ``Retry-After`` as a number of seconds. Anything else: None.
+    ``response`` or ``body``): ``retry-after-ms`` in milliseconds, else ``Retry-After`` as a
+    number of seconds (an HTTP date is not read). Anything else: None.
     """
     if exc is None:
         return None
@@ -154,11 +155,15 @@ def retry_after(exc: BaseException | None) -> float | None:
         if headers is None:
             continue
         try:
+            millis = headers.get("retry-after-ms")
             value = headers.get("retry-after")
             if value is None:
                 value = headers.get("Retry-After")
         except (AttributeError, TypeError):
             continue
+        seconds = _seconds(millis)
+        if seconds is not None:
+            return seconds / 1000
         seconds = _seconds(value)
         if seconds is not None:
             return seconds

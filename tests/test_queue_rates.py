@@ -19,7 +19,7 @@ from agentq import Rate as PublicRate
 from agentq.clock import FakeClock
 from agentq.outcomes import Completed, Failed
 from agentq.queue import Rate
-from agentq.queue.jobs import Job, JobEventKind
+from agentq.queue.jobs import Job
 from agentq.queue.lanes import LaneConfig, Priority
 from agentq.queue.queue import Queue
 from agentq.queue.rates import Window, retry_after, tokens_used
@@ -138,7 +138,7 @@ async def test_the_window_slides_rather_than_resets(clock: FakeClock) -> None:
         queue.push_nowait(Job("a", starts.body("a")))
         queue.push_nowait(Job("b", starts.body("b")))
         await clock.advance(5.0)
-        queue.push_nowait(Job("c", starts.body("c")))  # 3 in (−5, 5]
+        queue.push_nowait(Job("c", starts.body("c")))  # 3 in (-5, 5]
         await clock.advance(4.0)
         queue.push_nowait(Job("d", starts.body("d")))  # must wait for a and b to leave at 10
         queue.push_nowait(Job("e", starts.body("e")))

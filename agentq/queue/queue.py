@@ -81,18 +81,15 @@ class Queue:
             in the store, and its next push reads it back.
         clock: Time source for timeouts, backoff and key expiry; `SystemClock` by default.
         store: Where completed outputs are kept across restarts, or None (memory only).
-        total_permits: Permits shared by the lanes (each still bounded by its own
-            `LaneConfig.permits`), given to the highest-priority waiting job first; None:
-            lanes are independent. See `agentq.queue.arbitration`.
-        aging: Seconds after which a waiting job goes before any newer one, whatever its
-            lane (with `total_permits`: a Low job is never starved).
+        total_permits: Permits the lanes share (each still within its `LaneConfig.permits`),
+            highest priority first; None: independent lanes (`agentq.queue.arbitration`).
+        aging: Seconds after which a waiting job goes before any newer one (never starved).
 
     Raises:
         TypeError: `lanes` is not a mapping of `Priority` to `LaneConfig`, `clock` is not a
             `Clock`, or `store` is not a `JobOutcomeStore`.
-        ValueError: Unknown priority (the message names the allowed values),
-            `key_ttl` / `max_keys` / `aging` negative or not finite, or `total_permits`
-            not an int >= 1.
+        ValueError: Unknown priority (the message names the allowed values), `key_ttl` /
+            `max_keys` / `aging` negative or not finite, `total_permits` not an int >= 1.
 
     Example:
         >>> async def fetch(city: str) -> str:

@@ -434,3 +434,27 @@ async def test_total_permits_shared_without_rates_every_lane_still_bounded(
             if not gate.done():
                 gate.set_result("late")
     assert peak == 3
+
+
+async def test_cancel_and_close_while_jobs_wait_for_the_window(clock: FakeClock) -> None:
+    starts = Starts(clock)
+    lanes = {Priority.MEDIUM: LaneConfig(capacity=10, permits=5, rate=Rate(1, 60.0))}
+    queue = Queue(lanes, clock=clock)
+    async with asyncio.timeout(5):
+        first = queue.push_nowait(Job("a", starts.body("a"))).handle  # type: ignore[union-attr]
+        waiting = queue.push_nowait(Job("b", starts.body("b"))).handle  # type: ignore[union-attr]
+        dropped = queue.push_nowait(Job("c", starts.body("c"))).handle  # type: ignore[union-attr]
+        assert await first == Completed("ok")
+        assert waiting.cancel() is True
+        await clock.advance(60.0)  # b was cancelled: c takes the next start
+        assert sorted(starts.at) == ["a", "c"]
+        assert await dropped == Completed("ok")
+        queue.push_nowait(Job("d", starts.body("d")))
+        queue.push_nowait(Job("e", starts.body("e")))
+        await settle()
+        assert sorted(starts.at) == ["a", "c"]  # d and e wait for the window
+        report = await queue.close(drain=False)
+        assert queue.state("d") is None and queue.state("e") is None  # released, never ran
+        assert "d" not in starts.at and report is not None
+        await settle()
+        assert clock.sleepers == 0  # the arbiter's timer is gone with the waiting jobs

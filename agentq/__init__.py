@@ -69,6 +69,7 @@ from agentq.queue import (
     Queue,
     Queued,
     QueueStats,
+    Rate,
     StoredJob,
 )
 from agentq.retry import Backoff, Classification, RetryPolicy, Verdict, classify, is_retryable
@@ -161,6 +162,7 @@ __all__ = [
     "QueueFull",
     "QueueStats",
     "Queued",
+    "Rate",
     "Recorded",
     "RecoveryReport",
     "RetryPolicy",

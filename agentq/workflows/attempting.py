@@ -72,6 +72,9 @@ class AttemptRunner:
         self.wakers = wakers
         self.interrupt = interrupt
         self.running: dict[str, JobHandle] = {}
+        self.pushing: set[str] = set()
+        """Workflows whose attempt is being pushed: its body may already run (a free permit
+        starts it before the push returns), so a graceful stop counts it as running."""
         self.answered_from_log = 0
         self.spawner: Spawner | None = None
         """Runs the child runs that attempts start (set by the engine)."""
@@ -123,8 +126,12 @@ class AttemptRunner:
         lease.start()
         handle: JobHandle | None = None
         try:
-            handle = await self._push(job)
-            self.running[wf.id] = handle
+            self.pushing.add(wf.id)
+            try:
+                handle = await self._push(job)
+            finally:
+                self.pushing.discard(wf.id)
+            self.running[wf.id] = handle  # no await since the push: never out of both
             if lease.lost:  # lost while the job was being pushed
                 handle.cancel()
             try:

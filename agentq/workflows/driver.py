@@ -172,8 +172,8 @@ class Driver:
         self._runner.spawner = spawner
 
     def attempting(self) -> list[str]:
-        """Ids of the workflows with a step attempt running now, sorted."""
-        return sorted(self._attempts)
+        """Ids of the workflows with a step attempt running now (or being pushed), sorted."""
+        return sorted(self._attempts.keys() | self._runner.pushing)
 
     async def park(self) -> None:
         """Wait until cancelled (the engine closes): a halted run neither claims nor waits."""

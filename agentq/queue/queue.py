@@ -51,12 +51,10 @@ class Queue:
     `Job.fingerprint`) raises `KeyConflictError` while the key is pending, running or
     completed; a Failed key accepts any call.
 
-    With a `store` (a `JobOutcomeStore`), completed outputs outlive the process: saved with
-    the call's fingerprint before the job settles, and read (once) before a key not known in
-    memory runs, so a key completed before a restart answers `Cached`, across processes; the
-    key with another call raises `KeyConflictError`. Outputs must then be JSON (else the job
-    fails with `PayloadError`); failed jobs are not saved; the queue never closes the store.
-    See `agentq.queue.persistence` and ``docs/idempotency.md``.
+    With a `store` (a `JobOutcomeStore`), completed outputs (JSON, else `PayloadError`) outlive
+    the process with their call's fingerprint: a key completed before a restart answers
+    `Cached`, the key with another call raises `KeyConflictError`; failed jobs are not saved;
+    the queue never closes the store (``docs/idempotency.md``).
 
     Backpressure: a lane admits at most ``permits + capacity`` unfinished jobs (see
     `LaneConfig`); `push` waits for room, `push_nowait` raises `QueueFull`.
@@ -65,8 +63,7 @@ class Queue:
     arrive) and belongs to that loop: using it from another raises `WrongLoopError`. Use it as
     ``async with Queue() as queue:`` to close it on exit (draining, or cancelling everything
     if the block raised), or just push from a notebook cell and `close` it later. Its lane
-    workers exist only while they run jobs, so a queue dropped without `close` (a notebook
-    cell run again) leaves no task behind once its jobs have finished.
+    workers exist only while they run jobs: a dropped queue leaves no task behind.
 
     Args:
         lanes: `LaneConfig` per `Priority` (or per its text value, ``"high"``…); lanes not

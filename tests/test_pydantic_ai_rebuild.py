@@ -20,8 +20,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentq import RunStatus, WorkflowEngine
 from agentq.errors import AgentqError, PayloadError
-from agentq.integrations.pydantic_ai import DurableAgent
-from agentq.integrations.pydantic_ai._replay import NotInLog as MessagesUnavailableError
+from agentq.integrations.pydantic_ai import DurableAgent, MessagesUnavailableError
 
 pytestmark = pytest.mark.timeout(60)
 

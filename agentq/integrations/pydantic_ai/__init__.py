@@ -24,7 +24,8 @@ In reading order (each module imports only the ones below it):
                   the output type's validator
 ``_inputs``       a caller's prompt, ``message_history`` and ``override_args``, checked
                   before storing; the input's size
-``_replay``       `LogReader`: a completed run's messages rebuilt read-only from its log
+``_replay``       `LogReader`: a completed run's messages rebuilt read-only from its log;
+                  `MessagesUnavailableError`
 ``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
                   backend makes each model request and tool call a durable call, and whose
                   approvals and external events are durable waits
@@ -50,12 +51,14 @@ from agentq.integrations.pydantic_ai._approval import approval_input  # noqa: E4
 from agentq.integrations.pydantic_ai._capability import AgentqDurability  # noqa: E402
 from agentq.integrations.pydantic_ai._journal import ReplayDivergenceError  # noqa: E402
 from agentq.integrations.pydantic_ai._options import RunOptionsKwargs  # noqa: E402
+from agentq.integrations.pydantic_ai._replay import MessagesUnavailableError  # noqa: E402
 from agentq.integrations.pydantic_ai._step import current_run_id  # noqa: E402
 
 __all__ = [
     "AgentRun",
     "AgentqDurability",
     "DurableAgent",
+    "MessagesUnavailableError",
     "PendingApproval",
     "ReplayDivergenceError",
     "RunOptionsKwargs",

@@ -26,6 +26,7 @@ from agentq.integrations.pydantic_ai._capability import AgentqDurability
 from agentq.integrations.pydantic_ai._fork import fork_run
 from agentq.integrations.pydantic_ai._inputs import ArgsChecker, request_input_names
 from agentq.integrations.pydantic_ai._options import RunOptions, RunOptionsKwargs, check_models
+from agentq.integrations.pydantic_ai._replay import check_completed
 from agentq.integrations.pydantic_ai._report import Reporter
 from agentq.integrations.pydantic_ai._results import (
     AgentRun,
@@ -431,11 +432,12 @@ class DurableAgent(Generic[AgentDepsT]):
 
         Raises:
             UnknownWorkflowError: No run `run_id` of this agent in the store.
-            NotInLog: The log does not hold an outcome the replay needs (a run that did not
-                complete).
+            MessagesUnavailableError: The run did not complete (its state named), or the log
+                does not hold an outcome the rebuild needs.
             ReplayDivergenceError: The agent no longer makes the recorded calls.
         """
         row = await self._engine.store.get_workflow(run_id)
         if row is None or row.definition != self._name:
             raise UnknownWorkflowError(f"no run {run_id!r} of agent {self._name!r} in the store")
+        check_completed(run_id, row.state)
         return await self._reporter.messages(run_id, dict(row.input), RunOptions(**options))

@@ -6,7 +6,8 @@ call fitted, failing the run after all its side effects. Its messages are rebuil
 by running the agent once more against the log, read-only: `LogReader` stands in for the
 step's context, answering each model request, tool call and wait from its recorded row; it
 never runs anything. An operation the log does not hold (a failed call, a wait never
-answered) raises `NotInLog`.
+answered) raises `NotInLog`, a `MessagesUnavailableError`; a run that did not complete is
+refused before any rebuild (`check_completed`), naming its state.
 """
 
 from __future__ import annotations
@@ -16,14 +17,37 @@ from typing import Any
 
 from pydantic_ai.exceptions import ModelRetry
 
+from agentq.errors import AgentqError
 from agentq.queue import Job
-from agentq.store import CallRow, CallState
+from agentq.store import CallRow, CallState, WorkflowState
 
-__all__ = ["LogReader", "NotInLog"]
+__all__ = ["LogReader", "MessagesUnavailableError", "NotInLog", "check_completed"]
 
 
-class NotInLog(LookupError):
+class MessagesUnavailableError(AgentqError, LookupError):
+    """A run's messages cannot be rebuilt from its log.
+
+    The run did not complete (it waits, failed or was cancelled: its log ends before the
+    agent's last answer), or the rebuild needs an outcome the log does not hold. The message
+    names the run and its state, or what is missing.
+    """
+
+
+class NotInLog(MessagesUnavailableError):
     """The read-only replay reached an operation whose outcome the log does not hold."""
+
+
+def check_completed(run_id: str, state: WorkflowState) -> None:
+    """Refuse to rebuild the messages of a run that did not complete.
+
+    Raises:
+        MessagesUnavailableError: `state` is not completed (named in the message).
+    """
+    if state is not WorkflowState.COMPLETED:
+        raise MessagesUnavailableError(
+            f"run {run_id!r} is {state.value}: its messages are rebuilt from its log once it "
+            "completed (a waiting run: answer its approvals first; a failed one: retry it)"
+        )
 
 
 class LogReader:

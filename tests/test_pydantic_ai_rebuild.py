@@ -66,6 +66,22 @@ async def test_messages_of_a_typed_run_without_its_output_type_are_rebuilt(
     assert nxt.output == Refund(order=7)
 
 
+async def test_a_typed_run_that_retried_its_output_asks_for_its_output_type(
+    engine: WorkflowEngine,
+) -> None:
+    def retried(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        n = sum(isinstance(m, ModelResponse) for m in messages)
+        order: object = "not a number" if n == 0 else 7
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"order": order})])
+
+    durable = DurableAgent(Agent(FunctionModel(retried), name="ty"), engine)
+    first = await durable.run("go", run_id="t1", output_type=Refund)
+    assert first.output == Refund(order=7)
+    assert len(await durable.messages("t1", output_type=Refund)) == 5
+    with pytest.raises(MessagesUnavailableError, match=r"give output_type=.*the type run 't1'"):
+        await durable.messages("t1")
+
+
 def approvals_agent(seen: list[list[ModelMessage]]) -> Agent[None, str]:
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         seen.append(list(messages))

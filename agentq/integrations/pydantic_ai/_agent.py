@@ -202,7 +202,7 @@ class DurableAgent(Generic[AgentDepsT]):
                 identity.
             continue_from: The id of a completed run of this agent whose messages (its
                 history included) are this run's history, rebuilt read-only from its log
-                (with its stored options and this call's ``model`` and ``toolsets``).
+                (its stored options, this call's ``model``, ``toolsets``, ``output_type``).
             deps: The agent's dependencies for this run in this process (never stored;
                 kept for the continuation of a run that failed, was cancelled or waits).
             **options: pydantic-ai's per-run options (``model``, ``model_settings``,

@@ -20,17 +20,17 @@ In reading order (each module imports only the ones below it):
                   an `AgentRun` shows in a notebook
 ``_runs``         how a run becomes a workflow of the engine (one step, ``agent``); the
                   identity of a run's input (timestamps and run ids left out)
-``_options``      pydantic-ai's per-run options: which are stored, how an attempt gets them;
-                  the output type's validator
+``_options``      pydantic-ai's per-run options: which are stored, how an attempt (or a
+                  rebuild) gets them; the output type's validator
 ``_inputs``       a caller's prompt, ``message_history`` and ``override_args``, checked
                   before storing; the input's size
-``_replay``       `LogReader`: a completed run's messages rebuilt read-only from its log;
-                  `MessagesUnavailableError`
+``_replay``       `LogReader`: a completed run's messages rebuilt read-only from its log
+                  (a stand-in for a typed run's output tools); `MessagesUnavailableError`
 ``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
                   backend makes each model request and tool call a durable call, and whose
                   approvals and external events are durable waits
 ``_approval``     the resume input of an approval, checked, as pydantic-ai's decision; the
-                  durable wait for it
+                  durable wait for it; a request's tool returns in the order of their calls
 ``_journal``      one attempt of a run: keys by a call's place (old logs' keys still
                   replay), labels, and the check against the log (`ReplayDivergenceError`)
 ================  =============================================================================

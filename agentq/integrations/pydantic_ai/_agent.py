@@ -296,7 +296,8 @@ class DurableAgent(Generic[AgentDepsT]):
         Raises:
             UnknownWorkflowError, WorkflowMismatchError (`new_run_id` exists), ValueError /
                 TypeError (`at` or a `replace` key not a call of the run or after `at`, a
-                value of the wrong type): nothing is stored.
+                model response before `at` with other tool calls, a value of the wrong
+                type), PayloadError (a value that is not JSON): nothing is stored.
         """
         live = self._step.give(new_run_id, deps, RunOptions(**options))
         try:

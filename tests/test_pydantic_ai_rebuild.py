@@ -82,6 +82,20 @@ async def test_a_typed_run_that_retried_its_output_asks_for_its_output_type(
         await durable.messages("t1")
 
 
+async def test_an_untyped_run_whose_model_called_an_unknown_final_result_rebuilds(
+    engine: WorkflowEngine,
+) -> None:
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("final_result", {"order": 1})])
+        return ModelResponse(parts=[TextPart("fin")])
+
+    durable = DurableAgent(Agent(FunctionModel(model), name="un"), engine)
+    run = await durable.run("go", run_id="u1")
+    assert run.output == "fin" and len(run.messages) == 4
+    assert len(await durable.messages("u1")) == 4
+
+
 def approvals_agent(seen: list[list[ModelMessage]]) -> Agent[None, str]:
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         seen.append(list(messages))

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic_ai.durable_exec import JSON_CODEC
 from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.messages import ModelResponse, ToolCallPart
@@ -80,7 +80,10 @@ def _output_calls(rows: list[CallRow]) -> list[list[str]]:
     )
     out = []
     for _, output in responses:
-        response = JSON_CODEC.load(ModelResponse, output)
+        try:
+            response = JSON_CODEC.load(ModelResponse, output)
+        except ValidationError:  # not a response pydantic-ai reads: the rebuild will say so
+            response = ModelResponse(parts=[])
         out.append([p.tool_name for p in response.parts if isinstance(p, ToolCallPart)
                     and p.tool_name.startswith(_OUTPUT_TOOL)])
     return out
@@ -90,16 +93,16 @@ def output_tools_of(run_id: str, rows: list[CallRow]) -> list[ToolOutput[Any]] |
     """The output spec that ends a rebuild on the run's recorded output-tool call, or None.
 
     One `ToolOutput` per output tool the last recorded response called, taking any object
-    of arguments (the recorded ones); None when no response called one.
+    of arguments (the recorded ones); None when the last response called none.
 
     Raises:
         MessagesUnavailableError: An earlier response called one too (the run retried its
             output: only its own output type rebuilds that).
     """
     calls = _output_calls(rows)
-    if not any(calls):
-        return None
-    if not calls[-1] or any(calls[:-1]):
+    if not calls or not calls[-1]:
+        return None  # the run did not end on an output tool
+    if any(calls[:-1]):
         names = sorted({name for names in calls for name in names})
         raise MessagesUnavailableError(
             f"run {run_id!r} called its output tool {names!r} before its last response: give "

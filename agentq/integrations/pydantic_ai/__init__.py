@@ -20,16 +20,17 @@ In reading order (each module imports only the ones below it):
                   an `AgentRun` shows in a notebook
 ``_runs``         how a run becomes a workflow of the engine (one step, ``agent``); the
                   identity of a run's input (timestamps and run ids left out)
-``_options``      pydantic-ai's per-run options: which are stored, how an attempt gets them;
-                  the output type's validator
+``_options``      pydantic-ai's per-run options: which are stored, how an attempt (or a
+                  rebuild) gets them; the output type's validator
 ``_inputs``       a caller's prompt, ``message_history`` and ``override_args``, checked
                   before storing; the input's size
 ``_replay``       `LogReader`: a completed run's messages rebuilt read-only from its log
+                  (a stand-in for a typed run's output tools); `MessagesUnavailableError`
 ``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
                   backend makes each model request and tool call a durable call, and whose
                   approvals and external events are durable waits
 ``_approval``     the resume input of an approval, checked, as pydantic-ai's decision; the
-                  durable wait for it
+                  durable wait for it; a request's tool returns in the order of their calls
 ``_journal``      one attempt of a run: keys by a call's place (old logs' keys still
                   replay), labels, and the check against the log (`ReplayDivergenceError`)
 ================  =============================================================================
@@ -50,12 +51,14 @@ from agentq.integrations.pydantic_ai._approval import approval_input  # noqa: E4
 from agentq.integrations.pydantic_ai._capability import AgentqDurability  # noqa: E402
 from agentq.integrations.pydantic_ai._journal import ReplayDivergenceError  # noqa: E402
 from agentq.integrations.pydantic_ai._options import RunOptionsKwargs  # noqa: E402
+from agentq.integrations.pydantic_ai._replay import MessagesUnavailableError  # noqa: E402
 from agentq.integrations.pydantic_ai._step import current_run_id  # noqa: E402
 
 __all__ = [
     "AgentRun",
     "AgentqDurability",
     "DurableAgent",
+    "MessagesUnavailableError",
     "PendingApproval",
     "ReplayDivergenceError",
     "RunOptionsKwargs",

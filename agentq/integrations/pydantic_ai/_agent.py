@@ -26,6 +26,7 @@ from agentq.integrations.pydantic_ai._capability import AgentqDurability
 from agentq.integrations.pydantic_ai._fork import fork_run
 from agentq.integrations.pydantic_ai._inputs import ArgsChecker, request_input_names
 from agentq.integrations.pydantic_ai._options import RunOptions, RunOptionsKwargs, check_models
+from agentq.integrations.pydantic_ai._replay import check_completed
 from agentq.integrations.pydantic_ai._report import Reporter
 from agentq.integrations.pydantic_ai._results import (
     AgentRun,
@@ -201,7 +202,7 @@ class DurableAgent(Generic[AgentDepsT]):
                 identity.
             continue_from: The id of a completed run of this agent whose messages (its
                 history included) are this run's history, rebuilt read-only from its log
-                (with its stored options and this call's ``model`` and ``toolsets``).
+                (its stored options, this call's ``model``, ``toolsets``, ``output_type``).
             deps: The agent's dependencies for this run in this process (never stored;
                 kept for the continuation of a run that failed, was cancelled or waits).
             **options: pydantic-ai's per-run options (``model``, ``model_settings``,
@@ -295,7 +296,8 @@ class DurableAgent(Generic[AgentDepsT]):
         Raises:
             UnknownWorkflowError, WorkflowMismatchError (`new_run_id` exists), ValueError /
                 TypeError (`at` or a `replace` key not a call of the run or after `at`, a
-                value of the wrong type): nothing is stored.
+                model response before `at` with other tool calls, a value of the wrong
+                type), PayloadError (a value that is not JSON): nothing is stored.
         """
         live = self._step.give(new_run_id, deps, RunOptions(**options))
         try:
@@ -431,11 +433,12 @@ class DurableAgent(Generic[AgentDepsT]):
 
         Raises:
             UnknownWorkflowError: No run `run_id` of this agent in the store.
-            NotInLog: The log does not hold an outcome the replay needs (a run that did not
-                complete).
+            MessagesUnavailableError: The run did not complete (its state named), or the log
+                does not hold an outcome the rebuild needs.
             ReplayDivergenceError: The agent no longer makes the recorded calls.
         """
         row = await self._engine.store.get_workflow(run_id)
         if row is None or row.definition != self._name:
             raise UnknownWorkflowError(f"no run {run_id!r} of agent {self._name!r} in the store")
+        check_completed(run_id, row.state)
         return await self._reporter.messages(run_id, dict(row.input), RunOptions(**options))

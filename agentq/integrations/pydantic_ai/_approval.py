@@ -11,19 +11,29 @@ The resume input of an agent's approval wait is ``{"approved": bool, "note": str
 
 `ask` waits for the decision on one tool call inside a run, under the key the journal gives
 it (``approval:<n>.<i>:<tool_call_id>``), asking again under a new key after an invalid one.
+
+pydantic-ai puts the returns of calls answered by such a decision after the others in its
+history, and sends the model the returns in the order of its calls: `in_call_order` puts the
+history's in that order too (what the model received, whatever the flow that made them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic_ai import ToolApproved, ToolDenied
-from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+)
 
 from agentq.integrations.pydantic_ai._journal import RunJournal, args_digest
 
-__all__ = ["ArgsProblem", "approval_input", "ask", "decide"]
+__all__ = ["ArgsProblem", "approval_input", "ask", "decide", "in_call_order"]
 
 ArgsProblem = Callable[[str, Mapping[str, Any]], str | None]
 """``check_args(tool, args)``: what is wrong with `args` for `tool`, or None."""
@@ -128,3 +138,31 @@ async def ask(
         answer = await journal.ctx.wait_for_input(op.key, f"{problem}; {reason}", details=details)
         decision, problem = checked(answer)
     return decision
+
+
+def in_call_order(messages: Sequence[ModelMessage]) -> None:
+    """Put the tool returns of the last request in the order of the calls they answer.
+
+    As pydantic-ai orders them when it sends the request: only the places that hold a
+    `ToolReturnPart` answering a call of the response just before are refilled, in call
+    order; every other part keeps its place. The request is changed in place (its identity
+    is the one pydantic-ai keeps in the history).
+    """
+    if len(messages) < 2:
+        return
+    request, response = messages[-1], messages[-2]
+    if not isinstance(request, ModelRequest) or not isinstance(response, ModelResponse):
+        return
+    order: dict[str, int] = {}
+    for part in response.parts:
+        if isinstance(part, ToolCallPart):
+            order.setdefault(part.tool_call_id, len(order))
+    returns = [(i, p) for i, p in enumerate(request.parts)
+               if isinstance(p, ToolReturnPart) and p.tool_call_id in order]
+    slots = [i for i, _ in returns]
+    answers = sorted((p for _, p in returns), key=lambda p: order[p.tool_call_id])
+    if any(request.parts[i] is not p for i, p in zip(slots, answers, strict=True)):
+        parts = list(request.parts)
+        for i, p in zip(slots, answers, strict=True):
+            parts[i] = p
+        request.parts = parts

@@ -22,7 +22,9 @@ call; the journal accepts their completions in any order.
 Approvals are answered inside the run (`handle_deferred_tool_calls`, `_approval.ask`): each
 tool call that needs approval waits in ``ctx.wait_for_input`` under
 ``approval:<n>.<i>:<tool_call_id>``, and an external-event wait (``RequestInput``,
-``wait_for_external_event``) waits the same way under ``event:<name>:<n>``.
+``wait_for_external_event``) waits the same way under ``event:<name>:<n>``. Before each
+model request the tool returns it carries are put in the order of their calls
+(`_approval.in_call_order`), as the model receives them.
 """
 
 from __future__ import annotations
@@ -59,38 +61,25 @@ from pydantic_ai.messages import (
     ModelResponse,
     ToolCallPart,
 )
-from pydantic_ai.models import Model
+from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from agentq.errors import InputTimeout, JobFailed, PayloadError
-from agentq.integrations.pydantic_ai._approval import ArgsProblem, ask
+from agentq.integrations.pydantic_ai._approval import ArgsProblem, ask, in_call_order
 from agentq.integrations.pydantic_ai._journal import (
     CURRENT,
     Operation,
     RunJournal,
     args_digest,
     label_of,
+    model_usage,
 )
 from agentq.queue import Job, Priority
 
 __all__ = ["AgentqDurability"]
-
-
-def model_usage(output: Any) -> dict[str, Any] | None:
-    """Return the token usage of a recorded model response (JSON), or None."""
-    if not isinstance(output, Mapping):
-        return None
-    usage = output.get("usage")
-    if not isinstance(usage, Mapping):
-        return None
-    figures = {k: usage.get(k) for k in ("input_tokens", "output_tokens")}
-    numbers = {k: v for k, v in figures.items() if isinstance(v, int)}
-    numbers["total_tokens"] = sum(numbers.values())
-    model = output.get("model_name")
-    return {**numbers, "model": model} if isinstance(model, str) else numbers
 
 
 _CALL: ContextVar[ToolCallPart | None] = ContextVar("agentq_pydantic_ai_call", default=None)
@@ -355,6 +344,15 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         ):
             return await super().wrap_run(ctx, handler=handler)
 
+    async def before_model_request(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Keep the request's tool returns in the order the model receives them (`in_call_order`:
+        the run's messages, live or rebuilt, are what the model was sent)."""
+        if CURRENT.get() is not None:
+            in_call_order(ctx.messages)
+        return await super().before_model_request(ctx, request_context)
+
     async def wrap_tool_execute(
         self,
         ctx: RunContext[AgentDepsT],
@@ -385,7 +383,6 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
     def get_serialization_name(cls) -> Literal[None]:
         """Not loadable from an agent spec: a `DurableAgent` adds it to each run."""
         return None
-
 
 
 @contextmanager

@@ -6,18 +6,24 @@ call's key, exactly as the log has them: never rebuilt from a tool call id), con
 ``ModelResponse`` for a model request, a tool's return value wrapped as pydantic-ai records
 tool results), and hands the rest to `WorkflowEngine.fork`, which copies the run's history
 before that point into the fork's own log and runs the fork live from there.
+
+A replaced model response before `at` must make the tool calls the log recorded after it (the
+same tools, ids, arguments and places): the copied calls are keyed by them, so other calls
+could only diverge from the copied log. Such an edit is refused before anything is stored,
+naming the request to fork at instead (the calls after it then run live).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 from pydantic_ai.durable_exec import JSON_CODEC, CallToolResult
-from pydantic_ai.messages import ModelResponse
+from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_core import PydanticSerializationError
 
-from agentq.errors import UnknownWorkflowError
+from agentq.errors import PayloadError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._runs import STEP
 from agentq.store import CallRow
 from agentq.workflows import RunResult, WorkflowEngine
@@ -35,6 +41,7 @@ def recorded_output(row: CallRow, value: Any) -> Any:
     Raises:
         TypeError: A model request's value is not a ``ModelResponse``.
         ValueError: A tool's value cannot be recorded as pydantic-ai records tool results.
+        PayloadError: The value holds something that is not JSON (its type named).
     """
     kind = (row.label or {}).get("kind")
     if kind == "model":
@@ -43,17 +50,54 @@ def recorded_output(row: CallRow, value: Any) -> Any:
                 f"replace[{row.key!r}]: a model request is replaced by a "
                 f"pydantic_ai.messages.ModelResponse, got {value!r:.80}"
             )
-        return JSON_CODEC.dump(ModelResponse, value)
+        return _json(row.key, value, lambda: JSON_CODEC.dump(ModelResponse, value))
     if kind == "tool":
         try:
             wrapped = JSON_CODEC.load(CallToolResult, {"result": value, "kind": "tool_return"})
-            return JSON_CODEC.dump(CallToolResult, wrapped)
+            return _json(row.key, value, lambda: JSON_CODEC.dump(CallToolResult, wrapped))
         except (ValidationError, TypeError) as exc:
             raise ValueError(
                 f"replace[{row.key!r}]: {value!r:.80} cannot be recorded as the result of tool "
                 f"call {row.key!r} ({exc})"
             ) from exc
     return value
+
+
+def _json(key: str, value: Any, dump: Callable[[], Any]) -> Any:
+    """`dump()`, or a `PayloadError` naming `key` and the type that is not JSON."""
+    try:
+        return dump()
+    except PydanticSerializationError as exc:
+        raise PayloadError(
+            f"replace[{key!r}]: a {type(value).__qualname__} that cannot be stored as JSON "
+            f"({exc})",
+            field=f"replace[{key!r}]",
+        ) from exc
+
+
+def _calls(response: ModelResponse) -> list[tuple[int, str, str, Any]]:
+    """The tool calls of `response` as the log keys them: place, tool, id, arguments."""
+    return [
+        (i, p.tool_name, p.tool_call_id, p.args_as_dict())
+        for i, p in enumerate(response.parts)
+        if isinstance(p, ToolCallPart)
+    ]
+
+
+def check_earlier_edit(row: CallRow, value: ModelResponse, at: str) -> None:
+    """Refuse a replaced model response before `at` whose tool calls are not the recorded ones.
+
+    Raises:
+        ValueError: The calls differ (the key and the request to fork at instead named).
+    """
+    recorded = JSON_CODEC.load(ModelResponse, row.output)
+    if _calls(value) != _calls(recorded):
+        raise ValueError(
+            f"replace[{row.key!r}]: the edited response makes other tool calls than the log "
+            f"has after it ({_calls(value)!r:.120} instead of {_calls(recorded)!r:.120}), so "
+            f"the copied calls up to {at!r} would not be its calls; fork at this request "
+            f'instead: at="{row.key}" (the calls after it run live)'
+        )
 
 
 async def fork_run(
@@ -71,7 +115,8 @@ async def fork_run(
         TypeError: `at` is not a str, or `replace` not a mapping (or a bad value: see
             `recorded_output`).
         ValueError: `at` or a `replace` key is not a call the run recorded (the message lists
-            its keys), or a replace key comes after `at`.
+            its keys), a replace key comes after `at`, or a model response replaced before
+            `at` makes other tool calls than the recorded ones.
         WorkflowMismatchError: `new_run_id` exists.
         PayloadError: A replaced value is not JSON or too large once converted.
     """
@@ -94,4 +139,7 @@ async def fork_run(
                 f"requests and tool calls are {shown!r}"
             )
     recorded = {k: recorded_output(rows[k], v) for k, v in (replace or {}).items()}
+    for k, v in (replace or {}).items():
+        if isinstance(v, ModelResponse) and k != at and rows[k].first_seq < rows[at].first_seq:
+            check_earlier_edit(rows[k], v, at)
     return await engine.fork(run_id, new_run_id, at=(STEP, at), replace=recorded)

@@ -46,6 +46,7 @@ __all__ = [
     "RunJournal",
     "args_digest",
     "label_of",
+    "model_usage",
 ]
 
 MODEL = "model"
@@ -327,3 +328,17 @@ def label_of(op: Operation, **extra: Any) -> dict[str, Any]:
         label["args"] = op.args
     label.update(extra)
     return label
+
+
+def model_usage(output: Any) -> dict[str, Any] | None:
+    """Return the token usage of a recorded model response (JSON), or None."""
+    if not isinstance(output, Mapping):
+        return None
+    usage = output.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    figures = {k: usage.get(k) for k in ("input_tokens", "output_tokens")}
+    numbers = {k: v for k, v in figures.items() if isinstance(v, int)}
+    numbers["total_tokens"] = sum(numbers.values())
+    model = output.get("model_name")
+    return {**numbers, "model": model} if isinstance(model, str) else numbers

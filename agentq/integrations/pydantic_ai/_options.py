@@ -38,6 +38,8 @@ from pydantic_ai.usage import UsageLimits
 
 from agentq.codec import encode
 from agentq.errors import PayloadError
+from agentq.integrations.pydantic_ai._replay import output_tools_of
+from agentq.store import CallRow
 
 __all__ = ["RunOptions", "RunOptionsKwargs", "agent_kwargs", "check_models", "output_adapter"]
 
@@ -117,6 +119,16 @@ class RunOptions:
             return self
         given = {f.name: getattr(self, f.name) for f in fields(self)}
         return replace(older, **{k: v for k, v in given.items() if v is not None})
+
+    def for_rebuild(self, run_id: str, rows: list[CallRow], agent_output: Any) -> RunOptions:
+        """These options for the rebuild of the messages of `run_id` from its log (`rows`):
+        with ``output_type`` standing in for the run's output tools when none is given and
+        the agent's own (`agent_output`) is text (see `_replay.output_tools_of`, which names
+        the error raised when none can)."""
+        if self.output_type is not None or agent_output is not str:
+            return self
+        stand_in = output_tools_of(run_id, rows)
+        return self if stand_in is None else replace(self, output_type=stand_in)
 
     def stored(self, models: Mapping[str, Model]) -> dict[str, Any]:
         """The options stored with a run: those that are JSON (see the module docstring).

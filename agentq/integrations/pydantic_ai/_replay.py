@@ -6,7 +6,17 @@ call fitted, failing the run after all its side effects. Its messages are rebuil
 by running the agent once more against the log, read-only: `LogReader` stands in for the
 step's context, answering each model request, tool call and wait from its recorded row; it
 never runs anything. An operation the log does not hold (a failed call, a wait never
-answered) raises `NotInLog`.
+answered) raises `NotInLog`, a `MessagesUnavailableError`; a run that did not complete is
+refused before any rebuild (`check_completed`), naming its state.
+
+An output type is not JSON, so it is not stored: a run given ``output_type=`` ended on a call
+of its output tool (``final_result``), which the agent without that type takes for an
+unknown tool (it would ask the model again, past the log's end). The rebuild uses the output
+type given to it; given none, the recorded responses are authoritative: `output_tools_of`
+stands in for the run's output tools (a tool of each recorded name taking the recorded
+arguments as they are), so the rebuild ends on the recorded call as the run did. When it
+cannot (an output tool called before the last response: the run retried it), a
+`MessagesUnavailableError` says to give the run's ``output_type``.
 """
 
 from __future__ import annotations
@@ -14,16 +24,91 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+from pydantic_ai.durable_exec import JSON_CODEC
 from pydantic_ai.exceptions import ModelRetry
+from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.output import ToolOutput
 
+from agentq.errors import AgentqError
 from agentq.queue import Job
-from agentq.store import CallRow, CallState
+from agentq.store import CallRow, CallState, WorkflowState
 
-__all__ = ["LogReader", "NotInLog"]
+__all__ = [
+    "LogReader", "MessagesUnavailableError", "NotInLog", "check_completed", "output_tools_of"]
+
+_OUTPUT_TOOL = "final_result"
+"""The name pydantic-ai gives an output tool (``final_result`` or ``final_result_<Type>``)."""
 
 
-class NotInLog(LookupError):
+class MessagesUnavailableError(AgentqError, LookupError):
+    """A run's messages cannot be rebuilt from its log.
+
+    The run did not complete (it waits, failed or was cancelled: its log ends before the
+    agent's last answer), or the rebuild needs an outcome the log does not hold. The message
+    names the run and its state, or what is missing.
+    """
+
+
+class NotInLog(MessagesUnavailableError):
     """The read-only replay reached an operation whose outcome the log does not hold."""
+
+
+def check_completed(run_id: str, state: WorkflowState) -> None:
+    """Refuse to rebuild the messages of a run that did not complete.
+
+    Raises:
+        MessagesUnavailableError: `state` is not completed (named in the message).
+    """
+    if state is not WorkflowState.COMPLETED:
+        raise MessagesUnavailableError(
+            f"run {run_id!r} is {state.value}: its messages are rebuilt from its log once it "
+            "completed (a waiting run: answer its approvals first; a failed one: retry it)"
+        )
+
+
+class _Recorded(BaseModel, extra="allow"):
+    """Any object of arguments (an object schema, so pydantic-ai does not wrap it)."""
+
+
+def _output_calls(rows: list[CallRow]) -> list[list[str]]:
+    """The output-tool calls (their names) of each recorded model response, in order."""
+    responses = sorted(
+        (int(r.key.split(":", 1)[1]), r.output) for r in rows
+        if r.state is CallState.COMPLETED and (r.label or {}).get("kind") == "model"
+        and r.key.split(":", 1)[1].isdigit()
+    )
+    out = []
+    for _, output in responses:
+        try:
+            response = JSON_CODEC.load(ModelResponse, output)
+        except ValidationError:  # not a response pydantic-ai reads: the rebuild will say so
+            response = ModelResponse(parts=[])
+        out.append([p.tool_name for p in response.parts if isinstance(p, ToolCallPart)
+                    and p.tool_name.startswith(_OUTPUT_TOOL)])
+    return out
+
+
+def output_tools_of(run_id: str, rows: list[CallRow]) -> list[ToolOutput[Any]] | None:
+    """The output spec that ends a rebuild on the run's recorded output-tool call, or None.
+
+    One `ToolOutput` per output tool the last recorded response called, taking any object
+    of arguments (the recorded ones); None when the last response called none.
+
+    Raises:
+        MessagesUnavailableError: An earlier response called one too (the run retried its
+            output: only its own output type rebuilds that).
+    """
+    calls = _output_calls(rows)
+    if not calls or not calls[-1]:
+        return None  # the run did not end on an output tool
+    if any(calls[:-1]):
+        names = sorted({name for names in calls for name in names})
+        raise MessagesUnavailableError(
+            f"run {run_id!r} called its output tool {names!r} before its last response: give "
+            f"output_type=... (the type run {run_id!r} used) to rebuild its messages"
+        )
+    return [ToolOutput(_Recorded, name=name) for name in dict.fromkeys(calls[-1])]
 
 
 class LogReader:
@@ -58,7 +143,11 @@ class LogReader:
         error = None if row is None else row.error
         if error is not None and error.type.rsplit(".", 1)[-1] == "ModelRetry":
             raise ModelRetry(error.message)
-        raise NotInLog(f"run {self.workflow_id!r}: the log has no outcome of {job.key!r}")
+        problem = f"run {self.workflow_id!r}: the log has no outcome of {job.key!r}"
+        if row is None and job.key.startswith("model:"):
+            problem += ("; the rebuild took another path than the run: give the output_type, "
+                        "toolsets or Model object the run was given")
+        raise NotInLog(problem)
 
     async def wait_for_input(
         self,

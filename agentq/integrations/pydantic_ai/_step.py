@@ -156,6 +156,7 @@ class AgentStep(Generic[AgentDepsT]):
         are the live options of the run (its model object, output type, toolsets), else
         the ones given in this process."""
         rows = await self._store.calls(run_id)
+        options = (options or RunOptions()).for_rebuild(run_id, rows, self._agent.output_type)
         journal = RunJournal.of(LogReader(run_id, rows), self._name, rows)
         result = await self._run_agent(journal, run_input, options, read_only=True)
         return list(result.all_messages())

@@ -5,7 +5,8 @@ options that are JSON, `_options`) and ``"continue_from"`` (the run the history 
 from) only when given, so the input of a run stored before they existed is unchanged. A turn
 that continues a conversation from the log (``continue_from=previous``) takes the previous
 run's messages, rebuilt read-only from its log, as its history; a run already stored from
-that previous run keeps its stored history (nothing is rebuilt again). Everything is checked
+that previous run keeps its stored history (nothing is rebuilt again). The rebuild takes
+this call's model, toolsets and output type (an output type is never stored). Everything is checked
 (types, sizes) before anything is stored.
 """
 
@@ -104,5 +105,6 @@ class Turns:
             raise ValueError(
                 f"continue_from: run {previous!r} is {row.state.value}, not completed; a "
                 "conversation continues from a completed run")
-        replayed = RunOptions(model=options.model, toolsets=options.toolsets)
+        replayed = RunOptions(
+            model=options.model, toolsets=options.toolsets, output_type=options.output_type)
         return history_json(await self._reporter.messages(previous, dict(row.input), replayed))

@@ -151,6 +151,9 @@ class Driver:
         more; each parks (`park`) until the engine closes. Attempts running go on."""
         self.parked = asyncio.Event()
         """Set whenever a halted run parks (serve's stop waits on it)."""
+        self.on_workflow_deadline: Callable[[str, float], None] | None = None
+        """Told (workflow id, Unix seconds) when a run starts on a workflow with a deadline
+        (`WorkflowRow.deadline`), so that the engine's timer fails it then."""
 
     def attempting(self) -> list[str]:
         """Ids of the workflows with a step attempt running now, sorted."""
@@ -221,13 +224,18 @@ class Driver:
         waker = self._wakers.open(wf.id)
         try:
             trace = tracing.carrier()  # passed only when tracing is on: None-safe for any store
+            now = self.clock.time()
+            extra: dict[str, Any] = {} if trace is None else {"trace": trace}
+            if wf.timeout is not None:  # kept only by the run that stores the workflow
+                extra["deadline"] = now + wf.timeout
             row, created = await self.store.start_workflow(
-                wf.id, wf.step_names, wf.input, self.clock.time(), definition=wf.definition,
-                **({} if trace is None else {"trace": trace}),
+                wf.id, wf.step_names, wf.input, now, definition=wf.definition, **extra
             )
             links = [] if created else await spans.origin_links(span, self.store, wf.id)
             if row.state.closed:
                 return await stored_result(self.store, row)
+            if row.deadline is not None and self.on_workflow_deadline is not None:
+                self.on_workflow_deadline(wf.id, row.deadline)  # a claim after it fails it
             outputs: list[Any] = []
             for index, step in enumerate(wf.steps):
                 result = await self._run_step(wf, index, step, outputs, waker, links)

@@ -107,6 +107,8 @@ class WorkflowEngine(Interventions):
         self._runs = Runs(self._driver.drive, self._drop_if_ended)
         self._deadlines = Deadlines(lambda: self.clock, self._expire)
         self._driver.on_deadline = self._deadlines.set
+        self._ends = Deadlines(lambda: self.clock, self._time_out)  # workflows' deadlines
+        self._driver.on_workflow_deadline = self._ends.set
         self._server = Server(self._driver, self._registry, self._runs)  # for serve()
 
     # ----------------------------------------------------------------- settings
@@ -272,6 +274,7 @@ class WorkflowEngine(Interventions):
                 "(asyncio.get_running_loop().create_task(engine.close()))"
             )
         self._deadlines.cancel_all()
+        self._ends.cancel_all()
         while tasks := self._runs.in_progress():
             for task in tasks:
                 task.cancel()
@@ -297,8 +300,19 @@ class WorkflowEngine(Interventions):
         """Drop the registration once a run (or continuation) ended it, if nothing else runs."""
         if task.cancelled() or task.exception() is not None:  # retrieved: never "unretrieved"
             return
+        if task.result().status in _ENDED:
+            self._ends.cancel(workflow_id)  # its deadline no longer matters
         if task.result().status in _ENDED and not self._runs.busy(workflow_id):
             self._registry.remove(workflow_id)  # the store keeps the record
+
+    async def _time_out(self, workflow_id: str) -> None:
+        """A workflow's deadline passed: fail it in the store (``WorkflowTimedOut``) and
+        interrupt its attempt here, as a cancel does (its run then returns ``failed``)."""
+        if not await self.store.time_out_workflow(workflow_id, self.clock.time()):
+            row = await self.store.get_workflow(workflow_id)  # failed elsewhere first?
+            if row is None or not row.state.closed:
+                return
+        self._driver.interrupt(workflow_id)
 
     async def _expire(self, workflow_id: str) -> None:
         """A wait's deadline passed: run the workflow (the wait times out, or was answered)."""

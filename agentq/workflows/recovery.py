@@ -155,7 +155,11 @@ async def recover(engine: WorkflowEngine) -> RecoveryReport:
     held: list[str] = []
     errors: dict[str, Exception] = {}
     joins: dict[str, Callable[[], Awaitable[RunResult]]] = {}
-    waiting = [w for w in await store.workflows(WorkflowState.WAITING) if w.workflow_id in timed]
+    waiting = [  # a wait or the workflow itself has a deadline: its run acts on it
+        w
+        for w in await store.workflows(WorkflowState.WAITING)
+        if w.workflow_id in timed or w.deadline is not None
+    ]
     for workflow_row in [*await store.workflows(WorkflowState.RUNNING), *waiting]:
         wid = workflow_row.workflow_id
         wf = engine.registered(wid)

@@ -143,3 +143,9 @@ CREATE TABLE job_outcomes (
     expires_at   DOUBLE PRECISION           -- NULL: never
 );
 CREATE INDEX job_outcomes_by_expiry ON job_outcomes (expires_at) WHERE expires_at IS NOT NULL;
+
+-- migration 2
+-- Workflow deadlines (WorkflowDef(timeout=), engine.start(deadline=)): Unix seconds after which
+-- the workflow fails with WorkflowTimedOut; NULL for none and in databases made before this
+-- version (their logs hold no deadlines: nothing to rebuild).
+ALTER TABLE workflows ADD COLUMN deadline DOUBLE PRECISION;

@@ -54,9 +54,12 @@ from agentq.events import Event, EventKind
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.projection_calls import CALL_KINDS, error_info, project_call, touches_calls
 
-__all__ = ["CANCELLED_STEP_REASON", "Rows", "project", "replay"]
+__all__ = ["CANCELLED_STEP_REASON", "TIMED_OUT_REASON", "Rows", "project", "replay"]
 
 CANCELLED_STEP_REASON = "cancelled"
+TIMED_OUT_REASON = "WorkflowTimedOut"
+"""The reason of a workflow that reached its deadline (followed by ``: ...`` details), and of
+its steps that were leased or waiting then."""
 """`StepRow.reason` of a step that was leased or waiting when its workflow was cancelled."""
 
 _K = EventKind
@@ -239,6 +242,7 @@ def project(event: Event, rows: Rows) -> Rows:
         if rows.workflow is not None:
             raise ValueError(f"event #{event.seq}: workflow {event.workflow_id!r} started twice")
         names = tuple(str(n) for n in event.data["steps"])
+        deadline, run_at = event.data.get("deadline"), event.data.get("run_at")
         workflow = WorkflowRow(
             event.workflow_id,
             WorkflowState.RUNNING,
@@ -249,11 +253,14 @@ def project(event: Event, rows: Rows) -> Rows:
             at,
             event.seq,
             event.data.get("definition"),
+            None if deadline is None else float(deadline),
         )
-        return Rows(
-            workflow,
-            {i: StepRow(event.workflow_id, i, n, StepState.PENDING) for i, n in enumerate(names)},
-        )
+        steps0 = {
+            i: StepRow(event.workflow_id, i, n, StepState.PENDING) for i, n in enumerate(names)
+        }
+        if run_at is not None:  # not claimable before run_at: as a retry time of step 0
+            steps0[0] = replace(steps0[0], retry_at=float(run_at))
+        return Rows(workflow, steps0)
     wf = rows.workflow
     if wf is None:
         raise ValueError(f"event #{event.seq} for workflow {event.workflow_id!r} before its start")
@@ -278,25 +285,11 @@ def project(event: Event, rows: Rows) -> Rows:
         state = WorkflowState.COMPLETED
     elif kind is _K.WORKFLOW_FAILED:
         state, reason = WorkflowState.FAILED, event.reason
+        if "deadline" in event.data:  # timed out: its leases are revoked, its wait ended
+            steps = _closed(steps, TIMED_OUT_REASON, at)
     elif kind is _K.WORKFLOW_CANCELLED:
         state, reason = WorkflowState.CANCELLED, event.reason
-        steps = {
-            i: (
-                replace(
-                    s,
-                    state=StepState.FAILED,
-                    reason=CANCELLED_STEP_REASON,
-                    lease_expires_at=None,
-                    finished_at=at,
-                    wait_key=None,
-                    wait_details=None,
-                    wait_deadline=None,
-                )
-                if s.state in (StepState.LEASED, StepState.WAITING)
-                else s
-            )
-            for i, s in steps.items()
-        }
+        steps = _closed(steps, CANCELLED_STEP_REASON, at)
     elif kind is _K.WORKFLOW_RETRIED:
         state, reason = WorkflowState.RUNNING, None
         first = int(event.data["from_step"])
@@ -313,8 +306,30 @@ def project(event: Event, rows: Rows) -> Rows:
         at,
         event.seq,
         wf.definition,
+        wf.deadline,
     )
     return Rows(workflow, steps, calls)
+
+
+def _closed(steps: Mapping[int, StepRow], reason: str, at: float) -> dict[int, StepRow]:
+    """`steps` as a workflow's end leaves them: leased and waiting steps failed (`reason`)."""
+    return {
+        i: (
+            replace(
+                s,
+                state=StepState.FAILED,
+                reason=reason,
+                lease_expires_at=None,
+                finished_at=at,
+                wait_key=None,
+                wait_details=None,
+                wait_deadline=None,
+            )
+            if s.state in (StepState.LEASED, StepState.WAITING)
+            else s
+        )
+        for i, s in steps.items()
+    }
 
 
 def replay(events: Iterable[Event]) -> list[tuple[int, Rows]]:

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from agentq.errors import UnknownStepError, UnknownWorkflowError
 from agentq.events import Event, EventKind, utc
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow
-from agentq.store.rules.projection import Rows, project
+from agentq.store.rules.projection import TIMED_OUT_REASON, Rows, project
 
 __all__ = [
     "Draft",
@@ -39,6 +39,7 @@ __all__ = [
     "describe_closed",
     "describe_step",
     "load_step",
+    "timed_out_draft",
 ]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -218,3 +219,13 @@ def apply_rows(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> Rows:
         if call is not known:
             tx.put_call(call, known is None)
     return after
+
+
+def timed_out_draft(wf: WorkflowRow, at: float) -> Draft:
+    """The `WorkflowFailed` of `wf` reaching its deadline (which must be set)."""
+    assert wf.deadline is not None
+    when = utc(wf.deadline).isoformat(timespec="milliseconds")
+    reason = f"{TIMED_OUT_REASON}: workflow {wf.workflow_id!r} did not end by its deadline {when}"
+    return Draft.build(
+        EventKind.WORKFLOW_FAILED, wf.workflow_id, at, {"reason": reason, "deadline": wf.deadline}
+    )

@@ -47,8 +47,12 @@ async def test_run_at_and_deadline_are_in_the_event_only_when_given(store: Durab
 
 @pytest.mark.parametrize(
     ("field", "value", "error"),
-    [("run_at", float("nan"), ValueError), ("deadline", "soon", TypeError),
-     ("deadline", True, TypeError), ("run_at", float("inf"), ValueError)],
+    [
+        ("run_at", float("nan"), ValueError),
+        ("deadline", "soon", TypeError),
+        ("deadline", True, TypeError),
+        ("run_at", float("inf"), ValueError),
+    ],
 )
 async def test_bad_times_are_refused_and_nothing_is_stored(
     store: DurableStore, field: str, value: object, error: type[Exception]

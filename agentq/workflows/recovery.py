@@ -15,8 +15,11 @@ workflows stay ``running`` with nobody driving them. `recover`:
 3. does the same for every *waiting* workflow registered here whose step waits on a keyed
    wait with a deadline (``ctx.wait_for_input(timeout=...)``): its run times the wait out
    (`WaitTimedOut`; the step continues, where the wait raises `InputTimeout`) if the deadline
-   has passed, and otherwise arms this engine's live timer for it and ends waiting. So a
-   program that restarts and calls `recover` (without `serve`) keeps every deadline;
+   has passed, and otherwise arms this engine's live timer for it and ends waiting (a
+   ``ctx.sleep`` is such a wait: it wakes then); and for every waiting workflow with a
+   deadline of its own (``WorkflowDef(timeout=)``), whose run fails it (``WorkflowTimedOut``)
+   if it has passed, or arms the timer that will. So a program that restarts and calls
+   `recover` (without `serve`) keeps every deadline;
 4. reports the workflows it could not resume because their step bodies are not registered
    here: step bodies are code, not data, so a restarted program registers its definitions
    (or plain workflows) again before calling `recover`. An instance whose registered

@@ -14,6 +14,11 @@ PY     := $(VENV)/bin/python
 #   command works first on a fresh machine.
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
+# bench/agents.py's environment: agentq with the `bench` extra (LangGraph, DBOS and their
+# dependencies, which the test environment does not pin), apart from .venv.
+BENCH_VENV  := .venv-bench
+BENCH_PY    := $(BENCH_VENV)/bin/python
+BENCH_STAMP := $(BENCH_VENV)/.installed-bench
 
 .PHONY: demo test lint typecheck unit notebooks browser bench clean
 
@@ -33,6 +38,16 @@ $(DEMO_STAMP): pyproject.toml constraints.txt | $(PY)
 $(TEST_STAMP): $(DEMO_STAMP) pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet --no-warn-conflicts -c constraints.txt -e '.[bfcl,test]'
 	touch $(TEST_STAMP)
+
+# The bench environment: constraints.txt still pins what agentq and the tests share
+# (pydantic, pydantic-ai-slim, aiosqlite); the extra pins the peers.
+$(BENCH_PY):
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install --quiet --upgrade pip
+
+$(BENCH_STAMP): pyproject.toml constraints.txt | $(BENCH_PY)
+	$(BENCH_PY) -m pip install --quiet --no-warn-conflicts -c constraints.txt -e '.[bench]'
+	touch $(BENCH_STAMP)
 
 ## Run the main job: replay BFCL's multi-turn agent tasks through agentq on a SQLite file.
 demo: $(DEMO_STAMP)
@@ -64,8 +79,9 @@ browser: $(TEST_STAMP)
 	$(PY) -m pytest tests/browser
 
 ## Benchmarks: each prints ratios against a raw baseline measured in the same run
-## (bench.postgres starts a throwaway PostgreSQL cluster of its own, like the tests).
-bench: $(TEST_STAMP)
+## (bench.postgres starts a throwaway PostgreSQL cluster of its own, like the tests;
+## bench.agents runs in .venv-bench, beside the peers of the `bench` extra).
+bench: $(TEST_STAMP) $(BENCH_STAMP)
 	$(PY) -m bench.queue
 	$(PY) -m bench.memory
 	$(PY) -m bench.workflows
@@ -76,6 +92,7 @@ bench: $(TEST_STAMP)
 	$(PY) -m bench.tracing
 	$(PY) -m bench.scale
 	$(PY) -m bench.cli
+	$(BENCH_PY) -m bench.agents
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -28,13 +28,18 @@ WorkflowFailed         reason (the event names the step that failed); deadline (
                        seconds) when it failed for reaching its deadline (reason
                        ``WorkflowTimedOut: ...``; no step named, its leased or waiting
                        step fails too)
-WorkflowCancelled      reason
+WorkflowCancelled      reason; fenced_until (Unix seconds, only when a step was leased):
+                       the expiry of the lease the cancel revoked, which keeps fencing
+                       that step from other workers until it is released
 WorkerRecovered        previous_worker, lease_token, expired_at (Unix seconds: when
                        the lease ran out, or would have), reason (why it was taken
                        back: "lease expired", the worker's process is gone, or its
                        worker handed it back after a shutdown), crash (only on the
                        latter: false, not counted toward max_recoveries; absent means
                        a crash)
+LeaseReleased          lease_token, reason: the fence of a lease a cancel revoked is
+                       lifted, since its attempt's body has stopped (its worker handed it
+                       back) or its worker is gone; the event names the step and worker
 WorkflowRetried        from_step (0-based index; the event names the step too),
                        previous_state (failed / cancelled), previous_reason
 CallStarted            key, lane (or null), attempt, label (JSON object or null),
@@ -53,6 +58,12 @@ repeated in every later `StepStarted`. `WorkerRecovered` marks an attempt lost t
 is recorded by the worker that took the lease over (its ``worker_id``), or with no worker by
 `release_expired` and `release_dead`. Events written before agentq recorded a ``reason`` on
 `WorkerRecovered` have none.
+
+A cancel revokes the lease of the step that was running, but the attempt's body may still run
+until its worker notices (its next renewal): the revoked lease fences the step, failed and
+then pending again after a retry, from every other worker until `LeaseReleased` (recorded
+by `release_dead` once the body stopped) or until ``fenced_until`` has passed. Logs written
+before fences existed have no ``fenced_until``: their cancelled steps are not fenced.
 
 Durable calls and waits (``ctx.call``, ``ctx.wait_for_input``) are step events too: each
 names its workflow and step. Call events carry the step attempt that made the call and its
@@ -87,6 +98,7 @@ class EventKind(StrEnum):
     WORKFLOW_FAILED = "WorkflowFailed"
     WORKFLOW_CANCELLED = "WorkflowCancelled"
     WORKER_RECOVERED = "WorkerRecovered"
+    LEASE_RELEASED = "LeaseReleased"
     WORKFLOW_RETRIED = "WorkflowRetried"
     CALL_STARTED = "CallStarted"
     CALL_COMPLETED = "CallCompleted"

@@ -13,6 +13,8 @@ channel that counts what really reached "the provider" and "the world".
   that tool's body SIGKILLs this process right after writing its line.
 - ``wait``: runs ``run-wait`` of the approval agent, which stops at the approval of ``s1``;
   the process exits normally (a kernel shut down while a run waits for a person).
+- ``options``: as ``wait``, as ``run-options`` with run options (a model by registered name
+  ``scripted``, settings, instructions, usage limits) stored with the run.
 
 The parent builds the same agents from this module (by module name, not ``__main__``).
 """
@@ -28,6 +30,7 @@ from pathlib import Path
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import UsageLimits
 
 from agentq import Queue, WorkflowEngine
 from agentq.integrations.pydantic_ai import DurableAgent
@@ -98,8 +101,15 @@ def build_agent(side: Path, *, approval: bool = False, add_needs_approval: bool 
 async def main(mode: str, db: Path, side: Path) -> None:
     async with Queue() as queue, SqliteStore(db) as store:
         engine = WorkflowEngine(queue, store, lease_ttl=5.0)
-        durable = DurableAgent(build_agent(side, approval=mode == "wait"), engine)
-        run = await durable.run(PROMPT, run_id=f"run-{mode}")
+        agent = build_agent(side, approval=mode in ("wait", "options"))
+        if mode == "options":  # run options stored with the run, used by another process
+            durable = DurableAgent(agent, engine, models={"scripted": script(side, True)})
+            run = await durable.run(
+                PROMPT, run_id="run-options", model="scripted", instructions="In French.",
+                model_settings={"temperature": 0.5}, usage_limits=UsageLimits(request_limit=9),
+            )
+        else:
+            run = await DurableAgent(agent, engine).run(PROMPT, run_id=f"run-{mode}")
         print(run.status.value, flush=True)
 
 

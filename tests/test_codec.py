@@ -96,3 +96,38 @@ def test_a_cycle_is_named_not_a_recursion_error() -> None:
     cycle.append([cycle, cycle])
     with pytest.raises(PayloadError, match="a cycle"):
         encode(cycle, "output")
+
+
+def test_first_difference_names_the_path_and_short_excerpts() -> None:
+    from agentq.codec import first_difference
+
+    long = "x" * 5000
+    assert first_difference({"a": 1, "b": [1, 2]}, {"a": 1, "b": [1, 2]}) is None
+    assert first_difference({"p": long + "1"}, {"p": long + "2"}, "input") == (
+        f"input['p']: '{'x' * 59}… vs '{'x' * 59}…"
+    )
+    assert first_difference({"a": 1}, {"a": 1, "o": {"m": "x"}}, "input") == (
+        "input['o']: missing vs {'m': 'x'}"
+    )
+    found = first_difference({"h": [{"t": 1}, 2]}, {"h": [{"t": 3}, 2]})
+    assert found == "value['h'][0]['t']: 1 vs 3"
+    assert first_difference([1, 2, 3], [1, 2]) == "value: 3 items vs 2"
+    assert first_difference(1, True) == "value: 1 vs True"  # equal in Python, not in JSON
+
+
+_json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=2))
+_json = st.recursive(
+    _json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner,
+                                                                max_size=3),
+    max_leaves=10,
+)
+
+
+@given(_json, _json)
+@settings(max_examples=200)
+def test_first_difference_is_none_exactly_for_equal_json(a: Any, b: Any) -> None:
+    from agentq.codec import first_difference
+
+    same = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert (first_difference(a, b) is None) == same

@@ -121,7 +121,10 @@ async def test_a_cancel_from_another_engine_stops_the_body_within_a_renewal(
         assert body.seen == ["cancelled"]
         assert result.status is RunStatus.CANCELLED and result.reason == "stopped by b"
         assert a.tables()["attempts"] == 0 and clock.sleepers == 0
-    assert await kinds(stores[0], wf.id) == ["WorkflowStarted", "StepStarted", "WorkflowCancelled"]
+    # once the body stopped, a handed its revoked lease back: the step is fenced no more
+    assert await kinds(stores[0], wf.id) == [
+        "WorkflowStarted", "StepStarted", "WorkflowCancelled", "LeaseReleased"]
+    assert (await stores[0].step_rows(wf.id))[0].lease_expires_at is None
     assert any(
         "lease is gone (the workflow was closed elsewhere" in r.message for r in caplog.records
     )

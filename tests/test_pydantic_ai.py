@@ -62,7 +62,7 @@ async def test_a_run_with_tools_records_each_request_and_call(
         "add", "add", "mul"]
     usage = [r.usage for r in rows if r.key.startswith("model:")]
     assert all(u and u["input_tokens"] > 0 and u["output_tokens"] > 0 for u in usage)
-    assert run.usage["requests"] == 3
+    assert run.usage.requests == 3
     assert [m.kind for m in run.messages][:2] == ["request", "response"]
 
     # A completed run_id returns its recorded result and runs nothing.

@@ -15,9 +15,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agentq import Queue, RunStatus, WorkflowEngine, recover
+from agentq import Queue, RunResult, RunStatus, WorkflowEngine, recover
 from agentq.clock import FakeClock
+from agentq.integrations.pydantic_ai import DurableAgent
 from agentq.store import CallKind, SqliteStore
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -98,3 +101,32 @@ async def test_a_run_waiting_for_approval_survives_the_process(tmp_path: Path) -
     runs, _ = ran(side)
     assert runs["tool send carol"] == 1 and runs["tool send bob"] == 0
     assert all(n == 1 for n in runs.values()), runs
+
+
+async def test_stored_run_options_serve_the_continuation_in_another_process(
+    tmp_path: Path,
+) -> None:
+    db, side = tmp_path / "agent.db", tmp_path / "side.txt"
+    code, out, err = await run_child("options", db, side)
+    assert code == 0 and out.strip() == "waiting", (out, err)
+
+    seen: list[tuple[object, object]] = []
+    scripted = child.script(side, True)
+
+    def recording(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        seen.append(((info.model_settings or {}).get("temperature"),
+                     last.instructions if isinstance(last, ModelRequest) else None))
+        response = scripted.function(messages, info)  # type: ignore[misc]
+        assert isinstance(response, ModelResponse)
+        return response
+
+    async with Queue() as queue, SqliteStore(db) as store:
+        engine = WorkflowEngine(queue, store, worker_id="kernel-2")
+        durable = DurableAgent(child.build_agent(side, approval=True), engine,
+                               models={"scripted": FunctionModel(recording)})
+        done = await engine.resume("run-options", "agent", True, key="approval:s1")
+    assert isinstance(done, RunResult) and done.status is RunStatus.COMPLETED
+    assert durable.name == "calc"
+    # The last request ran here, with the model, settings and instructions stored by the child.
+    assert len(seen) == 1 and seen[0][0] == 0.5 and "In French." in str(seen[0][1])

@@ -175,7 +175,7 @@ async def test_a_run_bigger_than_the_payload_limit_completes_and_keeps_its_messa
     run = await durable.run("summarise three pages and email me", run_id="big")
     assert run.status is RunStatus.COMPLETED, run.reason
     assert run.output == "summary sent" and sent == ["email"]
-    assert len(run.messages) == 10 and run.usage["requests"] == 5
+    assert len(run.messages) == 10 and run.usage.requests == 5
     [step] = await engine.status("big")
     assert "messages" not in step.output  # type: ignore[union-attr]
     # Read back (a re-run of the completed id): the messages are rebuilt, nothing runs.

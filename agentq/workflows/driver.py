@@ -374,6 +374,6 @@ class Driver:
         if gone_reason(holder) is None:
             return False
         row = (await self.store.step_rows(workflow_id))[index]
-        if row.state is StepState.LEASED and row.worker_id == holder:
+        if row.worker_id == holder:  # leased, or fenced by a lease a cancel revoked
             await take_back(self.store, row, self.clock.time())
         return True  # taken back, or it moved on meanwhile: claim again

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentq.codec import decode, encode
+from agentq.codec import decode, encode, first_difference
 from agentq.errors import (
     PayloadError,
     UnknownStepError,
@@ -89,8 +89,9 @@ class Registry:
             )
         if known is not None and not _same_json(known.input, workflow.input):
             raise WorkflowMismatchError(
-                f"workflow {workflow.id!r} is registered with another input; a workflow id "
-                "names one run: use a new id for new input"
+                f"workflow {workflow.id!r} is registered with another input (registered vs "
+                f"given: {first_difference(known.input, workflow.input, 'input')}); a workflow "
+                "id names one run: use a new id for new input"
             )
         if known is not None and known.definition != workflow.definition:
             raise WorkflowMismatchError(

@@ -120,7 +120,7 @@ async def take_back(store: DurableStore, row: StepRow, now: float) -> Execution 
     """Take back the lease of a leased step row whose worker is gone (`gone_reason`).
 
     A pending or failed row still fenced by a lease a cancel revoked has that fence lifted
-    (no event; returns None).
+    (``release_dead`` records `LeaseReleased`; returns None).
 
     Records `WorkerRecovered` with the reason (``release_dead``) and logs it at WARNING.
 
@@ -139,7 +139,7 @@ async def take_back(store: DurableStore, row: StepRow, now: float) -> Execution 
     execution = execution_of(row)
     if fence:
         execution = replace(execution, attempt=max(execution.attempt, 1))
-        await store.release_dead(execution, now, reason)  # lifts the fence; no event
+        await store.release_dead(execution, now, reason)  # LeaseReleased lifts the fence
         return None
     return execution if await _release(store, execution, now, reason) else None
 

@@ -432,7 +432,9 @@ async def test_cancel_revokes_the_lease_and_refuses_late_writes(store: DurableSt
     assert row is not None and (row.state, row.reason) == (
         WorkflowState.CANCELLED, "user said stop")
     s = await step(store, 0)
-    assert (s.state, s.reason, s.lease_expires_at) == (StepState.FAILED, "cancelled", None)
+    # revoked, but kept as a fence until it is released or expires (test_contract_fences)
+    assert (s.state, s.reason, s.worker_id, s.lease_expires_at) == (
+        StepState.FAILED, "cancelled", ex.worker_id, ex.expires_at)
     n = await store.last_seq()
     for late in (
         store.complete_step(ex, "late", T0 + 2),

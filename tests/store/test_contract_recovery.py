@@ -26,6 +26,7 @@ from agentq.store import (
     Claimed,
     ClaimResult,
     DurableStore,
+    HeldByOther,
     NotBefore,
     StepState,
     WorkflowClosed,
@@ -306,7 +307,11 @@ async def test_retry_of_a_cancelled_workflow_and_a_stale_worker(store: DurableSt
                  store.renew_lease(stale, 10.0, T0 + 3)):
         with pytest.raises(LeaseLostError):  # the cancelled attempt never records
             await late
-    fresh = await claim(store, worker="w2", now=T0 + 3)
+    # the revoked lease fences the step from other workers until it expires (or is
+    # released): the cancelled body may still run
+    assert await store.claim_step("wf", 0, "w2", 10.0, T0 + 3) == HeldByOther(
+        "w1", stale.expires_at)
+    fresh = await claim(store, worker="w2", now=stale.expires_at + 1)
     assert (fresh.attempt, fresh.lease_token) == (1, 2)
     with pytest.raises(LeaseLostError):
         await store.complete_step(stale, "late", T0 + 4)

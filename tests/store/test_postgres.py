@@ -24,9 +24,15 @@ from agentq import StepContext, StepDef, WorkflowDef, WorkflowEngine
 from agentq.clock import FakeClock
 from agentq.errors import LeaseLostError, SchemaError, StoreError
 from agentq.queue import LaneConfig, Priority, Queue
-from agentq.store import Claimed, HeldByOther, PostgresStore, WorkflowState
+from agentq.store import (
+    HANDED_BACK_REASON,
+    Claimed,
+    HeldByOther,
+    PostgresStore,
+    WorkflowState,
+)
 from agentq.store.postgres.connection import Connections
-from agentq.store.postgres.schema import SCHEMA_VERSION
+from agentq.store.postgres.schema import SCHEMA_VERSION, migrations
 from agentq.store.postgres.tx import PostgresTx
 
 from .conftest import T0, claim, run_step, start
@@ -156,19 +162,17 @@ async def test_a_newer_schema_version_is_refused(pg_target: Target) -> None:
             await PostgresStore.open(pg_target.dsn, schema=pg_target.schema)
     finally:
         with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
-            conn.execute(
-                f"UPDATE {pg_target.schema}.agentq_schema SET version = {SCHEMA_VERSION}"
-            )
+            conn.execute(f"UPDATE {pg_target.schema}.agentq_schema SET version = {SCHEMA_VERSION}")
 
 
-async def test_a_version_1_schema_gets_deadlines_on_open(pg_target: Target) -> None:
-    """A database of the release before workflow deadlines (schema 1) migrates to 2: its
+async def test_a_version_2_schema_gets_deadlines_on_open(pg_target: Target) -> None:
+    """A database of the release before workflow deadlines (schema 2) migrates to 3: its
     workflows have no deadline; new ones store theirs."""
     async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
         await start(store)
     with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
         conn.execute(f"ALTER TABLE {pg_target.schema}.workflows DROP COLUMN deadline")
-        conn.execute(f"UPDATE {pg_target.schema}.agentq_schema SET version = 1")
+        conn.execute(f"UPDATE {pg_target.schema}.agentq_schema SET version = 2")
     async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
         row = await store.get_workflow("wf")
         assert row is not None and row.deadline is None
@@ -176,7 +180,7 @@ async def test_a_version_1_schema_gets_deadlines_on_open(pg_target: Target) -> N
         assert made.deadline == T0 + 60 == (await store.get_workflow("new")).deadline  # type: ignore[union-attr]
     with psycopg.connect(pg_target.dsn) as conn:
         version = conn.execute(f"SELECT version FROM {pg_target.schema}.agentq_schema")
-        assert version.fetchone() == (SCHEMA_VERSION,) and SCHEMA_VERSION >= 2
+        assert version.fetchone() == (SCHEMA_VERSION,) and SCHEMA_VERSION >= 3
 
 
 async def test_a_schema_with_foreign_tables_is_refused(pg_target: Target) -> None:
@@ -355,6 +359,39 @@ async def test_a_claim_alone_wakes_nobody_and_a_completed_step_does(pg_target: T
         await writer.complete_step(ex, "a", T0)
         async with asyncio.timeout(10):
             assert await waiter.wait_for_work(30) is True
+
+
+async def test_a_version_1_schema_is_migrated_and_a_lease_released_wakes_workers(
+    pg_target: Target,
+) -> None:
+    """Migration 2: `LeaseReleased` (a fence lifted: the step may be claimed at once) wakes
+    serving engines too, in a schema written at version 1 as in a new one."""
+    schema = f"{pg_target.schema}_v1"
+    with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"SET search_path TO {schema}")
+        conn.execute("\n".join(migrations()[0]))
+        conn.execute("UPDATE agentq_schema SET version = 1")
+    try:
+        async with (
+            PostgresStore(pg_target.dsn, schema=schema) as waiter,
+            PostgresStore(pg_target.dsn, schema=schema) as writer,
+        ):
+            await writer.start_workflow("wf", ["a"], None, T0)
+            ex = await claim(writer)
+            await writer.cancel_workflow("wf", "stop", T0 + 1)
+            await writer.retry_workflow("wf", None, T0 + 2)
+            assert await waiter.wait_for_work(0.01) is False  # listening from now on
+            assert await waiter.wait_for_work(0.01) is False  # the retry came before
+            assert await writer.release_dead(ex, T0 + 3, HANDED_BACK_REASON)
+            async with asyncio.timeout(10):
+                assert await waiter.wait_for_work(30) is True
+        with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
+            version = conn.execute(f"SELECT version FROM {schema}.agentq_schema").fetchone()
+        assert version == (SCHEMA_VERSION,) and SCHEMA_VERSION >= 2
+    finally:
+        with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 async def test_the_listener_is_reestablished_after_its_connection_drops(

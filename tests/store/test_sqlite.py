@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import os
 import re
 import sqlite3
 import threading
@@ -722,6 +723,37 @@ async def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Pat
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     assert tables == {"invoices"} and version == 0
+
+
+@pytest.mark.parametrize("why", ["another program's tables", "a newer agentq's version"])
+async def test_a_refused_file_keeps_its_journal_mode_and_its_bytes(
+    tmp_path: Path, why: str
+) -> None:
+    """Issue 20 item 13: the refusal comes before WAL is switched on (which persists in the
+    file): the file stays in its rollback journal mode, byte for byte, its mtime unchanged."""
+    path = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA journal_mode = DELETE").fetchone() == ("delete",)
+        conn.execute("CREATE TABLE invoices (id INTEGER, total REAL)")
+        conn.execute("INSERT INTO invoices VALUES (1, 9.5)")
+        if why == "a newer agentq's version":
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+        conn.commit()
+    before, stat = path.read_bytes(), path.stat()
+    with pytest.raises(SchemaError, match=r"not an agentq database|upgrade agentq"):
+        await SqliteStore.open(path)
+    assert path.read_bytes() == before and path.stat().st_mtime_ns == stat.st_mtime_ns
+    assert os.listdir(tmp_path) == ["app.db"]  # no -wal, no -shm
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+
+
+async def test_a_new_empty_file_is_taken_and_switched_to_wal(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    path.touch()
+    async with SqliteStore(path) as store:
+        await start(store, steps=["a"])
+        assert store.journal_mode == "wal"
 
 
 def test_an_empty_path_is_refused() -> None:

@@ -1,12 +1,14 @@
 """Random histories of every verb against a plain-dict model, on every store.
 
 After each rule: the projection (workflows, steps, calls) equals the model, the log has the
-model's number of events, and a replay of the log equals the live projection (a renewed
-lease's expiry aside). Claims run under a random crash budget (``max_recoveries``) beside
-stored retry times, expired and dead leases taken back, and retries of failed or cancelled
-workflows. Durable calls (start / complete / fail, and start again after a crash: a takeover
-of an expired lease), keyed waits, resumes (with and without a key) and time-outs share a
-small pool of keys, so that key conflicts happen too.
+model's number of events, and a replay of the log equals the live projection (a renewed lease's
+expiry aside). A cancel leaves the running step fenced by its revoked lease, through a retry,
+until `LeaseReleased` or its expiry (``cancel_hand_back_retry`` runs the whole story). Claims
+run under a random crash budget (``max_recoveries``) beside stored retry times, expired and
+dead leases taken back, and retries of failed or cancelled workflows. Durable calls (start /
+complete / fail, and start again after a crash: a takeover of an expired lease), keyed waits,
+resumes (with and without a key) and time-outs share a small pool of keys, so that key
+conflicts happen too.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from agentq.errors import (
     WorkflowMismatchError,
 )
 from agentq.store import (
+    HANDED_BACK_REASON,
     AlreadyCompleted,
     AlreadyWaiting,
     CallKind,
@@ -87,6 +90,7 @@ class MStep:
     worker: str | None = None
     expires: float | None = None
     started_expires: float | None = None  # as its StepStarted event says
+    fence: float | None = None  # a lease a cancel revoked fences the step until then
     output: Any = None
     resumed: bool = False
     resume_input: Any = None
@@ -241,6 +245,8 @@ class StoreMachine(RuleBasedStateMachine):
             assert isinstance(result, AlreadyWaiting)
         elif live:
             assert result == HeldByOther(s.worker or "", s.expires or 0.0)
+        elif s.fence is not None and s.worker != worker and self.now <= s.fence:
+            assert result == HeldByOther(s.worker or "", s.fence)  # its body may still run
         elif s.retry_at is not None and self.now < s.retry_at:
             assert result == NotBefore(s.retry_at)  # nothing recorded before the retry time
         elif s.recoveries + takeover > limit:  # lost to crashes too many times: fails
@@ -257,7 +263,7 @@ class StoreMachine(RuleBasedStateMachine):
             s.attempt = max(s.attempt - takeover, 0) + 1
             s.recoveries += takeover
             s.state, s.token, s.retry_at = StepState.LEASED, s.token + 1, None
-            s.worker = worker
+            s.worker, s.fence = worker, None
             s.expires = s.started_expires = self.now + ttl
             ex = result.execution
             assert (ex.attempt, ex.lease_token, ex.expires_at) == (s.attempt, s.token, s.expires)
@@ -274,7 +280,10 @@ class StoreMachine(RuleBasedStateMachine):
         s = wf.steps[ex.step_index]
         if s.token != ex.lease_token or s.worker != ex.worker_id:
             return wf, s, LeaseLostError
-        if after_cancel and wf.state is WorkflowState.CANCELLED and s.state is StepState.FAILED:
+        if after_cancel and (
+            (wf.state is WorkflowState.CANCELLED and s.state is StepState.FAILED)
+            or s.fence is not None  # retried since: the revoked lease still fences the step
+        ):
             return wf, s, None
         if wf.state.closed:
             return wf, s, WorkflowClosedError
@@ -570,6 +579,8 @@ class StoreMachine(RuleBasedStateMachine):
             self.events += 1
             wf.state = WorkflowState.CANCELLED
             for s in wf.steps:
+                if s.state is StepState.LEASED:  # revoked, but it fences the step
+                    s.fence = s.expires
                 if s.state in (StepState.LEASED, StepState.WAITING):
                     s.state, s.expires = StepState.FAILED, None
                     s.wait_key = s.wait_deadline = None
@@ -585,11 +596,11 @@ class StoreMachine(RuleBasedStateMachine):
         assert self.run(call).expires_at == self.now + ttl
         s.expires = self.now + ttl
 
-    def lost(self, s: MStep) -> None:
-        """The model of `WorkerRecovered`: the attempt was lost to a crash."""
+    def lost(self, s: MStep, crash: bool = True) -> None:
+        """The model of `WorkerRecovered`: the attempt was lost to a crash (or handed back)."""
         self.events += 1
         s.state, s.expires = StepState.PENDING, None
-        s.attempt, s.recoveries = max(s.attempt - 1, 0), s.recoveries + 1
+        s.attempt, s.recoveries = max(s.attempt - 1, 0), s.recoveries + int(crash)
 
     @rule(ex=executions)
     def release(self, ex: Execution) -> None:
@@ -604,14 +615,18 @@ class StoreMachine(RuleBasedStateMachine):
         if expected:
             self.lost(s)
 
-    @rule(ex=executions)
-    def release_dead(self, ex: Execution) -> None:
+    @rule(ex=executions, reason=st.sampled_from([HANDED_BACK_REASON, "its process is gone"]))
+    def release_dead(self, ex: Execution, reason: str) -> None:
         s = self.model[ex.workflow_id].steps[ex.step_index]
-        expected = s.state is StepState.LEASED and (s.token, s.worker) == (
-            ex.lease_token, ex.worker_id)
-        assert self.run(self.store.release_dead(ex, self.now, "its process is gone")) == expected
-        if expected:
-            self.lost(s)
+        mine = (s.token, s.worker) == (ex.lease_token, ex.worker_id)
+        expected = s.state is StepState.LEASED and mine
+        fenced = s.fence is not None and mine  # LeaseReleased lifts the fence
+        assert self.run(self.store.release_dead(ex, self.now, reason)) == (expected or fenced)
+        if fenced:
+            self.events += 1
+            s.fence = None
+        elif expected:
+            self.lost(s, crash=reason != HANDED_BACK_REASON)
 
     @precondition(lambda self: self.model)
     @rule(data=st.data(), from_step=st.sampled_from([None, None, 0, 1, 2, 3]))
@@ -642,7 +657,9 @@ class StoreMachine(RuleBasedStateMachine):
         self.events += 1
         wf.state = WorkflowState.RUNNING
         for i in range(first, len(wf.steps)):
-            wf.steps[i] = MStep(token=wf.steps[i].token)
+            old = wf.steps[i]  # a fence (worker and expiry) outlives the retry
+            wf.steps[i] = MStep(token=old.token, fence=old.fence,
+                                worker=old.worker if old.fence is not None else None)
 
     @precondition(
         lambda self: any(s.wait_key for wf in self.model.values() for s in wf.steps)
@@ -665,6 +682,33 @@ class StoreMachine(RuleBasedStateMachine):
         assert len(self.claimed) == claimed + 1  # a fresh step is claimable at once
         assert self.wait_as(self.claimed[-1], key, None)
         assert self.model[wid].calls[key or ""].runs >= 2
+
+    @precondition(lambda self: self.claimed)
+    @rule(
+        data=st.data(),
+        order=st.sampled_from(["hand back, retry", "retry, hand back", "retry"]),
+        go=st.integers(0, 1),
+    )
+    def cancel_hand_back_retry(self, data: st.DataObject, order: str, go: int) -> None:
+        """Cancel a running step's workflow, retry it, its worker hands the revoked lease back
+        (before or after the retry, or never), another worker claims; then rebuild the
+        projection (the invariants compare it with the model and with a replay)."""
+        held = [
+            ex for ex in self.claimed
+            if (s := self.model[ex.workflow_id].steps[ex.step_index]).state is StepState.LEASED
+            and (s.token, s.worker) == (ex.lease_token, ex.worker_id)
+        ]
+        if go or not held:
+            return
+        ex = data.draw(st.sampled_from(held))
+        self.cancel(ex.workflow_id, 0)
+        if order == "hand back, retry":
+            self.release_dead(ex, HANDED_BACK_REASON)
+        self.retry_from(ex.workflow_id, None)
+        if order == "retry, hand back":
+            self.release_dead(ex, HANDED_BACK_REASON)
+        self.claim_now(ex.workflow_id, "B" if ex.worker_id == "A" else "A", 3.0, ex.step_index)
+        self.rebuild()
 
     @rule()
     def recover(self) -> None:
@@ -702,7 +746,7 @@ class StoreMachine(RuleBasedStateMachine):
             assert (row.workflow_id, row.step_index) == (wid, i)
             assert (row.state, row.attempt, row.lease_token) == (s.state, s.attempt, s.token)
             assert (row.worker_id, row.lease_expires_at) == (
-                s.worker, s.expires if s.state is StepState.LEASED else None)
+                s.worker, s.expires if s.state is StepState.LEASED else s.fence)
             assert (row.resumed, row.resume_input) == (s.resumed, s.resume_input)
             assert (row.recoveries, row.retry_at) == (s.recoveries, s.retry_at)
             assert (row.wait_key, row.wait_deadline) == (s.wait_key, s.wait_deadline)

@@ -2,18 +2,26 @@
 
     durable = DurableAgent(agent, engine)
     run = await durable.run("Refund order 42", run_id="ticket-42")
+    later = await durable.run("And order 43?", run_id="ticket-42/2", continue_from="ticket-42")
 
 In reading order (each module imports only the ones below it):
 
 ================  =============================================================================
-``_agent``        `DurableAgent`: runs, approvals, results
-``_step``         `AgentStep`: the body of a run's one step (the agent run with the capability
-                  and the run's deps), the deps given per run; a completed run replayed
+``_agent``        `DurableAgent`: runs, starts, approvals, messages
+``_turns``        the stored input of a turn: prompt, history (or ``continue_from``), options
+``_report``       a run's `RunResult` as its `AgentRun` (typed output, `RunUsage`, messages)
+``_step``         `AgentStep`: the body of a run's one step (the agent run with the capability,
+                  the run's options and deps), what is given per run; a completed run
+                  replayed; `current_run_id`
 ``_results``      `AgentRun`, `PendingApproval`: what a run reports; which wait an answer is for
 ``tree``          the run as a tree (workflow → model requests → tool calls), pure HTML; what
                   an `AgentRun` shows in a notebook
-``_runs``         how a run becomes a workflow of the engine (one step, ``agent``)
-``_inputs``       a caller's ``message_history`` and ``override_args``, checked before storing
+``_runs``         how a run becomes a workflow of the engine (one step, ``agent``); the
+                  identity of a run's input (timestamps and run ids left out)
+``_options``      pydantic-ai's per-run options: which are stored, how an attempt gets them;
+                  the output type's validator
+``_inputs``       a caller's prompt, ``message_history`` and ``override_args``, checked
+                  before storing; the input's size
 ``_replay``       `LogReader`: a completed run's messages rebuilt read-only from its log
 ``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
                   backend makes each model request and tool call a durable call, and whose
@@ -38,6 +46,8 @@ from agentq.integrations.pydantic_ai._agent import (  # noqa: E402
 from agentq.integrations.pydantic_ai._approval import approval_input  # noqa: E402
 from agentq.integrations.pydantic_ai._capability import AgentqDurability  # noqa: E402
 from agentq.integrations.pydantic_ai._journal import ReplayDivergenceError  # noqa: E402
+from agentq.integrations.pydantic_ai._options import RunOptionsKwargs  # noqa: E402
+from agentq.integrations.pydantic_ai._step import current_run_id  # noqa: E402
 
 __all__ = [
     "AgentRun",
@@ -45,5 +55,7 @@ __all__ = [
     "DurableAgent",
     "PendingApproval",
     "ReplayDivergenceError",
+    "RunOptionsKwargs",
     "approval_input",
+    "current_run_id",
 ]

@@ -2,31 +2,30 @@
 
 One run is one workflow (id: the ``run_id``) of one step, ``agent``, which runs the agent
 with `AgentqDurability` added to the run: model requests and tool calls are durable calls,
-approvals durable waits. The workflow input is the prompt and the message history (JSON,
-pydantic-ai's ``ModelMessagesTypeAdapter``); the step's output is the agent's output and its
-token usage (JSON too), not the run's messages: they grow with every tool return and could
-go over the store's per-value limit after the run's side effects; `DurableAgent.messages`
-rebuilds them read-only from the log (`_replay`).
+approvals durable waits. The workflow input is the prompt, the message history (JSON,
+pydantic-ai's ``ModelMessagesTypeAdapter``) and the run options that are JSON (`_options`);
+the step's output is the agent's output and its usage (JSON too), not the run's messages:
+they grow with every tool return and could go over the store's per-value limit after the
+run's side effects; `DurableAgent.messages` rebuilds them read-only from the log (`_replay`).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Sequence
-from typing import Any, Generic
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, Generic, Unpack
 
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessage, UserContent
+from pydantic_ai.models import Model
 from pydantic_ai.tools import AgentDepsT
 
 from agentq.errors import NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._approval import approval_input
 from agentq.integrations.pydantic_ai._capability import AgentqDurability
-from agentq.integrations.pydantic_ai._inputs import (
-    ArgsChecker,
-    history_json,
-    request_input_names,
-)
+from agentq.integrations.pydantic_ai._inputs import ArgsChecker, request_input_names
+from agentq.integrations.pydantic_ai._options import RunOptions, RunOptionsKwargs, check_models
+from agentq.integrations.pydantic_ai._report import Reporter
 from agentq.integrations.pydantic_ai._results import (
     AgentRun,
     PendingApproval,
@@ -35,52 +34,41 @@ from agentq.integrations.pydantic_ai._results import (
 )
 from agentq.integrations.pydantic_ai._runs import STEP, AgentRuns
 from agentq.integrations.pydantic_ai._step import AgentStep
-from agentq.integrations.pydantic_ai.tree import run_tree_html
+from agentq.integrations.pydantic_ai._turns import Turns
 from agentq.queue import Priority
 from agentq.workflows import RunResult, RunStatus, WorkflowEngine
 
 __all__ = ["AgentRun", "DurableAgent", "PendingApproval"]
-
-_log = logging.getLogger(__name__)
 
 
 class DurableAgent(Generic[AgentDepsT]):
     """Run a pydantic-ai `Agent` durably on an agentq `WorkflowEngine`.
 
     Each run is a workflow whose id is the ``run_id``: every model request is a durable call
-    in the ``model_priority`` lane (whose permits are the provider's concurrency budget), keyed
-    by its position (``model:0``, ``model:1``, ...) and recording its token usage; every tool
-    call one in the ``tool_priority`` lane, keyed by the model's ``tool_call_id``
-    (``tool:<id>``) and labelled ``{"kind": "tool", "tool": name}``. A run stopped by a
-    crash, a kernel restart or an approval continues where it stopped: completed requests
-    and tool calls answer from the log. A replay that makes other calls than the log
-    recorded fails the run with `ReplayDivergenceError`; the check compares the sequence
-    (position, kind, tool name, tool_call_id), never the messages a request sends, so
-    instructions that change on their own (today's date) do not make a run diverge.
+    in the ``model_priority`` lane (``model:<n>``, recording its token usage), every tool call
+    one in the ``tool_priority`` lane (``tool:<tool_call_id>``). A run stopped by a crash, a
+    kernel restart or an approval continues where it stopped: completed requests and tool
+    calls answer from the log; a replay that makes other calls than the log recorded fails
+    the run with `ReplayDivergenceError` (the sequence is compared, never the messages).
 
-    Tools that need approval (``requires_approval=True``, `ApprovalRequired` raised by a tool
-    or a hook) wait in ``ctx.wait_for_input`` under ``approval:<tool_call_id>`` with
-    ``details={"tool", "args", "tool_call_id", "agent"}``: `pending_approvals` lists them
-    from the store, and `approve`, `deny`, ``engine.resume(run_id, "agent", {"approved":
-    bool, "note": str, "override_args": dict | None}, key=...)`` or the `ApprovalPanel` answer.
+    Tools that need approval wait under ``approval:<tool_call_id>`` with ``details={"tool",
+    "args", "tool_call_id", "agent"}``: `pending_approvals` lists them from the store;
+    `approve`, `deny`, ``engine.resume(run_id, "agent", {"approved": bool, "note": str,
+    "override_args": dict | None}, key=...)`` or the `ApprovalPanel` answer.
 
     Building a `DurableAgent` registers a `WorkflowDef` named after the agent (one step,
-    ``agent``) with the engine. So any process that builds the same `DurableAgent` on the same
-    store can run, resume, retry or recover its runs by id (``engine.run(run_id)``,
-    ``engine.resume``, ``recover(engine)``, ``engine.serve()``, the `ApprovalPanel`). Two
-    `DurableAgent`s of one name on one engine share that definition: the one built last
-    serves every run of that name (give agents with other tools or models other names).
+    ``agent``): any process that builds the same `DurableAgent` on the same store runs,
+    resumes, retries, recovers and serves its runs by id. Two `DurableAgent`s of one name on
+    one engine share it (the one built last serves every run of that name). The agent itself
+    is not changed: the durability capability is added to each run.
 
-    The agent itself is not changed: the durability capability is added to each run.
-
-    ``deps`` are live objects (clients, connections) and are never stored. An attempt of a run
-    uses, in this order: the deps given for that ``run_id`` in this process (to `run`,
-    `approve` or `deny`); else ``deps_factory(run_id)``; else ``None``. So a run continued
-    where no `run(deps=)` was called (after a kernel restart, by `engine.resume`, the
-    `ApprovalPanel`, ``recover``, ``serve`` or ``engine.retry``) gets its deps from
-    `deps_factory`. Deps given for a run are released when its step ends (completed or
-    failed, whichever path ran it); `run(deps=)` on a run that failed, was cancelled or waits
-    keeps them for the run's continuation (``engine.retry``, an approval).
+    What is live is never stored: ``deps`` and the run options that are not JSON (a `Model`
+    object not registered in `models`, an ``output_type``, ``toolsets``, an
+    ``event_stream_handler``). An attempt uses those given for its ``run_id`` in this process
+    (to `run`, `start`, `approve`, `deny`), else ``deps_factory(run_id)`` for deps; they are
+    released when the run's step ends completed or failed, kept while it waits. A run
+    continued elsewhere (``recover``, ``serve``, the `ApprovalPanel`) is given them there.
+    See docs/agents.md.
 
     Args:
         agent: The pydantic-ai agent.
@@ -96,12 +84,16 @@ class DurableAgent(Generic[AgentDepsT]):
             fails (reason ``timeout``); the tool's error reaches pydantic-ai, and the run
             fails unless the agent handles it. Bound stuck tools with it: a cancelled run's
             tool call runs on (see docs/agents.md).
+        models: Model objects by name: ``run(model="fast")`` stores the name and runs with
+            ``models["fast"]``, in any process that registers it; ``run(model=obj)`` with a
+            registered object stores its name. A name not registered is pydantic-ai's
+            (``"openai:gpt-5.2"``).
 
     Raises:
         ValueError: Neither `name` nor ``agent.name`` is set, or `tool_timeout` is not a
             positive number.
-        TypeError: `agent` is not a pydantic-ai `Agent`, `engine` not a `WorkflowEngine`, or
-            `deps_factory` not callable.
+        TypeError: `agent` is not a pydantic-ai `Agent`, `engine` not a `WorkflowEngine`,
+            `deps_factory` not callable, or `models` not a dict of names to `Model`s.
 
     Example:
         >>> durable = DurableAgent(agent, engine)
@@ -120,6 +112,7 @@ class DurableAgent(Generic[AgentDepsT]):
         tool_priority: Priority = Priority.MEDIUM,
         deps_factory: Callable[[str], AgentDepsT] | None = None,
         tool_timeout: float | None = None,
+        models: Mapping[str, Model] | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise TypeError(f"DurableAgent needs a pydantic_ai.Agent, got {agent!r}")
@@ -145,7 +138,9 @@ class DurableAgent(Generic[AgentDepsT]):
         self._engine = engine
         self._name = agent_name
         self._args = ArgsChecker(agent)
-        capability: AgentqDurability[AgentDepsT] = AgentqDurability(
+        self._models = check_models(models)
+        capability = partial(
+            AgentqDurability[AgentDepsT],
             name=agent_name,
             model_priority=Priority(model_priority),
             tool_priority=Priority(tool_priority),
@@ -153,8 +148,11 @@ class DurableAgent(Generic[AgentDepsT]):
             input_events=request_input_names(agent),
             tool_timeout=None if tool_timeout is None else float(tool_timeout),
         )
-        self._step = AgentStep(agent, agent_name, capability, deps_factory, engine.store)
+        self._step = AgentStep(
+            agent, agent_name, capability, deps_factory, engine.store, self._models)
+        self._reporter = Reporter(agent, agent_name, self._step, engine.store)
         self._runs = AgentRuns(engine, agent_name, self._step.run)
+        self._turns = Turns(agent_name, self._models, self._runs, self._reporter, engine.store)
 
     @property
     def name(self) -> str:
@@ -173,54 +171,99 @@ class DurableAgent(Generic[AgentDepsT]):
 
     async def run(
         self,
-        prompt: str,
+        prompt: str | Sequence[UserContent],
         *,
         run_id: str,
         message_history: Sequence[ModelMessage] | None = None,
+        continue_from: str | None = None,
         deps: AgentDepsT | None = None,
+        **options: Unpack[RunOptionsKwargs],
     ) -> AgentRun:
         """Run the agent on `prompt` as the workflow `run_id`, or continue that run.
 
         A new `run_id` starts a run. A run that completed returns its recorded result
         without running anything; one that waits for an approval reports it (answer with
         `approve` / `deny`); one left by a crash continues, its completed calls answered
-        from the log. A new user turn is a new `run_id` (pass the previous run's
-        ``messages`` as `message_history`).
+        from the log. A new user turn is a new `run_id`: ``continue_from=`` the previous
+        run's id (its messages are rebuilt from the log), or its ``messages`` as
+        `message_history`. The same call again (the same prompt, history rebuilt or not,
+        options) is the same run.
 
         Args:
-            prompt: The user's prompt.
+            prompt: The user's prompt: a str, or a sequence of user content (str,
+                `ImageUrl`, `BinaryContent`, `DocumentUrl`, ...), stored with the run.
             run_id: The run's id, unique per run (a workflow id).
             message_history: Earlier messages of the conversation, stored with the run: a
                 previous run's ``messages`` (pydantic-ai messages, or their JSON form).
-            deps: The agent's dependencies for this run in this process (not stored; see the
-                class docstring). Given for a run that failed, was cancelled or waits, they
-                are kept for its continuation (``engine.retry``, an approval).
+                Their timestamps and pydantic-ai run ids are not part of the run's
+                identity.
+            continue_from: The id of a completed run of this agent whose messages (its
+                history included) are this run's history, rebuilt read-only from its log
+                (with its stored options and this call's ``model`` and ``toolsets``).
+            deps: The agent's dependencies for this run in this process (never stored;
+                kept for the continuation of a run that failed, was cancelled or waits).
+            **options: pydantic-ai's per-run options (``model``, ``model_settings``,
+                ``usage_limits``, ``output_type``, ``instructions``, ``toolsets``,
+                ``event_stream_handler``). Those that are JSON (a model name, or a model
+                registered with ``models=``; a settings dict; usage limits; instructions as
+                a str) are stored with the run, so a continuation anywhere uses them; the
+                others are kept in this process like `deps` and given again elsewhere.
 
         Returns:
-            An `AgentRun`: completed (with output), waiting (with pending approvals),
-            failed or cancelled (with the reason).
+            An `AgentRun`: completed (with the typed output), waiting (with pending
+            approvals), failed or cancelled (with the reason).
 
         Raises:
-            TypeError: `prompt` is not a str, or `message_history` not a sequence of messages
-                (an element named by its index); nothing is stored.
-            ValueError: An element of `message_history` is a dict that is not a message's
-                JSON (its index named); nothing is stored.
+            TypeError: `prompt` is not a str or a sequence of user content, an option of the
+                wrong type, or `message_history` not a sequence of messages (an element
+                named by its index); nothing is stored.
+            ValueError: Both `continue_from` and `message_history`; `continue_from` is this
+                run or not completed; an element of `message_history` is a dict that is not
+                a message's JSON (its index named); nothing is stored.
+            UnknownWorkflowError: `continue_from` is not a stored run of this agent.
             InvalidKeyError: `run_id` is not a valid id.
             PayloadError: The prompt and history are over the store's 1 MiB limit for one
-                value (nothing is stored).
-            WorkflowMismatchError: `run_id` is a stored run of another prompt, history or
-                agent (nothing is changed).
+                value (the sizes named; nothing is stored): pass images by URL.
+            WorkflowMismatchError: `run_id` is a stored run of another prompt, history,
+                options or agent (the first difference named; nothing is changed).
             StoreError: The store failed; the run can be continued later.
         """
-        if not isinstance(prompt, str):
-            raise TypeError(f"prompt must be a str, got {prompt!r}")
-        history = history_json(message_history)
-        run_input = {"agent": self._name, "prompt": prompt, "message_history": history}
-        self._step.give(run_id, deps)
-        result = await self._runs.run(run_id, run_input)
+        await self.start(prompt, run_id=run_id, message_history=message_history,
+                         continue_from=continue_from, deps=deps, **options)
+        live = self._step.given_options(run_id)  # taken first: a completed run releases them
+        result = await self._engine.run(run_id)
         if result.status is RunStatus.COMPLETED:
             self._step.release(run_id)  # nothing continues a completed run
-        return await self._report(result)
+        return await self._reporter.report(result, live)
+
+    async def start(
+        self,
+        prompt: str | Sequence[UserContent],
+        *,
+        run_id: str,
+        message_history: Sequence[ModelMessage] | None = None,
+        continue_from: str | None = None,
+        deps: AgentDepsT | None = None,
+        **options: Unpack[RunOptionsKwargs],
+    ) -> str:
+        """Store the run `run_id` for serving workers, without running it.
+
+        Its step stays pending: ``engine.serve()`` (``agentq serve``) in any process that
+        built this `DurableAgent` runs it, ``engine.run(run_id)`` or `run` with the same
+        arguments too. The stored options go with it; `deps` and the options that are not
+        stored are kept for attempts in this process only. A `run_id` stored with the same
+        identity is left as it is.
+
+        Args and errors as `run`.
+
+        Returns:
+            `run_id`.
+        """
+        given = RunOptions(**options)
+        run_input = await self._turns.input(prompt, run_id, message_history, continue_from, given)
+        await self._runs.start(run_id, run_input)
+        self._step.give(run_id, deps, given)
+        return run_id
 
     async def pending_approvals(self, run_id: str | None = None) -> list[PendingApproval]:
         """List the waits of this agent's runs, from the store: approvals and external events.
@@ -250,6 +293,7 @@ class DurableAgent(Generic[AgentDepsT]):
         note: str = "",
         override_args: dict[str, Any] | None = None,
         deps: AgentDepsT | None = None,
+        **options: Unpack[RunOptionsKwargs],
     ) -> AgentRun:
         """Approve a waiting tool call (optionally with edited arguments) and continue the run.
 
@@ -263,6 +307,10 @@ class DurableAgent(Generic[AgentDepsT]):
                 is recorded.
             deps: The agent's dependencies for the continued run (not stored); None: the
                 deps given earlier in this process, else ``deps_factory(run_id)``.
+            **options: The run options for the continued run in this process, as `run`
+                takes them: give again those that are not stored (a `Model` object, an
+                ``output_type``, ``toolsets``, an ``event_stream_handler``) when the run
+                continues in another process than the one that started it.
 
         Returns:
             The continued run's `AgentRun`.
@@ -279,7 +327,7 @@ class DurableAgent(Generic[AgentDepsT]):
                 the wrong type, or unknown; named). Nothing is recorded.
         """
         answer = approval_input(True, note, override_args)
-        return await self._answer(run_id, tool_call_id, answer, deps)
+        return await self._answer(run_id, tool_call_id, answer, deps, RunOptions(**options))
 
     async def deny(
         self,
@@ -288,12 +336,14 @@ class DurableAgent(Generic[AgentDepsT]):
         *,
         note: str = "",
         deps: AgentDepsT | None = None,
+        **options: Unpack[RunOptionsKwargs],
     ) -> AgentRun:
         """Deny a waiting tool call (the model reads `note`) and continue the run.
 
         Args and errors as `approve`.
         """
-        return await self._answer(run_id, tool_call_id, approval_input(False, note), deps)
+        answer = approval_input(False, note)
+        return await self._answer(run_id, tool_call_id, answer, deps, RunOptions(**options))
 
     async def _answer(
         self,
@@ -301,21 +351,25 @@ class DurableAgent(Generic[AgentDepsT]):
         tool_call_id: str | None,
         answer: dict[str, Any],
         deps: AgentDepsT | None,
+        options: RunOptions,
     ) -> AgentRun:
         chosen = await waiting_call(self._engine.store, self._name, run_id, tool_call_id)
         if answer["override_args"] is not None:
             self._args.check(run_id, chosen.tool, answer["override_args"])
-        self._step.give(run_id, deps)
+        given = options != RunOptions()
+        live = self._step.give(run_id, deps, options if given else None)
         try:
             result = await self._engine.resume(run_id, STEP, answer, key=chosen.key)
         except NotWaitingError:
-            if deps is not None:
+            if deps is not None or given:
                 self._step.release(run_id)
             raise
         assert isinstance(result, RunResult)  # this engine holds the agent's definition
-        return await self._report(result)
+        return await self._reporter.report(result, live)
 
-    async def messages(self, run_id: str) -> list[ModelMessage]:
+    async def messages(
+        self, run_id: str, **options: Unpack[RunOptionsKwargs]
+    ) -> list[ModelMessage]:
         """Return a completed run's messages (the history included), rebuilt from its log.
 
         The run's result does not store them (see docs/agents.md, "Sizes"): the agent runs
@@ -325,9 +379,13 @@ class DurableAgent(Generic[AgentDepsT]):
 
         Args:
             run_id: A completed run of this agent.
+            **options: The run options that are not stored, when the run needs them to be
+                replayed (a `Model` object when the agent has none and none is registered,
+                its ``toolsets``, its ``output_type``); the stored ones are used as stored.
 
         Returns:
-            The messages, as pydantic-ai's ``result.all_messages()`` gave them.
+            The messages, as pydantic-ai's ``result.all_messages()`` gave them (the
+            requests' pydantic-ai run id is the run's id; their timestamps the rebuild's).
 
         Raises:
             UnknownWorkflowError: No run `run_id` of this agent in the store.
@@ -338,30 +396,4 @@ class DurableAgent(Generic[AgentDepsT]):
         row = await self._engine.store.get_workflow(run_id)
         if row is None or row.definition != self._name:
             raise UnknownWorkflowError(f"no run {run_id!r} of agent {self._name!r} in the store")
-        return await self._step.replay(run_id, dict(row.input))
-
-    async def _report(self, result: RunResult) -> AgentRun:
-        out = result.output if isinstance(result.output, dict) else {}
-        stored = out.get("messages")  # runs recorded before results left them out
-        messages: list[ModelMessage] = []
-        if stored is not None:
-            messages = ModelMessagesTypeAdapter.validate_python(stored)
-        elif result.status is RunStatus.COMPLETED:
-            try:
-                messages = await self.messages(result.workflow_id)
-            except Exception:  # the output stands; say why the messages are missing
-                _log.warning("run %r: its messages cannot be rebuilt", result.workflow_id,
-                             exc_info=True)
-        rows = await self._engine.store.calls(result.workflow_id)
-        pending = [p for p in (pending_of(r, self._name) for r in rows) if p is not None]
-        return AgentRun(
-            result.workflow_id,
-            result.status,
-            out.get("output"),
-            messages,
-            dict(out.get("usage") or {}),
-            pending,
-            result.reason,
-            result,
-            run_tree_html(result.workflow_id, rows),
-        )
+        return await self._reporter.messages(run_id, dict(row.input), RunOptions(**options))

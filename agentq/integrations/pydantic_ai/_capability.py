@@ -53,6 +53,7 @@ from pydantic_ai.durable_exec import (
     external_event_scope,
 )
 from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext
 
@@ -252,6 +253,7 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         check_args: ArgsProblem | None = None,
         tool_timeout: float | None = None,
         input_events: frozenset[str] = frozenset(),
+        models: Mapping[str, Model] | None = None,
     ) -> None:
         """Create the capability for the agent named `name`, with its calls' lanes.
 
@@ -260,8 +262,10 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         `tool_timeout` is the seconds each tool call may run (a `Job` timeout), or None.
         The payloads of the external events named in `input_events` (``RequestInput``'s)
         must be ``DeferredToolResults``; another payload is asked again.
+        `models` are the `Model` objects a run may use besides the agent's own, by name
+        (pydantic-ai refuses an object it was not given here).
         """
-        super().__init__(name=name)
+        super().__init__(name=name, models=models)
         self._model_priority = model_priority
         self._tool_priority = tool_priority
         self._check_args = check_args

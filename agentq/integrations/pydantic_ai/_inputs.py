@@ -1,8 +1,13 @@
 """What a caller hands a `DurableAgent`, checked before anything is stored.
 
+- `prompt_json` / `prompt_of`: the prompt (a str, or a sequence of user content: text,
+  `ImageUrl`, `BinaryContent`, `DocumentUrl`, ...) as the JSON stored in the run's input, and
+  back;
 - `history_json`: a ``message_history`` as the JSON stored in the run's input, or a clear
   `TypeError` / `ValueError` naming the offending element (a str, a dict that is not a
   message, an `AgentRun` instead of its ``messages``);
+- `check_size`: a run's whole input within the store's per-value limit, or a `PayloadError`
+  that says which part is large and what to do (an image by URL, a trimmed history);
 - `ArgsChecker`: a tool's ``override_args`` checked against the tool's argument schema, the
   problem named (``order_id: Field required``). ``override_args`` keep pydantic-ai's meaning,
   the *complete* arguments of the call, not a patch of the model's;
@@ -12,6 +17,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,16 +25,99 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import RequestInput
 from pydantic_ai.messages import (
+    BinaryContent,
+    CachePoint,
+    FileUrl,
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
+    TextContent,
+    UploadedFile,
+    UserContent,
 )
 from pydantic_ai.toolsets import FunctionToolset
 
-__all__ = ["ArgsChecker", "history_json", "request_input_names"]
+from agentq.codec import MAX_PAYLOAD_BYTES, encode
+from agentq.errors import PayloadError
+
+__all__ = [
+    "ArgsChecker",
+    "check_size",
+    "history_json",
+    "prompt_json",
+    "prompt_of",
+    "request_input_names",
+]
 
 _ONE_MESSAGE: TypeAdapter[ModelMessage] = TypeAdapter(ModelMessage)
+_CONTENT: TypeAdapter[list[UserContent]] = TypeAdapter(list[UserContent])
+_CONTENT_TYPES = (str, TextContent, FileUrl, BinaryContent, UploadedFile, CachePoint)
+
+
+def prompt_json(prompt: object) -> str | list[Any]:
+    """Return `prompt` as the JSON stored with a run.
+
+    Args:
+        prompt: A str, or a sequence of pydantic-ai user content (str, `TextContent`,
+            `ImageUrl`, `AudioUrl`, `DocumentUrl`, `VideoUrl`, `BinaryContent`,
+            `UploadedFile`, `CachePoint`).
+
+    Returns:
+        The str itself (as runs always stored it), or a list of the items' JSON
+        (`BinaryContent` as base64).
+
+    Raises:
+        TypeError: Neither (None, bytes, a dict, ...), or an item that is not user content
+            (its index named).
+    """
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, bytes | Mapping) or not isinstance(prompt, Sequence):
+        raise TypeError(
+            "prompt must be a str or a sequence of user content (str, ImageUrl, "
+            f"BinaryContent, DocumentUrl, ...), got {prompt!r:.80}"
+        )
+    for i, item in enumerate(prompt):
+        if not isinstance(item, _CONTENT_TYPES):
+            raise TypeError(
+                f"prompt[{i}] is {item!r:.80}, not user content (str, ImageUrl, "
+                "BinaryContent, DocumentUrl, ...)"
+            )
+    dumped: list[Any] = _CONTENT.dump_python(list(prompt), mode="json")
+    return dumped
+
+
+def prompt_of(stored: str | list[Any]) -> str | list[UserContent]:
+    """The prompt of a run's stored input, as pydantic-ai takes it (see `prompt_json`)."""
+    return stored if isinstance(stored, str) else _CONTENT.validate_python(stored)
+
+
+def check_size(run_input: Mapping[str, Any]) -> None:
+    """Refuse a run's input over the store's limit for one value, saying what to do.
+
+    Raises:
+        PayloadError: The input's JSON is over `MAX_PAYLOAD_BYTES` (1 MiB); the message
+            gives its size and the sizes of the prompt and the history, and suggests passing
+            images and documents by URL (`ImageUrl`, `DocumentUrl`), smaller ones, or a
+            trimmed history. Nothing is stored.
+    """
+    total = len(json.dumps(run_input, separators=(",", ":"), ensure_ascii=False).encode())
+    if total <= MAX_PAYLOAD_BYTES:
+        encode(run_input, "input")  # what is not JSON is named by the codec
+        return
+    parts = {
+        name: len(json.dumps(run_input.get(name), separators=(",", ":")).encode())
+        for name in ("prompt", "message_history")
+    }
+    raise PayloadError(
+        f"the run's input is {total / 1e6:.2f} MB of JSON (prompt {parts['prompt'] / 1e6:.2f} "
+        f"MB, message_history {parts['message_history'] / 1e6:.2f} MB), over the store's "
+        f"limit of {MAX_PAYLOAD_BYTES} bytes for one value; nothing was stored. Pass large "
+        "images and documents by URL (ImageUrl, DocumentUrl) or send smaller ones "
+        "(BinaryContent is stored as base64, a third larger), and trim message_history",
+        "input",
+    )
 
 
 def _problems(exc: ValidationError) -> str:

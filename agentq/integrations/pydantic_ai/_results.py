@@ -7,14 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import TypeAdapter
 from pydantic_ai.messages import ModelMessage
+from pydantic_ai.usage import RunUsage
 
 from agentq.errors import NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._runs import STEP
 from agentq.store import CallKind, CallRow, CallState, DurableStore
 from agentq.workflows import RunResult, RunStatus
 
-__all__ = ["AgentRun", "PendingApproval", "pending_of", "waiting_call"]
+__all__ = ["USAGE", "AgentRun", "PendingApproval", "pending_of", "waiting_call"]
+
+USAGE: TypeAdapter[RunUsage] = TypeAdapter(RunUsage)
+"""A run's `RunUsage` to and from the JSON of its recorded result."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +59,19 @@ class AgentRun:
     Attributes:
         run_id: The run (its workflow id).
         status: completed, waiting (for an approval or an event), failed or cancelled.
-        output: The agent's output as JSON (a str, or a model's fields as a dict) when
-            completed, else None. The same live and read back from the log.
+        output: The agent's output when completed, else None: the recorded JSON validated
+            again as the output type (the run's ``output_type`` given to the call, else the
+            agent's), so a model's output is the model, the same live and read back in
+            another process. Left as its JSON (and a warning logged) if it does not validate.
         messages: The run's messages (all of them, the history included) when completed.
             Not stored with the result (it would outgrow the store's per-value limit):
             rebuilt from the log by a read-only replay (`DurableAgent.messages`), so the
             requests' timestamps and run ids are the rebuild's; the parts are the run's.
             Empty (and a warning logged) if they cannot be rebuilt.
-        usage: Token figures of the run's model requests (``input_tokens``,
-            ``output_tokens``, ``requests``) when completed, else empty.
+        usage: pydantic-ai's `RunUsage` of the run (``requests``, ``tool_calls``,
+            ``input_tokens``, ``output_tokens``, ...) when completed, else an empty one
+            (runs recorded before it was stored whole have their three figures). The JSON
+            is ``result.output["usage"]``.
         pending: The waits of the run (status waiting): tool calls waiting for a decision
             (kind ``"approval"``) and external events (kind ``"event"``).
         reason: Why it waits, failed or was cancelled, else None.
@@ -76,7 +85,7 @@ class AgentRun:
     status: RunStatus
     output: Any
     messages: list[ModelMessage]
-    usage: dict[str, int]
+    usage: RunUsage
     pending: list[PendingApproval]
     reason: str | None
     result: RunResult = field(repr=False)

@@ -49,19 +49,22 @@ def current_step(steps: Iterable[StepRow]) -> StepRow | None:
 def is_ready(workflow: WorkflowRow, step: StepRow, now: float) -> bool:
     """Whether a worker may take up `step`, the current step of `workflow`, at `now`.
 
-    A running workflow's step that is pending with no retry time or one ``<= now``, or
+    A running workflow's step that is pending with no retry time or one ``<= now`` (and not
+    fenced by a lease a cancel revoked, until it expires: ``now > lease_expires_at``), or
     leased with a lease that expired (``now > expires_at``); a waiting workflow's step whose
-    keyed wait has a deadline ``<= now``. Nothing else: a live lease, a retry time ahead, a
-    wait without a deadline, a closed workflow. An open workflow whose own deadline is
-    ``<= now`` is ready whatever its step (taking it up fails it: `time_out_workflow`).
+    keyed wait has a deadline ``<= now``. Nothing else: a live lease or fence, a retry time
+    ahead, a wait without a deadline, a closed workflow. An open workflow whose own deadline
+    is ``<= now`` is ready whatever its step (taking it up fails it: `time_out_workflow`).
     """
     if workflow.state.closed:
         return False
     if workflow.deadline is not None and workflow.deadline <= now:
         return True
     if workflow.state is WorkflowState.RUNNING:
-        if step.state is StepState.PENDING:
-            return step.retry_at is None or step.retry_at <= now
+        if step.state is StepState.PENDING:  # not fenced by a lease a cancel revoked
+            return (step.retry_at is None or step.retry_at <= now) and (
+                step.lease_expires_at is None or now > step.lease_expires_at
+            )
         return (
             step.state is StepState.LEASED
             and step.lease_expires_at is not None

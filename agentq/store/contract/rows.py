@@ -300,6 +300,7 @@ REASON_KINDS = frozenset(
         _K.WORKFLOW_FAILED,
         _K.WORKFLOW_CANCELLED,
         _K.WORKER_RECOVERED,
+        _K.LEASE_RELEASED,
         _K.CALL_FAILED,
     }
 )

@@ -145,6 +145,15 @@ CREATE TABLE job_outcomes (
 CREATE INDEX job_outcomes_by_expiry ON job_outcomes (expires_at) WHERE expires_at IS NOT NULL;
 
 -- migration 2
+-- LeaseReleased (a lease a cancel revoked is handed back: its step may be claimed at once)
+-- wakes serving engines too.
+DROP TRIGGER events_wake_workers ON events;
+CREATE TRIGGER events_wake_workers AFTER INSERT ON events FOR EACH ROW
+    WHEN (NEW.kind IN ('WorkflowStarted', 'StepCompleted', 'RetryScheduled', 'StepResumed',
+                       'WorkflowRetried', 'WorkerRecovered', 'WaitTimedOut', 'LeaseReleased'))
+    EXECUTE FUNCTION events_notify_work();
+
+-- migration 3
 -- Workflow deadlines (WorkflowDef(timeout=), engine.start(deadline=)): Unix seconds after which
 -- the workflow fails with WorkflowTimedOut; NULL for none and in databases made before this
 -- version (their logs hold no deadlines: nothing to rebuild).

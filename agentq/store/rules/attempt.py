@@ -35,7 +35,7 @@ from agentq.store.contract.rows import (
     WorkflowRow,
     WorkflowState,
 )
-from agentq.store.rules.projection import Rows
+from agentq.store.rules.projection import Rows, is_fenced
 from agentq.store.rules.tx import (
     Draft,
     Tx,
@@ -61,7 +61,8 @@ def fenced(
         execution: What the claim returned.
         verb: The verb's name, for messages.
         after_cancel: Also accept an attempt whose lease was revoked only by the
-            cancellation of its workflow (no other claim since): the outcome of a durable
+            cancellation of its workflow (no other claim since, even if the workflow was
+            retried while the revoked lease still fences the step): the outcome of a durable
             call that was running when the workflow was cancelled is still recorded.
 
     Raises:
@@ -78,7 +79,10 @@ def fenced(
             f"was taken over by lease #{step.lease_token} of worker {step.worker_id!r} "
             f"(the step is {step.state})"
         )
-    if after_cancel and wf.state is WorkflowState.CANCELLED and step.state is StepState.FAILED:
+    if after_cancel and (
+        (wf.state is WorkflowState.CANCELLED and step.state is StepState.FAILED)
+        or is_fenced(step)  # retried since, but its revoked lease still fences the step
+    ):
         return ex, wf, steps  # same token: the cancellation itself failed this attempt's step
     if wf.state.closed:
         where = describe_step(ex.workflow_id, ex.step_index, step.step_name)

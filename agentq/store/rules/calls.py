@@ -17,8 +17,9 @@ Decisions:
   `DurableStore.calls`. A failed key may start again (a later attempt runs it again); a
   started key that never finished starts again with ``rerun: true`` (it is in doubt).
 - An outcome of a call that was running when its workflow was cancelled is still recorded,
-  as long as no other claim took the step over since: the call did reach the outside world,
-  and a retried workflow must not make it twice. Starting a call in a closed workflow is
+  as long as no other claim took the step over since (a retry meanwhile does not: the revoked
+  lease still fences the step): the call did reach the outside world, and a retried workflow
+  must not make it twice. Starting a call in a closed workflow is
   refused (`WorkflowClosedError`).
 """
 

@@ -9,7 +9,10 @@ step's ``max_recoveries`` the claim fails the step and the workflow instead. An 
 worker hands its lease back itself once the body stopped (a graceful shutdown: the engine
 closed, ``serve`` cancelled, the queue closed) is recorded by `WorkerRecovered` too, with
 `HANDED_BACK_REASON` and ``crash: false``: it does not count toward ``max_recoveries`` (nor
-toward ``max_attempts``), since a shutdown never fails a workflow by itself. Each function is
+toward ``max_attempts``), since a shutdown never fails a workflow by itself. A lease a cancel
+revoked fences its step (`agentq.store.rules.projection.is_fenced`): no other worker claims
+it until its worker hands it back once the body stopped, or is found gone (`release_dead`
+records `LeaseReleased`), or until it expires. Each function is
 the rule of the `DurableStore` verb of the same name, run by a store inside one transaction
 (see `agentq.store.rules.tx` for the order every rule works in).
 """
@@ -42,7 +45,7 @@ from agentq.store.contract.claims import (
     WorkflowClosed,
 )
 from agentq.store.contract.rows import StepRow, StepState, WorkflowState
-from agentq.store.rules.projection import Rows
+from agentq.store.rules.projection import Rows, is_fenced
 from agentq.store.rules.tx import (
     Draft,
     Tx,
@@ -163,6 +166,13 @@ def claim_step(
             return HeldByOther(step.worker_id or "", held_until)
         drafts.append(_recovered(step, at, EXPIRED_REASON, worker_id))
         counted, lost = max(counted - 1, 0), lost + 1
+    elif (  # a lease a cancel revoked: its body may still run
+        is_fenced(step)
+        and step.lease_expires_at is not None
+        and step.worker_id != worker_id
+        and now <= step.lease_expires_at
+    ):
+        return HeldByOther(step.worker_id or "", step.lease_expires_at)
     elif step.retry_at is not None and now < step.retry_at:
         return NotBefore(step.retry_at)
     if lost > limit:
@@ -213,7 +223,9 @@ def renew_lease(tx: Tx, execution: Execution, lease_ttl: float, now: float) -> E
     step = steps[ex.step_index]
     if not _holds(step, ex):
         why = describe_closed(wf) if wf.state.closed else (
-            f"the step is {step.state} under lease #{step.lease_token} of worker "
+            "the workflow was cancelled and retried meanwhile"
+            if _revoked(step, ex)
+            else f"the step is {step.state} under lease #{step.lease_token} of worker "
             f"{step.worker_id!r}"
         )
         raise LeaseLostError(
@@ -252,13 +264,35 @@ def release_dead(tx: Tx, execution: Execution, now: float, reason: str) -> bool:
     """Rule of `DurableStore.release_dead`: `WorkerRecovered` (with `reason`) if the lease named
     by `execution` is still the step's, live or expired: the caller vouches that its worker is
     gone, or is that worker handing its own lease back (`HANDED_BACK_REASON`: not counted
-    as a crash)."""
+    as a crash). If it is a lease a cancel revoked that still fences the step, `LeaseReleased`
+    (with `reason`) lifts the fence instead: its body has stopped."""
     now, at = check_now(now)
     ex = check_execution(execution)
     reason = check_text(reason, "reason")
     wf, steps = load_step(tx, ex.workflow_id, ex.step_index)
     step = steps[ex.step_index]
+    if _revoked(step, ex):
+        released = Draft.build(
+            _K.LEASE_RELEASED,
+            step.workflow_id,
+            at,
+            {"lease_token": step.lease_token, "reason": reason},
+            step=step,
+            worker_id=step.worker_id,
+        )
+        apply(tx, Rows(wf, steps), [released])
+        return True
     if not _holds(step, ex):
         return False
     apply(tx, Rows(wf, steps), [_recovered(step, at, reason, None)])
     return True
+
+
+def _revoked(step: StepRow, ex: Execution) -> bool:
+    """Whether `ex` is a lease a cancel revoked that still fences `step` (failed, or pending
+    after a retry) until it is released or expires."""
+    return (
+        is_fenced(step)
+        and step.lease_token == ex.lease_token
+        and step.worker_id == ex.worker_id
+    )

@@ -27,16 +27,28 @@ WorkerRecovered        the lost attempt's lease is dropped: step pending, ``reco
                        unless ``crash`` is false (a lease its worker handed back after a
                        shutdown), ``attempt`` - 1 (a lost attempt does not count toward
                        max_attempts; the re-admitted one runs under the same number)
+LeaseReleased          the fence of a lease a cancel revoked is lifted: the step's
+                       ``lease_expires_at`` is cleared (its state is unchanged)
 WorkflowCompleted      workflow completed
 WorkflowFailed         workflow failed with the reason
 WorkflowCancelled      workflow cancelled; leased and waiting steps become failed
-                       ("cancelled") so that nothing holds a lease on a closed workflow
+                       ("cancelled") so that nothing holds a lease on a closed workflow;
+                       the leased step keeps its worker and, as ``lease_expires_at``, the
+                       event's ``fenced_until``: the revoked lease fences it (see below)
 WorkflowRetried        workflow running again, reason cleared; the steps from ``from_step``
                        on are pending as if never run (counters, outputs, errors, resume
                        input, wait fields and times cleared) but keep their fencing token,
-                       which goes on increasing; the steps before keep their outputs
+                       which goes on increasing, and a fence (worker and expiry); the steps
+                       before keep their outputs
 CallStarted, …         call events change only the call row (see `projection_calls`)
 =====================  =================================================================
+
+A *fence* is a failed or pending step whose ``lease_expires_at`` is set: the lease a cancel
+revoked, whose body may still run until its worker notices. `agentq.store.rules.lease.claim_step`
+lets no other worker claim the step before `LeaseReleased` (its worker handed it back once the
+body stopped, or is gone) or before the fence's expiry has passed; ready-work queries skip it
+likewise. The fence's expiry is the one the cancel recorded (``fenced_until``: a renewal is not
+logged, so the live lease's expiry is written into the event), so a replay fences alike.
 
 Events of durable calls and keyed waits also change the workflow's ``calls`` rows, through
 `agentq.store.rules.projection_calls.project_call`; call rows are never touched by cancellation (a
@@ -54,13 +66,13 @@ from agentq.events import Event, EventKind
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.projection_calls import CALL_KINDS, error_info, project_call, touches_calls
 
-__all__ = ["CANCELLED_STEP_REASON", "TIMED_OUT_REASON", "Rows", "project", "replay"]
+__all__ = ["CANCELLED_STEP_REASON", "TIMED_OUT_REASON", "Rows", "is_fenced", "project", "replay"]
 
 CANCELLED_STEP_REASON = "cancelled"
+"""`StepRow.reason` of a step that was leased or waiting when its workflow was cancelled."""
 TIMED_OUT_REASON = "WorkflowTimedOut"
 """The reason of a workflow that reached its deadline (followed by ``: ...`` details), and of
 its steps that were leased or waiting then."""
-"""`StepRow.reason` of a step that was leased or waiting when its workflow was cancelled."""
 
 _K = EventKind
 
@@ -193,6 +205,8 @@ def _step(event: Event, step: StepRow, at: float) -> StepRow:
                 attempt=max(step.attempt - 1, 0),
                 recoveries=step.recoveries + (1 if data.get("crash", True) else 0),
             )
+        case _K.LEASE_RELEASED:
+            return replace(step, lease_expires_at=None)
     raise ValueError(f"event #{event.seq} of kind {event.kind} is not a step event")
 
 
@@ -206,18 +220,32 @@ _STEP_KINDS = frozenset(
         _K.STEP_RESUMED,
         _K.WAIT_TIMED_OUT,
         _K.WORKER_RECOVERED,
+        _K.LEASE_RELEASED,
     }
 )
 
 
+def is_fenced(step: StepRow) -> bool:
+    """Whether `step` is fenced by a lease a cancel revoked (see the module docstring): it is
+    failed or pending with a ``lease_expires_at``, which only a cancel of its lease leaves."""
+    return step.lease_expires_at is not None and step.state in (
+        StepState.FAILED,
+        StepState.PENDING,
+    )
+
+
 def _fresh(step: StepRow) -> StepRow:
-    """Return `step` as a retry from it (or from an earlier step) leaves it: never run."""
+    """Return `step` as a retry from it (or from an earlier step) leaves it: never run, but
+    still fenced by a lease a cancel revoked, if any (its body may still run)."""
+    fenced = is_fenced(step)
     return StepRow(
         step.workflow_id,
         step.step_index,
         step.step_name,
         StepState.PENDING,
+        worker_id=step.worker_id if fenced else None,
         lease_token=step.lease_token,  # fencing tokens never go back
+        lease_expires_at=step.lease_expires_at if fenced else None,
     )
 
 
@@ -289,7 +317,9 @@ def project(event: Event, rows: Rows) -> Rows:
             steps = _closed(steps, TIMED_OUT_REASON, at)
     elif kind is _K.WORKFLOW_CANCELLED:
         state, reason = WorkflowState.CANCELLED, event.reason
-        steps = _closed(steps, CANCELLED_STEP_REASON, at)
+        until = event.data.get("fenced_until")  # absent in logs written before fences
+        # the revoked lease fences the step until it is released or expires
+        steps = _closed(steps, CANCELLED_STEP_REASON, at, None if until is None else float(until))
     elif kind is _K.WORKFLOW_RETRIED:
         state, reason = WorkflowState.RUNNING, None
         first = int(event.data["from_step"])
@@ -311,15 +341,18 @@ def project(event: Event, rows: Rows) -> Rows:
     return Rows(workflow, steps, calls)
 
 
-def _closed(steps: Mapping[int, StepRow], reason: str, at: float) -> dict[int, StepRow]:
-    """`steps` as a workflow's end leaves them: leased and waiting steps failed (`reason`)."""
+def _closed(
+    steps: Mapping[int, StepRow], reason: str, at: float, fence: float | None = None
+) -> dict[int, StepRow]:
+    """`steps` as a workflow's end leaves them: leased and waiting steps failed (`reason`);
+    a leased one keeps `fence` as its lease expiry (a cancel's revoked lease), if given."""
     return {
         i: (
             replace(
                 s,
                 state=StepState.FAILED,
                 reason=reason,
-                lease_expires_at=None,
+                lease_expires_at=fence if s.state is StepState.LEASED else None,
                 finished_at=at,
                 wait_key=None,
                 wait_details=None,

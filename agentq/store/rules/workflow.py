@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentq.codec import first_difference
 from agentq.errors import (
     NotRetryableError,
     NotWaitingError,
@@ -50,11 +51,6 @@ __all__ = [
 ]
 
 _K = EventKind
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:60] + "…"
 
 
 def start_workflow(
@@ -114,9 +110,9 @@ def start_workflow(
             )
         if existing.input != value:
             raise WorkflowMismatchError(
-                f"workflow {workflow_id!r} exists with another input "
-                f"({_short(existing.input)}, not {_short(value)}); a workflow id names one "
-                "run: use a new id for new input"
+                f"workflow {workflow_id!r} exists with another input (stored vs given: "
+                f"{first_difference(existing.input, value, 'input')}); a workflow id names "
+                "one run: use a new id for new input"
             )
         return existing, False
     data: dict[str, Any] = {"steps": list(names), "input": value, "definition": definition}
@@ -263,7 +259,8 @@ def time_out_workflow(tx: Tx, workflow_id: str, now: float) -> bool:
 
 def cancel_workflow(tx: Tx, workflow_id: str, reason: str, now: float) -> bool:
     """Rule of `DurableStore.cancel_workflow`: `WorkflowCancelled` once; leased and waiting
-    steps become failed ("cancelled"), which revokes their leases."""
+    steps become failed ("cancelled"), which revokes their leases. A revoked lease still
+    fences its step until it is released (``fenced_until`` in the event: its expiry now)."""
     workflow_id = validate_key(workflow_id, "workflow id")
     reason = check_text(reason, "reason")
     now, at = check_now(now)
@@ -272,7 +269,11 @@ def cancel_workflow(tx: Tx, workflow_id: str, reason: str, now: float) -> bool:
         raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
     if wf.state.closed:
         return False
-    draft = Draft.build(_K.WORKFLOW_CANCELLED, workflow_id, at, {"reason": reason})
+    data: dict[str, Any] = {"reason": reason}
+    for step in steps.values():  # at most one: its revoked lease fences it (projection)
+        if step.state is StepState.LEASED and step.lease_expires_at is not None:
+            data["fenced_until"] = step.lease_expires_at  # as renewed: renewals are not logged
+    draft = Draft.build(_K.WORKFLOW_CANCELLED, workflow_id, at, data)
     apply(tx, Rows(wf, steps), [draft])
     return True
 

@@ -1,7 +1,9 @@
 """The store's aiosqlite connection: opening it, and running a function on its thread.
 
 `connect` opens the file, sets the pragmas (`prepare`: WAL, ``synchronous``, the busy timeout)
-and migrates it, all in one call on the connection's thread. `on_thread` runs any function
+and migrates it, all in one call on the connection's thread. Before it changes anything, a
+read alone refuses another program's database (or a newer agentq's): such a file is left as it
+was, in its own journal mode (issue 20 item 13). `on_thread` runs any function
 over the raw `sqlite3` connection on that thread, in one hop: every transaction and every
 read of `SqliteStore` goes through it.
 
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from agentq.errors import StoreError
 from agentq.extras import require
-from agentq.store.sqlite.schema import migrate
+from agentq.store.sqlite.schema import migrate, refuse_foreign
 from agentq.store.sqlite.tx import BEGIN_ATTEMPTS, is_busy
 
 if TYPE_CHECKING:
@@ -94,8 +96,13 @@ def release(db: aiosqlite.Connection) -> None:
 
 
 def prepare(conn: sqlite3.Connection, name: str, busy_ms: int, synchronous: str) -> str:
-    """Set the pragmas of a new connection and migrate; return the journal mode in use."""
+    """Set the pragmas of a new connection and migrate; return the journal mode in use.
+
+    A file that is not this agentq's to write (`refuse_foreign`) is refused before any pragma
+    that persists in the file (WAL does) is set.
+    """
     conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+    refuse_foreign(conn, name)
     mode = "?"
     for attempt in range(BEGIN_ATTEMPTS):
         try:

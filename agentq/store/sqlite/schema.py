@@ -3,10 +3,11 @@
 ``schema.sql`` is a list of ``-- migration N`` sections; the file's version lives in
 ``PRAGMA user_version``. `migrate` brings an older file up to `SCHEMA_VERSION` in one
 ``BEGIN IMMEDIATE`` transaction (so two processes opening an old file migrate it once) and
-refuses a newer or a foreign file. A section holding the line ``-- agentq: rebuild
-projection`` changes what the projection derives from the log: after the statements (of
-every migration the file gets), an older file's ``workflows``, ``steps`` and ``calls`` are
-rebuilt from its log in the same transaction.
+refuses a newer or a foreign file; `refuse_foreign` is the same refusal by a read alone, which
+the store runs before it changes anything in the file (its journal mode). A section holding
+the line ``-- agentq: rebuild projection`` changes what the projection derives from the log:
+after the statements (of every migration the file gets), an older file's ``workflows``,
+``steps`` and ``calls`` are rebuilt from its log in the same transaction.
 Synchronous: it runs on the connection's thread when the store opens the file
 (`agentq.store.sqlite.connection`).
 """
@@ -19,7 +20,14 @@ from importlib import resources
 from agentq.errors import SchemaError
 from agentq.store.sqlite.tx import SqliteTx, begin, rebuild, rollback
 
-__all__ = ["REBUILD_MARK", "SCHEMA_VERSION", "migrate", "migrations", "rebuilds"]
+__all__ = [
+    "REBUILD_MARK",
+    "SCHEMA_VERSION",
+    "migrate",
+    "migrations",
+    "rebuilds",
+    "refuse_foreign",
+]
 
 REBUILD_MARK = "-- agentq: rebuild projection"
 """The line in a migration section that asks for the projection to be rebuilt from the log."""
@@ -64,6 +72,39 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 """The schema version this agentq writes (``PRAGMA user_version``)."""
 
 
+def refuse_foreign(conn: sqlite3.Connection, name: str) -> int:
+    """Refuse a file this agentq must not write to, reading only; return its version.
+
+    Reads ``PRAGMA user_version`` and, at version 0, the names of the file's tables: a new or
+    empty file passes, as does an agentq file this agentq can read.
+
+    Raises:
+        SchemaError: The file has a newer version than this agentq knows, or tables of its
+            own and no agentq schema version (another program's database).
+        sqlite3.DatabaseError: The file is not a SQLite database.
+    """
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{name} has schema version {version}; this agentq reads versions up to "
+            f"{SCHEMA_VERSION}: upgrade agentq"
+        )
+    if version == 0:
+        foreign = [
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+                " AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        if foreign:
+            raise SchemaError(
+                f"{name} is not an agentq database (it has tables {sorted(foreign)[:5]} "
+                "and no agentq schema version); refusing to add agentq's tables to it"
+            )
+    return version
+
+
 def migrate(conn: sqlite3.Connection, name: str) -> None:
     """Bring the file to `SCHEMA_VERSION`, in one transaction.
 
@@ -76,25 +117,8 @@ def migrate(conn: sqlite3.Connection, name: str) -> None:
         return
     begin(conn)
     try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may
-        if version > SCHEMA_VERSION:  # have migrated while we waited for the lock
-            raise SchemaError(
-                f"{name} has schema version {version}; this agentq reads versions up to "
-                f"{SCHEMA_VERSION}: upgrade agentq"
-            )
-        if version == 0:
-            foreign = [
-                row[0]
-                for row in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'"
-                    " AND name NOT LIKE 'sqlite_%'"
-                )
-            ]
-            if foreign:
-                raise SchemaError(
-                    f"{name} is not an agentq database (it has tables {sorted(foreign)[:5]} "
-                    "and no agentq schema version); refusing to add agentq's tables to it"
-                )
+        # again, under the lock: another process may have migrated while we waited for it
+        version = refuse_foreign(conn, name)
         for statements in _MIGRATIONS[version:]:
             for statement in statements:
                 conn.execute(statement)

@@ -1,0 +1,107 @@
+"""A run's `RunResult` as the `AgentRun` a `DurableAgent` reports.
+
+The recorded result is JSON (the agent's output and its usage); the report gives them as
+pydantic-ai does: the output validated again as the output type (the run's ``output_type``
+given to this call, else the agent's), the usage as a `RunUsage`. The run's messages are not
+stored with its result (see `_replay`): a completed run's are rebuilt read-only from its log.
+The same in every process: nothing here depends on the attempt that ran the run.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+
+from agentq.integrations.pydantic_ai._options import RunOptions, output_adapter
+from agentq.integrations.pydantic_ai._results import USAGE, AgentRun, pending_of
+from agentq.integrations.pydantic_ai._step import AgentStep
+from agentq.integrations.pydantic_ai.tree import run_tree_html
+from agentq.store import DurableStore
+from agentq.workflows import RunResult, RunStatus
+
+__all__ = ["Reporter"]
+
+_log = logging.getLogger(__name__)
+
+
+class Reporter:
+    """Makes the `AgentRun` of a run of one agent.
+
+    Args:
+        agent: The pydantic-ai agent (its ``output_type`` when the call gives none).
+        name: The agent's name in the log.
+        step: The agent's step (its read-only replay rebuilds a run's messages).
+        store: The engine's store.
+    """
+
+    def __init__(
+        self, agent: Agent[Any, Any], name: str, step: AgentStep[Any], store: DurableStore
+    ) -> None:
+        self._agent = agent
+        self._name = name
+        self._step = step
+        self._store = store
+
+    async def messages(
+        self, run_id: str, run_input: dict[str, Any], options: RunOptions | None = None
+    ) -> list[ModelMessage]:
+        """A completed run's messages rebuilt from its log (`DurableAgent.messages`)."""
+        return await self._step.replay(run_id, run_input, options)
+
+    async def report(self, result: RunResult, options: RunOptions | None) -> AgentRun:
+        """Return the `AgentRun` of `result`.
+
+        Args:
+            result: The run's workflow result.
+            options: The run options given to this call (its output type, its model object
+                for the rebuild of the messages), or None.
+
+        Returns:
+            The `AgentRun`: typed output and `RunUsage` when completed.
+        """
+        run_id = result.workflow_id
+        out = result.output if isinstance(result.output, dict) else {}
+        completed = result.status is RunStatus.COMPLETED
+        stored = out.get("messages")  # runs recorded before results left them out
+        messages: list[ModelMessage] = []
+        if stored is not None:
+            messages = ModelMessagesTypeAdapter.validate_python(stored)
+        elif completed:
+            row = await self._store.get_workflow(run_id)
+            try:
+                assert row is not None  # a completed result is a stored run
+                messages = await self.messages(run_id, dict(row.input), options)
+            except Exception:  # the output stands; say why the messages are missing
+                _log.warning("run %r: its messages cannot be rebuilt", run_id, exc_info=True)
+        rows = await self._store.calls(run_id)
+        pending = [p for p in (pending_of(r, self._name) for r in rows) if p is not None]
+        return AgentRun(
+            run_id,
+            result.status,
+            self._output(run_id, out.get("output"), options) if completed else None,
+            messages,
+            USAGE.validate_python(out.get("usage") or {}),
+            pending,
+            result.reason,
+            result,
+            run_tree_html(run_id, rows),
+        )
+
+    def _output(self, run_id: str, recorded: Any, options: RunOptions | None) -> Any:
+        """The recorded output validated as the output type; its JSON if it does not fit."""
+        given = None if options is None else options.output_type
+        spec = self._agent.output_type if given is None else given
+        adapter = output_adapter(spec)
+        if adapter is None:
+            return recorded
+        try:
+            return adapter.validate_python(recorded)
+        except Exception:
+            _log.warning(
+                "run %r: its recorded output does not validate as %r; reported as its JSON",
+                run_id, spec, exc_info=True,
+            )
+            return recorded

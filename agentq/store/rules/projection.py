@@ -57,10 +57,10 @@ from agentq.store.rules.projection_calls import CALL_KINDS, error_info, project_
 __all__ = ["CANCELLED_STEP_REASON", "TIMED_OUT_REASON", "Rows", "project", "replay"]
 
 CANCELLED_STEP_REASON = "cancelled"
+"""`StepRow.reason` of a step that was leased or waiting when its workflow was cancelled."""
 TIMED_OUT_REASON = "WorkflowTimedOut"
 """The reason of a workflow that reached its deadline (followed by ``: ...`` details), and of
 its steps that were leased or waiting then."""
-"""`StepRow.reason` of a step that was leased or waiting when its workflow was cancelled."""
 
 _K = EventKind
 

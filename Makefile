@@ -83,6 +83,7 @@ browser: $(TEST_STAMP)
 ## bench.agents runs in .venv-bench, beside the peers of the `bench` extra).
 bench: $(TEST_STAMP) $(BENCH_STAMP)
 	$(PY) -m bench.queue
+	$(PY) -m bench.rates
 	$(PY) -m bench.memory
 	$(PY) -m bench.workflows
 	$(PY) -m bench.calls

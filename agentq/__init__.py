@@ -17,6 +17,7 @@ from agentq.clock import Clock, FakeClock, SystemClock, unix_seconds
 from agentq.codec import MAX_PAYLOAD_BYTES
 from agentq.errors import (
     AgentqError,
+    ChildFailed,
     DeadlockError,
     EngineError,
     InputTimeout,
@@ -68,6 +69,7 @@ from agentq.queue import (
     Queue,
     Queued,
     QueueStats,
+    Rate,
     StoredJob,
 )
 from agentq.retry import Backoff, Classification, RetryPolicy, Verdict, classify, is_retryable
@@ -111,6 +113,7 @@ __all__ = [
     "CallKind",
     "CallRow",
     "CallState",
+    "ChildFailed",
     "ClaimResult",
     "Classification",
     "Clock",
@@ -159,6 +162,7 @@ __all__ = [
     "QueueFull",
     "QueueStats",
     "Queued",
+    "Rate",
     "Recorded",
     "RecoveryReport",
     "RetryPolicy",

@@ -11,6 +11,7 @@ faults end in ``Error``; errors about misused arguments also derive from `ValueE
     ├── JobLost                   the job was abandoned before it ran (cancelled push, close)
     ├── KeyConflictError          an idempotency key reused for a different call
     ├── InputTimeout              ctx.wait_for_input: its deadline passed with no input
+    ├── ChildFailed               ctx.child: the child run failed or was cancelled
     ├── InvalidKeyError           (also ValueError) empty, non-UTF-8 or over-long key
     ├── DeadlockError             a wait that could never end (see the class)
     ├── WrongLoopError            (also RuntimeError) a queue used from another event loop
@@ -42,6 +43,7 @@ from __future__ import annotations
 __all__ = [
     "MAX_REASON_CHARS",
     "AgentqError",
+    "ChildFailed",
     "DeadlockError",
     "EngineError",
     "InputTimeout",
@@ -91,12 +93,16 @@ class JobFailed(AgentqError):
     Attributes:
         key: The job's idempotency key.
         outcome: The `Failed` outcome (reason, error type, message and traceback text).
+        retryable: False when running the job again could only fail the same way (a durable
+            call whose output cannot be stored): a step that lets it through fails at once
+            (`agentq.retry.classify`). True otherwise.
     """
 
-    def __init__(self, key: str, outcome: object) -> None:
+    def __init__(self, key: str, outcome: object, *, retryable: bool = True) -> None:
         super().__init__(f"job {key!r} failed: {outcome}")
         self.key = key
         self.outcome = outcome
+        self.retryable = retryable
 
 
 class JobLost(AgentqError):
@@ -124,6 +130,32 @@ class InputTimeout(AgentqError):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(message)
         self.key = key
+
+
+class ChildFailed(AgentqError):
+    """A child run (`StepContext.child`, `StepContext.children`) failed or was cancelled.
+
+    Raised inside the parent's step body, from the parent's log: every replay of the step
+    raises it again (the child's outcome is recorded once). Catch it in the body to take
+    another path; left uncaught it fails the step at once (``retryable = False``: another
+    attempt would read the same outcome), and so the workflow.
+
+    Attributes:
+        child_id: The child workflow's id (``<parent id>/<key>``).
+        key: The child's key within the parent.
+        state: ``"failed"`` or ``"cancelled"``.
+        reason: Why the child failed or was cancelled, as its workflow records it.
+    """
+
+    retryable = False  # agentq.retry.classify: final
+
+    def __init__(self, child_id: str, key: str, state: str, reason: str | None) -> None:
+        verb = "was cancelled" if state == "cancelled" else state
+        super().__init__(f"child run {child_id!r} {verb}: {reason or 'no reason given'}")
+        self.child_id = child_id
+        self.key = key
+        self.state = state
+        self.reason = reason
 
 
 class InvalidKeyError(AgentqError, ValueError):

@@ -14,7 +14,9 @@ WorkflowStarted        steps (list of step names), input, definition (the name o
                        W3C trace context of the run that started it, when tracing was
                        on; see `agentq.tracing`); run_at (Unix seconds: its first step
                        is not claimed before) and deadline (Unix seconds: it fails with
-                       WorkflowTimedOut if not ended by then), each only when set
+                       WorkflowTimedOut if not ended by then), each only when set; parent
+                       {workflow_id, step, key} for a child run (``ctx.child``; absent
+                       otherwise)
 StepStarted            lease_token, expires_at (Unix seconds)
 StepCompleted          output
 StepFailed             reason (error / timeout / cancelled / payload), error {type,
@@ -50,7 +52,18 @@ CallCompleted          key, output, duration (seconds), usage (JSON object or nu
 CallFailed             key, reason, error {type, message, traceback} or null, duration
                        (seconds), label, lane, attempt
 WaitTimedOut           key (the wait whose deadline passed)
+WorkflowForked         parent (the workflow it was forked from), at {step (0-based
+                       index), step_name, key (the call key, or null: the step)},
+                       replaced (the keys whose output the fork replaced); right
+                       after the fork's `WorkflowStarted`
+ChildStarted           key (the parent's wait key ``child:<key>``), child (the child
+                       workflow's id), definition, reason (what the wait row shows);
+                       in the parent's log, made by the attempt that started the child
 =====================  ===========================================================
+
+A fork's copies of its parent's history (`StepCompleted`, call and wait events written by
+``fork_workflow``) carry ``forked_from`` (the parent's id) in their data and no attempt or
+worker; a copied output that the fork replaced also carries ``replaced: true``.
 
 A resumed step's input is in its `StepResumed` event (and in the step's projection row), not
 repeated in every later `StepStarted`. `WorkerRecovered` marks an attempt lost to a crash (its
@@ -104,6 +117,8 @@ class EventKind(StrEnum):
     CALL_COMPLETED = "CallCompleted"
     CALL_FAILED = "CallFailed"
     WAIT_TIMED_OUT = "WaitTimedOut"
+    WORKFLOW_FORKED = "WorkflowForked"
+    CHILD_STARTED = "ChildStarted"
 
 
 @dataclass(frozen=True, slots=True)

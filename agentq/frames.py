@@ -69,6 +69,7 @@ EVENT_DTYPES: dict[str, str] = {
     "input": "object",
     "key": "string",
     "label": "object",
+    "forked_from": "string",
 }
 """Columns of `events_frame`, in order, with their dtypes (``kind``'s categories are every
 `EventKind` value, in declaration order)."""
@@ -157,6 +158,7 @@ def _events_from_rows(rows: Sequence[tuple[Any, ...]]) -> pd.DataFrame:
             "input": _decoded(pdm, npm, columns[10]),
             "key": _text(pdm, npm, columns[11]),
             "label": _decoded(pdm, npm, columns[12]),
+            "forked_from": _text(pdm, npm, columns[13]),
         }
         frame: pd.DataFrame = pdm.DataFrame(data, copy=False)
     return frame
@@ -183,7 +185,8 @@ async def events_frame(
         ``reason`` (string), ``output`` and ``input`` (decoded JSON, None when absent),
         ``key`` (string: the durable call's or wait's key, for call events, `WaitTimedOut`
         and a keyed wait's `StepWaiting` / `StepResumed`) and ``label`` (the call's label,
-        decoded, on its call events; None otherwise).
+        decoded, on its call events; None otherwise), ``forked_from`` (string: on a fork's
+        `WorkflowForked` and on the copies of its parent's history, the parent's id).
 
     Raises:
         MissingExtraError: pandas is not installed (``pip install 'agentq[notebook]'``).

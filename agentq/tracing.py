@@ -291,7 +291,8 @@ def call_span(
     A label ``{"kind": "tool", "tool": NAME, "tool_call_id": ID}`` gives the OpenTelemetry
     GenAI span ``execute_tool NAME`` with ``gen_ai.operation.name = "execute_tool"``,
     ``gen_ai.tool.name`` and ``gen_ai.tool.call.id`` (``call_id`` is read too; without either,
-    a key ``tool:ID``, as `agentq.integrations.pydantic_ai` keys tool calls, gives ID); a label
+    a key ``tool:ID`` gives ID; `agentq.integrations.pydantic_ai` labels its tool calls with
+    their ``tool_call_id``); a label
     ``{"kind": "model", "model": M}`` gives ``chat M`` with ``gen_ai.operation.name = "chat"``
     and ``gen_ai.request.model``; any other call is ``agentq.call``. Every call span has
     ``agentq.workflow.id``, ``agentq.call.key`` and ``agentq.call.lane``.
@@ -307,7 +308,7 @@ def call_span(
     if kind == "tool":
         tool = label.get("tool") or label.get("name")
         call_id = label.get("tool_call_id") or label.get("call_id")
-        if call_id is None and key.startswith("tool:"):  # keyed by the model's tool call id
+        if call_id is None and key.startswith("tool:"):  # a key of the model's tool call id
             call_id = key[len("tool:"):]
         attrs["gen_ai.operation.name"] = "execute_tool"
         attrs["gen_ai.tool.name"] = None if tool is None else str(tool)

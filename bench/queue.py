@@ -35,6 +35,7 @@ N_HITS = 100_000
 N_KEYS = 1_000
 ROUNDS = 5
 N_STORED = 2_000  # jobs per round with a store (each one read and one save)
+N_CLOSURE_HITS = 10_000  # hits of a function whose closure holds a list of N_KEYS items
 
 
 async def noop() -> None:
@@ -154,6 +155,35 @@ async def agentq_hits(build_jobs: bool) -> float:
     return elapsed
 
 
+def logging_tool() -> Callable[[str], Coroutine[Any, Any, str]]:
+    """A tool that keeps a log in its closure: a list that grows with every run."""
+    log: list[str] = []
+
+    async def logged(key: str) -> str:
+        log.append(key)
+        return key
+
+    return logged
+
+
+async def agentq_closure_hits() -> float:
+    """N_CLOSURE_HITS push_and_wait, each with a new Job, over N_KEYS completed keys of one
+    function whose closure holds a list of N_KEYS items (issue 20 item 4: a hit used to walk
+    the list)."""
+    queue = Queue()
+    logged = logging_tool()
+    keys = [f"key-{i}" for i in range(N_KEYS)]
+    fns = [functools.partial(logged, key) for key in keys]
+    for key, fn in zip(keys, fns, strict=True):
+        await queue.push_and_wait(Job(key, fn))
+    start = time.perf_counter()
+    for i in range(N_CLOSURE_HITS):
+        await queue.push_and_wait(Job(keys[i % N_KEYS], fns[i % N_KEYS]))
+    elapsed = time.perf_counter() - start
+    await queue.close()
+    return elapsed
+
+
 async def agentq_store_jobs(kind: str) -> float:
     """N_STORED no-op jobs with unique keys through one lane with 4 permits, with a store."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -262,6 +292,12 @@ def main() -> None:
     })
     _rows(f"with a store: {N_STORED:,} jobs (one read, one save each)", "jobs", N_STORED,
           stored, sem)
+    closure = interleaved({
+        "agentq (a new Job per call)": lambda: agentq_hits(build_jobs=True),
+        "agentq, a closure over a log": agentq_closure_hits,
+    })
+    _rows(f"cache hits of a function whose closure holds a list of {N_KEYS:,} items "
+          "(rates per hit)", "hits", N_CLOSURE_HITS, closure, "agentq (a new Job per call)")
     print(f"after: {_load()}")
 
 

@@ -15,6 +15,9 @@ channel that counts what really reached "the provider" and "the world".
   the process exits normally (a kernel shut down while a run waits for a person).
 - ``options``: as ``wait``, as ``run-options`` with run options (a model by registered name
   ``scripted``, settings, instructions, usage limits) stored with the run.
+- ``parallel``: runs ``run-parallel`` of `build_parallel_agent`, one response of three tool
+  calls (``p0``, ``p1``, ``p2``) that run concurrently; with `CRASH_AT` set to ``p1``, that
+  call SIGKILLs this process once ``p0`` is recorded completed and ``p2`` is running.
 
 The parent builds the same agents from this module (by module name, not ``__main__``).
 """
@@ -26,6 +29,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -98,18 +102,75 @@ def build_agent(side: Path, *, approval: bool = False, add_needs_approval: bool 
     return agent
 
 
+PARALLEL_PROMPT = "fetch p0, p1 and p2 at once"
+
+
+class WatchedStore(SqliteStore):
+    """A `SqliteStore` that says when ``p0``'s outcome is recorded (`p0_recorded`)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.p0_recorded = asyncio.Event()
+
+    async def complete_call(self, *args: Any, **kwargs: Any) -> Any:
+        row = await super().complete_call(*args, **kwargs)
+        if row.key == "tool:0.0:p0":
+            self.p0_recorded.set()
+        return row
+
+
+def build_parallel_agent(side: Path, store: WatchedStore | None = None) -> Agent[None, str]:
+    """One response of three ``fetch`` calls run concurrently, then the returns joined.
+
+    In a child given `CRASH_AT` ``p1`` (and the run's `store`), ``p1`` waits until ``p0`` is
+    recorded completed and ``p2`` runs, then SIGKILLs the process; ``p2`` waits forever there.
+    """
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        n = sum(isinstance(m, ModelResponse) for m in messages)
+        note(side, f"model {n}")
+        if n == 0:
+            return ModelResponse(
+                parts=[ToolCallPart("fetch", {"name": f"p{i}"}, f"p{i}") for i in range(3)])
+        returns = [str(p.content) for m in messages for p in getattr(m, "parts", [])
+                   if p.part_kind == "tool-return"]
+        return ModelResponse(parts=[TextPart(" ".join(returns))])
+
+    agent = Agent(FunctionModel(respond), name="fetcher")
+    p2_running = asyncio.Event()
+
+    @agent.tool_plain
+    async def fetch(name: str) -> str:
+        note(side, f"tool {name}")
+        if os.environ.get(CRASH_AT) == "p1" and store is not None:
+            if name == "p2":
+                p2_running.set()
+                await asyncio.Event().wait()  # in flight when the process dies
+            if name == "p1":
+                await p2_running.wait()
+                await store.p0_recorded.wait()
+                os.kill(os.getpid(), signal.SIGKILL)
+        return name
+
+    return agent
+
+
 async def main(mode: str, db: Path, side: Path) -> None:
-    async with Queue() as queue, SqliteStore(db) as store:
+    async with Queue() as queue, WatchedStore(db) as store:
         engine = WorkflowEngine(queue, store, lease_ttl=5.0)
-        agent = build_agent(side, approval=mode in ("wait", "options"))
-        if mode == "options":  # run options stored with the run, used by another process
+        if mode == "parallel":
+            durable = DurableAgent(build_parallel_agent(side, store), engine)
+            run = await durable.run(PARALLEL_PROMPT, run_id="run-parallel")
+        elif mode == "options":  # run options stored with the run, used by another process
+            agent = build_agent(side, approval=True)
             durable = DurableAgent(agent, engine, models={"scripted": script(side, True)})
             run = await durable.run(
                 PROMPT, run_id="run-options", model="scripted", instructions="In French.",
                 model_settings={"temperature": 0.5}, usage_limits=UsageLimits(request_limit=9),
             )
         else:
-            run = await DurableAgent(agent, engine).run(PROMPT, run_id=f"run-{mode}")
+            durable = DurableAgent(build_agent(side, approval=mode == "wait"), engine)
+            run = await durable.run(PROMPT, run_id=f"run-{mode}")
         print(run.status.value, flush=True)
 
 

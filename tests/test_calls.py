@@ -219,6 +219,36 @@ async def test_a_non_json_output_fails_the_call_naming_it(engine: WorkflowEngine
     assert [r.state for r in rows] == ["failed"]
 
 
+async def test_an_output_that_cannot_be_stored_fails_the_step_at_once(
+    engine: WorkflowEngine,
+) -> None:
+    """A charge whose output holds a datetime: retrying the step could only charge again."""
+    from datetime import UTC, datetime
+
+    charged: list[int] = []
+
+    async def charge() -> dict[str, Any]:
+        charged.append(500)
+        return {"id": "ch_1", "at": datetime(2026, 1, 1, tzinfo=UTC)}
+
+    async def body(ctx: StepContext) -> Any:
+        return await ctx.call(Job("charge", charge, fingerprint=("charge",)))
+
+    workflow = Workflow("wf-charge", [StepDef("pay", body, retry=RetryPolicy(3))])
+    result = await engine.run(workflow)
+    assert result.status is RunStatus.FAILED and charged == [500]
+    assert result.reason is not None
+    assert "['at']" in result.reason and "datetime" in result.reason
+    [row] = await engine.store.calls("wf-charge")
+    assert row.state == "failed" and row.error is not None
+    assert row.error.type.endswith("PayloadError") and "['at']" in row.error.message
+    [step] = await engine.store.step_rows("wf-charge")
+    assert step.attempt == 1
+    # The user may still retry it by hand: the call runs again (and fails the same way).
+    again = await engine.retry(workflow)
+    assert again.status is RunStatus.FAILED and charged == [500, 500]
+
+
 async def test_ctx_outside_its_attempt_refuses(engine: WorkflowEngine) -> None:
     kept: list[StepContext] = []
 

@@ -20,8 +20,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentq.queue.fingerprint import _Value, _Walk
-from agentq.queue.fingerprint_stored import _CACHE, _portable, stored_fingerprint
+from agentq.queue.fingerprint import _Walk
+from agentq.queue.fingerprint_stored import _CACHE, _derived_v2, _portable, stored_fingerprint
+from agentq.queue.fingerprint_value import _Value
 
 portable_fingerprint = stored_fingerprint  # the name these tests were written with
 
@@ -102,13 +103,17 @@ def _deep(part: Any) -> Any:
     return part
 
 
-def reference(fn: Any) -> str:
-    """The rule, computed the slow way: derive everything, then reduce the functions the
-    call only uses to their names, then drop what is not portable."""
-    # the stored walk (format v1): a class by its name, a rebound closure variable left out
-    form = ["derived", _portable(_used(_Walk(stored=True).derive(fn, 0), given=True))]
+def reference(fn: Any, version: str = "v2") -> str:
+    """The rule, computed the slow way (never from the cache). Format v1: derive everything,
+    then reduce the functions the call only uses to their names, then drop what is not
+    portable; format v2: the portable form of the whole walk."""
+    if version == "v1":
+        # the stored walk (format v1): a class by its name, a rebound closure variable left out
+        form = ["derived", _portable(_used(_Walk(stored=True).derive(fn, 0), given=True))]
+    else:
+        form = ["derived", _derived_v2(fn)]
     text = json.dumps(form, ensure_ascii=True, separators=(",", ":"))
-    return "v1:" + hashlib.sha256(text.encode("ascii")).hexdigest()
+    return f"{version}:" + hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 class Color(Enum):
@@ -154,15 +159,43 @@ def callables() -> list[Any]:
     out.append(before_binding)
     out.append(send)
     out.append(make_tool()[0])
+    # functions the call only uses, with closures (format v2 walks them)
+    out.append(functools.partial(make_tool()[0], "x"))  # a cache and a log: by type
+    out.append(lambda: make_tool()[0]("x"))
+    out.append(functools.partial(make_greeter("alice"), "x"))
+    out.append(functools.partial(make_greeter("bob"), "x"))
+    out.append(functools.partial(make_greeter(1.5), "x"))
+    out.append(lambda: make_greeter("alice")("x"))
+    out.append(functools.partial(before_binding_user(), "x"))
     return out
+
+
+def make_greeter(name: Any) -> Any:
+    count = 0
+
+    async def greeter(word: str) -> str:
+        nonlocal count
+        count += 1
+        return f"{word} {name} {count} {MODE}"
+
+    return greeter
+
+
+def before_binding_user() -> Any:
+    async def user(word: str) -> Any:
+        return later  # noqa: F821 - on purpose: an empty cell of a function only used
+
+    later: int  # never bound
+    return user
 
 
 def test_the_fast_path_gives_the_digest_of_the_rule() -> None:
     global MODE
-    for fn in callables():
-        expected = reference(fn)
-        assert portable_fingerprint(fn) == expected, fn
-        assert portable_fingerprint(fn) == expected, fn  # again: answered from the cache
+    for version in ("v1", "v2"):
+        for fn in callables():
+            expected = reference(fn, version)
+            assert portable_fingerprint(fn, None, version) == expected, fn
+            assert portable_fingerprint(fn, None, version) == expected, fn  # from the cache
     first = portable_fingerprint(lambda: send(MODE))
     MODE = "rebound"  # a notebook cell rebinds the global the lambda reads
     try:
@@ -194,20 +227,24 @@ def test_cached_digests_never_mix_two_calls_up(value: Any, other: Any) -> None:
         lambda: send(value),
         lambda: send(other),
     ):
-        assert portable_fingerprint(fn) == reference(fn)
-        assert portable_fingerprint(fn) == reference(fn)
+        for version in ("v1", "v2"):
+            assert portable_fingerprint(fn, None, version) == reference(fn, version)
+            assert portable_fingerprint(fn, None, version) == reference(fn, version)
 
 
 def test_a_call_over_plain_values_is_answered_from_the_cache() -> None:
     user = "alice"
     call = lambda: send(user)  # noqa: E731 - the shape ctx.call is given
-    key = _CACHE.key(call)
+    key = _CACHE.key(call, True)
     assert key is not None
     first = portable_fingerprint(call)
     assert _CACHE.get(key) == first
     assert portable_fingerprint(lambda: send(user)) == first  # a new lambda, the same key
-    assert _CACHE.key(functools.partial(send, "alice")) is not None
-    for not_plain in (1.0, [1], {"a": 1}, object()):
-        assert _CACHE.key(functools.partial(send, not_plain)) is None
-    outbox_reader = lambda: send(outbox[-1])  # noqa: E731 - reads a module-level list
-    assert _CACHE.key(outbox_reader) is None
+    for v2 in (False, True):
+        assert _CACHE.key(functools.partial(send, "alice"), v2) is not None
+        for not_plain in (1.0, [1], {"a": 1}, object()):
+            assert _CACHE.key(functools.partial(send, not_plain), v2) is None
+        outbox_reader = lambda: send(outbox[-1])  # noqa: E731 - reads a module-level list
+        # v2 keys a module-level list by its type, as its stored form counts it
+        assert (_CACHE.key(outbox_reader, v2) is None) is not v2
+        assert portable_fingerprint(outbox_reader) == reference(outbox_reader)

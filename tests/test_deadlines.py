@@ -157,6 +157,45 @@ async def test_a_deadline_cancels_a_running_body_and_fails_the_workflow(
     assert events[-1] == "WorkflowFailed" and "StepCompleted" not in events
 
 
+async def test_a_deadline_cancels_the_child_runs_and_interrupts_their_bodies(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    """A parent failed by its deadline cancels its open child (one transaction) and this
+    engine interrupts the child's body at once, as a cancel of the parent does."""
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def hold(ctx: StepContext) -> None:
+        started.set()
+        try:
+            await asyncio.get_running_loop().create_future()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    child = WorkflowDef("held", [StepDef("hold", hold)])
+
+    async def ask(ctx: StepContext) -> object:
+        return await ctx.child(child, 1, key="c")
+
+    await engine.start(WorkflowDef("asker", [StepDef("ask", ask)], timeout=60), "p")
+    run = asyncio.ensure_future(engine.run("p"))
+    async with asyncio.timeout(20):
+        await started.wait()
+    await clock.advance(60)
+    async with asyncio.timeout(20):
+        result = await run
+        await cancelled.wait()  # interrupted here, not at a later lease renewal
+    assert result.status is RunStatus.FAILED
+    assert (result.reason or "").startswith("WorkflowTimedOut: ")
+    row = await engine.store.get_workflow("p/c")
+    assert row is not None and row.state is WorkflowState.CANCELLED
+    assert row.reason == "its parent workflow 'p' timed out (its deadline passed)"
+    assert (await engine.store.step_rows("p/c"))[0].state is StepState.FAILED
+    kinds = [(e.workflow_id, str(e.kind)) for e in await engine.store.load_events()]
+    i = kinds.index(("p", "WorkflowFailed"))
+    assert kinds[i + 1] == ("p/c", "WorkflowCancelled")  # the same transaction
+
+
 async def test_a_deadline_fails_a_sleeping_workflow_on_the_live_timer(
     engine: WorkflowEngine, clock: FakeClock
 ) -> None:

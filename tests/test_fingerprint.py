@@ -8,6 +8,7 @@ import gc
 import re
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from queue_helpers import BOUND, Gate
@@ -90,9 +91,10 @@ def test_closures_capturing_plain_values_compare_by_value() -> None:
     assert derive_fingerprint(lambda: send_mail("a")) != derive_fingerprint(lambda: send_mail("b"))
 
 
-def test_a_variable_the_closure_rebinds_is_part_of_the_call() -> None:
-    # finding 2: a rebound (nonlocal) variable may be the call's input; a counter in a
-    # shared list (mutated, not rebound) is the same object, so still the same call
+def test_a_variable_the_closure_rebinds_is_its_state_for_the_same_function_object() -> None:
+    # issue 20 item 4: what a function writes (``nonlocal calls; calls += 1``) is its state,
+    # not an input of the call: the same function object stays the same call as it counts;
+    # a counter in a shared list (mutated, not rebound) is the same object, as before
     calls = 0
     results: list[int] = []
 
@@ -108,10 +110,26 @@ def test_a_variable_the_closure_rebinds_is_part_of_the_call() -> None:
 
     before = derive_fingerprint(counter)
     counter()
-    assert derive_fingerprint(counter) != before
+    assert derive_fingerprint(counter) == before
     logged = derive_fingerprint(logger)
     logger()
     assert derive_fingerprint(logger) == logged
+
+
+def make_search(query: str) -> Any:
+    async def search() -> str:
+        nonlocal query
+        query = query.strip()  # a rebound variable that is also the factory's input
+        return query
+
+    return search
+
+
+def test_a_rebound_variable_of_two_function_objects_compares_by_value() -> None:
+    # two closures from one factory are two calls when what they hold differs, even in a
+    # variable they rebind (the normalised query of a factory-built tool)
+    assert derive_fingerprint(make_search(" cats ")) != derive_fingerprint(make_search(" dogs "))
+    assert derive_fingerprint(make_search("cats")) == derive_fingerprint(make_search("cats"))
 
 
 class Mailer:
@@ -303,7 +321,7 @@ def test_stored_fingerprints_keep_what_compares_by_value() -> None:
     from agentq.queue.fingerprint_stored import stored_fingerprint as stored
 
     alice = stored(functools.partial(send_mail, "alice"))
-    assert alice.startswith("v1:") and len(alice) == 3 + 64
+    assert alice.startswith("v2:") and len(alice) == 3 + 64
     assert stored(functools.partial(send_mail, "alice")) == alice
     assert stored(functools.partial(send_mail, "bob")) != alice
     assert stored(functools.partial(send_mail, to="alice")) != alice

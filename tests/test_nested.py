@@ -153,6 +153,35 @@ async def test_concurrent_nested_calls_take_turns_on_the_callers_permit() -> Non
     assert peak == 1
 
 
+async def test_concurrent_nested_calls_use_the_free_permits_of_their_lane() -> None:
+    """The tool calls of one step overlap up to the lane's permits: one inline on the
+    caller's permit, the others on the permits free at once; the rest take turns."""
+    lanes = {Priority.MEDIUM: LaneConfig(capacity=0, permits=3)}
+    running = peak = 0
+    async with Queue(lanes) as queue:
+
+        def child(i: int) -> Job:
+            async def fn() -> int:
+                nonlocal running, peak
+                running += 1
+                peak = max(peak, running)
+                for _ in range(5):
+                    await asyncio.sleep(0)
+                running -= 1
+                return i
+
+            return Job(f"child-{i}", fn)
+
+        async def parent() -> list[int]:
+            return list(await asyncio.gather(*(queue.push_and_wait(child(i)) for i in range(6))))
+
+        async with asyncio.timeout(BOUND):
+            assert await queue.push_and_wait(Job("parent", parent)) == [0, 1, 2, 3, 4, 5]
+        lane = queue.stats()[Priority.MEDIUM]
+        assert (lane.running, lane.queued, lane.completed) == (0, 0, 7)
+    assert peak == 3  # the parent's permit (lent) and the two free ones
+
+
 async def test_a_thread_job_can_wait_for_a_job_through_the_loop() -> None:
     lanes = {Priority.MEDIUM: LaneConfig(capacity=0, permits=1)}
     async with Queue(lanes) as queue:

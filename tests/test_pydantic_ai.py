@@ -54,9 +54,9 @@ async def test_a_run_with_tools_records_each_request_and_call(
     assert ran(side) == ONCE_EACH
     rows = [r for r in await engine.store.calls("r1") if r.kind is CallKind.CALL]
     assert [(r.key, r.label and r.label["kind"], r.lane) for r in rows] == [
-        ("model:0", "model", "high"), ("tool:a1", "tool", "medium"),
-        ("tool:a2", "tool", "medium"), ("model:1", "model", "high"),
-        ("tool:m1", "tool", "medium"), ("model:2", "model", "high"),
+        ("model:0", "model", "high"), ("tool:0.0:a1", "tool", "medium"),
+        ("tool:0.1:a2", "tool", "medium"), ("model:1", "model", "high"),
+        ("tool:1.0:m1", "tool", "medium"), ("model:2", "model", "high"),
     ]
     assert [r.label["tool"] for r in rows if r.label and r.label["kind"] == "tool"] == [
         "add", "add", "mul"]
@@ -94,7 +94,7 @@ async def test_approve_runs_the_tool_once_and_earlier_calls_answer_from_the_log(
     assert run.status is RunStatus.WAITING
     [pending] = run.pending
     assert (pending.tool, pending.args, pending.tool_call_id, pending.key) == (
-        "send", {"to": "bob"}, "s1", "approval:s1")
+        "send", {"to": "bob"}, "s1", "approval:2.0:s1")
     assert await durable.pending_approvals() == [pending]
     [step] = await engine.status("ap")
     assert step.details == {"tool": "send", "args": {"to": "bob"}, "tool_call_id": "s1",  # type: ignore[union-attr]
@@ -114,7 +114,7 @@ async def test_approve_through_engine_resume_with_edited_arguments(
     durable = DurableAgent(child.build_agent(side, approval=True), engine)
     await durable.run(child.PROMPT, run_id="edit")
     answer = {"approved": True, "note": "", "override_args": {"to": "alice"}}
-    result = await engine.resume("edit", "agent", answer, key="approval:s1")
+    result = await engine.resume("edit", "agent", answer, key="approval:2.0:s1")
     assert result.status is RunStatus.COMPLETED
     assert ran(side)["tool send alice"] == 1 and ran(side)["tool send bob"] == 0
 
@@ -139,10 +139,10 @@ async def test_an_invalid_answer_is_asked_again_and_nothing_is_lost(
     side = tmp_path / "side.txt"
     durable = DurableAgent(child.build_agent(side, approval=True), engine)
     await durable.run(child.PROMPT, run_id="bad")
-    again = await engine.resume("bad", "agent", {"approved": "yes"}, key="approval:s1")
+    again = await engine.resume("bad", "agent", {"approved": "yes"}, key="approval:2.0:s1")
     assert again.status is RunStatus.WAITING
     [pending] = await durable.pending_approvals("bad")
-    assert pending.key == "approval:s1#1" and "'yes'" in pending.reason
+    assert pending.key == "approval:2.0:s1#1" and "'yes'" in pending.reason
     done = await durable.approve("bad", "s1")
     assert done.status is RunStatus.COMPLETED and ran(side)["tool send bob"] == 1
 
@@ -208,8 +208,8 @@ async def test_a_replay_with_another_tool_rule_fails_naming_the_divergence(
     done = await changed.approve("dv", "s1")
     assert done.status is RunStatus.FAILED
     assert done.reason is not None and (
-        "diverged from its log at position 1: the log has tool call `add` (tool:a1), "
-        "the replay made approval of `add` (approval:a1)") in done.reason
+        "diverged from its log at position 1: the log has tool call `add` (tool:0.0:a1), "
+        "the replay made approval of `add` (approval:0.0:a1)") in done.reason
     assert ran(side)["tool send bob"] == 0
 
 
@@ -274,7 +274,7 @@ async def test_the_run_tree_shows_requests_tools_and_tokens(
     assert html.count('data-kind="call"') == 3  # add, add, mul
     assert html.count('data-kind="wait"') == 1  # the approval of send
     assert "&lt;tree&gt;" in html and "<tree>" not in html
-    assert html.index("tool:a1") < html.index("model:1") < html.index("tool:m1")
+    assert html.index("tool:0.0:a1") < html.index("model:1") < html.index("tool:1.0:m1")
     assert "approval of send" in html
     assert 'data-state="waiting"' in html  # the run's own status at the root
     rows = await engine.store.calls("<tree>")
@@ -295,7 +295,7 @@ async def test_the_approval_panel_approves_an_agent_tool_call_with_edited_args(
     panel = ApprovalPanel(engine)
     await panel.refresh()
     slot = panel.slots[0]
-    assert slot.wait_key == "approval:s1" and "send" in slot.label.value
+    assert slot.wait_key == "approval:2.0:s1" and "send" in slot.label.value
     assert json.loads(slot.args.value) == {"to": "bob"}
     slot.args.value = '{"to": "dora"}'
     slot.approve.click()
@@ -325,8 +325,8 @@ async def test_an_in_run_external_event_wait_is_a_durable_wait(engine: WorkflowE
     assert run.status is RunStatus.WAITING and asked == ["ev/event:deferred_tool_calls:0"]
     [step] = await engine.status("ev")
     assert step.key == "event:deferred_tool_calls:0"  # type: ignore[union-attr]
-    [tool_call] = [r.key for r in await engine.store.calls("ev") if r.key.startswith("tool:")]
-    call_id = tool_call.removeprefix("tool:")
+    [call_id] = [r.label["tool_call_id"] for r in await engine.store.calls("ev")
+                 if r.key.startswith("tool:") and r.label]
     payload = {"calls": {call_id: "shipped by hand"}}
     done = await engine.resume("ev", "agent", payload, key="event:deferred_tool_calls:0")
     assert done.status is RunStatus.COMPLETED

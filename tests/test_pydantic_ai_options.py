@@ -234,7 +234,7 @@ async def test_a_registered_model_object_is_stored_by_its_name(tmp_path: Path) -
         assert row is not None and row.input["options"] == {"model": "fast"}
     async with process(db) as engine:  # the name finds the object registered here
         durable = DurableAgent(tool_agent(), engine, models={"fast": script.model()})
-        await durable.engine.resume("reg", "agent", True, key="approval:s1")
+        await durable.engine.resume("reg", "agent", True, key="approval:0.0:s1")
         assert (await durable.run("send it", run_id="reg", model="fast")).output == "done"
 
 

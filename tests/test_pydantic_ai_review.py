@@ -101,7 +101,7 @@ async def test_deps_factory_serves_runs_continued_by_the_engine(engine: Workflow
     durable = DurableAgent(support(effects), engine, deps_factory=factory)
     assert (await durable.run("refund", run_id="f")).status is RunStatus.WAITING
     # Answered by engine.resume (the panel's path): no deps were given in this process.
-    result = await engine.resume("f", "agent", True, key="approval:c-refund")
+    result = await engine.resume("f", "agent", True, key="approval:1.0:c-refund")
     assert result.status is RunStatus.COMPLETED, result.reason
     assert banks["f"].refunds == ["42 120"]
 
@@ -138,7 +138,7 @@ async def test_deps_are_released_when_the_run_ends_through_approve_or_resume(
             await durable.run("refund", run_id=f"t{i}", deps=bank)
         assert (await durable.approve("t0")).status is RunStatus.COMPLETED
         assert (await durable.deny("t1")).status is RunStatus.COMPLETED
-        result = await engine.resume("t2", "agent", True, key="approval:c-refund")
+        result = await engine.resume("t2", "agent", True, key="approval:1.0:c-refund")
         assert result.status is RunStatus.COMPLETED
         await durable.run("refund", run_id="t3")  # a later job pushes the last ones out
         del bank, result
@@ -197,7 +197,7 @@ async def test_approve_refuses_partial_override_args_before_recording(
         with pytest.raises(ValueError, match=field_name):
             await durable.approve("o", override_args=bad)
     [pending] = await durable.pending_approvals("o")
-    assert pending.key == "approval:c-refund"  # nothing recorded
+    assert pending.key == "approval:1.0:c-refund"  # nothing recorded
     done = await durable.approve("o", override_args={"order_id": 42, "amount": 40})
     assert done.status is RunStatus.COMPLETED and effects[-1] == "refund 42 40"
 
@@ -207,10 +207,10 @@ async def test_a_partial_override_through_resume_is_asked_again(engine: Workflow
     durable = DurableAgent(support(effects), engine, deps_factory=lambda _: Bank("b"))
     await durable.run("refund", run_id="p")
     answer = {"approved": True, "override_args": {"amount": 40}}
-    again = await engine.resume("p", "agent", answer, key="approval:c-refund")
+    again = await engine.resume("p", "agent", answer, key="approval:1.0:c-refund")
     assert again.status is RunStatus.WAITING
     [pending] = await durable.pending_approvals("p")
-    assert pending.key == "approval:c-refund#1" and "order_id" in pending.reason
+    assert pending.key == "approval:1.0:c-refund#1" and "order_id" in pending.reason
     assert effects == ["lookup 42"]
 
 
@@ -262,7 +262,7 @@ async def test_tool_timeout_bounds_a_stuck_tool(engine: WorkflowEngine, clock: F
     await clock.advance(5.0)
     run = await asyncio.wait_for(task, 10)
     assert run.status is RunStatus.FAILED and "timeout" in (run.reason or "").lower()
-    [call] = [r for r in await engine.store.calls("h") if r.key == "tool:c1"]
+    [call] = [r for r in await engine.store.calls("h") if r.key == "tool:0.0:c1"]
     assert call.state == "failed"
 
 
@@ -308,7 +308,8 @@ async def test_a_request_input_wait_is_listed_and_a_bad_payload_asked_again(
     assert again.status is RunStatus.WAITING
     [wait] = await durable.pending_approvals("ev")
     assert wait.key == "event:deferred_tool_calls:0#1" and "'garbage'" in wait.reason
-    [call] = [r.key for r in await engine.store.calls("ev") if r.key.startswith("tool:")]
-    payload = {"calls": {call.removeprefix("tool:"): "shipped by hand"}}
+    [call] = [r.label["tool_call_id"] for r in await engine.store.calls("ev")
+              if r.key.startswith("tool:") and r.label]
+    payload = {"calls": {call: "shipped by hand"}}
     done = await engine.resume("ev", "agent", payload, key=wait.key)
     assert done.status is RunStatus.COMPLETED, done.reason

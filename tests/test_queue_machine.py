@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from agentq.clock import FakeClock
 from agentq.errors import QueueFull
 from agentq.outcomes import Completed, Failed, FailureReason, Pending, Processing
 from agentq.queue.handles import Cached, InFlight, Queued
@@ -214,3 +215,101 @@ QueueMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_queue_machine = QueueMachine.TestCase
+
+
+TOTAL, LANE_PERMITS = 3, 2
+
+
+class ArbitratedMachine(RuleBasedStateMachine):
+    """Three lanes sharing ``total_permits``, beside a model of the arbitration.
+
+    The clock stands still (no job ever ages), so a free permit must go to the first waiting
+    job of the most urgent lane that has a free permit of its own; the invariants check that
+    the lanes never hold more than `TOTAL` permits together nor `LANE_PERMITS` each, and that
+    exactly the jobs of the model run.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runner = asyncio.Runner()
+        lanes = {p: LaneConfig(capacity=4, permits=LANE_PERMITS) for p in Priority}
+        self.clock = FakeClock()
+        self.queue = Queue(lanes, clock=self.clock, total_permits=TOTAL, aging=1000.0)
+        self.gates: dict[str, asyncio.Future[str]] = {}
+        self.started: set[str] = set()
+        self.count = 0
+        self.waiting: dict[Priority, list[str]] = {p: [] for p in Priority}
+        self.running: dict[Priority, list[str]] = {p: [] for p in Priority}
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return QueueMachine.run(self, coro)  # type: ignore[arg-type]
+
+    def teardown(self) -> None:
+        self.run(self.queue.close(drain=False))
+        self.runner.close()
+
+    @rule(priority=st.sampled_from(list(Priority)))
+    def push(self, priority: Priority) -> None:
+        self.count += 1
+        key = f"{priority}-{self.count}"
+
+        async def body() -> str:
+            self.started.add(key)
+            return await self.gates[key]
+
+        async def push() -> object:
+            self.gates[key] = asyncio.get_running_loop().create_future()
+            try:
+                return self.queue.push_nowait(Job(key, body, priority))
+            except QueueFull as exc:
+                return exc
+
+        result = self.run(push())
+        if len(self.waiting[priority]) + len(self.running[priority]) >= 4 + LANE_PERMITS:
+            assert isinstance(result, QueueFull)
+            return
+        assert isinstance(result, Queued)
+        self.waiting[priority].append(key)
+        self._dispatch()
+
+    @precondition(lambda self: any(self.running.values()))
+    @rule(data=st.data())
+    def complete(self, data: st.DataObject) -> None:
+        key = data.draw(st.sampled_from(sorted(k for ks in self.running.values() for k in ks)))
+
+        async def resolve() -> None:
+            self.gates[key].set_result(key)
+
+        self.run(resolve())
+        for keys in self.running.values():
+            if key in keys:
+                keys.remove(key)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        while sum(len(r) for r in self.running.values()) < TOTAL:
+            for priority in (Priority.HIGH, Priority.MEDIUM, Priority.LOW):
+                if self.waiting[priority] and len(self.running[priority]) < LANE_PERMITS:
+                    self.running[priority].append(self.waiting[priority].pop(0))
+                    break
+            else:
+                return
+
+    @invariant()
+    def permits_are_shared_and_given_by_priority(self) -> None:
+        stats = self.queue.stats()
+        assert sum(s.running for s in stats) <= TOTAL
+        for lane in stats:
+            assert lane.running == len(self.running[lane.priority]) <= LANE_PERMITS
+            assert lane.queued == len(self.waiting[lane.priority])
+        assert {k for ks in self.running.values() for k in ks} <= self.started
+        assert not self.started & {k for ks in self.waiting.values() for k in ks}
+
+
+ArbitratedMachine.TestCase.settings = settings(
+    max_examples=100,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_arbitrated_machine = ArbitratedMachine.TestCase

@@ -114,7 +114,7 @@ async def test_a_completed_key_is_saved_with_its_fingerprint(
     stored = await jobs(store).load_job("mail", clock.time())
     assert stored is not None
     assert stored.output == {"sent_to": "alice", "ids": [1, 2]}  # JSON: tuples are lists
-    assert stored.fingerprint.startswith("v1:") and stored.completed_at == clock.time()
+    assert stored.fingerprint.startswith("v2:") and stored.completed_at == clock.time()
     assert stored.expires_at is None
 
 

@@ -362,6 +362,35 @@ async def test_a_tool_call_keyed_by_its_call_id_names_it(
     assert tool.attributes["gen_ai.tool.call.id"] == "call_abc"
 
 
+async def test_a_durable_agents_model_request_span_names_the_requested_model(
+    engine: WorkflowEngine, spans: Any
+) -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from agentq.integrations.pydantic_ai import DurableAgent
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return ModelResponse(parts=[ToolCallPart("weather", {"city": "Oslo"}, "call_0")])
+        return ModelResponse(parts=[TextPart("sunny")])
+
+    agent: Agent[None, str] = Agent(FunctionModel(respond, model_name="tiny-2"), name="wx")
+    agent.tool_plain(name="weather")(lambda city: f"sunny in {city}")
+    run = await DurableAgent(agent, engine).run("weather?", run_id="wx-1")
+    assert run.status is RunStatus.COMPLETED, run.reason
+    chats = [s for s in _by_name(spans, "chat tiny-2") if "agentq.call.key" in s.attributes]
+    assert [s.attributes["agentq.call.key"] for s in chats] == ["model:0", "model:1"]
+    assert all(s.attributes["gen_ai.request.model"] == "tiny-2" for s in chats)
+    assert all(s.attributes["gen_ai.usage.input_tokens"] > 0 for s in chats)
+    [tool] = [s for s in _by_name(spans, "execute_tool weather")
+              if "agentq.call.key" in s.attributes]
+    assert tool.attributes["gen_ai.tool.call.id"] == "call_0"
+    assert tool.attributes["agentq.call.key"] == "tool:0.0:call_0"
+
+
 def test_usage_attributes_read_both_naming_conventions() -> None:
     assert tracing.usage_attributes({"input_tokens": 1, "output_tokens": 2, "cost": 0.1}) == {
         "gen_ai.usage.input_tokens": 1, "gen_ai.usage.output_tokens": 2}

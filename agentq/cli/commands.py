@@ -21,6 +21,7 @@ from agentq.cli.pages import DEFAULT_LIMIT, Page, event_page, workflow_page
 from agentq.cli.params import WholeNumber, json_value
 from agentq.cli.serve import serve
 from agentq.cli.target import DSN_PREFIXES, is_dsn
+from agentq.events import EventKind
 from agentq.store import DurableStore, WorkflowState
 
 __all__ = ["Settings", "cli", "main", "store_title"]
@@ -102,16 +103,22 @@ def ls(
               help="One JSON object: the workflow, step and call rows, every field.")
 @click.pass_context
 def show(ctx: click.Context, store: str, workflow_id: str, as_json: bool) -> None:
-    """Show one workflow: its steps, the waits with their details, its durable calls."""
+    """Show one workflow: its steps, the waits with their details, its durable calls, its
+    parent and child runs."""
 
     async def work(s: DurableStore) -> None:
         wf = await actions.find_workflow(s, workflow_id)
         steps = await s.step_rows(wf.workflow_id)
         calls = await s.calls(wf.workflow_id)
+        started = await s.load_events(wf.workflow_id, limit=1)
+        link = started[0].data.get("parent") if started else None
+        parent = link.get("workflow_id") if isinstance(link, dict) else None
         if as_json:
-            click.echo(views.workflow_json(wf, steps, calls))
+            click.echo(views.workflow_json(wf, steps, calls, parent))
             return
-        settings(ctx).console().print(views.workflow_view(wf, steps, calls))
+        first = await s.load_events(wf.workflow_id, limit=2)  # a fork's 2nd: WorkflowForked
+        forked = next((e.data for e in first if e.kind is EventKind.WORKFLOW_FORKED), None)
+        settings(ctx).console().print(views.workflow_view(wf, steps, calls, parent, forked))
 
     run_on(store, work)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +21,7 @@ from rich.text import Text
 
 from agentq.cli.literal import json_line, text, visible
 from agentq.events import Event
-from agentq.store import CallRow, StepRow, StepState, WorkflowRow, shown_call
+from agentq.store import CallRow, StepRow, StepState, WorkflowRow, child_of, shown_call
 
 __all__ = [
     "event_json",
@@ -159,8 +159,16 @@ def _waits_table(steps: Sequence[StepRow]) -> Table | None:
     return table
 
 
-def workflow_view(wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[CallRow]) -> Group:
-    """One workflow in full: its header, steps, waits (with details) and durable calls."""
+def workflow_view(
+    wf: WorkflowRow,
+    steps: Sequence[StepRow],
+    calls: Sequence[CallRow],
+    parent: str | None = None,
+    forked: Mapping[str, Any] | None = None,
+) -> Group:
+    """One workflow in full: its header (with its parent, if it is a child run, and its
+    child runs; given the data of its `WorkflowForked` event, the run it was forked from),
+    steps, waits (with details) and durable calls."""
     head = Text()
     head.append(f"workflow {visible(wf.workflow_id)}  ", style="bold")
     head.append(_state(wf.state.value))
@@ -168,11 +176,29 @@ def workflow_view(wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[Cal
         head.append(f"  (definition {visible(wf.definition)})")
     head.append(f"\nstarted {when(wf.created_at)} UTC, updated {when(wf.updated_at)} UTC,"
                 f" last event #{wf.last_seq}")
+    if forked:
+        at = forked.get("at") or {}
+        point = f"step {at.get('step_name')!r}" + (
+            f", call {at['key']!r}" if at.get("key") is not None else ""
+        )
+        replaced = f" (replaced: {', '.join(forked.get('replaced') or [])})" if forked.get(
+            "replaced"
+        ) else ""
+        origin = forked.get("parent")
+        head.append(f"\nforked from {visible(f'{origin} at {point}{replaced}')}")
     head.append(f"\ninput: {visible(short(wf.input, 200))}")
     if wf.deadline is not None:
         head.append(f"\ndeadline: {when(wf.deadline)} UTC (then it fails: WorkflowTimedOut)")
     if wf.reason:
         head.append(f"\nreason: {visible(short(wf.reason, 200))}")
+    if parent is not None:
+        head.append(f"\nchild run of: {visible(parent)}")
+    children = [(child, row) for row in calls if (child := child_of(row)) is not None]
+    if children:
+        listed = ", ".join(
+            f"{visible(child)} ({shown_call(wf, row).state})" for child, row in children
+        )
+        head.append(f"\nchild runs: {listed}")
     parts: list[Any] = [head, _steps_table(steps)]
     waits = _waits_table(steps)
     if waits is not None:
@@ -215,14 +241,19 @@ def _state_kind(kind: str) -> Text:
 
 
 def workflow_json(
-    wf: WorkflowRow, steps: Sequence[StepRow], calls: Sequence[CallRow]
+    wf: WorkflowRow,
+    steps: Sequence[StepRow],
+    calls: Sequence[CallRow],
+    parent: str | None = None,
 ) -> str:
-    """One workflow as one JSON object: ``workflow`` (its row), ``steps`` and ``calls`` (their
-    rows, every field; errors as ``{type, message, traceback}``; a wait of a closed workflow
-    with the state `shown_call` gives)."""
+    """One workflow as one JSON object: ``workflow`` (its row), ``parent`` (the parent's id
+    of a child run, else null), ``steps`` and ``calls`` (their rows, every field; errors as
+    ``{type, message, traceback}``; a wait of a closed workflow with the state `shown_call`
+    gives; a child run's wait has its id in ``details.child``)."""
     return json_line(
         {
             "workflow": dataclasses.asdict(wf),
+            "parent": parent,
             "steps": [dataclasses.asdict(row) for row in steps],
             "calls": [
                 {**dataclasses.asdict(row), "state": shown_call(wf, row).state} for row in calls

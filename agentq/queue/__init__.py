@@ -5,46 +5,53 @@ each imports only modules that come before it in the list, never one after it.
 
 1. ``fingerprint_cache`` - what a code object reads; the stored fingerprints of calls
    over plain values, cached.
-2. ``fingerprint`` - what makes two pushes of one key "the same call", in memory.
-3. ``fingerprint_stored`` - the same call's fingerprint as text to store, the same in every
-   process (coarser rules).
-4. ``fingerprint_fast`` - the same fingerprint, taken in one quick pass for calls over
+2. ``fingerprint_value`` - one value of a fingerprint and how two compare (identity,
+   form, a function's own state).
+3. ``fingerprint`` - what makes two pushes of one key "the same call", in memory.
+4. ``fingerprint_stored`` - the same call's fingerprint as text to store, the same in every
+   process (format v2, with `same_stored` still reading v1 rows).
+5. ``fingerprint_fast`` - the same fingerprint, taken in one quick pass for calls over
    plain values (the common lambdas and partials).
-5. ``fingerprint_match`` - whether a call has a kept fast fingerprint, decided without
+6. ``fingerprint_match`` - whether a call has a kept fast fingerprint, decided without
    taking it.
-6. ``fingerprint_diff`` - what differs between two fingerprints of one key, for messages.
-7. ``builders`` - `Builders`: which lambdas only build a coroutine (read from their code),
+7. ``fingerprint_diff`` - what differs between two fingerprints of one key, for messages.
+8. ``builders`` - `Builders`: which lambdas only build a coroutine (read from their code),
    which a queue then calls on the loop instead of in a thread.
-8. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
+9. ``rates`` - `Rate` and the sliding-window budget that enforces one; how long a failure
+   asks to wait (``retry_after``); the tokens an output reports.
+10. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
    `QueueStats`.
-9. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
-10. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
+11. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
+12. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
     keys across restarts (`Queue(store=...)`), and `StoredJob`.
-11. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, and
-    the states a record goes through in it.
-12. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
+13. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, its
+    budgets and pause, and the states a record goes through in it.
+14. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
     its attempt, interrupts, its waits on other jobs); `CURRENT`, the job a context runs.
-13. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
+15. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
     finished keys' expiry and eviction, the runs whose body has not stopped yet, the keys
     whose stored outcome is being read.
-14. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
+16. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
     subscribers, store) and the transitions of the books: answer a known key (and the
     cache-hit fast path), claim, settle.
-15. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
+17. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
     output before it settles, forget.
-16. ``runner`` - running one record in the current task: attempts, timeouts, threads,
-    retries, interrupts.
-17. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
+18. ``runner`` - running one record in the current task: attempts, timeouts, threads,
+    retries (and the lane pause a rate-limit failure asks for), interrupts.
+19. ``arbitration`` - `Arbiter`: which waiting job of which gated lane gets the next permit
+    (rate and token budgets, pauses, ``total_permits`` shared by priority with aging).
+20. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
     taking records.
-18. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
-19. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
+21. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
+22. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
     (`answer`, for a known key).
-20. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
-21. ``queue`` - `Queue`, the public face: small methods over the modules above.
+23. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
+24. ``queue`` - `Queue`, the public face: small methods over the modules above.
 
 ``docs/queue-internals.md`` follows one push through these modules.
 """
 
+from agentq.queue.fingerprint_stored import same_stored as same_stored
 from agentq.queue.fingerprint_stored import stored_fingerprint as stored_fingerprint
 from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued
 from agentq.queue.jobs import Job, JobEvent, JobEventKind
@@ -52,6 +59,7 @@ from agentq.queue.lanes import LANE_ORDER as LANE_ORDER
 from agentq.queue.lanes import LaneConfig, LaneStats, Priority, QueueStats
 from agentq.queue.outcome_store import JobOutcomeStore, StoredJob
 from agentq.queue.queue import Queue
+from agentq.queue.rates import Rate
 from agentq.queue.shutdown import CloseReport
 
 __all__ = [
@@ -70,5 +78,6 @@ __all__ = [
     "Queue",
     "QueueStats",
     "Queued",
+    "Rate",
     "StoredJob",
 ]

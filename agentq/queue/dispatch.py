@@ -21,6 +21,7 @@ import asyncio
 
 from agentq.errors import JobLost, WrongLoopError
 from agentq.outcomes import ErrorInfo, Failed, FailureReason
+from agentq.queue.arbitration import Arbiter
 from agentq.queue.jobs import JobEventKind
 from agentq.queue.lane import CLAIMED, LOST, QUEUED, RUNNING, STOPPED, Lane
 from agentq.queue.ledger import Ledger, cancelled_outcome
@@ -47,12 +48,14 @@ class Dispatcher:
 
     Args:
         ledger: The queue's books (keys, lanes, loop, subscribers).
+        arbiter: Who gives the permits of gated lanes (`agentq.queue.arbitration`).
     """
 
-    __slots__ = ("_watch", "closing", "ledger")
+    __slots__ = ("_watch", "arbiter", "closing", "ledger")
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, arbiter: Arbiter) -> None:
         self.ledger = ledger
+        self.arbiter = arbiter
         self.closing = False  # admission has closed
         self._watch: asyncio.Future[None] | None = None  # woken when a permit is released
 
@@ -61,9 +64,14 @@ class Dispatcher:
     def admit(self, rec: Record) -> None:
         """Put a claimed record into its lane; a free permit goes with it at once."""
         lane = rec.lane
-        first = lane.admit(rec)
-        if first is not None:
-            self._spawn(lane, first)
+        if lane.gated:
+            self.arbiter.admitted(rec)
+            lane.admit(rec)
+            self.arbiter.pump(self._spawn)
+        else:
+            first = lane.admit(rec)
+            if first is not None:
+                self._spawn(lane, first)
         ledger = self.ledger
         if ledger.subscribers:
             ledger.emit(JobEventKind.QUEUED, rec.key, lane.priority, None, None)
@@ -75,6 +83,8 @@ class Dispatcher:
                 rec, fut = waiter
                 self.admit(rec)
                 fut.set_result(None)
+        if lane.gated:  # a permit may have been released: the arbiter gives it on
+            self.arbiter.pump(self._spawn)
         watch = self._watch
         if watch is not None:
             self._watch = None
@@ -133,6 +143,9 @@ class Dispatcher:
                             "task": task,
                         }
                     )
+                finally:
+                    if lane.gated:  # settle its token charge (before the permit moves on)
+                        self.arbiter.finished(rec)
                 rec.mark_stopped()
                 streak += 1
                 after = lane.hand_on(rec)

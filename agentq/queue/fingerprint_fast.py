@@ -9,7 +9,8 @@ a tuple that compares like the derived fingerprint would:
 
 - the same layers and parts as `derive_fingerprint` (a partial's arguments, then its
   function; a function's module, qualified name, code object, defaults, keyword-only
-  defaults, its closure cells (those it rebinds too) and the module-level names its code reads);
+  defaults, its closure cells and the module-level names its code reads, not those it
+  assigns itself);
 - str, int and None as themselves (no other kind kept here equals an int); bool and bytes
   with their type (``1`` and ``True`` differ, as in the derived form);
 - a module-level module as its name, its type's name and its qualified name (a class read
@@ -19,7 +20,8 @@ a tuple that compares like the derived fingerprint would:
 - a function met again while it is being taken as ``("cycle",)``.
 
 So two fast fingerprints are equal exactly when the derived ones are. Anything else (a
-bound method, a callable object, a float, a container, any other object, a value nested
+bound method, a callable object, a float, a container, any other object, a function that
+rebinds a closure variable (``nonlocal``: its state, see `agentq.queue.fingerprint`), a value nested
 more than `MAX_DEPTH` functions deep, more than `MAX_VALUES` values) gives None, and the
 caller derives the fingerprint as before. A fast fingerprint starts with a marker no derived
 fingerprint or explicit ``Job(fingerprint=...)`` can hold, so it never equals one: and a
@@ -164,7 +166,9 @@ class _Fast:
 
     def function(self, fn: FunctionType, depth: int) -> tuple[Any, ...] | None:
         code = fn.__code__
-        names = code_info(code)[2]
+        _, rebound, _, names = code_info(code)
+        if rebound and not rebound.isdisjoint(code.co_freevars):
+            return None  # a closure variable it rebinds (its state): derived (see `_Value`)
         values = self.value
         defaults: list[Any] = []
         for item in fn.__defaults__ or ():
@@ -320,14 +324,24 @@ def _remember_simple(function: tuple[Any, ...]) -> None:
     code = function[3]
     if id(code) in _SIMPLE:
         return
-    if function[4:] == ((), (), (), ()) and not code.co_freevars and not code_info(code)[2]:
+    if function[4:] == ((), (), (), ()) and not code.co_freevars and not code_info(code)[3]:
         if len(_SIMPLE) >= _SIMPLE_LIMIT:
             _SIMPLE.clear()
         _SIMPLE[id(code)] = (code,)
 
 
-def call_fingerprint(fn: Any, shared: Shared | None = None) -> Any:
-    """The fingerprint of ``fn()`` to compare with ``==``: the fast one, else the derived one."""
+def call_fingerprint(fn: Any, shared: Shared | None = None, kept: Any = None) -> Any:
+    """The fingerprint of ``fn()`` to compare with ``==``: the fast one, else the derived one.
+
+    `kept` is the fingerprint it will be compared with (a key's), or None: a derived
+    fingerprint then reuses the kept form of each value that is the very object kept there,
+    so comparing the same call again costs time bounded by the number of values the call
+    names, not by the data they reach (`derive_fingerprint`).
+    """
+    if type(kept) is tuple and kept and kept[0] is not _MARK:
+        # a derived one is kept: a fast one would not equal it, and the derived one of a
+        # call over plain values differs from it as well, so derive at once
+        return derive_fingerprint(fn, kept)
     fast = fast_fingerprint(fn, shared)
     return derive_fingerprint(fn) if fast is None else fast
 

@@ -67,7 +67,7 @@ def _same_function(fn: FunctionType, part: Any) -> bool:
     simple = _SIMPLE.get(id(code))
     if simple is not None and simple[0] is code:  # no closure cell, no global name read
         return not part[6] and not part[7]
-    names = code_info(code)[2]
+    names = code_info(code)[3]
     kept = part[6]
     i = 0
     for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):

@@ -80,6 +80,9 @@ class Job:
             or full queue), instead of ``job '<key>'``; e.g. the workflow engine names a
             step's job ``step 'charge' of workflow 'order-42'`` rather than by its internal
             key. None (the default) names it by its key.
+        tokens: The tokens this job is expected to use (an int >= 0), charged to its
+            lane's token budget (`LaneConfig.tokens`) when it starts and settled by the
+            usage its output reports; None (the default) charges 0.
 
     Raises:
         TypeError: `key` is not a str, `fn` is not callable, is an async generator function
@@ -88,8 +91,9 @@ class Job:
             not a str or None; the
             message names the value.
         InvalidKeyError: `key` is empty, has a lone surrogate or is too long.
-        ValueError: `priority` is neither a `Priority` nor one of its values, or `timeout`
-            is not a positive, finite number of seconds; the message names the value.
+        ValueError: `priority` is neither a `Priority` nor one of its values, `timeout`
+            is not a positive, finite number of seconds, or `tokens` is not an int >= 0;
+            the message names the value.
 
     Example:
         >>> Job("invoice-42", functools.partial(send_invoice, 42), Priority.HIGH, timeout=30)
@@ -109,6 +113,7 @@ class Job:
         name = self.name
         return f"job {self.key!r}" if name is None else name
     persist: bool = field(default=True, kw_only=True)
+    tokens: int | None = field(default=None, kw_only=True)
 
     def __init__(
         self,
@@ -121,6 +126,7 @@ class Job:
         fingerprint: Any = None,
         name: str | None = None,
         persist: bool = True,
+        tokens: int | None = None,
     ) -> None:
         # Written by hand, through the slots' own setters: the generated __init__ of a frozen
         # dataclass goes through object.__setattr__ per field, twice as slow (building a Job
@@ -133,6 +139,7 @@ class Job:
         _set_fingerprint(self, fingerprint)
         _set_name(self, name)
         _set_persist(self, persist)
+        _set_tokens(self, tokens)
         # The common job is checked inline (building a Job is on the cache-hit path): an
         # ASCII key, a Priority member, no options, and a plain function or a partial of one
         # binding exactly its positional parameters. Anything else: the full `_validate`.
@@ -143,6 +150,7 @@ class Job:
             and retry is None
             and name is None
             and persist is True
+            and tokens is None
             and key.isascii()
             and 0 < len(key) <= MAX_KEY_BYTES
         ):
@@ -216,6 +224,11 @@ class Job:
             raise TypeError(f"job {self.key!r}: name must be a str or None, got {self.name!r}")
         if self.persist is not True and self.persist is not False:
             raise TypeError(f"job {self.key!r}: persist must be a bool, got {self.persist!r}")
+        tokens = self.tokens
+        if tokens is not None and (type(tokens) is not int or tokens < 0):
+            raise ValueError(
+                f"job {self.key!r}: tokens must be an int >= 0 or None, got {tokens!r}"
+            )
 
 
 _slots: Any = Job.__dict__
@@ -227,6 +240,7 @@ _set_retry = _slots["retry"].__set__
 _set_fingerprint = _slots["fingerprint"].__set__
 _set_name = _slots["name"].__set__
 _set_persist = _slots["persist"].__set__
+_set_tokens = _slots["tokens"].__set__
 
 
 def _positive_seconds(value: object) -> bool:

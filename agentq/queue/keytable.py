@@ -134,7 +134,7 @@ class KeyTable:
         if mine is None:
             if matches_fast(job.fn, rec.fp):  # the same call, known without taking it
                 return
-            mine = call_fingerprint(job.fn, self._shared)
+            mine = call_fingerprint(job.fn, self._shared, rec.fp)
         if mine != rec.fp:
             first = rec.job if rec.first is None else rec.first()
             if first is None:  # released (settled): what the fingerprint says of the call

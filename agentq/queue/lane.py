@@ -12,6 +12,13 @@ live ones. Workers are started lazily, one per permit held: a worker lives exact
 it holds a permit (`running` counts both), passing it from record to record while records
 wait, and ends when none waits (it never parks idle). A push that finds no room waits on a
 future in `space` (FIFO), resolved once it is admitted (None) or refused (`CLOSED`).
+
+A *gated* lane (one with a `LaneConfig.rate` or `tokens` budget, one that a failure paused,
+or every lane of a queue with ``total_permits``) never gives a permit by itself: `admit`
+only queues the record and `hand_on` releases the permit, and the queue's arbiter
+(`agentq.queue.arbitration`) decides which waiting record of which lane gets the next
+permit, when its budgets allow. The lane keeps its own budgets (`starts`, `token_budget`)
+and pause (`paused_until`).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections import deque
 from typing import Any, Generic, Protocol, TypeVar
 
 from agentq.queue.lanes import LaneConfig, LaneStats, Priority
+from agentq.queue.rates import Window
 
 # Record states: where a record is on its way through its lane.
 CLAIMED = 0  # a push claimed the key and waits for room in the lane (or to run inline)
@@ -59,14 +67,18 @@ class Lane(Generic[R]):
         "capacity",
         "completed",
         "failed",
+        "gated",
         "holders",
         "joins",
         "limit",
+        "paused_until",
         "permits",
         "priority",
         "queued",
         "running",
         "space",
+        "starts",
+        "token_budget",
         "waiting",
         "worker_name",
         "workers",
@@ -74,6 +86,12 @@ class Lane(Generic[R]):
 
     def __init__(self, priority: Priority, config: LaneConfig) -> None:
         self.priority = priority
+        # Budgets: jobs started and tokens charged per window (None: no limit).
+        self.starts = None if config.rate is None else Window(config.rate)
+        self.token_budget = None if config.tokens is None else Window(config.tokens)
+        self.paused_until = 0.0  # clock time before which no job of the lane starts
+        # The arbiter gives this lane's permits (budgets, a pause, or shared permits).
+        self.gated = self.starts is not None or self.token_budget is not None
         self.capacity = config.capacity
         self.permits = config.permits
         self.limit = config.permits + config.capacity
@@ -97,8 +115,10 @@ class Lane(Generic[R]):
         """Whether one more job may be admitted now."""
         return self.queued + self.running < self.limit
 
-    def snapshot(self) -> LaneStats:
-        """A frozen copy of the counters."""
+    def snapshot(self, now: float) -> LaneStats:
+        """A frozen copy of the counters; `now` (clock time) dates the rate windows."""
+        starts = self.starts
+        tokens = self.token_budget
         return LaneStats(
             priority=self.priority,
             capacity=self.capacity,
@@ -109,7 +129,16 @@ class Lane(Generic[R]):
             failed=self.failed,
             cache_hits=self.cache_hits,
             joins=self.joins,
+            paused_until=self.paused_until if self.paused_until > now else None,
+            window_starts=None if starts is None else starts.usage(now),
+            window_tokens=None if tokens is None else tokens.usage(now),
         )
+
+    def pause(self, until: float) -> None:
+        """Start no job of this lane before clock time `until`; the lane becomes gated."""
+        if until > self.paused_until:
+            self.paused_until = until
+        self.gated = True
 
     # ------------------------------------------------------------ permits and workers
 
@@ -119,9 +148,10 @@ class Lane(Generic[R]):
         A free permit goes with it at once, to a new worker the caller starts (returns the
         record it starts with). Only when every permit is in use does it wait in the deque
         (returns None). So ``queued > 0`` implies ``running == permits`` at every point
-        another piece of code can observe.
+        another piece of code can observe, except in a gated lane: there the record always
+        waits (returns None) for the arbiter to give it a permit.
         """
-        if self.running < self.permits:
+        if self.running < self.permits and not self.gated:
             first: R | None = rec
             if self.queued:
                 # Only after a worker was cancelled from outside: the records it left
@@ -154,11 +184,12 @@ class Lane(Generic[R]):
 
     def hand_on(self, done: R) -> R | None:
         """A worker finished `done`: pass its permit to the next waiting record (returned), or
-        release the permit (None: the worker ends)."""
+        release the permit (None: the worker ends). A gated lane always releases it: the
+        arbiter gives it on."""
         holders = self.holders
         holders.discard(done)
         waiting = self.waiting
-        while waiting:  # as next_queued, inline: this runs once per job
+        while waiting and not self.gated:  # as next_queued, inline: this runs once per job
             rec = waiting.popleft()
             if rec.state == QUEUED:
                 self.queued -= 1
@@ -166,6 +197,23 @@ class Lane(Generic[R]):
                 holders.add(rec)
                 return rec
         self.running -= 1
+        return None
+
+    def grant(self) -> R | None:
+        """Give a permit of this lane to its next waiting record (the arbiter's choice)."""
+        rec = self.next_queued()
+        if rec is not None:
+            self.running += 1
+        return rec
+
+    def peek_queued(self) -> R | None:
+        """The next live record of the waiting area, left in place (tombstones are dropped)."""
+        waiting = self.waiting
+        while waiting:
+            rec = waiting[0]
+            if rec.state == QUEUED:
+                return rec
+            waiting.popleft()
         return None
 
     def release_permit(self, rec: R) -> None:

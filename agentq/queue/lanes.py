@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+
+from agentq.queue.rates import Rate
 
 __all__ = ["LaneConfig", "LaneStats", "Priority", "QueueStats"]
 
@@ -124,22 +126,36 @@ class LaneConfig:
         capacity: How many admitted jobs may wait for a permit (>= 0). 0 means no waiting
             area: a job is admitted only when a permit is free.
         permits: How many jobs of this lane may run at once (>= 1).
+        rate: At most ``rate.count`` jobs of this lane start in any ``rate.per_seconds``
+            (a sliding window on the queue's clock), or None for no limit. A job that would
+            exceed it waits in the lane, holding no permit, until the window has room.
+        tokens: At most ``tokens.count`` tokens used by this lane's jobs in any
+            ``tokens.per_seconds``, or None. A job is charged its estimate (``Job(...,
+            tokens=n)``, 0 if not given) when it starts, waits until the window has room
+            for it, and is settled by the usage its output reports (see ``docs/lanes.md``).
 
     Raises:
-        ValueError: A value is not an int (bools are not accepted) or is out of range; the
+        TypeError: `rate` or `tokens` is neither a `Rate` nor None.
+        ValueError: A count is not an int (bools are not accepted) or is out of range; the
             message names it.
 
     Example:
-        >>> LaneConfig(capacity=10, permits=2)
-        LaneConfig(capacity=10, permits=2)
+        >>> LaneConfig(capacity=10, permits=2, rate=Rate(60, 60.0))
+        LaneConfig(capacity=10, permits=2, rate=Rate(count=60, per_seconds=60.0), tokens=None)
     """
 
     capacity: int = 100
     permits: int = 5
+    rate: Rate | None = field(default=None, kw_only=True)
+    tokens: Rate | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         _check_count("capacity", self.capacity, 0)
         _check_count("permits", self.permits, 1)
+        for name in ("rate", "tokens"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Rate):
+                raise TypeError(f"LaneConfig {name} must be a Rate or None, got {value!r}")
 
     @property
     def limit(self) -> int:
@@ -163,6 +179,11 @@ class LaneStats:
         failed: Jobs of this lane that ended `Failed` (errors, timeouts, cancels).
         cache_hits: Pushes to this lane answered from a completed key without running.
         joins: Pushes to this lane that joined a job already pending or running.
+        paused_until: Clock time until which no job of the lane starts (a failure asked
+            for it with ``retry_after``), or None.
+        window_starts: Jobs started in the current `LaneConfig.rate` window (None: no rate).
+        window_tokens: Tokens charged in the current `LaneConfig.tokens` window (None: no
+            token budget).
     """
 
     priority: Priority
@@ -174,6 +195,9 @@ class LaneStats:
     failed: int
     cache_hits: int
     joins: int
+    paused_until: float | None = None
+    window_starts: int | None = None
+    window_tokens: int | None = None
 
 
 _COLUMNS = (

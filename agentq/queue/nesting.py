@@ -6,8 +6,10 @@ keep such waits from hanging silently:
 1. A nested `Queue.push_and_wait` (or ``await handle``) from inside a running job never
    waits for a permit of its own lane: a child that must run there, or that still waits in
    its lane, runs inline in the waiting job's task, on its permit (which would sit idle
-   anyway). Several nested calls made concurrently by one job take turns on that permit
-   (``record.lend``), so a job never uses more than one permit. A child for *another* lane
+   anyway). A child made while a sibling already runs inline takes a permit of the lane that
+   is free at once (nothing queued before it), so the concurrent calls of one job (the tool
+   calls of one model response) run side by side up to the lane's permits; those that find
+   none take turns on the caller's permit (``record.lend``). A child for *another* lane
    goes through that lane and its permits (so a workflow step in MEDIUM can push tool calls
    into HIGH and LOW lanes), unless that lane could never free a permit — every permit held
    by a job waiting, directly or through other lanes, the same way — in which case it too
@@ -141,6 +143,17 @@ async def push_and_wait(dispatch: Dispatcher, job: Job, parent: Record) -> Outco
     if target is not root.lane and not _would_block_forever(ledger.lanes.values(), target, root):
         return await _through_lane(dispatch, job, parent)
     rec = ledger.claim(job)
+    lend = parent.lend
+    if (
+        lend is not None
+        and lend.locked()  # a sibling runs inline on the caller's permit now
+        and target is root.lane
+        and target.running < target.permits
+        and not target.queued
+        and not target.space
+        and target.has_room()
+    ):
+        dispatch.admit(rec)  # a free permit goes with it: it runs beside its caller
     try:
         return await join(dispatch, rec, parent)
     except asyncio.CancelledError:

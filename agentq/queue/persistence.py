@@ -34,7 +34,7 @@ from typing import Any
 from agentq.errors import KeyConflictError, PayloadError
 from agentq.events import utc
 from agentq.outcomes import Completed
-from agentq.queue.fingerprint_stored import stored_fingerprint
+from agentq.queue.fingerprint_stored import same_stored, stored_fingerprint
 from agentq.queue.jobs import Job, short_repr
 from agentq.queue.ledger import HIT_RUN, Ledger, cancelled_outcome, error_outcome
 from agentq.queue.outcome_store import JobOutcomeStore, StoredJob
@@ -114,7 +114,7 @@ def check_stored(job: Job, stored: StoredJob) -> None:
     Raises:
         KeyConflictError: The stored fingerprint differs; the message names the pushed call.
     """
-    if stored_fingerprint(job.fn, job.fingerprint) == stored.fingerprint:
+    if same_stored(stored.fingerprint, job.fn, job.fingerprint):  # a v1 row as v1 was
         return
     now = job.fingerprint if job.fingerprint is not None else job.fn
     raise KeyConflictError(

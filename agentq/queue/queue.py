@@ -19,6 +19,7 @@ from agentq.outcomes import Pending as _Pending
 from agentq.outcomes import Processing as _Processing
 from agentq.outcomes import State
 from agentq.queue import nesting, persistence
+from agentq.queue.arbitration import Arbiter
 from agentq.queue.dispatch import Dispatcher
 from agentq.queue.handles import Accepted, JobHandle, Queued, answer, answer_known, output_of
 from agentq.queue.jobs import Job, JobEvent, check_seconds, short_repr
@@ -50,12 +51,10 @@ class Queue:
     `Job.fingerprint`) raises `KeyConflictError` while the key is pending, running or
     completed; a Failed key accepts any call.
 
-    With a `store` (a `JobOutcomeStore`), completed outputs outlive the process: saved with
-    the call's fingerprint before the job settles, and read (once) before a key not known in
-    memory runs, so a key completed before a restart answers `Cached`, across processes; the
-    key with another call raises `KeyConflictError`. Outputs must then be JSON (else the job
-    fails with `PayloadError`); failed jobs are not saved; the queue never closes the store.
-    See `agentq.queue.persistence` and ``docs/idempotency.md``.
+    With a `store` (a `JobOutcomeStore`), completed outputs (JSON, else `PayloadError`) outlive
+    the process with their call's fingerprint: a key completed before a restart answers
+    `Cached`, the key with another call raises `KeyConflictError`; failed jobs are not saved;
+    the queue never closes the store (``docs/idempotency.md``).
 
     Backpressure: a lane admits at most ``permits + capacity`` unfinished jobs (see
     `LaneConfig`); `push` waits for room, `push_nowait` raises `QueueFull`.
@@ -64,8 +63,7 @@ class Queue:
     arrive) and belongs to that loop: using it from another raises `WrongLoopError`. Use it as
     ``async with Queue() as queue:`` to close it on exit (draining, or cancelling everything
     if the block raised), or just push from a notebook cell and `close` it later. Its lane
-    workers exist only while they run jobs, so a queue dropped without `close` (a notebook
-    cell run again) leaves no task behind once its jobs have finished.
+    workers exist only while they run jobs: a dropped queue leaves no task behind.
 
     Args:
         lanes: `LaneConfig` per `Priority` (or per its text value, ``"high"``…); lanes not
@@ -80,12 +78,15 @@ class Queue:
             in the store, and its next push reads it back.
         clock: Time source for timeouts, backoff and key expiry; `SystemClock` by default.
         store: Where completed outputs are kept across restarts, or None (memory only).
+        total_permits: Permits the lanes share (each still within its `LaneConfig.permits`),
+            highest priority first; None: independent lanes (`agentq.queue.arbitration`).
+        aging: Seconds after which a waiting job goes before any newer one (never starved).
 
     Raises:
         TypeError: `lanes` is not a mapping of `Priority` to `LaneConfig`, `clock` is not a
             `Clock`, or `store` is not a `JobOutcomeStore`.
-        ValueError: Unknown priority (the message names the allowed values), or
-            `key_ttl` / `max_keys` negative or not finite.
+        ValueError: Unknown priority (the message names the allowed values), `key_ttl` /
+            `max_keys` / `aging` negative or not finite, `total_permits` not an int >= 1.
 
     Example:
         >>> async def fetch(city: str) -> str:
@@ -109,11 +110,13 @@ class Queue:
         max_keys: int | None = None,
         clock: Clock | None = None,
         store: JobOutcomeStore | None = None,
+        total_permits: int | None = None,
+        aging: float = 10.0,
     ) -> None:
         ledger = self._ledger = Ledger(lane_configs(lanes), key_ttl, max_keys, clock, store)
         self._keys = ledger.keys
         self._lanes = ledger.lanes
-        self._dispatch = Dispatcher(ledger)
+        self._dispatch = Dispatcher(ledger, Arbiter(ledger, total_permits, aging))
         self._shutdown = Shutdown(self._dispatch)
 
     @property
@@ -296,7 +299,8 @@ class Queue:
 
     def stats(self) -> QueueStats:
         """A frozen snapshot of every lane (HIGH, MEDIUM, LOW); cheap, any time."""
-        return QueueStats(tuple(self._lanes[p].snapshot() for p in LANE_ORDER))
+        now = self._ledger.clock.time()
+        return QueueStats(tuple(self._lanes[p].snapshot(now) for p in LANE_ORDER))
 
     async def forget(self, key: str) -> bool:
         """Forget a finished key (Completed or Failed), so that its next push runs again.

@@ -39,6 +39,7 @@ class Record:
     """
 
     __slots__ = (
+        "admitted_at",
         "attempt",
         "blocked",
         "cancels",
@@ -99,6 +100,8 @@ class Record:
         self.stop_waiters: list[asyncio.Future[None]] | None = None
         # Claimed without reading the queue's store (push_nowait): read it before running.
         self.unread = False
+        # Clock time it entered a gated lane's waiting area (the arbiter's aging), else 0.0.
+        self.admitted_at = 0.0
         # The OpenTelemetry context of the push (the job's span starts under it), or None.
         self.trace: Any = capture()
 

@@ -13,6 +13,10 @@ cancellation that comes from outside (the loop shutting down, a parent job's tim
 apart and always propagates. A thread is never "cancelled": the task keeps waiting for it, so
 the next attempt and the release of the permit wait until it has really returned.
 
+A failure that asks to wait (`agentq.queue.rates.retry_after`: a ``retry_after`` attribute,
+or an HTTP 429 with ``Retry-After``) pauses the job's whole lane until then; the job's own
+retry, like every retry of that lane, waits until the pause is over.
+
 Which failures a retry policy may retry is decided by `agentq.retry.is_retryable`, the rule
 shared with workflow steps (``retryable = False``, `NonRetryable`, `WaitForInput`, and
 exception groups judged by their leaves).
@@ -54,6 +58,7 @@ from agentq.queue.jobs import Job, JobEventKind
 from agentq.queue.lane import RUNNING
 from agentq.queue.ledger import Ledger, cancelled_outcome, error_outcome
 from agentq.queue.persistence import read_before_run, save_and_settle
+from agentq.queue.rates import retry_after
 from agentq.queue.records import (
     ASYNC_BODY,
     BACKOFF,
@@ -231,6 +236,9 @@ async def _run_record(
                     watchdog.cancel()
             if failure is None or record.outcome is not None:
                 break
+            pause = retry_after(failure.exception)
+            if pause is not None:  # a rate limit: pause the whole lane, not only this job
+                record.lane.pause(ledger.clock.time() + pause)
             if (
                 policy is None
                 or not policy.should_retry(attempt)
@@ -292,7 +300,12 @@ async def _watch(ledger: Ledger, record: Record, attempt: int, seconds: float) -
 
 
 async def _backoff(ledger: Ledger, record: Record, task: asyncio.Task[Any], delay: float) -> None:
-    await _wait_in_phase(ledger, record, task, BACKOFF, ledger.clock.sleep(delay))
+    """Sleep the retry policy's `delay`, then on while the job's lane is paused."""
+    clock = ledger.clock
+    await _wait_in_phase(ledger, record, task, BACKOFF, clock.sleep(delay))
+    lane = record.lane
+    while record.outcome is None and (left := lane.paused_until - clock.time()) > 0:
+        await _wait_in_phase(ledger, record, task, BACKOFF, clock.sleep(left))
 
 
 async def _wait_in_phase(

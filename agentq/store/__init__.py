@@ -24,6 +24,13 @@ reading order:
                     ``schema.sql``.
 """
 
+from agentq.store.contract.children import (
+    CHILD_WAIT_PREFIX,
+    ChildStart,
+    child_of,
+    child_workflow_id,
+    parent_of,
+)
 from agentq.store.contract.claims import (
     AlreadyCompleted,
     AlreadyWaiting,
@@ -56,6 +63,7 @@ from agentq.store.rules.projection_calls import project_call, touches_calls
 from agentq.store.sqlite.store import SqliteStore
 
 __all__ = [
+    "CHILD_WAIT_PREFIX",
     "EVENT_COLUMNS",
     "HANDED_BACK_REASON",
     "AlreadyCompleted",
@@ -64,6 +72,7 @@ __all__ = [
     "CallRow",
     "CallShown",
     "CallState",
+    "ChildStart",
     "ClaimResult",
     "Claimed",
     "DurableStore",
@@ -80,7 +89,10 @@ __all__ = [
     "WorkflowClosed",
     "WorkflowRow",
     "WorkflowState",
+    "child_of",
+    "child_workflow_id",
     "execution_of",
+    "parent_of",
     "project_call",
     "shown_call",
     "touches_calls",

@@ -15,6 +15,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``calling``        `CallRunner`: a durable call the log does not answer, recorded as started,
                    run through the queue and its outcome recorded under the attempt's
                    fencing token
+``children``       `ChildRunner`: ``ctx.child`` / ``ctx.children``: a child run started once,
+                   the step parked on its wait ``child:<key>``, its outcome read
 ``calls``          `CallLog`: one attempt's durable calls and waits, answered from the log or
                    run by its `CallRunner`
 ``workers``        worker ids (``host:pid:token``), whether a lease holder's process is gone,
@@ -41,10 +43,14 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
                    register_workflow, unregister, start (an instance, not run), serve;
                    finding what to run for an id
+``linking``        `ChildLinks`: the engine runs the children its steps start, joins them,
+                   continues their parents
 ``interventions``  the engine's verbs that change a workflow from outside its run: resume,
                    retry, cancel (its base class over `Registrations`)
-``engine``         `WorkflowEngine`: run, run_soon, status, close (resume, retry, cancel and
-                   the registration verbs from its base classes)
+``forking``        the engine's ``fork``: a new workflow whose history up to a step or a call
+                   is another's, copied by one store verb, then run live from there
+``engine``         `WorkflowEngine`: run, run_soon, status, close (fork, resume, retry,
+                   cancel and the registration verbs from its base classes)
 ``recovery``       `recover` and its `RecoveryReport`: finish what a crashed worker left,
                    without waiting for it
 =================  ============================================================================

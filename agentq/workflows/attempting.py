@@ -26,6 +26,7 @@ from agentq.queue import Job, JobHandle, Priority, Queue
 from agentq.store import DurableStore, Execution
 from agentq.workflows.attempts import Again, Lease, Retry, hand_back, job_key, step_call, step_title
 from agentq.workflows.calls import CallLog
+from agentq.workflows.children import Spawner
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import RunResult, StepDef, Workflow
 from agentq.workflows.recording import Recorder
@@ -71,7 +72,12 @@ class AttemptRunner:
         self.wakers = wakers
         self.interrupt = interrupt
         self.running: dict[str, JobHandle] = {}
+        self.pushing: set[str] = set()
+        """Workflows whose attempt is being pushed: its body may already run (a free permit
+        starts it before the push returns), so a graceful stop counts it as running."""
         self.answered_from_log = 0
+        self.spawner: Spawner | None = None
+        """Runs the child runs that attempts start (set by the engine)."""
 
     async def attempt(
         self,
@@ -103,6 +109,7 @@ class AttemptRunner:
             workflow_id=wf.id,
             execution=lambda: lease.execution,
             load=functools.partial(self.store.calls, wf.id),
+            spawner=self.spawner,
         )
         # The key is unique to this attempt, so the call needs no derived fingerprint (the
         # queue would otherwise take one of the step's closure, ctx's repr included); its
@@ -119,8 +126,12 @@ class AttemptRunner:
         lease.start()
         handle: JobHandle | None = None
         try:
-            handle = await self._push(job)
-            self.running[wf.id] = handle
+            self.pushing.add(wf.id)
+            try:
+                handle = await self._push(job)
+            finally:
+                self.pushing.discard(wf.id)
+            self.running[wf.id] = handle  # no await since the push: never out of both
             if lease.lost:  # lost while the job was being pushed
                 handle.cancel()
             try:

@@ -117,7 +117,9 @@ class CallRunner:
 
         Raises:
             JobFailed: The job failed, timed out or was lost, or its output is not JSON; the
-                call is recorded as failed.
+                call is recorded as failed. For an output that is not JSON (or too large)
+                it is final (``retryable`` False, its cause the `PayloadError` naming the
+                field and type): the step fails at once instead of running the call again.
             asyncio.CancelledError: Cancelled before the job started; recorded as failed
                 (reason ``cancelled``).
             LeaseLostError, WorkflowClosedError: Raised by the store as it records (the
@@ -199,9 +201,11 @@ class CallRunner:
         try:
             output = decode(encode(output, f"output of call {key!r}"))
         except PayloadError as bad:
+            # It can never be stored: running it again (a retry of the step) could only
+            # repeat its effect and fail the same way, so the step fails at once.
             failure = Failed(FailureReason.ERROR, ErrorInfo.from_exception(bad), bad)
             await self._fail(key, failure, duration)
-            raise JobFailed(key, failure) from bad
+            raise JobFailed(key, failure, retryable=False) from bad
         row = await store.complete_call(
             self._execution(),
             key,

@@ -33,15 +33,17 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from agentq.clock import Clock
 from agentq.errors import InputTimeout, KeyConflictError, StepContextError
 from agentq.events import utc
 from agentq.keys import validate_key
-from agentq.queue import Job, Queue, stored_fingerprint
+from agentq.queue import Job, Queue, same_stored, stored_fingerprint
 from agentq.store import CallRow, DurableStore, Execution
 from agentq.workflows.calling import CallRunner, Usage, call_queue_key, json_object
+from agentq.workflows.children import ChildRunner, Spawner
+from agentq.workflows.context import Definition
 from agentq.workflows.model import WaitForInput
 
 __all__ = [
@@ -103,6 +105,7 @@ class CallLog:
             keep the fencing token).
         load: Reads the workflow's recorded calls and waits (``store.calls(workflow_id)``);
             awaited once, at the attempt's first call or wait.
+        spawner: Runs the child runs this attempt starts (the engine), or None.
 
     All methods run on the engine's event loop, from the step's own task or tasks it starts.
     """
@@ -116,6 +119,7 @@ class CallLog:
         workflow_id: str,
         execution: Callable[[], Execution],
         load: Callable[[], Awaitable[list[CallRow]]],
+        spawner: Spawner | None = None,
     ) -> None:
         self._clock = clock
         self._workflow_id = workflow_id
@@ -129,6 +133,15 @@ class CallLog:
             record=self._rows.__setitem__,
         )
         self._load = load
+        self._children = ChildRunner(
+            store=store,
+            clock=clock,
+            workflow_id=workflow_id,
+            execution=execution,
+            rows=self._loaded,
+            park=self._park,
+            spawner=spawner,
+        )
         self._read: asyncio.Task[None] | None = None
         self._ready = False
         self._running: dict[str, asyncio.Task[Any]] = {}
@@ -157,7 +170,9 @@ class CallLog:
             await self._read_once()
         row = self._rows.get(key)
         if row is not None:
-            self._check_same(row, key, fingerprint)
+            self._check_same(row, key, job, fingerprint)
+            if row.fingerprint is not None:
+                fingerprint = row.fingerprint  # the same call: a rerun keeps the row's format
             if row.state == "completed":
                 self.answered += 1
                 return row.output
@@ -193,13 +208,13 @@ class CallLog:
         if not task.cancelled():
             task.exception()  # raised to the awaiting body; never "never retrieved"
 
-    def _check_same(self, row: CallRow, key: str, fingerprint: str) -> None:
+    def _check_same(self, row: CallRow, key: str, job: Job, fingerprint: str) -> None:
         if row.kind != "call":
             raise KeyConflictError(
                 f"key {key!r} of workflow {self._workflow_id!r} names a wait_for_input, not "
                 "a call: use another key for the call"
             )
-        if row.fingerprint is not None and row.fingerprint != fingerprint:
+        if not same_stored(row.fingerprint, job.fn, job.fingerprint, fingerprint):  # v1 too
             raise KeyConflictError(
                 f"key {key!r} of workflow {self._workflow_id!r} was recorded for another call "
                 "(its function or the values it uses differ): use a new key for a new call, "
@@ -299,6 +314,30 @@ class CallLog:
         requested = InputRequested(reason, key, None, wake_at)
         self.requested.append(requested)
         raise requested
+
+    def _park(self, reason: str, key: str, details: dict[str, Any]) -> NoReturn:
+        requested = InputRequested(reason, key, details, None)
+        self.requested.append(requested)
+        raise requested
+
+    # ------------------------------------------------------------------ child runs
+
+    async def _loaded(self) -> dict[str, CallRow]:
+        if not self._ready:
+            await self._read_once()
+        return self._rows
+
+    async def child(self, definition: Definition | str, input: Any, key: str) -> Any:
+        """Start (once) child run `key` and return its output; see `StepContext.child`."""
+        self._check_open("child")
+        return await self._children.child(definition, input, key)
+
+    async def children(
+        self, definition: Definition | str, inputs: Mapping[str, Any], limit: int | None
+    ) -> dict[str, Any]:
+        """Fan out child runs; see `StepContext.children`."""
+        self._check_open("children")
+        return await self._children.children(definition, inputs, limit)
 
     # ------------------------------------------------------------------ the attempt's end
 

@@ -20,7 +20,17 @@ from agentq.errors import StepContextError
 if TYPE_CHECKING:
     from agentq.queue import Job
 
-__all__ = ["CallRecorder", "StepContext"]
+__all__ = ["CallRecorder", "Definition", "StepContext"]
+
+
+class Definition(Protocol):
+    """What `StepContext.child` takes as a definition: a `WorkflowDef` (its name and steps)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def step_names(self) -> tuple[str, ...]: ...
 
 
 class CallRecorder(Protocol):
@@ -44,6 +54,12 @@ class CallRecorder(Protocol):
     async def sleep(self, wake_at: float) -> None: ...
 
     def now(self) -> float: ...
+
+    async def child(self, definition: Definition | str, input: Any, key: str) -> Any: ...
+
+    async def children(
+        self, definition: Definition | str, inputs: Mapping[str, Any], limit: int | None
+    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,3 +273,79 @@ class StepContext:
         """
         wake_at = unix_seconds(when, "ctx.sleep_until's when")
         await self._log("sleep_until").sleep(wake_at)
+
+    async def child(self, definition: Definition | str, input: Any = None, *, key: str) -> Any:
+        """Run a child workflow once, as part of this step, and return its output.
+
+        Starts (once per `key` in this workflow) an instance of `definition` whose id is
+        ``<this workflow's id>/<key>``, then waits for it without holding this step's
+        lease: the step becomes ``Waiting`` on the wait key ``child:<key>``. The store
+        answers that wait in the transaction that ends the child, whoever runs it; the
+        step then runs again (its completed calls answer from the log) and this same call
+        returns the child's output. The engine that runs this step runs the child in the
+        background when it holds the definition (else a serving engine does), and goes on
+        with this workflow when the child ends; after a crash, `recover` (or `serve`)
+        continues both. A replay of the step (a resume, a retry, a recovery) joins the same
+        child; it never starts a second one. Cancelling this workflow cancels the child (so
+        does its deadline, ``WorkflowDef(timeout=)``, passing).
+
+        Args:
+            definition: A `WorkflowDef`, or the name of one registered with the engine.
+            input: The child's input (JSON); a replay must give the same.
+            key: The child's key within this workflow (a key without ``/``).
+
+        Returns:
+            The output of the child's last step (as stored: JSON).
+
+        Raises:
+            ChildFailed: The child failed or was cancelled (its id, state and reason).
+            KeyConflictError: ``child:<key>`` names another wait of this workflow.
+            WorkflowMismatchError: The child's id is stored with another definition, steps
+                or input (or not as this workflow's child).
+            UnknownWorkflowError: A definition name that the engine has not registered.
+            StepContextError: As `wait_for_input` (outside its attempt, another loop).
+            InvalidKeyError / TypeError / ValueError: A bad key (one holding ``/``) or
+                definition.
+            PayloadError: `input` is not JSON or too large.
+            LeaseLostError / WorkflowClosedError: As `call`.
+
+        The step is parked by the same signal as `wait_for_input` (a `BaseException`).
+
+        Example:
+            >>> async def step(ctx):
+            ...     summary = await ctx.child(summarise, {"doc": ctx.input}, key="summary")
+        """
+        return await self._log("child").child(definition, input, key)
+
+    async def children(
+        self,
+        definition: Definition | str,
+        inputs: Mapping[str, Any],
+        *,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Fan out: one child run per key of `inputs`; return their outputs by key.
+
+        Each child is what `child` makes (id ``<this workflow's id>/<key>``, started once).
+        They are started in input order, at most `limit` open (started and not ended) at
+        once (None: all at once); the step waits on the first one in input order that has
+        not ended, and each end lets it start the next ones. A slot freed by a later
+        child is filled when the step next wakes.
+
+        Args:
+            definition: A `WorkflowDef`, or the name of one registered with the engine.
+            inputs: Child key to input (JSON); a replay must give the same.
+            limit: At most this many children open at once (an int >= 1), or None.
+
+        Returns:
+            The outputs, by key, in the order of `inputs`.
+
+        Raises:
+            ChildFailed: The first child (in input order, among those whose outcome the
+                step has read) that failed or was cancelled: no further child is started;
+                the ones still running go on (cancel this workflow to stop them).
+            ValueError: `limit` is not a positive int or None; a key holds ``/``.
+            TypeError: `inputs` is not a mapping.
+            Otherwise as `child`.
+        """
+        return await self._log("children").children(definition, inputs, limit)

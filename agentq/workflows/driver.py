@@ -15,8 +15,8 @@ For each step, the loop:
    seconds. A renewal that finds the lease gone (the workflow cancelled by another engine or
    the command line, or the step taken over after the lease expired) interrupts the body at
    once (`AttemptRunner.lease_lost` in ``attempting``, logged), and the attempt records
-   nothing: the run claims
-   again and finds the workflow closed, or the step held or done by its new owner;
+   nothing: the run claims again and finds the workflow closed, or the step held or done by
+   its new owner;
 3. records the outcome with the fencing token: ``complete_step``, ``wait_step`` or
    ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt and
    `agentq.retry.classify` calls the failure an ordinary one; the next claim then answers
@@ -32,10 +32,14 @@ that the workflow is closed, and returns the cancelled result.
 A lease is handed back (``release_dead`` of its own lease with `HANDED_BACK_REASON`: the step
 is pending at once for another worker, and the interrupted attempt counts toward neither
 ``max_attempts`` nor ``max_recoveries``) only once the attempt's body has stopped, and always
-then: when this
-engine is closed or its run cancelled from outside, the attempt's job is interrupted, the
-lease is kept alive until the body has returned (a thread, or a body that ignores
-cancellation, is waited for), and then handed back.
+then: when this engine is closed or its run cancelled from outside, the attempt's job is
+interrupted, the lease is kept alive until the body has returned (a thread, or a body that
+ignores cancellation, is waited for), and then handed back.
+
+A step that ends waiting on a child run (``ctx.child``) does not end the run at once: the
+run joins the child's run through `on_child` (the engine's; the child runs here when this
+engine holds its definition) and, once the child ended (which resumed the step in the store),
+claims the step again.
 
 A graceful stop of `serve` halts the driver (``halted``): a run then neither claims another
 step nor waits on the clock; it parks until the engine closes (``park``), while the attempts
@@ -48,7 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import agentq.tracing as tracing
@@ -72,6 +76,7 @@ from agentq.store import (
 from agentq.workflows.attempting import AttemptRunner
 from agentq.workflows.attempts import Again, Retry, hand_back, step_title
 from agentq.workflows.attempts import claim as claim_step
+from agentq.workflows.children import Spawner, waited_child
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import RunResult, RunStatus, StepDef, Workflow
 from agentq.workflows.recording import Recorder
@@ -152,12 +157,23 @@ class Driver:
         self.parked = asyncio.Event()
         """Set whenever a halted run parks (serve's stop waits on it)."""
         self.on_workflow_deadline: Callable[[str, float], None] | None = None
-        """Told (workflow id, Unix seconds) when a run starts on a workflow with a deadline
-        (`WorkflowRow.deadline`), so that the engine's timer fails it then."""
+        """Told (workflow id, its `WorkflowRow.deadline`) when a run starts on one that has it."""
+        self.on_child: Callable[[str], Awaitable[bool]] | None = None
+        """Told the id of the child run a step waits on (``ctx.child``); True if it ended
+        (joined here): the run then claims the step again instead of ending waiting."""
+
+    @property
+    def spawner(self) -> Spawner | None:
+        """Runs the child runs that step attempts start (the engine)."""
+        return self._runner.spawner
+
+    @spawner.setter
+    def spawner(self, spawner: Spawner | None) -> None:
+        self._runner.spawner = spawner
 
     def attempting(self) -> list[str]:
-        """Ids of the workflows with a step attempt running now, sorted."""
-        return sorted(self._attempts)
+        """Ids of the workflows with a step attempt running now (or being pushed), sorted."""
+        return sorted(self._attempts.keys() | self._runner.pushing)
 
     async def park(self) -> None:
         """Wait until cancelled (the engine closes): a halted run neither claims nor waits."""
@@ -259,6 +275,7 @@ class Driver:
         links: Sequence[Any],
     ) -> Completed | RunResult:
         warned: str | None = None  # the holder this wait was logged for
+        joined: set[str] = set()  # the ended children this step was found waiting on
         while True:
             if self.queue.closed:  # claiming would record a StepStarted nobody runs
                 raise QueueClosed(
@@ -273,6 +290,8 @@ class Driver:
             if isinstance(claim, AlreadyWaiting):
                 if await self.store.time_out_wait(wf.id, index, self.clock.time()):
                     continue  # its deadline passed: the step runs on, the wait raises
+                if await self._joined_child(wf.id, index, joined):
+                    continue  # the child it waited on ended: its end resumed the step
                 await self._watch_deadline(wf.id, index)
                 return RunResult(
                     wf.id, RunStatus.WAITING, step.name, claim.reason, tuple(outputs)
@@ -320,7 +339,27 @@ class Driver:
                 await self.pause(waker, step_result.delay)
             if isinstance(step_result, Retry | Again):
                 continue  # claim again: a retry's time is kept by the store (NotBefore)
+            if (
+                isinstance(step_result, RunResult)
+                and step_result.status is RunStatus.WAITING
+                and await self._joined_child(wf.id, index, joined)
+            ):
+                continue
             return step_result
+
+    async def _joined_child(self, workflow_id: str, index: int, joined: set[str]) -> bool:
+        """If step `index` waits on a child run, let `on_child` join it; True once it ended
+        (its end resumed the step: claim again). Each child is joined once per step, so a
+        step found waiting on it again ends the run waiting."""
+        if self.on_child is None:
+            return False
+        found = waited_child((await self.store.step_rows(workflow_id))[index])
+        if not isinstance(found, str):
+            return found is True  # True: a child's end answered the wait already
+        if found in joined:
+            return False
+        joined.add(found)
+        return await self.on_child(found)
 
     async def _watch_deadline(self, workflow_id: str, index: int) -> None:
         """Tell `on_deadline` the deadline of the keyed wait step `index` is on, if any: a
@@ -342,12 +381,7 @@ class Driver:
                 return offered
             await finish(hand_back(self.store, self.clock, offered.execution))  # passed by
         return await claim_step(
-            self.store,
-            self.clock,
-            workflow_id,
-            index,
-            self.worker_id,
-            self.lease_ttl,
+            self.store, self.clock, workflow_id, index, self.worker_id, self.lease_ttl,
             max_recoveries=step.max_recoveries,
         )
 

@@ -1,7 +1,8 @@
 """`WorkflowEngine`: the public verbs over workflows (run, run_soon, status, close).
 
-Its base classes hold the other verbs: `Interventions` (``interventions.py``: resume, retry,
-cancel), which derives from `Registrations` (``registrations.py``: register, start, serve...).
+Its base classes hold the other verbs: `Forks` (``forking.py``: fork), which derives from
+`Interventions` (``interventions.py``: resume, retry, cancel), which derives from
+`Registrations` (``registrations.py``: register, start, serve...).
 
 The engine keeps one run per workflow: concurrent `run` calls (and the run a `resume` or a
 `retry` continues, or `run_soon` starts in the background) share it (`Runs`, ``runs.py``).
@@ -32,7 +33,8 @@ from agentq.store import DurableStore, WorkflowRow
 from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
-from agentq.workflows.interventions import Interventions
+from agentq.workflows.forking import Forks
+from agentq.workflows.linking import ChildLinks
 from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
 from agentq.workflows.results import status_of, stored_result
 from agentq.workflows.runs import Runs
@@ -41,7 +43,7 @@ from agentq.workflows.serving import Server
 __all__ = ["WorkflowEngine"]
 
 
-class WorkflowEngine(Interventions):
+class WorkflowEngine(Forks):
     """Run workflows durably: one step after another, each attempt through the queue.
 
     Args:
@@ -110,6 +112,9 @@ class WorkflowEngine(Interventions):
         self._ends = Deadlines(lambda: self.clock, self._time_out)  # workflows' deadlines
         self._driver.on_workflow_deadline = self._ends.set
         self._server = Server(self._driver, self._registry, self._runs)  # for serve()
+        self._links = ChildLinks(self._registry, self._runs, self._instance, self.run)
+        self._driver.spawner = self._links  # runs the children that steps start (ctx.child)
+        self._driver.on_child = self._links.join
 
     # ----------------------------------------------------------------- settings
 
@@ -297,22 +302,27 @@ class WorkflowEngine(Interventions):
         await self.close()
 
     def _drop_if_ended(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
-        """Drop the registration once a run (or continuation) ended it, if nothing else runs."""
+        """Drop the registration once a run (or continuation) ended it, if nothing else runs;
+        continue the parent of a child run that ended."""
         if task.cancelled() or task.exception() is not None:  # retrieved: never "unretrieved"
             return
+        self._links.ended(workflow_id, task)
         if task.result().status in _ENDED:
             self._ends.cancel(workflow_id)  # its deadline no longer matters
         if task.result().status in _ENDED and not self._runs.busy(workflow_id):
             self._registry.remove(workflow_id)  # the store keeps the record
 
     async def _time_out(self, workflow_id: str) -> None:
-        """A workflow's deadline passed: fail it in the store (``WorkflowTimedOut``) and
-        interrupt its attempt here, as a cancel does (its run then returns ``failed``)."""
+        """A workflow's deadline passed: fail it in the store (``WorkflowTimedOut``, which
+        cancels its child runs) and interrupt its attempt and its children's here, as a
+        cancel does (its run then returns ``failed``)."""
         if not await self.store.time_out_workflow(workflow_id, self.clock.time()):
             row = await self.store.get_workflow(workflow_id)  # failed elsewhere first?
             if row is None or not row.state.closed:
                 return
-        self._driver.interrupt(workflow_id)
+        for other in [workflow_id, *self._runs.ids_in_progress()]:
+            if other == workflow_id or other.startswith(workflow_id + "/"):
+                self._driver.interrupt(other)
 
     async def _expire(self, workflow_id: str) -> None:
         """A wait's deadline passed: run the workflow (the wait times out, or was answered)."""
@@ -339,6 +349,7 @@ class WorkflowEngine(Interventions):
             "registered": len(self._registry),
             **self._runs.sizes(),
             **self._driver.tables(),
+            **self._links.sizes(),
         }
 
 

@@ -210,8 +210,10 @@ class Interventions(Registrations):
                 f"workflow {wid!r} is neither registered with this engine nor in the store"
             )
         cancelled = await self.store.cancel_workflow(wid, reason, now)
-        if cancelled:
-            self._driver.interrupt(wid)
+        if cancelled:  # its child runs were cancelled with it: interrupt the ones run here
+            for other in [wid, *self._runs.ids_in_progress()]:
+                if other == wid or other.startswith(wid + "/"):
+                    self._driver.interrupt(other)
         if not self._runs.busy(wid):  # else dropped when its run in progress returns
             self._registry.remove(wid)
         return cancelled

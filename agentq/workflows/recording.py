@@ -138,12 +138,15 @@ class Recorder:
     ) -> RunResult | Retry:
         """Record that the step waits for input (`wait`); tell `on_deadline` its deadline.
 
+        A wait on a child run that the store answers at once (the child had ended) returns
+        `Retry` with no delay: the step is pending again.
+
         A wait the store refuses as a payload (`PayloadError`: ``ctx.wait_for_input``
         checks its details first, so this is a safety net) is an ordinary failure of the
         attempt, per the step's retry policy: the lease never stays held by a live engine.
         """
         try:
-            await self.store.wait_step(
+            row = await self.store.wait_step(
                 execution,
                 wait.reason,
                 self.clock.time(),
@@ -155,6 +158,8 @@ class Recorder:
             return await self._fail(
                 wf, step, execution, f"payload: {bad}", ErrorInfo.from_exception(bad), ctx
             )
+        if row.state is not WorkflowState.WAITING:  # a child run that had ended: answered
+            return Retry(0.0)  # at once (the step is pending again): claim it again
         if wait.deadline is not None and self.on_deadline is not None:
             self.on_deadline(wf.id, wait.deadline)
         return _ended(wf, RunStatus.WAITING, step, wait.reason, ctx)

@@ -19,7 +19,9 @@ workflows stay ``running`` with nobody driving them. `recover`:
    ``ctx.sleep`` is such a wait: it wakes then); and for every waiting workflow with a
    deadline of its own (``WorkflowDef(timeout=)``), whose run fails it (``WorkflowTimedOut``)
    if it has passed, or arms the timer that will. So a program that restarts and calls
-   `recover` (without `serve`) keeps every deadline;
+   `recover` (without `serve`) keeps every deadline. The same for every waiting workflow
+   whose step waits on a child run (``ctx.child``): its run joins the child's here (if it
+   can run here) and goes on when it ends;
 4. reports the workflows it could not resume because their step bodies are not registered
    here: step bodies are code, not data, so a restarted program registers its definitions
    (or plain workflows) again before calling `recover`. An instance whose registered
@@ -39,7 +41,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from agentq.errors import WorkflowMismatchError
-from agentq.store import Execution, StepState, WorkflowState
+from agentq.store import CHILD_WAIT_PREFIX, Execution, StepState, WorkflowState
 from agentq.workflows.engine import WorkflowEngine
 from agentq.workflows.model import RunResult
 from agentq.workflows.registry import instance_of
@@ -138,9 +140,12 @@ async def recover(engine: WorkflowEngine) -> RecoveryReport:
 
     now = engine.clock.time()
     live: set[str] = set()
-    timed: set[str] = set()  # waiting on a keyed wait with a deadline
+    timed: set[str] = set()  # waiting on a keyed wait with a deadline, or on a child run
     for row in await store.step_rows():
-        if row.state is StepState.WAITING and row.wait_deadline is not None:
+        if row.state is StepState.WAITING and (
+            row.wait_deadline is not None
+            or (row.wait_key or "").startswith(CHILD_WAIT_PREFIX)  # its run joins the child
+        ):
             timed.add(row.workflow_id)
         if (
             row.state is StepState.LEASED

@@ -56,7 +56,7 @@ from .plan import CALL_RETRY, call_key, needs_approval, workflow_id
 from .report import Summary
 from .selection import SelectionReading
 from .servicehost import ServiceHost
-from .services import kind_of
+from .services import Kind, kind_of
 
 AGENT_NAME = "bfcl"
 """The pydantic-ai agents' name."""
@@ -181,6 +181,10 @@ def _tool(
         apply, name=name, description=f"BFCL {name}", json_schema=_ANY_ARGS, takes_ctx=True
     )
     tool.requires_approval = needs_approval(Call(name, name))
+    # Reads run side by side (the calls of one response run concurrently); a call that
+    # changes state runs alone, after the calls before it and before those after it, so the
+    # calls apply in the ground truth's order.
+    tool.sequential = kind_of(name) is not Kind.READ
     return tool
 
 
@@ -290,8 +294,8 @@ def count_agent_runs(summary: Summary, tasks: Sequence[Task], reading: Selection
     Sets ``agent``; ``steps`` / ``steps_completed``: the runs (one step each); ``lanes``: tool
     calls and model requests by the lane they ran in (``{"tool calls": {"medium": 62},
     "model requests": {"high": 23}}``); ``turns``: the tasks' user turns; ``approved_turns``:
-    the turns with an approved call (its wait ``approval:<turn>/<index>`` answered
-    ``approved: true``).
+    the turns with an approved call (its wait, whose tool call id is ``<turn>/<index>``,
+    answered ``approved: true``).
     """
     summary.agent = "pydantic-ai"
     summary.steps = len(reading.steps)
@@ -317,7 +321,7 @@ def _log_counts(calls: Sequence[CallRow]) -> dict[str, Any]:
             and isinstance(row.output, dict)
             and row.output.get("approved") is True
         ):
-            turn = row.key.removeprefix("approval:").split("#")[0].split("/")[0]
+            turn = str((row.details or {}).get("tool_call_id", "")).split("/")[0]
             approved.add((row.workflow_id, turn))
     return {
         "lanes": {group: dict(sorted(n.items())) for group, n in lanes.items()},

@@ -297,20 +297,20 @@ async def test_a_version_4_file_gets_durable_calls_on_open(db_path: Path) -> Non
         assert row.key == "k" and row.step_index == 1
 
 
-async def test_a_version_6_file_gets_deadlines_on_open(db_path: Path) -> None:
-    """A file of the release before workflow deadlines (schema 6) migrates to 7: its
+async def test_a_version_7_file_gets_deadlines_on_open(db_path: Path) -> None:
+    """A file of the release before workflow deadlines (schema 7) migrates to 8: its
     workflows have no deadline and keep running; new ones store theirs."""
     async with SqliteStore(db_path) as store:
         await start(store, steps=["a"])
-    downgrade(db_path, 6)
+    downgrade(db_path, 7)
     conn = raw(db_path)
     try:
         columns = {r[1] for r in conn.execute("PRAGMA table_info(workflows)")}
     finally:
         conn.close()
-    assert "deadline" not in columns and user_version(db_path) == 6
+    assert "deadline" not in columns and user_version(db_path) == 7
     async with SqliteStore(db_path) as store:
-        assert user_version(db_path) == SCHEMA_VERSION >= 7
+        assert user_version(db_path) == SCHEMA_VERSION >= 8
         row = await store.get_workflow("wf")
         assert row is not None and row.deadline is None
         await store.complete_step(await claim(store, index=0, now=T0 + 1), "A", T0 + 1)
@@ -378,8 +378,9 @@ def test_migrations_parse() -> None:
     assert all(s.endswith(";") for m in steps for s in m)
     assert any("CREATE TRIGGER" in s and "END;" in s for s in steps[1])
     # migration 3 (recoveries) rebuilds the projection; 4 (job_outcomes), 5 (calls), 6
-    # (definitions: none in an older log) and 7 (deadlines: none either) need not
-    assert rebuilds() == [False, False, True, False, False, False, False]
+    # (definitions: none in an older log), 7 (reserved: empty) and 8 (deadlines: none
+    # either) need not
+    assert rebuilds() == [False, False, True, False, False, False, False, False]
 
 
 # ---------------------------------------------------------------- group commit

@@ -66,6 +66,7 @@ class ReadStore:
                 None if input is None else json.dumps(input),
                 key,
                 None if label is None else json.dumps(label),
+                None,  # forked_from
             )
         )
         return seq

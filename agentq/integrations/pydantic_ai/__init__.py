@@ -10,6 +10,8 @@ In reading order (each module imports only the ones below it):
 ``_agent``        `DurableAgent`: runs, starts, approvals, messages
 ``_turns``        the stored input of a turn: prompt, history (or ``continue_from``), options
 ``_report``       a run's `RunResult` as its `AgentRun` (typed output, `RunUsage`, messages)
+``_fork``         a fork of a run at a model request or a tool call: the fork point found among
+                  the recorded keys, replaced values converted to the recorded JSON
 ``_step``         `AgentStep`: the body of a run's one step (the agent run with the capability,
                   the run's options and deps), what is given per run; a completed run
                   replayed; `current_run_id`
@@ -26,9 +28,10 @@ In reading order (each module imports only the ones below it):
 ``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
                   backend makes each model request and tool call a durable call, and whose
                   approvals and external events are durable waits
-``_approval``     the resume input of an approval, checked, as pydantic-ai's decision
-``_journal``      one attempt of a run: keys, labels, and the check against the log
-                  (`ReplayDivergenceError`)
+``_approval``     the resume input of an approval, checked, as pydantic-ai's decision; the
+                  durable wait for it
+``_journal``      one attempt of a run: keys by a call's place (old logs' keys still
+                  replay), labels, and the check against the log (`ReplayDivergenceError`)
 ================  =============================================================================
 
 See docs/agents.md.

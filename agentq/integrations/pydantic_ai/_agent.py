@@ -23,6 +23,7 @@ from pydantic_ai.tools import AgentDepsT
 from agentq.errors import NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._approval import approval_input
 from agentq.integrations.pydantic_ai._capability import AgentqDurability
+from agentq.integrations.pydantic_ai._fork import fork_run
 from agentq.integrations.pydantic_ai._inputs import ArgsChecker, request_input_names
 from agentq.integrations.pydantic_ai._options import RunOptions, RunOptionsKwargs, check_models
 from agentq.integrations.pydantic_ai._report import Reporter
@@ -46,12 +47,13 @@ class DurableAgent(Generic[AgentDepsT]):
 
     Each run is a workflow whose id is the ``run_id``: every model request is a durable call
     in the ``model_priority`` lane (``model:<n>``, recording its token usage), every tool call
-    one in the ``tool_priority`` lane (``tool:<tool_call_id>``). A run stopped by a crash, a
-    kernel restart or an approval continues where it stopped: completed requests and tool
-    calls answer from the log; a replay that makes other calls than the log recorded fails
-    the run with `ReplayDivergenceError` (the sequence is compared, never the messages).
+    one in the ``tool_priority`` lane, keyed by its place in the run (``tool:<n>.<i>:<id>``:
+    part ``i`` of model response ``n``, so a reused ``tool_call_id`` is another call); the
+    tool calls of one response run concurrently. After a crash, a restart or an approval the
+    run continues: completed calls answer from the log; a replay making other calls (kind,
+    place, tool, arguments) fails with `ReplayDivergenceError` (messages are not compared).
 
-    Tools that need approval wait under ``approval:<tool_call_id>`` with ``details={"tool",
+    Tools that need approval wait under ``approval:<n>.<i>:<id>`` with ``details={"tool",
     "args", "tool_call_id", "agent"}``: `pending_approvals` lists them from the store;
     `approve`, `deny`, ``engine.resume(run_id, "agent", {"approved": bool, "note": str,
     "override_args": dict | None}, key=...)`` or the `ApprovalPanel` answer.
@@ -264,6 +266,46 @@ class DurableAgent(Generic[AgentDepsT]):
         await self._runs.start(run_id, run_input)
         self._step.give(run_id, deps, given)
         return run_id
+
+    async def fork(
+        self,
+        run_id: str,
+        new_run_id: str,
+        *,
+        at: str,
+        replace: Mapping[str, Any] | None = None,
+        deps: AgentDepsT | None = None,
+        **options: Unpack[RunOptionsKwargs],
+    ) -> AgentRun:
+        """Run `run_id`'s conversation up to the call `at`, then live (docs/agents.md, "Forks").
+
+        The calls before `at` answer from `run_id`'s log, copied into the fork's own; `at` and
+        what follows run again, with `options` (given in this process, like `approve`'s; the
+        fork stores the parent's options).
+
+        Args:
+            run_id: A stored run of this agent (any state); never changed.
+            new_run_id: The fork's run id (must not exist).
+            at: A key the run's log records: a model request (``"model:3"``) or a tool call.
+            replace: ``{key: value}`` for calls at or before `at`: a ``ModelResponse`` for a
+                model request, what the tool returned for a tool call; replacing `at`
+                itself continues after it with the edited value.
+            deps, options: As for `run`.
+
+        Raises:
+            UnknownWorkflowError, WorkflowMismatchError (`new_run_id` exists), ValueError /
+                TypeError (`at` or a `replace` key not a call of the run or after `at`, a
+                value of the wrong type): nothing is stored.
+        """
+        live = self._step.give(new_run_id, deps, RunOptions(**options))
+        try:
+            result = await fork_run(self._engine, self._name, run_id, new_run_id, at, replace)
+        except BaseException:
+            self._step.release(new_run_id)
+            raise
+        if result.status is RunStatus.COMPLETED:
+            self._step.release(new_run_id)  # kept for a fork that waits or failed, as `run`
+        return await self._reporter.report(result, live)
 
     async def pending_approvals(self, run_id: str | None = None) -> list[PendingApproval]:
         """List the waits of this agent's runs, from the store: approvals and external events.

@@ -8,16 +8,25 @@ The resume input of an agent's approval wait is ``{"approved": bool, "note": str
 - approved with ``override_args`` → `ToolApproved(override_args=...)`: it runs with those;
 - not approved → `ToolDenied(note)`: the tool does not run and the model reads the note (or
   pydantic-ai's default message when the note is empty).
+
+`ask` waits for the decision on one tool call inside a run, under the key the journal gives
+it (``approval:<n>.<i>:<tool_call_id>``), asking again under a new key after an invalid one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic_ai import ToolApproved, ToolDenied
+from pydantic_ai.messages import ToolCallPart
 
-__all__ = ["approval_input", "decide"]
+from agentq.integrations.pydantic_ai._journal import RunJournal, args_digest
+
+__all__ = ["ArgsProblem", "approval_input", "ask", "decide"]
+
+ArgsProblem = Callable[[str, Mapping[str, Any]], str | None]
+"""``check_args(tool, args)``: what is wrong with `args` for `tool`, or None."""
 
 _KEYS = frozenset({"approved", "note", "override_args"})
 
@@ -75,3 +84,47 @@ def decide(answer: object) -> tuple[ToolApproved | ToolDenied | None, str]:
     if not checked["approved"]:
         return (ToolDenied(checked["note"]) if checked["note"] else ToolDenied()), ""
     return ToolApproved(override_args=checked["override_args"]), ""
+
+
+async def ask(
+    journal: RunJournal, call: ToolCallPart, place: int, check_args: ArgsProblem | None
+) -> ToolApproved | ToolDenied:
+    """Wait for the decision on the tool call `call` (at `place` of the current response);
+    ask again (a new key) after an invalid answer.
+
+    An approval whose ``override_args`` do not fit the tool's schema is invalid too (they are
+    the complete arguments, pydantic-ai's meaning): asked again, the fields at fault named.
+
+    Raises:
+        InputRequested: The run waits for the decision (the step parks).
+        ReplayDivergenceError: The log has another operation here.
+    """
+    tool, args = call.tool_name, call.args_as_dict()
+
+    def checked(answer: object) -> tuple[ToolApproved | ToolDenied | None, str]:
+        decision, problem = decide(answer)
+        override = decision.override_args if isinstance(decision, ToolApproved) else None
+        if override is not None and check_args is not None:
+            wrong = check_args(tool, override)
+            if wrong is not None:
+                return None, f"the override_args {override!r:.120} do not fit `{tool}` ({wrong})"
+        return decision, problem
+
+    details = {
+        "tool": tool,
+        "args": args,
+        "tool_call_id": call.tool_call_id,
+        "agent": journal.agent_name,
+    }
+    reason = f"approve tool call {tool}?"
+    digest = args_digest(args)
+    op = journal.approval(tool, call.tool_call_id, place, digest, 0)
+    answer = await journal.ctx.wait_for_input(op.key, reason, details=details)
+    decision, problem = checked(answer)
+    asked = 1
+    while decision is None:
+        op = journal.approval(tool, call.tool_call_id, place, digest, asked)
+        asked += 1
+        answer = await journal.ctx.wait_for_input(op.key, f"{problem}; {reason}", details=details)
+        decision, problem = checked(answer)
+    return decision

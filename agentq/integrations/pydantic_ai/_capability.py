@@ -4,30 +4,32 @@ pydantic-ai hands every durable operation of a run to an operation backend
 (``CallableOperationBackend.execute``). Ours makes each one an agentq durable call of the
 agent step (``ctx.call``), keyed by its place in the run (see `_journal`):
 
-==================  =====================  ==========================  ====================
-operation           key                    lane                        label
-==================  =====================  ==========================  ====================
-model request       ``model:<n>``          ``model_priority``          ``{"kind": "model"}``
-tool call           ``tool:<tool_call_id>``  ``tool_priority``          ``{"kind": "tool",
-                                                                        "tool": name}``
-anything else       ``op:<name>:<n>``      ``tool_priority``           ``{"kind": "op"}``
-==================  =====================  ==========================  ====================
+- a model request: ``model:<n>``, in the ``model_priority`` lane, labelled ``{"kind":
+  "model", "model", "request"}`` (its usage recorded);
+- a tool call: ``tool:<n>.<i>:<tool_call_id>``, in the ``tool_priority`` lane, labelled
+  ``{"kind": "tool", "tool", "tool_call_id", "args"}``;
+- anything else: ``op:<name>:<n>``, in the ``tool_priority`` lane, ``{"kind": "op"}``.
 
-Argument validation and the event-stream handler run inline: they have no outside effect and
-are the same on every replay. Values cross as JSON (pydantic-ai's JSON codec, its own message
-adapters), so the log stays JSON. Tool calls of one model response run one after another, in
-the model's order, so that a replay makes its operations in the recorded order.
+``n`` is the number of the model response the call came from, ``i`` the call's position
+among its parts. Argument validation and the event-stream handler run inline: they have no
+outside effect and are the same on every replay. Values cross as JSON (pydantic-ai's JSON
+codec, its own message adapters), so the log stays JSON; a tool return the codec cannot make
+JSON fails its call with a `PayloadError` naming the tool and the type, and the run at once
+(retrying cannot help). The tool calls of one model response run concurrently
+(``parallel_ordered_events``: results and events in the model's order), each its own durable
+call; the journal accepts their completions in any order.
 
-Approvals are answered inside the run (`handle_deferred_tool_calls`): each tool call that
-needs approval (``requires_approval=True``, `ApprovalRequired` from a tool or a hook) waits in
-``ctx.wait_for_input`` with ``details={"tool", "args", "tool_call_id", "agent"}``, and an
-external-event wait (``RequestInput``, ``wait_for_external_event``) waits the same way under
-``event:<name>:<n>``.
+Approvals are answered inside the run (`handle_deferred_tool_calls`, `_approval.ask`): each
+tool call that needs approval waits in ``ctx.wait_for_input`` under
+``approval:<n>.<i>:<tool_call_id>``, and an external-event wait (``RequestInput``,
+``wait_for_external_event``) waits the same way under ``event:<name>:<n>``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -52,19 +54,25 @@ from pydantic_ai.durable_exec import (
     ToolsetValidateToolArgumentsId,
     external_event_scope,
 )
-from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    ToolCallPart,
+)
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResult
-from pydantic_ai.tools import AgentDepsT, RunContext
+from pydantic_ai.tool_manager import ToolManager
+from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from agentq.errors import InputTimeout, JobFailed
-from agentq.integrations.pydantic_ai._approval import decide
+from agentq.errors import InputTimeout, JobFailed, PayloadError
+from agentq.integrations.pydantic_ai._approval import ArgsProblem, ask
 from agentq.integrations.pydantic_ai._journal import (
     CURRENT,
     Operation,
     RunJournal,
+    args_digest,
     label_of,
-    request_digest,
 )
 from agentq.queue import Job, Priority
 
@@ -85,8 +93,36 @@ def model_usage(output: Any) -> dict[str, Any] | None:
     return {**numbers, "model": model} if isinstance(model, str) else numbers
 
 
-ArgsProblem = Callable[[str, Mapping[str, Any]], str | None]
-"""``check_args(tool, args)``: what is wrong with `args` for `tool`, or None."""
+_CALL: ContextVar[ToolCallPart | None] = ContextVar("agentq_pydantic_ai_call", default=None)
+"""The tool call part whose execution runs in this task (set by `wrap_tool_execute`)."""
+
+
+def place_of(messages: list[ModelMessage], call: ToolCallPart | None, tool_call_id: str) -> int:
+    """The position of a tool call among the parts of the latest model response, or -1.
+
+    The part itself when pydantic-ai hands it over (`wrap_tool_execute`, an approval), else
+    (edited arguments make a copy) the first part of the same tool and ``tool_call_id``.
+    """
+    response = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+    if response is None:
+        return -1
+    parts = response.parts
+    for i, part in enumerate(parts):
+        if part is call:
+            return i
+    for i, part in enumerate(parts):
+        if (
+            isinstance(part, ToolCallPart)
+            and part.tool_call_id == tool_call_id
+            and (call is None or part.tool_name == call.tool_name)
+        ):
+            return i
+    return -1
+
+
+def call_args(args: object) -> str:
+    """The digest of a call's validated arguments (`args_digest` of their JSON form)."""
+    return args_digest(to_jsonable_python(args, fallback=lambda v: type(v).__qualname__))
 
 
 class _Backend(CallableOperationBackend[None]):
@@ -122,22 +158,28 @@ class _Backend(CallableOperationBackend[None]):
         ):
             return await body()
         if isinstance(operation_id, ModelRequestId):
-            messages = ModelMessagesTypeAdapter.dump_python(cache_key[1], mode="json")  # type: ignore[arg-type]
-            op = journal.next_model(request_digest(messages))
-            return await _call(journal, op, body, self._model_priority, model_usage)
+            op = journal.next_model()
+            label = label_of(op, model=operation_id.model_name)
+            return await _call(journal, op, label, body, self._model_priority, model_usage)
         if isinstance(operation_id, ToolsetCallToolId):
-            tool_name, run_context = cache_key[0], cache_key[2]
+            tool_name, args, run_context = cache_key[0], cache_key[1], cache_key[2]
             assert isinstance(tool_name, str) and isinstance(run_context, RunContext)
-            op = journal.tool(
-                tool_name, str(run_context.tool_call_id), approved=run_context.tool_call_approved
+            call_id = str(run_context.tool_call_id)
+            place = place_of(run_context.messages, _CALL.get(), call_id)
+            approved = run_context.tool_call_approved
+            op = journal.tool(tool_name, call_id, place, call_args(args), approved=approved)
+            label = label_of(op, tool_call_id=call_id)
+            return await _call(
+                journal, op, label, body, self._tool_priority, None, self._tool_timeout
             )
-            return await _call(journal, op, body, self._tool_priority, None, self._tool_timeout)
-        return await _call(journal, journal.other(name), body, self._tool_priority, None)
+        op = journal.other(name)
+        return await _call(journal, op, label_of(op), body, self._tool_priority, None)
 
 
 async def _call(
     journal: RunJournal,
     op: Operation,
+    label: dict[str, Any],
     body: Callable[[], Awaitable[object]],
     priority: Priority,
     usage: Callable[[Any], Mapping[str, Any] | None] | None,
@@ -146,16 +188,32 @@ async def _call(
     # The fingerprint names the operation, not pydantic-ai's closure: the key already says
     # which call of the run it is, and the journal checks kind and tool against the log.
     job = Job(
-        op.key, body, priority, fingerprint=("pydantic-ai", op.kind, op.tool), timeout=timeout
+        op.key, partial(_stored, op, body), priority,
+        fingerprint=("pydantic-ai", op.kind, op.tool), timeout=timeout,
     )
     try:
-        return await journal.ctx.call(job, label=label_of(op), usage=usage)
+        return await journal.ctx.call(job, label=label, usage=usage)
     except JobFailed as exc:
         # pydantic-ai's own errors (a provider's HTTP error, an unexpected model behaviour)
         # must reach it as themselves: its fallbacks and retries match on their types.
         if isinstance(exc.__cause__, Exception):
             raise exc.__cause__ from None
         raise
+
+
+async def _stored(op: Operation, body: Callable[[], Awaitable[object]]) -> object:
+    """Run `body` (it ends with the codec making its value JSON): a value the codec cannot
+    make JSON fails with a final `PayloadError` naming the operation and the type, since
+    running it again could only fail the same way."""
+    try:
+        return await body()
+    except PydanticSerializationError as exc:
+        error = PayloadError(
+            f"{op.describe()} returned a value that cannot be stored as JSON: {exc}",
+            field="output",
+        )
+        setattr(error, "retryable", False)  # noqa: B010 (final: see agentq.retry.classify)
+        raise error from exc
 
 
 class _Waiter(ExternalEventWaiter):
@@ -241,7 +299,7 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
             "mcp": "enter-in-durable-unit",
             "dynamic": "enter-never",
         },
-        sequential_tools_in_durable_context=True,
+        sequential_tools_in_durable_context=False,
     )
 
     def __init__(
@@ -286,12 +344,29 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
     async def wrap_run(
         self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler
     ) -> AgentRunResult[Any]:
-        """Install the durable external-event waiter around the run."""
+        """Install the durable external-event waiter around the run, and run the tool calls
+        of each model response concurrently with results and events in the model's order."""
         journal = CURRENT.get()
         if journal is None:
             return await super().wrap_run(ctx, handler=handler)
-        with external_event_scope(_Waiter(journal, self._tool_priority, self._input_events)):
+        waiter = _Waiter(journal, self._tool_priority, self._input_events)
+        with external_event_scope(waiter), ToolManager.parallel_execution_mode(
+            "parallel_ordered_events"
+        ):
             return await super().wrap_run(ctx, handler=handler)
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[AgentDepsT],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+        handler: Callable[[dict[str, Any]], Awaitable[Any]],
+    ) -> Any:
+        """Note which part of the model response this execution is (its place in the run)."""
+        with _executing(call):
+            return await handler(args)
 
     async def handle_deferred_tool_calls(
         self, ctx: RunContext[AgentDepsT], *, requests: DeferredToolRequests
@@ -302,9 +377,8 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
             return None
         approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
         for call in requests.approvals:
-            approvals[call.tool_call_id] = await _approval(
-                journal, call.tool_name, call.tool_call_id, call.args_as_dict(), self._check_args
-            )
+            place = place_of(ctx.messages, call, call.tool_call_id)
+            approvals[call.tool_call_id] = await ask(journal, call, place, self._check_args)
         return requests.build_results(approvals=approvals)
 
     @classmethod
@@ -313,42 +387,11 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         return None
 
 
-async def _approval(
-    journal: RunJournal,
-    tool: str,
-    tool_call_id: str,
-    args: dict[str, Any],
-    check_args: ArgsProblem | None,
-) -> ToolApproved | ToolDenied:
-    """Wait for the decision on one tool call; ask again (a new key) after an invalid answer.
 
-    An approval whose ``override_args`` do not fit the tool's schema is invalid too (they are
-    the complete arguments, pydantic-ai's meaning): asked again, the fields at fault named.
-    """
-
-    def checked(answer: object) -> tuple[ToolApproved | ToolDenied | None, str]:
-        decision, problem = decide(answer)
-        override = decision.override_args if isinstance(decision, ToolApproved) else None
-        if override is not None and check_args is not None:
-            wrong = check_args(tool, override)
-            if wrong is not None:
-                return None, f"the override_args {override!r:.120} do not fit `{tool}` ({wrong})"
-        return decision, problem
-
-    details = {
-        "tool": tool,
-        "args": args,
-        "tool_call_id": tool_call_id,
-        "agent": journal.agent_name,
-    }
-    reason = f"approve tool call {tool}?"
-    op = journal.approval(tool, tool_call_id, 0)
-    answer = await journal.ctx.wait_for_input(op.key, reason, details=details)
-    decision, problem = checked(answer)
-    asked = 1
-    while decision is None:
-        op = journal.approval(tool, tool_call_id, asked)
-        asked += 1
-        answer = await journal.ctx.wait_for_input(op.key, f"{problem}; {reason}", details=details)
-        decision, problem = checked(answer)
-    return decision
+@contextmanager
+def _executing(call: ToolCallPart) -> Iterator[None]:
+    token = _CALL.set(call)
+    try:
+        yield
+    finally:
+        _CALL.reset(token)

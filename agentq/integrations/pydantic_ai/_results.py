@@ -32,8 +32,8 @@ class PendingApproval:
             for ``RequestInput``).
         args: The arguments the model gave (a JSON object); ``{}`` for an event.
         tool_call_id: The model's id of the call; ``""`` for an event.
-        key: The wait's key (``approval:<tool_call_id>``, ``event:<name>:<n>``); give it to
-            `engine.resume`.
+        key: The wait's key (``approval:<n>.<i>:<tool_call_id>``, ``event:<name>:<n>``);
+            give it to `engine.resume`.
         reason: The question shown (``approve tool call <tool>?``; after an invalid
             answer, what was wrong with it first). An event's says its key.
         step: The step to resume: ``"agent"``.

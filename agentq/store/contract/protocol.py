@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.protocol_calls import DurableCalls
+from agentq.store.contract.protocol_fork import DurableForks
 from agentq.store.contract.protocol_reads import DurableReads
 from agentq.store.contract.rows import WorkflowRow
 
@@ -28,7 +29,7 @@ __all__ = ["DurableStore"]
 
 
 @runtime_checkable
-class DurableStore(DurableCalls, DurableReads, Protocol):
+class DurableStore(DurableCalls, DurableForks, DurableReads, Protocol):
     """The durable state behind `WorkflowEngine`: an event log plus a ``steps`` projection.
 
     Every write verb is one atomic transaction that appends its events and updates the
@@ -39,8 +40,9 @@ class DurableStore(DurableCalls, DurableReads, Protocol):
     workflows need not implement. The verbs of durable calls (`start_call`, `complete_call`,
     `fail_call`, `calls`) are declared in `DurableCalls` (``protocol_calls``) and the read
     verbs (`get_workflow`, `workflows`, `step_rows`, `load_events`, `event_rows`,
-    `last_seq`, `ready_workflows`, `expired_leases`) in `DurableReads` (``protocol_reads``);
-    this protocol inherits both and declares the write verbs.
+    `last_seq`, `ready_workflows`, `expired_leases`) in `DurableReads` (``protocol_reads``),
+    `fork_workflow` in `DurableForks` (``protocol_fork``); this protocol inherits them and
+    declares the write verbs.
 
     All methods are coroutines to be awaited on one event loop; a store object is not shared
     between loops or threads.

@@ -5,14 +5,17 @@ only to keep each module short. A durable call (``ctx.call``) is recorded under 
 scoped to the workflow: `start_call` before its body runs, then `complete_call` or
 `fail_call`, each fenced by the attempt's lease like `DurableStore.complete_step`; `calls`
 reads the ``calls`` projection (calls and keyed waits). Keyed waits use `DurableStore.wait_step`,
-`DurableStore.resume_step` and `DurableStore.time_out_wait`.
+`DurableStore.resume_step` and `DurableStore.time_out_wait`. A child run (``ctx.child``) is
+started by `start_child` and waited on as a keyed wait that its end answers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from agentq.outcomes import ErrorInfo
+from agentq.store.contract.children import ChildStart
 from agentq.store.contract.claims import Execution
 from agentq.store.contract.rows import CallRow
 
@@ -21,7 +24,59 @@ __all__ = ["DurableCalls"]
 
 class DurableCalls(Protocol):
     """Durable calls: start, complete, fail, and the read side `calls` (see `DurableStore`
-    for what every verb shares: one transaction each, `StoreError`, `PayloadError`)."""
+    for what every verb shares: one transaction each, `StoreError`, `PayloadError`); child
+    runs: `start_child`."""
+
+    async def start_child(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        definition: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        trace: Mapping[str, str] | None = None,
+    ) -> ChildStart:
+        """Start (once) the child run `key` of the attempt's step, an instance of `definition`.
+
+        In one transaction: the child ``<parent id>/<key>`` is stored (`WorkflowStarted`
+        recording ``parent``: the parent's workflow id, step and wait key), and the parent's
+        log records `ChildStarted` (its wait row ``child:<key>``, state waiting, details
+        {child, definition}). Called again for the same key (a replay), it appends nothing
+        and returns what is stored, with the child's outcome once it has ended.
+
+        From then on the store keeps the link: when the child ends (completed, failed,
+        cancelled), the transaction that ends it also answers the parent's wait
+        (`StepResumed` with the outcome) if the parent's step waits on ``child:<key>``
+        (`wait_step` with that key and the wait row's reason); a `wait_step` on it after the
+        child ended is answered at once, in its own transaction. Cancelling a workflow
+        cancels its open child runs in the same transaction (and theirs, down the tree).
+
+        Args:
+            execution: The parent's attempt, as claimed (fencing, as `complete_step`).
+            key: The child's key within the parent (`agentq.keys` rules, no ``/``).
+            definition: The name of the child's `WorkflowDef`.
+            step_names: The definition's step names.
+            input: The child's input (JSON).
+            now: Unix seconds.
+            trace: As `start_workflow`'s.
+
+        Returns:
+            A `ChildStart`: the child's row, whether this call stored it, the parent's wait
+            row, and the child's outcome (``{"child", "state": "completed", "output"}`` or
+            ``{"child", "state": "failed" | "cancelled", "reason"}``) or None while it runs.
+
+        Raises:
+            LeaseLostError / WorkflowClosedError: As `start_call` (nothing written).
+            KeyConflictError: The parent's key ``child:<key>`` names another wait.
+            WorkflowMismatchError: The child's id is stored with another definition, other
+                steps or another input, or is no child of this parent.
+            InvalidKeyError / TypeError / ValueError: A bad key (one holding ``/``),
+                definition, step names or trace.
+            PayloadError: `input` is not JSON or too large.
+        """
+        ...
 
     async def start_call(
         self,

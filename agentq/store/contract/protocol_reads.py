@@ -114,7 +114,8 @@ class DurableReads(Protocol):
         CallFailed; ``output`` (JSON text) for StepCompleted and CallCompleted; ``input``
         (JSON text) for WorkflowStarted and StepResumed; ``key`` (text) for the call events,
         WaitTimedOut, and a keyed wait's StepWaiting and StepResumed; ``label`` (JSON text)
-        for the call events of a call that has a label; else None.
+        for the call events of a call that has a label; ``forked_from`` (text) the parent's
+        id on a fork's WorkflowForked and on the copies of its parent's history; else None.
         """
         ...
 

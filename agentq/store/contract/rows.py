@@ -288,9 +288,12 @@ EVENT_COLUMNS: tuple[str, ...] = (
     "input",
     "key",
     "label",
+    "forked_from",
 )
 """Column order of `DurableStore.event_rows`: ``at`` is Unix seconds; ``output``, ``input`` and
-``label`` are JSON text (or None); ``key`` is the durable call's or wait's key (or None)."""
+``label`` are JSON text (or None); ``key`` is the durable call's or wait's key (or None);
+``forked_from`` the parent's id on a fork's `WorkflowForked` and on the copies of its
+parent's history (or None)."""
 
 
 REASON_KINDS = frozenset(
@@ -312,7 +315,9 @@ INPUT_KINDS = frozenset({_K.WORKFLOW_STARTED, _K.STEP_RESUMED})
 LABEL_KINDS = frozenset({_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED})
 """Kinds whose ``data`` has a call's ``label`` (the ``label`` column of `DurableStore.event_rows`;
 None there when the call has no label)."""
-KEY_KINDS = LABEL_KINDS | {_K.WAIT_TIMED_OUT, _K.STEP_WAITING, _K.STEP_RESUMED}
+KEY_KINDS = LABEL_KINDS | {
+    _K.WAIT_TIMED_OUT, _K.STEP_WAITING, _K.STEP_RESUMED, _K.CHILD_STARTED
+}
 """Kinds whose ``data`` may have a durable call's or wait's ``key`` (the ``key`` column of
 `DurableStore.event_rows`; a step-level wait's `StepWaiting` and `StepResumed` have none)."""
 
@@ -335,4 +340,5 @@ def event_row(event: Event) -> tuple[Any, ...]:
         _JSON.encode(data.get("input")) if kind in INPUT_KINDS else None,
         data.get("key") if kind in KEY_KINDS else None,
         None if label is None else _JSON.encode(label),
+        data.get("forked_from", data.get("parent") if kind is _K.WORKFLOW_FORKED else None),
     )

@@ -77,6 +77,9 @@ class _Tx:
         return event
 
     def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
+        staged = self.new_workflows.get(row.workflow_id)
+        if started_seq is None and staged is not None:  # created in this transaction
+            started_seq = staged[1]
         self.new_workflows[row.workflow_id] = (row, started_seq)
 
     def put_step(self, row: StepRow, new: bool) -> None:
@@ -88,6 +91,11 @@ class _Tx:
 
     def put_call(self, row: CallRow, new: bool) -> None:
         self.new_calls[(row.workflow_id, row.key)] = row
+
+    def load_calls(self, workflow_id: str) -> list[CallRow]:
+        rows = dict(self._store._calls.get(workflow_id, {}))
+        rows.update({k: r for (w, k), r in self.new_calls.items() if w == workflow_id})
+        return sorted(rows.values(), key=lambda r: r.first_seq)
 
     def commit(self) -> None:
         store = self._store

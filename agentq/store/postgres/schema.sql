@@ -154,6 +154,9 @@ CREATE TRIGGER events_wake_workers AFTER INSERT ON events FOR EACH ROW
     EXECUTE FUNCTION events_notify_work();
 
 -- migration 3
+-- Reserved for the messages table (branch `messages`), merged separately: nothing here yet.
+
+-- migration 4
 -- Workflow deadlines (WorkflowDef(timeout=), engine.start(deadline=)): Unix seconds after which
 -- the workflow fails with WorkflowTimedOut; NULL for none and in databases made before this
 -- version (their logs hold no deadlines: nothing to rebuild).

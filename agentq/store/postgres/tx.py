@@ -97,7 +97,9 @@ _UPDATE_STEP = (
     "UPDATE steps SET " + ", ".join(f"{c.strip()} = %s" for c in _STEP_VALUES.split(","))
     + " WHERE workflow_id = %s AND step_index = %s AND lease_token = %s"
 )
+_LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = %s ORDER BY first_seq"
 _LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = %s AND call_key = %s"
+_LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = %s ORDER BY first_seq"
 _INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({', '.join(['%s'] * 21)})"
 _UPDATE_CALL = (
     "UPDATE calls SET "
@@ -227,6 +229,9 @@ class PostgresTx:
     def load_call(self, workflow_id: str, key_: str) -> CallRow | None:
         r = self.conn.execute(_LOAD_CALL, (key(workflow_id), key(key_))).fetchone()
         return None if r is None else call_row(r)
+
+    def load_calls(self, workflow_id: str) -> list[CallRow]:
+        return [call_row(r) for r in self.conn.execute(_LOAD_CALLS, (key(workflow_id),))]
 
     def put_call(self, row: CallRow, new: bool) -> None:
         values = (

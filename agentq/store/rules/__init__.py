@@ -6,13 +6,17 @@ imports only modules above it):
 
     ``projection_calls``  `project_call`: the ``calls`` rows as a pure function of the log.
     ``projection``      `project` / `replay`: the rows as a pure function of the event log.
-    ``tx``              `Tx` (what a rule needs from a transaction), `Draft`, `apply`.
+    ``tx``              `Tx` (what a rule needs from a transaction), `Draft`, `apply`; a
+                        workflow's end answers its parent's wait and cancels its children.
     ``workflow``        start a workflow, resume a waiting step, time a wait out, cancel,
                         retry.
     ``lease``           claim a step, renew its lease, release an expired lease or a dead
                         worker's.
     ``attempt``         complete, fail or wait: the end of an attempt, under fencing.
     ``calls``           start, complete or fail a durable call, under fencing.
+    ``children``        start a child run (``ctx.child``) once, linked to its parent.
+    ``fork``            fork a workflow: a new one whose history up to a point is copied
+                        from another's.
     ``verbs``           `RuleStore`: every write verb once, over an abstract `_write`; the
                         base of every store.
 """

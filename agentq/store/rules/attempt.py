@@ -25,6 +25,7 @@ from agentq.store.contract.checks import (
     check_payload,
     check_text,
 )
+from agentq.store.contract.children import child_of
 from agentq.store.contract.claims import Execution
 from agentq.store.contract.rows import (
     CallKind,
@@ -40,6 +41,7 @@ from agentq.store.rules.tx import (
     Draft,
     Tx,
     apply,
+    child_outcome,
     describe_call,
     describe_closed,
     describe_step,
@@ -205,7 +207,9 @@ def wait_step(
 ) -> WorkflowRow:
     """Rule of `DurableStore.wait_step`: `StepWaiting`; the lease is released. With a key
     (a durable wait), also a new wait row (`_check_wait_key`: a key is recorded once, or
-    re-opened when a retried workflow asks its unanswered question again)."""
+    re-opened when a retried workflow asks its unanswered question again). A wait on a child
+    run (`agentq.store.contract.children`) that has ended already is answered at once: a
+    `StepResumed` with the child's outcome follows in the same transaction."""
     now, at = check_now(now)
     reason = check_text(reason, "reason")
     if key is not None:
@@ -238,4 +242,12 @@ def wait_step(
         worker_id=ex.worker_id,
         raw=raw,
     )
-    return apply(tx, Rows(wf, steps, calls), [draft])
+    drafts = [draft]
+    child = None if key is None or key not in calls else child_of(calls[key])
+    answer = None if child is None else child_outcome(tx, child)
+    if answer is not None:  # a child run that ended before its parent waited: answered now
+        drafts.append(Draft.build(
+            _K.STEP_RESUMED, ex.workflow_id, at, {"input": answer, "key": key},
+            step=steps[ex.step_index],
+        ))
+    return apply(tx, Rows(wf, steps, calls), drafts)

@@ -40,6 +40,8 @@ WorkflowRetried        workflow running again, reason cleared; the steps from ``
                        input, wait fields and times cleared) but keep their fencing token,
                        which goes on increasing, and a fence (worker and expiry); the steps
                        before keep their outputs
+WorkflowForked         nothing but ``updated_at`` and ``last_seq`` (the lineage is read
+                       from the event)
 CallStarted, …         call events change only the call row (see `projection_calls`)
 =====================  =================================================================
 
@@ -307,8 +309,8 @@ def project(event: Event, rows: Rows) -> Rows:
             state = WorkflowState.WAITING
         elif kind in (_K.STEP_RESUMED, _K.WAIT_TIMED_OUT):
             state = WorkflowState.RUNNING
-    elif kind in CALL_KINDS:
-        pass  # the call row changed above
+    elif kind in CALL_KINDS or kind is _K.WORKFLOW_FORKED:
+        pass  # the call row changed above; a fork's lineage is only in its event
     elif kind is _K.WORKFLOW_COMPLETED:
         state = WorkflowState.COMPLETED
     elif kind is _K.WORKFLOW_FAILED:
@@ -349,14 +351,9 @@ def _closed(
     return {
         i: (
             replace(
-                s,
-                state=StepState.FAILED,
-                reason=reason,
+                s, state=StepState.FAILED, reason=reason, finished_at=at,
                 lease_expires_at=fence if s.state is StepState.LEASED else None,
-                finished_at=at,
-                wait_key=None,
-                wait_details=None,
-                wait_deadline=None,
+                wait_key=None, wait_details=None, wait_deadline=None,
             )
             if s.state in (StepState.LEASED, StepState.WAITING)
             else s

@@ -17,6 +17,10 @@ StepWaiting (key)      creates the wait row (kind wait): state waiting with its 
                        start time from the event
 StepResumed (key)      wait answered: output is the input; duration is the time it waited
 WaitTimedOut           wait timed_out; duration is the time it waited
+ChildStarted           creates the wait row of a child run (kind wait, key ``child:<key>``):
+                       state waiting, its reason, details {child, definition}; the
+                       step's `StepWaiting` on it later re-opens it, its `StepResumed`
+                       (the child ended) answers it with the child's outcome
 =====================  =================================================================
 
 A `StepWaiting` or `StepResumed` without a key (the step-level wait) changes no call row.
@@ -38,7 +42,9 @@ __all__ = ["CALL_KINDS", "error_info", "project_call", "touches_calls"]
 
 _K = EventKind
 
-CALL_KINDS = frozenset({_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED, _K.WAIT_TIMED_OUT})
+CALL_KINDS = frozenset(
+    {_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED, _K.WAIT_TIMED_OUT, _K.CHILD_STARTED}
+)
 """Kinds that concern only a call row (`WaitTimedOut` also moves its step on)."""
 
 
@@ -173,6 +179,13 @@ def project_call(event: Event, calls: Mapping[str, CallRow]) -> Mapping[str, Cal
         row = _started(event, calls.get(key), key, at)
     elif kind is _K.STEP_WAITING:
         row = _waiting(event, calls.get(key), key, at)
+    elif kind is _K.CHILD_STARTED:
+        if key in calls:
+            raise ValueError(f"event #{event.seq} starts child key {key!r}, recorded before")
+        row = replace(
+            _waiting(event, None, key, at),
+            details={"child": data.get("child"), "definition": data.get("definition")},
+        )
     elif kind is _K.CALL_COMPLETED:
         row = replace(
             _existing(event, calls, key, CallKind.CALL),

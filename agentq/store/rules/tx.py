@@ -21,13 +21,14 @@ Every rule works in the same order:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentq.errors import UnknownStepError, UnknownWorkflowError
 from agentq.events import Event, EventKind, utc
-from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow
+from agentq.store.contract.children import child_of, outcome, parent_of
+from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.projection import TIMED_OUT_REASON, Rows, project
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "Tx",
     "apply",
     "apply_rows",
+    "cancel_draft",
+    "child_outcome",
     "describe_call",
     "describe_closed",
     "describe_step",
@@ -150,6 +153,10 @@ class Tx(Protocol):
         """Insert (`new`) or replace the call row (keyed by workflow and key)."""
         ...
 
+    def load_calls(self, workflow_id: str) -> list[CallRow]:
+        """Return every call and wait row of the workflow, in `CallRow.first_seq` order."""
+        ...
+
 
 def describe_step(workflow_id: str, index: int, name: str | None = None) -> str:
     """Name a step in a message: ``step 'b' (#1) of workflow 'wf'``."""
@@ -218,6 +225,11 @@ def apply_rows(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> Rows:
         known = rows.calls.get(key)
         if call is not known:
             tx.put_call(call, known is None)
+    if rows.workflow is not None and not rows.workflow.state.closed and wf.state.closed:
+        timed_out = any(
+            d.kind is EventKind.WORKFLOW_FAILED and "deadline" in d.data for d in drafts
+        )
+        _ended(tx, wf, timed_out)
     return after
 
 
@@ -229,3 +241,77 @@ def timed_out_draft(wf: WorkflowRow, at: float) -> Draft:
     return Draft.build(
         EventKind.WORKFLOW_FAILED, wf.workflow_id, at, {"reason": reason, "deadline": wf.deadline}
     )
+
+
+def cancel_draft(workflow_id: str, steps: Mapping[int, StepRow], reason: str, at: float) -> Draft:
+    """The `WorkflowCancelled` of a workflow whose steps are `steps` (all of them): a leased
+    step's revoked lease still fences it until released (``fenced_until``: its expiry now)."""
+    data: dict[str, Any] = {"reason": reason}
+    for step in steps.values():  # at most one: its revoked lease fences it (projection)
+        if step.state is StepState.LEASED and step.lease_expires_at is not None:
+            data["fenced_until"] = step.lease_expires_at  # as renewed: renewals are not logged
+    return Draft.build(EventKind.WORKFLOW_CANCELLED, workflow_id, at, data)
+
+
+# ---------------------------------------------------------------------- child runs
+
+
+def child_outcome(tx: Tx, child_id: str) -> dict[str, Any] | None:
+    """The outcome of child run `child_id` (`agentq.store.contract.children.outcome`), or
+    None while it is open (or not stored)."""
+    wf, _ = tx.load(child_id, 0, -1)
+    if wf is None or not wf.state.closed:
+        return None
+    last = len(wf.step_names) - 1
+    output = None
+    if wf.state is WorkflowState.COMPLETED:
+        output = tx.load(child_id, last, last)[1][last].output
+    return outcome(wf, output)
+
+
+def _ended(tx: Tx, wf: WorkflowRow, timed_out: bool) -> None:
+    """A workflow just ended, in this transaction: answer its parent's wait on it (if the
+    parent's step waits on it now), and, if it was cancelled or `timed_out` (failed by its
+    deadline), cancel its open children.
+
+    The same transaction that ends a child answers its parent, so no crash can lose the
+    wake-up; a parent that does not wait on it yet finds it ended when it does (the
+    ``wait_step`` rule). Each child cancelled ends in turn, so a cancel goes down the tree.
+    """
+    if wf.state is WorkflowState.CANCELLED or timed_out:
+        why = "timed out (its deadline passed)" if timed_out else "was cancelled"
+        for call in tx.load_calls(wf.workflow_id):
+            child = child_of(call)
+            if child is None:
+                continue
+            cwf, csteps = tx.load(child, 0, 1 << 30)
+            if cwf is None or cwf.state.closed:
+                continue
+            reason = f"its parent workflow {wf.workflow_id!r} {why}"
+            apply_rows(tx, Rows(cwf, csteps), [cancel_draft(child, csteps, reason, wf.updated_at)])
+    link = parent_of(wf.workflow_id)
+    if link is None:
+        return
+    parent_id, wait_key = link
+    pwf, _ = tx.load(parent_id, 0, -1)  # first: a store that locks rows locks the parent's
+    if pwf is None or pwf.state.closed:
+        return
+    row = tx.load_call(parent_id, wait_key)
+    if row is None or child_of(row) != wf.workflow_id:
+        return  # not a child run: a workflow whose id only has a '/'
+    pwf, psteps = tx.load(parent_id, row.step_index, row.step_index)
+    step = psteps.get(row.step_index)
+    if (
+        pwf is None
+        or pwf.state.closed
+        or step is None
+        or step.state is not StepState.WAITING
+        or step.wait_key != wait_key
+    ):
+        return  # the parent reads the outcome when it waits (or never: it ended)
+    answer = child_outcome(tx, wf.workflow_id)
+    draft = Draft.build(
+        EventKind.STEP_RESUMED, parent_id, wf.updated_at, {"input": answer, "key": wait_key},
+        step=step,
+    )
+    apply_rows(tx, Rows(pwf, psteps, {wait_key: row}), [draft])

@@ -16,10 +16,13 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import agentq.store.rules.attempt as rules_attempt
 import agentq.store.rules.calls as rules_calls
+import agentq.store.rules.children as rules_children
+import agentq.store.rules.fork as rules_fork
 import agentq.store.rules.lease as rules_lease
 import agentq.store.rules.workflow as rules_workflow
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
+from agentq.store.contract.children import ChildStart
 from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.rows import CallRow, WorkflowRow
 
@@ -198,6 +201,23 @@ class RuleStore:
         """See `DurableStore.time_out_workflow`."""
         return await self._write(rules_workflow.time_out_workflow, workflow_id, now)
 
+    async def start_child(
+        self,
+        execution: Execution,
+        key: str,
+        *,
+        definition: str,
+        step_names: Sequence[str],
+        input: Any,
+        now: float,
+        trace: Mapping[str, str] | None = None,
+    ) -> ChildStart:
+        """See `DurableStore.start_child`."""
+        return await self._write(
+            rules_children.start_child, execution, key, definition, step_names, input, now,
+            trace,
+        )
+
     async def cancel_workflow(self, workflow_id: str, reason: str, now: float) -> bool:
         """See `DurableStore.cancel_workflow`."""
         return await self._write(rules_workflow.cancel_workflow, workflow_id, reason, now)
@@ -215,6 +235,21 @@ class RuleStore:
     ) -> WorkflowRow:
         """See `DurableStore.retry_workflow`."""
         return await self._write(rules_workflow.retry_workflow, workflow_id, from_step, now)
+
+    async def fork_workflow(
+        self,
+        workflow_id: str,
+        new_workflow_id: str,
+        *,
+        step: int,
+        key: str | None = None,
+        replace: Mapping[str, Any] | None = None,
+        now: float,
+    ) -> WorkflowRow:
+        """See `DurableStore.fork_workflow`."""
+        return await self._write(
+            rules_fork.fork_workflow, workflow_id, new_workflow_id, step, key, replace, now
+        )
 
     async def save_job(
         self,

@@ -35,6 +35,7 @@ from agentq.store.rules.tx import (
     Draft,
     Tx,
     apply,
+    cancel_draft,
     describe_closed,
     describe_step,
     load_step,
@@ -63,11 +64,14 @@ def start_workflow(
     trace: Mapping[str, str] | None = None,
     run_at: float | None = None,
     deadline: float | None = None,
+    parent: Mapping[str, Any] | None = None,
 ) -> tuple[WorkflowRow, bool]:
     """Rule of `DurableStore.start_workflow`; also checks the ids and names.
 
     `run_at` and `deadline` are recorded in `WorkflowStarted` only when given; an existing
-    workflow keeps its own (they are not compared).
+    workflow keeps its own (they are not compared). `parent` ({workflow_id, step, key}: the
+    parent's step and wait key) is recorded in the `WorkflowStarted` of a child run
+    (`agentq.store.rules.children.start_child`).
 
     Raises:
         InvalidKeyError / TypeError: A bad workflow id, step name or definition name, or a
@@ -122,6 +126,8 @@ def start_workflow(
         data["run_at"] = run_at
     if deadline is not None:
         data["deadline"] = deadline
+    if parent is not None:
+        data["parent"] = dict(parent)
     draft = Draft.build(_K.WORKFLOW_STARTED, workflow_id, at, data, raw={"input": text})
     return apply(tx, Rows(None, {}), [draft]), True
 
@@ -269,12 +275,7 @@ def cancel_workflow(tx: Tx, workflow_id: str, reason: str, now: float) -> bool:
         raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
     if wf.state.closed:
         return False
-    data: dict[str, Any] = {"reason": reason}
-    for step in steps.values():  # at most one: its revoked lease fences it (projection)
-        if step.state is StepState.LEASED and step.lease_expires_at is not None:
-            data["fenced_until"] = step.lease_expires_at  # as renewed: renewals are not logged
-    draft = Draft.build(_K.WORKFLOW_CANCELLED, workflow_id, at, data)
-    apply(tx, Rows(wf, steps), [draft])
+    apply(tx, Rows(wf, steps), [cancel_draft(workflow_id, steps, reason, at)])
     return True
 
 

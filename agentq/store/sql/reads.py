@@ -209,7 +209,9 @@ _EVENT_ROWS_SQL = (
     f"CASE WHEN kind IN ({_kinds(INPUT_KINDS)}) THEN data -> '$.input' END, "
     f"CASE WHEN kind IN ({_kinds(KEY_KINDS)}) THEN data ->> '$.key' END, "
     f"CASE WHEN kind IN ({_kinds(LABEL_KINDS)}) AND data ->> '$.label' IS NOT NULL "
-    "THEN data -> '$.label' END "
+    "THEN data -> '$.label' END, "
+    "COALESCE(data ->> '$.forked_from', "
+    f"CASE WHEN kind = '{EventKind.WORKFLOW_FORKED.value}' THEN data ->> '$.parent' END) "
     "FROM events WHERE {where} ORDER BY seq"
 )
 

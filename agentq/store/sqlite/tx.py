@@ -218,6 +218,9 @@ class SqliteTx:
         r = self.conn.execute(_LOAD_CALL, (workflow_id, key)).fetchone()
         return None if r is None else call_row(r)
 
+    def load_calls(self, workflow_id: str) -> list[CallRow]:
+        return [call_row(r) for r in self.conn.execute(_LOAD_CALLS, (workflow_id,))]
+
     def put_call(self, row: CallRow, new: bool) -> None:
         values = (
             row.kind,
@@ -250,7 +253,9 @@ def _marks(columns: str) -> str:
 
 
 _INSERT_STEP = f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})"
+_LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? ORDER BY first_seq"
 _LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? AND call_key = ?"
+_LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? ORDER BY first_seq"
 _INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_COLUMNS)})"
 _UPDATE_CALL = (
     "UPDATE calls SET "

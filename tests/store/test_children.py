@@ -1,0 +1,208 @@
+"""The DurableStore contract for child runs (``start_child``), on every store.
+
+A parent's attempt starts a child once (the child's `WorkflowStarted` and the parent's
+`ChildStarted` in one transaction); the transaction that ends the child answers the parent's
+wait on it; a wait that comes after the end is answered at once; a cancel goes down to the
+children; the ``calls`` rows rebuild from the log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from agentq.errors import KeyConflictError, LeaseLostError, WorkflowMismatchError
+from agentq.store import (
+    CallState,
+    ChildStart,
+    DurableStore,
+    Execution,
+    StepState,
+    WorkflowClosed,
+    WorkflowState,
+)
+
+from .conftest import T0, claim, kinds, start
+
+pytestmark = pytest.mark.timeout(60)
+
+KID = ("work",)
+
+
+async def spawn(
+    store: DurableStore, ex: Execution, key: str = "kid", input: Any = 1, now: float = T0
+) -> ChildStart:
+    return await store.start_child(
+        ex, key, definition="kid-def", step_names=KID, input=input, now=now
+    )
+
+
+async def park(store: DurableStore, ex: Execution, start: ChildStart) -> Any:
+    return await store.wait_step(
+        ex, start.wait.reason or "", T0 + 1, key=start.wait.key, details=start.wait.details
+    )
+
+
+async def test_start_child_stores_child_and_link_once(store: DurableStore) -> None:
+    await start(store, "p", ("s",))
+    ex = await claim(store, "p")
+    first = await spawn(store, ex)
+    assert first.created and first.outcome is None
+    assert first.child.workflow_id == "p/kid" and first.child.definition == "kid-def"
+    assert first.wait.key == "child:kid" and first.wait.state is CallState.WAITING
+    assert first.wait.details == {"child": "p/kid", "definition": "kid-def"}
+    started = (await store.load_events("p/kid"))[0]
+    assert started.data["parent"] == {"workflow_id": "p", "step": 0, "key": "child:kid"}
+    assert await kinds(store, "p") == ["WorkflowStarted", "StepStarted", "ChildStarted"]
+    seq = await store.last_seq()
+    again = await spawn(store, ex)
+    assert not again.created and again.wait == first.wait and again.outcome is None
+    assert await store.last_seq() == seq  # nothing appended
+    with pytest.raises(WorkflowMismatchError):
+        await spawn(store, ex, input=2)  # another input for the same child
+    assert await store.last_seq() == seq
+
+
+async def test_the_end_of_the_child_answers_the_waiting_parent(store: DurableStore) -> None:
+    await start(store, "p", ("s",))
+    ex = await claim(store, "p")
+    st = await spawn(store, ex)
+    row = await park(store, ex, st)
+    assert row.state is WorkflowState.WAITING
+    step = (await store.step_rows("p"))[0]
+    assert step.state is StepState.WAITING and step.lease_expires_at is None
+    kid = await claim(store, "p/kid")
+    await store.complete_step(kid, {"sum": 3}, T0 + 2)
+    events = await store.load_events()
+    assert [(e.workflow_id, str(e.kind)) for e in events[-3:]] == [
+        ("p/kid", "StepCompleted"), ("p/kid", "WorkflowCompleted"), ("p", "StepResumed")
+    ]
+    answer = {"child": "p/kid", "state": "completed", "output": {"sum": 3}}
+    assert events[-1].data == {"input": answer, "key": "child:kid"}
+    step = (await store.step_rows("p"))[0]
+    assert step.state is StepState.PENDING and step.resume_input == answer
+    [wait] = await store.calls("p")
+    assert wait.state is CallState.ANSWERED and wait.output == answer
+    parent = await store.get_workflow("p")
+    assert parent is not None and parent.state is WorkflowState.RUNNING
+
+
+async def test_a_wait_after_the_child_ended_is_answered_at_once(store: DurableStore) -> None:
+    await start(store, "p", ("s",))
+    ex = await claim(store, "p")
+    await spawn(store, ex)
+    kid = await claim(store, "p/kid")
+    await store.fail_step(kid, "broken", None, T0 + 1, None)
+    assert (await kinds(store, "p"))[-1] == "ChildStarted"  # not waiting yet: no answer
+    again = await spawn(store, ex)
+    assert again.outcome == {"child": "p/kid", "state": "failed", "reason": "broken"}
+    row = await park(store, ex, again)
+    assert row.state is WorkflowState.RUNNING
+    assert (await kinds(store, "p"))[-2:] == ["StepWaiting", "StepResumed"]
+    [wait] = await store.calls("p")
+    assert wait.state is CallState.ANSWERED and wait.output == again.outcome
+
+
+async def test_a_cancel_goes_down_to_the_open_children(store: DurableStore) -> None:
+    await start(store, "p", ("s",))
+    ex = await claim(store, "p")
+    await spawn(store, ex, "a")
+    await spawn(store, ex, "b")
+    done = await claim(store, "p/b")
+    await store.complete_step(done, 7, T0)
+    grand = await spawn(store, await claim(store, "p/a"), "g")  # a grandchild
+    assert grand.child.workflow_id == "p/a/g"
+    seq = await store.last_seq()
+    assert await store.cancel_workflow("p", "enough", T0 + 1)
+    cancelled = [e for e in await store.load_events() if e.seq > seq]
+    assert [(e.workflow_id, str(e.kind)) for e in cancelled] == [
+        ("p", "WorkflowCancelled"), ("p/a", "WorkflowCancelled"), ("p/a/g", "WorkflowCancelled")
+    ]
+    states = {w.workflow_id: w.state for w in await store.workflows()}
+    assert states == {
+        "p": WorkflowState.CANCELLED,
+        "p/a": WorkflowState.CANCELLED,
+        "p/b": WorkflowState.COMPLETED,
+        "p/a/g": WorkflowState.CANCELLED,
+    }
+    assert (await store.step_rows("p/a"))[0].state is StepState.FAILED  # lease revoked
+    by_id = {e.workflow_id: e.data for e in cancelled}
+    assert by_id["p/a"] == {  # a cancel of its own: its revoked lease fences the step
+        "reason": "its parent workflow 'p' was cancelled", "fenced_until": T0 + 10.0
+    }
+    assert by_id["p/a/g"] == {"reason": "its parent workflow 'p/a' was cancelled"}
+
+
+async def test_start_child_refusals_write_nothing(store: DurableStore) -> None:
+    await start(store, "p", ("s",))
+    await start(store, "p/taken", ("x",))
+    ex = await claim(store, "p")
+    seq = await store.last_seq()
+    with pytest.raises(ValueError, match="no '/'"):
+        await spawn(store, ex, "a/b")
+    with pytest.raises(WorkflowMismatchError, match="not as child run"):
+        await spawn(store, ex, "taken")
+    stale = dataclasses.replace(ex, lease_token=ex.lease_token + 1)
+    with pytest.raises(LeaseLostError):
+        await spawn(store, stale)
+    await store.wait_step(ex, "a question", T0, key="child:q")
+    assert await store.last_seq() == seq + 1  # only the wait
+    await store.resume_step("p", 0, "x", T0, key="child:q")
+    ex3 = await claim(store, "p")
+    with pytest.raises(KeyConflictError):
+        await spawn(store, ex3, "q")
+
+
+async def test_the_calls_rows_rebuild_from_the_log(store: DurableStore) -> None:
+    await start(store, "p", ("s",))
+    ex = await claim(store, "p")
+    st = await spawn(store, ex)
+    await park(store, ex, st)
+    await store.complete_step(await claim(store, "p/kid"), 5, T0 + 2)
+    before = await store.calls("p")
+    await store.rebuild_projection()
+    assert await store.calls("p") == before
+
+
+@pytest.mark.parametrize("by", ["time_out_workflow", "claim"])
+async def test_a_deadline_goes_down_to_the_open_children_as_a_cancel(
+    store: DurableStore, by: str
+) -> None:
+    """A parent failed by its deadline (`time_out_workflow`, or the claim that finds it
+    passed) cancels its open children in the same transaction, down the tree."""
+    made, _ = await store.start_workflow("p", ("s", "t"), None, T0, deadline=T0 + 60)
+    assert made.deadline == T0 + 60
+    ex = await claim(store, "p")
+    await spawn(store, ex, "a")
+    grand = await spawn(store, await claim(store, "p/a"), "g")
+    assert grand.child.workflow_id == "p/a/g"
+    seq = await store.last_seq()
+    if by == "time_out_workflow":
+        assert await store.time_out_workflow("p", T0 + 60)
+    else:
+        await store.complete_step(ex, "S", T0 + 1)
+        assert isinstance(await store.claim_step("p", 1, "w1", 10.0, T0 + 61), WorkflowClosed)
+    ended = [e for e in await store.load_events() if e.seq > seq and e.step_index is None]
+    assert [(e.workflow_id, str(e.kind)) for e in ended] == [
+        ("p", "WorkflowFailed"), ("p/a", "WorkflowCancelled"), ("p/a/g", "WorkflowCancelled")
+    ]
+    by_id = {e.workflow_id: e.data for e in ended}
+    assert by_id["p/a"]["reason"] == "its parent workflow 'p' timed out (its deadline passed)"
+    assert by_id["p/a/g"] == {"reason": "its parent workflow 'p/a' was cancelled"}
+    states = {w.workflow_id: w.state for w in await store.workflows()}
+    assert states == {
+        "p": WorkflowState.FAILED, "p/a": WorkflowState.CANCELLED, "p/a/g": WorkflowState.CANCELLED
+    }
+
+
+async def test_a_failure_without_deadline_leaves_the_children_running(store: DurableStore) -> None:
+    """Only a cancel or a deadline goes down: a parent whose step failed (it may be retried
+    and join the same children) leaves them open."""
+    await start(store, "p", ("s",))
+    ex = await claim(store, "p")
+    await spawn(store, ex, "a")
+    await store.fail_step(ex, "broken", None, T0 + 1, None)
+    states = {w.workflow_id: w.state for w in await store.workflows()}
+    assert states == {"p": WorkflowState.FAILED, "p/a": WorkflowState.RUNNING}

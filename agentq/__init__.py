@@ -13,7 +13,7 @@
 ``import agentq`` needs no third-party package.
 """
 
-from agentq.clock import Clock, FakeClock, SystemClock
+from agentq.clock import Clock, FakeClock, SystemClock, unix_seconds
 from agentq.codec import MAX_PAYLOAD_BYTES
 from agentq.errors import (
     AgentqError,
@@ -195,4 +195,5 @@ __all__ = [
     "classify",
     "is_retryable",
     "recover",
+    "unix_seconds",
 ]

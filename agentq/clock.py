@@ -12,11 +12,42 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import math
 import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "FakeClock", "SystemClock"]
+__all__ = ["Clock", "FakeClock", "SystemClock", "unix_seconds"]
+
+
+def unix_seconds(when: float | datetime, name: str) -> float:
+    """A point in time as Unix seconds: `when` given as Unix seconds or an aware `datetime`.
+
+    Args:
+        when: Unix seconds (an int or float, finite) or a timezone-aware `datetime`.
+        name: What the value is called in error messages (e.g. ``"run_at"``).
+
+    Returns:
+        Seconds since the Unix epoch (UTC), a float.
+
+    Raises:
+        ValueError: A naive `datetime` (its zone would be a guess), or a number that is not
+            finite.
+        TypeError: Neither a number nor a `datetime` (a bool is refused too).
+    """
+    if isinstance(when, datetime):
+        if when.tzinfo is None or when.utcoffset() is None:
+            raise ValueError(
+                f"{name} must be an aware datetime (with a tzinfo, e.g. "
+                f"datetime.now(timezone.utc)) or Unix seconds; got the naive {when!r}"
+            )
+        return when.timestamp()
+    if isinstance(when, bool) or not isinstance(when, int | float):
+        raise TypeError(f"{name} must be Unix seconds or an aware datetime, got {when!r:.80}")
+    if not math.isfinite(when):
+        raise ValueError(f"{name} must be a finite number of Unix seconds, got {when!r}")
+    return float(when)
 
 
 @runtime_checkable

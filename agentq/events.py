@@ -12,8 +12,11 @@ WorkflowStarted        steps (list of step names), input, definition (the name o
                        `WorkflowDef` it was made from, or null for a plain Workflow;
                        absent in logs written before definitions existed); trace (the
                        W3C trace context of the run that started it, when tracing was
-                       on; see `agentq.tracing`); parent {workflow_id, step, key} for a
-                       child run (``ctx.child``; absent otherwise)
+                       on; see `agentq.tracing`); run_at (Unix seconds: its first step
+                       is not claimed before) and deadline (Unix seconds: it fails with
+                       WorkflowTimedOut if not ended by then), each only when set; parent
+                       {workflow_id, step, key} for a child run (``ctx.child``; absent
+                       otherwise)
 StepStarted            lease_token, expires_at (Unix seconds)
 StepCompleted          output
 StepFailed             reason (error / timeout / cancelled / payload), error {type,
@@ -23,7 +26,10 @@ StepWaiting            reason; for a keyed wait (``ctx.wait_for_input``) also ke
                        details (JSON object or null), deadline (Unix seconds or null)
 StepResumed            input; key (the wait key it answered) when the wait had one
 WorkflowCompleted      outputs (list, one per step)
-WorkflowFailed         reason (the event names the step that failed)
+WorkflowFailed         reason (the event names the step that failed); deadline (Unix
+                       seconds) when it failed for reaching its deadline (reason
+                       ``WorkflowTimedOut: ...``; no step named, its leased or waiting
+                       step fails too)
 WorkflowCancelled      reason; fenced_until (Unix seconds, only when a step was leased):
                        the expiry of the lease the cancel revoked, which keeps fencing
                        that step from other workers until it is released

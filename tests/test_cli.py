@@ -165,6 +165,35 @@ def test_a_cancelled_workflows_wait_is_shown_as_ended(made: Path) -> None:
     assert "approve-send" in table and "waiting" not in table and "cancelled" in table
 
 
+async def _nap(ctx: StepContext) -> str:
+    await ctx.sleep(3600)
+    return "woke"
+
+
+def test_show_gives_a_sleeping_steps_wake_time_and_the_workflow_deadline(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    path = tmp_path / "naps.db"
+
+    async def make() -> Any:
+        async with (
+            SqliteStore(path) as store,
+            Queue({Priority.MEDIUM: LaneConfig(capacity=10, permits=2)}, clock=clock) as queue,
+            WorkflowEngine(queue, store, worker_id="w1", clock=clock) as engine,
+        ):
+            return await engine.run(Workflow("naps", [StepDef("nap", _nap)], timeout=7200))
+
+    assert asyncio.run(make()).status is RunStatus.WAITING
+    out = run("show", str(path), "naps").stdout
+    assert "sleeping until" in out and "sleep:0" in out
+    assert "deadline:" in out and "WorkflowTimedOut" in out
+    shown = json.loads(run("show", str(path), "naps", "--json").stdout)
+    assert shown["workflow"]["deadline"] == clock.time() + 7200
+    assert shown["steps"][0]["wait_deadline"] == clock.time() + 3600
+    [line] = run("ls", str(path), "--json").stdout.splitlines()
+    assert json.loads(line)["deadline"] == clock.time() + 7200
+
+
 def test_show_an_unknown_workflow_is_refused(made: Path) -> None:
     result = run("show", str(made), "nope")
     assert result.exit_code == 1

@@ -187,6 +187,8 @@ def workflow_view(
         origin = forked.get("parent")
         head.append(f"\nforked from {visible(f'{origin} at {point}{replaced}')}")
     head.append(f"\ninput: {visible(short(wf.input, 200))}")
+    if wf.deadline is not None:
+        head.append(f"\ndeadline: {when(wf.deadline)} UTC (then it fails: WorkflowTimedOut)")
     if wf.reason:
         head.append(f"\nreason: {visible(short(wf.reason, 200))}")
     if parent is not None:
@@ -280,9 +282,10 @@ def event_json(event: Event) -> str:
 
 def workflow_line(wf: WorkflowRow) -> str:
     """One workflow as one line of JSON (``ls --json``): workflow_id, definition, state,
-    steps (names), reason, created_at, updated_at (Unix seconds) and last_seq."""
+    steps (names), reason, created_at, updated_at (Unix seconds), last_seq and deadline (Unix
+    seconds or null)."""
     return json_line({
         "workflow_id": wf.workflow_id, "definition": wf.definition, "state": wf.state.value,
         "steps": list(wf.step_names), "reason": wf.reason, "created_at": wf.created_at,
-        "updated_at": wf.updated_at, "last_seq": wf.last_seq,
+        "updated_at": wf.updated_at, "last_seq": wf.last_seq, "deadline": wf.deadline,
     })

@@ -37,7 +37,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``changes``        the stored changes a resume or a retry makes before a new run continues
 ``runs``           an engine's runs in progress, one per workflow, and the resumes and retries
                    that replace them
-``deadlines``      the live engine's timers that continue a workflow when a wait's deadline passes
+``deadlines``      the live engine's timers that continue a workflow when a wait's deadline (a
+                   sleep's wake time) passes, or fail it at its own deadline
 ``serving``        `Server`: the loop of ``serve`` (free permits, ready work, claims)
 ``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
                    register_workflow, unregister, start (an instance, not run), serve;

@@ -21,6 +21,11 @@ still being recorded. So:
 Waits are rows of the same table (kind ``wait``): `wait_for_input` returns the input a
 `resume` recorded for its key, raises `InputTimeout` once the wait timed out, or else parks
 the step (`InputRequested`, which the driver records with ``wait_step``).
+
+A durable sleep (`CallLog.sleep`) is a keyed wait too: the n-th sleep of the step has the key
+``sleep:<n>`` and its wake time as deadline, so the deadline machinery (the store's
+`time_out_wait`, `run`, `recover`, `serve`, the engine's timers) wakes it; its time-out means
+"woke", and a replay after it returns at once.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any, NoReturn
 
 from agentq.clock import Clock
 from agentq.errors import InputTimeout, KeyConflictError, StepContextError
+from agentq.events import utc
 from agentq.keys import validate_key
 from agentq.queue import Job, Queue, same_stored, stored_fingerprint
 from agentq.store import CallRow, DurableStore, Execution
@@ -40,7 +46,21 @@ from agentq.workflows.children import ChildRunner, Spawner
 from agentq.workflows.context import Definition
 from agentq.workflows.model import WaitForInput
 
-__all__ = ["MAX_WAIT_TIMEOUT", "CallLog", "InputRequested", "Usage", "call_queue_key"]
+__all__ = [
+    "MAX_WAIT_TIMEOUT",
+    "SLEEP_KEY_PREFIX",
+    "SLEEP_REASON_PREFIX",
+    "CallLog",
+    "InputRequested",
+    "Usage",
+    "call_queue_key",
+]
+
+SLEEP_KEY_PREFIX = "sleep:"
+"""Keys of durable sleeps: ``sleep:0`` is a step's first `ctx.sleep`, ``sleep:1`` its second."""
+
+SLEEP_REASON_PREFIX = "sleeping until "
+"""The start of a sleeping step's reason; the wake time follows, ISO-8601 UTC."""
 
 MAX_WAIT_TIMEOUT = 10 * 365.25 * 24 * 3600.0
 """The longest ``wait_for_input`` timeout, in seconds (10 years): its deadline is stored, and
@@ -127,6 +147,7 @@ class CallLog:
         self._running: dict[str, asyncio.Task[Any]] = {}
         self._closed = False
         self._loop = asyncio.get_running_loop()  # the engine's: a body on another cannot record
+        self._sleeps = 0  # sleeps asked for in this attempt: the next one's key
         self.answered = 0
         """Calls answered from the log in this attempt."""
         self.requested: list[InputRequested] = []
@@ -248,6 +269,49 @@ class CallLog:
                 )
         deadline = None if timeout is None else self._clock.time() + float(timeout)
         requested = InputRequested(text, key, details_obj, deadline)
+        self.requested.append(requested)
+        raise requested
+
+    def now(self) -> float:
+        """The engine's clock's time, Unix seconds (a sleep's wake time counts from it)."""
+        return self._clock.time()
+
+    async def sleep(self, wake_at: float) -> None:
+        """Return once `wake_at` (Unix seconds) has passed, parking the step until then.
+
+        See `StepContext.sleep_until`. The n-th sleep of the attempt is keyed ``sleep:<n>``;
+        a recorded one that woke (timed out, or was resumed) returns at once, and one still
+        waiting keeps its stored wake time. A wake time that has passed already returns at
+        once and records nothing.
+        """
+        self._check_open("sleep")
+        key = f"{SLEEP_KEY_PREFIX}{self._sleeps}"
+        self._sleeps += 1
+        if not self._ready:
+            await self._read_once()
+        row = self._rows.get(key)
+        if row is not None:
+            if row.kind != "wait" or not (row.reason or "").startswith(SLEEP_REASON_PREFIX):
+                raise KeyConflictError(
+                    f"key {key!r} of workflow {self._workflow_id!r} names a "
+                    f"{'call' if row.kind == 'call' else 'wait_for_input'}, not a sleep: "
+                    f"keys starting with {SLEEP_KEY_PREFIX!r} are kept for ctx.sleep"
+                )
+            if row.state in ("answered", "timed_out"):
+                self.answered += 1
+                return
+            if row.deadline is not None:
+                wake_at = row.deadline  # the wake time stored by the first run
+        now = self._clock.time()
+        if wake_at <= now:
+            return
+        if wake_at - now > MAX_WAIT_TIMEOUT:
+            raise ValueError(
+                f"sleep {key!r}: the wake time {wake_at!r} is more than {MAX_WAIT_TIMEOUT:.0f} "
+                "seconds (10 years) away"
+            )
+        reason = SLEEP_REASON_PREFIX + utc(wake_at).isoformat(timespec="milliseconds")
+        requested = InputRequested(reason, key, None, wake_at)
         self.requested.append(requested)
         raise requested
 

@@ -8,10 +8,13 @@ below the machinery that runs it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentq.clock import unix_seconds
 from agentq.errors import StepContextError
 
 if TYPE_CHECKING:
@@ -47,6 +50,10 @@ class CallRecorder(Protocol):
         details: Mapping[str, Any] | None,
         timeout: float | None,  # noqa: ASYNC109 (a durable deadline, stored)
     ) -> Any: ...
+
+    async def sleep(self, wake_at: float) -> None: ...
+
+    def now(self) -> float: ...
 
     async def child(self, definition: Definition | str, input: Any, key: str) -> Any: ...
 
@@ -219,6 +226,54 @@ class StepContext:
         """
         return await self._log("wait_for_input").wait(key, reason, details, timeout)
 
+    async def sleep(self, seconds: float) -> None:
+        """Sleep durably for `seconds`: the step waits without a lease, across restarts.
+
+        The wake time (now + `seconds`, on the engine's clock) is stored the first time:
+        the step becomes ``Waiting`` with the reason ``"sleeping until <ISO-8601 UTC>"``,
+        the attempt ends (`run` returns ``waiting``) and no lease or worker is held. At the
+        wake time the step runs again, woken by the engine's own timer while it lives, or by
+        the next `run`, `recover` or `serve` on the store after a restart (the log records
+        ``WaitTimedOut`` for the sleep's key: it woke); its completed calls and earlier
+        sleeps answer from the log, and this call returns. A step's sleeps are keyed by
+        their order in it (``sleep:0``, ``sleep:1``, ...), so the body must ask for them in
+        the same order on every run. A `resume` of the sleeping step wakes it early.
+        Needs an ``async def`` step body.
+
+        Args:
+            seconds: How long to sleep (>= 0, at most 10 years); 0 returns at once and
+                records nothing.
+
+        Raises:
+            TypeError: `seconds` is not a number.
+            ValueError: `seconds` is negative, not finite or more than 10 years.
+            KeyConflictError: The sleep's key (``sleep:<n>``) names a call or a
+                `wait_for_input` of this workflow.
+            StepContextError: As for `wait_for_input`.
+        """
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise TypeError(f"ctx.sleep expects seconds as a number, got {seconds!r:.80}")
+        if not (0 <= seconds < math.inf):
+            raise ValueError(f"ctx.sleep expects seconds >= 0 and finite, got {seconds!r}")
+        log = self._log("sleep")
+        await log.sleep(log.now() + float(seconds))
+
+    async def sleep_until(self, when: float | datetime) -> None:
+        """Sleep durably until `when`: as `sleep`, to a point in time.
+
+        Args:
+            when: Unix seconds (a float) or an aware `datetime`; a time that has passed
+                returns at once and records nothing.
+
+        Raises:
+            ValueError: `when` is a naive `datetime`, not finite, or more than 10 years
+                away.
+            TypeError: `when` is neither a number nor a `datetime`.
+            KeyConflictError / StepContextError: As for `sleep`.
+        """
+        wake_at = unix_seconds(when, "ctx.sleep_until's when")
+        await self._log("sleep_until").sleep(wake_at)
+
     async def child(self, definition: Definition | str, input: Any = None, *, key: str) -> Any:
         """Run a child workflow once, as part of this step, and return its output.
 
@@ -231,7 +286,8 @@ class StepContext:
         background when it holds the definition (else a serving engine does), and goes on
         with this workflow when the child ends; after a crash, `recover` (or `serve`)
         continues both. A replay of the step (a resume, a retry, a recovery) joins the same
-        child; it never starts a second one. Cancelling this workflow cancels the child.
+        child; it never starts a second one. Cancelling this workflow cancels the child (so
+        does its deadline, ``WorkflowDef(timeout=)``, passing).
 
         Args:
             definition: A `WorkflowDef`, or the name of one registered with the engine.

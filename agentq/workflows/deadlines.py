@@ -1,5 +1,10 @@
 """`Deadlines`: the live engine's timers that continue a workflow once a wait's deadline passes.
 
+The engine keeps two of them: one for waits' deadlines (a `StepContext.wait_for_input`
+with a timeout, a `StepContext.sleep`), one for workflows' own deadlines (`WorkflowDef(...,
+timeout=)`, ``engine.start(..., deadline=)``), whose timer fails the workflow and interrupts
+its attempt.
+
 A `StepContext.wait_for_input` with a timeout stores its deadline; whichever `run` or
 `recover` of the workflow comes after it times the wait out. While an engine lives, it also
 keeps one timer per waiting workflow (the driver reports each stored deadline through
@@ -50,6 +55,12 @@ class Deadlines:
         )
         self._timers[workflow_id] = timer
         timer.add_done_callback(functools.partial(self._done, workflow_id))
+
+    def cancel(self, workflow_id: str) -> None:
+        """Cancel the timer of `workflow_id`, if any (it ended: nothing to continue)."""
+        timer = self._timers.pop(workflow_id, None)
+        if timer is not None:
+            timer.cancel()
 
     def cancel_all(self) -> None:
         """Cancel every timer (the engine closes)."""

@@ -15,8 +15,8 @@ For each step, the loop:
    seconds. A renewal that finds the lease gone (the workflow cancelled by another engine or
    the command line, or the step taken over after the lease expired) interrupts the body at
    once (`AttemptRunner.lease_lost` in ``attempting``, logged), and the attempt records
-   nothing: the run claims
-   again and finds the workflow closed, or the step held or done by its new owner;
+   nothing: the run claims again and finds the workflow closed, or the step held or done by
+   its new owner;
 3. records the outcome with the fencing token: ``complete_step``, ``wait_step`` or
    ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt and
    `agentq.retry.classify` calls the failure an ordinary one; the next claim then answers
@@ -32,10 +32,9 @@ that the workflow is closed, and returns the cancelled result.
 A lease is handed back (``release_dead`` of its own lease with `HANDED_BACK_REASON`: the step
 is pending at once for another worker, and the interrupted attempt counts toward neither
 ``max_attempts`` nor ``max_recoveries``) only once the attempt's body has stopped, and always
-then: when this
-engine is closed or its run cancelled from outside, the attempt's job is interrupted, the
-lease is kept alive until the body has returned (a thread, or a body that ignores
-cancellation, is waited for), and then handed back.
+then: when this engine is closed or its run cancelled from outside, the attempt's job is
+interrupted, the lease is kept alive until the body has returned (a thread, or a body that
+ignores cancellation, is waited for), and then handed back.
 
 A step that ends waiting on a child run (``ctx.child``) does not end the run at once: the
 run joins the child's run through `on_child` (the engine's; the child runs here when this
@@ -157,10 +156,11 @@ class Driver:
         more; each parks (`park`) until the engine closes. Attempts running go on."""
         self.parked = asyncio.Event()
         """Set whenever a halted run parks (serve's stop waits on it)."""
+        self.on_workflow_deadline: Callable[[str, float], None] | None = None
+        """Told (workflow id, its `WorkflowRow.deadline`) when a run starts on one that has it."""
         self.on_child: Callable[[str], Awaitable[bool]] | None = None
-        """Told the id of the child run a step of a run waits on (``ctx.child``); True if
-        it ended (joined here): the run then claims the step again instead of ending
-        waiting. Set by the engine."""
+        """Told the id of the child run a step waits on (``ctx.child``); True if it ended
+        (joined here): the run then claims the step again instead of ending waiting."""
 
     @property
     def spawner(self) -> Spawner | None:
@@ -240,13 +240,18 @@ class Driver:
         waker = self._wakers.open(wf.id)
         try:
             trace = tracing.carrier()  # passed only when tracing is on: None-safe for any store
+            now = self.clock.time()
+            extra: dict[str, Any] = {} if trace is None else {"trace": trace}
+            if wf.timeout is not None:  # kept only by the run that stores the workflow
+                extra["deadline"] = now + wf.timeout
             row, created = await self.store.start_workflow(
-                wf.id, wf.step_names, wf.input, self.clock.time(), definition=wf.definition,
-                **({} if trace is None else {"trace": trace}),
+                wf.id, wf.step_names, wf.input, now, definition=wf.definition, **extra
             )
             links = [] if created else await spans.origin_links(span, self.store, wf.id)
             if row.state.closed:
                 return await stored_result(self.store, row)
+            if row.deadline is not None and self.on_workflow_deadline is not None:
+                self.on_workflow_deadline(wf.id, row.deadline)  # a claim after it fails it
             outputs: list[Any] = []
             for index, step in enumerate(wf.steps):
                 result = await self._run_step(wf, index, step, outputs, waker, links)
@@ -376,12 +381,7 @@ class Driver:
                 return offered
             await finish(hand_back(self.store, self.clock, offered.execution))  # passed by
         return await claim_step(
-            self.store,
-            self.clock,
-            workflow_id,
-            index,
-            self.worker_id,
-            self.lease_ttl,
+            self.store, self.clock, workflow_id, index, self.worker_id, self.lease_ttl,
             max_recoveries=step.max_recoveries,
         )
 

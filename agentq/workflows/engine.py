@@ -109,6 +109,8 @@ class WorkflowEngine(Forks):
         self._runs = Runs(self._driver.drive, self._drop_if_ended)
         self._deadlines = Deadlines(lambda: self.clock, self._expire)
         self._driver.on_deadline = self._deadlines.set
+        self._ends = Deadlines(lambda: self.clock, self._time_out)  # workflows' deadlines
+        self._driver.on_workflow_deadline = self._ends.set
         self._server = Server(self._driver, self._registry, self._runs)  # for serve()
         self._links = ChildLinks(self._registry, self._runs, self._instance, self.run)
         self._driver.spawner = self._links  # runs the children that steps start (ctx.child)
@@ -277,6 +279,7 @@ class WorkflowEngine(Forks):
                 "(asyncio.get_running_loop().create_task(engine.close()))"
             )
         self._deadlines.cancel_all()
+        self._ends.cancel_all()
         while tasks := self._runs.in_progress():
             for task in tasks:
                 task.cancel()
@@ -304,8 +307,22 @@ class WorkflowEngine(Forks):
         if task.cancelled() or task.exception() is not None:  # retrieved: never "unretrieved"
             return
         self._links.ended(workflow_id, task)
+        if task.result().status in _ENDED:
+            self._ends.cancel(workflow_id)  # its deadline no longer matters
         if task.result().status in _ENDED and not self._runs.busy(workflow_id):
             self._registry.remove(workflow_id)  # the store keeps the record
+
+    async def _time_out(self, workflow_id: str) -> None:
+        """A workflow's deadline passed: fail it in the store (``WorkflowTimedOut``, which
+        cancels its child runs) and interrupt its attempt and its children's here, as a
+        cancel does (its run then returns ``failed``)."""
+        if not await self.store.time_out_workflow(workflow_id, self.clock.time()):
+            row = await self.store.get_workflow(workflow_id)  # failed elsewhere first?
+            if row is None or not row.state.closed:
+                return
+        for other in [workflow_id, *self._runs.ids_in_progress()]:
+            if other == workflow_id or other.startswith(workflow_id + "/"):
+                self._driver.interrupt(other)
 
     async def _expire(self, workflow_id: str) -> None:
         """A wait's deadline passed: run the workflow (the wait times out, or was answered)."""

@@ -160,9 +160,15 @@ class Workflow:
             `WorkflowDef.workflow`), recorded in the store so that any engine that
             registered that definition can run it; None (the default) for a plain workflow,
             tied to the process that registered it.
+        timeout: Seconds from the workflow's start (its `WorkflowStarted`, when a run or
+            `WorkflowEngine.start` first stores it) after which it fails with the reason
+            ``WorkflowTimedOut`` if it has not ended; None (the default) for no limit. The
+            deadline is stored with the workflow, so every engine and process honours it
+            (see `WorkflowDef`).
 
     Raises:
-        ValueError: Empty `steps` or duplicate step names.
+        ValueError: Empty `steps` or duplicate step names, or a `timeout` that is not a
+            positive finite number of seconds.
         TypeError: A step is not a `StepDef`.
         InvalidKeyError: `id` (or `definition`) is empty, not UTF-8 or too long.
 
@@ -174,10 +180,12 @@ class Workflow:
     steps: Sequence[StepDef]
     input: Any = None
     definition: str | None = field(default=None, kw_only=True)
+    timeout: float | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         validate_key(self.id, "workflow id")
         object.__setattr__(self, "steps", _checked_steps(f"workflow {self.id!r}", self.steps))
+        object.__setattr__(self, "timeout", _checked_timeout(f"workflow {self.id!r}", self.timeout))
         if self.definition is not None:
             validate_key(self.definition, "definition name")
 
@@ -196,6 +204,17 @@ class Workflow:
             if s.name == step:
                 return i
         raise KeyError(step)
+
+
+def _checked_timeout(owner: str, timeout: object) -> float | None:
+    """`timeout` as float seconds (positive, finite) or None; ValueError/TypeError naming it."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"{owner}: timeout must be seconds (a number) or None, got {timeout!r:.80}")
+    if not (0 < timeout < math.inf):
+        raise ValueError(f"{owner}: timeout must be positive finite seconds, got {timeout!r}")
+    return float(timeout)
 
 
 def _checked_steps(owner: str, steps: Sequence[StepDef]) -> tuple[StepDef, ...]:
@@ -233,12 +252,20 @@ class WorkflowDef:
         steps: The steps, in order: a non-empty sequence of `StepDef` with unique names.
             Stored instances record the step names; an engine whose registered definition
             has other step names refuses to run them (`WorkflowMismatchError`).
+        timeout: Seconds from an instance's start after which it fails with the reason
+            ``WorkflowTimedOut`` if it has not ended (None: no limit). The deadline (start
+            + timeout; the earlier of it and ``engine.start(..., deadline=)``) is stored
+            with the instance: a running body is cancelled at the deadline by the engine
+            running it (or, in another process, at its next lease renewal); a waiting or
+            sleeping instance is failed then by whichever engine notices first (its live
+            timer, `run`, `recover`, `serve`). A claim after the deadline fails it too.
 
     Raises:
         InvalidKeyError: `name` is empty, not valid UTF-8 or too long.
         TypeError: `name` is not a str, `steps` is not a sequence, or a step is not a
             `StepDef`.
-        ValueError: `steps` is empty or has duplicate names.
+        ValueError: `steps` is empty or has duplicate names, or `timeout` is not positive
+            finite seconds.
 
     Example:
         >>> order = WorkflowDef("order", [StepDef("fetch", fetch), StepDef("charge", charge)])
@@ -249,10 +276,13 @@ class WorkflowDef:
 
     name: str
     steps: Sequence[StepDef]
+    timeout: float | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         validate_key(self.name, "definition name")
         object.__setattr__(self, "steps", _checked_steps(f"definition {self.name!r}", self.steps))
+        owner = f"definition {self.name!r}"
+        object.__setattr__(self, "timeout", _checked_timeout(owner, self.timeout))
 
     @property
     def step_names(self) -> tuple[str, ...]:
@@ -269,9 +299,12 @@ class WorkflowDef:
             input: The instance's input (JSON), given to every step as ``ctx.input``.
 
         Returns:
-            ``Workflow(workflow_id, self.steps, input=input, definition=self.name)``.
+            ``Workflow(workflow_id, self.steps, input=input, definition=self.name,
+            timeout=self.timeout)``.
 
         Raises:
             InvalidKeyError / TypeError: A bad `workflow_id`.
         """
-        return Workflow(workflow_id, self.steps, input=input, definition=self.name)
+        return Workflow(
+            workflow_id, self.steps, input=input, definition=self.name, timeout=self.timeout
+        )

@@ -15,10 +15,13 @@ workflows stay ``running`` with nobody driving them. `recover`:
 3. does the same for every *waiting* workflow registered here whose step waits on a keyed
    wait with a deadline (``ctx.wait_for_input(timeout=...)``): its run times the wait out
    (`WaitTimedOut`; the step continues, where the wait raises `InputTimeout`) if the deadline
-   has passed, and otherwise arms this engine's live timer for it and ends waiting. So a
-   program that restarts and calls `recover` (without `serve`) keeps every deadline. The
-   same for every waiting workflow whose step waits on a child run (``ctx.child``): its run
-   joins the child's here (if it can run here) and goes on when it ends;
+   has passed, and otherwise arms this engine's live timer for it and ends waiting (a
+   ``ctx.sleep`` is such a wait: it wakes then); and for every waiting workflow with a
+   deadline of its own (``WorkflowDef(timeout=)``), whose run fails it (``WorkflowTimedOut``)
+   if it has passed, or arms the timer that will. So a program that restarts and calls
+   `recover` (without `serve`) keeps every deadline. The same for every waiting workflow
+   whose step waits on a child run (``ctx.child``): its run joins the child's here (if it
+   can run here) and goes on when it ends;
 4. reports the workflows it could not resume because their step bodies are not registered
    here: step bodies are code, not data, so a restarted program registers its definitions
    (or plain workflows) again before calling `recover`. An instance whose registered
@@ -160,7 +163,11 @@ async def recover(engine: WorkflowEngine) -> RecoveryReport:
     held: list[str] = []
     errors: dict[str, Exception] = {}
     joins: dict[str, Callable[[], Awaitable[RunResult]]] = {}
-    waiting = [w for w in await store.workflows(WorkflowState.WAITING) if w.workflow_id in timed]
+    waiting = [  # a wait or the workflow itself has a deadline: its run acts on it
+        w
+        for w in await store.workflows(WorkflowState.WAITING)
+        if w.workflow_id in timed or w.deadline is not None
+    ]
     for workflow_row in [*await store.workflows(WorkflowState.RUNNING), *waiting]:
         wid = workflow_row.workflow_id
         wf = engine.registered(wid)

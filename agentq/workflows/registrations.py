@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+from datetime import datetime
 from typing import Any
 
 import agentq.tracing as tracing
-from agentq.clock import Clock
+from agentq.clock import Clock, unix_seconds
 from agentq.errors import EngineError, UnknownWorkflowError, WorkflowMismatchError
 from agentq.keys import validate_key
 from agentq.store import DurableStore, WorkflowRow
@@ -130,7 +131,13 @@ class Registrations:
         return self._registry.names
 
     async def start(
-        self, definition: WorkflowDef | str, workflow_id: str, input: Any = None
+        self,
+        definition: WorkflowDef | str,
+        workflow_id: str,
+        input: Any = None,
+        *,
+        run_at: float | datetime | None = None,
+        deadline: float | datetime | None = None,
     ) -> bool:
         """Store a new instance of a definition, without running it.
 
@@ -145,6 +152,14 @@ class Registrations:
                 name of one registered with this engine.
             workflow_id: The instance's id (a key: non-empty, at most 1024 bytes of UTF-8).
             input: The instance's input (JSON), given to every step as ``ctx.input``.
+            run_at: When the instance may start (Unix seconds or an aware `datetime`), or
+                None for now. Stored with it: no engine claims its first step before then
+                (`serve` takes it up at that time, `recover` starts a run that sleeps until
+                then), and ``run(workflow_id)`` called earlier waits on the engine's clock
+                until then, as during a retry's backoff, and then runs it.
+            deadline: When the instance fails with the reason ``WorkflowTimedOut`` if it has
+                not ended (Unix seconds or an aware `datetime`), or None. With a definition
+                `timeout` too, the earlier of the two (start + timeout) is stored.
 
         Returns:
             True if this call stored the instance; False if it was stored already (nothing
@@ -157,6 +172,9 @@ class Registrations:
             TypeError: `definition` is neither a `WorkflowDef` nor a str.
             InvalidKeyError: A bad `workflow_id`.
             PayloadError: `input` is not JSON or too large; nothing is stored.
+            ValueError: `run_at` or `deadline` is a naive `datetime` or not finite.
+
+        An instance stored already keeps its own `run_at` and deadline.
 
         Example:
             >>> await engine.start(order, "order-42", {"sku": "A1"})
@@ -182,10 +200,20 @@ class Registrations:
                 f"workflow {wf.id!r} is registered with this engine as a plain workflow, not "
                 f"from definition {definition.name!r}; use a new id"
             )
+        now = self.clock.time()
+        extra: dict[str, Any] = {}
+        if run_at is not None:
+            extra["run_at"] = unix_seconds(run_at, "run_at")
+        ends = [] if deadline is None else [unix_seconds(deadline, "deadline")]
+        if definition.timeout is not None:
+            ends.append(now + definition.timeout)
+        if ends:
+            extra["deadline"] = min(ends)
         trace = tracing.carrier()  # the caller's span: the runs that serve it link to it
+        if trace is not None:
+            extra["trace"] = trace
         _, created = await self.store.start_workflow(
-            wf.id, wf.step_names, wf.input, self.clock.time(), definition=definition.name,
-            **({} if trace is None else {"trace": trace}),
+            wf.id, wf.step_names, wf.input, now, definition=definition.name, **extra
         )
         return created
 

@@ -18,7 +18,8 @@ Each turn of the loop:
    many of them wait they never hide the work this engine can run): open instances whose
    current step is pending
    (and its retry time, if any, has come), leased under an expired lease, or waiting on a
-   wait whose deadline has passed;
+   wait whose deadline has passed; or whose own deadline has passed (those are failed
+   with ``WorkflowTimedOut`` at once, `DurableStore.time_out_workflow`, without a run);
 4. claims each one's current step (a compare-and-swap: of several serving engines exactly
    one wins; an expired lease is taken over and `WorkerRecovered` recorded, as `recover`
    does) and starts the instance's run in this engine with that claim (`Driver.offer`); a
@@ -162,6 +163,11 @@ class Server:
     async def _take(self, work: ReadyWork) -> bool:
         row = work.workflow
         wid = row.workflow_id
+        now = self._driver.clock.time()
+        if row.deadline is not None and row.deadline <= now:  # too late: it fails, no run
+            if await self._driver.store.time_out_workflow(wid, now):
+                self._driver.interrupt(wid)  # a run of it here stops (others: at renewal)
+            return False
         definition = self._registry.definition(row.definition or "")
         if definition is None or self._runs.busy(wid):
             return False

@@ -20,6 +20,7 @@ from agentq.store import (
     DurableStore,
     Execution,
     StepState,
+    WorkflowClosed,
     WorkflowState,
 )
 
@@ -163,3 +164,45 @@ async def test_the_calls_rows_rebuild_from_the_log(store: DurableStore) -> None:
     before = await store.calls("p")
     await store.rebuild_projection()
     assert await store.calls("p") == before
+
+
+@pytest.mark.parametrize("by", ["time_out_workflow", "claim"])
+async def test_a_deadline_goes_down_to_the_open_children_as_a_cancel(
+    store: DurableStore, by: str
+) -> None:
+    """A parent failed by its deadline (`time_out_workflow`, or the claim that finds it
+    passed) cancels its open children in the same transaction, down the tree."""
+    made, _ = await store.start_workflow("p", ("s", "t"), None, T0, deadline=T0 + 60)
+    assert made.deadline == T0 + 60
+    ex = await claim(store, "p")
+    await spawn(store, ex, "a")
+    grand = await spawn(store, await claim(store, "p/a"), "g")
+    assert grand.child.workflow_id == "p/a/g"
+    seq = await store.last_seq()
+    if by == "time_out_workflow":
+        assert await store.time_out_workflow("p", T0 + 60)
+    else:
+        await store.complete_step(ex, "S", T0 + 1)
+        assert isinstance(await store.claim_step("p", 1, "w1", 10.0, T0 + 61), WorkflowClosed)
+    ended = [e for e in await store.load_events() if e.seq > seq and e.step_index is None]
+    assert [(e.workflow_id, str(e.kind)) for e in ended] == [
+        ("p", "WorkflowFailed"), ("p/a", "WorkflowCancelled"), ("p/a/g", "WorkflowCancelled")
+    ]
+    by_id = {e.workflow_id: e.data for e in ended}
+    assert by_id["p/a"]["reason"] == "its parent workflow 'p' timed out (its deadline passed)"
+    assert by_id["p/a/g"] == {"reason": "its parent workflow 'p/a' was cancelled"}
+    states = {w.workflow_id: w.state for w in await store.workflows()}
+    assert states == {
+        "p": WorkflowState.FAILED, "p/a": WorkflowState.CANCELLED, "p/a/g": WorkflowState.CANCELLED
+    }
+
+
+async def test_a_failure_without_deadline_leaves_the_children_running(store: DurableStore) -> None:
+    """Only a cancel or a deadline goes down: a parent whose step failed (it may be retried
+    and join the same children) leaves them open."""
+    await start(store, "p", ("s",))
+    ex = await claim(store, "p")
+    await spawn(store, ex, "a")
+    await store.fail_step(ex, "broken", None, T0 + 1, None)
+    states = {w.workflow_id: w.state for w in await store.workflows()}
+    assert states == {"p": WorkflowState.FAILED, "p/a": WorkflowState.RUNNING}

@@ -165,6 +165,24 @@ async def test_a_newer_schema_version_is_refused(pg_target: Target) -> None:
             conn.execute(f"UPDATE {pg_target.schema}.agentq_schema SET version = {SCHEMA_VERSION}")
 
 
+async def test_a_version_3_schema_gets_deadlines_on_open(pg_target: Target) -> None:
+    """A database of the release before workflow deadlines (schema 3) migrates to 4: its
+    workflows have no deadline; new ones store theirs."""
+    async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
+        await start(store)
+    with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE {pg_target.schema}.workflows DROP COLUMN deadline")
+        conn.execute(f"UPDATE {pg_target.schema}.agentq_schema SET version = 3")
+    async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
+        row = await store.get_workflow("wf")
+        assert row is not None and row.deadline is None
+        made, _ = await store.start_workflow("new", ["x"], None, T0, deadline=T0 + 60)
+        assert made.deadline == T0 + 60 == (await store.get_workflow("new")).deadline  # type: ignore[union-attr]
+    with psycopg.connect(pg_target.dsn) as conn:
+        version = conn.execute(f"SELECT version FROM {pg_target.schema}.agentq_schema")
+        assert version.fetchone() == (SCHEMA_VERSION,) and SCHEMA_VERSION >= 4
+
+
 async def test_a_schema_with_foreign_tables_is_refused(pg_target: Target) -> None:
     schema = f"{pg_target.schema}_shop"
     with psycopg.connect(pg_target.dsn, autocommit=True) as conn:

@@ -297,6 +297,31 @@ async def test_a_version_4_file_gets_durable_calls_on_open(db_path: Path) -> Non
         assert row.key == "k" and row.step_index == 1
 
 
+async def test_a_version_7_file_gets_deadlines_on_open(db_path: Path) -> None:
+    """A file of the release before workflow deadlines (schema 7) migrates to 8: its
+    workflows have no deadline and keep running; new ones store theirs."""
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+    downgrade(db_path, 7)
+    conn = raw(db_path)
+    try:
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(workflows)")}
+    finally:
+        conn.close()
+    assert "deadline" not in columns and user_version(db_path) == 7
+    async with SqliteStore(db_path) as store:
+        assert user_version(db_path) == SCHEMA_VERSION >= 8
+        row = await store.get_workflow("wf")
+        assert row is not None and row.deadline is None
+        await store.complete_step(await claim(store, index=0, now=T0 + 1), "A", T0 + 1)
+        made, _ = await store.start_workflow("new", ["x"], None, T0 + 2, deadline=T0 + 60)
+        assert made.deadline == T0 + 60
+        assert await store.time_out_workflow("new", T0 + 60)
+        before = await store.workflows()
+        await store.rebuild_projection()
+        assert await store.workflows() == before
+
+
 async def test_a_version_5_file_gets_definitions_on_open(db_path: Path) -> None:
     """A file of the release before workflow definitions (schema 5) migrates to 6: its
     workflows read as plain ones (definition None), they keep running, and new workflows
@@ -313,7 +338,7 @@ async def test_a_version_5_file_gets_definitions_on_open(db_path: Path) -> None:
         conn.close()
     assert "definition" not in columns and user_version(db_path) == 5
     async with SqliteStore(db_path) as store:
-        assert user_version(db_path) == SCHEMA_VERSION == 6
+        assert user_version(db_path) == SCHEMA_VERSION >= 6
         row = await store.get_workflow("wf")
         assert row is not None and (row.state, row.definition) == (WorkflowState.WAITING, None)
         await store.resume_step("wf", 1, "yes", T0 + 1, key="approve")
@@ -352,9 +377,10 @@ def test_migrations_parse() -> None:
     assert len(steps) == SCHEMA_VERSION >= 3
     assert all(s.endswith(";") for m in steps for s in m)
     assert any("CREATE TRIGGER" in s and "END;" in s for s in steps[1])
-    # migration 3 (recoveries) rebuilds the projection; 4 (job_outcomes), 5 (calls) and 6
-    # (definitions: none in an older log) need not
-    assert rebuilds() == [False, False, True, False, False, False]
+    # migration 3 (recoveries) rebuilds the projection; 4 (job_outcomes), 5 (calls), 6
+    # (definitions: none in an older log), 7 (reserved: empty) and 8 (deadlines: none
+    # either) need not
+    assert rebuilds() == [False, False, True, False, False, False, False, False]
 
 
 # ---------------------------------------------------------------- group commit

@@ -229,3 +229,21 @@ async def test_a_slow_selection_overtaken_by_the_next_one_is_dropped(
         await pane.join()
         assert pane.snapshot is not None and pane.snapshot.workflow.workflow_id == "b"
         assert 'data-workflow="b"' in pane.html.value
+
+
+async def test_a_workflows_deadline_is_in_its_detail(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    async def nap(ctx: StepContext) -> str:
+        await ctx.sleep(60)
+        return "woke"
+
+    for wid, timeout in (("with", 600.0), ("without", None)):
+        wf = Workflow(wid, [StepDef("nap", nap)], timeout=timeout)
+        assert (await engine.run(wf)).status == "waiting"
+    shown = await load_detail(engine.store, "with")
+    bare = await load_detail(engine.store, "without")
+    assert shown is not None and bare is not None
+    html = workflow_detail_html(shown, now=clock.time())
+    assert ">deadline<" in html and ">deadline<" not in workflow_detail_html(bare, now=0.0)
+    assert "sleeping until" in step_detail_html(shown, 0, now=clock.time())

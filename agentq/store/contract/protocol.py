@@ -57,6 +57,8 @@ class DurableStore(DurableCalls, DurableForks, DurableReads, Protocol):
         *,
         definition: str | None = None,
         trace: Mapping[str, str] | None = None,
+        run_at: float | None = None,
+        deadline: float | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """Create the workflow with its steps Pending and append `WorkflowStarted`, once.
 
@@ -72,6 +74,13 @@ class DurableStore(DurableCalls, DurableForks, DurableReads, Protocol):
                 ``tracestate``; `agentq.tracing.carrier`), kept in the event's data as
                 ``trace`` so that later runs link back to it; None (or empty) records
                 nothing. Not compared when the workflow exists.
+            run_at: Unix seconds before which its first step is not claimed (kept as that
+                step's ``retry_at``: `claim_step` answers `NotBefore` until then, and
+                `ready_workflows` lists it from then on), or None. Recorded in the event's
+                data only when given; not compared when the workflow exists.
+            deadline: Unix seconds after which the workflow fails with ``WorkflowTimedOut``
+                (`time_out_workflow`; `claim_step` after it does the same), kept in
+                `WorkflowRow.deadline`, or None. Recorded and compared as `run_at`.
 
         Returns:
             ``(row, created)``: `created` is False when the workflow already existed with
@@ -84,6 +93,7 @@ class DurableStore(DurableCalls, DurableForks, DurableReads, Protocol):
             PayloadError: `input` is not JSON or too large.
             InvalidKeyError / TypeError: A bad id, step name or definition name, or a
                 `trace` that is not a dict of str to str.
+            TypeError / ValueError: `run_at` or `deadline` is not a finite number.
         """
         ...
 
@@ -106,7 +116,9 @@ class DurableStore(DurableCalls, DurableForks, DurableReads, Protocol):
         not even by its own worker id (two runs in one worker get `HeldByOther`); a step
         whose next attempt is scheduled (``retry_at``, from `fail_step`) is not claimed before
         that time, by any worker. Results are checked in this order: completed, workflow
-        closed, waiting, earlier step not completed, live lease, retry time.
+        closed, workflow deadline passed (then it fails as by `time_out_workflow` and the
+        claim answers `WorkflowClosed`), waiting, earlier step not completed, live lease,
+        retry time.
 
         Lost attempts: an attempt whose lease was taken back without an outcome (here, or by
         `release_expired` / `release_dead`) is re-admitted under the same attempt number (it
@@ -272,6 +284,22 @@ class DurableStore(DurableCalls, DurableForks, DurableReads, Protocol):
 
         Raises:
             UnknownWorkflowError / UnknownStepError: No such workflow or step.
+        """
+        ...
+
+    async def time_out_workflow(self, workflow_id: str, now: float) -> bool:
+        """Fail an open workflow whose deadline has passed (``deadline <= now``), once.
+
+        Appends `WorkflowFailed` with the reason ``WorkflowTimedOut: ...`` and the data key
+        ``deadline``; like a cancel, its leased and waiting steps fail (reason
+        ``WorkflowTimedOut``), which revokes their leases.
+
+        Returns:
+            True if this call failed it; False if it has no deadline, the deadline is still
+            ahead, or it is closed already (nothing appended).
+
+        Raises:
+            UnknownWorkflowError: No such workflow.
         """
         ...
 

@@ -53,8 +53,13 @@ def is_ready(workflow: WorkflowRow, step: StepRow, now: float) -> bool:
     fenced by a lease a cancel revoked, until it expires: ``now > lease_expires_at``), or
     leased with a lease that expired (``now > expires_at``); a waiting workflow's step whose
     keyed wait has a deadline ``<= now``. Nothing else: a live lease or fence, a retry time
-    ahead, a wait without a deadline, a closed workflow.
+    ahead, a wait without a deadline, a closed workflow. An open workflow whose own deadline
+    is ``<= now`` is ready whatever its step (taking it up fails it: `time_out_workflow`).
     """
+    if workflow.state.closed:
+        return False
+    if workflow.deadline is not None and workflow.deadline <= now:
+        return True
     if workflow.state is WorkflowState.RUNNING:
         if step.state is StepState.PENDING:  # not fenced by a lease a cancel revoked
             return (step.retry_at is None or step.retry_at <= now) and (

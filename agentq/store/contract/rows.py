@@ -82,6 +82,10 @@ class WorkflowRow:
             registered that definition can run it), or None for a plain `Workflow` (tied to
             the process that registered it) and for workflows written before definitions
             existed (schema version 5 and older).
+        deadline: Unix seconds after which the workflow fails with the reason
+            ``WorkflowTimedOut`` if it has not ended (`DurableStore.time_out_workflow`;
+            a claim after it fails it too), or None (no deadline; also every workflow
+            written before deadlines existed, schema version 6 and older).
     """
 
     workflow_id: str
@@ -93,6 +97,7 @@ class WorkflowRow:
     updated_at: float
     last_seq: int
     definition: str | None = None
+    deadline: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,5 +123,6 @@ def _migrate(conn: psycopg.Connection[Any], schema: str, name: str) -> None:
             conn.execute(f'CREATE SCHEMA "{schema}"')
         version = 0
     for statements in _MIGRATIONS[version:]:  # one round trip per migration
-        conn.execute("\n".join(statements))
+        if statements:  # a migration of comments only has nothing to run
+            conn.execute("\n".join(statements))
     conn.execute("UPDATE agentq_schema SET version = %s", (SCHEMA_VERSION,))

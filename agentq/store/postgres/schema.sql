@@ -152,3 +152,12 @@ CREATE TRIGGER events_wake_workers AFTER INSERT ON events FOR EACH ROW
     WHEN (NEW.kind IN ('WorkflowStarted', 'StepCompleted', 'RetryScheduled', 'StepResumed',
                        'WorkflowRetried', 'WorkerRecovered', 'WaitTimedOut', 'LeaseReleased'))
     EXECUTE FUNCTION events_notify_work();
+
+-- migration 3
+-- Reserved for the messages table (branch `messages`), merged separately: nothing here yet.
+
+-- migration 4
+-- Workflow deadlines (WorkflowDef(timeout=), engine.start(deadline=)): Unix seconds after which
+-- the workflow fails with WorkflowTimedOut; NULL for none and in databases made before this
+-- version (their logs hold no deadlines: nothing to rebuild).
+ALTER TABLE workflows ADD COLUMN deadline DOUBLE PRECISION;

@@ -173,7 +173,8 @@ class PostgresTx:
         self._states[row.workflow_id] = state
         self.conn.execute(
             "INSERT INTO workflows (started_seq, workflow_id, state, step_names, input, "
-            "reason, created_at, definition) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            "reason, created_at, definition, deadline) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (
                 started_seq,
                 key(row.workflow_id),
@@ -183,6 +184,7 @@ class PostgresTx:
                 row.reason,
                 row.created_at,
                 key(row.definition),
+                row.deadline,
             ),
         )
 

@@ -77,7 +77,7 @@ def start_child(
         )
     parent = {"workflow_id": ex.workflow_id, "step": ex.step_index, "key": wait_key}
     child, created = start_workflow(
-        tx, child_id, step_names, input, now, definition, trace, parent
+        tx, child_id, step_names, input, now, definition, trace, parent=parent
     )
     data = {
         "key": wait_key,

@@ -46,7 +46,15 @@ from agentq.store.contract.claims import (
 )
 from agentq.store.contract.rows import StepRow, StepState, WorkflowState
 from agentq.store.rules.projection import Rows, is_fenced
-from agentq.store.rules.tx import Draft, Tx, apply, describe_closed, describe_step, load_step
+from agentq.store.rules.tx import (
+    Draft,
+    Tx,
+    apply,
+    describe_closed,
+    describe_step,
+    load_step,
+    timed_out_draft,
+)
 
 __all__ = [
     "DEFAULT_MAX_RECOVERIES",
@@ -137,6 +145,11 @@ def claim_step(
         return AlreadyCompleted(step.output)
     if wf.state.closed or step.state is StepState.FAILED:
         return WorkflowClosed(wf.state, wf.reason)
+    if wf.deadline is not None and wf.deadline <= now:  # too late: it fails instead
+        _, all_steps = tx.load(workflow_id, 0, 1 << 30)
+        draft = timed_out_draft(wf, at)
+        apply(tx, Rows(wf, all_steps), [draft])
+        return WorkflowClosed(WorkflowState.FAILED, draft.data["reason"])
     if step.state is StepState.WAITING:
         return AlreadyWaiting(step.reason or "")
     if index > 0 and steps[index - 1].state is not StepState.COMPLETED:

@@ -68,10 +68,13 @@ from agentq.events import Event, EventKind
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.projection_calls import CALL_KINDS, error_info, project_call, touches_calls
 
-__all__ = ["CANCELLED_STEP_REASON", "Rows", "is_fenced", "project", "replay"]
+__all__ = ["CANCELLED_STEP_REASON", "TIMED_OUT_REASON", "Rows", "is_fenced", "project", "replay"]
 
 CANCELLED_STEP_REASON = "cancelled"
 """`StepRow.reason` of a step that was leased or waiting when its workflow was cancelled."""
+TIMED_OUT_REASON = "WorkflowTimedOut"
+"""The reason of a workflow that reached its deadline (followed by ``: ...`` details), and of
+its steps that were leased or waiting then."""
 
 _K = EventKind
 
@@ -269,6 +272,7 @@ def project(event: Event, rows: Rows) -> Rows:
         if rows.workflow is not None:
             raise ValueError(f"event #{event.seq}: workflow {event.workflow_id!r} started twice")
         names = tuple(str(n) for n in event.data["steps"])
+        deadline, run_at = event.data.get("deadline"), event.data.get("run_at")
         workflow = WorkflowRow(
             event.workflow_id,
             WorkflowState.RUNNING,
@@ -279,11 +283,14 @@ def project(event: Event, rows: Rows) -> Rows:
             at,
             event.seq,
             event.data.get("definition"),
+            None if deadline is None else float(deadline),
         )
-        return Rows(
-            workflow,
-            {i: StepRow(event.workflow_id, i, n, StepState.PENDING) for i, n in enumerate(names)},
-        )
+        steps0 = {
+            i: StepRow(event.workflow_id, i, n, StepState.PENDING) for i, n in enumerate(names)
+        }
+        if run_at is not None:  # not claimable before run_at: as a retry time of step 0
+            steps0[0] = replace(steps0[0], retry_at=float(run_at))
+        return Rows(workflow, steps0)
     wf = rows.workflow
     if wf is None:
         raise ValueError(f"event #{event.seq} for workflow {event.workflow_id!r} before its start")
@@ -308,28 +315,13 @@ def project(event: Event, rows: Rows) -> Rows:
         state = WorkflowState.COMPLETED
     elif kind is _K.WORKFLOW_FAILED:
         state, reason = WorkflowState.FAILED, event.reason
+        if "deadline" in event.data:  # timed out: its leases are revoked, its wait ended
+            steps = _closed(steps, TIMED_OUT_REASON, at)
     elif kind is _K.WORKFLOW_CANCELLED:
         state, reason = WorkflowState.CANCELLED, event.reason
         until = event.data.get("fenced_until")  # absent in logs written before fences
-        fence = None if until is None else float(until)
-        steps = {
-            i: (
-                replace(
-                    s,
-                    state=StepState.FAILED,
-                    reason=CANCELLED_STEP_REASON,
-                    # the revoked lease fences the step until it is released or expires
-                    lease_expires_at=fence if s.state is StepState.LEASED else None,
-                    finished_at=at,
-                    wait_key=None,
-                    wait_details=None,
-                    wait_deadline=None,
-                )
-                if s.state in (StepState.LEASED, StepState.WAITING)
-                else s
-            )
-            for i, s in steps.items()
-        }
+        # the revoked lease fences the step until it is released or expires
+        steps = _closed(steps, CANCELLED_STEP_REASON, at, None if until is None else float(until))
     elif kind is _K.WORKFLOW_RETRIED:
         state, reason = WorkflowState.RUNNING, None
         first = int(event.data["from_step"])
@@ -346,8 +338,28 @@ def project(event: Event, rows: Rows) -> Rows:
         at,
         event.seq,
         wf.definition,
+        wf.deadline,
     )
     return Rows(workflow, steps, calls)
+
+
+def _closed(
+    steps: Mapping[int, StepRow], reason: str, at: float, fence: float | None = None
+) -> dict[int, StepRow]:
+    """`steps` as a workflow's end leaves them: leased and waiting steps failed (`reason`);
+    a leased one keeps `fence` as its lease expiry (a cancel's revoked lease), if given."""
+    return {
+        i: (
+            replace(
+                s, state=StepState.FAILED, reason=reason, finished_at=at,
+                lease_expires_at=fence if s.state is StepState.LEASED else None,
+                wait_key=None, wait_details=None, wait_deadline=None,
+            )
+            if s.state in (StepState.LEASED, StepState.WAITING)
+            else s
+        )
+        for i, s in steps.items()
+    }
 
 
 def replay(events: Iterable[Event]) -> list[tuple[int, Rows]]:

@@ -29,7 +29,7 @@ from agentq.errors import UnknownStepError, UnknownWorkflowError
 from agentq.events import Event, EventKind, utc
 from agentq.store.contract.children import child_of, outcome, parent_of
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
-from agentq.store.rules.projection import Rows, project
+from agentq.store.rules.projection import TIMED_OUT_REASON, Rows, project
 
 __all__ = [
     "Draft",
@@ -42,6 +42,7 @@ __all__ = [
     "describe_closed",
     "describe_step",
     "load_step",
+    "timed_out_draft",
 ]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -225,8 +226,21 @@ def apply_rows(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> Rows:
         if call is not known:
             tx.put_call(call, known is None)
     if rows.workflow is not None and not rows.workflow.state.closed and wf.state.closed:
-        _ended(tx, wf)
+        timed_out = any(
+            d.kind is EventKind.WORKFLOW_FAILED and "deadline" in d.data for d in drafts
+        )
+        _ended(tx, wf, timed_out)
     return after
+
+
+def timed_out_draft(wf: WorkflowRow, at: float) -> Draft:
+    """The `WorkflowFailed` of `wf` reaching its deadline (which must be set)."""
+    assert wf.deadline is not None
+    when = utc(wf.deadline).isoformat(timespec="milliseconds")
+    reason = f"{TIMED_OUT_REASON}: workflow {wf.workflow_id!r} did not end by its deadline {when}"
+    return Draft.build(
+        EventKind.WORKFLOW_FAILED, wf.workflow_id, at, {"reason": reason, "deadline": wf.deadline}
+    )
 
 
 def cancel_draft(workflow_id: str, steps: Mapping[int, StepRow], reason: str, at: float) -> Draft:
@@ -255,15 +269,17 @@ def child_outcome(tx: Tx, child_id: str) -> dict[str, Any] | None:
     return outcome(wf, output)
 
 
-def _ended(tx: Tx, wf: WorkflowRow) -> None:
+def _ended(tx: Tx, wf: WorkflowRow, timed_out: bool) -> None:
     """A workflow just ended, in this transaction: answer its parent's wait on it (if the
-    parent's step waits on it now), and, if it was cancelled, cancel its open children.
+    parent's step waits on it now), and, if it was cancelled or `timed_out` (failed by its
+    deadline), cancel its open children.
 
     The same transaction that ends a child answers its parent, so no crash can lose the
     wake-up; a parent that does not wait on it yet finds it ended when it does (the
     ``wait_step`` rule). Each child cancelled ends in turn, so a cancel goes down the tree.
     """
-    if wf.state is WorkflowState.CANCELLED:
+    if wf.state is WorkflowState.CANCELLED or timed_out:
+        why = "timed out (its deadline passed)" if timed_out else "was cancelled"
         for call in tx.load_calls(wf.workflow_id):
             child = child_of(call)
             if child is None:
@@ -271,7 +287,7 @@ def _ended(tx: Tx, wf: WorkflowRow) -> None:
             cwf, csteps = tx.load(child, 0, 1 << 30)
             if cwf is None or cwf.state.closed:
                 continue
-            reason = f"its parent workflow {wf.workflow_id!r} was cancelled"
+            reason = f"its parent workflow {wf.workflow_id!r} {why}"
             apply_rows(tx, Rows(cwf, csteps), [cancel_draft(child, csteps, reason, wf.updated_at)])
     link = parent_of(wf.workflow_id)
     if link is None:

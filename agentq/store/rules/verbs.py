@@ -75,11 +75,13 @@ class RuleStore:
         *,
         definition: str | None = None,
         trace: Mapping[str, str] | None = None,
+        run_at: float | None = None,
+        deadline: float | None = None,
     ) -> tuple[WorkflowRow, bool]:
         """See `DurableStore.start_workflow`."""
         return await self._write(
             rules_workflow.start_workflow, workflow_id, step_names, input, now, definition,
-            trace,
+            trace, run_at, deadline,
         )
 
     async def claim_step(
@@ -194,6 +196,10 @@ class RuleStore:
         return await self._write(
             rules_calls.fail_call, execution, key, reason, error, duration, now
         )
+
+    async def time_out_workflow(self, workflow_id: str, now: float) -> bool:
+        """See `DurableStore.time_out_workflow`."""
+        return await self._write(rules_workflow.time_out_workflow, workflow_id, now)
 
     async def start_child(
         self,

@@ -22,7 +22,13 @@ from agentq.errors import (
 )
 from agentq.events import EventKind, utc
 from agentq.keys import validate_key
-from agentq.store.contract.checks import check_index, check_now, check_payload, check_text
+from agentq.store.contract.checks import (
+    check_index,
+    check_now,
+    check_number,
+    check_payload,
+    check_text,
+)
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.projection import Rows
 from agentq.store.rules.tx import (
@@ -33,9 +39,17 @@ from agentq.store.rules.tx import (
     describe_closed,
     describe_step,
     load_step,
+    timed_out_draft,
 )
 
-__all__ = ["cancel_workflow", "resume_step", "retry_workflow", "start_workflow", "time_out_wait"]
+__all__ = [
+    "cancel_workflow",
+    "resume_step",
+    "retry_workflow",
+    "start_workflow",
+    "time_out_wait",
+    "time_out_workflow",
+]
 
 _K = EventKind
 
@@ -48,12 +62,16 @@ def start_workflow(
     now: float,
     definition: str | None = None,
     trace: Mapping[str, str] | None = None,
+    run_at: float | None = None,
+    deadline: float | None = None,
     parent: Mapping[str, Any] | None = None,
 ) -> tuple[WorkflowRow, bool]:
     """Rule of `DurableStore.start_workflow`; also checks the ids and names.
 
-    `parent` ({workflow_id, step, key}: the parent's step and wait key) is recorded in the
-    `WorkflowStarted` of a child run (`agentq.store.rules.children.start_child`).
+    `run_at` and `deadline` are recorded in `WorkflowStarted` only when given; an existing
+    workflow keeps its own (they are not compared). `parent` ({workflow_id, step, key}: the
+    parent's step and wait key) is recorded in the `WorkflowStarted` of a child run
+    (`agentq.store.rules.children.start_child`).
 
     Raises:
         InvalidKeyError / TypeError: A bad workflow id, step name or definition name, or a
@@ -80,6 +98,8 @@ def start_workflow(
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in trace.items())
     ):
         raise TypeError(f"trace must be a dict of str to str, or None; got {trace!r:.80}")
+    run_at = None if run_at is None else check_number(run_at, "run_at")
+    deadline = None if deadline is None else check_number(deadline, "deadline")
     existing, _ = tx.load(workflow_id)
     if existing is not None:
         if existing.definition != definition:
@@ -102,6 +122,10 @@ def start_workflow(
     data: dict[str, Any] = {"steps": list(names), "input": value, "definition": definition}
     if trace:
         data["trace"] = dict(trace)
+    if run_at is not None:
+        data["run_at"] = run_at
+    if deadline is not None:
+        data["deadline"] = deadline
     if parent is not None:
         data["parent"] = dict(parent)
     draft = Draft.build(_K.WORKFLOW_STARTED, workflow_id, at, data, raw={"input": text})
@@ -221,6 +245,21 @@ def time_out_wait(tx: Tx, workflow_id: str, step_index: int, now: float) -> bool
         return False
     draft = Draft.build(_K.WAIT_TIMED_OUT, workflow_id, at, {"key": step.wait_key}, step=step)
     apply(tx, Rows(wf, steps, _wait_row(tx, step)), [draft])
+    return True
+
+
+def time_out_workflow(tx: Tx, workflow_id: str, now: float) -> bool:
+    """Rule of `DurableStore.time_out_workflow`: `WorkflowFailed` (reason
+    ``WorkflowTimedOut: ...``, data ``deadline``) once, if the workflow is open and its
+    deadline is ``<= now``; its leased and waiting steps fail, which revokes their leases."""
+    workflow_id = validate_key(workflow_id, "workflow id")
+    now, at = check_now(now)
+    wf, steps = tx.load(workflow_id, 0, 1 << 30)
+    if wf is None:
+        raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
+    if wf.state.closed or wf.deadline is None or wf.deadline > now:
+        return False
+    apply(tx, Rows(wf, steps), [timed_out_draft(wf, at)])
     return True
 
 

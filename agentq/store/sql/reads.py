@@ -244,8 +244,8 @@ _READY = (
     " ON s.workflow_id = w.workflow_id AND s.step_index = (SELECT min(step_index) FROM steps"
     " WHERE workflow_id = w.workflow_id AND state <> 'completed')"
     " WHERE w.definition {names} AND w.step_names = CASE w.definition {steps} END"
-    " AND w.state IN ('running', 'waiting') AND ("
-    "(w.state = 'running' AND s.state = 'pending' AND (s.retry_at IS NULL OR s.retry_at <= ?)"
+    " AND w.state IN ('running', 'waiting') AND (w.deadline <= ?"
+    " OR (w.state = 'running' AND s.state = 'pending' AND (s.retry_at IS NULL OR s.retry_at <= ?)"
     " AND (s.lease_expires_at IS NULL OR s.lease_expires_at < ?))"  # not fenced (is_ready)
     " OR (w.state = 'running' AND s.state = 'leased' AND s.lease_expires_at < ?)"
     " OR (w.state = 'waiting' AND s.state = 'waiting' AND s.wait_deadline <= ?))"
@@ -271,10 +271,10 @@ def ready_workflows(
     cases = [p for n, key in zip(served.values(), keys, strict=True) for p in (key, _names(n))]
     steps = " ".join(["WHEN ? THEN ?"] * len(keys))
     if d.names_one_param:
-        among, params = "= ANY(?)", (keys, *cases, now, now, now, now, limit)
+        among, params = "= ANY(?)", (keys, *cases, now, now, now, now, now, limit)
     else:
         among = f"IN ({', '.join('?' * len(keys))})"
-        params = (*keys, *cases, now, now, now, now, limit)
+        params = (*keys, *cases, now, now, now, now, now, limit)
     sql = d.sql(_READY.format(names=among, steps=steps, lock=d.ready_lock))
     return [
         ReadyWork(workflow_row(r), r[WORKFLOW_WIDTH], StepState(r[WORKFLOW_WIDTH + 1]))

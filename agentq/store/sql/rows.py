@@ -55,11 +55,11 @@ EVENT_TABLE_COLUMNS = "seq, at, workflow_id, step_index, step_name, kind, attemp
 """The ``events`` columns that `event_of` reads."""
 WORKFLOW_SELECT = (
     "SELECT w.workflow_id, w.state, w.step_names, w.input, w.reason, w.created_at, e.at, "
-    "e.seq, w.definition FROM workflows AS w JOIN events AS e ON e.seq = (SELECT seq FROM "
-    "events WHERE workflow_id = w.workflow_id ORDER BY seq DESC LIMIT 1)"
+    "e.seq, w.definition, w.deadline FROM workflows AS w JOIN events AS e ON e.seq = "
+    "(SELECT seq FROM events WHERE workflow_id = w.workflow_id ORDER BY seq DESC LIMIT 1)"
 )
 """Selects workflow rows (add ``WHERE`` / ``ORDER BY``); `workflow_row` reads each."""
-WORKFLOW_WIDTH = 9
+WORKFLOW_WIDTH = 10
 """How many columns `WORKFLOW_SELECT` reads (the columns after them are a join's)."""
 
 _WORKFLOW_STATES = {s.value: s for s in WorkflowState}
@@ -91,6 +91,7 @@ def workflow_row(r: Sequence[Any]) -> WorkflowRow:
         r[6],
         r[7],
         r[8],
+        r[9],
     )
 
 

@@ -136,3 +136,12 @@ ALTER TABLE workflows ADD COLUMN definition TEXT;
 -- ready_workflows: the open workflows of some definitions, in start order (a serving engine's
 -- poll reads only these rows, then each one's current step by the steps' primary key).
 CREATE INDEX workflows_by_definition ON workflows (definition, state, started_seq);
+
+-- migration 7
+-- Reserved for the messages table (branch `messages`), merged separately: nothing here yet.
+
+-- migration 8
+-- Workflow deadlines (WorkflowDef(timeout=), engine.start(deadline=)): Unix seconds after which
+-- the workflow fails with WorkflowTimedOut; NULL for none and in files written before this
+-- version (their logs hold no deadlines: nothing to rebuild).
+ALTER TABLE workflows ADD COLUMN deadline REAL;

@@ -155,7 +155,7 @@ class SqliteTx:
         else:
             self.conn.execute(
                 "INSERT INTO workflows (started_seq, workflow_id, state, step_names, input, "
-                "reason, created_at, definition) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "reason, created_at, definition, deadline) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     started_seq,
                     row.workflow_id,
@@ -165,6 +165,7 @@ class SqliteTx:
                     row.reason,
                     row.created_at,
                     row.definition,
+                    row.deadline,
                 ),
             )
         self._states[row.workflow_id] = state

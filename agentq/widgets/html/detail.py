@@ -133,6 +133,7 @@ def workflow_detail_html(snap: DetailSnapshot, *, now: float) -> str:
         ("started", _when(wf.created_at)),
         ("last event", _when(wf.updated_at)),
         ("duration", _lasted(wf.created_at, end, now)),
+        ("deadline", _when(wf.deadline)),  # then it fails: WorkflowTimedOut
         ("events", str(len(snap.events))),
     ])
     steps = "".join(

@@ -123,8 +123,20 @@ async def test_the_tree_is_built_when_read(engine: WorkflowEngine, tmp_path: Pat
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
-async def test_many_runs_leave_no_messages_behind(engine: WorkflowEngine, tmp_path: Path) -> None:
+async def test_many_runs_leave_nothing_behind(engine: WorkflowEngine, tmp_path: Path) -> None:
+    """Finished runs keep no messages, deps, engine table entries nor queue records (the
+    step attempts' and the durable calls' jobs): memory stays flat however many ran."""
     durable = DurableAgent(child.build_agent(tmp_path / "side.txt"), engine)
-    for i in range(20):
-        await durable.run(child.PROMPT, run_id=f"many-{i}")
+
+    async def some(first: int, many: int) -> None:
+        for i in range(first, first + many):
+            assert (await durable.run(child.PROMPT, run_id=f"many-{i}")).messages
+
+    await some(0, 5)
     assert durable._step.sizes() == {"given": 0, "finished": 0}
+    assert len(engine.queue._keys) == 0
+    assert set(engine.tables().values()) == {0}
+    await some(5, 25)
+    assert durable._step.sizes() == {"given": 0, "finished": 0}
+    assert len(engine.queue._keys) == 0
+    assert set(engine.tables().values()) == {0}

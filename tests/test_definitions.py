@@ -37,7 +37,7 @@ from agentq.errors import (
 )
 from agentq.events import EventKind
 from agentq.queue import LaneConfig, Priority, Queue
-from agentq.store import DurableStore
+from agentq.store import DurableStore, MemoryStore
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -169,6 +169,47 @@ async def test_start_is_idempotent(engine: WorkflowEngine) -> None:
     assert await engine.start(order, "o-1", (1, 2)) is False  # the same JSON
     assert await engine.start("order", "o-1", [1, 2]) is False
     assert await kinds(engine.store, "o-1") == [EventKind.WORKFLOW_STARTED]
+
+
+class CountingStore(MemoryStore):
+    """A MemoryStore that counts `start_workflow` and `get_workflow`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts = 0
+        self.reads = 0
+
+    async def start_workflow(self, *args: Any, **kwargs: Any) -> Any:
+        self.starts += 1
+        return await super().start_workflow(*args, **kwargs)
+
+    async def get_workflow(self, workflow_id: str) -> Any:
+        self.reads += 1
+        return await super().get_workflow(workflow_id)
+
+
+async def test_an_instance_run_by_id_is_stored_once_and_read_once(clock: FakeClock) -> None:
+    """`start` stores it; `run(id)` reads it and runs it without storing it again; the run of
+    an ended instance reads it once for its recorded result."""
+    store = CountingStore()
+    async with Queue(clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, worker_id="w1", clock=clock)
+        order = WorkflowDef("order", steps("a", "b"))
+        assert await engine.start(order, "o-1", {"n": 1}) is True
+        assert (store.starts, store.reads) == (1, 0)
+        result = await engine.run("o-1")
+        assert result.status is RunStatus.COMPLETED
+        assert (store.starts, store.reads) == (1, 1)
+        assert await engine.run("o-1") == result
+        assert (store.starts, store.reads) == (1, 2)
+        assert await kinds(store, "o-1") == [
+            EventKind.WORKFLOW_STARTED, *[EventKind.STEP_STARTED, EventKind.STEP_COMPLETED] * 2,
+            EventKind.WORKFLOW_COMPLETED,
+        ]
+        # A Workflow object (not an id) is stored by its run, once, as before.
+        assert (await engine.run(order.workflow("o-2", 2))).status is RunStatus.COMPLETED
+        assert store.starts == 2
+        await engine.close()
 
 
 async def test_start_registers_a_definition_passed_on_the_way(engine: WorkflowEngine) -> None:

@@ -9,13 +9,14 @@ end.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import pytest
 
 from agentq.clock import FakeClock
 from agentq.errors import NotWaitingError, UnknownWorkflowError, WorkflowClosedError
-from agentq.queue import LaneConfig, Priority, Queue
+from agentq.queue import Job, LaneConfig, Priority, Queue
 from agentq.store import MemoryStore
 from agentq.workflows import (
     NonRetryable,
@@ -24,6 +25,7 @@ from agentq.workflows import (
     StepDef,
     WaitForInput,
     Workflow,
+    WorkflowDef,
     WorkflowEngine,
     recover,
 )
@@ -74,7 +76,34 @@ async def test_two_thousand_workflows_leave_no_table_behind(clock: FakeClock) ->
         ))
         assert engine.tables() == EMPTY
         assert engine.workflow_ids == ()
+        # Nor the queue: an attempt's job (its key the attempt's own, its outcome in the
+        # log) is forgotten once its body stopped, with the closure that reaches its context.
+        assert len(q._keys) == 0
     assert len(await store.workflows()) == 2000  # the store keeps every record
+
+
+async def test_definition_instances_with_durable_calls_leave_nothing_behind(
+    clock: FakeClock,
+) -> None:
+    """2,000 runs by id of stored instances whose step makes durable calls: afterwards no
+    table of the engine nor the queue's key table holds an entry of them."""
+
+    async def calls(ctx: StepContext) -> int:
+        one = await ctx.call(Job("one", functools.partial(int, 1)))
+        two = await ctx.call(Job("two", functools.partial(int, 2)))
+        return int(one) + int(two)
+
+    store = MemoryStore()
+    async with Queue({Priority.MEDIUM: LaneConfig(capacity=4000, permits=8)}, clock=clock) as q:
+        engine = WorkflowEngine(q, store, worker_id="w", clock=clock)
+        adds = WorkflowDef("adds", [StepDef("a", calls), StepDef("b", done)])
+        for i in range(2000):
+            await engine.start(adds, f"adds-{i}", i)
+        results = await asyncio.gather(*(engine.run(f"adds-{i}") for i in range(2000)))
+        assert {r.status for r in results} == {RunStatus.COMPLETED}, results[0].reason
+        assert {r.outputs for r in results} == {(3, "done")}
+        assert engine.tables() == EMPTY
+        assert len(q._keys) == 0
 
 
 async def test_an_ended_workflow_still_answers_by_id_once_dropped(engine: WorkflowEngine) -> None:

@@ -145,13 +145,14 @@ class AttemptRunner:
             # (then later runs wait for it, see Driver._run_step).
             if await until(waker, handle.stopped()):
                 await log.settle()
+                await _forget(self.queue, key)
             else:
-                self.wakers.linger(wf.id, _stopped(handle, log, lease))
+                self.wakers.linger(wf.id, _stopped(self.queue, handle, log, lease))
         except (asyncio.CancelledError, QueueClosed):
             # This engine is closing (or the whole program), or the queue closed: record
             # nothing, as a crash would, and hand the lease back once the body has stopped
             # and the durable calls it already ran have been recorded.
-            await finish(_release(lease, handle, log))
+            await finish(_release(self.queue, lease, handle, log))
             raise
         finally:
             log.close()
@@ -202,7 +203,16 @@ class AttemptRunner:
         return handle
 
 
-async def _stopped(handle: JobHandle, log: CallLog, lease: Lease) -> None:
+async def _forget(queue: Queue, key: str) -> None:
+    """Forget the finished job of an attempt: its key is the attempt's own (never pushed
+    again) and its outcome is in the workflow's log, so the queue's record of it (its step
+    body's closure, its context, its output) would only grow the queue with every attempt
+    (a queue's store has nothing of it: the job is not persisted)."""
+    with contextlib.suppress(AgentqError):
+        await queue.forget(key)
+
+
+async def _stopped(queue: Queue, handle: JobHandle, log: CallLog, lease: Lease) -> None:
     """Wait until a cancelled attempt's body has returned and its durable calls have been
     recorded (a call that reached the world keeps its outcome after a cancel), then hand
     its lease back: a lease a cancel revoked fences the step from other workers until then
@@ -210,10 +220,13 @@ async def _stopped(handle: JobHandle, log: CallLog, lease: Lease) -> None:
     await handle.stopped()
     with contextlib.suppress(Exception):  # a store failure: the call stays in doubt
         await log.settle()
+    await _forget(queue, handle.key)
     await lease.hand_back()
 
 
-async def _release(lease: Lease, handle: JobHandle | None, log: CallLog) -> None:
+async def _release(
+    queue: Queue, lease: Lease, handle: JobHandle | None, log: CallLog
+) -> None:
     """Interrupt an attempt, wait until its body has stopped and its durable calls have been
     recorded, then hand its lease back (never while the body still runs)."""
     if handle is not None:
@@ -221,4 +234,6 @@ async def _release(lease: Lease, handle: JobHandle | None, log: CallLog) -> None
         await handle.stopped()
     with contextlib.suppress(Exception):
         await log.settle()
+    if handle is not None:
+        await _forget(queue, handle.key)
     await lease.release(None)

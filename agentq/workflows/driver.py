@@ -72,6 +72,7 @@ from agentq.store import (
     NotBefore,
     StepState,
     WorkflowClosed,
+    WorkflowRow,
 )
 from agentq.workflows.attempting import AttemptRunner
 from agentq.workflows.attempts import Again, Retry, hand_back, step_title
@@ -222,31 +223,44 @@ class Driver:
         """
         self._offered[claim.execution.workflow_id] = claim
 
-    async def drive(self, wf: Workflow) -> RunResult:
+    async def drive(self, wf: Workflow, row: WorkflowRow | None = None) -> RunResult:
         """Run `wf`'s steps in order until it completes, waits, fails or is cancelled.
 
         A workflow that already ended returns its stored result and appends nothing.
+
+        Args:
+            wf: The workflow; stored first (`DurableStore.start_workflow`, idempotent)
+                unless `row` is given.
+            row: `wf`'s stored row, read just before by the caller and `wf` built from it
+                (same id, steps, input and definition: storing `wf` would append nothing),
+                or None. Its state may be behind the store's: the claims of the steps read
+                the state again (a step completed meanwhile answers with its output, a
+                workflow closed meanwhile with its result).
 
         Raises:
             QueueClosed: The queue closed before or while a step ran; nothing was recorded
                 for that step and its lease was handed back once its body had stopped.
         """
         with spans.run_span(wf, self.worker_id) as span:
-            result = await self._drive(wf, span)
+            result = await self._drive(wf, span, row)
             spans.note_run(span, result)
             return result
 
-    async def _drive(self, wf: Workflow, span: tracing.Span) -> RunResult:
+    async def _drive(
+        self, wf: Workflow, span: tracing.Span, row: WorkflowRow | None
+    ) -> RunResult:
         waker = self._wakers.open(wf.id)
         try:
-            trace = tracing.carrier()  # passed only when tracing is on: None-safe for any store
-            now = self.clock.time()
-            extra: dict[str, Any] = {} if trace is None else {"trace": trace}
-            if wf.timeout is not None:  # kept only by the run that stores the workflow
-                extra["deadline"] = now + wf.timeout
-            row, created = await self.store.start_workflow(
-                wf.id, wf.step_names, wf.input, now, definition=wf.definition, **extra
-            )
+            created = False
+            if row is None:  # store it (once: a stored one is compared, nothing appended)
+                trace = tracing.carrier()  # passed only when tracing is on: None-safe
+                now = self.clock.time()
+                extra: dict[str, Any] = {} if trace is None else {"trace": trace}
+                if wf.timeout is not None:  # kept only by the run that stores the workflow
+                    extra["deadline"] = now + wf.timeout
+                row, created = await self.store.start_workflow(
+                    wf.id, wf.step_names, wf.input, now, definition=wf.definition, **extra
+                )
             links = [] if created else await spans.origin_links(span, self.store, wf.id)
             if row.state.closed:
                 return await stored_result(self.store, row)

@@ -184,12 +184,12 @@ class WorkflowEngine(Forks):
             QueueClosed: The queue closed before or while a step ran (see `close`).
             StoreError: The store failed; the run can be retried (or recovered) later.
         """
+        stored: WorkflowRow | None = None  # the row an instance found by id was built from
         if isinstance(workflow, str):
-            found = await self._find(workflow)
+            found, stored = await self._find_stored(workflow)
             if found is None:  # stored and ended: its stored result, nothing appended
-                row = await self.store.get_workflow(workflow)
-                assert row is not None
-                return await stored_result(self.store, row)
+                assert stored is not None
+                return await stored_result(self.store, stored)
             if isinstance(found, WorkflowRow):  # raises: its definition is not registered
                 found = self._registry.resolve(workflow, found)
             workflow = found
@@ -201,7 +201,7 @@ class WorkflowEngine(Forks):
                     f"a step of workflow {wf.id!r} awaits a run of its own workflow, which "
                     "waits for that step: this wait could never end"
                 )
-            return await self._runs.join(wf)
+            return await self._runs.join(wf, stored if wf is workflow else None)
         except (WorkflowMismatchError, DeadlockError):
             # Refused (the store holds this id with other steps, input or definition):
             # a Workflow registered on the way is forgotten again, so that the refusal

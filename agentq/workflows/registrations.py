@@ -231,19 +231,27 @@ class Registrations:
                 workflow not registered here.
             WorkflowMismatchError: The registered definition has other step names.
         """
+        return (await self._find_stored(workflow_id))[0]
+
+    async def _find_stored(
+        self, workflow_id: str
+    ) -> tuple[Workflow | WorkflowRow | None, WorkflowRow | None]:
+        """`_find`, and the stored row read for it: the one a `Workflow` found was built from
+        (`run` hands it to the driver, which then stores nothing), or the row of a workflow
+        that has ended (found None); None for a registered plain workflow or a row found."""
         plain = self._registry.get(workflow_id)
         if plain is not None:
-            return plain
+            return plain, None
         row = await self.store.get_workflow(validate_key(workflow_id, "workflow id"))
         if row is not None and row.state.closed:
-            return None
+            return None, row
         if (
             row is not None
             and row.definition is not None
             and self._registry.definition(row.definition) is None
         ):
-            return row
-        return self._registry.resolve(workflow_id, row)
+            return row, None
+        return self._registry.resolve(workflow_id, row), row
 
     async def _instance(self, workflow_id: str) -> Workflow:
         """The `Workflow` that `run_soon(workflow_id)` runs (see `_find`).

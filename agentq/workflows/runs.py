@@ -17,6 +17,7 @@ import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from agentq.store import WorkflowRow
 from agentq.workflows.model import RunResult, Workflow
 from agentq.workflows.workers import LOGGER
 
@@ -27,14 +28,15 @@ class Runs:
     """The runs of one engine, by workflow id, and the continuations in flight.
 
     Args:
-        drive: Runs one workflow to its `RunResult` (the driver's ``drive``).
+        drive: Runs one workflow to its `RunResult` (the driver's ``drive``), given the
+            workflow's stored row when it was read just before (else None).
         ended: Told (workflow id, task) when a run or a continuation has ended, after it was
             forgotten (the engine drops the registration of a workflow that has ended).
     """
 
     def __init__(
         self,
-        drive: Callable[[Workflow], Coroutine[Any, Any, RunResult]],
+        drive: Callable[[Workflow, WorkflowRow | None], Coroutine[Any, Any, RunResult]],
         ended: Callable[[str, asyncio.Task[RunResult]], None] | None = None,
     ) -> None:
         self._drive = drive
@@ -67,12 +69,13 @@ class Runs:
         """How many runs and continuations are in progress (for tests and leaks)."""
         return {"runs": len(self._runs), "delivering": len(self._continuing)}
 
-    def start(self, wf: Workflow) -> asyncio.Task[RunResult]:
-        """Return the run of `wf` in progress, starting one if there is none."""
+    def start(self, wf: Workflow, row: WorkflowRow | None = None) -> asyncio.Task[RunResult]:
+        """Return the run of `wf` in progress, starting one if there is none (given `row`,
+        `wf`'s stored row read just before, if any: see `Driver.drive`)."""
         task = self._runs.get(wf.id)
         if task is None:
             task = asyncio.get_running_loop().create_task(
-                self._drive(wf), name=f"agentq.run:{wf.id}"
+                self._drive(wf, row), name=f"agentq.run:{wf.id}"
             )
             self._runs[wf.id] = task
             task.add_done_callback(functools.partial(self._forget, wf.id))
@@ -114,7 +117,7 @@ class Runs:
 
         async def resolved() -> RunResult:
             wf = await resolve()
-            return await self._drive(wf)
+            return await self._drive(wf, None)
 
         task = asyncio.get_running_loop().create_task(resolved(), name=f"agentq.run:{workflow_id}")
         self._runs[workflow_id] = task
@@ -122,12 +125,17 @@ class Runs:
         task.add_done_callback(_log_failure)
         return task
 
-    async def join(self, wf: Workflow) -> RunResult:
-        """Wait for the run of `wf`, starting one if needed (after a continuation in flight)."""
+    async def join(self, wf: Workflow, row: WorkflowRow | None = None) -> RunResult:
+        """Wait for the run of `wf`, starting one if needed (after a continuation in flight).
+
+        `row`: `wf`'s stored row, read just before by the caller (the run then does not
+        store `wf` again), or None.
+        """
         continuing = self._continuing.get(wf.id)
         if continuing is not None:  # a resume or retry in flight continues it: join that
             await asyncio.wait({continuing})
-        return await asyncio.shield(self.start(wf))
+            row = None  # the continuation changed the stored workflow
+        return await asyncio.shield(self.start(wf, row))
 
     async def replace(
         self,

@@ -6,7 +6,9 @@ approvals durable waits. The workflow input is the prompt, the message history (
 pydantic-ai's ``ModelMessagesTypeAdapter``) and the run options that are JSON (`_options`);
 the step's output is the agent's output and its usage (JSON too), not the run's messages:
 they grow with every tool return and could go over the store's per-value limit after the
-run's side effects; `DurableAgent.messages` rebuilds them read-only from the log (`_replay`).
+run's side effects. `AgentRun.messages` are those of the attempt that completed the run in
+the call that reports it (handed over by `AgentStep.expect` / `take`), else, like
+`DurableAgent.messages`, rebuilt read-only from the log (`_replay`).
 """
 
 from __future__ import annotations
@@ -234,10 +236,14 @@ class DurableAgent(Generic[AgentDepsT]):
         await self.start(prompt, run_id=run_id, message_history=message_history,
                          continue_from=continue_from, deps=deps, **options)
         live = self._step.given_options(run_id)  # taken first: a completed run releases them
-        result = await self._engine.run(run_id)
+        self._step.expect(run_id)  # the completing attempt's messages: no rebuild to report
+        try:
+            result = await self._engine.run(run_id)
+        finally:
+            messages = self._step.take(run_id)
         if result.status is RunStatus.COMPLETED:
             self._step.release(run_id)  # nothing continues a completed run
-        return await self._reporter.report(result, live)
+        return await self._reporter.report(result, live, messages)
 
     async def start(
         self,
@@ -402,14 +408,17 @@ class DurableAgent(Generic[AgentDepsT]):
             self._args.check(run_id, chosen.tool, answer["override_args"])
         given = options != RunOptions()
         live = self._step.give(run_id, deps, options if given else None)
+        self._step.expect(run_id)
         try:
             result = await self._engine.resume(run_id, STEP, answer, key=chosen.key)
         except NotWaitingError:
             if deps is not None or given:
                 self._step.release(run_id)
             raise
+        finally:
+            messages = self._step.take(run_id)
         assert isinstance(result, RunResult)  # this engine holds the agent's definition
-        return await self._reporter.report(result, live)
+        return await self._reporter.report(result, live, messages)
 
     async def messages(
         self, run_id: str, **options: Unpack[RunOptionsKwargs]

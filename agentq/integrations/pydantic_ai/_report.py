@@ -3,8 +3,9 @@
 The recorded result is JSON (the agent's output and its usage); the report gives them as
 pydantic-ai does: the output validated again as the output type (the run's ``output_type``
 given to this call, else the agent's), the usage as a `RunUsage`. The run's messages are not
-stored with its result (see `_replay`): a completed run's are rebuilt read-only from its log.
-The same in every process: nothing here depends on the attempt that ran the run.
+stored with its result (see `_replay`): those of the attempt that completed the run in this
+call when there was one (`AgentStep.take`), else rebuilt read-only from its log: the same
+parts either way. The tree is HTML built when read (`AgentRun.tree_html`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from agentq.integrations.pydantic_ai._options import RunOptions, output_adapter
 from agentq.integrations.pydantic_ai._results import USAGE, AgentRun, pending_of
 from agentq.integrations.pydantic_ai._step import AgentStep
-from agentq.integrations.pydantic_ai.tree import run_tree_html
 from agentq.store import DurableStore
 from agentq.workflows import RunResult, RunStatus
 
@@ -51,13 +51,20 @@ class Reporter:
         """A completed run's messages rebuilt from its log (`DurableAgent.messages`)."""
         return await self._step.replay(run_id, run_input, options)
 
-    async def report(self, result: RunResult, options: RunOptions | None) -> AgentRun:
+    async def report(
+        self,
+        result: RunResult,
+        options: RunOptions | None,
+        messages: list[ModelMessage] | None = None,
+    ) -> AgentRun:
         """Return the `AgentRun` of `result`.
 
         Args:
             result: The run's workflow result.
             options: The run options given to this call (its output type, its model object
                 for the rebuild of the messages), or None.
+            messages: The messages of the attempt that completed the run in this call
+                (`AgentStep.take`), or None: a completed run's are then rebuilt from its log.
 
         Returns:
             The `AgentRun`: typed output and `RunUsage` when completed.
@@ -66,10 +73,12 @@ class Reporter:
         out = result.output if isinstance(result.output, dict) else {}
         completed = result.status is RunStatus.COMPLETED
         stored = out.get("messages")  # runs recorded before results left them out
-        messages: list[ModelMessage] = []
         if stored is not None:
             messages = ModelMessagesTypeAdapter.validate_python(stored)
-        elif completed:
+        elif not completed:
+            messages = []
+        elif messages is None:
+            messages = []
             row = await self._store.get_workflow(run_id)
             try:
                 assert row is not None  # a completed result is a stored run
@@ -87,7 +96,7 @@ class Reporter:
             pending,
             result.reason,
             result,
-            run_tree_html(run_id, rows),
+            tuple(rows),
         )
 
     def _output(self, run_id: str, recorded: Any, options: RunOptions | None) -> Any:

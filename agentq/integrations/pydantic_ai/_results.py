@@ -4,6 +4,7 @@ the one wait an approval answers (or the error saying why there is none).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ from pydantic_ai.usage import RunUsage
 
 from agentq.errors import NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._runs import STEP
+from agentq.integrations.pydantic_ai.tree import run_tree_html
 from agentq.store import CallKind, CallRow, CallState, DurableStore
 from agentq.workflows import RunResult, RunStatus
 
@@ -64,10 +66,12 @@ class AgentRun:
             agent's), so a model's output is the model, the same live and read back in
             another process. Left as its JSON (and a warning logged) if it does not validate.
         messages: The run's messages (all of them, the history included) when completed.
-            Not stored with the result (it would outgrow the store's per-value limit):
-            rebuilt from the log by a read-only replay (`DurableAgent.messages`), so the
-            requests' timestamps and run ids are the rebuild's; the parts are the run's.
-            Empty (and a warning logged) if they cannot be rebuilt.
+            Not stored with the result (it would outgrow the store's per-value limit): the
+            ones of the attempt that completed the run when it ran to completion in this
+            call (`run`, `approve`, `deny`), else rebuilt from the log by a read-only replay
+            (`DurableAgent.messages`; the requests' timestamps are the rebuild's). The same
+            parts either way; their pydantic-ai run id is the run's id. Empty (and a warning
+            logged) if they cannot be rebuilt.
         usage: pydantic-ai's `RunUsage` of the run (``requests``, ``tool_calls``,
             ``input_tokens``, ``output_tokens``, ...) when completed, else an empty one
             (runs recorded before it was stored whole have their three figures). The JSON
@@ -77,8 +81,9 @@ class AgentRun:
         reason: Why it waits, failed or was cancelled, else None.
         result: The workflow's `RunResult`.
         tree_html: The run as a tree (workflow → model requests → tool calls, with tokens),
-            HTML (`agentq.integrations.pydantic_ai.tree.run_tree_html`); what a notebook
-            shows for an `AgentRun` at the end of a cell.
+            HTML (`agentq.integrations.pydantic_ai.tree.run_tree_html`) of its calls as they
+            were when the run was reported; what a notebook shows for an `AgentRun` at the
+            end of a cell. Built when read, not when the run is reported.
     """
 
     run_id: str
@@ -89,7 +94,12 @@ class AgentRun:
     pending: list[PendingApproval]
     reason: str | None
     result: RunResult = field(repr=False)
-    tree_html: str = field(default="", repr=False)
+    _calls: Sequence[CallRow] = field(default=(), repr=False, compare=False)
+
+    @property
+    def tree_html(self) -> str:
+        """The run's tree as HTML (see the class docstring), built on each read."""
+        return run_tree_html(self.run_id, self._calls)
 
     def _repr_html_(self) -> str:
         """The run's result card (status, reason, output) above its tree."""

@@ -7,7 +7,9 @@ the log) and what was given for the run in this process: its deps (else
 ``deps_factory(run_id)``, else None) and the run options that are not stored (a `Model`
 object, an output type, toolsets, an event-stream handler; see `_options`). What is given is
 live, never stored; it is released when the step ends completed or failed, and kept while the
-run waits (an approval continues it). A completed run's messages are rebuilt by running the
+run waits (an approval continues it). A completed run's messages are those of the attempt
+that completed it in this process when a caller asked for them beforehand (`expect` /
+`take`: held from the attempt's end until taken, never longer), else rebuilt by running the
 agent once more, read-only, over its log (`LogReader`).
 
 `current_run_id` is the run's id inside an attempt: the same on every attempt, in every
@@ -96,6 +98,9 @@ class AgentStep(Generic[AgentDepsT]):
         self._models: Mapping[str, Model] = dict(models or {})
         self._capability = capability(models=self._models)
         self._given: dict[str, _Given[AgentDepsT]] = {}
+        # run id -> the messages of the attempt that completed it (None: not yet), for the
+        # callers that `expect` them; an entry lives from `expect` to `take`
+        self._finished: dict[str, list[ModelMessage] | None] = {}
 
     def give(
         self, run_id: str, deps: AgentDepsT | None, options: RunOptions | None = None
@@ -121,6 +126,20 @@ class AgentStep(Generic[AgentDepsT]):
         """Forget what was given for `run_id` (nothing continues it, or it is given again)."""
         self._given.pop(run_id, None)
 
+    def expect(self, run_id: str) -> None:
+        """Keep the messages of the attempt of `run_id` that completes next in this process,
+        for `take` (which the caller must call, whatever happens, to free them)."""
+        self._finished.setdefault(run_id, None)
+
+    def take(self, run_id: str) -> list[ModelMessage] | None:
+        """The messages kept for `run_id` since `expect`, and forget them; None when no
+        attempt completed it in this process since (a recorded result, another process)."""
+        return self._finished.pop(run_id, None)
+
+    def sizes(self) -> dict[str, int]:
+        """How many runs have deps or options given, and messages expected (for tests)."""
+        return {"given": len(self._given), "finished": len(self._finished)}
+
     async def run(self, ctx: StepContext) -> dict[str, Any]:
         """One attempt of the run `ctx.workflow_id`: the agent's output and token usage.
 
@@ -141,6 +160,8 @@ class AgentStep(Generic[AgentDepsT]):
             self.release(ctx.workflow_id)  # the run failed (a retry may give them again)
             raise
         self.release(ctx.workflow_id)  # the run completed
+        if ctx.workflow_id in self._finished:  # a caller reports this run: no rebuild
+            self._finished[ctx.workflow_id] = list(result.all_messages())
         # Not the messages: they grow with each tool return and could go over the store's
         # limit after every side effect is done (see _replay); `DurableAgent` rebuilds them.
         return {

@@ -72,14 +72,31 @@ class AttemptRunner:
         self.wakers = wakers
         self.interrupt = interrupt
         self.running: dict[str, JobHandle] = {}
-        self.pushing: set[str] = set()
-        """Workflows whose attempt is being pushed: its body may already run (a free permit
-        starts it before the push returns), so a graceful stop counts it as running."""
+        self.active: set[str] = set()
+        """Workflows with an attempt between its claim and its recorded outcome: a graceful
+        stop waits for them (their body may run before the push returns, and an outcome
+        being recorded must not be interrupted)."""
         self.answered_from_log = 0
         self.spawner: Spawner | None = None
         """Runs the child runs that attempts start (set by the engine)."""
 
     async def attempt(
+        self,
+        wf: Workflow,
+        step: StepDef,
+        execution: Execution,
+        ctx: StepContext,
+        waker: asyncio.Future[None],
+    ) -> Completed | RunResult | Retry | Again:
+        """Run the claimed attempt `execution` of `step` and record its outcome (`_attempt`);
+        the workflow is in `active` meanwhile."""
+        self.active.add(wf.id)
+        try:
+            return await self._attempt(wf, step, execution, ctx, waker)
+        finally:
+            self.active.discard(wf.id)
+
+    async def _attempt(
         self,
         wf: Workflow,
         step: StepDef,
@@ -126,12 +143,8 @@ class AttemptRunner:
         lease.start()
         handle: JobHandle | None = None
         try:
-            self.pushing.add(wf.id)
-            try:
-                handle = await self._push(job)
-            finally:
-                self.pushing.discard(wf.id)
-            self.running[wf.id] = handle  # no await since the push: never out of both
+            handle = await self._push(job)
+            self.running[wf.id] = handle
             if lease.lost:  # lost while the job was being pushed
                 handle.cancel()
             try:

@@ -173,8 +173,9 @@ class Driver:
         self._runner.spawner = spawner
 
     def attempting(self) -> list[str]:
-        """Ids of the workflows with a step attempt running now (or being pushed), sorted."""
-        return sorted(self._attempts.keys() | self._runner.pushing)
+        """Ids of the workflows with a step attempt running now (from its claim to its
+        recorded outcome), sorted."""
+        return sorted(self._attempts.keys() | self._runner.active)
 
     async def park(self) -> None:
         """Wait until cancelled (the engine closes): a halted run neither claims nor waits."""

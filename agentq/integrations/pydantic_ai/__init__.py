@@ -10,6 +10,8 @@ In reading order (each module imports only the ones below it):
 ``_agent``        `DurableAgent`: runs, starts, approvals, messages
 ``_turns``        the stored input of a turn: prompt, history (or ``continue_from``), options
 ``_report``       a run's `RunResult` as its `AgentRun` (typed output, `RunUsage`, messages)
+``_decisions``    `Decisions`, the base class of `DurableAgent` with its approval verbs:
+                  pending approvals, approve, deny
 ``_fork``         a fork of a run at a model request or a tool call: the fork point found among
                   the recorded keys, replaced values converted to the recorded JSON
 ``_step``         `AgentStep`: the body of a run's one step (the agent run with the capability,

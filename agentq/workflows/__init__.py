@@ -32,6 +32,7 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    judges it
 ``attempting``     `AttemptRunner`: one claimed attempt as a job in the lane, its lease kept,
                    its outcome recorded; the attempts running now
+``waiting``        a step found waiting: join the child run it waits on, arm its deadline's timer
 ``driver``         the loop that runs one workflow's steps: claim, attempt, record; the
                    engine's settings
 ``changes``        the stored changes a resume or a retry makes before a new run continues

@@ -23,27 +23,14 @@ For each step, the loop:
    `NotBefore` until that time). A worker whose lease was taken over meanwhile is refused
    (`LeaseLostError`) and claims again.
 
-Every wait of a run (until a stored retry time, a poll while another worker holds the step,
-the wait for an interrupted body to stop before the next attempt) goes through
-`Driver.pause` or `agentq.workflows.waits.until` with the run's waker, which a
-`cancel` of the workflow (`Driver.interrupt`) ends at once; the loop then claims, learns
-that the workflow is closed, and returns the cancelled result.
-
-A lease is handed back (``release_dead`` of its own lease with `HANDED_BACK_REASON`: the step
-is pending at once for another worker, and the interrupted attempt counts toward neither
-``max_attempts`` nor ``max_recoveries``) only once the attempt's body has stopped, and always
-then: when this engine is closed or its run cancelled from outside, the attempt's job is
-interrupted, the lease is kept alive until the body has returned (a thread, or a body that
-ignores cancellation, is waited for), and then handed back.
-
-A step that ends waiting on a child run (``ctx.child``) does not end the run at once: the
-run joins the child's run through `on_child` (the engine's; the child runs here when this
-engine holds its definition) and, once the child ended (which resumed the step in the store),
-claims the step again.
-
-A graceful stop of `serve` halts the driver (``halted``): a run then neither claims another
-step nor waits on the clock; it parks until the engine closes (``park``), while the attempts
-running go on (``attempting``).
+Every wait of a run (a stored retry time, a poll, an interrupted body) goes through
+`Driver.pause` or `agentq.workflows.waits.until` with the run's waker, which a `cancel`
+(`Driver.interrupt`) ends at once. A lease is handed back (``release_dead`` with
+`HANDED_BACK_REASON`, counting toward neither ``max_attempts`` nor ``max_recoveries``) only
+once the attempt's body has stopped, and always then. A step that ends waiting on a child run
+is joined through `on_child` and claimed again once the child ended. A graceful stop of
+`serve` halts the driver (``halted``): a run neither claims another step nor waits on the
+clock, it parks (``park``), while the attempts already claimed go on (``attempting``).
 
 Private to `agentq.workflows.engine`, which starts one drive per workflow and shares it.
 """
@@ -70,18 +57,18 @@ from agentq.store import (
     DurableStore,
     HeldByOther,
     NotBefore,
-    StepState,
     WorkflowClosed,
     WorkflowRow,
 )
 from agentq.workflows.attempting import AttemptRunner
 from agentq.workflows.attempts import Again, Retry, hand_back, step_title
 from agentq.workflows.attempts import claim as claim_step
-from agentq.workflows.children import Spawner, waited_child
+from agentq.workflows.children import Spawner
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import RunResult, RunStatus, StepDef, Workflow
 from agentq.workflows.recording import Recorder
 from agentq.workflows.results import closed_result, stored_result
+from agentq.workflows.waiting import joined_child, watch_deadline
 from agentq.workflows.waits import Wakers, finish, until
 from agentq.workflows.workers import (
     LOGGER,
@@ -305,9 +292,9 @@ class Driver:
             if isinstance(claim, AlreadyWaiting):
                 if await self.store.time_out_wait(wf.id, index, self.clock.time()):
                     continue  # its deadline passed: the step runs on, the wait raises
-                if await self._joined_child(wf.id, index, joined):
+                if await joined_child(self.store, self.on_child, wf.id, index, joined):
                     continue  # the child it waited on ended: its end resumed the step
-                await self._watch_deadline(wf.id, index)
+                await watch_deadline(self.store, self.on_deadline, wf.id, index)
                 return RunResult(
                     wf.id, RunStatus.WAITING, step.name, claim.reason, tuple(outputs)
                 )
@@ -357,34 +344,10 @@ class Driver:
             if (
                 isinstance(step_result, RunResult)
                 and step_result.status is RunStatus.WAITING
-                and await self._joined_child(wf.id, index, joined)
+                and await joined_child(self.store, self.on_child, wf.id, index, joined)
             ):
                 continue
             return step_result
-
-    async def _joined_child(self, workflow_id: str, index: int, joined: set[str]) -> bool:
-        """If step `index` waits on a child run, let `on_child` join it; True once it ended
-        (its end resumed the step: claim again). Each child is joined once per step, so a
-        step found waiting on it again ends the run waiting."""
-        if self.on_child is None:
-            return False
-        found = waited_child((await self.store.step_rows(workflow_id))[index])
-        if not isinstance(found, str):
-            return found is True  # True: a child's end answered the wait already
-        if found in joined:
-            return False
-        joined.add(found)
-        return await self.on_child(found)
-
-    async def _watch_deadline(self, workflow_id: str, index: int) -> None:
-        """Tell `on_deadline` the deadline of the keyed wait step `index` is on, if any: a
-        run that finds a step waiting (after a restart, `recover`) arms the live timer, so
-        that the wait times out on time with nobody calling `run`."""
-        if self.on_deadline is None:
-            return
-        row = (await self.store.step_rows(workflow_id))[index]
-        if row.state is StepState.WAITING and row.wait_deadline is not None:
-            self.on_deadline(workflow_id, row.wait_deadline)
 
     async def _claim(self, workflow_id: str, index: int, step: StepDef) -> ClaimResult:
         """The claim offered for this step (by `serve`), or a new one (the earlier steps of

@@ -57,6 +57,7 @@ class Queue:
     the queue never closes the store (``docs/idempotency.md``).
 
     Backpressure: a lane admits ``permits + capacity`` unfinished jobs; `push` waits for room.
+
     The queue starts on the running event loop at first use (workers are created as jobs
     arrive) and belongs to that loop: using it from another raises `WrongLoopError`. Use it as
     ``async with Queue() as queue:`` to close it on exit (draining, or cancelling everything

@@ -43,9 +43,12 @@ def workflow(marks: Path, flag: Path) -> Workflow:
 
 
 async def main(db: Path, marks: Path, flag: Path) -> None:
-    async with Queue() as queue, SqliteStore(db) as store:
-        async with WorkflowEngine(queue, store, worker_id="a", lease_ttl=TTL) as engine:
-            await engine.run(workflow(marks, flag))
+    async with (
+        Queue() as queue,
+        SqliteStore(db) as store,
+        WorkflowEngine(queue, store, worker_id="a", lease_ttl=TTL) as engine,
+    ):
+        await engine.run(workflow(marks, flag))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@ async def test_a_retry_in_another_process_waits_for_the_old_thread_body(
     )
     try:
         async with asyncio.timeout(30):
-            while not (marks.exists() and "start" in marks.read_text()):
+            while True:  # the child's body started
+                if marks.exists() and "start" in marks.read_text():
+                    break
                 await asyncio.sleep(0.02)
         async with Queue() as queue, SqliteStore(db) as store:
             b = WorkflowEngine(queue, store, worker_id="b", lease_ttl=TTL, poll_interval=0.05)

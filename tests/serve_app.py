@@ -67,3 +67,13 @@ def bare() -> WorkflowEngine:
 
 
 not_an_engine = 42
+
+
+def failing_factory() -> WorkflowEngine:
+    """A factory that raises (review A #4)."""
+    raise RuntimeError("factory boom")
+
+
+async def failing_async_factory() -> WorkflowEngine:
+    """An async factory that raises (review A #4)."""
+    raise RuntimeError("async boom")

@@ -301,3 +301,26 @@ def test_visible_escapes_every_kind_and_keeps_text() -> None:
     line = json_line(value)
     assert raw_controls(line) == [] and "東京" in line
     assert json.loads(line) == value
+
+
+@pytest.mark.parametrize(
+    ("sep", "shown"),
+    [("\u2028", "\\u2028"), ("\n", "\\n"), ("\x1c", "\\x1c"), ("\x1d", "\\x1d"),
+     ("\x1e", "\\x1e"), ("\x1f", "\\x1f"), ("\x85", "\\x85")],
+)
+def test_show_prints_the_inputs_separators_as_escapes_not_spaces(
+    tmp_path: Path, sep: str, shown: str
+) -> None:
+    """Review A #5: `input:` (and the other short cells) collapsed these to plain spaces,
+    hiding what the stored string holds; they are escapes like everywhere else (runs of
+    plain spaces still print as one)."""
+    path = tmp_path / "sep.db"
+
+    async def make() -> None:
+        async with SqliteStore(path) as store:
+            await store.start_workflow("wf", ["only"], f"a{sep}b   c", 1000.0)
+
+    asyncio.run(make())
+    out = run("show", str(path), "wf").stdout
+    assert [line for line in out.splitlines() if line.startswith("input:")] == [
+        f"input: a{shown}b c"]

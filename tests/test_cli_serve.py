@@ -196,6 +196,10 @@ async def test_a_second_signal_ends_the_worker_at_once_in_one_line(
         ("serve_app:not_an_engine", 1, "agentq: serve_app:not_an_engine is int, not a "
          "WorkflowEngine"),
         ("serve_app:bare", 1, "has no registered definition: nothing to serve"),
+        ("serve_app:failing_factory", 1, "agentq: serve_app:failing_factory() raised "
+         "RuntimeError: factory boom"),
+        ("serve_app:failing_async_factory", 1, "agentq: serve_app:failing_async_factory() "
+         "raised RuntimeError: async boom"),
     ],
 )
 async def test_a_target_that_cannot_be_served_is_refused_in_one_line(
@@ -216,6 +220,19 @@ async def test_a_target_that_cannot_be_served_is_refused_in_one_line(
         assert len(worker.lines) == 1 and words in worker.lines[0], worker.lines
     else:  # a usage error, as click says every one
         assert words in worker.lines[-1], worker.lines
+
+
+@pytest.mark.parametrize("option", ["--poll", "--grace"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+async def test_a_number_that_is_not_finite_is_a_usage_error(
+    place: Place, option: str, value: str
+) -> None:
+    """Review A #4: ``--poll nan`` or ``--grace nan`` is said in click's usage lines, exit 2,
+    never a traceback."""
+    worker = await place.spawn("make_engine", "quick", option, value)
+    assert await worker.ended() == 2
+    no_traceback(worker)
+    assert f"Invalid value for '{option}'" in worker.lines[-1], worker.lines
 
 
 def test_the_worker_lines_print_stored_strings_literally(

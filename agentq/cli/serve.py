@@ -29,6 +29,7 @@ import contextlib
 import importlib
 import inspect
 import logging
+import math
 import os
 import signal
 import sys
@@ -145,12 +146,16 @@ async def engine_of(value: Any, target: str) -> AsyncIterator[WorkflowEngine]:
     """Enter what ATTR is and yield its engine; leave it (closing what the command owns).
 
     Raises:
-        Refused: It is not, does not return and does not yield an engine.
+        Refused: It is not, does not return and does not yield an engine, or it is a
+            factory that raised.
     """
     if callable(value) and not isinstance(value, WorkflowEngine | AbstractAsyncContextManager):
-        value = value()
-        if inspect.isawaitable(value):
-            value = await value
+        try:
+            value = value()
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as exc:  # the user's factory: said in one line, as a refusal
+            raise Refused(f"{target}() raised {type(exc).__name__}: {exc}") from exc
     if isinstance(value, AbstractAsyncContextManager):
         async with value as engine:
             yield _engine(engine, target)
@@ -187,15 +192,23 @@ async def _serve(value: Any, target: str, stopper: Stopper, poll: float, grace: 
         await engine.serve(poll_interval=poll, stop=stop, grace=grace)
 
 
+def _finite(_ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """Refuse NaN, which every range check lets through (a usage error, exit 2)."""
+    if math.isnan(value):
+        raise click.BadParameter(f"{value!r} is not a number of seconds", param=param)
+    return value
+
+
 @click.command("serve")
 @click.argument("target", metavar="MODULE:ATTR")
 @click.option("--grace", type=click.FloatRange(min=0, max=1e9), default=8.0,
-              show_default=True,
+              show_default=True, callback=_finite,
               help="Seconds the running steps may go on after SIGTERM or SIGINT before "
                    "they are interrupted and their leases handed back (keep it below the "
                    "orchestrator's kill timeout: Docker's is 10 s).")
 @click.option("--poll", type=click.FloatRange(min=0, min_open=True, max=1e9), default=1.0,
-              show_default=True, help="Seconds between two reads of the ready work.")
+              show_default=True, callback=_finite,
+              help="Seconds between two reads of the ready work.")
 def serve(target: str, grace: float, poll: float) -> None:
     """Serve the WorkflowEngine that MODULE:ATTR makes, until SIGTERM or SIGINT.
 

@@ -56,11 +56,13 @@ def when(seconds: float | None) -> str:
 
 
 def short(value: Any, limit: int = 60) -> str:
-    """`value` as one line of at most `limit` characters (JSON for non-strings)."""
+    """`value` as one line of at most `limit` characters (JSON for non-strings), its
+    controls and separators as escapes (`visible`: a newline, U+2028 or ``\x1c`` shows as
+    typed, never as a space); runs of spaces print as one."""
     if value is None:
         return ""
     shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    shown = " ".join(shown.split())
+    shown = " ".join(visible(shown).split())
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 

@@ -31,17 +31,17 @@ Each value is compared by a canonical form:
 - a class by its module, qualified name, bases' names and content (plain attributes by
   value, the code of its methods, static and class methods and property accessors), so a
   class redefined with another body is another value; a module by its name;
+- an object whose class defines ``__agentq_fingerprint__()`` by what it returns
+  (`agentq.queue.fingerprint_value.FINGERPRINT_HOOK`: a step's context returns a constant);
 - any other object by its ``repr`` when its class gives a meaningful one (a dataclass, a
   pydantic model; one over `MAX_REPR` characters as its digest), otherwise (the default
   ``<… object at 0x…>``, a ``repr`` eliding with ``...``, a failing one) by identity. Arrays
   and data frames (``__array__`` / ``__dataframe__``) compare by identity, no ``repr`` built.
 
 The same object (not a function) is always the same value, however its contents changed
-(the identity rule): a job that fills a shared cache or bumps a counter on its client stays
-"the same call". So ``partial(send_mail, "alice")`` and ``partial(send_mail, "bob")`` differ,
-as do ``lambda: send(user)`` built for two users, while a re-created ``partial(send_mail,
-"alice")`` or ``lambda: send(params)`` over an equal dict does not. Give
-``Job(fingerprint=…)`` explicitly when this is not what you want.
+(the identity rule: a job that bumps a counter on its client stays "the same call"). So
+``partial(send_mail, "alice")`` and ``partial(send_mail, "bob")`` differ, while a re-created
+``lambda: send(params)`` over an equal dict does not. Else give ``Job(fingerprint=…)``.
 
 Deriving is bounded, so that a push never walks a huge value: a container of more than
 `MAX_ITEMS` items, a value nested more than 32 levels deep, and every value past the first
@@ -70,6 +70,7 @@ from agentq.queue.fingerprint_value import (
     _is_call,
     _type_name,
     _Value,
+    stand_in,
 )
 
 __all__ = ["MAX_ITEMS", "MAX_REPR", "MAX_VALUES", "derive_fingerprint"]
@@ -156,6 +157,10 @@ class _Walk:
             return ("call", self.derive(value, depth + 1))
         if isinstance(value, type) and not self.stored:  # v1: by its name
             return self.klass(value, depth + 1)
+        hooked, stands_for = stand_in(value)  # the fingerprint protocol
+        if hooked:
+            return stands_for if stands_for is _IDENTITY else (
+                "stands-for", _type_name(value), self.value(stands_for, depth + 1))
         if hasattr(kind, "__array__") or hasattr(kind, "__dataframe__"):
             return _IDENTITY  # numpy, pandas, polars, arrow: a summary repr, costly to build
         try:
@@ -283,10 +288,7 @@ class _Walk:
             kept = None
         value = self.value
         return (
-            "function",
-            fn.__module__,
-            fn.__qualname__,
-            code,
+            "function", fn.__module__, fn.__qualname__, code,
             tuple([value(v, depth, kept and _at(kept[4], i)) for i, v in enumerate(defaults)])
             if defaults
             else (),

@@ -4,6 +4,12 @@ A `_Value` pairs an object a call uses with its canonical form: equal to another
 same object (the identity rule; not for a function, a partial or a bound method, compared by
 form), if both forms are equal, or, for a closure variable a function rebinds itself (its
 state, issue 20), if both belong to the same live function object.
+
+The fingerprint protocol (`FINGERPRINT_HOOK`): an object whose class defines
+``__agentq_fingerprint__(self)`` is compared by what that method returns (walked like any
+value), not by its ``repr`` nor its identity: an object that changes between two pushes of
+one call but is not an input of it (a workflow step's context, whose attempt number and
+workflow id differ in a retry or a fork) returns a constant.
 """
 
 from __future__ import annotations
@@ -72,6 +78,22 @@ class _Value:
                 return "<an object that no longer exists>"
             return f"<the object {_type_name(obj)} at {id(obj):#x}>"
         return repr(self.form)
+
+
+FINGERPRINT_HOOK = "__agentq_fingerprint__"
+"""The method a class defines to say what its instances are, as an input of a call."""
+
+
+def stand_in(value: object) -> tuple[bool, Any]:
+    """``(True, what value stands for)`` if its class defines `FINGERPRINT_HOOK`, else
+    ``(False, None)``; a hook that raises stands for the object itself (by identity)."""
+    hook = getattr(type(value), FINGERPRINT_HOOK, None)
+    if hook is None or isinstance(value, type):
+        return False, None
+    try:
+        return True, hook(value)
+    except Exception:  # a broken hook must not break a push
+        return True, _IDENTITY
 
 
 def _is_call(form: Any) -> bool:

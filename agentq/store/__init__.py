@@ -58,11 +58,12 @@ from agentq.store.contract.rows import (
 )
 from agentq.store.memory.store import MemoryStore
 from agentq.store.postgres.store import PostgresStore
-from agentq.store.rules.lease import HANDED_BACK_REASON
+from agentq.store.rules.lease import CANCEL_HANDED_BACK_REASON, HANDED_BACK_REASON
 from agentq.store.rules.projection_calls import project_call, touches_calls
 from agentq.store.sqlite.store import SqliteStore
 
 __all__ = [
+    "CANCEL_HANDED_BACK_REASON",
     "CHILD_WAIT_PREFIX",
     "EVENT_COLUMNS",
     "HANDED_BACK_REASON",

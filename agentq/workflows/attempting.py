@@ -142,6 +142,7 @@ class AttemptRunner:
         )
         lease.start()
         handle: JobHandle | None = None
+        lingering = False  # the body outlives the run: `_stopped` renews and hands back
         try:
             handle = await self._push(job)
             self.running[wf.id] = handle
@@ -160,7 +161,9 @@ class AttemptRunner:
                 await log.settle()
                 await _forget(self.queue, key)
             else:
+                lease.mute()
                 self.wakers.linger(wf.id, _stopped(self.queue, handle, log, lease))
+                lingering = True
         except (asyncio.CancelledError, QueueClosed):
             # This engine is closing (or the whole program), or the queue closed: record
             # nothing, as a crash would, and hand the lease back once the body has stopped
@@ -170,7 +173,8 @@ class AttemptRunner:
         finally:
             log.close()
             self.answered_from_log += log.answered
-            await lease.stop()
+            if not lingering:
+                await lease.stop()
         execution = lease.execution
         if lease.lost:  # another worker's now, or closed: record nothing, claim again
             if wf.id not in self.wakers.lingering():  # the body has stopped: lift the fence
@@ -188,21 +192,25 @@ class AttemptRunner:
             await finish(hand_back(self.store, self.clock, execution))
             raise
 
-    async def lease_lost(self, workflow_id: str, step_name: str, why: AgentqError) -> None:
-        """A renewal found the attempt's lease gone: interrupt its body, say so.
+    async def lease_lost(
+        self, workflow_id: str, step_name: str, why: AgentqError, cancelled: bool
+    ) -> None:
+        """A renewal found the attempt's lease gone, or revoked by a cancel (`cancelled`):
+        interrupt its body, say so.
 
         If the workflow is closed (cancelled from another engine or the command line), the
         run's waits are woken too (`interrupt`), as for a cancel in this engine; otherwise
-        (another worker took the expired lease over) only the attempt's job is cancelled,
-        and the run claims the step again (it finds it held, or done, by the new owner).
+        (another worker took the expired lease over, or the cancelled workflow was retried
+        meanwhile) only the attempt's job is cancelled, and the run waits for its body to
+        stop and claims the step again (it finds it held, or done, by the new owner).
         """
         row = None
         with contextlib.suppress(AgentqError):  # the store failed: treat it as taken over
             row = await self.store.get_workflow(workflow_id)
         closed = row is not None and row.state.closed
         LOGGER.log(
-            logging.INFO if closed else logging.WARNING,
-            lost_message(step_title(workflow_id, step_name), why, closed),
+            logging.INFO if closed or cancelled else logging.WARNING,
+            lost_message(step_title(workflow_id, step_name), why, closed, cancelled),
         )
         if closed:
             self.interrupt(workflow_id)
@@ -228,11 +236,15 @@ async def _forget(queue: Queue, key: str) -> None:
 async def _stopped(queue: Queue, handle: JobHandle, log: CallLog, lease: Lease) -> None:
     """Wait until a cancelled attempt's body has returned and its durable calls have been
     recorded (a call that reached the world keeps its outcome after a cancel), then hand
-    its lease back: a lease a cancel revoked fences the step from other workers until then
-    (or until it expires)."""
-    await handle.stopped()
-    with contextlib.suppress(Exception):  # a store failure: the call stays in doubt
-        await log.settle()
+    its lease back: a lease a cancel revoked fences the step from other workers until then,
+    renewed meanwhile (or until it expires, if this process dies)."""
+    try:
+        await handle.stopped()
+        with contextlib.suppress(Exception):  # a store failure: the call stays in doubt
+            await log.settle()
+    finally:
+        with contextlib.suppress(AgentqError):  # a failed renewal: hand back all the same
+            await lease.stop()
     await _forget(queue, handle.key)
     await lease.hand_back()
 

@@ -184,17 +184,21 @@ class Lease:
     has really stopped, then hand the lease back (never while the body still runs).
 
     A renewal the store refuses (`LeaseLostError`: another worker took the step over, or the
-    workflow was cancelled, from any process; `WorkflowClosedError`) ends the renewals, sets
-    `lost` and `lost_because`, and awaits `on_lost` (the driver interrupts the attempt's
-    body there). So a loss is noticed within ``lease_ttl / 3`` seconds, plus one store
-    round trip.
+    lease was released; `WorkflowClosedError`) ends the renewals, sets `lost` and
+    `lost_because`, and awaits `on_lost` (the driver interrupts the attempt's body there).
+    A renewal that finds the lease revoked by a cancel (from any process: the execution the
+    store returns says ``revoked``) does the same once, but the renewals go on: they keep
+    the step fenced from other workers while the body still runs, until `stop` (called once
+    the body has stopped, before the hand-back). So a loss or a cancel is noticed within
+    ``lease_ttl / 3`` seconds, plus one store round trip.
 
     Args:
         store: Where the lease is renewed.
         clock: The time of each renewal, and the sleeps between them.
         lease_ttl: Seconds each renewal extends the lease by (> 0).
         execution: The lease as claimed.
-        on_lost: Awaited once, in the renewer's task, when a renewal finds the lease gone.
+        on_lost: Awaited once, in the renewer's task, when a renewal finds the lease gone
+            or revoked, with what the store said and whether it was a cancel.
     """
 
     def __init__(
@@ -203,7 +207,7 @@ class Lease:
         clock: Clock,
         lease_ttl: float,
         execution: Execution,
-        on_lost: Callable[[AgentqError], Awaitable[None]] | None = None,
+        on_lost: Callable[[AgentqError, bool], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -221,6 +225,10 @@ class Lease:
         self._renewer = asyncio.get_running_loop().create_task(
             self._keep(), name=f"agentq.lease:{ex.workflow_id}:{ex.step_index}"
         )
+
+    def mute(self) -> None:
+        """Call no `on_lost` any more (the run knows of the cancel already); renewals go on."""
+        self._on_lost = None
 
     async def stop(self) -> None:
         """Stop renewing (idempotent).
@@ -253,11 +261,23 @@ class Lease:
                     self.execution, self._ttl, self._clock.time()
                 )
             except (LeaseLostError, WorkflowClosedError) as exc:
-                self.lost = True
-                self.lost_because = exc
-                if self._on_lost is not None:
-                    await self._on_lost(exc)
+                await self._lose(exc, cancelled=False)
                 return
+            if self.execution.revoked and not self.lost:  # renew the fence until `stop`
+                ex = self.execution
+                await self._lose(
+                    LeaseLostError(
+                        f"lease #{ex.lease_token} of worker {ex.worker_id!r} was revoked; "
+                        "it fences the step until the body has stopped"
+                    ),
+                    cancelled=True,
+                )
+
+    async def _lose(self, why: AgentqError, *, cancelled: bool) -> None:
+        self.lost = True
+        self.lost_because = why
+        if self._on_lost is not None:
+            await self._on_lost(why, cancelled)
 
 
 async def hand_back(store: DurableStore, clock: Clock, execution: Execution) -> bool:

@@ -100,6 +100,13 @@ class StepContext:
     _calls: CallRecorder | None = field(default=None, repr=False, compare=False, kw_only=True)
     # The attempt's call log, set by the engine; None in a context built by hand.
 
+    def __agentq_fingerprint__(self) -> str:
+        """What the context is as an input of a durable call: a constant (the queue's
+        fingerprint protocol). A call whose function reads ``ctx`` (``lambda:
+        f(ctx.workflow_id)``) is the same call in a retry (another attempt) and a fork
+        (another workflow id), so it answers from the log instead of conflicting."""
+        return "agentq.StepContext"
+
     def _log(self, verb: str) -> CallRecorder:
         if self._calls is None:
             raise StepContextError(

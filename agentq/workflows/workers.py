@@ -182,7 +182,7 @@ def held_message(
     )
 
 
-def lost_message(title: str, why: object, closed: bool) -> str:
+def lost_message(title: str, why: object, closed: bool, cancelled: bool = False) -> str:
     """The message logged when a renewal finds a running attempt's lease gone.
 
     Args:
@@ -190,7 +190,14 @@ def lost_message(title: str, why: object, closed: bool) -> str:
         why: What the store said to the renewal (its message names the new state).
         closed: Whether the workflow is closed (cancelled elsewhere) rather than the step
             taken over by another worker.
+        cancelled: Whether the renewal found the lease revoked by a cancel (the workflow
+            may be running again since, retried: nobody took the step over).
     """
+    if cancelled:
+        return (
+            f"{title}: the workflow was cancelled ({why}); its body is interrupted and its "
+            "outcome is not recorded"
+        )
     cause = "the workflow was closed elsewhere" if closed else "another worker took it over"
     return (
         f"{title}: the lease is gone ({cause}: {why}); its body is interrupted and its "

@@ -15,6 +15,7 @@ import pytest
 
 from agentq.errors import EngineError, LeaseLostError
 from agentq.store import (
+    CANCEL_HANDED_BACK_REASON,
     HANDED_BACK_REASON,
     CallState,
     Claimed,
@@ -78,6 +79,8 @@ async def test_a_lease_a_cancel_revoked_fences_a_retried_step_from_other_workers
         event = (await store.load_events("wf"))[-1]
         assert (event.kind, event.step_index, event.worker_id, event.attempt) == (
             "LeaseReleased", 0, "w1", None)
+        if lifted_by == "hand_back":  # its own worker's: it says the cancel interrupted it
+            reason = CANCEL_HANDED_BACK_REASON
         assert event.data == {"lease_token": ex.lease_token, "reason": reason}
         assert event.reason == reason
         assert not await store.release_dead(ex, now, reason)  # once: nothing more recorded
@@ -194,4 +197,28 @@ async def test_a_call_of_the_old_body_that_ends_after_the_retry_is_still_recorde
         )
     with pytest.raises(LeaseLostError):  # once another claim took the step, no more
         await store.fail_call(ex, "charge", reason="late", error=None, duration=1.0, now=T0 + 5)
+    await assert_a_replay(store)
+
+
+async def test_its_worker_renews_a_fence_until_it_hands_it_back(store: DurableStore) -> None:
+    """Review A #1: the body a cancel interrupted may run on for longer than the lease:
+    its worker renews the fence (told ``revoked``) and no other worker claims the step until
+    it hands the lease back; another worker's renewal, or one after the hand-back, is
+    refused."""
+    ex = await cancelled_and_retried(store)  # fenced until T0 + 10
+    n = await store.last_seq()
+    fence = ex
+    for now in (T0 + 8, T0 + 16, T0 + 24):
+        fence = await store.renew_lease(fence, 10.0, now)
+        assert (fence.revoked, fence.expires_at) == (True, now + 10)
+        assert await store.claim_step("wf", 0, "w2", 10.0, now + 5) == HeldByOther("w1", now + 10)
+        assert await ready(store, now + 5) == []
+    assert await store.last_seq() == n  # a renewal logs nothing
+    other = Execution(ex.workflow_id, 0, ex.step_name, "w2", ex.lease_token, 1, ex.expires_at)
+    with pytest.raises(LeaseLostError):
+        await store.renew_lease(other, 10.0, T0 + 25)
+    assert await store.release_dead(fence, T0 + 30, HANDED_BACK_REASON)
+    with pytest.raises(LeaseLostError):
+        await store.renew_lease(fence, 10.0, T0 + 31)
+    assert isinstance(await store.claim_step("wf", 0, "w2", 10.0, T0 + 31), Claimed)
     await assert_a_replay(store)

@@ -303,18 +303,18 @@ async def test_retry_of_a_cancelled_workflow_and_a_stale_worker(store: DurableSt
     event = (await store.load_events("wf"))[-1]
     assert event.data == {"from_step": 0, "previous_state": "cancelled",
                           "previous_reason": "oops"}
-    for late in (store.complete_step(stale, "late", T0 + 3),
-                 store.renew_lease(stale, 10.0, T0 + 3)):
-        with pytest.raises(LeaseLostError):  # the cancelled attempt never records
-            await late
+    with pytest.raises(LeaseLostError):  # the cancelled attempt never records
+        await store.complete_step(stale, "late", T0 + 3)
     # the revoked lease fences the step from other workers until it expires (or is
     # released): the cancelled body may still run
     assert await store.claim_step("wf", 0, "w2", 10.0, T0 + 3) == HeldByOther(
         "w1", stale.expires_at)
     fresh = await claim(store, worker="w2", now=stale.expires_at + 1)
     assert (fresh.attempt, fresh.lease_token) == (1, 2)
-    with pytest.raises(LeaseLostError):
-        await store.complete_step(stale, "late", T0 + 4)
+    for late in (store.complete_step(stale, "late", T0 + 4),
+                 store.renew_lease(stale, 10.0, T0 + 4)):  # no fence any more: taken over
+        with pytest.raises(LeaseLostError):
+            await late
 
 
 async def test_retry_of_a_workflow_cancelled_between_steps_starts_at_its_next_step(

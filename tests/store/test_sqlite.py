@@ -726,22 +726,41 @@ async def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Pat
     assert tables == {"invoices"} and version == 0
 
 
-@pytest.mark.parametrize("why", ["another program's tables", "a newer agentq's version"])
+@pytest.mark.parametrize(
+    "why",
+    [
+        "another program's tables",
+        "a newer agentq's version",
+        "another program's version and an events table",  # review A #2
+        "a blank file with a version",
+        "a negative version",
+    ],
+)
 async def test_a_refused_file_keeps_its_journal_mode_and_its_bytes(
     tmp_path: Path, why: str
 ) -> None:
     """Issue 20 item 13: the refusal comes before WAL is switched on (which persists in the
-    file): the file stays in its rollback journal mode, byte for byte, its mtime unchanged."""
+    file): the file stays in its rollback journal mode, byte for byte, its mtime unchanged.
+    Review A #2: so does another program's file whose user_version is one agentq knows."""
     path = tmp_path / "app.db"
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA journal_mode = DELETE").fetchone() == ("delete",)
-        conn.execute("CREATE TABLE invoices (id INTEGER, total REAL)")
-        conn.execute("INSERT INTO invoices VALUES (1, 9.5)")
+        if why == "another program's version and an events table":
+            conn.execute("PRAGMA user_version = 3")
+            conn.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY, kind TEXT)")
+        elif why == "a blank file with a version":
+            conn.execute("PRAGMA user_version = 1")
+        elif why == "a negative version":
+            conn.execute("PRAGMA user_version = -1")
+        else:
+            conn.execute("CREATE TABLE invoices (id INTEGER, total REAL)")
+            conn.execute("INSERT INTO invoices VALUES (1, 9.5)")
         if why == "a newer agentq's version":
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
         conn.commit()
     before, stat = path.read_bytes(), path.stat()
-    with pytest.raises(SchemaError, match=r"not an agentq database|upgrade agentq"):
+    refusal = "upgrade agentq" if why == "a newer agentq's version" else "not an agentq database"
+    with pytest.raises(SchemaError, match=refusal):
         await SqliteStore.open(path)
     assert path.read_bytes() == before and path.stat().st_mtime_ns == stat.st_mtime_ns
     assert os.listdir(tmp_path) == ["app.db"]  # no -wal, no -shm
@@ -862,3 +881,21 @@ async def test_a_closed_store_is_collected_without_a_warning(db_path: Path) -> N
     never_opened = SqliteStore(db_path)
     del never_opened
     gc.collect()
+
+
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION + 1))
+async def test_an_agentq_file_of_every_older_version_still_opens(
+    tmp_path: Path, version: int
+) -> None:
+    """The check of an agentq file's tables (review A #2) passes every version agentq wrote."""
+    path = tmp_path / "old.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        for statements in migrations()[:version]:
+            for statement in statements:
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.commit()
+    async with SqliteStore(path) as store:
+        await start(store, steps=["a"])
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)

@@ -1,13 +1,13 @@
 """Random histories of every verb against a plain-dict model, on every store.
 
 After each rule: the projection (workflows, steps, calls) equals the model, the log has the
-model's number of events, and a replay of the log equals the live projection (a renewed lease's
-expiry aside). A cancel leaves the running step fenced by its revoked lease, through a retry,
-until `LeaseReleased` or its expiry (``cancel_hand_back_retry`` runs the whole story). Claims
-run under a random crash budget (``max_recoveries``) beside stored retry times, expired and
-dead leases taken back, and retries of failed or cancelled workflows. Durable calls (start /
-complete / fail, and start again after a crash: a takeover of an expired lease), keyed waits,
-resumes (with and without a key) and time-outs share a small pool of keys, so that key
+model's number of events, and a replay of the log equals the live projection (a renewed
+lease's or fence's expiry aside). A cancel leaves the running step fenced by its revoked lease,
+through a retry, until `LeaseReleased` or its expiry (``cancel_hand_back_retry`` runs the whole
+story). Claims run under a random crash budget (``max_recoveries``) beside stored retry times,
+expired and dead leases taken back, and retries of failed or cancelled workflows. Durable calls
+(start / complete / fail, and start again after a crash: a takeover of an expired lease), keyed
+waits, resumes (with and without a key) and time-outs share a small pool of keys, so that key
 conflicts happen too.
 """
 
@@ -91,6 +91,7 @@ class MStep:
     expires: float | None = None
     started_expires: float | None = None  # as its StepStarted event says
     fence: float | None = None  # a lease a cancel revoked fences the step until then
+    logged_fence: float | None = None  # as its cancel's event says (a renewal is not logged)
     output: Any = None
     resumed: bool = False
     resume_input: Any = None
@@ -580,7 +581,7 @@ class StoreMachine(RuleBasedStateMachine):
             wf.state = WorkflowState.CANCELLED
             for s in wf.steps:
                 if s.state is StepState.LEASED:  # revoked, but it fences the step
-                    s.fence = s.expires
+                    s.fence = s.logged_fence = s.expires
                 if s.state in (StepState.LEASED, StepState.WAITING):
                     s.state, s.expires = StepState.FAILED, None
                     s.wait_key = s.wait_deadline = None
@@ -589,12 +590,18 @@ class StoreMachine(RuleBasedStateMachine):
     def renew(self, ex: Execution, ttl: float) -> None:
         s = self.model[ex.workflow_id].steps[ex.step_index]
         call = self.store.renew_lease(ex, ttl, self.now)
-        held = s.state is StepState.LEASED and (s.token, s.worker) == (ex.lease_token, ex.worker_id)
-        if not held:
+        mine = (s.token, s.worker) == (ex.lease_token, ex.worker_id)
+        held = s.state is StepState.LEASED and mine
+        fenced = s.fence is not None and mine  # a revoked lease: its fence is renewed
+        if not held and not fenced:
             self.expect(call, LeaseLostError)
             return
-        assert self.run(call).expires_at == self.now + ttl
-        s.expires = self.now + ttl
+        renewed = self.run(call)
+        assert (renewed.expires_at, renewed.revoked) == (self.now + ttl, fenced)
+        if fenced:
+            s.fence = self.now + ttl
+        else:
+            s.expires = self.now + ttl
 
     def lost(self, s: MStep, crash: bool = True) -> None:
         """The model of `WorkerRecovered`: the attempt was lost to a crash (or handed back)."""
@@ -658,7 +665,7 @@ class StoreMachine(RuleBasedStateMachine):
         wf.state = WorkflowState.RUNNING
         for i in range(first, len(wf.steps)):
             old = wf.steps[i]  # a fence (worker and expiry) outlives the retry
-            wf.steps[i] = MStep(token=old.token, fence=old.fence,
+            wf.steps[i] = MStep(token=old.token, fence=old.fence, logged_fence=old.logged_fence,
                                 worker=old.worker if old.fence is not None else None)
 
     @precondition(
@@ -730,6 +737,8 @@ class StoreMachine(RuleBasedStateMachine):
             for s in wf.steps:
                 if s.state is StepState.LEASED:
                     s.expires = s.started_expires
+                if s.fence is not None:
+                    s.fence = s.logged_fence
 
     # ------------------------------------------------------------ invariants
 
@@ -773,6 +782,7 @@ class StoreMachine(RuleBasedStateMachine):
         model = [s for wf in self.model.values() for s in wf.steps]
         live = [
             replace(row, lease_expires_at=s.started_expires) if s.state is StepState.LEASED
+            else replace(row, lease_expires_at=s.logged_fence) if s.fence is not None
             else row
             for row, s in zip(live, model, strict=True)
         ]

@@ -40,6 +40,9 @@ class Execution:
         lease_token: The fencing token to present with every write for this attempt.
         attempt: 1-based attempt number.
         expires_at: Unix seconds when the lease expires unless renewed.
+        revoked: Set by `DurableStore.renew_lease` when a cancel revoked the lease: what
+            the renewal extended is the fence that keeps other workers off the step while
+            the attempt's body still runs (`expires_at` is the fence's new expiry).
     """
 
     workflow_id: str
@@ -49,6 +52,7 @@ class Execution:
     lease_token: int
     attempt: int
     expires_at: float
+    revoked: bool = False
 
 
 class ClaimResult:

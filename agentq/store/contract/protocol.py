@@ -153,14 +153,19 @@ class DurableStore(DurableCalls, DurableForks, DurableReads, Protocol):
         """Extend a held lease to ``now + lease_ttl`` (no event is appended).
 
         A lease that expired but was not taken over (nor released) is still held, and can be
-        renewed.
+        renewed. A lease a cancel revoked that still fences its step (the attempt's body may
+        still run) is renewed as a fence: the step stays fenced from other workers until
+        ``now + lease_ttl``, and the execution returned says ``revoked=True`` (its worker
+        learns of the cancel, interrupts the body, and keeps renewing until the body has
+        stopped and it hands the lease back with `release_dead`).
 
         Returns:
-            The execution with its new `expires_at`.
+            The execution with its new `expires_at` (and `revoked` set for a fence).
 
         Raises:
             LeaseLostError: The lease is no longer held by this worker and token (taken over,
-                released, or revoked by cancellation).
+                released, or revoked by cancellation and no longer a fence: released, or
+                claimed again).
         """
         ...
 

@@ -57,6 +57,7 @@ from agentq.store.rules.tx import (
 )
 
 __all__ = [
+    "CANCEL_HANDED_BACK_REASON",
     "DEFAULT_MAX_RECOVERIES",
     "EXPIRED_REASON",
     "HANDED_BACK_REASON",
@@ -80,6 +81,12 @@ HANDED_BACK_REASON = "handed back by its worker after a shutdown interrupted the
 """The ``reason`` of a `WorkerRecovered` that a worker records for its own lease once the
 attempt's body has stopped (`release_dead` with this reason): not a crash, so the step's
 ``recoveries`` (the crash budget) is not counted up."""
+
+CANCEL_HANDED_BACK_REASON = (
+    "handed back by its worker once the body a cancel interrupted had stopped"
+)
+"""The ``reason`` of a `LeaseReleased` that lifts the fence of a lease a cancel revoked when
+its worker hands it back with `HANDED_BACK_REASON` (the body it waited for has stopped)."""
 
 
 def crash_reason(step_name: str, lost: int, max_recoveries: int) -> str:
@@ -215,17 +222,18 @@ def claim_step(
 
 def renew_lease(tx: Tx, execution: Execution, lease_ttl: float, now: float) -> Execution:
     """Rule of `DurableStore.renew_lease`: a lease still held (even expired but not yet taken
-    over) is extended; no event is appended."""
+    over) is extended; so is the fence of a lease a cancel revoked, by its own worker and
+    token (``revoked=True`` in the execution returned: its body may still run, so no other
+    worker may start the step until it is handed back). No event is appended."""
     ttl = check_ttl(lease_ttl)
     now, _ = check_now(now)
     ex = check_execution(execution)
     wf, steps = load_step(tx, ex.workflow_id, ex.step_index)
     step = steps[ex.step_index]
-    if not _holds(step, ex):
+    revoked = _revoked(step, ex)
+    if not revoked and not _holds(step, ex):
         why = describe_closed(wf) if wf.state.closed else (
-            "the workflow was cancelled and retried meanwhile"
-            if _revoked(step, ex)
-            else f"the step is {step.state} under lease #{step.lease_token} of worker "
+            f"the step is {step.state} under lease #{step.lease_token} of worker "
             f"{step.worker_id!r}"
         )
         raise LeaseLostError(
@@ -234,7 +242,7 @@ def renew_lease(tx: Tx, execution: Execution, lease_ttl: float, now: float) -> E
         )
     expires_at = now + ttl
     tx.put_step(replace(step, lease_expires_at=expires_at), False)
-    return replace(ex, expires_at=expires_at)
+    return replace(ex, expires_at=expires_at, revoked=revoked)
 
 
 def _holds(step: StepRow, ex: Execution) -> bool:
@@ -265,13 +273,16 @@ def release_dead(tx: Tx, execution: Execution, now: float, reason: str) -> bool:
     by `execution` is still the step's, live or expired: the caller vouches that its worker is
     gone, or is that worker handing its own lease back (`HANDED_BACK_REASON`: not counted
     as a crash). If it is a lease a cancel revoked that still fences the step, `LeaseReleased`
-    (with `reason`) lifts the fence instead: its body has stopped."""
+    (with `reason`, or `CANCEL_HANDED_BACK_REASON` for its worker's own hand-back) lifts the
+    fence instead: its body has stopped."""
     now, at = check_now(now)
     ex = check_execution(execution)
     reason = check_text(reason, "reason")
     wf, steps = load_step(tx, ex.workflow_id, ex.step_index)
     step = steps[ex.step_index]
     if _revoked(step, ex):
+        if reason == HANDED_BACK_REASON:  # its worker's own: the cancel interrupted it
+            reason = CANCEL_HANDED_BACK_REASON
         released = Draft.build(
             _K.LEASE_RELEASED,
             step.workflow_id,

@@ -75,12 +75,15 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 def refuse_foreign(conn: sqlite3.Connection, name: str) -> int:
     """Refuse a file this agentq must not write to, reading only; return its version.
 
-    Reads ``PRAGMA user_version`` and, at version 0, the names of the file's tables: a new or
-    empty file passes, as does an agentq file this agentq can read.
+    Reads ``PRAGMA user_version`` and the file's tables and their columns: a new or empty
+    file (version 0, no tables) passes, as does an agentq file this agentq can read, whose
+    tables are those agentq's migrations up to its version made (extra tables aside).
+    Whatever the version, another program's database is refused before anything changes.
 
     Raises:
-        SchemaError: The file has a newer version than this agentq knows, or tables of its
-            own and no agentq schema version (another program's database).
+        SchemaError: The file has a newer version than this agentq knows, tables of its own
+            and no agentq schema version, or a version without agentq's tables (another
+            program's database).
         sqlite3.DatabaseError: The file is not a SQLite database.
     """
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -89,20 +92,54 @@ def refuse_foreign(conn: sqlite3.Connection, name: str) -> int:
             f"{name} has schema version {version}; this agentq reads versions up to "
             f"{SCHEMA_VERSION}: upgrade agentq"
         )
-    if version == 0:
-        foreign = [
-            row[0]
-            for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'"
-                " AND name NOT LIKE 'sqlite_%'"
-            )
+    tables = _tables(conn)
+    if version == 0 and tables:
+        raise SchemaError(
+            f"{name} is not an agentq database (it has tables {sorted(tables)[:5]} "
+            "and no agentq schema version); refusing to add agentq's tables to it"
+        )
+    if version < 0:
+        raise SchemaError(f"{name} is not an agentq database (user_version {version})")
+    if version > 0:
+        missing = [
+            table
+            for table, columns in _tables_at(version).items()
+            if not columns <= tables.get(table, set())
         ]
-        if foreign:
+        if missing:
             raise SchemaError(
-                f"{name} is not an agentq database (it has tables {sorted(foreign)[:5]} "
-                "and no agentq schema version); refusing to add agentq's tables to it"
+                f"{name} is not an agentq database: its user_version is {version}, but it "
+                f"lacks agentq's tables (or their columns) {sorted(missing)[:5]}; refusing "
+                "to change it"
             )
     return version
+
+
+def _tables(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """The file's tables (not SQLite's own) and the names of their columns."""
+    names = [
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    return {
+        table: {str(row[1]) for row in conn.execute("SELECT * FROM pragma_table_info(?)", (table,))}
+        for table in names
+    }
+
+
+def _tables_at(version: int) -> dict[str, set[str]]:
+    """The tables (and columns) agentq's migrations up to `version` make, in a scratch
+    in-memory database."""
+    scratch = sqlite3.connect(":memory:")
+    try:
+        for statements in _MIGRATIONS[:version]:
+            for statement in statements:
+                scratch.execute(statement)
+        return _tables(scratch)
+    finally:
+        scratch.close()
 
 
 def migrate(conn: sqlite3.Connection, name: str) -> None:

@@ -22,9 +22,8 @@ uses, unwrapping the callable layer by layer:
 
 Each value is compared by a canonical form:
 
-- JSON-like values (None, bool, int, float, str, and lists, tuples and dicts of them; also
-  bytes, complex, enum members, sets and frozensets) by value, type included (``1``,
-  ``1.0`` and ``True`` differ), with dict keys and set items in a canonical order;
+- JSON-like values (and bytes, complex, enum members, sets, frozensets) by value, type
+  included (``1``, ``1.0`` and ``True`` differ), dict keys and set items in canonical order;
 - functions, partials and bound methods by their own fingerprint only, never by identity
   (the same helper reading another global now is another call); one past the bounds below
   is refused (`_REFUSE`: equal to nothing, so a conflict, never another call's result);

@@ -33,7 +33,6 @@ from agentq.errors import LeaseLostError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
-from agentq.store.rules.projection import replay
 from agentq.store.rules.tx import Draft, describe_step
 from agentq.store.sql.rows import (
     CALL_COLUMNS,
@@ -42,7 +41,7 @@ from agentq.store.sql.rows import (
     WORKFLOW_SELECT,
     WORKFLOW_WIDTH,
     call_row,
-    event_of,
+    rewrite_projection,
     step_row,
     workflow_row,
 )
@@ -268,14 +267,4 @@ def rebuild(tx: PostgresTx) -> None:
     conn = tx.conn
     conn.execute("LOCK TABLE workflows, steps, calls, event_seq IN EXCLUSIVE MODE")
     cursor = conn.execute(f"SELECT {EVENT_TABLE_COLUMNS} FROM events ORDER BY seq")
-    rebuilt = replay(event_of(r) for r in cursor.fetchall())
-    conn.execute("DELETE FROM calls")
-    conn.execute("DELETE FROM steps")
-    conn.execute("DELETE FROM workflows")
-    for started_seq, rows in rebuilt:
-        assert rows.workflow is not None
-        tx.put_workflow(rows.workflow, started_seq)
-        for index in sorted(rows.steps):
-            tx.put_step(rows.steps[index], True)
-        for call in rows.calls.values():
-            tx.put_call(call, True)
+    rewrite_projection(conn.execute, cursor.fetchall(), tx)

@@ -11,7 +11,7 @@ which name them alike.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from agentq.codec import decode
@@ -26,8 +26,11 @@ from agentq.store.contract.rows import (
     WorkflowRow,
     WorkflowState,
 )
+from agentq.store.rules.projection import replay
+from agentq.store.rules.tx import Tx
 
 __all__ = [
+    "rewrite_projection",
     "CALL_COLUMNS",
     "EVENT_TABLE_COLUMNS",
     "STEP_COLUMNS",
@@ -162,3 +165,25 @@ def call_row(r: Sequence[Any]) -> CallRow:
 def event_of(r: Sequence[Any]) -> Event:
     """Build an `Event` from a row of `EVENT_TABLE_COLUMNS`."""
     return Event(r[0], utc(r[1]), _KINDS[r[5]], r[2], r[3], r[4], r[6], r[7], json.loads(r[8]))
+
+
+def rewrite_projection(execute: Callable[[str], Any], rows: Iterable[Any], tx: Tx) -> None:
+    """Replace the ``workflows``, ``steps`` and ``calls`` tables by a replay of the log.
+
+    Shared by both SQL stores, inside their transaction.
+
+    Args:
+        execute: Runs one SQL statement on the transaction's connection.
+        rows: The ``events`` rows, every one, by ``seq`` (``EVENT_TABLE_COLUMNS``).
+        tx: The store's `Tx`, whose ``put_*`` write the replayed rows.
+    """
+    rebuilt = replay(event_of(r) for r in rows)
+    for table in ("calls", "steps", "workflows"):
+        execute(f"DELETE FROM {table}")
+    for started_seq, projected in rebuilt:
+        assert projected.workflow is not None
+        tx.put_workflow(projected.workflow, started_seq)
+        for index in sorted(projected.steps):
+            tx.put_step(projected.steps[index], True)
+        for call in projected.calls.values():
+            tx.put_call(call, True)

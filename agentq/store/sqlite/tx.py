@@ -20,7 +20,6 @@ from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
-from agentq.store.rules.projection import replay
 from agentq.store.rules.tx import Draft
 from agentq.store.sql.rows import (
     CALL_COLUMNS,
@@ -29,7 +28,7 @@ from agentq.store.sql.rows import (
     WORKFLOW_SELECT,
     WORKFLOW_WIDTH,
     call_row,
-    event_of,
+    rewrite_projection,
     step_row,
     workflow_row,
 )
@@ -358,15 +357,4 @@ def rebuild(tx: SqliteTx) -> None:
     transaction)."""
     conn = tx.conn
     cursor = conn.execute(f"SELECT {EVENT_TABLE_COLUMNS} FROM events ORDER BY seq")
-    events = (event_of(r) for r in cursor)
-    rebuilt = replay(events)
-    conn.execute("DELETE FROM calls")
-    conn.execute("DELETE FROM steps")
-    conn.execute("DELETE FROM workflows")
-    for started_seq, rows in rebuilt:
-        assert rows.workflow is not None
-        tx.put_workflow(rows.workflow, started_seq)
-        for index in sorted(rows.steps):
-            tx.put_step(rows.steps[index], True)
-        for call in rows.calls.values():
-            tx.put_call(call, True)
+    rewrite_projection(conn.execute, cursor, tx)

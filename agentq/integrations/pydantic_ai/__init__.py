@@ -31,6 +31,8 @@ In reading order (each module imports only the ones below it):
 ``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
                   backend makes each model request and tool call a durable call, and whose
                   approvals and external events are durable waits
+``_stream``       a run's event-stream handler fed live from inside each streamed model
+                  request's durable call, and the rebuilt events of those responses skipped
 ``_approval``     the resume input of an approval, checked, as pydantic-ai's decision; the
                   durable wait for it; a request's tool returns in the order of their calls
 ``_journal``      one attempt of a run: keys by a call's place (old logs' keys still

@@ -11,13 +11,12 @@ agent step (``ctx.call``), keyed by its place in the run (see `_journal`):
 - anything else: ``op:<name>:<n>``, in the ``tool_priority`` lane, ``{"kind": "op"}``.
 
 ``n`` is the number of the model response the call came from, ``i`` the call's position
-among its parts. Argument validation and the event-stream handler run inline: they have no
-outside effect and are the same on every replay. Values cross as JSON (pydantic-ai's JSON
-codec, its own message adapters), so the log stays JSON; a tool return the codec cannot make
-JSON fails its call with a `PayloadError` naming the tool and the type, and the run at once
-(retrying cannot help). The tool calls of one model response run concurrently
-(``parallel_ordered_events``: results and events in the model's order), each its own durable
-call; the journal accepts their completions in any order.
+among its parts. Argument validation and the event-stream handler run inline (no outside
+effect); a streamed request hands its live events to the run's handler (`_stream`). Values
+cross as JSON (pydantic-ai's JSON codec), so the log stays JSON; a tool return the codec
+cannot make JSON fails its call with a `PayloadError` naming the tool and the type, and the
+run at once. The tool calls of one model response run concurrently
+(``parallel_ordered_events``: results and events in the model's order), each its own call.
 
 Approvals are answered inside the run (`handle_deferred_tool_calls`, `_approval.ask`): each
 tool call that needs approval waits in ``ctx.wait_for_input`` under
@@ -68,6 +67,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from agentq.errors import InputTimeout, JobFailed, PayloadError
+from agentq.integrations.pydantic_ai import _stream
 from agentq.integrations.pydantic_ai._approval import ArgsProblem, ask, in_call_order
 from agentq.integrations.pydantic_ai._journal import (
     CURRENT,
@@ -149,6 +149,7 @@ class _Backend(CallableOperationBackend[None]):
         if isinstance(operation_id, ModelRequestId):
             op = journal.next_model()
             label = label_of(op, model=operation_id.model_name)
+            body = _stream.live_body(body)  # a streamed request: its deltas reach the handler
             return await _call(journal, op, label, body, self._model_priority, model_usage)
         if isinstance(operation_id, ToolsetCallToolId):
             tool_name, args, run_context = cache_key[0], cache_key[1], cache_key[2]
@@ -323,6 +324,11 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
     def in_durable_context(self) -> bool:
         """Whether an agent step attempt runs in this task."""
         return CURRENT.get() is not None
+
+    def _model_stream_event_handler(self) -> Any:
+        """The handler of a streamed model request's live events: the run's (`_stream`)."""
+        live = _stream.current()
+        return None if live is None else live.in_unit
 
     def get_durable_operation_backend(self) -> _Backend:
         """Return the backend that makes each operation a durable call."""

@@ -35,6 +35,7 @@ from agentq.integrations.pydantic_ai._journal import CURRENT, RunJournal
 from agentq.integrations.pydantic_ai._options import RunOptions, agent_kwargs
 from agentq.integrations.pydantic_ai._replay import LogReader
 from agentq.integrations.pydantic_ai._results import USAGE
+from agentq.integrations.pydantic_ai._stream import LiveEvents, live_events
 from agentq.store import DurableStore
 from agentq.workflows import StepContext
 
@@ -221,17 +222,22 @@ class AgentStep(Generic[AgentDepsT]):
         if read_only and options is not None:
             options = replace(options, event_stream_handler=None)
         kwargs = agent_kwargs(run_input.get("options"), options, self._models)
+        handler = kwargs.get("event_stream_handler")
+        live = None if handler is None else LiveEvents(handler)
+        if live is not None:  # deltas reach it live, from inside each model request's call
+            kwargs["event_stream_handler"] = live.outside
         token = CURRENT.set(journal)
         try:
             stored = run_input["message_history"]
             history = None if stored is None else ModelMessagesTypeAdapter.validate_python(stored)
-            return await self._agent.run(
-                prompt_of(run_input["prompt"]),
-                message_history=history,
-                deps=self._deps_of(run_id),  # type: ignore[arg-type]
-                run_id=run_id,  # ctx.run_id and the messages' run id: the same on every attempt
-                capabilities=[self._capability_for(kwargs.get("model"))],
-                **kwargs,
-            )
+            with live_events(live):
+                return await self._agent.run(
+                    prompt_of(run_input["prompt"]),
+                    message_history=history,
+                    deps=self._deps_of(run_id),  # type: ignore[arg-type]
+                    run_id=run_id,  # ctx.run_id and messages' run id: the same on every attempt
+                    capabilities=[self._capability_for(kwargs.get("model"))],
+                    **kwargs,
+                )
         finally:
             CURRENT.reset(token)

@@ -19,8 +19,10 @@ The same replay through a real agent framework. Each task is a `DurableAgent` ru
   had applied it.
 
 The run's messages give each turn's results back (the tool returns, by tool call id), so the
-check against the ground truth is the plain replay's. Tool calls of one turn run one after
-another, in order (the integration runs a response's tool calls sequentially).
+check against the ground truth is the plain replay's. The calls of one response are parallel
+tool calls, each its own durable call: the reads run side by side, and a tool that changes
+state is ``sequential`` (it runs alone, after the calls before it), so the calls apply in
+the ground truth's order.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from bfcl_crash_log import applied_keys, run_replay
 
-from agentq.store import CallKind, SqliteStore
+from agentq.store import CallKind, CallRow, SqliteStore
 from examples.bfcl_replay.__main__ import parse_args
 from examples.bfcl_replay.agent import segments
 from examples.bfcl_replay.dataset import Task
@@ -55,6 +55,10 @@ def test_a_response_ends_at_each_call_needing_approval(bfcl_tasks: list[Task]) -
         for turn, indexes in plan:
             calls = task.turn_calls(turn)
             assert not any(needs_approval(calls[i]) for i in indexes[:-1])
+            # and only there: the other calls of a turn are parallel calls of one response
+            assert needs_approval(calls[indexes[-1]]) or indexes[-1] == len(calls) - 1
+    several = [ix for task in bfcl_tasks for _, ix in segments(task) if len(ix) > 1]
+    assert len(several) > 100
 
 
 async def test_agent_runs_match_the_ground_truth_and_a_rerun_applies_nothing(
@@ -115,3 +119,36 @@ def test_agent_replay_killed_mid_call_recovers_200_of_200(tmp_path: Path) -> Non
     assert summary["calls_applied_before"] >= 500
     keys = applied_keys(tmp_path / "bfcl-services.db")
     assert len(keys) == len(set(keys)) == TOTAL  # no tool call applied twice
+
+
+def _responses(rows: list[CallRow]) -> dict[tuple[str, str], list[CallRow]]:
+    """The tool calls of each model response (``tool:<n>.<i>:<id>``), by run and response."""
+    out: dict[tuple[str, str], list[CallRow]] = {}
+    for row in rows:
+        if row.kind is CallKind.CALL and row.key.startswith("tool:"):
+            n = row.key.split(":")[1].split(".")[0]
+            out.setdefault((row.workflow_id, n), []).append(row)
+    return out
+
+
+@pytest.mark.slow
+async def test_all_200_tasks_as_agent_runs_with_parallel_tool_calls(
+    tmp_path: Path, bfcl_tasks: list[Task]
+) -> None:
+    summary = await replay(_options(tmp_path, transient_rate=0.05, seed=0))
+    assert summary.ok, format_summary(summary)
+    assert summary.match_line == "200/200 tasks match the ground truth"
+    assert summary.calls_applied_now == TOTAL
+    keys = applied_keys(tmp_path / "bfcl-services.db")
+    assert len(keys) == len(set(keys)) == TOTAL  # each call applied once
+    async with SqliteStore(tmp_path / "bfcl.db") as store:
+        rows = [r for t in bfcl_tasks for r in await store.calls(workflow_id(t.id))]
+    responses = _responses(rows)
+    several = [calls for calls in responses.values() if len(calls) > 1]
+    assert len(several) > 100  # responses with several tool calls: parallel tool calls
+    # and they ran side by side: a call started before another of its response completed
+    overlapping = [
+        calls for calls in several
+        if any(a.first_seq < b.first_seq < a.last_seq for a in calls for b in calls)
+    ]
+    assert len(overlapping) > 50, len(overlapping)

@@ -126,7 +126,7 @@ async def durable_on(
 
 def without_request_times(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
     """The messages without what a rebuild makes anew: the requests' timestamps (and their
-    parts'), and pydantic-ai's conversation id (the run id stays: it is the durable run's)."""
+    parts'). The run id and the conversation id stay: both are derived from the run's id."""
     out: list[ModelMessage] = []
     for message in messages:
         if isinstance(message, ModelRequest):
@@ -135,7 +135,7 @@ def without_request_times(messages: Sequence[ModelMessage]) -> list[ModelMessage
                 for p in message.parts
             ]
             message = dataclasses.replace(message, parts=parts, timestamp=None)
-        out.append(dataclasses.replace(message, conversation_id=None))
+        out.append(message)
     return out
 
 

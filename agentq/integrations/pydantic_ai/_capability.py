@@ -28,8 +28,7 @@ model request the tool returns it carries are put in the order of their calls
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
@@ -53,6 +52,7 @@ from pydantic_ai.durable_exec import (
     RoleBasedOperationConfig,
     ToolsetCallToolId,
     ToolsetValidateToolArgumentsId,
+    conversation_id_from_run_id,
     external_event_scope,
 )
 from pydantic_ai.messages import (
@@ -330,6 +330,11 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         live = _stream.current()
         return None if live is None else live.in_unit
 
+    def get_default_conversation_id(self, run_id: str) -> str | None:
+        """A run without history: its conversation id derived from its run id (the same on
+        every attempt and in a rebuild of its messages), as pydantic-ai's engines derive it."""
+        return conversation_id_from_run_id(run_id) if self.in_durable_context else None
+
     def get_durable_operation_backend(self) -> _Backend:
         """Return the backend that makes each operation a durable call."""
         return _Backend(
@@ -369,8 +374,11 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         handler: Callable[[dict[str, Any]], Awaitable[Any]],
     ) -> Any:
         """Note which part of the model response this execution is (its place in the run)."""
-        with _executing(call):
+        token = _CALL.set(call)
+        try:
             return await handler(args)
+        finally:
+            _CALL.reset(token)
 
     async def handle_deferred_tool_calls(
         self, ctx: RunContext[AgentDepsT], *, requests: DeferredToolRequests
@@ -389,12 +397,3 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
     def get_serialization_name(cls) -> Literal[None]:
         """Not loadable from an agent spec: a `DurableAgent` adds it to each run."""
         return None
-
-
-@contextmanager
-def _executing(call: ToolCallPart) -> Iterator[None]:
-    token = _CALL.set(call)
-    try:
-        yield
-    finally:
-        _CALL.reset(token)

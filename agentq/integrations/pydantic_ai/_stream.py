@@ -8,9 +8,10 @@ both sides:
 
 - `in_unit` receives the live events of a request whose call runs now (it runs in the
   call's job, where `current` finds the run's `LiveEvents` through `live_body`);
-- `outside` receives every event of the run and skips the rebuilt part events of a response
-  that was streamed live, so each part reaches the handler once; the events of a response
-  answered from agentq's log (not sent again) are the rebuilt ones.
+- `outside` receives every event of the run and skips the rebuilt events of a response that
+  was streamed live (its parts' and its final-result event), so each reaches the handler
+  once, where plain pydantic-ai hands it; the events of a response answered from agentq's
+  log (not sent again) are the rebuilt ones.
 """
 
 from __future__ import annotations
@@ -20,11 +21,18 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from pydantic_ai.messages import AgentStreamEvent, PartDeltaEvent, PartEndEvent, PartStartEvent
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    FinalResultEvent,
+    PartDeltaEvent,
+    PartEndEvent,
+    PartStartEvent,
+)
 
 __all__ = ["LiveEvents", "current", "live_body", "live_events"]
 
-_PART_EVENTS = (PartStartEvent, PartDeltaEvent, PartEndEvent)
+# A model response's own events (pydantic-ai's ModelResponseStreamEvent).
+_RESPONSE_EVENTS = (PartStartEvent, PartDeltaEvent, PartEndEvent, FinalResultEvent)
 
 _CURRENT: ContextVar[LiveEvents | None] = ContextVar("agentq_pydantic_ai_live", default=None)
 
@@ -42,11 +50,11 @@ class LiveEvents:
         await self._handler(ctx, events)
 
     async def outside(self, ctx: Any, events: AsyncIterable[AgentStreamEvent]) -> None:
-        """The run's events, less the part events of a response already streamed live."""
+        """The run's events, less the events of a response already streamed live."""
 
         async def kept() -> AsyncIterable[AgentStreamEvent]:
             async for event in events:
-                if not (self.streamed and isinstance(event, _PART_EVENTS)):
+                if not (self.streamed and isinstance(event, _RESPONSE_EVENTS)):
                     yield event
 
         await self._handler(ctx, kept())

@@ -86,15 +86,16 @@ PROVIDERS: dict[
 
 
 class Tools:
-    """The agent's tool, counting its runs."""
+    """The agent's tool, counting its runs (`approval`: each call waits for an approval)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, approval: bool = False) -> None:
         self.ran: list[str] = []
+        self.approval = approval
 
     def agent(self, model: Model) -> Agent[None, str]:
         agent: Agent[None, str] = Agent(model, name="weather")
 
-        @agent.tool_plain
+        @agent.tool_plain(requires_approval=self.approval)
         def weather(city: str) -> str:
             """The weather in `city`."""
             self.ran.append(city)
@@ -282,3 +283,38 @@ async def test_a_500_fails_the_run_and_a_retry_answers_the_recorded_requests(
     assert done.status is RunStatus.COMPLETED, done.reason
     assert stub.served == 3  # the first request answered from the log, not sent again
     assert sorted(tools.ran) == ["Paris", "Rome"]  # the tool calls too
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_streamed_run_continued_after_approvals_replays_its_first_response(
+    tmp_path: Path, provider: str
+) -> None:
+    attempts: list[list[AgentStreamEvent]] = []
+
+    async def handler(ctx: object, events: AsyncIterator[AgentStreamEvent]) -> None:
+        async for event in events:
+            attempts[-1].append(event)
+
+    stub, tools = ProviderStub(PROVIDERS[provider][2]()), Tools(approval=True)
+    with stub.serving() as url:
+        async with durable_on(tmp_path / "agent.db", provider, url, tools) as durable:
+            attempts.append([])
+            run = await durable.run("Weather?", run_id="r1", event_stream_handler=handler)
+            assert run.status is RunStatus.WAITING and stub.served == 1
+            attempts.append([])
+            run = await durable.approve("r1", run.pending[0].tool_call_id,
+                                        event_stream_handler=handler)
+            attempts.append([])
+            run = await durable.approve("r1", event_stream_handler=handler)
+    assert run.status is RunStatus.COMPLETED, run.reason
+    assert stub.served == 2 and sorted(tools.ran) == ["Paris", "Rome"]
+    first, last = attempts[0], attempts[-1]
+    assert any(isinstance(e, PartDeltaEvent) for e in first)  # request 1 streamed live
+    # the last attempt: request 1 answered from the log gives its recorded parts (no
+    # delta), request 2 streams live
+    responses = [m for m in run.messages if isinstance(m, ModelResponse)]
+    starts = [e.part for e in last if isinstance(e, PartStartEvent)]
+    assert starts[: len(responses[0].parts)] == list(responses[0].parts)
+    assert len(starts) == len(responses[0].parts) + len(responses[1].parts)
+    deltas = [e for e in last if isinstance(e, PartDeltaEvent)]
+    assert deltas and all(e.index == 0 for e in deltas)  # the text of response 2

@@ -1,7 +1,8 @@
-"""Real providers' responses through a DurableAgent: pydantic-ai's own `OpenAIChatModel` and
-`AnthropicModel`, their SDKs pointed at a local stub that answers as those providers do
-(`provider_stub`, `provider_shapes`): text, thinking, parallel tool calls, a built-in web
-search, citations, provider details, finish reasons, usage, streamed or not; a 429 with
+"""Real providers' responses through a DurableAgent: pydantic-ai's own `OpenAIChatModel`,
+`OpenAIResponsesModel` and `AnthropicModel`, their SDKs pointed at a local stub that answers
+as those providers do (`provider_stub`, `provider_shapes`): text, thinking, parallel tool
+calls, built-in web search and image generation (a file), citations, provider details,
+finish reasons, usage, streamed or not; a 429 with
 ``Retry-After`` and a 500. Every part goes through agentq's log: a fresh engine on the same
 SQLite file answers the run and rebuilds its messages without a request to the provider, and
 they are the live run's, except the request timestamps the rebuild stamps anew."""
@@ -24,6 +25,7 @@ from provider_shapes import (
     anthropic_stream_replies,
     openai_error,
     openai_replies,
+    openai_responses_replies,
     openai_stream_replies,
 )
 from provider_stub import ProviderStub, Reply
@@ -31,6 +33,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import (
     AgentStreamEvent,
     BinaryContent,
+    FilePart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -44,7 +47,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 from pydantic_ai.models.anthropic import AnthropicModel
-from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -67,6 +70,13 @@ async def openai_model(url: str) -> AsyncIterator[Model]:
 
 
 @asynccontextmanager
+async def openai_responses_model(url: str) -> AsyncIterator[Model]:
+    """pydantic-ai's OpenAI Responses API model on the stub (the SDK's own retries off)."""
+    async with AsyncOpenAI(base_url=f"{url}/v1", api_key="test", max_retries=0) as client:
+        yield OpenAIResponsesModel("gpt-5", provider=OpenAIProvider(openai_client=client))
+
+
+@asynccontextmanager
 async def anthropic_model(url: str) -> AsyncIterator[Model]:
     """pydantic-ai's Anthropic model on the stub (the SDK's own retries off; a `max_tokens`
     of its own, else pydantic-ai streams the request behind the scenes)."""
@@ -82,7 +92,11 @@ PROVIDERS: dict[
 ] = {
     "openai": (openai_model, openai_replies, openai_stream_replies, openai_error),
     "anthropic": (anthropic_model, anthropic_replies, anthropic_stream_replies, anthropic_error),
+    "openai-responses": (openai_responses_model, openai_responses_replies, list, openai_error),
 }
+ALL = list(PROVIDERS)
+"""Every provider; the streamed tests run the first two (the Responses API's events are not
+scripted here)."""
 
 
 class Tools:
@@ -165,7 +179,7 @@ def response_parts(messages: Sequence[ModelMessage]) -> list[list[type[Any]]]:
     return [[type(p) for p in m.parts] for m in messages if isinstance(m, ModelResponse)]
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ALL)
 async def test_every_part_of_a_response_round_trips_through_the_log(
     tmp_path: Path, provider: str
 ) -> None:
@@ -178,15 +192,21 @@ async def test_every_part_of_a_response_round_trips_through_the_log(
     assert [p.args_as_dict() for p in first.parts if isinstance(p, ToolCallPart)
             and not isinstance(p, NativeToolCallPart)] == [{"city": "Paris"}, {"city": "Rome"}]
     assert any(isinstance(p, ThinkingPart) for p in first.parts)
-    assert first.finish_reason == "tool_call" and responses[1].finish_reason == "stop"
+    # the Responses API says "completed" of both: pydantic-ai maps it to "stop"
+    stops = ("stop", "stop") if provider == "openai-responses" else ("tool_call", "stop")
+    assert (first.finish_reason, responses[1].finish_reason) == stops
     assert first.usage.output_tokens == 30 and first.provider_response_id is not None
-    if provider == "anthropic":  # the built-in web search: its call and its return
+    if provider != "openai":  # the built-in web search: its call and its return
         kinds = {type(p) for p in first.parts}
         assert {NativeToolCallPart, NativeToolReturnPart} <= kinds
         signed = [p for p in first.parts if isinstance(p, ThinkingPart) and p.signature]
-        assert signed and all(p.provider_name == "anthropic" for p in signed)
-    text = responses[1].parts[0]
-    assert isinstance(text, TextPart) and text.citations
+        assert signed and all(p.provider_name == provider.split("-")[0] for p in signed)
+    text = next(p for p in responses[1].parts if isinstance(p, TextPart))
+    if provider == "openai-responses":  # the built-in image generation: its image, a file
+        image = next(p for p in responses[1].parts if isinstance(p, FilePart))
+        assert image.content.data.startswith(b"\x89PNG")
+    else:
+        assert text.citations
 
     assert again.output == live.output and isinstance(live.output, str)
     assert again.usage == live.usage and live.usage.requests == 2
@@ -223,7 +243,7 @@ async def test_a_streamed_run_records_the_final_responses_and_replays_them(
     assert without_request_times(rebuilt) == without_request_times(live.messages)
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ALL)
 async def test_an_image_in_the_prompt_reaches_the_provider_and_replays(
     tmp_path: Path, provider: str
 ) -> None:
@@ -243,7 +263,7 @@ async def test_an_image_in_the_prompt_reaches_the_provider_and_replays(
     assert (stored.data, stored.media_type) == (image.data, image.media_type)
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ALL)
 async def test_a_429_with_retry_after_pauses_the_model_lane_and_fails_the_run_cleanly(
     tmp_path: Path, provider: str
 ) -> None:
@@ -267,7 +287,7 @@ async def test_a_429_with_retry_after_pauses_the_model_lane_and_fails_the_run_cl
     assert sorted(tools.ran) == ["Paris", "Rome"]
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ALL)
 async def test_a_500_fails_the_run_and_a_retry_answers_the_recorded_requests(
     tmp_path: Path, provider: str
 ) -> None:

@@ -181,7 +181,7 @@ def anthropic_replies() -> list[Reply]:
 
 
 def _message_start(n: int, inputs: int) -> tuple[str, Any]:
-    message = {
+    message: dict[str, Any] = {
         "id": f"msg_s{n}", "type": "message", "role": "assistant", "model": ANTHROPIC_MODEL,
         "content": [], "stop_reason": None, "stop_sequence": None,
         "usage": {"input_tokens": inputs, "output_tokens": 1,

@@ -26,12 +26,16 @@ class Reply:
     """One HTTP response: a JSON `body`, or `events` sent as server-sent events.
 
     `events` are ``(event name or None, data)`` pairs; data that is not a str is sent as JSON.
+    With `stall_after` the stream stops after that many events: the stub sets its `stalled`
+    event and holds the connection until `release` is set (a provider that hangs mid-stream,
+    a process killed while it streams), then closes it.
     """
 
     body: Any = None
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     events: Sequence[tuple[str | None, Any]] | None = None
+    stall_after: int | None = None
 
 
 @dataclass
@@ -48,6 +52,8 @@ class ProviderStub:
     def __init__(self, replies: Sequence[Reply]) -> None:
         self.replies = list(replies)
         self.requests: list[Received] = []
+        self.stalled = threading.Event()
+        self.release = threading.Event()
         self._lock = threading.Lock()
 
     @property
@@ -77,13 +83,22 @@ class ProviderStub:
                 if reply.events is None:
                     self._send(reply, "application/json", json.dumps(reply.body).encode())
                     return
-                chunks = b"".join(_event(name, data) for name, data in reply.events)
-                self._send(reply, "text/event-stream", chunks)
+                chunks = [_event(name, data) for name, data in reply.events]
+                if reply.stall_after is None:
+                    self._send(reply, "text/event-stream", b"".join(chunks))
+                    return
+                self._send(reply, "text/event-stream", b"".join(chunks[: reply.stall_after]),
+                           length=len(b"".join(chunks)))
+                stub.stalled.set()
+                stub.release.wait(timeout=60)
+                self.close_connection = True
 
-            def _send(self, reply: Reply, content_type: str, payload: bytes) -> None:
+            def _send(
+                self, reply: Reply, content_type: str, payload: bytes, length: int | None = None
+            ) -> None:
                 self.send_response(reply.status)
                 self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(payload)))
+                self.send_header("Content-Length", str(len(payload) if length is None else length))
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
@@ -98,6 +113,7 @@ class ProviderStub:
         try:
             yield f"http://127.0.0.1:{server.server_address[1]}"
         finally:
+            self.release.set()
             server.shutdown()
             server.server_close()
             thread.join()

@@ -44,6 +44,8 @@ from pydantic_ai.messages import (
     TextPart,
     ThinkingPart,
     ToolCallPart,
+    UserContent,
+    UserPromptPart,
 )
 from pydantic_ai.models import Model
 from pydantic_ai.models.anthropic import AnthropicModel
@@ -51,7 +53,7 @@ from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from agentq import RunStatus, WorkflowEngine
+from agentq import RunResult, RunStatus, WorkflowEngine
 from agentq.clock import FakeClock
 from agentq.integrations.pydantic_ai import AgentRun, DurableAgent
 from agentq.queue import Priority, Queue
@@ -145,8 +147,8 @@ def without_request_times(messages: Sequence[ModelMessage]) -> list[ModelMessage
     out: list[ModelMessage] = []
     for message in messages:
         if isinstance(message, ModelRequest):
-            parts = [
-                dataclasses.replace(p, timestamp=None) if hasattr(p, "timestamp") else p
+            parts: list[Any] = [
+                dataclasses.replace(p, timestamp=None) if hasattr(p, "timestamp") else p  # type: ignore[arg-type]
                 for p in message.parts
             ]
             message = dataclasses.replace(message, parts=parts, timestamp=None)
@@ -250,7 +252,7 @@ async def test_an_image_in_the_prompt_reaches_the_provider_and_replays(
     image = BinaryContent(b"\x89PNG\r\n\x1a\n fake", media_type="image/png")
     replies = PROVIDERS[provider][1]()
     stub, tools = ProviderStub(replies), Tools()
-    prompt = ["What is in this picture, and the weather in Paris and Rome?", image]
+    prompt: list[UserContent] = ["What is in this picture, and the weather?", image]
     with stub.serving() as url:
         async with durable_on(tmp_path / "agent.db", provider, url, tools) as durable:
             live = await durable.run(prompt, run_id="r1")
@@ -259,7 +261,10 @@ async def test_an_image_in_the_prompt_reaches_the_provider_and_replays(
     async with durable_on(tmp_path / "agent.db", provider, "http://127.0.0.1:9", tools) as d:
         rebuilt = await d.messages("r1")
     assert without_request_times(rebuilt) == without_request_times(live.messages)
-    stored = rebuilt[0].parts[0].content[1]  # type: ignore[union-attr]
+    part = rebuilt[0].parts[0]
+    assert isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+    stored = part.content[1]
+    assert isinstance(stored, BinaryContent)
     assert (stored.data, stored.media_type) == (image.data, image.media_type)
 
 
@@ -283,7 +288,8 @@ async def test_a_429_with_retry_after_pauses_the_model_lane_and_fails_the_run_cl
             assert stub.served == 1 and not retried.done()  # nothing sent before Retry-After
             await clock.advance(1)
             result = await retried
-    assert result.status is RunStatus.COMPLETED and stub.served == 3
+    assert isinstance(result, RunResult) and result.status is RunStatus.COMPLETED
+    assert stub.served == 3
     assert sorted(tools.ran) == ["Paris", "Rome"]
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from agentq import (
     GroupStatus,
+    Job,
     NonRetryable,
     StepContext,
     StepDef,
@@ -209,3 +210,42 @@ async def test_children_of_members_are_not_members(engine: WorkflowEngine) -> No
     await group.submit(WorkflowDef("parent", [StepDef("p", parent)]), {"x": 1, "y": 2})
     assert {m.key: m.output async for m in group.results()} == {"x": 2, "y": 3}
     assert (await group.status()).total == 2
+
+
+async def test_group_frame_has_fixed_columns_and_dtypes(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    pytest.importorskip("pandas")
+    from agentq.frames import GROUP_DTYPES, group_frame
+
+    async def body(ctx: StepContext) -> Any:
+        if ctx.input == "boom":
+            raise NonRetryable("no")
+        job_input = ctx.input
+        return await ctx.call(
+            Job("model", lambda: job_input * 2),
+            usage={"input_tokens": 3, "output_tokens": 5},
+        )
+
+    group = engine.group("frame")
+    await group.submit(WorkflowDef("tokens", [StepDef("s", body)]), {"b": 1, "a": "boom", "c": 2})
+    await drain(engine, "frame")
+    frame = await group_frame(store, "frame")
+    assert {c: str(t) for c, t in frame.dtypes.items()} == GROUP_DTYPES
+    assert list(frame["key"]) == ["b", "a", "c"]  # the order submitted
+    assert list(frame["status"]) == ["completed", "failed", "completed"]
+    assert list(frame["status"].cat.categories) == list(GroupStatus())
+    assert frame["output"].tolist() == [2, None, 4]
+    assert "no" in frame["reason"][1] and frame["reason"].isna().tolist() == [True, False, True]
+    assert frame["input_tokens"].tolist()[0] == 3 and frame["output_tokens"].tolist()[2] == 5
+    assert str(frame["ended_at"].dt.tz) == "UTC"
+    assert (frame["duration"] >= frame["duration"].iloc[0] * 0).all()
+
+    empty_group = engine.group("later")
+    await store.record_group("later", definition="tokens", items={"x": 1}, now=0.0)  # type: ignore[attr-defined]
+    empty = await group_frame(store, "later")
+    assert {c: str(t) for c, t in empty.dtypes.items()} == GROUP_DTYPES
+    assert list(empty["status"]) == ["pending"] and empty["ended_at"].isna().all()
+    assert await empty_group.status() == GroupStatus(pending=1)
+    with pytest.raises(UnknownWorkflowError):
+        await group_frame(store, "nothing")

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentq._frame_columns import categorical, gc_paused, modules, nullable_ints, text, utc
 from agentq.errors import UnknownWorkflowError
-from agentq.store import DurableGroups, DurableStore, StepState, WorkflowState
-from agentq.workflows import GroupStatus, member_usage
+from agentq.store import DurableGroups, DurableStore, StepState, WorkflowState, summed_usage
+from agentq.workflows import GroupStatus
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,7 +89,7 @@ async def group_frame(store: DurableStore, group_id: str) -> pd.DataFrame:
                 reason=None if completed else row.reason or focus,
                 started=row.created_at,
                 ended=row.updated_at if row.state.closed else None,
-                usage=member_usage([c.usage for c in await store.calls(wid)]),
+                usage=summed_usage([c.usage for c in await store.calls(wid)]),
             )
         records.append(record)
     usage = [r.get("usage") or {} for r in records]

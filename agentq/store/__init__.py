@@ -42,7 +42,12 @@ from agentq.store.contract.claims import (
     WorkflowClosed,
     execution_of,
 )
-from agentq.store.contract.groups import DurableGroups, GroupManifest, member_id
+from agentq.store.contract.groups import (
+    DurableGroups,
+    GroupManifest,
+    member_id,
+    summed_usage,
+)
 from agentq.store.contract.protocol import DurableStore
 from agentq.store.contract.ready import ReadyWork, WorkNotifier
 from agentq.store.contract.rows import (
@@ -100,5 +105,6 @@ __all__ = [
     "parent_of",
     "project_call",
     "shown_call",
+    "summed_usage",
     "touches_calls",
 ]

@@ -61,7 +61,7 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 
 from agentq.workflows.context import StepContext
 from agentq.workflows.engine import WorkflowEngine
-from agentq.workflows.groups import GroupMember, GroupStatus, RunGroup, member_usage
+from agentq.workflows.groups import GroupMember, GroupStatus, RunGroup
 from agentq.workflows.model import (
     MAX_REASON_CHARS,
     NonRetryable,
@@ -93,6 +93,5 @@ __all__ = [
     "Workflow",
     "WorkflowDef",
     "WorkflowEngine",
-    "member_usage",
     "recover",
 ]

@@ -35,10 +35,11 @@ from agentq.store import (
     WorkflowRow,
     WorkflowState,
     member_id,
+    summed_usage,
 )
 from agentq.workflows.model import RunResult, WorkflowDef
 
-__all__ = ["GroupMember", "GroupStatus", "RunGroup", "member_usage"]
+__all__ = ["GroupMember", "GroupStatus", "RunGroup"]
 
 _STATES = ("pending", "running", "waiting", "completed", "failed", "cancelled")
 
@@ -137,16 +138,6 @@ class GroupStatus(Mapping[str, int]):
 
     def __len__(self) -> int:
         return len(_STATES)
-
-
-def member_usage(rows: list[dict[str, Any] | None]) -> dict[str, int] | None:
-    """The integer usage figures of some call rows' `usage`, summed by name; None if none."""
-    total: dict[str, int] = {}
-    for usage in rows:
-        for name, value in (usage or {}).items():
-            if isinstance(value, int) and not isinstance(value, bool):
-                total[name] = total.get(name, 0) + value
-    return total or None
 
 
 class RunGroup:
@@ -393,7 +384,7 @@ class RunGroup:
             row.state.value,
             done[-1] if completed and done else None,
             None if completed else row.reason or _failed_reason(steps),
-            member_usage([c.usage for c in calls]),
+            summed_usage([c.usage for c in calls]),
             row.updated_at,
         )
 

@@ -19,7 +19,9 @@ from agentq.store.contract.checks import check_number, check_payload
 from agentq.store.contract.children import child_workflow_id
 from agentq.store.contract.rows import WorkflowRow
 
-__all__ = ["DurableGroups", "GroupItem", "GroupManifest", "check_group", "member_id"]
+__all__ = [
+    "DurableGroups", "GroupItem", "GroupManifest", "check_group", "member_id", "summed_usage",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,17 @@ def member_id(group_id: str, key: str) -> str:
         ValueError: `key` holds a ``/``.
     """
     return child_workflow_id(validate_key(group_id, "group id"), key)
+
+
+def summed_usage(usages: list[dict[str, Any] | None]) -> dict[str, int] | None:
+    """The integer figures of some calls' recorded `usage` (`CallRow.usage`), summed by
+    name; None when none is recorded."""
+    total: dict[str, int] = {}
+    for usage in usages:
+        for name, value in (usage or {}).items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                total[name] = total.get(name, 0) + value
+    return total or None
 
 
 def check_group(

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from agentq.clock import Clock
@@ -37,12 +36,10 @@ from agentq.store import (
     member_id,
     summed_usage,
 )
+from agentq.workflows.members import STATES, GroupMember, GroupStatus
 from agentq.workflows.model import RunResult, WorkflowDef
 
-__all__ = ["GroupMember", "GroupStatus", "RunGroup"]
-
-_STATES = ("pending", "running", "waiting", "completed", "failed", "cancelled")
-
+__all__ = ["RunGroup"]
 
 class GroupEngine(Protocol):
     """What a `RunGroup` needs of its `WorkflowEngine`."""
@@ -69,75 +66,6 @@ class GroupEngine(Protocol):
     def running(self, workflow_id: str) -> bool: ...
 
     async def cancel(self, workflow_id: str, reason: str = "cancelled") -> bool: ...
-
-
-@dataclass(frozen=True, slots=True)
-class GroupMember:
-    """One member of a run group, as `RunGroup.results` yields it once it has ended.
-
-    Attributes:
-        key: The member's key in the group.
-        workflow_id: Its workflow id, ``<group_id>/<key>``.
-        status: ``"completed"``, ``"failed"`` or ``"cancelled"``.
-        output: The output of its last step when completed, else None.
-        reason: Why it failed or was cancelled, else None.
-        usage: The usage figures its durable calls recorded, summed by name (integers),
-            or None when none was recorded.
-        ended_at: Unix seconds of its last event.
-    """
-
-    key: str
-    workflow_id: str
-    status: str
-    output: Any
-    reason: str | None
-    usage: dict[str, int] | None
-    ended_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class GroupStatus(Mapping[str, int]):
-    """How many members of a group are in each state (also a read-only mapping of those
-    counts, state name to count, in the order of the fields).
-
-    Attributes:
-        pending: Members in the manifest not stored yet (a crash between the manifest and
-            their start; `resume` starts them).
-        running: Started and not ended, not waiting.
-        waiting: Waiting for input, a child run, a timer.
-        completed: Ended completed.
-        failed: Ended failed.
-        cancelled: Ended cancelled.
-    """
-
-    pending: int = 0
-    running: int = 0
-    waiting: int = 0
-    completed: int = 0
-    failed: int = 0
-    cancelled: int = 0
-
-    @property
-    def total(self) -> int:
-        """How many members the group has."""
-        return sum(self.values())
-
-    @property
-    def ended(self) -> int:
-        """How many members have ended (completed, failed or cancelled)."""
-        return self.completed + self.failed + self.cancelled
-
-    def __getitem__(self, state: str) -> int:
-        if state not in _STATES:
-            raise KeyError(state)
-        value: int = getattr(self, state)
-        return value
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(_STATES)
-
-    def __len__(self) -> int:
-        return len(_STATES)
 
 
 class RunGroup:
@@ -239,7 +167,7 @@ class RunGroup:
         """
         manifest = await self._manifest()
         rows = await self._members(manifest)
-        counts = dict.fromkeys(_STATES, 0)
+        counts = dict.fromkeys(STATES, 0)
         for key in manifest.items:
             row = rows.get(key)
             counts["pending" if row is None else row.state.value] += 1
@@ -325,19 +253,25 @@ class RunGroup:
                 f"group {self.group_id!r} is stored with definition {stored.definition!r}, "
                 f"not {name!r}; use another group id"
             )
-        added = [k for k in items if k not in stored.items]
-        missing = [k for k in stored.items if k not in items]
-        if added or missing:
-            raise ValueError(
-                f"group {self.group_id!r} is stored with another set of keys: "
-                f"{len(added)} new ({_keys(added)}), {len(missing)} missing "
-                f"({_keys(missing)}); use another group id"
-            )
+        self.same_keys(stored, items)
         changed = [k for k in items if encode(items[k]) != encode(stored.items[k])]
         if changed:
             raise KeyConflictError(
                 f"group {self.group_id!r} is stored with another input for "
                 f"{len(changed)} key(s): {_keys(changed)}; nothing was changed"
+            )
+
+    def same_keys(self, stored: GroupManifest, keys: Iterable[str]) -> None:
+        """Raise `ValueError` naming the difference unless `keys` are the stored group's keys
+        (in any order)."""
+        given = list(keys)
+        added = [k for k in given if k not in stored.items]
+        missing = [k for k in stored.items if k not in set(given)]
+        if added or missing:
+            raise ValueError(
+                f"group {self.group_id!r} is stored with another set of keys: "
+                f"{len(added)} new ({_keys(added)}), {len(missing)} missing "
+                f"({_keys(missing)}); use another group id"
             )
 
     async def _manifest(self) -> GroupManifest:

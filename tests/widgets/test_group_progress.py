@@ -63,7 +63,7 @@ async def test_progress_counts_failures_tokens_cost_and_time_left(
     assert progress.tokens == {"input_tokens": 40, "output_tokens": 20}
     assert progress.cost == pytest.approx(40 * 0.001 + 20 * 0.002)
     assert progress.elapsed == pytest.approx(30.0, abs=0.5)
-    assert progress.rate == pytest.approx(3 / progress.elapsed)
+    assert progress.rate is not None and progress.rate == pytest.approx(3 / progress.elapsed)
     assert progress.eta == pytest.approx(1 / progress.rate)
     assert not progress.done
     line = progress_text(progress)

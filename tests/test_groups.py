@@ -172,10 +172,7 @@ async def test_cancel_cancels_the_open_members_and_resume_runs_them_again(
     assert (cancelled.key, cancelled.status, cancelled.reason) == ("slow", "cancelled", "enough")
     assert await group.status() == GroupStatus(completed=1, cancelled=1)
     assert await group.cancel() == 0
-    gates["slow"].set()
-    for task in list(asyncio.all_tasks()):  # the cancelled run ends before it is retried
-        if task.get_name() == "agentq.run:c/slow":
-            await asyncio.wait([task])
+    gates["slow"].set()  # the cancelled body may still be on its way out: resume waits
     assert await group.resume() == 1
     done = {m.key: m.output async for m in group.results()}
     assert done == {"fast": 4, "slow": 9}

@@ -253,7 +253,7 @@ class WorkflowEngine(Forks):
             ValueError: `group_id` holds a ``/``.
             TypeError: The store keeps no run groups.
         """
-        return RunGroup(self, group_id, self._runs.in_progress)
+        return RunGroup(self, group_id, self._runs.in_progress, self._runs.task_of)
 
     async def status(self, workflow_id: str) -> list[StepStatus]:
         """Return each step's status, in step order.

@@ -75,6 +75,8 @@ class RunGroup:
         engine: The engine that starts and runs the members.
         group_id: The group's id (a key); member ``k`` is the workflow ``<group_id>/k``.
         runs: The engine's runs in progress (tasks), awaited by `results` between reads.
+        run_of: The engine's run of a workflow in progress, or None (a retry waits for
+            the end of a cancelled member's run before it runs the member again).
 
     Raises:
         InvalidKeyError / TypeError: A bad `group_id`.
@@ -88,6 +90,7 @@ class RunGroup:
         engine: GroupEngine,
         group_id: str,
         runs: Callable[[], list[asyncio.Task[RunResult]]],
+        run_of: Callable[[str], asyncio.Task[RunResult] | None],
     ) -> None:
         self.group_id = validate_key(group_id, "group id")
         if "/" in self.group_id:
@@ -100,6 +103,7 @@ class RunGroup:
         self._engine = engine
         self._groups: DurableGroups = store
         self._runs = runs
+        self._run_of = run_of
 
     def __repr__(self) -> str:
         return f"RunGroup({self.group_id!r})"
@@ -141,7 +145,9 @@ class RunGroup:
     async def resume(self) -> int:
         """Run again the members that did not succeed: start those never stored, retry the
         failed and cancelled ones, run the open ones here (where they stopped; a live lease
-        of another engine is respected). Completed members are left as they are.
+        of another engine is respected). Completed members are left as they are. A member
+        cancelled while this engine ran it is retried once that run has ended (its body
+        stopped).
 
         Returns:
             How many members were started or retried (open ones not counted).
@@ -299,6 +305,9 @@ class RunGroup:
             if row is None:
                 count += await engine.start(definition, wid, value)
             elif row.state in (WorkflowState.FAILED, WorkflowState.CANCELLED):
+                ending = self._run_of(wid)  # a cancelled run on its way out: let it end
+                if ending is not None:
+                    await asyncio.wait([ending])
                 with contextlib.suppress(NotRetryableError):  # retried by another, meanwhile
                     await store.retry_workflow(wid, None, engine.clock.time())
                     count += 1

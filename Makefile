@@ -86,6 +86,7 @@ bench: $(TEST_STAMP) $(BENCH_STAMP)
 	$(PY) -m bench.rates
 	$(PY) -m bench.memory
 	$(PY) -m bench.workflows
+	$(PY) -m bench.groups
 	$(PY) -m bench.calls
 	$(PY) -m bench.frames
 	$(PY) -m bench.replay

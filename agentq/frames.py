@@ -16,7 +16,8 @@ columns and dtypes, also when it is empty, so recipes written against a frame ke
 
 Frames are built from the store's read side (`DurableStore.event_rows` returns plain tuples,
 selected in SQL by `SqliteStore`), column by column, never from `Event` objects; the column
-mechanism is `agentq._frame_columns`. Recipes (retries per step, time waiting for approval,
+mechanism is `agentq._frame_columns`. `group_frame` (a run group's members) is built in
+`agentq._group_frame`. Recipes (retries per step, time waiting for approval,
 failure reasons, per-lane throughput, cost per tool, calls in doubt) are in ``docs/frames.md``.
 """
 
@@ -33,6 +34,7 @@ from agentq._frame_columns import modules as _modules
 from agentq._frame_columns import nullable_ints as _nullable_ints
 from agentq._frame_columns import text as _text
 from agentq._frame_columns import utc as _utc
+from agentq._group_frame import GROUP_DTYPES, group_frame
 from agentq.events import EventKind
 from agentq.queue import LANE_ORDER, LaneStats
 from agentq.store import EVENT_COLUMNS, CallKind, CallRow, CallState, DurableStore, StepState
@@ -45,10 +47,12 @@ if TYPE_CHECKING:
 __all__ = [
     "CALL_DTYPES",
     "EVENT_DTYPES",
+    "GROUP_DTYPES",
     "LANE_DTYPES",
     "STEP_DTYPES",
     "calls_frame",
     "events_frame",
+    "group_frame",
     "lanes_frame",
     "steps_frame",
 ]

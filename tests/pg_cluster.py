@@ -232,12 +232,13 @@ class Schemas:
                     tables = conn.execute(
                         "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (name,)
                     ).fetchone()
-                    if version != (SCHEMA_VERSION,) or tables != (7,):
+                    if version != (SCHEMA_VERSION,) or tables != (9,):
                         raise LookupError(name)
                     conn.execute("SET LOCAL session_replication_role = replica")
                     conn.execute(
                         f'TRUNCATE "{name}".events, "{name}".workflows, "{name}".steps, '
-                        f'"{name}".calls, "{name}".job_outcomes'
+                        f'"{name}".calls, "{name}".job_outcomes, "{name}".run_groups, '
+                        f'"{name}".run_group_items'
                     )
                     conn.execute(f'UPDATE "{name}".event_seq SET last_seq = 0')
             except (psycopg.Error, LookupError):

@@ -13,6 +13,7 @@ Reading order (each module imports only the ones below it):
   codes, the one-line refusals; a new command is a module of its own on this group;
 - ``export``: ``agentq export``: Parquet frames and the static HTML dashboard;
 - ``actions``: approve / reject / cancel / retry, each recorded through the store's verb;
+- ``members``: ``ls --group``: a run group's members and its summary line;
 - ``pages``: the pages of ``ls`` and ``events`` and the line naming the next one;
 - ``views``: the rich tables the commands print (pure functions of rows);
 - ``params``: option types whose errors name the value (whole numbers, JSON);

@@ -17,6 +17,7 @@ from click.core import ParameterSource
 from agentq.cli import actions, views
 from agentq.cli.export import check_html_target, export_parquet, export_static_html
 from agentq.cli.group import STORE, WORKFLOW, Settings, cli, run_on, say, settings
+from agentq.cli.members import group_listing
 from agentq.cli.pages import DEFAULT_LIMIT, Page, event_page, workflow_page
 from agentq.cli.params import WholeNumber, json_value
 from agentq.cli.serve import serve
@@ -71,18 +72,39 @@ def _print_page(ctx: click.Context, page: Page[Any], noun: str, lines: Sequence[
               help="Only workflows in this state.")
 @click.option("--after", metavar="WORKFLOW_ID",
               help="Only workflows that started after this one (the next page).")
+@click.option("--group", "group_id", metavar="GROUP_ID",
+              help="Only the members of this run group, in the order submitted (all of them, "
+                   "no pages), and the group's summary line.")
 @_limit_option("workflows")
 @_all_option("workflows")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.pass_context
 def ls(
-    ctx: click.Context, store: str, state: str | None, after: str | None, limit: int,
-    show_all: bool, as_json: bool,
+    ctx: click.Context, store: str, state: str | None, after: str | None, group_id: str | None,
+    limit: int, show_all: bool, as_json: bool,
 ) -> None:
-    """List the workflows, in the order they started, a page at a time."""
+    """List the workflows, in the order they started, a page at a time (or the members of a
+    run group with --group)."""
     rows_wanted = _limit(ctx, limit, show_all)
+    if group_id is not None and after is not None:
+        raise click.UsageError("give --group or --after, not both (a group is listed whole)")
+
+    async def members(s: DurableStore) -> None:
+        found = await group_listing(
+            s, group_id or "", None if state is None else WorkflowState(state), not as_json
+        )
+        if as_json:
+            for row in found.rows:
+                click.echo(views.workflow_line(row))
+            say(found.summary, err=True)
+            return
+        settings(ctx).console().print(views.workflows_table(found.rows, found.steps))
+        say(found.summary)
 
     async def work(s: DurableStore) -> None:
+        if group_id is not None:
+            await members(s)
+            return
         page, steps = await workflow_page(
             s, None if state is None else WorkflowState(state), after, rows_wanted,
             with_steps=not as_json,

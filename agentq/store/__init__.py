@@ -42,6 +42,12 @@ from agentq.store.contract.claims import (
     WorkflowClosed,
     execution_of,
 )
+from agentq.store.contract.groups import (
+    DurableGroups,
+    GroupManifest,
+    member_id,
+    summed_usage,
+)
 from agentq.store.contract.protocol import DurableStore
 from agentq.store.contract.ready import ReadyWork, WorkNotifier
 from agentq.store.contract.rows import (
@@ -76,8 +82,10 @@ __all__ = [
     "ChildStart",
     "ClaimResult",
     "Claimed",
+    "DurableGroups",
     "DurableStore",
     "Execution",
+    "GroupManifest",
     "HeldByOther",
     "MemoryStore",
     "NotBefore",
@@ -93,8 +101,10 @@ __all__ = [
     "child_of",
     "child_workflow_id",
     "execution_of",
+    "member_id",
     "parent_of",
     "project_call",
     "shown_call",
+    "summed_usage",
     "touches_calls",
 ]

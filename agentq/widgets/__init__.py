@@ -25,6 +25,9 @@ times a second only when something changed, and re-raises the refresher's errors
                    with each workflow's tree and the detail of each node, working offline;
                    `dashboard_html` returns the page (needs no ipywidgets: ``agentq export``)
 `check_export_path` refuses an export path that is the store's own file
+`GroupMonitor`     a run group as a live progress bar: counts by state, failures with their
+                   reasons, tokens and cost so far, the time left; `follow_group` draws the
+                   same as one line on a console (scripts; rich)
 `run_tree_html`    a workflow's tree (workflow → steps → calls) as pure HTML, from its rows
 =================  ==========================================================================
 
@@ -43,10 +46,11 @@ only the ones above it, and the layers below: the foundation modules with `agent
 queue, the store, the workflows):
 
 - ``models``: see its docstring (``timeline``, ``calls``, ``detail``, ``tree``, ``source``,
-  ``search``, ``bulk``);
+  ``search``, ``bulk``, ``group``);
 - ``html``: see its docstring (``calls``, ``results``, ``tables``, ``timeline``, ``detail``,
-  ``tree``);
+  ``tree``, ``group``);
 - ``live``: ``cells`` (`CellOwner`) and ``refresher`` (`Live`, `Spawner`, `Confirmation`);
+- ``group``: `GroupMonitor` and `follow_group`: a run group's progress;
 - ``monitor``: `LaneMonitor`, `StepTable` (search, paging), `EventTimeline` (axis, zoom);
 - ``tree``: `RunTree`: the live tree (anywidget: open nodes survive redraws, clicks select);
 - ``bulk``: `BulkBar`: approve or deny all waits that match a filter, after a confirmation;
@@ -68,6 +72,7 @@ if TYPE_CHECKING:
     from agentq.widgets.approvals import ApprovalPanel
     from agentq.widgets.dashboard import Dashboard
     from agentq.widgets.export import check_export_path, dashboard_html, export_html
+    from agentq.widgets.group import GroupMonitor, follow_group
     from agentq.widgets.html.tree import run_tree_html
     from agentq.widgets.models.bulk import (
         BulkOutcome,
@@ -84,6 +89,7 @@ __all__ = [
     "BulkReport",
     "Dashboard",
     "EventTimeline",
+    "GroupMonitor",
     "LaneMonitor",
     "StepTable",
     "WaitFilter",
@@ -91,6 +97,7 @@ __all__ = [
     "check_export_path",
     "dashboard_html",
     "export_html",
+    "follow_group",
     "pending_waits",
     "run_tree_html",
 ]
@@ -104,6 +111,8 @@ _HOMES = {
     "pending_waits": "agentq.widgets.models.bulk",
     "Dashboard": "agentq.widgets.dashboard",
     "EventTimeline": "agentq.widgets.monitor",
+    "GroupMonitor": "agentq.widgets.group",
+    "follow_group": "agentq.widgets.group",
     "LaneMonitor": "agentq.widgets.monitor",
     "StepTable": "agentq.widgets.monitor",
     "check_export_path": "agentq.widgets.export",

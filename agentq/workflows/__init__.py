@@ -50,6 +50,9 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    retry, cancel (its base class over `Registrations`)
 ``forking``        the engine's ``fork``: a new workflow whose history up to a step or a call
                    is another's, copied by one store verb, then run live from there
+``members``        what a run group reports: `GroupMember` (one that ended), `GroupStatus`
+``groups``         `RunGroup` (``engine.group``): a manifest of members ``<group>/<key>``,
+                   submit, results as they end, status counts, resume, cancel, forget
 ``engine``         `WorkflowEngine`: run, run_soon, status, close (fork, resume, retry,
                    cancel and the registration verbs from its base classes)
 ``recovery``       `recover` and its `RecoveryReport`: finish what a crashed worker left,
@@ -59,6 +62,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 
 from agentq.workflows.context import StepContext
 from agentq.workflows.engine import WorkflowEngine
+from agentq.workflows.groups import RunGroup
+from agentq.workflows.members import GroupMember, GroupStatus
 from agentq.workflows.model import (
     MAX_REASON_CHARS,
     NonRetryable,
@@ -75,9 +80,12 @@ from agentq.workflows.recovery import RecoveryReport, recover
 
 __all__ = [
     "MAX_REASON_CHARS",
+    "GroupMember",
+    "GroupStatus",
     "NonRetryable",
     "Recorded",
     "RecoveryReport",
+    "RunGroup",
     "RunResult",
     "RunStatus",
     "StepContext",

@@ -34,6 +34,7 @@ from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
 from agentq.workflows.forking import Forks
+from agentq.workflows.groups import RunGroup
 from agentq.workflows.linking import ChildLinks
 from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
 from agentq.workflows.results import status_of, stored_result
@@ -240,6 +241,19 @@ class WorkflowEngine(Forks):
             self._runs.start_soon_by(workflow_id, lambda: self._instance(workflow_id))
             return
         self._runs.start_soon(self._registry.lookup(workflow))
+
+    def group(self, group_id: str) -> RunGroup:
+        """The run group `group_id` of this engine's store (``docs/workflows.md``, "Run
+        groups"): `RunGroup.submit`, `results`, `status`, `resume`, `cancel`, `forget`.
+
+        Nothing is read or written until one of those is awaited.
+
+        Raises:
+            InvalidKeyError / TypeError: A bad `group_id`.
+            ValueError: `group_id` holds a ``/``.
+            TypeError: The store keeps no run groups.
+        """
+        return RunGroup(self, group_id, self._runs.in_progress, self._runs.task_of)
 
     async def status(self, workflow_id: str) -> list[StepStatus]:
         """Return each step's status, in step order.

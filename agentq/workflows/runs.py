@@ -61,6 +61,11 @@ class Runs:
         """The runs in progress."""
         return list(self._runs.values())
 
+    def task_of(self, workflow_id: str) -> asyncio.Task[RunResult] | None:
+        """The run (or continuation) of the workflow in progress, or None."""
+        task = self._runs.get(workflow_id) or self._continuing.get(workflow_id)
+        return None if task is None or task.done() else task
+
     def in_progress(self) -> list[asyncio.Task[RunResult]]:
         """The runs and continuations that have not ended yet."""
         return [t for t in (*self._runs.values(), *self._continuing.values()) if not t.done()]

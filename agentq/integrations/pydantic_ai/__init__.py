@@ -8,6 +8,7 @@ In reading order (each module imports only the ones below it):
 
 ================  =============================================================================
 ``_agent``        `DurableAgent`: runs, starts, approvals, messages
+``_many``         `run_many`: many prompts as one run group (``engine.group``)
 ``_turns``        the stored input of a turn: prompt, history (or ``continue_from``), options
 ``_report``       a run's `RunResult` as its `AgentRun` (typed output, `RunUsage`, messages)
 ``_decisions``    `Decisions`, the base class of `DurableAgent` with its approval verbs:

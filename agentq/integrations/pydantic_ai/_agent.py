@@ -27,6 +27,7 @@ from agentq.integrations.pydantic_ai._capability import AgentqDurability
 from agentq.integrations.pydantic_ai._decisions import Decisions
 from agentq.integrations.pydantic_ai._fork import fork_run
 from agentq.integrations.pydantic_ai._inputs import ArgsChecker, request_input_names
+from agentq.integrations.pydantic_ai._many import run_group
 from agentq.integrations.pydantic_ai._options import RunOptions, RunOptionsKwargs, check_models
 from agentq.integrations.pydantic_ai._replay import check_completed
 from agentq.integrations.pydantic_ai._report import Reporter
@@ -242,6 +243,41 @@ class DurableAgent(Decisions[AgentDepsT]):
         if result.status is RunStatus.COMPLETED:
             self._step.release(run_id)  # nothing continues a completed run
         return await self._reporter.report(result, live, messages)
+
+    async def run_many(
+        self,
+        prompts: Mapping[str, str | Sequence[UserContent]],
+        *,
+        group_id: str,
+        deps: AgentDepsT | None = None,
+        **options: Unpack[RunOptionsKwargs],
+    ) -> dict[str, AgentRun]:
+        """Run the agent on many prompts as one run group (docs/agents.md, "Many prompts").
+
+        Prompt ``key`` is the run ``<group_id>/<key>`` (`engine.group(group_id)` sees them);
+        all run at once, as many attempts together as the engine's lane allows. Called again
+        with the same prompts (after a crash, in any process), only the runs that did not
+        succeed run again; completed ones return their records.
+
+        Args:
+            prompts: Key (no ``/``) to prompt, as `run` takes it.
+            group_id: The group's id (no ``/``).
+            deps, options: For every run, as `run` takes them.
+
+        Returns:
+            Each key's `AgentRun`, in the order of `prompts`.
+
+        Raises:
+            KeyConflictError: The group is stored with another prompt or options for a key.
+            ValueError: Empty `prompts`, a ``/`` in a key, or the group stored with another
+                set of keys; nothing is stored.
+            TypeError, PayloadError, StoreError: As `run`.
+        """
+        return await run_group(
+            self._engine, self._runs.definition, prompts, group_id,
+            lambda prompt, run_id: self.start(prompt, run_id=run_id, deps=deps, **options),
+            lambda prompt, run_id: self.run(prompt, run_id=run_id, deps=deps, **options),
+        )
 
     async def start(
         self,

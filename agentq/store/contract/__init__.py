@@ -15,6 +15,8 @@ foundation modules of `agentq`):
                         the optional wake-up hook `WorkNotifier`.
     ``checks``          argument checks, run by every store before anything is read or
                         written.
+    ``groups``          run groups: `GroupManifest`, member ids ``<group>/<key>``,
+                        `check_group`, and the `DurableGroups` verbs.
     ``protocol_reads``  `DurableReads`: the read verbs, inherited by `DurableStore`.
     ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
     ``protocol_fork``   `DurableForks`: the fork verb, inherited by `DurableStore`.

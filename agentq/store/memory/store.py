@@ -29,6 +29,7 @@ from agentq.store.contract.checks import (
     check_state,
 )
 from agentq.store.contract.claims import Execution, execution_of, is_expired
+from agentq.store.contract.groups import GroupItem, GroupManifest
 from agentq.store.contract.ready import ReadyWork, current_step, is_ready
 from agentq.store.contract.rows import (
     CallRow,
@@ -41,7 +42,7 @@ from agentq.store.contract.rows import (
 from agentq.store.memory.detach import detached
 from agentq.store.rules.projection import replay
 from agentq.store.rules.tx import Draft
-from agentq.store.rules.verbs import JobRules, RuleStore
+from agentq.store.rules.verbs import GroupRules, JobRules, RuleStore
 
 __all__ = ["MemoryStore"]
 
@@ -146,6 +147,23 @@ def _forget_job(tx: _Tx, key: str) -> bool:
     return tx._store._jobs.pop(key, None) is not None
 
 
+def _record_group(
+    tx: _Tx, group_id: str, definition: str, items: list[GroupItem], now: float
+) -> tuple[GroupManifest, bool]:
+    """`DurableGroups.record_group` over the store's dict."""
+    found = tx._store._groups.get(group_id)
+    if found is not None:
+        return found, False
+    manifest = GroupManifest(group_id, definition, {i.key: i.input for i in items}, now)
+    tx._store._groups[group_id] = manifest
+    return manifest, True
+
+
+def _forget_group(tx: _Tx, group_id: str) -> bool:
+    """`DurableGroups.forget_group` over the store's dict."""
+    return tx._store._groups.pop(group_id, None) is not None
+
+
 class MemoryStore(RuleStore):
     """A `DurableStore` and `JobOutcomeStore` in memory: the reference implementation and a
     test double.
@@ -161,6 +179,7 @@ class MemoryStore(RuleStore):
     """
 
     job_rules = JobRules(_save_job, _forget_job)
+    group_rules = GroupRules(_record_group, _forget_group)
 
     def __init__(self) -> None:
         self._events: list[Event] = []
@@ -169,6 +188,7 @@ class MemoryStore(RuleStore):
         self._calls: dict[str, dict[str, CallRow]] = {}  # by key, in first_seq order
         self._jobs: dict[str, StoredJob] = {}
         self._job_expiry: list[tuple[float, str]] = []  # a heap of (expires_at, key)
+        self._groups: dict[str, GroupManifest] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -225,6 +245,18 @@ class MemoryStore(RuleStore):
         if job is None or (job.expires_at is not None and job.expires_at <= now):
             return None
         return detached(job)
+
+    async def load_group(self, group_id: str) -> GroupManifest | None:
+        """See `DurableGroups.load_group`."""
+        self._check()
+        return detached(self._groups.get(validate_key(group_id, "group id")))
+
+    async def group_members(self, group_id: str) -> list[WorkflowRow]:
+        """See `DurableGroups.group_members`."""
+        self._check()
+        prefix = validate_key(group_id, "group id") + "/"
+        found = [row for wid, row in self._workflows.items() if wid.startswith(prefix)]
+        return detached(sorted(found, key=lambda row: row.workflow_id.encode("utf-8")))
 
     async def expired_leases(self, now: float) -> list[Execution]:
         """See `DurableStore.expired_leases`."""

@@ -161,3 +161,19 @@ CREATE TRIGGER events_wake_workers AFTER INSERT ON events FOR EACH ROW
 -- the workflow fails with WorkflowTimedOut; NULL for none and in databases made before this
 -- version (their logs hold no deadlines: nothing to rebuild).
 ALTER TABLE workflows ADD COLUMN deadline DOUBLE PRECISION;
+
+-- migration 5
+-- Run groups (engine.group): a group's manifest, kept beside the log (its members are ordinary
+-- workflows "<group_id>/<key>"); forget_group deletes both rows.
+CREATE TABLE run_groups (
+    group_id   BYTEA   PRIMARY KEY,
+    definition TEXT    NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE run_group_items (
+    group_id   BYTEA   NOT NULL,
+    position   INTEGER NOT NULL,       -- the order submitted
+    item_key   BYTEA   NOT NULL,
+    input      TEXT    NOT NULL,       -- JSON
+    PRIMARY KEY (group_id, position)
+);

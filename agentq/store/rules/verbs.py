@@ -4,9 +4,9 @@ Each `DurableStore` write verb is a transition rule (`workflow`, `lease`, `attem
 `calls` of `agentq.store.rules`) run in one transaction; only how a store runs a transaction
 differs. `RuleStore` holds each verb's signature, docstring and rule call once; a store
 supplies `_write` (run ``rule(tx, *args)`` in one transaction, return its result) and, for the
-`JobOutcomeStore` verbs, its `JobRules`. `MemoryStore`, `SqliteStore` and `PostgresStore`
-derive from it (the two SQL stores through `agentq.store.sql.verbs.SqlStore`, which adds the
-reads).
+`JobOutcomeStore` verbs, its `JobRules` (for the run-group verbs, its `GroupRules`).
+`MemoryStore`, `SqliteStore` and `PostgresStore` derive from it (the two SQL stores through
+`agentq.store.sql.verbs.SqlStore`, which adds the reads).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.children import ChildStart
 from agentq.store.contract.claims import ClaimResult, Execution
+from agentq.store.contract.groups import GroupManifest, check_group
 from agentq.store.contract.rows import CallRow, WorkflowRow
 
-__all__ = ["JobRules", "RuleStore"]
+__all__ = ["GroupRules", "JobRules", "RuleStore"]
 
 T = TypeVar("T")
 
@@ -43,6 +44,19 @@ class JobRules(NamedTuple):
     forget: Callable[..., bool]
 
 
+class GroupRules(NamedTuple):
+    """How a store writes the run-group manifests of `DurableGroups`, run by `_write_job`.
+
+    Attributes:
+        record: ``record(tx, group_id, definition, items, now) -> (GroupManifest, bool)``,
+            the arguments checked (`check_group`).
+        forget: ``forget(tx, group_id) -> bool`` (the id already validated).
+    """
+
+    record: Callable[..., tuple[GroupManifest, bool]]
+    forget: Callable[..., bool]
+
+
 class RuleStore:
     """The write verbs of a `DurableStore` (and `save_job` / `forget_job` of a
     `JobOutcomeStore`), each one call of `_write` (or `_write_job`).
@@ -53,6 +67,8 @@ class RuleStore:
 
     job_rules: ClassVar[JobRules]
     """The store's job-outcome writes."""
+    group_rules: ClassVar[GroupRules]
+    """The store's run-group writes."""
 
     async def _write(self, rule: Callable[..., T], *args: Any) -> T:
         """Run ``rule(tx, *args)`` in one transaction of the store; return its result.
@@ -268,3 +284,15 @@ class RuleStore:
     async def forget_job(self, key: str) -> bool:
         """See `JobOutcomeStore.forget_job`."""
         return await self._write_job(self.job_rules.forget, validate_key(key))
+
+    async def record_group(
+        self, group_id: str, *, definition: str, items: Mapping[str, Any], now: float
+    ) -> tuple[GroupManifest, bool]:
+        """See `DurableGroups.record_group` (one transaction; arguments checked first)."""
+        gid, name, checked, at = check_group(group_id, definition, items, now)
+        return await self._write_job(self.group_rules.record, gid, name, checked, at)
+
+    async def forget_group(self, group_id: str) -> bool:
+        """See `DurableGroups.forget_group`."""
+        gid = validate_key(group_id, "group id")
+        return await self._write_job(self.group_rules.forget, gid)

@@ -7,5 +7,7 @@ imports only modules above it):
     ``rows``            the column lists of the tables and decoding a result row.
     ``reads``           the read verbs as queries; `Dialect` names what differs between
                         the two (placeholder, key parameters, row locks, JSON in SQL).
+    ``groups``          the run-group tables (``run_groups``, ``run_group_items``) as
+                        queries: record, forget, load a manifest; a group's member rows.
     ``verbs``           `SqlStore`: the read verbs of the SQL stores once, over `_read`.
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
+import agentq.store.sql.groups as sql_groups
 import agentq.store.sql.reads as q
 from agentq.events import Event
 from agentq.keys import validate_key
@@ -25,6 +26,7 @@ from agentq.store.contract.checks import (
     check_state,
 )
 from agentq.store.contract.claims import Execution
+from agentq.store.contract.groups import GroupManifest
 from agentq.store.contract.ready import ReadyWork
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.rules.verbs import RuleStore
@@ -149,3 +151,13 @@ class SqlStore(RuleStore):
     async def last_seq(self) -> int:
         """See `DurableStore.last_seq`."""
         return await self._read(q.last_seq, self.sql.dialect)
+
+    async def load_group(self, group_id: str) -> GroupManifest | None:
+        """See `DurableGroups.load_group`."""
+        gid = validate_key(group_id, "group id")
+        return await self._read(sql_groups.load, self.sql.dialect, gid)
+
+    async def group_members(self, group_id: str) -> list[WorkflowRow]:
+        """See `DurableGroups.group_members`."""
+        gid = validate_key(group_id, "group id")
+        return await self._read(sql_groups.members, self.sql.dialect, gid)

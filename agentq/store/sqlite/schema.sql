@@ -145,3 +145,19 @@ CREATE INDEX workflows_by_definition ON workflows (definition, state, started_se
 -- the workflow fails with WorkflowTimedOut; NULL for none and in files written before this
 -- version (their logs hold no deadlines: nothing to rebuild).
 ALTER TABLE workflows ADD COLUMN deadline REAL;
+
+-- migration 9
+-- Run groups (engine.group): a group's manifest, kept beside the log (its members are ordinary
+-- workflows "<group_id>/<key>"); forget_group deletes both rows.
+CREATE TABLE run_groups (
+    group_id   TEXT    PRIMARY KEY,
+    definition TEXT    NOT NULL,
+    created_at REAL    NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE run_group_items (
+    group_id   TEXT    NOT NULL,
+    position   INTEGER NOT NULL,       -- the order submitted
+    item_key   TEXT    NOT NULL,
+    input      TEXT    NOT NULL,       -- JSON
+    PRIMARY KEY (group_id, position)
+) WITHOUT ROWID;

@@ -19,10 +19,12 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+import agentq.store.sql.groups as sql_groups
 import agentq.store.sqlite.jobs as sqlite_jobs
 import agentq.store.sqlite.tx as sqlite_tx
 from agentq.errors import StoreError
-from agentq.store.rules.verbs import JobRules
+from agentq.store.contract.groups import GroupManifest
+from agentq.store.rules.verbs import GroupRules, JobRules
 from agentq.store.sql.reads import JSON_ARROWS, Dialect
 from agentq.store.sql.verbs import SqlParts, SqlStore
 from agentq.store.sqlite.batch import GroupCommit
@@ -34,6 +36,17 @@ if TYPE_CHECKING:
 __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
+
+
+_DIALECT = Dialect("?", json_arrows=JSON_ARROWS)
+
+
+def _record_group(tx: sqlite_tx.SqliteTx, *args: Any) -> tuple[GroupManifest, bool]:
+    return sql_groups.record(tx.conn, _DIALECT, *args)
+
+
+def _forget_group(tx: sqlite_tx.SqliteTx, group_id: str) -> bool:
+    return sql_groups.forget(tx.conn, _DIALECT, group_id)
 
 
 class SqliteStore(SqlStore):
@@ -76,7 +89,8 @@ class SqliteStore(SqlStore):
     """
 
     job_rules = JobRules(sqlite_jobs.save, sqlite_jobs.forget)
-    sql = SqlParts(Dialect("?", json_arrows=JSON_ARROWS), sqlite_jobs.load, sqlite_tx.rebuild)
+    group_rules = GroupRules(_record_group, _forget_group)
+    sql = SqlParts(_DIALECT, sqlite_jobs.load, sqlite_tx.rebuild)
 
     def __init__(
         self,

@@ -15,6 +15,8 @@ order:
 - ``detail``: `workflow_detail_html`, `step_detail_html`, `call_detail_html` of a
   `agentq.widgets.models.detail.DetailSnapshot`, and `json_html` (pretty JSON, long values folded in
   ``<details>``, which opens without JavaScript);
+- ``group``: `group_progress_html` (a run group's progress bar, counts, failures) and
+  `progress_text` (its one-line summary);
 - ``tree``: `tree_html` (a run's tree of `agentq.widgets.models.tree` nodes, nested ``<details>``)
   and `run_tree_html` (rows in, tree out).
 
@@ -34,6 +36,9 @@ call-counts       data-calls, data-runs, data-failed, data-running, data-in-doub
 call-totals       data-calls, data-runs, data-failed (runs), data-in-doubt, data-answered
 wait              data-key, data-deadline (Unix seconds; absent without a deadline)
 more              data-hidden (how many items are not shown)
+group-progress    data-group, data-total, data-ended, data-cost (only given prices)
+group-segment     data-state, data-count (a state's part of the bar)
+group-failure     data-key, data-state
 timeline          (the container)
 timeline-workflow data-workflow, data-state
 timeline-step     data-workflow, data-step

@@ -1,0 +1,351 @@
+"""Run groups: many instances of one definition as one durable unit (`RunGroup`).
+
+``group = engine.group("eval-7")``; ``await group.submit(definition, {"a": 1, "b": 2})``
+records the group's manifest in the store (`DurableStore.record_group`: the definition's name
+and each key's input) and starts the members, the workflows ``eval-7/a`` and ``eval-7/b``,
+which this engine runs in the background (`run_soon`); any engine serving the definition on
+the same store may take some of them up. The manifest is what makes the group durable:
+after a crash, in a new process, ``submit`` of the same items (or `resume`) runs again only
+the members that did not succeed (failed and cancelled ones are retried, completed ones are
+left as they are, open ones are run by this engine where they stopped).
+
+`results` yields the members as they end (those that ended already first, by end time),
+`status` counts them by state, `cancel` cancels the open ones, `forget` removes the
+manifest (the members stay stored). The members are ordinary workflows: `engine.run`,
+`agentq show`, the frames and widgets see them as any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from agentq.clock import Clock
+from agentq.codec import encode
+from agentq.errors import KeyConflictError, NotRetryableError, UnknownWorkflowError
+from agentq.keys import validate_key
+from agentq.store import (
+    DurableGroups,
+    DurableStore,
+    GroupManifest,
+    StepState,
+    WorkflowRow,
+    WorkflowState,
+    member_id,
+    summed_usage,
+)
+from agentq.workflows.members import STATES, GroupMember, GroupStatus
+from agentq.workflows.model import RunResult, WorkflowDef
+
+__all__ = ["RunGroup"]
+
+class GroupEngine(Protocol):
+    """What a `RunGroup` needs of its `WorkflowEngine`."""
+
+    @property
+    def store(self) -> DurableStore: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def poll_interval(self) -> float: ...
+
+    def definition(self, name: str) -> WorkflowDef | None: ...
+
+    def register(self, definition: WorkflowDef) -> None: ...
+
+    async def start(
+        self, definition: WorkflowDef | str, workflow_id: str, input: Any = None
+    ) -> bool: ...
+
+    def run_soon(self, workflow: str) -> None: ...
+
+    def running(self, workflow_id: str) -> bool: ...
+
+    async def cancel(self, workflow_id: str, reason: str = "cancelled") -> bool: ...
+
+
+class RunGroup:
+    """A run group of one engine (see the module docstring); made by `WorkflowEngine.group`.
+
+    Args:
+        engine: The engine that starts and runs the members.
+        group_id: The group's id (a key); member ``k`` is the workflow ``<group_id>/k``.
+        runs: The engine's runs in progress (tasks), awaited by `results` between reads.
+        run_of: The engine's run of a workflow in progress, or None (a retry waits for
+            the end of a cancelled member's run before it runs the member again).
+
+    Raises:
+        InvalidKeyError / TypeError: A bad `group_id`.
+        TypeError: The engine's store keeps no run groups (no `DurableGroups` verbs).
+
+    Use it on the engine's event loop.
+    """
+
+    def __init__(
+        self,
+        engine: GroupEngine,
+        group_id: str,
+        runs: Callable[[], list[asyncio.Task[RunResult]]],
+        run_of: Callable[[str], asyncio.Task[RunResult] | None],
+    ) -> None:
+        self.group_id = validate_key(group_id, "group id")
+        if "/" in self.group_id:
+            raise ValueError(
+                f"a group id holds no '/' (its members are <group_id>/<key>): {group_id!r}"
+            )
+        store = engine.store
+        if not isinstance(store, DurableGroups):
+            raise TypeError(f"{store!r} keeps no run groups (it has no DurableGroups verbs)")
+        self._engine = engine
+        self._groups: DurableGroups = store
+        self._runs = runs
+        self._run_of = run_of
+
+    def __repr__(self) -> str:
+        return f"RunGroup({self.group_id!r})"
+
+    async def submit(self, definition: WorkflowDef | str, items: Mapping[str, Any]) -> bool:
+        """Record the group's manifest and start its members; submitted again, run again
+        only the members that did not succeed (as `resume`).
+
+        Args:
+            definition: A `WorkflowDef` (registered on the way) or the name of one
+                registered with this engine.
+            items: Each member's key (no ``/``) mapped to its input (JSON); at least one.
+
+        Returns:
+            True if this call recorded the manifest; False if the same group was stored
+            already (then it resumed it).
+
+        Raises:
+            KeyConflictError: The group is stored with another input for a key (the message
+                names the keys); nothing changes.
+            ValueError: The group is stored with another set of keys or another definition
+                (the message names the difference), `items` is empty, or a key holds a
+                ``/``; nothing changes.
+            UnknownWorkflowError: A name no registered definition has.
+            TypeError: `items` is not a mapping, or `definition` neither a `WorkflowDef`
+                nor a str.
+            PayloadError: An input is not JSON or too large.
+        """
+        found = self._definition(definition)
+        now = self._engine.clock.time()
+        manifest, created = await self._groups.record_group(
+            self.group_id, definition=found.name, items=items, now=now
+        )
+        if not created:
+            self._same(manifest, found.name, items)
+        await self._drive(manifest, found)
+        return created
+
+    async def resume(self) -> int:
+        """Run again the members that did not succeed: start those never stored, retry the
+        failed and cancelled ones, run the open ones here (where they stopped; a live lease
+        of another engine is respected). Completed members are left as they are. A member
+        cancelled while this engine ran it is retried once that run has ended (its body
+        stopped).
+
+        Returns:
+            How many members were started or retried (open ones not counted).
+
+        Raises:
+            UnknownWorkflowError: No manifest is stored under this id, or its definition is
+                not registered with this engine.
+        """
+        manifest = await self._manifest()
+        found = self._engine.definition(manifest.definition)
+        if found is None:
+            raise UnknownWorkflowError(
+                f"group {self.group_id!r}: its definition {manifest.definition!r} is not "
+                "registered with this engine; register it first"
+            )
+        return await self._drive(manifest, found)
+
+    async def status(self) -> GroupStatus:
+        """Count the members by state (one read of the store).
+
+        Raises:
+            UnknownWorkflowError: No manifest is stored under this id.
+        """
+        manifest = await self._manifest()
+        rows = await self._members(manifest)
+        counts = dict.fromkeys(STATES, 0)
+        for key in manifest.items:
+            row = rows.get(key)
+            counts["pending" if row is None else row.state.value] += 1
+        return GroupStatus(**counts)
+
+    async def results(self) -> AsyncIterator[GroupMember]:
+        """Yield each member once it has ended, in the order they ended (those that ended
+        before the call first), until every member has been yielded.
+
+        Between reads of the store it waits for a run of this engine to end or for the
+        engine's `poll_interval` (members run by other processes are seen at the next read).
+        A member that never ends (waiting for input nobody gives) keeps the iteration open.
+
+        Raises:
+            UnknownWorkflowError: No manifest is stored under this id.
+        """
+        manifest = await self._manifest()
+        left = set(manifest.items)
+        while True:
+            runs = self._runs()  # taken before the read: one that ends after it wakes us
+            rows = await self._members(manifest)
+            ended = sorted(
+                (row for key, row in rows.items() if key in left and row.state.closed),
+                key=lambda row: (row.updated_at, row.last_seq),
+            )
+            for row in ended:
+                key = row.workflow_id[len(self.group_id) + 1:]
+                left.discard(key)
+                yield await self._member(key, row)
+            if not left:
+                return
+            await self._next_change(runs)
+
+    async def cancel(self, reason: str = "cancelled") -> int:
+        """Cancel every member that has not ended (see `WorkflowEngine.cancel`).
+
+        Returns:
+            How many members this call cancelled.
+
+        Raises:
+            UnknownWorkflowError: No manifest is stored under this id.
+        """
+        manifest = await self._manifest()
+        rows = await self._members(manifest)
+        count = 0
+        for key in manifest.items:
+            row = rows.get(key)
+            if row is not None and not row.state.closed:
+                count += await self._engine.cancel(row.workflow_id, reason)
+        return count
+
+    async def forget(self) -> bool:
+        """Remove the manifest from the store; the members stay stored (and running).
+
+        Returns:
+            True if a manifest was removed, False if none was stored.
+        """
+        return await self._groups.forget_group(self.group_id)
+
+    async def manifest(self) -> GroupManifest | None:
+        """The stored manifest, or None."""
+        return await self._groups.load_group(self.group_id)
+
+    # ------------------------------------------------------------ private
+
+    def _definition(self, definition: WorkflowDef | str) -> WorkflowDef:
+        if isinstance(definition, WorkflowDef):
+            self._engine.register(definition)
+            return definition
+        if isinstance(definition, str):
+            found = self._engine.definition(definition)
+            if found is None:
+                raise UnknownWorkflowError(
+                    f"no definition named {definition!r} is registered with this engine"
+                )
+            return found
+        raise TypeError(f"submit() expects a WorkflowDef or its name, got {definition!r:.80}")
+
+    def _same(self, stored: GroupManifest, name: str, items: Mapping[str, Any]) -> None:
+        """Raise unless `items` (already checked by the store) is the stored group."""
+        if stored.definition != name:
+            raise ValueError(
+                f"group {self.group_id!r} is stored with definition {stored.definition!r}, "
+                f"not {name!r}; use another group id"
+            )
+        self.same_keys(stored, items)
+        changed = [k for k in items if encode(items[k]) != encode(stored.items[k])]
+        if changed:
+            raise KeyConflictError(
+                f"group {self.group_id!r} is stored with another input for "
+                f"{len(changed)} key(s): {_keys(changed)}; nothing was changed"
+            )
+
+    def same_keys(self, stored: GroupManifest, keys: Iterable[str]) -> None:
+        """Raise `ValueError` naming the difference unless `keys` are the stored group's keys
+        (in any order)."""
+        given = list(keys)
+        added = [k for k in given if k not in stored.items]
+        missing = [k for k in stored.items if k not in set(given)]
+        if added or missing:
+            raise ValueError(
+                f"group {self.group_id!r} is stored with another set of keys: "
+                f"{len(added)} new ({_keys(added)}), {len(missing)} missing "
+                f"({_keys(missing)}); use another group id"
+            )
+
+    async def _manifest(self) -> GroupManifest:
+        manifest = await self._groups.load_group(self.group_id)
+        if manifest is None:
+            raise UnknownWorkflowError(f"no run group {self.group_id!r} is in the store")
+        return manifest
+
+    async def _members(self, manifest: GroupManifest) -> dict[str, WorkflowRow]:
+        """The stored rows of the manifest's members, by key (children of members left out)."""
+        prefix = len(self.group_id) + 1
+        rows = await self._groups.group_members(self.group_id)
+        found = {row.workflow_id[prefix:]: row for row in rows}
+        return {key: row for key, row in found.items() if key in manifest.items}
+
+    async def _drive(self, manifest: GroupManifest, definition: WorkflowDef) -> int:
+        """Start the members never stored, retry the failed and cancelled ones, run the
+        open ones here; return how many were started or retried."""
+        engine, store = self._engine, self._engine.store
+        rows = await self._members(manifest)
+        count = 0
+        for key, value in manifest.items.items():
+            row = rows.get(key)
+            wid = member_id(self.group_id, key)
+            if row is None:
+                count += await engine.start(definition, wid, value)
+            elif row.state in (WorkflowState.FAILED, WorkflowState.CANCELLED):
+                ending = self._run_of(wid)  # a cancelled run on its way out: let it end
+                if ending is not None:
+                    await asyncio.wait([ending])
+                with contextlib.suppress(NotRetryableError):  # retried by another, meanwhile
+                    await store.retry_workflow(wid, None, engine.clock.time())
+                    count += 1
+            elif row.state is WorkflowState.COMPLETED:
+                continue
+            engine.run_soon(wid)
+        return count
+
+    async def _member(self, key: str, row: WorkflowRow) -> GroupMember:
+        steps = await self._engine.store.step_rows(row.workflow_id)
+        done = [s.output for s in steps if s.state is StepState.COMPLETED]
+        calls = await self._engine.store.calls(row.workflow_id)
+        completed = row.state is WorkflowState.COMPLETED
+        return GroupMember(
+            key,
+            row.workflow_id,
+            row.state.value,
+            done[-1] if completed and done else None,
+            None if completed else row.reason or _failed_reason(steps),
+            summed_usage([c.usage for c in calls]),
+            row.updated_at,
+        )
+
+    async def _next_change(self, runs: list[asyncio.Task[RunResult]]) -> None:
+        """Wait until one of `runs` ends (at once if one has) or `poll_interval` has passed."""
+        tick = asyncio.ensure_future(self._engine.clock.sleep(self._engine.poll_interval))
+        try:
+            await asyncio.wait([tick, *runs], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            tick.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await tick
+
+
+def _failed_reason(steps: list[Any]) -> str | None:
+    return next((s.reason for s in steps if s.state is StepState.FAILED), None)
+
+
+def _keys(keys: list[str]) -> str:
+    shown = ", ".join(repr(k) for k in keys[:5])
+    return shown + (f", … {len(keys) - 5} more" if len(keys) > 5 else "")

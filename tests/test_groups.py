@@ -1,0 +1,248 @@
+"""Run groups (`engine.group`): submit, results as they end, status, resume, cancel, forget,
+on MemoryStore and SqliteStore (the store verbs on PostgreSQL too: ``tests/store``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from agentq import (
+    GroupStatus,
+    Job,
+    NonRetryable,
+    StepContext,
+    StepDef,
+    WorkflowDef,
+    WorkflowEngine,
+)
+from agentq.errors import KeyConflictError, PayloadError, UnknownWorkflowError
+from agentq.events import EventKind
+from agentq.store import DurableStore, WorkflowState
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def square(runs: Counter[str], gates: dict[str, asyncio.Event] | None = None) -> WorkflowDef:
+    """Squares its input; counts its runs by key; "boom" fails; a gated key waits its gate."""
+
+    async def body(ctx: StepContext) -> Any:
+        key = ctx.workflow_id.split("/")[-1]
+        runs[key] += 1
+        if gates is not None and key in gates:
+            await gates[key].wait()
+        if ctx.input == "boom":
+            raise NonRetryable(f"{key} refuses boom")
+        return ctx.input * ctx.input
+
+    return WorkflowDef("square", [StepDef("square", body)])
+
+
+async def drain(engine: WorkflowEngine, group_id: str) -> list[Any]:
+    return [m async for m in engine.group(group_id).results()]
+
+
+async def test_submit_runs_every_member_and_results_yields_each_once(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    runs: Counter[str] = Counter()
+    group = engine.group("g")
+    assert await group.submit(square(runs), {"a": 2, "b": 3, "c": 4}) is True
+    members = [m async for m in group.results()]
+    assert {m.key: m.output for m in members} == {"a": 4, "b": 9, "c": 16}
+    assert {m.status for m in members} == {"completed"}
+    assert [m.workflow_id for m in sorted(members, key=lambda m: m.key)] == ["g/a", "g/b", "g/c"]
+    assert runs == Counter({"a": 1, "b": 1, "c": 1})
+    status = await group.status()
+    assert status == GroupStatus(completed=3)
+    assert dict(status) == {"pending": 0, "running": 0, "waiting": 0, "completed": 3,
+                            "failed": 0, "cancelled": 0}
+    assert status.total == 3 and status.ended == 3
+    # an iteration after the end yields the ended members again, by end order
+    again = [m.key for m in await drain(engine, "g")]
+    assert again == [m.key for m in members]
+
+
+async def test_results_follow_end_order_and_include_those_ended_before(
+    engine: WorkflowEngine,
+) -> None:
+    runs: Counter[str] = Counter()
+    gates = {k: asyncio.Event() for k in ("a", "b", "c")}
+    group = engine.group("order")
+    await group.submit(square(runs, gates), {"a": 1, "b": 2, "c": 3, "d": 4})
+    seen: list[str] = []
+    it = group.results().__aiter__()
+    seen.append((await it.__anext__()).key)  # d has no gate: it ends first
+    for key in ("c", "a", "b"):  # release in this order, each end seen before the next
+        gates[key].set()
+        seen.append((await it.__anext__()).key)
+    with pytest.raises(StopAsyncIteration):
+        await it.__anext__()
+    assert seen == ["d", "c", "a", "b"]
+    later = [m.key for m in await drain(engine, "order")]  # all ended: the same order
+    assert later == seen
+
+
+async def test_a_second_submit_reruns_only_members_that_did_not_succeed(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    runs: Counter[str] = Counter()
+    definition = square(runs)
+    items = {"ok": 5, "bad": "boom"}
+    group = engine.group("again")
+    await group.submit(definition, items)
+    first = {m.key: m async for m in group.results()}
+    assert first["bad"].status == "failed" and "refuses boom" in (first["bad"].reason or "")
+    assert first["ok"].output == 25
+    assert await group.status() == GroupStatus(completed=1, failed=1)
+
+    assert await group.submit(definition, items) is False  # the same set: runs "bad" again
+    second = {m.key: m async for m in group.results()}
+    assert second["bad"].status == "failed"
+    assert runs == Counter({"ok": 1, "bad": 2})
+    events = await store.load_events("again/ok")
+    assert sum(e.kind is EventKind.STEP_STARTED for e in events) == 1
+    assert await group.resume() == 1  # resume does the same
+    [m async for m in group.results()]
+    assert runs == Counter({"ok": 1, "bad": 3})
+
+
+async def test_a_changed_input_for_one_key_raises_and_changes_nothing(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    runs: Counter[str] = Counter()
+    group = engine.group("conflict")
+    await group.submit(square(runs), {"a": 1, "b": 2})
+    await drain(engine, "conflict")
+    before = await store.load_events()
+    manifest = await group.manifest()
+    with pytest.raises(KeyConflictError, match="'b'"):
+        await group.submit(square(runs), {"a": 1, "b": 3})
+    with pytest.raises(ValueError, match="1 new \\('c'\\), 0 missing"):
+        await group.submit(square(runs), {"a": 1, "b": 2, "c": 3})
+    with pytest.raises(ValueError, match="0 new \\(\\), 1 missing \\('b'\\)"):
+        await group.submit(square(runs), {"a": 1})
+    other = WorkflowDef("other", [StepDef("s", lambda ctx: 1)])
+    with pytest.raises(ValueError, match="definition 'square', not 'other'"):
+        await group.submit(other, {"a": 1, "b": 2})
+    assert await store.load_events() == before
+    assert await group.manifest() == manifest
+    assert runs == Counter({"a": 1, "b": 1})
+
+
+async def test_bad_inputs_are_refused_before_anything_is_stored(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    definition = square(Counter())
+    with pytest.raises(ValueError, match="holds no '/'"):
+        engine.group("a/b")
+    group = engine.group("bad")
+    with pytest.raises(ValueError, match="empty"):
+        await group.submit(definition, {})
+    with pytest.raises(TypeError, match="mapping"):
+        await group.submit(definition, [("a", 1)])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="holds no '/'"):
+        await group.submit(definition, {"x/y": 1})
+    with pytest.raises(PayloadError, match="member 'k'"):
+        await group.submit(definition, {"k": object()})
+    with pytest.raises(UnknownWorkflowError, match="nope"):
+        await group.submit("nope", {"k": 1})
+    with pytest.raises(UnknownWorkflowError, match="no run group 'bad'"):
+        await group.status()
+    with pytest.raises(UnknownWorkflowError):
+        await group.resume()
+    assert await group.manifest() is None
+    assert await store.workflows() == []
+
+
+async def test_cancel_cancels_the_open_members_and_resume_runs_them_again(
+    engine: WorkflowEngine,
+) -> None:
+    runs: Counter[str] = Counter()
+    gates = {"slow": asyncio.Event()}
+    definition = square(runs, gates)
+    group = engine.group("c")
+    await group.submit(definition, {"fast": 2, "slow": 3})
+    it = group.results().__aiter__()
+    assert (await it.__anext__()).key == "fast"
+    assert await group.cancel("enough") == 1
+    cancelled = await it.__anext__()
+    assert (cancelled.key, cancelled.status, cancelled.reason) == ("slow", "cancelled", "enough")
+    assert await group.status() == GroupStatus(completed=1, cancelled=1)
+    assert await group.cancel() == 0
+    gates["slow"].set()  # the cancelled body may still be on its way out: resume waits
+    assert await group.resume() == 1
+    done = {m.key: m.output async for m in group.results()}
+    assert done == {"fast": 4, "slow": 9}
+    assert runs == Counter({"fast": 1, "slow": 2})
+
+
+async def test_forget_removes_the_manifest_and_keeps_the_members(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    group = engine.group("f")
+    await group.submit(square(Counter()), {"a": 1})
+    await drain(engine, "f")
+    assert await group.forget() is True
+    assert await group.forget() is False
+    assert await group.manifest() is None
+    row = await store.get_workflow("f/a")
+    assert row is not None and row.state is WorkflowState.COMPLETED
+    with pytest.raises(UnknownWorkflowError):
+        await group.status()
+    # the id can be used again, with other items: the old member is reused as stored
+    assert await group.submit(square(Counter()), {"a": 1, "b": 2}) is True
+    assert {m.key: m.output async for m in group.results()} == {"a": 1, "b": 4}
+
+
+async def test_children_of_members_are_not_members(engine: WorkflowEngine) -> None:
+    leaf = WorkflowDef("leaf", [StepDef("leaf", lambda ctx: ctx.input + 1)])
+
+    async def parent(ctx: StepContext) -> Any:
+        return await ctx.child(leaf, ctx.input, key="kid")
+
+    group = engine.group("fam")
+    await group.submit(WorkflowDef("parent", [StepDef("p", parent)]), {"x": 1, "y": 2})
+    assert {m.key: m.output async for m in group.results()} == {"x": 2, "y": 3}
+    assert (await group.status()).total == 2
+
+
+async def test_group_frame_has_fixed_columns_and_dtypes(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    pytest.importorskip("pandas")
+    from agentq.frames import GROUP_DTYPES, group_frame
+
+    async def body(ctx: StepContext) -> Any:
+        if ctx.input == "boom":
+            raise NonRetryable("no")
+        job_input = ctx.input
+        return await ctx.call(
+            Job("model", lambda: job_input * 2),
+            usage={"input_tokens": 3, "output_tokens": 5},
+        )
+
+    group = engine.group("frame")
+    await group.submit(WorkflowDef("tokens", [StepDef("s", body)]), {"b": 1, "a": "boom", "c": 2})
+    await drain(engine, "frame")
+    frame = await group_frame(store, "frame")
+    assert {c: str(t) for c, t in frame.dtypes.items()} == GROUP_DTYPES
+    assert list(frame["key"]) == ["b", "a", "c"]  # the order submitted
+    assert list(frame["status"]) == ["completed", "failed", "completed"]
+    assert list(frame["status"].cat.categories) == list(GroupStatus())
+    assert frame["output"].tolist() == [2, None, 4]
+    assert "no" in frame["reason"][1] and frame["reason"].isna().tolist() == [True, False, True]
+    assert frame["input_tokens"].tolist()[0] == 3 and frame["output_tokens"].tolist()[2] == 5
+    assert str(frame["ended_at"].dt.tz) == "UTC"
+    assert (frame["duration"] >= frame["duration"].iloc[0] * 0).all()
+
+    empty_group = engine.group("later")
+    await store.record_group("later", definition="tokens", items={"x": 1}, now=0.0)  # type: ignore[attr-defined]
+    empty = await group_frame(store, "later")
+    assert {c: str(t) for c, t in empty.dtypes.items()} == GROUP_DTYPES
+    assert list(empty["status"]) == ["pending"] and empty["ended_at"].isna().all()
+    assert await empty_group.status() == GroupStatus(pending=1)
+    with pytest.raises(UnknownWorkflowError):
+        await group_frame(store, "nothing")

@@ -56,6 +56,7 @@ from agentq.store.contract.rows import (
     WorkflowState,
     shown_call,
 )
+from agentq.store.contract.schedules import ScheduleRow, instance_id
 from agentq.store.memory.store import MemoryStore
 from agentq.store.postgres.store import PostgresStore
 from agentq.store.rules.lease import CANCEL_HANDED_BACK_REASON, HANDED_BACK_REASON
@@ -83,6 +84,7 @@ __all__ = [
     "NotBefore",
     "PostgresStore",
     "ReadyWork",
+    "ScheduleRow",
     "SqliteStore",
     "StepRow",
     "StepState",
@@ -93,6 +95,7 @@ __all__ = [
     "child_of",
     "child_workflow_id",
     "execution_of",
+    "instance_id",
     "parent_of",
     "project_call",
     "shown_call",

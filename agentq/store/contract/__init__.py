@@ -15,8 +15,11 @@ foundation modules of `agentq`):
                         the optional wake-up hook `WorkNotifier`.
     ``checks``          argument checks, run by every store before anything is read or
                         written.
+    ``schedules``       `ScheduleRow`, the instance id of a tick, the schedule checks.
     ``protocol_reads``  `DurableReads`: the read verbs, inherited by `DurableStore`.
     ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
     ``protocol_fork``   `DurableForks`: the fork verb, inherited by `DurableStore`.
+    ``protocol_schedules``  `DurableSchedules`: the schedule verbs, inherited by
+                        `DurableStore`.
     ``protocol``        `DurableStore`: every write verb, its atomicity and its errors.
 """

@@ -26,9 +26,8 @@ from agentq.errors import StoreError
 from agentq.store.contract.checks import check_number
 from agentq.store.postgres.connection import Connections, describe_dsn
 from agentq.store.postgres.listen import Listener
-from agentq.store.postgres.tx import PostgresTx, key, rebuild
+from agentq.store.postgres.tx import DIALECT, PostgresTx, rebuild
 from agentq.store.rules.verbs import JobRules
-from agentq.store.sql.reads import Dialect
 from agentq.store.sql.verbs import SqlParts, SqlStore
 
 if TYPE_CHECKING:
@@ -86,17 +85,7 @@ class PostgresStore(SqlStore):
     """
 
     job_rules = JobRules(postgres_jobs.save, postgres_jobs.forget)
-    sql = SqlParts(
-        Dialect(
-            "%s",
-            key=key,
-            last_seq_sql="SELECT last_seq FROM event_seq",
-            names_one_param=True,
-            ready_lock=" FOR UPDATE OF w SKIP LOCKED",
-        ),
-        postgres_jobs.load,
-        rebuild,
-    )
+    sql = SqlParts(DIALECT, postgres_jobs.load, rebuild)
 
     def __init__(
         self,

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import agentq.store.sql.reads as q
+import agentq.store.sql.schedules as sql_schedules
 from agentq.events import Event
 from agentq.keys import validate_key
 from agentq.queue import StoredJob
@@ -27,6 +28,7 @@ from agentq.store.contract.checks import (
 from agentq.store.contract.claims import Execution
 from agentq.store.contract.ready import ReadyWork
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
+from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.rules.verbs import RuleStore
 from agentq.store.sql.reads import Dialect
 
@@ -149,3 +151,7 @@ class SqlStore(RuleStore):
     async def last_seq(self) -> int:
         """See `DurableStore.last_seq`."""
         return await self._read(q.last_seq, self.sql.dialect)
+
+    async def schedules(self) -> list[ScheduleRow]:
+        """See `DurableSchedules.schedules`."""
+        return await self._read(sql_schedules.all_schedules, self.sql.dialect)

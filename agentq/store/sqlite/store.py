@@ -23,7 +23,6 @@ import agentq.store.sqlite.jobs as sqlite_jobs
 import agentq.store.sqlite.tx as sqlite_tx
 from agentq.errors import StoreError
 from agentq.store.rules.verbs import JobRules
-from agentq.store.sql.reads import JSON_ARROWS, Dialect
 from agentq.store.sql.verbs import SqlParts, SqlStore
 from agentq.store.sqlite.batch import GroupCommit
 from agentq.store.sqlite.connection import connect, on_thread, release
@@ -76,7 +75,7 @@ class SqliteStore(SqlStore):
     """
 
     job_rules = JobRules(sqlite_jobs.save, sqlite_jobs.forget)
-    sql = SqlParts(Dialect("?", json_arrows=JSON_ARROWS), sqlite_jobs.load, sqlite_tx.rebuild)
+    sql = SqlParts(sqlite_tx.DIALECT, sqlite_jobs.load, sqlite_tx.rebuild)
 
     def __init__(
         self,

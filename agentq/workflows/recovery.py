@@ -22,7 +22,10 @@ workflows stay ``running`` with nobody driving them. `recover`:
    `recover` (without `serve`) keeps every deadline. The same for every waiting workflow
    whose step waits on a child run (``ctx.child``): its run joins the child's here (if it
    can run here) and goes on when it ends;
-4. reports the workflows it could not resume because their step bodies are not registered
+4. (before all of this) fires the due tick of every stored schedule of a definition
+   registered here (``engine.schedule``; the latest tick at or before now, once across
+   every engine), so that its instance is resumed with the rest;
+5. reports the workflows it could not resume because their step bodies are not registered
    here: step bodies are code, not data, so a restarted program registers its definitions
    (or plain workflows) again before calling `recover`. An instance whose registered
    definition has other step names than the stored ones is not run: its
@@ -131,6 +134,7 @@ async def recover(engine: WorkflowEngine) -> RecoveryReport:
     """
     if not isinstance(engine, WorkflowEngine):
         raise TypeError(f"recover() expects a WorkflowEngine, got {engine!r:.80}")
+    await engine._fire_schedules()  # due ticks first: their instances are resumed below
     store = engine.store
     now = engine.clock.time()
     recovered: list[Execution] = []

@@ -95,15 +95,13 @@ class Server:
             while not stop.is_set():
                 if self._driver.queue.closed:  # nothing could run: claims would be lost
                     raise QueueClosed("the engine's queue is closed: serve() stops")
-                wait = poll_interval
+                wake = None  # the next tick of a schedule, if it comes before the next poll
                 try:
                     wake = (await self._ticker.fire_due())[1]
-                    if wake is not None:  # the next tick comes before the next poll
-                        wait = min(wait, max(0.0, wake - self._driver.clock.time()))
                     await self.take_up()
                 except AgentqError as exc:  # the store failed: said, and tried again
                     LOGGER.warning("serve(): reading or claiming ready work failed: %s", exc)
-                await self._idle(wait, stop)
+                await self._idle(poll_interval, stop, wake)
             await self._wind_down(grace)
         finally:
             self.serving = False
@@ -217,9 +215,9 @@ class Server:
             except AgentqError as exc:  # said; each wait tries again
                 LOGGER.warning("serve(): wait_for_work failed: %s", exc)
 
-    async def _idle(self, seconds: float, stop: asyncio.Event) -> None:
-        """Wait `seconds` on the clock, or until a run ends, the store knows of new work or
-        `stop` is set."""
+    async def _idle(self, seconds: float, stop: asyncio.Event, wake: float | None) -> None:
+        """Wait `seconds` on the clock, or until `wake` (Unix seconds, a schedule's next tick;
+        None: none), a run ends, the store knows of new work or `stop` is set."""
         clock, store = self._driver.clock, self._driver.store
         if self._ended.is_set():  # a permit is free again: look at once
             self._ended.clear()
@@ -230,6 +228,8 @@ class Server:
             asyncio.ensure_future(self._ended.wait()),
             asyncio.ensure_future(stop.wait()),
         }
+        if wake is not None:
+            waits.add(asyncio.ensure_future(self._until(wake)))
         notified = None
         if isinstance(store, WorkNotifier):
             notified = asyncio.ensure_future(store.wait_for_work(seconds))
@@ -245,6 +245,13 @@ class Server:
             # A broken hook must not make the loop spin: poll on the clock this time.
             LOGGER.warning("serve(): wait_for_work failed: %s", notified.exception())
             await clock.sleep(seconds)
+
+
+    async def _until(self, when: float) -> None:
+        """Sleep on the clock until `when` (Unix seconds), reading the time only as the sleep
+        starts (a clock moved meanwhile is not overslept)."""
+        clock = self._driver.clock
+        await clock.sleep(max(0.0, when - clock.time()))
 
 
 def _count(count: int, noun: str) -> str:

@@ -1,0 +1,81 @@
+"""A schedule's tick survives SIGKILL: the serving process that fired the tick is killed
+while the tick's instance runs, and a new serving process finishes that instance: the tick
+has exactly one instance, never a second one (`schedule_child.py`, real clock)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from agentq.store import SqliteStore, WorkflowState, instance_id
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+HERE = Path(__file__).resolve().parent
+CHILD = HERE / "schedule_child.py"
+
+
+@asynccontextmanager
+async def server(db: Path, side: Path, name: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(CHILD), str(db), str(side), name,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(30):
+            assert (await proc.stdout.readline()).strip() == b"serving"
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+
+
+def lines(side: Path) -> list[str]:
+    return side.read_text().splitlines() if side.exists() else []
+
+
+async def until_line(side: Path, count: int) -> None:
+    """Poll the side file (bounded) until it has `count` lines: the servers are other
+    processes, so there is nothing in this one to wait on."""
+    async with asyncio.timeout(60):
+        while True:
+            if len(lines(side)) >= count:
+                return
+            await asyncio.sleep(0.02)
+
+
+async def test_sigkill_during_a_tick_then_a_new_engine_keeps_one_instance(
+    tmp_path: Path,
+) -> None:
+    db, side = tmp_path / "ticks.db", tmp_path / "side.txt"
+    tick = time.time()  # due at once; the next one an hour later
+    async with SqliteStore(db) as store:
+        await store.put_schedule(
+            "n", "tick", cron=None, every=3600.0, input=None, next_tick=tick, now=tick - 1
+        )
+    wid = instance_id("n", tick)
+    async with server(db, side, "hang") as first:
+        await until_line(side, 1)  # the tick fired; its instance runs (and hangs)
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+    async with server(db, side, "second"), SqliteStore(db) as store:
+        async with asyncio.timeout(60):
+            while True:
+                row = await store.get_workflow(wid)
+                if row is not None and row.state is WorkflowState.COMPLETED:
+                    break
+                await asyncio.sleep(0.02)
+    assert lines(side) == [f"run hang {wid}", f"run second {wid}"]
+    async with SqliteStore(db) as store:
+        assert [w.workflow_id for w in await store.workflows()] == [wid]
+        (schedule,) = await store.schedules()
+        assert (schedule.last_instance, schedule.next_tick) == (wid, tick + 3600)

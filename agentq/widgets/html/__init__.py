@@ -11,6 +11,7 @@ order:
   `outcome_html`, and `run_result_html` / `step_status_html`, which are the values' own
   ``_repr_html_`` (built by the workflow model from `agentq.markup`);
 - ``tables``: `lanes_html` and `steps_html` (and `queue_stats_html`);
+- ``schedules``: `schedules_html`, the store's schedules with their next ticks;
 - ``timeline``: `timeline_html`, the Gantt chart of `agentq.widgets.models.timeline` tracks;
 - ``detail``: `workflow_detail_html`, `step_detail_html`, `call_detail_html` of a
   `agentq.widgets.models.detail.DetailSnapshot`, and `json_html` (pretty JSON, long values folded in
@@ -34,6 +35,8 @@ call-counts       data-calls, data-runs, data-failed, data-running, data-in-doub
 call-totals       data-calls, data-runs, data-failed (runs), data-in-doubt, data-answered
 wait              data-key, data-deadline (Unix seconds; absent without a deadline)
 more              data-hidden (how many items are not shown)
+schedules         (the table of schedules)
+schedule          data-name, data-next-tick (Unix seconds)
 timeline          (the container)
 timeline-workflow data-workflow, data-state
 timeline-step     data-workflow, data-step

@@ -7,6 +7,8 @@ kernel (import-linter contract "Widget models import no view and no ipywidgets")
 
 - ``bulk``: `WaitFilter`, `pending_waits`, `answer_waits`, `BulkReport`: answering many waits;
 - ``search``: `Query` and `page_of`: search and paging over the workflow index;
+- ``schedules``: `ScheduleList`: the store's schedules, read when the log moved or now and
+  then;
 - ``source``: `Source`: what changed in a store since the last refresh (one read per widget
   tree), and `StepCache`, the step rows it keeps;
 - ``tree``: `build_tree`: a workflow's rows folded into its run tree (its steps' statuses

@@ -351,3 +351,30 @@ async def test_a_postgres_schema_before_schedules_gets_them_on_open(
         assert [r.name for r in await s.schedules()] == ["n"]
     finally:
         await s.close()
+
+
+async def test_a_schedule_that_cannot_fire_here_does_not_stop_the_others(
+    engine: WorkflowEngine, store: DurableStore, clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    report, runs = counting()
+    engine.register(report)
+    # Written by some other program: the store does not parse cron expressions.
+    await store.put_schedule("bad", "report", cron="not a cron", every=None, input=None,
+                             next_tick=T0 + 10, now=T0)
+    await engine.schedule("good", report, every=60)
+    async with serving(engine):
+        await clock.advance(60)
+        await until(lambda: ended(store, 1, "good"), "the good schedule's tick")
+    assert await instances(store, "bad") == [] and sum(runs.values()) == 1
+    said = [r.getMessage() for r in caplog.records if "'bad'" in r.getMessage()]
+    assert len(said) == 1 and "not fired here: bad cron expression 'not a cron'" in said[0]
+
+
+async def test_a_name_too_long_for_its_instance_ids_is_refused(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    report, _ = counting()
+    with pytest.raises(InvalidKeyError, match="instances' ids"):
+        await engine.schedule("x" * 1000, report, every=60)
+    assert await store.schedules() == []

@@ -57,6 +57,7 @@ from agentq.store.contract.rows import (
     shown_call,
 )
 from agentq.store.contract.schedules import ScheduleRow, instance_id
+from agentq.store.contract.schedules import check_name as check_schedule_name
 from agentq.store.memory.store import MemoryStore
 from agentq.store.postgres.store import PostgresStore
 from agentq.store.rules.lease import CANCEL_HANDED_BACK_REASON, HANDED_BACK_REASON
@@ -92,6 +93,7 @@ __all__ = [
     "WorkflowClosed",
     "WorkflowRow",
     "WorkflowState",
+    "check_schedule_name",
     "child_of",
     "child_workflow_id",
     "execution_of",

@@ -31,6 +31,8 @@ def _cron(cron: str, start: float, reverse: bool = False) -> float:
     cronsim: Any = require("cronsim", "cron")
     try:
         found: datetime = next(cronsim.CronSim(cron, utc(start), reverse=reverse))
+    except cronsim.CronSimError as exc:  # a stored expression this engine cannot read
+        raise ValueError(f"bad cron expression {cron!r:.80}: {exc}") from exc
     except StopIteration:  # pragma: no cover - cronsim gives up on never-matching dates
         raise ValueError(f"cron expression {cron!r} never matches") from None
     return found.timestamp()

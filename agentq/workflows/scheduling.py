@@ -14,7 +14,7 @@ from typing import Any
 
 from agentq.errors import UnknownWorkflowError
 from agentq.keys import validate_key
-from agentq.store import ScheduleRow
+from agentq.store import ScheduleRow, check_schedule_name
 from agentq.workflows.cadence import check_spec, first_tick
 from agentq.workflows.forking import Forks
 from agentq.workflows.model import WorkflowDef
@@ -78,7 +78,8 @@ class Scheduling(Forks):
             TypeError: `cron` not a str, `every` not a number, `definition` neither a
                 `WorkflowDef` nor a str.
             UnknownWorkflowError: A definition name that no registered definition has.
-            InvalidKeyError: A bad `name`.
+            InvalidKeyError: A bad `name` (at most 996 bytes of UTF-8, so that its
+                instances' ids fit in a key).
             PayloadError: `input` is not JSON or too large.
             MissingExtraError: A `cron` schedule without ``cronsim`` installed.
             Nothing is stored when any of these is raised.
@@ -87,7 +88,7 @@ class Scheduling(Forks):
             >>> await engine.schedule("nightly", report, cron="0 9 * * *", input={"to": "ops"})
             True
         """
-        name = validate_key(name, "schedule name")
+        name = check_schedule_name(name)
         cron, every = check_spec(cron, every)
         if isinstance(definition, WorkflowDef):
             found = definition

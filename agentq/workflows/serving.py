@@ -98,6 +98,9 @@ class Server:
                 wake = None  # the next tick of a schedule, if it comes before the next poll
                 try:
                     wake = (await self._ticker.fire_due())[1]
+                except AgentqError as exc:  # the store failed: said, and tried again
+                    LOGGER.warning("serve(): reading the schedules failed: %s", exc)
+                try:
                     await self.take_up()
                 except AgentqError as exc:  # the store failed: said, and tried again
                     LOGGER.warning("serve(): reading or claiming ready work failed: %s", exc)

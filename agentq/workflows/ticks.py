@@ -51,8 +51,12 @@ class Ticker:
             ``(started, wake)``: the ids of the instances this call started, and the earliest
             next tick (Unix seconds) of those schedules, or None when there is none.
 
+        A schedule whose tick cannot be fired (its cron expression unreadable here, the
+        store failing for it) is logged (``logging.getLogger("agentq")``, WARNING) and
+        skipped; the others still fire.
+
         Raises:
-            StoreError: The store failed (the ticks fired before are kept).
+            StoreError: The store failed to list the schedules.
         """
         store, now = self._store(), self._clock().time()
         started: list[str] = []
@@ -63,7 +67,11 @@ class Ticker:
                 continue
             after = row.next_tick
             if row.next_tick <= now:
-                fired = await self._fire(store, row, now)
+                try:
+                    fired = await self._fire(store, row, now)
+                except AgentqError as exc:  # said; the other schedules still fire
+                    LOGGER.warning("schedule %r: firing its tick failed: %s", row.name, exc)
+                    continue
                 if fired is None:
                     continue
                 wid, after = fired

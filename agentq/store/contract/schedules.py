@@ -15,11 +15,22 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from agentq.errors import InvalidKeyError
 from agentq.events import utc
-from agentq.keys import validate_key
+from agentq.keys import MAX_KEY_BYTES, validate_key
 from agentq.store.contract.checks import check_number, check_payload
 
-__all__ = ["ScheduleRow", "check_schedule", "instance_id"]
+__all__ = [
+    "MAX_SCHEDULE_NAME_BYTES",
+    "ScheduleRow",
+    "check_name",
+    "check_schedule",
+    "instance_id",
+]
+
+_SUFFIX = len("@2026-01-01T00:00:00.000000Z")  # the longest tick suffix of an instance id
+MAX_SCHEDULE_NAME_BYTES = MAX_KEY_BYTES - _SUFFIX
+"""The longest schedule name, in bytes of UTF-8: its instances' ids must be keys too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +72,23 @@ def instance_id(name: str, tick: float) -> str:
     return f"{name}@{utc(tick).isoformat().replace('+00:00', 'Z')}"
 
 
+def check_name(name: object) -> str:
+    """Return `name` if it can name a schedule: a key of at most `MAX_SCHEDULE_NAME_BYTES`.
+
+    Raises:
+        InvalidKeyError / TypeError: Not a key, or too long for its instances' ids.
+    """
+    name = validate_key(name, "schedule name")
+    size = len(name.encode("utf-8"))
+    if size > MAX_SCHEDULE_NAME_BYTES:
+        raise InvalidKeyError(
+            f"schedule name {name[:40]!r}… is {size} bytes of UTF-8; at most "
+            f"{MAX_SCHEDULE_NAME_BYTES}, so that its instances' ids "
+            f"('<name>@<tick>') fit in {MAX_KEY_BYTES}"
+        )
+    return name
+
+
 def check_schedule(
     name: object,
     definition: object,
@@ -74,12 +102,12 @@ def check_schedule(
     next_tick)``.
 
     Raises:
-        InvalidKeyError: A bad name or definition name.
+        InvalidKeyError: A bad name (`check_name`) or definition name.
         TypeError / ValueError: Not exactly one of `cron` (a non-empty str) and `every` (a
             finite number > 0); a `next_tick` that is not finite Unix seconds.
         PayloadError: `input` is not JSON or too large.
     """
-    name = validate_key(name, "schedule name")
+    name = check_name(name)
     definition = validate_key(definition, "definition name")
     if (cron is None) == (every is None):
         raise ValueError(

@@ -95,6 +95,8 @@ async def test_an_instance_id_stored_already_with_other_steps_spends_the_tick(
         ("n", {"every": 0.0}, ValueError),
         ("n", {"every": "1"}, TypeError),
         ("n", {"every": None, "cron": 5}, TypeError),
+        ("n", {"every": None, "cron": "0 9 * * *\x00"}, ValueError),
+        ("n", {"every": None, "cron": "  "}, ValueError),
         ("n", {"input": object()}, PayloadError),
         ("n", {"next_tick": float("nan")}, ValueError),
     ],

@@ -103,8 +103,9 @@ def check_schedule(
 
     Raises:
         InvalidKeyError: A bad name (`check_name`) or definition name.
-        TypeError / ValueError: Not exactly one of `cron` (a non-empty str) and `every` (a
-            finite number > 0); a `next_tick` that is not finite Unix seconds.
+        TypeError / ValueError: Not exactly one of `cron` (a non-empty str of printable
+            ASCII; not parsed here) and `every` (a finite number > 0); a `next_tick` that is
+            not finite Unix seconds.
         PayloadError: `input` is not JSON or too large.
     """
     name = check_name(name)
@@ -114,8 +115,13 @@ def check_schedule(
             f"schedule {name!r} needs exactly one of cron and every, got cron={cron!r:.80} "
             f"and every={every!r:.80}"
         )
-    if cron is not None and (not isinstance(cron, str) or not cron.strip()):
-        raise TypeError(f"cron must be a non-empty str, got {cron!r:.80}")
+    if cron is not None:
+        if not isinstance(cron, str):
+            raise TypeError(f"cron must be a str, got {cron!r:.80}")
+        if not cron.strip() or not cron.isascii() or not cron.isprintable():
+            raise ValueError(
+                f"cron must be a non-empty expression of printable ASCII, got {cron!r:.80}"
+            )
     if every is not None:
         if isinstance(every, bool) or not isinstance(every, int | float):
             raise TypeError(f"every must be a number of seconds, got {every!r:.80}")

@@ -3,6 +3,9 @@
 After a crash (or SIGKILL) a step stays leased by a worker that no longer exists, and
 workflows stay ``running`` with nobody driving them. `recover`:
 
+0. fires the due tick of every stored schedule of a definition registered here
+   (``engine.schedule``: the latest tick at or before now, once across every engine), so
+   that its instance is resumed with the rest below;
 1. re-admits every step whose lease has expired (``now > expires_at``), and every step leased
    by a worker whose process is known to be gone (a default worker id of this host whose pid
    no longer exists: see `agentq.workflows.workers`), recording `WorkerRecovered`; any other
@@ -22,10 +25,7 @@ workflows stay ``running`` with nobody driving them. `recover`:
    `recover` (without `serve`) keeps every deadline. The same for every waiting workflow
    whose step waits on a child run (``ctx.child``): its run joins the child's here (if it
    can run here) and goes on when it ends;
-4. (before all of this) fires the due tick of every stored schedule of a definition
-   registered here (``engine.schedule``; the latest tick at or before now, once across
-   every engine), so that its instance is resumed with the rest;
-5. reports the workflows it could not resume because their step bodies are not registered
+4. reports the workflows it could not resume because their step bodies are not registered
    here: step bodies are code, not data, so a restarted program registers its definitions
    (or plain workflows) again before calling `recover`. An instance whose registered
    definition has other step names than the stored ones is not run: its

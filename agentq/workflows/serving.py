@@ -247,8 +247,8 @@ class Server:
         if notified is not None and not notified.cancelled() and notified.exception():
             # A broken hook must not make the loop spin: poll on the clock this time.
             LOGGER.warning("serve(): wait_for_work failed: %s", notified.exception())
-            await clock.sleep(seconds)
-
+            polled = clock.time() + seconds
+            await self._until(polled if wake is None else min(wake, polled))
 
     async def _until(self, when: float) -> None:
         """Sleep on the clock until `when` (Unix seconds), reading the time only as the sleep

@@ -12,17 +12,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import open_postgres
 
 from agentq import StepContext, StepDef, WorkflowDef, WorkflowEngine
 from agentq.clock import FakeClock
 from agentq.errors import InvalidKeyError, PayloadError, UnknownWorkflowError
 from agentq.queue import LaneConfig, Priority, Queue
-from agentq.store import DurableStore, ScheduleRow, SqliteStore, WorkflowState, instance_id
+from agentq.store import (
+    DurableStore,
+    PostgresStore,
+    ScheduleRow,
+    SqliteStore,
+    WorkflowState,
+    instance_id,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
 T0 = FakeClock().time()  # 2026-01-01T00:00:00Z
+
+
+async def open_postgres(request: pytest.FixtureRequest) -> PostgresStore:
+    """A `PostgresStore` on this test's (empty) PostgreSQL schema; each call a new pool."""
+    target = request.getfixturevalue("pg_target")
+    return await PostgresStore.open(target.dsn, schema=target.schema)
 
 
 def counting(name: str = "report") -> tuple[WorkflowDef, dict[str, int]]:

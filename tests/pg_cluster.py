@@ -219,8 +219,9 @@ class Schemas:
         """Empty `target`'s tables for the next test, or drop the schema."""
         import psycopg
 
-        from agentq.store.postgres.schema import SCHEMA_VERSION
+        from agentq.store.postgres.schema import SCHEMA_VERSION, migrations
 
+        made = sum(s.upper().count("CREATE TABLE") for m in migrations() for s in m)
         name = target.schema
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute("SET lock_timeout = '5s'")
@@ -229,16 +230,17 @@ class Schemas:
                     version = conn.execute(
                         f'SELECT version FROM "{name}".agentq_schema'
                     ).fetchone()
-                    tables = conn.execute(
-                        "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (name,)
-                    ).fetchone()
-                    if version != (SCHEMA_VERSION,) or tables != (9,):
-                        raise LookupError(name)
+                    tables = sorted(
+                        str(r[0]) for r in conn.execute(
+                            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (name,)
+                        )
+                    )
+                    if version != (SCHEMA_VERSION,) or len(tables) != made:
+                        raise LookupError(name)  # a test added or dropped tables: dropped
                     conn.execute("SET LOCAL session_replication_role = replica")
+                    emptied = [t for t in tables if t not in ("agentq_schema", "event_seq")]
                     conn.execute(
-                        f'TRUNCATE "{name}".events, "{name}".workflows, "{name}".steps, '
-                        f'"{name}".calls, "{name}".job_outcomes, "{name}".run_groups, '
-                        f'"{name}".run_group_items'
+                        "TRUNCATE " + ", ".join(f'"{name}"."{t}"' for t in emptied)
                     )
                     conn.execute(f'UPDATE "{name}".event_seq SET last_seq = 0')
             except (psycopg.Error, LookupError):

@@ -20,6 +20,7 @@ from agentq.cli.group import STORE, WORKFLOW, Settings, cli, run_on, say, settin
 from agentq.cli.members import group_listing
 from agentq.cli.pages import DEFAULT_LIMIT, Page, event_page, workflow_page
 from agentq.cli.params import WholeNumber, json_value
+from agentq.cli.schedules import schedules
 from agentq.cli.serve import serve
 from agentq.cli.target import DSN_PREFIXES, is_dsn
 from agentq.events import EventKind
@@ -319,6 +320,7 @@ def store_title(target: str) -> str:
 
 
 cli.add_command(serve)  # agentq serve MODULE:ATTR, a worker process (agentq.cli.serve)
+cli.add_command(schedules)  # agentq schedules STORE (agentq.cli.schedules)
 
 
 def main() -> None:

@@ -21,11 +21,21 @@ from rich.text import Text
 
 from agentq.cli.literal import json_line, text, visible
 from agentq.events import Event
-from agentq.store import CallRow, StepRow, StepState, WorkflowRow, child_of, shown_call
+from agentq.store import (
+    CallRow,
+    ScheduleRow,
+    StepRow,
+    StepState,
+    WorkflowRow,
+    child_of,
+    shown_call,
+)
 
 __all__ = [
     "event_json",
     "events_table",
+    "schedule_line",
+    "schedules_table",
     "short",
     "when",
     "workflow_json",
@@ -290,4 +300,27 @@ def workflow_line(wf: WorkflowRow) -> str:
         "workflow_id": wf.workflow_id, "definition": wf.definition, "state": wf.state.value,
         "steps": list(wf.step_names), "reason": wf.reason, "created_at": wf.created_at,
         "updated_at": wf.updated_at, "last_seq": wf.last_seq, "deadline": wf.deadline,
+    })
+
+
+def schedules_table(schedules: Sequence[ScheduleRow]) -> Table:
+    """One row per schedule: name, definition, spec, next tick, last instance, input."""
+    table = Table(title=f"{len(schedules)} schedule(s)", title_justify="left")
+    for name in ("schedule", "definition", "spec", "next tick (UTC)", "last instance",
+                 "input"):
+        table.add_column(name, overflow="fold")
+    for row in schedules:
+        _row(table, row.name, row.definition, row.spec, when(row.next_tick),
+             row.last_instance or "", short(row.input))
+    return table
+
+
+def schedule_line(row: ScheduleRow) -> str:
+    """One schedule as one line of JSON (``schedules --json``): name, definition, cron (or
+    null), every (seconds or null), input, next_tick, updated_at, last_tick (Unix seconds or
+    null) and last_instance (a workflow id or null)."""
+    return json_line({
+        "name": row.name, "definition": row.definition, "cron": row.cron, "every": row.every,
+        "input": row.input, "next_tick": row.next_tick, "updated_at": row.updated_at,
+        "last_tick": row.last_tick, "last_instance": row.last_instance,
     })

@@ -62,6 +62,8 @@ from agentq.store.contract.rows import (
     WorkflowState,
     shown_call,
 )
+from agentq.store.contract.schedules import ScheduleRow, instance_id
+from agentq.store.contract.schedules import check_name as check_schedule_name
 from agentq.store.memory.store import MemoryStore
 from agentq.store.postgres.store import PostgresStore
 from agentq.store.rules.lease import CANCEL_HANDED_BACK_REASON, HANDED_BACK_REASON
@@ -91,6 +93,7 @@ __all__ = [
     "NotBefore",
     "PostgresStore",
     "ReadyWork",
+    "ScheduleRow",
     "SqliteStore",
     "StepRow",
     "StepState",
@@ -98,10 +101,12 @@ __all__ = [
     "WorkflowClosed",
     "WorkflowRow",
     "WorkflowState",
+    "check_schedule_name",
     "child_of",
     "child_workflow_id",
     "execution_of",
     "member_id",
+    "instance_id",
     "parent_of",
     "project_call",
     "shown_call",

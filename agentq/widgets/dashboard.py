@@ -1,4 +1,5 @@
-"""`Dashboard`: lanes, approvals, steps, call totals and the timeline of one engine."""
+"""`Dashboard`: lanes, approvals, schedules, steps, call totals and the timeline of one
+engine."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from agentq.widgets.actions import Actions
 from agentq.widgets.approvals import ApprovalPanel
 from agentq.widgets.detail import DetailPane
 from agentq.widgets.html.calls import call_totals_html
+from agentq.widgets.html.schedules import schedules_html
 from agentq.widgets.live.refresher import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
+from agentq.widgets.models.schedules import ScheduleList
 from agentq.widgets.models.source import Source
 from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
 
@@ -35,6 +38,9 @@ class Dashboard(Live):
     selected workflow, step or call, with Cancel / Retry after a confirmation (`actions`); the
     timeline has a time axis, a "now" line and a zoom slider (`timeline`). Re-running the cell
     that started it stops it (see `Live.start`).
+
+    Below the lanes, the store's schedules (`schedules`: ``engine.schedule``), each with its
+    spec, next tick and last instance; read when the log moved or every 10 s.
 
     Above the steps, the durable call totals (`calls`): call runs, failed runs and calls in
     doubt, counted from the call events read, beside ``engine.answered_from_log`` (the calls
@@ -96,6 +102,10 @@ class Dashboard(Live):
         )
         self.calls = w.HTML(self._calls_html())
         """HTML: the durable call totals and the calls answered from the log."""
+        self.schedule_list = ScheduleList(engine.store)
+        """The schedules as last read (`ScheduleList`)."""
+        self.schedules = w.HTML(schedules_html((), clock.time()))
+        """HTML: the store's schedules and their next ticks."""
         top = w.HBox(
             [
                 _section(w, "Lanes", self.lanes.widget, "52%"),
@@ -107,6 +117,7 @@ class Dashboard(Live):
             [
                 self._banner,
                 top,
+                _section(w, "Schedules", self.schedules),
                 _section(w, "Steps", w.VBox([self.calls, self.steps.widget])),
                 _section(w, "Detail", w.VBox([self.actions.widget, self.detail.widget])),
                 _section(w, "Timeline", self.timeline.widget),
@@ -136,6 +147,10 @@ class Dashboard(Live):
                 changed = self.timeline.render() | changed
                 changed = self.detail.render() | changed
         changed = self.detail.choices(self.steps.shown) | changed
+        now = self.clock.time()
+        await self.schedule_list.poll(now, rows is not None)
+        shown = schedules_html(self.schedule_list.rows, now)  # "in 3 m 05 s": redrawn
+        changed = set_value(self.schedules, shown) | changed
         # After the poll (the totals count the rows it read). answered_from_log is the
         # engine's own counter, not in the log: read every tick (an attribute, no I/O); the
         # page hears of it only when the text changes.

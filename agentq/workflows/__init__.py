@@ -40,7 +40,12 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    that replace them
 ``deadlines``      the live engine's timers that continue a workflow when a wait's deadline (a
                    sleep's wake time) passes, or fail it at its own deadline
-``serving``        `Server`: the loop of ``serve`` (free permits, ready work, claims)
+``cadence``        the ticks of a schedule's spec (a cron expression through ``cronsim``, or a
+                   period): check it, the first tick, the latest tick due and the one after
+``ticks``          `Ticker`: fire the due ticks of the stored schedules of the definitions
+                   registered here (one store compare-and-swap each)
+``serving``        `Server`: the loop of ``serve`` (schedules' ticks, free permits, ready work,
+                   claims)
 ``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
                    register_workflow, unregister, start (an instance, not run), serve;
                    finding what to run for an id
@@ -53,6 +58,7 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``members``        what a run group reports: `GroupMember` (one that ended), `GroupStatus`
 ``groups``         `RunGroup` (``engine.group``): a manifest of members ``<group>/<key>``,
                    submit, results as they end, status counts, resume, cancel, forget
+``scheduling``     the engine's ``schedule`` and ``unschedule`` (its base class over `Forks`)
 ``engine``         `WorkflowEngine`: run, run_soon, status, close (fork, resume, retry,
                    cancel and the registration verbs from its base classes)
 ``recovery``       `recover` and its `RecoveryReport`: finish what a crashed worker left,

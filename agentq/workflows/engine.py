@@ -1,6 +1,7 @@
 """`WorkflowEngine`: the public verbs over workflows (run, run_soon, status, close).
 
-Its base classes hold the other verbs: `Forks` (``forking.py``: fork), which derives from
+Its base classes hold the other verbs: `Scheduling` (``scheduling.py``: schedule,
+unschedule), which derives from `Forks` (``forking.py``: fork), which derives from
 `Interventions` (``interventions.py``: resume, retry, cancel), which derives from
 `Registrations` (``registrations.py``: register, start, serve...).
 
@@ -33,18 +34,18 @@ from agentq.store import DurableStore, WorkflowRow
 from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
-from agentq.workflows.forking import Forks
 from agentq.workflows.groups import RunGroup
 from agentq.workflows.linking import ChildLinks
 from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
 from agentq.workflows.results import status_of, stored_result
 from agentq.workflows.runs import Runs
+from agentq.workflows.scheduling import Scheduling
 from agentq.workflows.serving import Server
 
 __all__ = ["WorkflowEngine"]
 
 
-class WorkflowEngine(Forks):
+class WorkflowEngine(Scheduling):
     """Run workflows durably: one step after another, each attempt through the queue.
 
     Args:
@@ -112,7 +113,7 @@ class WorkflowEngine(Forks):
         self._driver.on_deadline = self._deadlines.set
         self._ends = Deadlines(lambda: self.clock, self._time_out)  # workflows' deadlines
         self._driver.on_workflow_deadline = self._ends.set
-        self._server = Server(self._driver, self._registry, self._runs)  # for serve()
+        self._server = Server(self._driver, self._registry, self._runs, self._ticker)  # serve()
         self._links = ChildLinks(self._registry, self._runs, self._instance, self.run)
         self._driver.spawner = self._links  # runs the children that steps start (ctx.child)
         self._driver.on_child = self._links.join

@@ -3,6 +3,9 @@
 After a crash (or SIGKILL) a step stays leased by a worker that no longer exists, and
 workflows stay ``running`` with nobody driving them. `recover`:
 
+0. fires the due tick of every stored schedule of a definition registered here
+   (``engine.schedule``: the latest tick at or before now, once across every engine), so
+   that its instance is resumed with the rest below;
 1. re-admits every step whose lease has expired (``now > expires_at``), and every step leased
    by a worker whose process is known to be gone (a default worker id of this host whose pid
    no longer exists: see `agentq.workflows.workers`), recording `WorkerRecovered`; any other
@@ -131,6 +134,7 @@ async def recover(engine: WorkflowEngine) -> RecoveryReport:
     """
     if not isinstance(engine, WorkflowEngine):
         raise TypeError(f"recover() expects a WorkflowEngine, got {engine!r:.80}")
+    await engine._fire_schedules()  # due ticks first: their instances are resumed below
     store = engine.store
     now = engine.clock.time()
     recovered: list[Execution] = []

@@ -2,6 +2,9 @@
 
 Each turn of the loop:
 
+0. fires the due ticks of the stored schedules of the registered definitions
+   (`agentq.workflows.ticks.Ticker`; each tick's instance is started by exactly one serving
+   engine), and notes the earliest next tick, so that step 5 waits no longer than until then;
 1. (when it has a free permit) takes back at once the live leases of dead sibling
    processes on its host, as `run` and
    `recover` do (`DurableStore.live_leases` of the host's worker ids, then
@@ -25,7 +28,8 @@ Each turn of the loop:
    does) and starts the instance's run in this engine with that claim (`Driver.offer`); a
    timed-out wait needs no claim: the run times it out. The run then goes on step after
    step as any run does;
-5. waits for the poll interval on the engine's clock, or less: until a run it started
+5. waits for the poll interval on the engine's clock, or less: until the next tick of a
+   schedule (step 0), until a run it started
    ends (a permit is free again), or until the store's `WorkNotifier.wait_for_work` says
    new work arrived (a store that implements it: PostgreSQL's ``LISTEN/NOTIFY``). Such a
    store is made to listen (``wait_for_work(0)``) before the first poll, so that work
@@ -55,6 +59,7 @@ from agentq.workflows.attempts import claim
 from agentq.workflows.driver import Driver
 from agentq.workflows.registry import Registry, instance_of
 from agentq.workflows.runs import Runs
+from agentq.workflows.ticks import Ticker
 from agentq.workflows.workers import LOGGER, host_prefix, take_back_gone
 
 __all__ = ["Server"]
@@ -63,8 +68,9 @@ __all__ = ["Server"]
 class Server:
     """The serve loop of one engine, over its driver, registry and runs."""
 
-    def __init__(self, driver: Driver, registry: Registry, runs: Runs) -> None:
+    def __init__(self, driver: Driver, registry: Registry, runs: Runs, ticker: Ticker) -> None:
         self._driver = driver
+        self._ticker = ticker
         self._registry = registry
         self._runs = runs
         self._refused: set[str] = set()  # instances whose steps differ: logged once
@@ -89,11 +95,16 @@ class Server:
             while not stop.is_set():
                 if self._driver.queue.closed:  # nothing could run: claims would be lost
                     raise QueueClosed("the engine's queue is closed: serve() stops")
+                wake = None  # the next tick of a schedule, if it comes before the next poll
+                try:
+                    wake = (await self._ticker.fire_due())[1]
+                except AgentqError as exc:  # the store failed: said, and tried again
+                    LOGGER.warning("serve(): reading the schedules failed: %s", exc)
                 try:
                     await self.take_up()
                 except AgentqError as exc:  # the store failed: said, and tried again
                     LOGGER.warning("serve(): reading or claiming ready work failed: %s", exc)
-                await self._idle(poll_interval, stop)
+                await self._idle(poll_interval, stop, wake)
             await self._wind_down(grace)
         finally:
             self.serving = False
@@ -207,9 +218,9 @@ class Server:
             except AgentqError as exc:  # said; each wait tries again
                 LOGGER.warning("serve(): wait_for_work failed: %s", exc)
 
-    async def _idle(self, seconds: float, stop: asyncio.Event) -> None:
-        """Wait `seconds` on the clock, or until a run ends, the store knows of new work or
-        `stop` is set."""
+    async def _idle(self, seconds: float, stop: asyncio.Event, wake: float | None) -> None:
+        """Wait `seconds` on the clock, or until `wake` (Unix seconds, a schedule's next tick;
+        None: none), a run ends, the store knows of new work or `stop` is set."""
         clock, store = self._driver.clock, self._driver.store
         if self._ended.is_set():  # a permit is free again: look at once
             self._ended.clear()
@@ -220,6 +231,8 @@ class Server:
             asyncio.ensure_future(self._ended.wait()),
             asyncio.ensure_future(stop.wait()),
         }
+        if wake is not None:
+            waits.add(asyncio.ensure_future(self._until(wake)))
         notified = None
         if isinstance(store, WorkNotifier):
             notified = asyncio.ensure_future(store.wait_for_work(seconds))
@@ -234,7 +247,14 @@ class Server:
         if notified is not None and not notified.cancelled() and notified.exception():
             # A broken hook must not make the loop spin: poll on the clock this time.
             LOGGER.warning("serve(): wait_for_work failed: %s", notified.exception())
-            await clock.sleep(seconds)
+            polled = clock.time() + seconds
+            await self._until(polled if wake is None else min(wake, polled))
+
+    async def _until(self, when: float) -> None:
+        """Sleep on the clock until `when` (Unix seconds), reading the time only as the sleep
+        starts (a clock moved meanwhile is not overslept)."""
+        clock = self._driver.clock
+        await clock.sleep(max(0.0, when - clock.time()))
 
 
 def _count(count: int, noun: str) -> str:

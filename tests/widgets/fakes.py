@@ -30,6 +30,7 @@ class ReadStore:
         self.events: list[tuple[Any, ...]] = []
         self.steps: dict[tuple[str, int], StepRow] = {}
         self.calls: Counter[str] = Counter()
+        self.schedule_rows: list[Any] = []  # ScheduleRow: what schedules() answers
         self.after: list[int] = []  # after_seq of every event_rows call
         self.fail_with: Exception | None = None
         self.definitions: dict[str, str | None] = {}  # workflow id -> its definition's name
@@ -82,6 +83,10 @@ class ReadStore:
     async def last_seq(self) -> int:
         self._check("last_seq")
         return len(self.events)
+
+    async def schedules(self) -> list[Any]:
+        self._check("schedules")
+        return list(self.schedule_rows)
 
     async def event_rows(
         self, workflow_id: str | None = None, *, after_seq: int = 0

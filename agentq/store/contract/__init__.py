@@ -17,8 +17,11 @@ foundation modules of `agentq`):
                         written.
     ``groups``          run groups: `GroupManifest`, member ids ``<group>/<key>``,
                         `check_group`, and the `DurableGroups` verbs.
+    ``schedules``       `ScheduleRow`, the instance id of a tick, the schedule checks.
     ``protocol_reads``  `DurableReads`: the read verbs, inherited by `DurableStore`.
     ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
     ``protocol_fork``   `DurableForks`: the fork verb, inherited by `DurableStore`.
+    ``protocol_schedules``  `DurableSchedules`: the schedule verbs, inherited by
+                        `DurableStore`.
     ``protocol``        `DurableStore`: every write verb, its atomicity and its errors.
 """

@@ -39,6 +39,7 @@ from agentq.store.contract.rows import (
     WorkflowState,
     event_row,
 )
+from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.memory.detach import detached
 from agentq.store.rules.projection import replay
 from agentq.store.rules.tx import Draft
@@ -58,6 +59,7 @@ class _Tx:
         self.new_workflows: dict[str, tuple[WorkflowRow, int | None]] = {}
         self.new_steps: dict[tuple[str, int], StepRow] = {}
         self.new_calls: dict[tuple[str, str], CallRow] = {}
+        self.new_schedules: dict[str, ScheduleRow | None] = {}  # None: deleted
 
     def load(
         self, workflow_id: str, first: int = 0, last: int = -1
@@ -98,8 +100,26 @@ class _Tx:
         rows.update({k: r for (w, k), r in self.new_calls.items() if w == workflow_id})
         return sorted(rows.values(), key=lambda r: r.first_seq)
 
+    def load_schedule(self, name: str) -> ScheduleRow | None:
+        if name in self.new_schedules:
+            return self.new_schedules[name]
+        return self._store._schedules.get(name)
+
+    def put_schedule(self, row: ScheduleRow) -> None:
+        self.new_schedules[row.name] = row
+
+    def delete_schedule(self, name: str) -> bool:
+        found = self.load_schedule(name) is not None
+        self.new_schedules[name] = None
+        return found
+
     def commit(self) -> None:
         store = self._store
+        for name, schedule in self.new_schedules.items():
+            if schedule is None:
+                store._schedules.pop(name, None)
+            else:
+                store._schedules[name] = schedule
         store._events.extend(self.new_events)
         for (workflow_id, key), call in self.new_calls.items():  # staged in first_seq order
             store._calls.setdefault(workflow_id, {})[key] = call
@@ -189,6 +209,7 @@ class MemoryStore(RuleStore):
         self._jobs: dict[str, StoredJob] = {}
         self._job_expiry: list[tuple[float, str]] = []  # a heap of (expires_at, key)
         self._groups: dict[str, GroupManifest] = {}
+        self._schedules: dict[str, ScheduleRow] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -365,6 +386,11 @@ class MemoryStore(RuleStore):
         """See `DurableStore.last_seq`."""
         self._check()
         return len(self._events)
+
+    async def schedules(self) -> list[ScheduleRow]:
+        """See `DurableSchedules.schedules`."""
+        self._check()
+        return detached([self._schedules[name] for name in sorted(self._schedules)])
 
     async def close(self) -> None:
         """Mark the store closed: further calls raise `StoreError`. Idempotent."""

@@ -177,3 +177,19 @@ CREATE TABLE run_group_items (
     input      TEXT    NOT NULL,       -- JSON
     PRIMARY KEY (group_id, position)
 );
+
+-- migration 6
+-- Schedules (engine.schedule): one row per schedule, apart from the event log. A tick is fired
+-- by a compare-and-swap on next_tick (the row locked FOR UPDATE) in the transaction that
+-- starts the tick's instance.
+CREATE TABLE schedules (
+    name          BYTEA   PRIMARY KEY,
+    definition    BYTEA   NOT NULL,         -- the WorkflowDef each tick starts
+    cron          TEXT,                     -- a 5-field cron expression (UTC), or NULL ...
+    every         DOUBLE PRECISION,         -- ... a period in seconds
+    input         TEXT    NOT NULL,         -- JSON, every instance's input
+    next_tick     DOUBLE PRECISION NOT NULL,
+    updated_at    DOUBLE PRECISION NOT NULL,
+    last_tick     DOUBLE PRECISION,
+    last_instance BYTEA
+);

@@ -28,9 +28,8 @@ from agentq.store.contract.checks import check_number
 from agentq.store.contract.groups import GroupManifest
 from agentq.store.postgres.connection import Connections, describe_dsn
 from agentq.store.postgres.listen import Listener
-from agentq.store.postgres.tx import PostgresTx, key, rebuild
+from agentq.store.postgres.tx import DIALECT, PostgresTx, rebuild
 from agentq.store.rules.verbs import GroupRules, JobRules
-from agentq.store.sql.reads import Dialect
 from agentq.store.sql.verbs import SqlParts, SqlStore
 
 if TYPE_CHECKING:
@@ -43,21 +42,12 @@ T = TypeVar("T")
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
-_DIALECT = Dialect(
-    "%s",
-    key=key,
-    last_seq_sql="SELECT last_seq FROM event_seq",
-    names_one_param=True,
-    ready_lock=" FOR UPDATE OF w SKIP LOCKED",
-)
-
-
 def _record_group(conn: psycopg.Connection[Any], *args: Any) -> tuple[GroupManifest, bool]:
-    return sql_groups.record(conn, _DIALECT, *args)
+    return sql_groups.record(conn, DIALECT, *args)
 
 
 def _forget_group(conn: psycopg.Connection[Any], group_id: str) -> bool:
-    return sql_groups.forget(conn, _DIALECT, group_id)
+    return sql_groups.forget(conn, DIALECT, group_id)
 
 
 class PostgresStore(SqlStore):
@@ -106,7 +96,7 @@ class PostgresStore(SqlStore):
 
     job_rules = JobRules(postgres_jobs.save, postgres_jobs.forget)
     group_rules = GroupRules(_record_group, _forget_group)
-    sql = SqlParts(_DIALECT, postgres_jobs.load, rebuild)
+    sql = SqlParts(DIALECT, postgres_jobs.load, rebuild)
 
     def __init__(
         self,

@@ -33,7 +33,10 @@ from agentq.errors import LeaseLostError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
+from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.rules.tx import Draft, describe_step
+from agentq.store.sql import schedules as sql_schedules
+from agentq.store.sql.reads import Dialect
 from agentq.store.sql.rows import (
     CALL_COLUMNS,
     EVENT_TABLE_COLUMNS,
@@ -49,7 +52,7 @@ from agentq.store.sql.rows import (
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["PostgresTx", "key", "rebuild"]
+__all__ = ["DIALECT", "PostgresTx", "key", "rebuild"]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -66,6 +69,15 @@ def _json(value: Any) -> str | None:
         return _JSON.encode(value.to_dict())
     return _JSON.encode(value)
 
+
+DIALECT = Dialect(
+    "%s",
+    key=key,
+    last_seq_sql="SELECT last_seq FROM event_seq",
+    names_one_param=True,
+    ready_lock=" FOR UPDATE OF w SKIP LOCKED",
+)
+"""How PostgreSQL's queries differ from SQLite's (`agentq.store.sql.reads.Dialect`)."""
 
 _LOCK = "SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE"
 _LOCK_ID = "SELECT pg_advisory_xact_lock(hashtextextended(encode(%s, 'hex'), 17))"
@@ -259,6 +271,15 @@ class PostgresTx:
             )
         else:
             self.conn.execute(_UPDATE_CALL, (*values, row.first_seq))
+
+    def load_schedule(self, name: str) -> ScheduleRow | None:
+        return sql_schedules.load_schedule(self.conn, DIALECT, name, " FOR UPDATE")
+
+    def put_schedule(self, row: ScheduleRow) -> None:
+        sql_schedules.put_schedule(self.conn, DIALECT, row)
+
+    def delete_schedule(self, name: str) -> bool:
+        return sql_schedules.delete_schedule(self.conn, DIALECT, name)
 
 
 def rebuild(tx: PostgresTx) -> None:

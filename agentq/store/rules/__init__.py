@@ -15,6 +15,8 @@ imports only modules above it):
     ``attempt``         complete, fail or wait: the end of an attempt, under fencing.
     ``calls``           start, complete or fail a durable call, under fencing.
     ``children``        start a child run (``ctx.child``) once, linked to its parent.
+    ``schedules``       store, replace or delete a schedule; fire a tick (a compare-and-swap
+                        on its next tick, with the start of its instance).
     ``fork``            fork a workflow: a new one whose history up to a point is copied
                         from another's.
     ``verbs``           `RuleStore`: every write verb once, over an abstract `_write`; the

@@ -29,6 +29,7 @@ from agentq.errors import UnknownStepError, UnknownWorkflowError
 from agentq.events import Event, EventKind, utc
 from agentq.store.contract.children import child_of, outcome, parent_of
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.rules.projection import TIMED_OUT_REASON, Rows, project
 
 __all__ = [
@@ -155,6 +156,18 @@ class Tx(Protocol):
 
     def load_calls(self, workflow_id: str) -> list[CallRow]:
         """Return every call and wait row of the workflow, in `CallRow.first_seq` order."""
+        ...
+
+    def load_schedule(self, name: str) -> ScheduleRow | None:
+        """Return schedule `name` (a store that locks rows locks it), or None."""
+        ...
+
+    def put_schedule(self, row: ScheduleRow) -> None:
+        """Insert or replace the schedule row (keyed by name)."""
+        ...
+
+    def delete_schedule(self, name: str) -> bool:
+        """Delete schedule `name`; True if it was stored."""
         ...
 
 

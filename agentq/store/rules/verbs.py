@@ -19,6 +19,7 @@ import agentq.store.rules.calls as rules_calls
 import agentq.store.rules.children as rules_children
 import agentq.store.rules.fork as rules_fork
 import agentq.store.rules.lease as rules_lease
+import agentq.store.rules.schedules as rules_schedules
 import agentq.store.rules.workflow as rules_workflow
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
@@ -26,6 +27,7 @@ from agentq.store.contract.children import ChildStart
 from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.groups import GroupManifest, check_group
 from agentq.store.contract.rows import CallRow, WorkflowRow
+from agentq.store.contract.schedules import ScheduleRow
 
 __all__ = ["GroupRules", "JobRules", "RuleStore"]
 
@@ -265,6 +267,41 @@ class RuleStore:
         """See `DurableStore.fork_workflow`."""
         return await self._write(
             rules_fork.fork_workflow, workflow_id, new_workflow_id, step, key, replace, now
+        )
+
+    async def put_schedule(
+        self,
+        name: str,
+        definition: str,
+        *,
+        cron: str | None,
+        every: float | None,
+        input: Any,
+        next_tick: float,
+        now: float,
+    ) -> tuple[ScheduleRow, bool]:
+        """See `DurableSchedules.put_schedule`."""
+        return await self._write(
+            rules_schedules.put_schedule, name, definition, cron, every, input, next_tick, now
+        )
+
+    async def delete_schedule(self, name: str) -> bool:
+        """See `DurableSchedules.delete_schedule`."""
+        return await self._write(rules_schedules.delete_schedule, name)
+
+    async def fire_schedule(
+        self,
+        row: ScheduleRow,
+        *,
+        tick: float,
+        next_tick: float,
+        step_names: Sequence[str],
+        now: float,
+        deadline: float | None = None,
+    ) -> str | None:
+        """See `DurableSchedules.fire_schedule`."""
+        return await self._write(
+            rules_schedules.fire_schedule, row, tick, next_tick, step_names, now, deadline
         )
 
     async def save_job(

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import agentq.store.sql.groups as sql_groups
 import agentq.store.sql.reads as q
+import agentq.store.sql.schedules as sql_schedules
 from agentq.events import Event
 from agentq.keys import validate_key
 from agentq.queue import StoredJob
@@ -29,6 +30,7 @@ from agentq.store.contract.claims import Execution
 from agentq.store.contract.groups import GroupManifest
 from agentq.store.contract.ready import ReadyWork
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
+from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.rules.verbs import RuleStore
 from agentq.store.sql.reads import Dialect
 
@@ -161,3 +163,6 @@ class SqlStore(RuleStore):
         """See `DurableGroups.group_members`."""
         gid = validate_key(group_id, "group id")
         return await self._read(sql_groups.members, self.sql.dialect, gid)
+    async def schedules(self) -> list[ScheduleRow]:
+        """See `DurableSchedules.schedules`."""
+        return await self._read(sql_schedules.all_schedules, self.sql.dialect)

@@ -161,3 +161,18 @@ CREATE TABLE run_group_items (
     input      TEXT    NOT NULL,       -- JSON
     PRIMARY KEY (group_id, position)
 ) WITHOUT ROWID;
+
+-- migration 10
+-- Schedules (engine.schedule): one row per schedule, apart from the event log. A tick is fired
+-- by a compare-and-swap on next_tick in the transaction that starts the tick's instance.
+CREATE TABLE schedules (
+    name          TEXT    PRIMARY KEY,
+    definition    TEXT    NOT NULL,     -- the WorkflowDef each tick starts
+    cron          TEXT,                 -- a 5-field cron expression (UTC), or NULL ...
+    every         REAL,                 -- ... a period in seconds
+    input         TEXT    NOT NULL,     -- JSON, every instance's input
+    next_tick     REAL    NOT NULL,     -- Unix seconds
+    updated_at    REAL    NOT NULL,     -- Unix seconds: made or last replaced
+    last_tick     REAL,
+    last_instance TEXT                  -- the workflow id of the last tick's instance
+) WITHOUT ROWID;

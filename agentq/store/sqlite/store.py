@@ -25,7 +25,6 @@ import agentq.store.sqlite.tx as sqlite_tx
 from agentq.errors import StoreError
 from agentq.store.contract.groups import GroupManifest
 from agentq.store.rules.verbs import GroupRules, JobRules
-from agentq.store.sql.reads import JSON_ARROWS, Dialect
 from agentq.store.sql.verbs import SqlParts, SqlStore
 from agentq.store.sqlite.batch import GroupCommit
 from agentq.store.sqlite.connection import connect, on_thread, release
@@ -38,15 +37,12 @@ __all__ = ["SqliteStore"]
 T = TypeVar("T")
 
 
-_DIALECT = Dialect("?", json_arrows=JSON_ARROWS)
-
-
 def _record_group(tx: sqlite_tx.SqliteTx, *args: Any) -> tuple[GroupManifest, bool]:
-    return sql_groups.record(tx.conn, _DIALECT, *args)
+    return sql_groups.record(tx.conn, sqlite_tx.DIALECT, *args)
 
 
 def _forget_group(tx: sqlite_tx.SqliteTx, group_id: str) -> bool:
-    return sql_groups.forget(tx.conn, _DIALECT, group_id)
+    return sql_groups.forget(tx.conn, sqlite_tx.DIALECT, group_id)
 
 
 class SqliteStore(SqlStore):
@@ -89,8 +85,7 @@ class SqliteStore(SqlStore):
     """
 
     job_rules = JobRules(sqlite_jobs.save, sqlite_jobs.forget)
-    group_rules = GroupRules(_record_group, _forget_group)
-    sql = SqlParts(_DIALECT, sqlite_jobs.load, sqlite_tx.rebuild)
+    sql = SqlParts(sqlite_tx.DIALECT, sqlite_jobs.load, sqlite_tx.rebuild)
 
     def __init__(
         self,

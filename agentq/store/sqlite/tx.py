@@ -20,7 +20,10 @@ from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
+from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.rules.tx import Draft
+from agentq.store.sql import schedules as sql_schedules
+from agentq.store.sql.reads import JSON_ARROWS, Dialect
 from agentq.store.sql.rows import (
     CALL_COLUMNS,
     EVENT_TABLE_COLUMNS,
@@ -35,6 +38,7 @@ from agentq.store.sql.rows import (
 
 __all__ = [
     "BEGIN_ATTEMPTS",
+    "DIALECT",
     "Outcome",
     "SqliteTx",
     "begin",
@@ -47,6 +51,9 @@ __all__ = [
 ]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+DIALECT = Dialect("?", json_arrows=JSON_ARROWS)
+"""How SQLite's queries differ from PostgreSQL's (`agentq.store.sql.reads.Dialect`)."""
 
 BEGIN_ATTEMPTS = 4
 """How many times ``BEGIN IMMEDIATE`` is tried, each waiting up to the busy timeout."""
@@ -245,6 +252,15 @@ class SqliteTx:
             self.conn.execute(_INSERT_CALL, (row.workflow_id, row.key, *values, row.first_seq))
         else:
             self.conn.execute(_UPDATE_CALL, (*values, row.first_seq))
+
+    def load_schedule(self, name: str) -> ScheduleRow | None:
+        return sql_schedules.load_schedule(self.conn, DIALECT, name)
+
+    def put_schedule(self, row: ScheduleRow) -> None:
+        sql_schedules.put_schedule(self.conn, DIALECT, row)
+
+    def delete_schedule(self, name: str) -> bool:
+        return sql_schedules.delete_schedule(self.conn, DIALECT, name)
 
 
 def _marks(columns: str) -> str:

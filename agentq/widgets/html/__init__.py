@@ -11,6 +11,7 @@ order:
   `outcome_html`, and `run_result_html` / `step_status_html`, which are the values' own
   ``_repr_html_`` (built by the workflow model from `agentq.markup`);
 - ``tables``: `lanes_html` and `steps_html` (and `queue_stats_html`);
+- ``schedules``: `schedules_html`, the store's schedules with their next ticks;
 - ``timeline``: `timeline_html`, the Gantt chart of `agentq.widgets.models.timeline` tracks;
 - ``detail``: `workflow_detail_html`, `step_detail_html`, `call_detail_html` of a
   `agentq.widgets.models.detail.DetailSnapshot`, and `json_html` (pretty JSON, long values folded in
@@ -39,6 +40,8 @@ more              data-hidden (how many items are not shown)
 group-progress    data-group, data-total, data-ended, data-cost (only given prices)
 group-segment     data-state, data-count (a state's part of the bar)
 group-failure     data-key, data-state
+schedules         (the table of schedules)
+schedule          data-name, data-next-tick (Unix seconds)
 timeline          (the container)
 timeline-workflow data-workflow, data-state
 timeline-step     data-workflow, data-step

@@ -9,6 +9,8 @@ kernel (import-linter contract "Widget models import no view and no ipywidgets")
 - ``search``: `Query` and `page_of`: search and paging over the workflow index;
 - ``group``: `GroupProgress` (`read_progress`, `fold_progress`): a run group's counts,
   failures, tokens, cost, rate and time left;
+- ``schedules``: `ScheduleList`: the store's schedules, read when the log moved or now and
+  then;
 - ``source``: `Source`: what changed in a store since the last refresh (one read per widget
   tree), and `StepCache`, the step rows it keeps;
 - ``tree``: `build_tree`: a workflow's rows folded into its run tree (its steps' statuses

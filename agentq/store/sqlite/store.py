@@ -85,6 +85,7 @@ class SqliteStore(SqlStore):
     """
 
     job_rules = JobRules(sqlite_jobs.save, sqlite_jobs.forget)
+    group_rules = GroupRules(_record_group, _forget_group)
     sql = SqlParts(sqlite_tx.DIALECT, sqlite_jobs.load, sqlite_tx.rebuild)
 
     def __init__(

@@ -56,6 +56,7 @@ from agentq.store.contract.rows import (
     WorkflowState,
     shown_call,
 )
+from agentq.store.contract.sweep import SweepReport
 from agentq.store.memory.store import MemoryStore
 from agentq.store.postgres.store import PostgresStore
 from agentq.store.rules.lease import CANCEL_HANDED_BACK_REASON, HANDED_BACK_REASON
@@ -86,6 +87,7 @@ __all__ = [
     "SqliteStore",
     "StepRow",
     "StepState",
+    "SweepReport",
     "WorkNotifier",
     "WorkflowClosed",
     "WorkflowRow",

@@ -11,6 +11,8 @@ foundation modules of `agentq`):
                         parent's wait key ``child:<key>``, `ChildStart`, the outcome.
     ``claims``          `Execution` (a held lease), `execution_of` (the lease of a step row)
                         and the `ClaimResult` answers of a claim.
+    ``sweep``           `SweepReport` (what a sweep removed) and `check_sweep` (its
+                        arguments).
     ``ready``           `ReadyWork` (what a serving worker may take up now, `is_ready`) and
                         the optional wake-up hook `WorkNotifier`.
     ``checks``          argument checks, run by every store before anything is read or
@@ -18,5 +20,6 @@ foundation modules of `agentq`):
     ``protocol_reads``  `DurableReads`: the read verbs, inherited by `DurableStore`.
     ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
     ``protocol_fork``   `DurableForks`: the fork verb, inherited by `DurableStore`.
+    ``protocol_sweep``  `DurableSweeps`: the retention verb, inherited by `DurableStore`.
     ``protocol``        `DurableStore`: every write verb, its atomicity and its errors.
 """

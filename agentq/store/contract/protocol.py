@@ -23,13 +23,14 @@ from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.protocol_calls import DurableCalls
 from agentq.store.contract.protocol_fork import DurableForks
 from agentq.store.contract.protocol_reads import DurableReads
+from agentq.store.contract.protocol_sweep import DurableSweeps
 from agentq.store.contract.rows import WorkflowRow
 
 __all__ = ["DurableStore"]
 
 
 @runtime_checkable
-class DurableStore(DurableCalls, DurableForks, DurableReads, Protocol):
+class DurableStore(DurableCalls, DurableForks, DurableReads, DurableSweeps, Protocol):
     """The durable state behind `WorkflowEngine`: an event log plus a ``steps`` projection.
 
     Every write verb is one atomic transaction that appends its events and updates the
@@ -41,8 +42,9 @@ class DurableStore(DurableCalls, DurableForks, DurableReads, Protocol):
     `fail_call`, `calls`) are declared in `DurableCalls` (``protocol_calls``) and the read
     verbs (`get_workflow`, `workflows`, `step_rows`, `load_events`, `event_rows`,
     `last_seq`, `ready_workflows`, `expired_leases`) in `DurableReads` (``protocol_reads``),
-    `fork_workflow` in `DurableForks` (``protocol_fork``); this protocol inherits them and
-    declares the write verbs.
+    `fork_workflow` in `DurableForks` (``protocol_fork``), `sweep` (retention) in
+    `DurableSweeps` (``protocol_sweep``); this protocol inherits them and declares the write
+    verbs.
 
     All methods are coroutines to be awaited on one event loop; a store object is not shared
     between loops or threads.

@@ -27,8 +27,10 @@ from agentq.store.contract.checks import check_number
 from agentq.store.postgres.connection import Connections, describe_dsn
 from agentq.store.postgres.listen import Listener
 from agentq.store.postgres.tx import PostgresTx, key, rebuild
+from agentq.store.rules.sweep import Sweeper
 from agentq.store.rules.verbs import JobRules
 from agentq.store.sql.reads import Dialect
+from agentq.store.sql.sweep import sweep_batch
 from agentq.store.sql.verbs import SqlParts, SqlStore
 
 if TYPE_CHECKING:
@@ -39,6 +41,14 @@ __all__ = ["PostgresStore"]
 T = TypeVar("T")
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+_DIALECT = Dialect(
+    "%s",
+    key=key,
+    last_seq_sql="SELECT last_seq FROM event_seq",
+    names_one_param=True,
+    ready_lock=" FOR UPDATE OF w SKIP LOCKED",
+)
 
 
 class PostgresStore(SqlStore):
@@ -86,17 +96,8 @@ class PostgresStore(SqlStore):
     """
 
     job_rules = JobRules(postgres_jobs.save, postgres_jobs.forget)
-    sql = SqlParts(
-        Dialect(
-            "%s",
-            key=key,
-            last_seq_sql="SELECT last_seq FROM event_seq",
-            names_one_param=True,
-            ready_lock=" FOR UPDATE OF w SKIP LOCKED",
-        ),
-        postgres_jobs.load,
-        rebuild,
-    )
+    sql = SqlParts(_DIALECT, postgres_jobs.load, rebuild)
+    sweeper = Sweeper(partial(sweep_batch, _DIALECT))
 
     def __init__(
         self,

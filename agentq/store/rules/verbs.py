@@ -11,7 +11,8 @@ reads).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import agentq.store.rules.attempt as rules_attempt
@@ -19,12 +20,14 @@ import agentq.store.rules.calls as rules_calls
 import agentq.store.rules.children as rules_children
 import agentq.store.rules.fork as rules_fork
 import agentq.store.rules.lease as rules_lease
+import agentq.store.rules.sweep as rules_sweep
 import agentq.store.rules.workflow as rules_workflow
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.children import ChildStart
 from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.rows import CallRow, WorkflowRow
+from agentq.store.contract.sweep import DEFAULT_SWEPT_STATES, SweepReport, check_sweep
 
 __all__ = ["JobRules", "RuleStore"]
 
@@ -53,6 +56,9 @@ class RuleStore:
 
     job_rules: ClassVar[JobRules]
     """The store's job-outcome writes."""
+
+    sweeper: ClassVar[rules_sweep.Sweeper]
+    """The store's transaction of a sweep (`agentq.store.rules.sweep`), run by `_write_job`."""
 
     async def _write(self, rule: Callable[..., T], *args: Any) -> T:
         """Run ``rule(tx, *args)`` in one transaction of the store; return its result.
@@ -268,3 +274,13 @@ class RuleStore:
     async def forget_job(self, key: str) -> bool:
         """See `JobOutcomeStore.forget_job`."""
         return await self._write_job(self.job_rules.forget, validate_key(key))
+
+    async def sweep(
+        self,
+        *,
+        ended_before: float | datetime,
+        states: Iterable[str] = DEFAULT_SWEPT_STATES,
+    ) -> SweepReport:
+        """See `DurableStore.sweep` (batches of `_write_job`, one transaction each)."""
+        cutoff, wanted = check_sweep(ended_before, states)
+        return await rules_sweep.sweep(self._write_job, self.sweeper.batch, cutoff, wanted)

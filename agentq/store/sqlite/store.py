@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import agentq.store.sqlite.jobs as sqlite_jobs
 import agentq.store.sqlite.tx as sqlite_tx
 from agentq.errors import StoreError
+from agentq.store.rules.sweep import SweepBatch, Sweeper
 from agentq.store.rules.verbs import JobRules
 from agentq.store.sql.reads import JSON_ARROWS, Dialect
+from agentq.store.sql.sweep import sweep_batch
 from agentq.store.sql.verbs import SqlParts, SqlStore
 from agentq.store.sqlite.batch import GroupCommit
 from agentq.store.sqlite.connection import connect, on_thread, release
@@ -34,6 +36,19 @@ if TYPE_CHECKING:
 __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
+
+_DIALECT = Dialect(
+    "?",
+    # The log's sequence numbers are AUTOINCREMENT: never handed out again, even once a sweep
+    # deleted the latest events; the highest one handed out is in sqlite_sequence.
+    last_seq_sql="SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)",
+    json_arrows=JSON_ARROWS,
+)
+
+
+def _sweep(tx: sqlite_tx.SqliteTx, *args: Any) -> SweepBatch:
+    """One transaction of a sweep (`agentq.store.sql.sweep.sweep_batch`) on the batch's tx."""
+    return sweep_batch(_DIALECT, tx.conn, *args)
 
 
 class SqliteStore(SqlStore):
@@ -76,7 +91,8 @@ class SqliteStore(SqlStore):
     """
 
     job_rules = JobRules(sqlite_jobs.save, sqlite_jobs.forget)
-    sql = SqlParts(Dialect("?", json_arrows=JSON_ARROWS), sqlite_jobs.load, sqlite_tx.rebuild)
+    sql = SqlParts(_DIALECT, sqlite_jobs.load, sqlite_tx.rebuild)
+    sweeper = Sweeper(_sweep)
 
     def __init__(
         self,

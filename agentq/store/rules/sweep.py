@@ -1,0 +1,153 @@
+"""Retention, written once for every store: which workflows a sweep keeps, and its batches.
+
+`DurableStore.sweep` runs as a loop of short transactions (`sweep`): each one examines at most
+`SWEEP_BATCH` workflows of one ended state, in start order after a cursor (the ``started_seq``
+of the last one examined), and removes those the rules below allow. A store supplies the
+transaction (`Sweeper.batch`: read the candidates, remove the chosen ones); the rules are here:
+
+- a candidate is in the state asked for, ended strictly before the cutoff (its latest event),
+  and has no step fenced by a revoked lease whose expiry is at or after the cutoff
+  (`kept_by_fence`);
+- a child run whose parent is still stored (a parent that recorded it: the parent's wait row
+  ``child:<key>`` exists) is kept, unless the parent is removed in the same batch (`chosen`):
+  a parent's step run again joins its child by id and would start it anew if it were gone.
+  A child skipped so is looked at again by another round of the sweep, once its parent may
+  have gone (`sweep` runs rounds while they remove something and skipped a child).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+from agentq.store.contract.children import parent_of
+from agentq.store.contract.rows import WorkflowState
+from agentq.store.contract.sweep import SWEEP_BATCH, SweepReport
+
+__all__ = ["Candidate", "SweepBatch", "Sweeper", "chosen", "kept_by_fence", "sweep"]
+
+MAX_ROUNDS = 8
+"""At most this many rounds of batches per sweep (a round more per generation of child runs
+whose parent a round removed)."""
+
+
+class Candidate(NamedTuple):
+    """A workflow a batch examines.
+
+    Attributes:
+        workflow_id: Its id.
+        started_seq: The sequence number of its `WorkflowStarted` (the start order).
+        ended_at: Unix seconds of its latest event.
+        fenced_until: The latest lease expiry among its steps (a fence, for an ended
+            workflow), or None.
+    """
+
+    workflow_id: str
+    started_seq: int
+    ended_at: float
+    fenced_until: float | None
+
+
+class SweepBatch(NamedTuple):
+    """What one transaction of a sweep did.
+
+    Attributes:
+        report: What it removed.
+        cursor: The ``started_seq`` of the last workflow it examined, to go on after; None
+            when no workflow of the state is left after it.
+        skipped_child: Whether it kept a child run because its parent is stored.
+    """
+
+    report: SweepReport
+    cursor: int | None
+    skipped_child: bool
+
+
+class Sweeper(NamedTuple):
+    """How a store runs one transaction of a sweep.
+
+    Attributes:
+        batch: ``batch(tx, cutoff, state, after, limit) -> SweepBatch``: in one transaction,
+            examine at most `limit` workflows in `state` whose ``started_seq`` is greater
+            than `after`, in start order, and remove those `chosen` allows with everything
+            the store keeps of them.
+    """
+
+    batch: Callable[..., SweepBatch]
+
+
+def kept_by_fence(candidate: Candidate, cutoff: float) -> bool:
+    """Whether `candidate` must be kept: not ended before `cutoff`, or a step still fenced
+    by a revoked lease (its body may still run) that expires at or after it."""
+    if not candidate.ended_at < cutoff:
+        return True
+    return candidate.fenced_until is not None and candidate.fenced_until >= cutoff
+
+
+def chosen(
+    candidates: Iterable[Candidate],
+    cutoff: float,
+    recorded_child: Callable[[str, str], bool],
+) -> tuple[list[str], bool]:
+    """The ids of `candidates` (in start order) a batch removes, and whether it kept a child.
+
+    Args:
+        candidates: The workflows examined, in start order.
+        cutoff: Unix seconds: only workflows ended strictly before go.
+        recorded_child: ``recorded_child(parent_id, wait_key)``: whether workflow
+            `parent_id` is stored and has a wait row `wait_key` (it started that child).
+
+    Returns:
+        ``(ids, skipped_child)``.
+    """
+    removed: set[str] = set()
+    ids: list[str] = []
+    skipped = False
+    for candidate in candidates:
+        if kept_by_fence(candidate, cutoff):
+            continue
+        link = parent_of(candidate.workflow_id)
+        if link is not None and link[0] not in removed and recorded_child(*link):
+            skipped = True
+            continue
+        removed.add(candidate.workflow_id)
+        ids.append(candidate.workflow_id)
+    return ids, skipped
+
+
+async def sweep(
+    run: Callable[..., Awaitable[SweepBatch]],
+    batch: Callable[..., SweepBatch],
+    cutoff: float,
+    states: Sequence[WorkflowState],
+    limit: int | None = None,
+) -> SweepReport:
+    """Run the batches of a sweep, one transaction each (``await run(batch, *args)``).
+
+    Each state is swept in start order; rounds follow while the last one removed something
+    and kept a child run for its parent (which may have gone since).
+
+    Args:
+        run: The store's way of running a function in one transaction.
+        batch: The store's `Sweeper.batch`.
+        cutoff: Unix seconds (checked).
+        states: Ended states (checked).
+        limit: Workflows examined per transaction (None: `SWEEP_BATCH`).
+
+    Returns:
+        The sum of the batches' reports.
+    """
+    limit = SWEEP_BATCH if limit is None else limit
+    report = SweepReport()
+    for _ in range(MAX_ROUNDS):
+        before, skipped = report, False
+        for state in states:
+            after: Any = 0
+            while after is not None:
+                done = await run(batch, cutoff, state.value, after, limit)
+                report += done.report
+                skipped = skipped or done.skipped_child
+                after = done.cursor
+        if not skipped or report == before:
+            break
+    return report

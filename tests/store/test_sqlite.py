@@ -124,8 +124,10 @@ def _unbuild(conn: sqlite3.Connection, rebuilt: str, table: str, before: list[li
     """Undo a table rebuilt as `rebuilt` and renamed `table`: the table as the migrations
     `before` made it (its indexes and triggers too), its rows kept."""
     conn.execute(f"ALTER TABLE {table} RENAME TO {rebuilt}")
-    made = [s for statements in before for s in statements
-            if re.match(rf"CREATE (TABLE {table} |(UNIQUE )?INDEX \w+ ON {table} |TRIGGER \w+ \w+ \w+ ON {table}\b)", s)]
+    on_table = re.compile(
+        rf"CREATE (TABLE {table} |(UNIQUE )?INDEX \w+ ON {table} |TRIGGER \w+ \w+ \w+ ON {table}\b)"
+    )
+    made = [s for statements in before for s in statements if on_table.match(s)]
     conn.execute(made[0])
     conn.execute(f"INSERT INTO {table} SELECT * FROM {rebuilt}")
     conn.execute(f"DROP TABLE {rebuilt}")

@@ -18,7 +18,7 @@ from agentq.store.contract.rows import WorkflowState
 
 __all__ = ["DEFAULT_SWEPT_STATES", "SWEEP_BATCH", "SweepReport", "check_sweep"]
 
-SWEEP_BATCH = 500
+SWEEP_BATCH = 200
 """Workflows examined per transaction of a sweep (each transaction is short: other writers,
 in this process or another, take turns with a sweep of a million workflows)."""
 

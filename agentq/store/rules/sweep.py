@@ -17,6 +17,7 @@ transaction (`Sweeper.batch`: read the candidates, remove the chosen ones); the 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -25,6 +26,11 @@ from agentq.store.contract.rows import WorkflowState
 from agentq.store.contract.sweep import SWEEP_BATCH, SweepReport
 
 __all__ = ["Candidate", "SweepBatch", "Sweeper", "chosen", "kept_by_fence", "sweep"]
+
+YIELDS = 8
+"""Loop turns a sweep yields between two of its transactions: verbs that waited for the store
+meanwhile go first, in a transaction of their own (SQLite's group commit lingers a few turns
+for more verbs, and would otherwise take them into the sweep's next batch, to wait for it)."""
 
 MAX_ROUNDS = 8
 """At most this many rounds of batches per sweep (a round more per generation of child runs
@@ -144,6 +150,8 @@ async def sweep(
         for state in states:
             after: Any = 0
             while after is not None:
+                for _ in range(YIELDS):
+                    await asyncio.sleep(0)
                 done = await run(batch, cutoff, state.value, after, limit)
                 report += done.report
                 skipped = skipped or done.skipped_child

@@ -40,6 +40,7 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    that replace them
 ``deadlines``      the live engine's timers that continue a workflow when a wait's deadline (a
                    sleep's wake time) passes, or fail it at its own deadline
+``retention``      `Retention`: the sweeps of a serving engine (``serve(retention=...)``)
 ``serving``        `Server`: the loop of ``serve`` (free permits, ready work, claims)
 ``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
                    register_workflow, unregister, start (an instance, not run), serve;

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import agentq.store.rules.sweep as rules_sweep
-from agentq import StepContext, StepDef, WorkflowDef, WorkflowEngine
+from agentq import StepContext, StepDef, Workflow, WorkflowDef, WorkflowEngine
 from agentq.clock import FakeClock
 from agentq.errors import StoreError
 from agentq.queue import LaneConfig, Priority, Queue
@@ -157,3 +157,22 @@ async def test_a_sweep_while_a_serving_engine_works_on_other_workflows(
     assert [w.workflow_id for w in await store.workflows()] == served
     results = [await serving.engine.run(wid) for wid in served]
     assert [r.outputs for r in results] == [(i, i) for i in range(12)]
+
+
+
+def _plain(wid: str, *names: str) -> Workflow:
+    async def body(ctx: StepContext) -> str:
+        return f"{ctx.workflow_id}:{len(names)}"
+
+    return Workflow(wid, [StepDef(name, body) for name in names])
+
+
+async def test_an_engine_runs_a_swept_id_again_as_a_new_workflow(serving: Serving) -> None:
+    engine, store = serving.engine, serving.store
+    first = await engine.run(_plain("again", "one"))
+    assert first.outputs == ("again:1",)
+    last = await store.last_seq()
+    assert (await store.sweep(ended_before=serving.clock.time() + 1)).workflows == 1
+    second = await engine.run(_plain("again", "two", "three"))
+    assert second.outputs == ("again:2", "again:2")
+    assert min(e.seq for e in await store.load_events("again")) > last

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_cluster import Target
 
 import agentq.store.rules.sweep as rules_sweep
 from agentq.keys import call_queue_key
 from agentq.store import (
     HANDED_BACK_REASON,
     DurableStore,
+    PostgresStore,
+    SqliteStore,
     SweepReport,
     WorkflowState,
 )
@@ -304,3 +308,40 @@ async def test_the_projection_rebuilt_after_a_sweep_has_no_swept_rows(
     await store.rebuild_projection()
     assert (await store.workflows(), await store.step_rows(), await store.calls()) == rows
     assert [w.workflow_id for w in rows[0]] == ["kept"]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def two(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[DurableStore, DurableStore]]:
+    """Two store objects on one database, as two processes would hold."""
+    if request.param == "postgres":
+        target: Target = request.getfixturevalue("pg_target")
+        opened = [await PostgresStore.open(target.dsn, schema=target.schema) for _ in "ab"]
+    else:
+        opened = [await SqliteStore.open(tmp_path / "shared.db") for _ in "ab"]
+    try:
+        yield opened[0], opened[1]
+    finally:
+        for s in opened:
+            await s.close()
+
+
+async def test_two_processes_sweep_while_one_writes(
+    two: tuple[DurableStore, DurableStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rules_sweep, "SWEEP_BATCH", 5)
+    a, b = two
+    for i in range(30):
+        await complete(a, f"old-{i}", call="c")
+
+    async def writes() -> None:
+        for i in range(15):
+            await complete(b, f"new-{i}", call="c", now=T0 + 10)
+
+    first, second, _ = await asyncio.gather(
+        a.sweep(ended_before=T0 + 1), b.sweep(ended_before=T0 + 1), writes()
+    )
+    assert (first + second).workflows == 30
+    assert await states(a) == {f"new-{i}": WorkflowState.COMPLETED for i in range(15)}
+    assert {e.workflow_id for e in await b.load_events()} == {f"new-{i}" for i in range(15)}

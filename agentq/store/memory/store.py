@@ -43,7 +43,13 @@ from agentq.store.contract.rows import (
 from agentq.store.contract.sweep import SweepReport
 from agentq.store.memory.detach import detached
 from agentq.store.rules.projection import replay
-from agentq.store.rules.sweep import Candidate, SweepBatch, Sweeper, chosen
+from agentq.store.rules.sweep import (
+    Candidate,
+    SweepBatch,
+    Sweeper,
+    chosen,
+    recorded_child,
+)
 from agentq.store.rules.tx import Draft
 from agentq.store.rules.verbs import JobRules, RuleStore
 
@@ -165,10 +171,10 @@ def _sweep(tx: _Tx, cutoff: float, state: str, after: int, limit: int) -> SweepB
             fence = max(fences) if fences else None
             candidates.append(Candidate(wid, started, wf.updated_at, fence))
 
-    def recorded_child(parent_id: str, wait_key: str) -> bool:
+    def has_wait(parent_id: str, wait_key: str) -> bool:
         return wait_key in store._calls.get(parent_id, {})
 
-    ids, skipped = chosen(candidates, cutoff, recorded_child)
+    ids, skipped = chosen(candidates, cutoff, lambda wid: recorded_child(wid, has_wait))
     cursor = candidates[-1].started_seq if len(candidates) == limit else None
     calls = 0
     for wid in ids:

@@ -8,11 +8,14 @@ transaction (`Sweeper.batch`: read the candidates, remove the chosen ones); the 
 - a candidate is in the state asked for, ended strictly before the cutoff (its latest event),
   and has no step fenced by a revoked lease whose expiry is at or after the cutoff
   (`kept_by_fence`);
-- a child run whose parent is still stored (a parent that recorded it: the parent's wait row
-  ``child:<key>`` exists) is kept, unless the parent is removed in the same batch (`chosen`):
+- a workflow still held by another stored one is kept, unless its holder is removed in the
+  same batch (`chosen`). A child run is held by its parent while the parent is stored (a
+  parent that recorded it: the parent's wait row ``child:<key>`` exists, `recorded_child`):
   a parent's step run again joins its child by id and would start it anew if it were gone.
-  A child skipped so is looked at again by another round of the sweep, once its parent may
-  have gone (`sweep` runs rounds while they remove something and skipped a child).
+  A workflow skipped so is looked at again by another round of the sweep, once its holder
+  may have gone (`sweep` runs rounds while they remove something and skipped one). A store
+  with more holders (a run group's manifest holding its members) names them in its
+  ``holder`` function.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from agentq.store.contract.children import parent_of
 from agentq.store.contract.rows import WorkflowState
 from agentq.store.contract.sweep import SWEEP_BATCH, SweepReport
 
-__all__ = ["Candidate", "SweepBatch", "Sweeper", "chosen", "kept_by_fence", "sweep"]
+__all__ = [
+    "Candidate", "SweepBatch", "Sweeper", "chosen", "kept_by_fence", "recorded_child", "sweep",
+]
 
 YIELDS = 8
 """Loop turns a sweep yields between two of its transactions: verbs that waited for the store
@@ -93,18 +98,20 @@ def kept_by_fence(candidate: Candidate, cutoff: float) -> bool:
 def chosen(
     candidates: Iterable[Candidate],
     cutoff: float,
-    recorded_child: Callable[[str, str], bool],
+    holder: Callable[[str], str | None],
 ) -> tuple[list[str], bool]:
-    """The ids of `candidates` (in start order) a batch removes, and whether it kept a child.
+    """The ids of `candidates` (in start order) a batch removes, and whether it kept one for
+    its holder.
 
     Args:
         candidates: The workflows examined, in start order.
         cutoff: Unix seconds: only workflows ended strictly before go.
-        recorded_child: ``recorded_child(parent_id, wait_key)``: whether workflow
-            `parent_id` is stored and has a wait row `wait_key` (it started that child).
+        holder: ``holder(workflow_id)``: the id of the stored workflow that still holds it
+            (the parent that started it as a child run: `recorded_child`), or None. A held
+            workflow goes only with its holder, in the same batch.
 
     Returns:
-        ``(ids, skipped_child)``.
+        ``(ids, kept_for_holder)``.
     """
     removed: set[str] = set()
     ids: list[str] = []
@@ -112,13 +119,27 @@ def chosen(
     for candidate in candidates:
         if kept_by_fence(candidate, cutoff):
             continue
-        link = parent_of(candidate.workflow_id)
-        if link is not None and link[0] not in removed and recorded_child(*link):
+        held = holder(candidate.workflow_id)
+        if held is not None and held not in removed:
             skipped = True
             continue
         removed.add(candidate.workflow_id)
         ids.append(candidate.workflow_id)
     return ids, skipped
+
+
+def recorded_child(workflow_id: str, has_wait: Callable[[str, str], bool]) -> str | None:
+    """The parent that holds child run `workflow_id`, or None.
+
+    Args:
+        workflow_id: A workflow's id (a child run's is ``<parent>/<key>``).
+        has_wait: ``has_wait(parent_id, wait_key)``: whether workflow `parent_id` is stored
+            with a wait row `wait_key` (it started that child).
+    """
+    link = parent_of(workflow_id)
+    if link is None or not has_wait(*link):
+        return None
+    return link[0]
 
 
 async def sweep(

@@ -18,7 +18,7 @@ from typing import Any
 
 from agentq.keys import call_queue_key
 from agentq.store.contract.sweep import SweepReport
-from agentq.store.rules.sweep import Candidate, SweepBatch, chosen
+from agentq.store.rules.sweep import Candidate, SweepBatch, chosen, recorded_child
 from agentq.store.sql.reads import Connection, Dialect
 
 __all__ = ["sweep_batch"]
@@ -82,11 +82,11 @@ def sweep_batch(
         for r in rows
     ]
 
-    def recorded_child(parent_id: str, wait_key: str) -> bool:
+    def has_wait(parent_id: str, wait_key: str) -> bool:
         found = conn.execute(d.sql(_RECORDED_CHILD), (d.key(parent_id), d.key(wait_key)))
         return found.fetchone() is not None
 
-    ids, skipped = chosen(candidates, cutoff, recorded_child)
+    ids, skipped = chosen(candidates, cutoff, lambda wid: recorded_child(wid, has_wait))
     cursor = candidates[-1].started_seq if len(candidates) == limit else None
     if not ids:
         return SweepBatch(SweepReport(), cursor, skipped)

@@ -94,6 +94,7 @@ bench: $(TEST_STAMP) $(BENCH_STAMP)
 	$(PY) -m bench.tracing
 	$(PY) -m bench.scale
 	$(PY) -m bench.cli
+	$(PY) -m bench.retention
 	$(BENCH_PY) -m bench.agents
 
 clean:

@@ -85,6 +85,7 @@ from agentq.store import (
     SqliteStore,
     StepRow,
     StepState,
+    SweepReport,
     WorkflowRow,
     WorkflowState,
 )
@@ -185,6 +186,7 @@ __all__ = [
     "StepStatus",
     "StoreError",
     "StoredJob",
+    "SweepReport",
     "SystemClock",
     "UnknownStepError",
     "UnknownWorkflowError",

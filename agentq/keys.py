@@ -8,9 +8,11 @@ included, is allowed.
 
 from __future__ import annotations
 
+import hashlib
+
 from agentq.errors import InvalidKeyError
 
-__all__ = ["MAX_KEY_BYTES", "validate_key"]
+__all__ = ["MAX_KEY_BYTES", "call_queue_key", "validate_key"]
 
 MAX_KEY_BYTES = 1024
 """Longest idempotency key or workflow id, in bytes of UTF-8."""
@@ -59,3 +61,16 @@ def validate_key(value: object, what: str = "idempotency key") -> str:
             f"{what} {_preview(value)} is {size} bytes of UTF-8; the limit is {MAX_KEY_BYTES}"
         )
     return value
+
+
+def call_queue_key(workflow_id: str, key: str) -> str:
+    """The queue key of a durable call (``ctx.call``): its key scoped to its workflow.
+
+    Fixed length (``agentq.call:`` and 32 hex digits of a BLAKE2b digest of both). The engine
+    runs each call under it; `DurableStore.sweep` removes a job outcome stored under it with
+    the call's workflow.
+    """
+    digest = hashlib.blake2b(
+        workflow_id.encode("utf-8") + b"\x00" + key.encode("utf-8"), digest_size=16
+    ).hexdigest()
+    return f"agentq.call:{digest}"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from agentq.events import EventKind
-from agentq.store import HANDED_BACK_REASON, SqliteStore, StepState, WorkflowState
+from agentq.store import HANDED_BACK_REASON, Claimed, SqliteStore, StepState, WorkflowState
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -222,7 +222,7 @@ async def test_a_target_that_cannot_be_served_is_refused_in_one_line(
         assert words in worker.lines[-1], worker.lines
 
 
-@pytest.mark.parametrize("option", ["--poll", "--grace"])
+@pytest.mark.parametrize("option", ["--poll", "--grace", "--retention"])
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 async def test_a_number_that_is_not_finite_is_a_usage_error(
     place: Place, option: str, value: str
@@ -233,6 +233,25 @@ async def test_a_number_that_is_not_finite_is_a_usage_error(
     assert await worker.ended() == 2
     no_traceback(worker)
     assert f"Invalid value for '{option}'" in worker.lines[-1], worker.lines
+
+
+async def test_retention_sweeps_what_ended_long_ago_as_the_worker_serves(place: Place) -> None:
+    async with SqliteStore(place.db) as store:
+        await store.start_workflow("ancient", ["a"], None, 1_000_000.0)
+        claimed = await store.claim_step("ancient", 0, "old", 10.0, 1_000_000.0)
+        assert isinstance(claimed, Claimed)
+        await store.complete_step(claimed.execution, "done", 1_000_000.0)
+    worker = await place.spawn("make_engine", "quick", "--retention", "3600")
+    assert (await place.completed("j-1", 30)).startswith("done by ")
+    async with asyncio.timeout(30), SqliteStore(place.db) as store:
+        while True:  # the first poll's sweep removes it (another process: polled)
+            if await store.get_workflow("ancient") is None:
+                break
+            await asyncio.sleep(0.05)
+        assert await store.get_workflow("j-1") is not None  # ended just now: kept
+    worker.proc.send_signal(signal.SIGTERM)
+    assert await worker.ended() == 0
+    no_traceback(worker)
 
 
 def test_the_worker_lines_print_stored_strings_literally(

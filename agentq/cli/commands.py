@@ -1,4 +1,5 @@
-"""The ``agentq`` commands: ls, show, events, approve, reject, cancel, retry, export.
+"""The ``agentq`` commands: ls, show, events, approve, reject, cancel, retry, export (and
+``serve`` and ``sweep``, from modules of their own).
 
 Each registers on the group of `agentq.cli.group` (exit codes, literal output, opening the
 STORE are there); ``ls`` and ``events`` print a page at a time (`agentq.cli.pages`).
@@ -22,6 +23,7 @@ from agentq.cli.pages import DEFAULT_LIMIT, Page, event_page, workflow_page
 from agentq.cli.params import WholeNumber, json_value
 from agentq.cli.schedules import schedules
 from agentq.cli.serve import serve
+from agentq.cli.sweep import sweep
 from agentq.cli.target import DSN_PREFIXES, is_dsn
 from agentq.events import EventKind
 from agentq.store import DurableStore, WorkflowState
@@ -321,6 +323,7 @@ def store_title(target: str) -> str:
 
 cli.add_command(serve)  # agentq serve MODULE:ATTR, a worker process (agentq.cli.serve)
 cli.add_command(schedules)  # agentq schedules STORE (agentq.cli.schedules)
+cli.add_command(sweep)  # agentq sweep STORE --ended-before T, retention (agentq.cli.sweep)
 
 
 def main() -> None:

@@ -183,13 +183,16 @@ def _engine(value: Any, target: str) -> WorkflowEngine:
     return value
 
 
-async def _serve(value: Any, target: str, stopper: Stopper, poll: float, grace: float) -> None:
+async def _serve(
+    value: Any, target: str, stopper: Stopper, poll: float, grace: float,
+    retention: float | None = None,
+) -> None:
     async with engine_of(value, target) as engine:
         stop = stopper.bind()
         names = ", ".join(repr(n) for n in engine.definitions)
         _say(f"serving {names} as worker {engine.worker_id!r} (SIGTERM or Ctrl-C stops, "
              f"with {grace:g} s of grace)")
-        await engine.serve(poll_interval=poll, stop=stop, grace=grace)
+        await engine.serve(poll_interval=poll, stop=stop, grace=grace, retention=retention)
 
 
 def _finite(_ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -197,6 +200,13 @@ def _finite(_ctx: click.Context, param: click.Parameter, value: float) -> float:
     if math.isnan(value):
         raise click.BadParameter(f"{value!r} is not a number of seconds", param=param)
     return value
+
+
+def _finite_or_none(
+    ctx: click.Context, param: click.Parameter, value: float | None
+) -> float | None:
+    """`_finite`, letting None (not given) through."""
+    return None if value is None else _finite(ctx, param, value)
 
 
 @click.command("serve")
@@ -209,7 +219,12 @@ def _finite(_ctx: click.Context, param: click.Parameter, value: float) -> float:
 @click.option("--poll", type=click.FloatRange(min=0, min_open=True, max=1e9), default=1.0,
               show_default=True, callback=_finite,
               help="Seconds between two reads of the ready work.")
-def serve(target: str, grace: float, poll: float) -> None:
+@click.option("--retention", type=click.FloatRange(min=0, min_open=True, max=1e12),
+              default=None, callback=_finite_or_none, metavar="SECONDS",
+              help="Sweep the store as it serves: remove the completed and cancelled "
+                   "workflows that ended more than SECONDS ago (engine.serve(retention=)); "
+                   "default: never.")
+def serve(target: str, grace: float, poll: float, retention: float | None) -> None:
     """Serve the WorkflowEngine that MODULE:ATTR makes, until SIGTERM or SIGINT.
 
     ATTR is a WorkflowEngine, a callable returning one, or an async context manager yielding
@@ -231,7 +246,7 @@ def serve(target: str, grace: float, poll: float) -> None:
     stopper = Stopper()
     stopper.install()
     try:
-        asyncio.run(_serve(value, target, stopper, poll, grace))
+        asyncio.run(_serve(value, target, stopper, poll, grace, retention))
     except Refused as exc:  # before AgentqError: a refusal is said as it is
         _say(str(exc))
         sys.exit(1)

@@ -64,6 +64,7 @@ from agentq.store.contract.rows import (
 )
 from agentq.store.contract.schedules import ScheduleRow, instance_id
 from agentq.store.contract.schedules import check_name as check_schedule_name
+from agentq.store.contract.sweep import SweepReport
 from agentq.store.memory.store import MemoryStore
 from agentq.store.postgres.store import PostgresStore
 from agentq.store.rules.lease import CANCEL_HANDED_BACK_REASON, HANDED_BACK_REASON
@@ -97,6 +98,7 @@ __all__ = [
     "SqliteStore",
     "StepRow",
     "StepState",
+    "SweepReport",
     "WorkNotifier",
     "WorkflowClosed",
     "WorkflowRow",

@@ -44,8 +44,9 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    period): check it, the first tick, the latest tick due and the one after
 ``ticks``          `Ticker`: fire the due ticks of the stored schedules of the definitions
                    registered here (one store compare-and-swap each)
-``serving``        `Server`: the loop of ``serve`` (schedules' ticks, free permits, ready work,
-                   claims)
+``retention``      `Retention`: the sweeps of a serving engine (``serve(retention=...)``)
+``serving``        `Server`: the loop of ``serve`` (schedules' ticks, sweeps, free permits,
+                   ready work, claims)
 ``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
                    register_workflow, unregister, start (an instance, not run), serve;
                    finding what to run for an id

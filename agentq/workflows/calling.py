@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,6 +23,7 @@ import agentq.tracing as tracing
 from agentq.clock import Clock
 from agentq.codec import decode, encode
 from agentq.errors import AgentqError, JobFailed, JobLost, PayloadError
+from agentq.keys import call_queue_key
 from agentq.outcomes import ErrorInfo, Failed, FailureReason, Pending
 from agentq.queue import Job, Queue
 from agentq.store import CallRow, DurableStore, Execution
@@ -34,14 +34,6 @@ LOGGER = logging.getLogger("agentq")
 
 Usage = Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None
 """What ``ctx.call(usage=...)`` takes: figures to record, or a function of the output."""
-
-
-def call_queue_key(workflow_id: str, key: str) -> str:
-    """The queue key of a durable call: the user's key scoped to its workflow, fixed length."""
-    digest = hashlib.blake2b(
-        workflow_id.encode("utf-8") + b"\x00" + key.encode("utf-8"), digest_size=16
-    ).hexdigest()
-    return f"agentq.call:{digest}"
 
 
 def json_object(value: object, what: str) -> dict[str, Any] | None:

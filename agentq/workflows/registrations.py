@@ -25,6 +25,7 @@ from agentq.keys import validate_key
 from agentq.store import DurableStore, WorkflowRow
 from agentq.workflows.model import Workflow, WorkflowDef
 from agentq.workflows.registry import Registry
+from agentq.workflows.retention import check_retention
 from agentq.workflows.serving import Server
 from agentq.workflows.waits import finish
 
@@ -277,6 +278,7 @@ class Registrations:
         poll_interval: float = 1.0,
         stop: asyncio.Event | None = None,
         grace: float = 0.0,
+        retention: float | None = None,
     ) -> None:
         """Run the ready work of every registered definition, until cancelled or stopped.
 
@@ -320,13 +322,18 @@ class Registrations:
                 work is noticed within about this long.
             stop: Set it to stop serving gracefully; None: only cancelling stops serving.
             grace: Seconds (>= 0, finite) the runs in progress may go on once `stop` is set.
+            retention: Seconds (> 0, finite), or None (never sweep): sweep the store as it
+                serves, removing the completed and cancelled workflows that ended more than
+                this long ago on the engine's clock (`DurableStore.sweep`), at the first poll
+                and then every tenth of `retention` (at least a minute, at most an hour
+                apart), in a task beside the serve loop; a failed sweep is logged.
 
         Returns:
             None, once `stop` was set and the engine closed (it never returns otherwise).
 
         Raises:
-            ValueError: `poll_interval` is not a positive number of seconds, or `grace` not
-                a number of seconds >= 0.
+            ValueError: `poll_interval` or `retention` is not a positive number of
+                seconds, or `grace` not a number of seconds >= 0.
             TypeError: `stop` is neither None nor an `asyncio.Event`.
             EngineError: This engine is serving already.
             QueueClosed: The engine's queue closed (nothing claimed could run); checked
@@ -355,10 +362,11 @@ class Registrations:
             raise ValueError(f"grace must be a number of seconds >= 0, got {grace!r}")
         if stop is not None and not isinstance(stop, asyncio.Event):
             raise TypeError(f"stop must be an asyncio.Event or None, got {stop!r:.80}")
+        kept = check_retention(retention)
         if self._server.serving:
             raise EngineError("serve() is running on this engine already")
         try:
-            await self._server.serve(float(poll_interval), stop, float(grace))
+            await self._server.serve(float(poll_interval), stop, float(grace), kept)
         finally:
             try:
                 await finish(self.close())

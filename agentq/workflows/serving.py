@@ -35,6 +35,10 @@ Each turn of the loop:
    store is made to listen (``wait_for_work(0)``) before the first poll, so that work
    committed while that poll reads is announced to the first wait, not lost.
 
+With a retention (``serve(retention=seconds)``), each turn also starts a sweep of the ended
+workflows when one is due (`agentq.workflows.retention.Retention`: in a task beside the loop,
+cancelled when serving ends).
+
 Until cancelled, or until the `stop` event given to `serve` is set: it then takes no more
 work (the driver is halted: no run claims another step, each parks), logs in one line
 which steps are still running, and waits up to `grace` seconds (on the engine's clock) for
@@ -58,6 +62,7 @@ from agentq.store import Claimed, ReadyWork, StepState, WorkNotifier
 from agentq.workflows.attempts import claim
 from agentq.workflows.driver import Driver
 from agentq.workflows.registry import Registry, instance_of
+from agentq.workflows.retention import Retention
 from agentq.workflows.runs import Runs
 from agentq.workflows.ticks import Ticker
 from agentq.workflows.workers import LOGGER, host_prefix, take_back_gone
@@ -84,12 +89,19 @@ class Server:
         return lane.permits - max(active, lane.running + lane.queued)
 
     async def serve(
-        self, poll_interval: float, stop: asyncio.Event | None = None, grace: float = 0.0
+        self,
+        poll_interval: float,
+        stop: asyncio.Event | None = None,
+        grace: float = 0.0,
+        retention: float | None = None,
     ) -> None:
-        """Take up ready work, then wait; until cancelled, or until `stop` is set: then take
-        no more work and let the runs in progress go on for up to `grace` seconds."""
+        """Take up ready work (and sweep, given a `retention` in seconds), then wait; until
+        cancelled, or until `stop` is set: then take no more work and let the runs in
+        progress go on for up to `grace` seconds."""
         self.serving = True
         stop = asyncio.Event() if stop is None else stop
+        driver = self._driver
+        sweeps = None if retention is None else Retention(driver.store, driver.clock, retention)
         try:
             await self._listen()  # before the first poll: no news falls between the two
             while not stop.is_set():
@@ -104,10 +116,14 @@ class Server:
                     await self.take_up()
                 except AgentqError as exc:  # the store failed: said, and tried again
                     LOGGER.warning("serve(): reading or claiming ready work failed: %s", exc)
+                if sweeps is not None:
+                    sweeps.poll()
                 await self._idle(poll_interval, stop, wake)
             await self._wind_down(grace)
         finally:
             self.serving = False
+            if sweeps is not None:
+                await sweeps.stop()
 
     async def _wind_down(self, grace: float) -> None:
         """Halt the runs (no more steps claimed), say which steps are still running, then

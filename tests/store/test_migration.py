@@ -167,3 +167,28 @@ async def test_old_workflows_resume_recover_and_make_durable_calls(old_file: Pat
     async with SqliteStore(old_file) as again:  # reopened: no second migration
         assert version(old_file) == SCHEMA_VERSION
         assert [r.key for r in await again.calls("crashed")] == ["tool-1", "approve"]
+
+
+async def test_an_old_file_sweeps_and_never_hands_out_a_sequence_number_again(
+    old_file: Path,
+) -> None:
+    """The log of an old file is copied into the AUTOINCREMENT table as it was; once the
+    latest workflows are swept, new events still follow the highest number handed out."""
+    async with SqliteStore(old_file) as store:
+        events = await store.load_events()
+        last = await store.last_seq()
+        assert last == events[-1].seq == 22
+        report = await store.sweep(ended_before=T0 + 1e6)
+        gone = {"done", "cancelled"}
+        assert report.workflows == 2
+        assert report.events == sum(e.workflow_id in gone for e in events)
+        assert await store.load_events() == [e for e in events if e.workflow_id not in gone]
+        assert await store.last_seq() == last
+        await store.start_workflow("cancelled", ["again"], None, T0)
+        assert [e.seq for e in await store.load_events("cancelled")] == [last + 1]
+    conn = sqlite3.connect(old_file)
+    try:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("DELETE FROM events WHERE workflow_id = 'waiting'")
+    finally:
+        conn.close()

@@ -11,6 +11,8 @@ foundation modules of `agentq`):
                         parent's wait key ``child:<key>``, `ChildStart`, the outcome.
     ``claims``          `Execution` (a held lease), `execution_of` (the lease of a step row)
                         and the `ClaimResult` answers of a claim.
+    ``sweep``           `SweepReport` (what a sweep removed) and `check_sweep` (its
+                        arguments).
     ``ready``           `ReadyWork` (what a serving worker may take up now, `is_ready`) and
                         the optional wake-up hook `WorkNotifier`.
     ``checks``          argument checks, run by every store before anything is read or
@@ -23,5 +25,6 @@ foundation modules of `agentq`):
     ``protocol_fork``   `DurableForks`: the fork verb, inherited by `DurableStore`.
     ``protocol_schedules``  `DurableSchedules`: the schedule verbs, inherited by
                         `DurableStore`.
+    ``protocol_sweep``  `DurableSweeps`: the retention verb, inherited by `DurableStore`.
     ``protocol``        `DurableStore`: every write verb, its atomicity and its errors.
 """

@@ -24,13 +24,16 @@ from agentq.store.contract.protocol_calls import DurableCalls
 from agentq.store.contract.protocol_fork import DurableForks
 from agentq.store.contract.protocol_reads import DurableReads
 from agentq.store.contract.protocol_schedules import DurableSchedules
+from agentq.store.contract.protocol_sweep import DurableSweeps
 from agentq.store.contract.rows import WorkflowRow
 
 __all__ = ["DurableStore"]
 
 
 @runtime_checkable
-class DurableStore(DurableCalls, DurableForks, DurableReads, DurableSchedules, Protocol):
+class DurableStore(
+    DurableCalls, DurableForks, DurableReads, DurableSchedules, DurableSweeps, Protocol
+):
     """The durable state behind `WorkflowEngine`: an event log plus a ``steps`` projection.
 
     Every write verb is one atomic transaction that appends its events and updates the
@@ -43,8 +46,8 @@ class DurableStore(DurableCalls, DurableForks, DurableReads, DurableSchedules, P
     verbs (`get_workflow`, `workflows`, `step_rows`, `load_events`, `event_rows`,
     `last_seq`, `ready_workflows`, `expired_leases`) in `DurableReads` (``protocol_reads``),
     `fork_workflow` in `DurableForks` (``protocol_fork``), the schedule verbs in
-    `DurableSchedules` (``protocol_schedules``); this protocol inherits them and
-    declares the write verbs.
+    `DurableSchedules` (``protocol_schedules``), `sweep` (retention) in `DurableSweeps`
+    (``protocol_sweep``); this protocol inherits them and declares the write verbs.
 
     All methods are coroutines to be awaited on one event loop; a store object is not shared
     between loops or threads.

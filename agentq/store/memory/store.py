@@ -10,13 +10,14 @@ purge of `save_job`).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from agentq.errors import StoreError
 from agentq.events import Event
-from agentq.keys import validate_key
+from agentq.keys import call_queue_key, validate_key
 from agentq.queue import StoredJob
 from agentq.store.contract.checks import (
     check_index,
@@ -32,6 +33,7 @@ from agentq.store.contract.claims import Execution, execution_of, is_expired
 from agentq.store.contract.groups import GroupItem, GroupManifest
 from agentq.store.contract.ready import ReadyWork, current_step, is_ready
 from agentq.store.contract.rows import (
+    CallKind,
     CallRow,
     StepRow,
     StepState,
@@ -40,8 +42,16 @@ from agentq.store.contract.rows import (
     event_row,
 )
 from agentq.store.contract.schedules import ScheduleRow
+from agentq.store.contract.sweep import SweepReport
 from agentq.store.memory.detach import detached
 from agentq.store.rules.projection import replay
+from agentq.store.rules.sweep import (
+    Candidate,
+    SweepBatch,
+    Sweeper,
+    chosen,
+    recorded_child,
+)
 from agentq.store.rules.tx import Draft
 from agentq.store.rules.verbs import GroupRules, JobRules, RuleStore
 
@@ -75,7 +85,7 @@ class _Tx:
         return wf, steps
 
     def append(self, draft: Draft) -> Event:
-        event = draft.event(len(self._store._events) + len(self.new_events) + 1)
+        event = draft.event(self._store._last_seq + len(self.new_events) + 1)
         self.new_events.append(event)
         return event
 
@@ -121,12 +131,14 @@ class _Tx:
             else:
                 store._schedules[name] = schedule
         store._events.extend(self.new_events)
+        store._last_seq += len(self.new_events)
         for (workflow_id, key), call in self.new_calls.items():  # staged in first_seq order
             store._calls.setdefault(workflow_id, {})[key] = call
         for workflow_id, (row, started) in self.new_workflows.items():
             store._workflows[workflow_id] = row
             if started is not None:
                 store._steps[workflow_id] = []
+                store._started[workflow_id] = started
         for (workflow_id, index), step in sorted(self.new_steps.items(), key=lambda kv: kv[0][1]):
             rows = store._steps[workflow_id]
             if index == len(rows):
@@ -182,6 +194,36 @@ def _record_group(
 def _forget_group(tx: _Tx, group_id: str) -> bool:
     """`DurableGroups.forget_group` over the store's dict."""
     return tx._store._groups.pop(group_id, None) is not None
+def _sweep(tx: _Tx, cutoff: float, state: str, after: int, limit: int) -> SweepBatch:
+    """One transaction of a sweep (`agentq.store.rules.sweep.Sweeper.batch`) over the dicts."""
+    store = tx._store
+    candidates: list[Candidate] = []
+    for wid, wf in store._workflows.items():  # in start order
+        if len(candidates) == limit:
+            break
+        started = store._started[wid]
+        if started > after and wf.state == state:
+            fences = [s.lease_expires_at for s in store._steps[wid] if s.lease_expires_at]
+            fence = max(fences) if fences else None
+            candidates.append(Candidate(wid, started, wf.updated_at, fence))
+
+    def has_wait(parent_id: str, wait_key: str) -> bool:
+        return wait_key in store._calls.get(parent_id, {})
+
+    ids, skipped = chosen(candidates, cutoff, lambda wid: recorded_child(wid, has_wait))
+    cursor = candidates[-1].started_seq if len(candidates) == limit else None
+    calls = 0
+    for wid in ids:
+        del store._workflows[wid], store._steps[wid], store._started[wid]
+        rows = store._calls.pop(wid, {})
+        calls += len(rows)
+        for key, row in rows.items():
+            if row.kind is CallKind.CALL:
+                store._jobs.pop(call_queue_key(wid, key), None)
+    gone = set(ids)
+    kept = [e for e in store._events if e.workflow_id not in gone] if gone else store._events
+    events, store._events = len(store._events) - len(kept), kept
+    return SweepBatch(SweepReport(len(ids), events, calls), cursor, skipped)
 
 
 class MemoryStore(RuleStore):
@@ -200,9 +242,12 @@ class MemoryStore(RuleStore):
 
     job_rules = JobRules(_save_job, _forget_job)
     group_rules = GroupRules(_record_group, _forget_group)
+    sweeper = Sweeper(_sweep)
 
     def __init__(self) -> None:
-        self._events: list[Event] = []
+        self._events: list[Event] = []  # in seq order; a sweep leaves gaps
+        self._last_seq = 0  # the highest seq handed out (never handed out again)
+        self._started: dict[str, int] = {}  # the seq of each workflow's WorkflowStarted
         self._workflows: dict[str, WorkflowRow] = {}  # in start order
         self._steps: dict[str, list[StepRow]] = {}
         self._calls: dict[str, dict[str, CallRow]] = {}  # by key, in first_seq order
@@ -248,10 +293,12 @@ class MemoryStore(RuleStore):
         self._workflows = {}
         self._steps = {}
         self._calls = {}
-        for _, rows in rebuilt:
+        self._started = {}
+        for started, rows in rebuilt:
             assert rows.workflow is not None
             wid = rows.workflow.workflow_id
             self._workflows[wid] = rows.workflow
+            self._started[wid] = started
             self._steps[wid] = [rows.steps[i] for i in sorted(rows.steps)]
             if rows.calls:
                 self._calls[wid] = dict(rows.calls)
@@ -359,9 +406,10 @@ class MemoryStore(RuleStore):
     def _select(self, workflow_id: str | None, after_seq: int) -> list[Event]:
         if workflow_id is not None:
             workflow_id = validate_key(workflow_id, "workflow id")
+        first = bisect.bisect_right(self._events, after_seq, key=lambda e: e.seq)
         return [
             e
-            for e in self._events[after_seq:]
+            for e in self._events[first:]
             if workflow_id is None or e.workflow_id == workflow_id
         ]
 
@@ -385,7 +433,7 @@ class MemoryStore(RuleStore):
     async def last_seq(self) -> int:
         """See `DurableStore.last_seq`."""
         self._check()
-        return len(self._events)
+        return self._last_seq
 
     async def schedules(self) -> list[ScheduleRow]:
         """See `DurableSchedules.schedules`."""

@@ -193,3 +193,26 @@ CREATE TABLE schedules (
     last_tick     DOUBLE PRECISION,
     last_instance BYTEA
 );
+
+-- migration 7
+-- Retention (store.sweep): an ended workflow is deleted with its events. The log stays
+-- append-only for every workflow still stored: an event is deleted only once its workflow's
+-- row is gone (the sweep deletes the row first, in the same transaction). Sequence numbers
+-- come from event_seq, so they are never handed out again. The function reads the workflows
+-- of its own schema whatever the search_path of the deleting session (SET ... FROM CURRENT:
+-- the migration's, which is agentq's schema).
+CREATE OR REPLACE FUNCTION events_kept_while_stored() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM workflows WHERE workflow_id = OLD.workflow_id) THEN
+        RAISE EXCEPTION 'agentq: the events table is append-only (events go only with their workflow)';
+    END IF;
+    RETURN OLD;
+END;
+$$;
+DROP TRIGGER events_no_update ON events;
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+    FOR EACH ROW EXECUTE FUNCTION events_append_only();
+DROP TRIGGER IF EXISTS events_no_delete ON events;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+    FOR EACH ROW EXECUTE FUNCTION events_kept_while_stored();

@@ -29,7 +29,9 @@ from agentq.store.contract.groups import GroupManifest
 from agentq.store.postgres.connection import Connections, describe_dsn
 from agentq.store.postgres.listen import Listener
 from agentq.store.postgres.tx import DIALECT, PostgresTx, rebuild
+from agentq.store.rules.sweep import Sweeper
 from agentq.store.rules.verbs import GroupRules, JobRules
+from agentq.store.sql.sweep import sweep_batch
 from agentq.store.sql.verbs import SqlParts, SqlStore
 
 if TYPE_CHECKING:
@@ -40,7 +42,6 @@ __all__ = ["PostgresStore"]
 T = TypeVar("T")
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-
 
 def _record_group(conn: psycopg.Connection[Any], *args: Any) -> tuple[GroupManifest, bool]:
     return sql_groups.record(conn, DIALECT, *args)
@@ -97,6 +98,7 @@ class PostgresStore(SqlStore):
     job_rules = JobRules(postgres_jobs.save, postgres_jobs.forget)
     group_rules = GroupRules(_record_group, _forget_group)
     sql = SqlParts(DIALECT, postgres_jobs.load, rebuild)
+    sweeper = Sweeper(partial(sweep_batch, DIALECT))
 
     def __init__(
         self,

@@ -19,6 +19,9 @@ imports only modules above it):
                         on its next tick, with the start of its instance).
     ``fork``            fork a workflow: a new one whose history up to a point is copied
                         from another's.
+    ``sweep``           retention: which ended workflows a sweep keeps (`chosen`), and
+                        its loop of short transactions (`sweep`); stores supply a
+                        `Sweeper`.
     ``verbs``           `RuleStore`: every write verb once, over an abstract `_write`; the
                         base of every store.
 """

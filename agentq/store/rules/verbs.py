@@ -11,7 +11,8 @@ supplies `_write` (run ``rule(tx, *args)`` in one transaction, return its result
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import agentq.store.rules.attempt as rules_attempt
@@ -20,6 +21,7 @@ import agentq.store.rules.children as rules_children
 import agentq.store.rules.fork as rules_fork
 import agentq.store.rules.lease as rules_lease
 import agentq.store.rules.schedules as rules_schedules
+import agentq.store.rules.sweep as rules_sweep
 import agentq.store.rules.workflow as rules_workflow
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
@@ -28,6 +30,7 @@ from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.groups import GroupManifest, check_group
 from agentq.store.contract.rows import CallRow, WorkflowRow
 from agentq.store.contract.schedules import ScheduleRow
+from agentq.store.contract.sweep import DEFAULT_SWEPT_STATES, SweepReport, check_sweep
 
 __all__ = ["GroupRules", "JobRules", "RuleStore"]
 
@@ -71,6 +74,9 @@ class RuleStore:
     """The store's job-outcome writes."""
     group_rules: ClassVar[GroupRules]
     """The store's run-group writes."""
+
+    sweeper: ClassVar[rules_sweep.Sweeper]
+    """The store's transaction of a sweep (`agentq.store.rules.sweep`), run by `_write_job`."""
 
     async def _write(self, rule: Callable[..., T], *args: Any) -> T:
         """Run ``rule(tx, *args)`` in one transaction of the store; return its result.
@@ -333,3 +339,12 @@ class RuleStore:
         """See `DurableGroups.forget_group`."""
         gid = validate_key(group_id, "group id")
         return await self._write_job(self.group_rules.forget, gid)
+    async def sweep(
+        self,
+        *,
+        ended_before: float | datetime,
+        states: Iterable[str] = DEFAULT_SWEPT_STATES,
+    ) -> SweepReport:
+        """See `DurableStore.sweep` (batches of `_write_job`, one transaction each)."""
+        cutoff, wanted = check_sweep(ended_before, states)
+        return await rules_sweep.sweep(self._write_job, self.sweeper.batch, cutoff, wanted)

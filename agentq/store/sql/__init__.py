@@ -9,5 +9,6 @@ imports only modules above it):
                         the two (placeholder, key parameters, row locks, JSON in SQL).
     ``groups``          the run-group tables (``run_groups``, ``run_group_items``) as
                         queries: record, forget, load a manifest; a group's member rows.
+    ``sweep``           one transaction of a sweep (retention) as SQL: `sweep_batch`.
     ``verbs``           `SqlStore`: the read verbs of the SQL stores once, over `_read`.
 """

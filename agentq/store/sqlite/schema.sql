@@ -176,3 +176,38 @@ CREATE TABLE schedules (
     last_tick     REAL,
     last_instance TEXT                  -- the workflow id of the last tick's instance
 ) WITHOUT ROWID;
+
+-- migration 11
+-- Retention (store.sweep): an ended workflow is deleted with its events. The log stays
+-- append-only for every workflow still stored: an event is deleted only once its workflow's
+-- row is gone (the sweep deletes the row first, in the same transaction). Sequence numbers
+-- stay never reused, even once a sweep deleted the latest events: the log is made
+-- AUTOINCREMENT (copied once into a new table; sqlite_sequence keeps the highest seq handed
+-- out, which last_seq reads).
+CREATE TABLE events_autoincrement (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    at          REAL    NOT NULL,
+    workflow_id TEXT    NOT NULL,
+    step_index  INTEGER,
+    step_name   TEXT,
+    kind        TEXT    NOT NULL,
+    attempt     INTEGER,
+    worker_id   TEXT,
+    data        TEXT    NOT NULL
+);
+INSERT INTO events_autoincrement (seq, at, workflow_id, step_index, step_name, kind, attempt,
+    worker_id, data)
+SELECT seq, at, workflow_id, step_index, step_name, kind, attempt, worker_id, data FROM events
+ORDER BY seq;
+DROP TABLE events;
+ALTER TABLE events_autoincrement RENAME TO events;
+CREATE INDEX events_by_workflow ON events (workflow_id, seq);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'agentq: the events table is append-only');
+END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+WHEN EXISTS (SELECT 1 FROM workflows WHERE workflow_id = OLD.workflow_id)
+BEGIN
+    SELECT RAISE(ABORT, 'agentq: the events table is append-only (events go only with their workflow)');
+END;

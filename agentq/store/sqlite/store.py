@@ -24,7 +24,9 @@ import agentq.store.sqlite.jobs as sqlite_jobs
 import agentq.store.sqlite.tx as sqlite_tx
 from agentq.errors import StoreError
 from agentq.store.contract.groups import GroupManifest
+from agentq.store.rules.sweep import SweepBatch, Sweeper
 from agentq.store.rules.verbs import GroupRules, JobRules
+from agentq.store.sql.sweep import sweep_batch
 from agentq.store.sql.verbs import SqlParts, SqlStore
 from agentq.store.sqlite.batch import GroupCommit
 from agentq.store.sqlite.connection import connect, on_thread, release
@@ -35,6 +37,10 @@ if TYPE_CHECKING:
 __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
+
+def _sweep(tx: sqlite_tx.SqliteTx, *args: Any) -> SweepBatch:
+    """One transaction of a sweep (`agentq.store.sql.sweep.sweep_batch`) on the batch's tx."""
+    return sweep_batch(sqlite_tx.DIALECT, tx.conn, *args)
 
 
 def _record_group(tx: sqlite_tx.SqliteTx, *args: Any) -> tuple[GroupManifest, bool]:
@@ -87,6 +93,7 @@ class SqliteStore(SqlStore):
     job_rules = JobRules(sqlite_jobs.save, sqlite_jobs.forget)
     group_rules = GroupRules(_record_group, _forget_group)
     sql = SqlParts(sqlite_tx.DIALECT, sqlite_jobs.load, sqlite_tx.rebuild)
+    sweeper = Sweeper(_sweep)
 
     def __init__(
         self,

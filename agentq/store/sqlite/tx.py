@@ -52,7 +52,13 @@ __all__ = [
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
-DIALECT = Dialect("?", json_arrows=JSON_ARROWS)
+DIALECT = Dialect(
+    "?",
+    # The log's sequence numbers are AUTOINCREMENT: never handed out again, even once a sweep
+    # deleted the latest events; the highest one handed out is in sqlite_sequence.
+    last_seq_sql="SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)",
+    json_arrows=JSON_ARROWS,
+)
 """How SQLite's queries differ from PostgreSQL's (`agentq.store.sql.reads.Dialect`)."""
 
 BEGIN_ATTEMPTS = 4

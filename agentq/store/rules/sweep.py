@@ -1,0 +1,182 @@
+"""Retention, written once for every store: which workflows a sweep keeps, and its batches.
+
+`DurableStore.sweep` runs as a loop of short transactions (`sweep`): each one examines at most
+`SWEEP_BATCH` workflows of one ended state, in start order after a cursor (the ``started_seq``
+of the last one examined), and removes those the rules below allow. A store supplies the
+transaction (`Sweeper.batch`: read the candidates, remove the chosen ones); the rules are here:
+
+- a candidate is in the state asked for, ended strictly before the cutoff (its latest event),
+  and has no step fenced by a revoked lease whose expiry is at or after the cutoff
+  (`kept_by_fence`);
+- a workflow still held by another stored one is kept, unless its holder is removed in the
+  same batch (`chosen`). A child run is held by its parent while the parent is stored (a
+  parent that recorded it: the parent's wait row ``child:<key>`` exists, `recorded_child`):
+  a parent's step run again joins its child by id and would start it anew if it were gone.
+  A workflow skipped so is looked at again by another round of the sweep, once its holder
+  may have gone (`sweep` runs rounds while they remove something and skipped one). A store
+  with more holders (a run group's manifest holding its members) names them in its
+  ``holder`` function.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+from agentq.store.contract.children import parent_of
+from agentq.store.contract.rows import WorkflowState
+from agentq.store.contract.sweep import SWEEP_BATCH, SweepReport
+
+__all__ = [
+    "Candidate", "SweepBatch", "Sweeper", "chosen", "kept_by_fence", "recorded_child", "sweep",
+]
+
+YIELDS = 8
+"""Loop turns a sweep yields between two of its transactions: verbs that waited for the store
+meanwhile go first, in a transaction of their own (SQLite's group commit lingers a few turns
+for more verbs, and would otherwise take them into the sweep's next batch, to wait for it)."""
+
+MAX_ROUNDS = 8
+"""At most this many rounds of batches per sweep (a round more per generation of child runs
+whose parent a round removed)."""
+
+
+class Candidate(NamedTuple):
+    """A workflow a batch examines.
+
+    Attributes:
+        workflow_id: Its id.
+        started_seq: The sequence number of its `WorkflowStarted` (the start order).
+        ended_at: Unix seconds of its latest event.
+        fenced_until: The latest lease expiry among its steps (a fence, for an ended
+            workflow), or None.
+    """
+
+    workflow_id: str
+    started_seq: int
+    ended_at: float
+    fenced_until: float | None
+
+
+class SweepBatch(NamedTuple):
+    """What one transaction of a sweep did.
+
+    Attributes:
+        report: What it removed.
+        cursor: The ``started_seq`` of the last workflow it examined, to go on after; None
+            when no workflow of the state is left after it.
+        skipped_child: Whether it kept a child run because its parent is stored.
+    """
+
+    report: SweepReport
+    cursor: int | None
+    skipped_child: bool
+
+
+class Sweeper(NamedTuple):
+    """How a store runs one transaction of a sweep.
+
+    Attributes:
+        batch: ``batch(tx, cutoff, state, after, limit) -> SweepBatch``: in one transaction,
+            examine at most `limit` workflows in `state` whose ``started_seq`` is greater
+            than `after`, in start order, and remove those `chosen` allows with everything
+            the store keeps of them.
+    """
+
+    batch: Callable[..., SweepBatch]
+
+
+def kept_by_fence(candidate: Candidate, cutoff: float) -> bool:
+    """Whether `candidate` must be kept: not ended before `cutoff`, or a step still fenced
+    by a revoked lease (its body may still run) that expires at or after it."""
+    if not candidate.ended_at < cutoff:
+        return True
+    return candidate.fenced_until is not None and candidate.fenced_until >= cutoff
+
+
+def chosen(
+    candidates: Iterable[Candidate],
+    cutoff: float,
+    holder: Callable[[str], str | None],
+) -> tuple[list[str], bool]:
+    """The ids of `candidates` (in start order) a batch removes, and whether it kept one for
+    its holder.
+
+    Args:
+        candidates: The workflows examined, in start order.
+        cutoff: Unix seconds: only workflows ended strictly before go.
+        holder: ``holder(workflow_id)``: the id of the stored workflow that still holds it
+            (the parent that started it as a child run: `recorded_child`), or None. A held
+            workflow goes only with its holder, in the same batch.
+
+    Returns:
+        ``(ids, kept_for_holder)``.
+    """
+    removed: set[str] = set()
+    ids: list[str] = []
+    skipped = False
+    for candidate in candidates:
+        if kept_by_fence(candidate, cutoff):
+            continue
+        held = holder(candidate.workflow_id)
+        if held is not None and held not in removed:
+            skipped = True
+            continue
+        removed.add(candidate.workflow_id)
+        ids.append(candidate.workflow_id)
+    return ids, skipped
+
+
+def recorded_child(workflow_id: str, has_wait: Callable[[str, str], bool]) -> str | None:
+    """The parent that holds child run `workflow_id`, or None.
+
+    Args:
+        workflow_id: A workflow's id (a child run's is ``<parent>/<key>``).
+        has_wait: ``has_wait(parent_id, wait_key)``: whether workflow `parent_id` is stored
+            with a wait row `wait_key` (it started that child).
+    """
+    link = parent_of(workflow_id)
+    if link is None or not has_wait(*link):
+        return None
+    return link[0]
+
+
+async def sweep(
+    run: Callable[..., Awaitable[SweepBatch]],
+    batch: Callable[..., SweepBatch],
+    cutoff: float,
+    states: Sequence[WorkflowState],
+    limit: int | None = None,
+) -> SweepReport:
+    """Run the batches of a sweep, one transaction each (``await run(batch, *args)``).
+
+    Each state is swept in start order; rounds follow while the last one removed something
+    and kept a child run for its parent (which may have gone since).
+
+    Args:
+        run: The store's way of running a function in one transaction.
+        batch: The store's `Sweeper.batch`.
+        cutoff: Unix seconds (checked).
+        states: Ended states (checked).
+        limit: Workflows examined per transaction (None: `SWEEP_BATCH`).
+
+    Returns:
+        The sum of the batches' reports.
+    """
+    limit = SWEEP_BATCH if limit is None else limit
+    report = SweepReport()
+    for _ in range(MAX_ROUNDS):
+        before, skipped = report, False
+        for state in states:
+            after: Any = 0
+            while after is not None:
+                for _ in range(YIELDS):
+                    await asyncio.sleep(0)
+                done = await run(batch, cutoff, state.value, after, limit)
+                report += done.report
+                skipped = skipped or done.skipped_child
+                after = done.cursor
+        if not skipped or report == before:
+            break
+    return report

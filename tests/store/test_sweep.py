@@ -345,3 +345,20 @@ async def test_two_processes_sweep_while_one_writes(
     assert (first + second).workflows == 30
     assert await states(a) == {f"new-{i}": WorkflowState.COMPLETED for i in range(15)}
     assert {e.workflow_id for e in await b.load_events()} == {f"new-{i}" for i in range(15)}
+
+
+async def test_a_run_group_member_is_kept_until_its_group_is_forgotten(
+    store: DurableStore,
+) -> None:
+    """A resubmitted group starts the members it cannot find: a swept completed member would
+    run again. Members stay while the manifest does (also one whose group id holds a ``/``);
+    a workflow that only looks like a member goes."""
+    await store.record_group("evals/v1", definition="d", items={"a": 1, "b": 2}, now=T0)
+    await complete(store, "evals/v1/a")
+    await complete(store, "evals/v1/zzz")  # not a key of the manifest
+    report = await store.sweep(ended_before=T0 + 10)
+    assert report.workflows == 1
+    assert set(await states(store)) == {"evals/v1/a"}
+    assert await store.forget_group("evals/v1")
+    assert (await store.sweep(ended_before=T0 + 10)).workflows == 1
+    assert await states(store) == {}

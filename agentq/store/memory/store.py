@@ -50,6 +50,7 @@ from agentq.store.rules.sweep import (
     SweepBatch,
     Sweeper,
     chosen,
+    group_member,
     recorded_child,
 )
 from agentq.store.rules.tx import Draft
@@ -210,7 +211,16 @@ def _sweep(tx: _Tx, cutoff: float, state: str, after: int, limit: int) -> SweepB
     def has_wait(parent_id: str, wait_key: str) -> bool:
         return wait_key in store._calls.get(parent_id, {})
 
-    ids, skipped = chosen(candidates, cutoff, lambda wid: recorded_child(wid, has_wait))
+    def has_item(group_id: str, key: str) -> bool:
+        manifest = store._groups.get(group_id)
+        return manifest is not None and key in manifest.items
+
+    ids, skipped = chosen(
+        candidates,
+        cutoff,
+        lambda wid: recorded_child(wid, has_wait),
+        lambda wid: group_member(wid, has_item) is not None,
+    )
     cursor = candidates[-1].started_seq if len(candidates) == limit else None
     calls = 0
     for wid in ids:

@@ -13,9 +13,9 @@ transaction (`Sweeper.batch`: read the candidates, remove the chosen ones); the 
   parent that recorded it: the parent's wait row ``child:<key>`` exists, `recorded_child`):
   a parent's step run again joins its child by id and would start it anew if it were gone.
   A workflow skipped so is looked at again by another round of the sweep, once its holder
-  may have gone (`sweep` runs rounds while they remove something and skipped one). A store
-  with more holders (a run group's manifest holding its members) names them in its
-  ``holder`` function.
+  may have gone (`sweep` runs rounds while they remove something and skipped one);
+- a member of a run group is kept while the group's manifest is stored (`group_member`:
+  resubmitting the group would run a swept completed member again); ``forget`` lets it go.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from agentq.store.contract.rows import WorkflowState
 from agentq.store.contract.sweep import SWEEP_BATCH, SweepReport
 
 __all__ = [
-    "Candidate", "SweepBatch", "Sweeper", "chosen", "kept_by_fence", "recorded_child", "sweep",
+    "Candidate", "SweepBatch", "Sweeper", "chosen", "group_member", "kept_by_fence",
+    "recorded_child", "sweep",
 ]
 
 YIELDS = 8
@@ -99,6 +100,7 @@ def chosen(
     candidates: Iterable[Candidate],
     cutoff: float,
     holder: Callable[[str], str | None],
+    kept: Callable[[str], bool] = lambda _: False,
 ) -> tuple[list[str], bool]:
     """The ids of `candidates` (in start order) a batch removes, and whether it kept one for
     its holder.
@@ -109,6 +111,8 @@ def chosen(
         holder: ``holder(workflow_id)``: the id of the stored workflow that still holds it
             (the parent that started it as a child run: `recorded_child`), or None. A held
             workflow goes only with its holder, in the same batch.
+        kept: ``kept(workflow_id)``: whether something that is not a workflow keeps it (a
+            run group's manifest: `group_member`); not counted as skipped.
 
     Returns:
         ``(ids, kept_for_holder)``.
@@ -118,6 +122,8 @@ def chosen(
     skipped = False
     for candidate in candidates:
         if kept_by_fence(candidate, cutoff):
+            continue
+        if kept(candidate.workflow_id):
             continue
         held = holder(candidate.workflow_id)
         if held is not None and held not in removed:
@@ -140,6 +146,25 @@ def recorded_child(workflow_id: str, has_wait: Callable[[str, str], bool]) -> st
     if link is None or not has_wait(*link):
         return None
     return link[0]
+
+
+def group_member(workflow_id: str, has_item: Callable[[str, str], bool]) -> str | None:
+    """The run group whose manifest holds `workflow_id` as a member, or None.
+
+    A member's id is ``<group_id>/<key>``, and either part may hold a ``/``: every split is
+    tried. A member stays while its group's manifest does (a resubmission would otherwise run
+    a swept completed member again); ``group.forget()`` lets it go.
+
+    Args:
+        workflow_id: A workflow's id.
+        has_item: ``has_item(group_id, key)``: whether a stored manifest lists `key`.
+    """
+    cut = workflow_id.find("/")
+    while cut != -1:
+        if has_item(workflow_id[:cut], workflow_id[cut + 1 :]):
+            return workflow_id[:cut]
+        cut = workflow_id.find("/", cut + 1)
+    return None
 
 
 async def sweep(

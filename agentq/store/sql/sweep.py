@@ -18,7 +18,7 @@ from typing import Any
 
 from agentq.keys import call_queue_key
 from agentq.store.contract.sweep import SweepReport
-from agentq.store.rules.sweep import Candidate, SweepBatch, chosen, recorded_child
+from agentq.store.rules.sweep import Candidate, SweepBatch, chosen, group_member, recorded_child
 from agentq.store.sql.reads import Connection, Dialect
 
 __all__ = ["sweep_batch"]
@@ -34,6 +34,8 @@ _RECORDED_CHILD = (
     "SELECT 1 FROM workflows AS w JOIN calls AS c ON c.workflow_id = w.workflow_id"
     " WHERE w.workflow_id = ? AND c.call_key = ?"
 )
+
+_GROUP_ITEM = "SELECT 1 FROM run_group_items WHERE group_id = ? AND item_key = ?"
 
 
 def _within(d: Dialect, column: str, count: int) -> str:
@@ -86,7 +88,16 @@ def sweep_batch(
         found = conn.execute(d.sql(_RECORDED_CHILD), (d.key(parent_id), d.key(wait_key)))
         return found.fetchone() is not None
 
-    ids, skipped = chosen(candidates, cutoff, lambda wid: recorded_child(wid, has_wait))
+    def has_item(group_id: str, key: str) -> bool:
+        found = conn.execute(d.sql(_GROUP_ITEM), (d.key(group_id), d.key(key)))
+        return found.fetchone() is not None
+
+    ids, skipped = chosen(
+        candidates,
+        cutoff,
+        lambda wid: recorded_child(wid, has_wait),
+        lambda wid: group_member(wid, has_item) is not None,
+    )
     cursor = candidates[-1].started_seq if len(candidates) == limit else None
     if not ids:
         return SweepBatch(SweepReport(), cursor, skipped)

@@ -27,6 +27,7 @@ from agentq.integrations.pydantic_ai._capability import AgentqDurability
 from agentq.integrations.pydantic_ai._decisions import Decisions
 from agentq.integrations.pydantic_ai._fork import fork_run
 from agentq.integrations.pydantic_ai._inputs import ArgsChecker, request_input_names
+from agentq.integrations.pydantic_ai._live import LiveRuns
 from agentq.integrations.pydantic_ai._options import RunOptions, RunOptionsKwargs, check_models
 from agentq.integrations.pydantic_ai._replay import check_completed
 from agentq.integrations.pydantic_ai._report import Reporter
@@ -36,6 +37,7 @@ from agentq.integrations.pydantic_ai._results import (
 )
 from agentq.integrations.pydantic_ai._runs import AgentRuns
 from agentq.integrations.pydantic_ai._step import AgentStep
+from agentq.integrations.pydantic_ai._streams import Streams
 from agentq.integrations.pydantic_ai._turns import Turns
 from agentq.queue import Priority
 from agentq.workflows import RunStatus, WorkflowEngine
@@ -43,14 +45,16 @@ from agentq.workflows import RunStatus, WorkflowEngine
 __all__ = ["AgentRun", "DurableAgent", "PendingApproval"]
 
 
-class DurableAgent(Decisions[AgentDepsT]):
+class DurableAgent(Streams[AgentDepsT], Decisions[AgentDepsT]):
     """Run a pydantic-ai `Agent` durably on an agentq `WorkflowEngine`.
 
     Each run is a workflow whose id is the ``run_id``: every model request is a durable call
     in the ``model_priority`` lane (``model:<n>``, recording its token usage), every tool call
     one in the ``tool_priority`` lane, keyed by its place in the run (``tool:<n>.<i>:<id>``:
     part ``i`` of model response ``n``, so a reused ``tool_call_id`` is another call); the
-    tool calls of one response run concurrently. After a crash, a restart or an approval the
+    tool calls of one response run concurrently. `run_stream`, `run_stream_events` and
+    `iter` run it as `run` does and stream it to the caller live (`partial` gives the text
+    of the requests streaming now). After a crash, a restart or an approval the
     run continues: completed calls answer from the log; a replay making other calls (kind,
     place, tool, arguments) fails with `ReplayDivergenceError` (messages are not compared).
 
@@ -151,8 +155,9 @@ class DurableAgent(Decisions[AgentDepsT]):
             input_events=request_input_names(agent),
             tool_timeout=None if tool_timeout is None else float(tool_timeout),
         )
+        self._live = LiveRuns()
         self._step = AgentStep(
-            agent, agent_name, capability, deps_factory, engine.store, self._models)
+            agent, agent_name, capability, deps_factory, engine.store, self._models, self._live)
         self._reporter = Reporter(agent, agent_name, self._step, engine.store)
         self._runs = AgentRuns(engine, agent_name, self._step.run)
         self._turns = Turns(agent_name, self._models, self._runs, self._reporter, engine.store)
@@ -233,15 +238,7 @@ class DurableAgent(Decisions[AgentDepsT]):
         """
         await self.start(prompt, run_id=run_id, message_history=message_history,
                          continue_from=continue_from, deps=deps, **options)
-        live = self._step.given_options(run_id)  # taken first: a completed run releases them
-        self._step.expect(run_id)  # the completing attempt's messages: no rebuild to report
-        try:
-            result = await self._engine.run(run_id)
-        finally:
-            messages = self._step.take(run_id)
-        if result.status is RunStatus.COMPLETED:
-            self._step.release(run_id)  # nothing continues a completed run
-        return await self._reporter.report(result, live, messages)
+        return await self._complete(run_id)
 
     async def start(
         self,

@@ -12,10 +12,10 @@ agent step (``ctx.call``), keyed by its place in the run (see `_journal`):
 
 ``n`` is the number of the model response the call came from, ``i`` the call's position
 among its parts. Argument validation and the event-stream handler run inline (no outside
-effect); a streamed request hands its live events to the run's handler (`_stream`). Values
-cross as JSON (pydantic-ai's JSON codec), so the log stays JSON; a tool return the codec
-cannot make JSON fails its call with a `PayloadError` naming the tool and the type, and the
-run at once. The tool calls of one model response run concurrently
+effect); a streamed request hands its live events to the run's listeners and handler
+(`_live`). Values cross as JSON (pydantic-ai's JSON codec), so the log stays JSON; a tool
+return the codec cannot make JSON fails its call with a `PayloadError` naming the tool and
+the type, and the run at once. The tool calls of one model response run concurrently
 (``parallel_ordered_events``: results and events in the model's order), each its own call.
 
 Approvals are answered inside the run (`handle_deferred_tool_calls`, `_approval.ask`): each
@@ -67,7 +67,6 @@ from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from agentq.errors import InputTimeout, JobFailed, PayloadError
-from agentq.integrations.pydantic_ai import _stream
 from agentq.integrations.pydantic_ai._approval import ArgsProblem, ask, in_call_order
 from agentq.integrations.pydantic_ai._journal import (
     CURRENT,
@@ -77,6 +76,7 @@ from agentq.integrations.pydantic_ai._journal import (
     label_of,
     model_usage,
 )
+from agentq.integrations.pydantic_ai._live import SINK, UNIT, Handler
 from agentq.queue import Job, Priority
 
 __all__ = ["AgentqDurability"]
@@ -149,7 +149,9 @@ class _Backend(CallableOperationBackend[None]):
         if isinstance(operation_id, ModelRequestId):
             op = journal.next_model()
             label = label_of(op, model=operation_id.model_name)
-            body = _stream.live_body(body)  # a streamed request: its deltas reach the handler
+            sink = SINK.get()
+            if operation_id.streaming and sink is not None:
+                body = sink.wrap(op.key, body)  # its live events reach the run's listeners
             return await _call(journal, op, label, body, self._model_priority, model_usage)
         if isinstance(operation_id, ToolsetCallToolId):
             tool_name, args, run_context = cache_key[0], cache_key[1], cache_key[2]
@@ -325,11 +327,6 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         """Whether an agent step attempt runs in this task."""
         return CURRENT.get() is not None
 
-    def _model_stream_event_handler(self) -> Any:
-        """The handler of a streamed model request's live events: the run's (`_stream`)."""
-        live = _stream.current()
-        return None if live is None else live.in_unit
-
     def get_default_conversation_id(self, run_id: str) -> str | None:
         """A run without history: its conversation id derived from its run id (the same on
         every attempt and in a rebuild of its messages), as pydantic-ai's engines derive it."""
@@ -340,6 +337,12 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         return _Backend(
             self.name, self._model_priority, self._tool_priority, self._tool_timeout
         )
+
+    def _model_stream_event_handler(self) -> Handler | None:
+        """Inside a streamed model request of a streaming run, the handler that hands its
+        live events to the run's listeners and handler (`_live`); else pydantic-ai's."""
+        unit = UNIT.get()
+        return super()._model_stream_event_handler() if unit is None else unit[0].unit
 
     async def wrap_run(
         self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler

@@ -198,7 +198,7 @@ async def test_a_stream_left_mid_request_leaves_the_run_to_finish(engine: Workfl
     assert run.status is RunStatus.COMPLETED and run.output == "The answer is 3."
     assert script.calls == Counter({0: 1, 1: 1})
     assert durable.partial("left") == {}
-    assert durable._live.listened("left") is False  # noqa: SLF001 (the listener is gone)
+    assert durable._live.listened("left") is False
 
 
 async def test_a_cancelled_consumer_leaves_the_run_consistent(engine: WorkflowEngine) -> None:
@@ -239,4 +239,4 @@ async def test_bad_input_to_a_stream_is_refused_on_entering(engine: WorkflowEngi
         async with durable.run_stream(None, run_id="bad"):  # type: ignore[arg-type]
             raise AssertionError("not entered")
     assert await engine.store.get_workflow("bad") is None
-    assert durable._live.listened("bad") is False  # noqa: SLF001
+    assert durable._live.listened("bad") is False

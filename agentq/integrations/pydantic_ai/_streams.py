@@ -18,7 +18,7 @@ declared here.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Unpack
@@ -245,7 +245,7 @@ class Streams(Generic[AgentDepsT]):
         continue_from: str | None = None,
         deps: AgentDepsT | None = None,
         **options: Unpack[RunOptionsKwargs],
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncGenerator[Any]:
         """Run the agent as `run` does, yielding its events, then a `DurableRunResultEvent`.
 
         Like pydantic-ai's ``run_stream_events``: ``async for event in

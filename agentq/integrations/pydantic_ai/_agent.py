@@ -14,6 +14,7 @@ the call that reports it (handed over by `AgentStep.expect` / `take`), else, lik
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from functools import partial
 from typing import Any, Unpack
 
@@ -22,13 +23,14 @@ from pydantic_ai.messages import ModelMessage, UserContent
 from pydantic_ai.models import Model
 from pydantic_ai.tools import AgentDepsT
 
-from agentq.errors import UnknownWorkflowError
+from agentq.errors import ChildFailed, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._capability import AgentqDurability
 from agentq.integrations.pydantic_ai._decisions import Decisions
 from agentq.integrations.pydantic_ai._fork import fork_run
 from agentq.integrations.pydantic_ai._inputs import ArgsChecker, request_input_names
 from agentq.integrations.pydantic_ai._live import LiveRuns
 from agentq.integrations.pydantic_ai._options import RunOptions, RunOptionsKwargs, check_models
+from agentq.integrations.pydantic_ai._parent import PARENT, ParentCall
 from agentq.integrations.pydantic_ai._replay import check_completed
 from agentq.integrations.pydantic_ai._report import Reporter
 from agentq.integrations.pydantic_ai._results import (
@@ -181,7 +183,7 @@ class DurableAgent(Streams[AgentDepsT], Decisions[AgentDepsT]):
         self,
         prompt: str | Sequence[UserContent],
         *,
-        run_id: str,
+        run_id: str | None = None,
         message_history: Sequence[ModelMessage] | None = None,
         continue_from: str | None = None,
         deps: AgentDepsT | None = None,
@@ -200,7 +202,12 @@ class DurableAgent(Streams[AgentDepsT], Decisions[AgentDepsT]):
         Args:
             prompt: The user's prompt: a str, or a sequence of user content (str,
                 `ImageUrl`, `BinaryContent`, `DocumentUrl`, ...), stored with the run.
-            run_id: The run's id, unique per run (a workflow id).
+            run_id: The run's id, unique per run (a workflow id). Inside a tool call (or
+                another durable operation) of another durable agent run, the run is a
+                **child run** of it (docs/agents.md, "Sub-agents"): None derives its id
+                from that call (``<parent id>/<call key>``, then ``...#1``, ``#2`` for
+                the next runs the call makes); an id ``<parent id>/<key>`` is kept; another
+                id makes a run of its own, not linked to the parent.
             message_history: Earlier messages of the conversation, stored with the run: a
                 previous run's ``messages`` (pydantic-ai messages, or their JSON form).
                 Their timestamps and pydantic-ai run ids are not part of the run's
@@ -224,7 +231,7 @@ class DurableAgent(Streams[AgentDepsT], Decisions[AgentDepsT]):
         Raises:
             TypeError: `prompt` is not a str or a sequence of user content, an option of the
                 wrong type, or `message_history` not a sequence of messages (an element
-                named by its index); nothing is stored.
+                named by its index); no `run_id` outside another run; nothing is stored.
             ValueError: Both `continue_from` and `message_history`; `continue_from` is this
                 run or not completed; an element of `message_history` is a dict that is not
                 a message's JSON (its index named); nothing is stored.
@@ -236,9 +243,47 @@ class DurableAgent(Streams[AgentDepsT], Decisions[AgentDepsT]):
                 options or agent (the first difference named; nothing is changed).
             StoreError: The store failed; the run can be continued later.
         """
+        parent = PARENT.get()
+        key = None if parent is None else parent.child_key(run_id)
+        if parent is not None and key is not None:
+            return await self._child(parent, key, prompt, message_history, continue_from,
+                                     deps, RunOptions(**options))
+        if run_id is None:
+            raise TypeError(
+                "DurableAgent.run needs a run_id (only a run made inside a tool call of "
+                "another durable run derives one from that call)"
+            )
         await self.start(prompt, run_id=run_id, message_history=message_history,
                          continue_from=continue_from, deps=deps, **options)
         return await self._complete(run_id)
+
+    async def _child(
+        self,
+        parent: ParentCall,
+        key: str,
+        prompt: str | Sequence[UserContent],
+        message_history: Sequence[ModelMessage] | None,
+        continue_from: str | None,
+        deps: AgentDepsT | None,
+        given: RunOptions,
+    ) -> AgentRun:
+        """A run made inside the durable call `parent` of another run: its child run `key`,
+        awaited by the call while it runs (the call holds the parent's lease); while the
+        child waits (an approval), the parent's step waits on it, holding none."""
+        child_id = f"{parent.run_id}/{key}"
+        run_input = await self._turns.input(prompt, child_id, message_history, continue_from,
+                                            given)
+        definition = self._runs.definition
+        await parent.ctx.start_child(definition, run_input, key=key)
+        self._step.give(child_id, deps, given)
+        run = await self._complete(child_id)
+        if run.status is RunStatus.WAITING:
+            # Parks the parent's step; its call runs again once the child ended. A child
+            # that failed is reported below, as its own run reports it.
+            with suppress(ChildFailed):
+                await parent.ctx.child(definition, run_input, key=key)
+            run = await self._complete(child_id)  # it ended meanwhile
+        return run
 
     async def start(
         self,

@@ -77,6 +77,7 @@ from agentq.integrations.pydantic_ai._journal import (
     model_usage,
 )
 from agentq.integrations.pydantic_ai._live import SINK, UNIT, Handler
+from agentq.integrations.pydantic_ai._parent import in_call
 from agentq.queue import Job, Priority
 
 __all__ = ["AgentqDurability"]
@@ -161,10 +162,12 @@ class _Backend(CallableOperationBackend[None]):
             approved = run_context.tool_call_approved
             op = journal.tool(tool_name, call_id, place, call_args(args), approved=approved)
             label = label_of(op, tool_call_id=call_id)
+            body = in_call(journal.ctx, op.key, body)  # a sub-agent run there is a child
             return await _call(
                 journal, op, label, body, self._tool_priority, None, self._tool_timeout
             )
         op = journal.other(name)
+        body = in_call(journal.ctx, op.key, body)
         return await _call(journal, op, label_of(op), body, self._tool_priority, None)
 
 

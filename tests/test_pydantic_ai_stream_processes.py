@@ -78,3 +78,42 @@ async def test_sigkill_while_a_request_streams_then_a_new_process_finishes(
     assert after == before + Counter({"model 1": 1})  # only the request in flight again
     runs = {r.key: r.runs for r in rows if r.kind is CallKind.CALL}
     assert runs == {"model:0": 1, "tool:0.0:a1": 1, "model:1": 2}
+
+
+async def test_sigkill_inside_a_sub_agent_joins_the_same_child_in_a_new_process(
+    tmp_path: Path,
+) -> None:
+    db, side = tmp_path / "agent.db", tmp_path / "side.txt"
+    code, out, err = await child_runs.run_child(
+        CHILD, "subagent", db, side, **{child.DIE_IN_CHILD: "1"})
+    assert code == -signal.SIGKILL, (out, err)
+    before, _ = child_runs.side_runs(side)
+    assert before == Counter({"boss 0": 1, "tool delegate": 1, "helper 0": 1, "tool work": 1,
+                              "helper 1": 1})
+    child_id = "job/tool:0.0:d1"
+    async with SqliteStore(db) as store:
+        parent_left = {r.key: r.state for r in await store.calls("job")}
+        child_left = {r.key: r.state for r in await store.calls(child_id)}
+    assert parent_left == {"model:0": "completed", "tool:0.0:d1": "started",
+                           "child:tool:0.0:d1": "waiting"}
+    assert child_left == {"model:0": "completed", "tool:0.0:w1": "completed",
+                          "model:1": "started"}
+
+    clock = FakeClock(start=time.time() + 60)  # well past the dead worker's 5 s lease
+    async with Queue(clock=clock) as queue, SqliteStore(db) as store:
+        engine = WorkflowEngine(queue, store, worker_id="rescuer", lease_ttl=5.0, clock=clock)
+        boss, _ = child.build_team(side, engine)
+        run = await boss.run("go", run_id="job")
+        workflows = [w.workflow_id for w in await store.workflows()]
+        child_rows = {r.key: r.runs for r in await store.calls(child_id)
+                      if r.kind is CallKind.CALL}
+    assert run.status is RunStatus.COMPLETED, run.reason
+    # The parent's call ran again and joined the same child: no second child run.
+    assert run.output == f"boss: {child_id}=helped"
+    assert sorted(workflows) == ["job", child_id]
+    after, _ = child_runs.side_runs(side)
+    # Only what was in flight ran again: the parent's call (its body re-joins the child) and
+    # the child's request in flight; the child's recorded request and tool answered from
+    # its log.
+    assert after == before + Counter({"tool delegate": 1, "helper 1": 1, "boss 1": 1})
+    assert child_rows == {"model:0": 1, "tool:0.0:w1": 1, "model:1": 2}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
 
 import pytest
 from pydantic_ai import Agent
@@ -19,6 +18,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentq import RunStatus, WorkflowEngine
 from agentq.integrations.pydantic_ai import DurableAgent, current_run_id
+from agentq.integrations.pydantic_ai.tree import run_tree
+from agentq.widgets.models.tree import build_tree
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -135,5 +136,19 @@ async def test_cancelling_the_parent_cancels_its_child(engine: WorkflowEngine) -
     assert team.calls["boss 1"] == 0
 
 
-def _unused(*_: Any) -> None:  # keeps the helper signature import-clean
-    return None
+async def test_the_tree_nests_the_child_run_under_the_tool_call(engine: WorkflowEngine) -> None:
+    team = Team(engine)
+    await team.boss.run("go", run_id="job")
+    root = build_tree("job", (), await engine.store.calls("job"))
+    [model0, _model1] = root.children
+    [tool] = model0.children
+    assert tool.node == "c:tool:0.0:d1"
+    [child] = tool.children
+    assert child.kind == "child" and "job/tool:0.0:d1" in child.title
+    html = await run_tree(engine.store, "job")
+    assert html.count('data-agentq="agent-child"') == 1
+    assert 'data-run="job/tool:0.0:d1"' in html
+    # A child run started by a step itself (ctx.child) stays among the step's calls.
+    plain = build_tree("p", (), [r for r in await engine.store.calls("job")
+                                 if r.key.startswith("child:")])
+    assert [c.kind for c in plain.children] == ["child"]

@@ -33,6 +33,10 @@ In reading order (each module imports only the ones below it):
 ``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
                   backend makes each model request and tool call a durable call, and whose
                   approvals and external events are durable waits
+``_waits``        `EventWaiter`: ``RequestInput`` / ``wait_for_external_event`` as durable
+                  waits (``event:<name>:<n>``)
+``_parent``       `ParentCall`: the durable call a sub-agent run made in it hangs on (a
+                  child run's id derived from it)
 ``_live``         `LiveRuns`: the listeners of the runs streaming in this process; each
                   attempt's `Sink` (live model deltas inside the call, the rest outside)
 ``_approval``     the resume input of an approval, checked, as pydantic-ai's decision; the

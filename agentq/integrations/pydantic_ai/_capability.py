@@ -18,11 +18,17 @@ return the codec cannot make JSON fails its call with a `PayloadError` naming th
 the type, and the run at once. The tool calls of one model response run concurrently
 (``parallel_ordered_events``: results and events in the model's order), each its own call.
 
+In a run that streams (`_live`), a model request streams inside its durable call: its live
+events go to the run's listeners through `_model_stream_event_handler` (pydantic-ai's hook
+for the handler of a model request's live stream). Each tool call and other operation runs
+its body with its `ParentCall` current (`_parent`): a `DurableAgent` run made there is a
+child run of this one.
+
 Approvals are answered inside the run (`handle_deferred_tool_calls`, `_approval.ask`): each
 tool call that needs approval waits in ``ctx.wait_for_input`` under
 ``approval:<n>.<i>:<tool_call_id>``, and an external-event wait (``RequestInput``,
-``wait_for_external_event``) waits the same way under ``event:<name>:<n>``. Before each
-model request the tool returns it carries are put in the order of their calls
+``wait_for_external_event``) waits the same way under ``event:<name>:<n>`` (`_waits`).
+Before each model request the tool returns it carries are put in the order of their calls
 (`_approval.in_call_order`), as the model receives them.
 """
 
@@ -31,11 +37,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import partial
 from typing import Any, Literal
 
-from pydantic import JsonValue, TypeAdapter, ValidationError
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.capabilities import WrapRunHandler
 from pydantic_ai.durable_exec import (
@@ -45,8 +49,6 @@ from pydantic_ai.durable_exec import (
     DurabilityEngineSpec,
     DurableOperationId,
     EventStreamHandlerId,
-    ExternalEventError,
-    ExternalEventWaiter,
     JournalOperationNamer,
     ModelRequestId,
     RoleBasedOperationConfig,
@@ -66,7 +68,7 @@ from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from agentq.errors import InputTimeout, JobFailed, PayloadError
+from agentq.errors import JobFailed, PayloadError
 from agentq.integrations.pydantic_ai._approval import ArgsProblem, ask, in_call_order
 from agentq.integrations.pydantic_ai._journal import (
     CURRENT,
@@ -78,6 +80,7 @@ from agentq.integrations.pydantic_ai._journal import (
 )
 from agentq.integrations.pydantic_ai._live import SINK, UNIT, Handler
 from agentq.integrations.pydantic_ai._parent import in_call
+from agentq.integrations.pydantic_ai._waits import EventWaiter
 from agentq.queue import Job, Priority
 
 __all__ = ["AgentqDurability"]
@@ -211,71 +214,6 @@ async def _stored(op: Operation, body: Callable[[], Awaitable[object]]) -> objec
         raise error from exc
 
 
-class _Waiter(ExternalEventWaiter):
-    """`wait_for_external_event` inside an agent run, as an agentq durable wait.
-
-    The payload of a ``RequestInput`` wait (a name in `checked`) must be the JSON form of
-    ``DeferredToolResults``; another payload is recorded and asked again under
-    ``event:<name>:<n>#<asked>``, its reason saying what was wrong (as a mistyped approval).
-    """
-
-    def __init__(
-        self, journal: RunJournal, priority: Priority, checked: frozenset[str] = frozenset()
-    ) -> None:
-        self._journal = journal
-        self._priority = priority
-        self._checked = checked
-
-    async def wait(
-        self,
-        name: str,
-        *,
-        ask: Callable[[str], Awaitable[JsonValue]],
-        timeout: timedelta | None,  # noqa: ASYNC109 (pydantic-ai's signature)
-    ) -> JsonValue:
-        journal = self._journal
-        op = journal.event(name)
-        token = f"{journal.ctx.workflow_id}/{op.key}"
-        ask_job = Job(
-            f"{op.key}:ask", partial(ask, token), self._priority, fingerprint=("ask", name)
-        )
-        answer = await journal.ctx.call(ask_job, label={"kind": "ask", "event": name})
-        if answer is not None:
-            return answer  # type: ignore[no-any-return]
-        details = {"event": name, "token": token, "agent": journal.agent_name}
-        seconds = None if timeout is None else timeout.total_seconds()
-        key, problem, asked = op.key, "", 1
-        try:
-            while True:
-                reason = (
-                    f"{problem}{'; ' if problem else ''}external event {name}: answer with "
-                    f"engine.resume(run_id, 'agent', payload, key={key!r})"
-                )
-                answer = await journal.ctx.wait_for_input(
-                    key, reason, details=details, timeout=seconds
-                )
-                problem = _payload_problem(answer) if name in self._checked else ""
-                if not problem:
-                    return answer  # type: ignore[no-any-return]
-                key = journal.event_again(op, asked).key
-                asked += 1
-        except InputTimeout as exc:
-            raise ExternalEventError(f"no input arrived for {key} within {timeout}") from exc
-
-
-_RESULTS: TypeAdapter[DeferredToolResults] = TypeAdapter(DeferredToolResults)
-
-
-def _payload_problem(payload: object) -> str:
-    """What is wrong with a ``RequestInput`` payload (not a ``DeferredToolResults``), or ""."""
-    try:
-        _RESULTS.validate_python(payload)
-    except ValidationError as exc:
-        n = exc.error_count()
-        return f"the payload {payload!r:.80} is not a DeferredToolResults ({n} errors)"
-    return ""
-
-
 @dataclass(init=False)
 class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
     """The durability capability a `DurableAgent` adds to each run of its agent.
@@ -355,7 +293,7 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         journal = CURRENT.get()
         if journal is None:
             return await super().wrap_run(ctx, handler=handler)
-        waiter = _Waiter(journal, self._tool_priority, self._input_events)
+        waiter = EventWaiter(journal, self._tool_priority, self._input_events)
         with external_event_scope(waiter), ToolManager.parallel_execution_mode(
             "parallel_ordered_events"
         ):

@@ -337,7 +337,8 @@ class StepContext:
         ``<this workflow's id>/<key>``), and the engine runs it in the background when it
         holds the definition. A replay finds the same child (started again only if it has
         not ended). ``await ctx.child(definition, input, key=key)`` later parks the step on
-        it (the child's wait, answered when it ends) or returns its output once it ended.
+        it (its wait ``child:<key>`` stays waiting until then; answered when the child
+        ends, at once if it has ended) and, in the step's next run, returns its output.
 
         Returns:
             The child's workflow id.

@@ -56,7 +56,8 @@ class DurableAgent(Streams[AgentDepsT], Decisions[AgentDepsT]):
     part ``i`` of model response ``n``, so a reused ``tool_call_id`` is another call); the
     tool calls of one response run concurrently. `run_stream`, `run_stream_events` and
     `iter` run it as `run` does and stream it to the caller live (`partial` gives the text
-    of the requests streaming now). After a crash, a restart or an approval the
+    of the requests streaming now). A run made inside a tool call of another durable run
+    is a child run of it (its id derived from the call). After a crash, a restart or an approval the
     run continues: completed calls answer from the log; a replay making other calls (kind,
     place, tool, arguments) fails with `ReplayDivergenceError` (messages are not compared).
 

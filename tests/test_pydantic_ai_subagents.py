@@ -152,3 +152,41 @@ async def test_the_tree_nests_the_child_run_under_the_tool_call(engine: Workflow
     plain = build_tree("p", (), [r for r in await engine.store.calls("job")
                                  if r.key.startswith("child:")])
     assert [c.kind for c in plain.children] == ["child"]
+
+
+async def test_a_given_run_id_is_kept_and_a_failed_child_reaches_the_tool(
+    engine: WorkflowEngine,
+) -> None:
+    def failing(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ValueError("helper model down")
+
+    def ok(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("fine")])
+
+    def boss_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return ModelResponse(parts=[ToolCallPart("delegate", {}, "d1")])
+        returns = [p.content for m in messages for p in getattr(m, "parts", [])
+                   if p.part_kind == "tool-return"]
+        return ModelResponse(parts=[TextPart(str(returns[-1]))])
+
+    bad = DurableAgent(Agent(FunctionModel(failing), name="bad"), engine)
+    good = DurableAgent(Agent(FunctionModel(ok), name="good"), engine)
+    boss: Agent[None, str] = Agent(FunctionModel(boss_model), name="boss2")
+
+    @boss.tool_plain
+    async def delegate() -> str:
+        named = await good.run("x", run_id="job2/named")  # <parent>/<key>: a child, kept
+        alone = await good.run("x", run_id="elsewhere")  # another id: a run of its own
+        failed = await bad.run("x")  # derived: job2/tool:0.0:d1
+        return f"{named.run_id} {alone.run_id} {failed.run_id}:{failed.status.value}"
+
+    run = await DurableAgent(boss, engine).run("go", run_id="job2")
+    assert run.status is RunStatus.COMPLETED, run.reason
+    assert run.output == "job2/named elsewhere job2/tool:0.0:d1:failed"
+    keys = {r.key for r in await engine.store.calls("job2")}
+    assert {"child:named", "child:tool:0.0:d1"} <= keys
+    assert not any("elsewhere" in k for k in keys)  # not linked to the parent
+    failed_child = await engine.store.get_workflow("job2/tool:0.0:d1")
+    assert failed_child is not None and failed_child.state == "failed"
+    assert "helper model down" in str(failed_child.reason)

@@ -17,6 +17,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentq import RunStatus, WorkflowEngine
+from agentq.errors import UnknownWorkflowError
 from agentq.integrations.pydantic_ai import DurableAgent, current_run_id
 from agentq.integrations.pydantic_ai.tree import run_tree
 from agentq.widgets.models.tree import build_tree
@@ -111,6 +112,8 @@ async def test_the_approvals_of_a_child_are_listed_by_the_parent_too(
     listed = await team.boss.pending_approvals("job")
     assert [(p.run_id, p.tool) for p in listed] == [(child_id, "pay")]
     assert [p.run_id for p in await team.boss.pending_approvals()] == [child_id]
+    with pytest.raises(UnknownWorkflowError):
+        await team.boss.approve(child_id)  # the helper's run: its agent answers it
     done = await team.helper.approve(child_id)
     assert done.status is RunStatus.COMPLETED and done.output == "helped"
     # The parent's call runs again and joins the same child: its recorded result.

@@ -383,3 +383,51 @@ async def test_a_child_resumed_later_continues_its_parent_in_the_background(
     result = await engine.run("p14")  # joins the run the child's end started
     assert result.status is RunStatus.COMPLETED and result.outputs == ({"got": 7},)
     assert engine.tables()["children"] == 0
+
+
+async def test_start_child_starts_once_without_parking_and_child_reads_its_end(
+    engine: WorkflowEngine,
+) -> None:
+    runs: Counter[str] = Counter()
+    child = doubler(runs)
+    seen: list[Any] = []
+
+    async def body(ctx: StepContext) -> Any:
+        child_id = await ctx.start_child(child, 4, key="c")
+        again = await ctx.start_child(child, 4, key="c")  # the same child, not a second
+        seen.append((child_id, again))
+        waited = await engine.run(child_id)  # the caller awaits it while the step runs
+        seen.append(waited.status)
+        # Ended, its wait not read yet: the step parks and is answered at once; the
+        # step's next run reads the output.
+        return await ctx.child(child, 4, key="c")
+
+    await engine.start(WorkflowDef("starter", [StepDef("go", body)]), "s1")
+    result = await engine.run("s1")
+    assert result.status is RunStatus.COMPLETED and result.outputs == (8,)
+    assert seen == [("s1/c", "s1/c"), RunStatus.COMPLETED] * 2  # two runs of the step
+    assert runs == Counter({"s1/c": 1})  # one child, run once
+    started = (await engine.store.load_events("s1/c"))[0]
+    assert started.data["parent"] == {"workflow_id": "s1", "step": 0, "key": "child:c"}
+
+
+async def test_start_child_refuses_a_key_with_a_slash_and_another_input(
+    engine: WorkflowEngine,
+) -> None:
+    child = doubler()
+    errors: list[str] = []
+
+    async def body(ctx: StepContext) -> Any:
+        with pytest.raises(ValueError, match="holds no '/'"):
+            await ctx.start_child(child, 1, key="a/b")
+        await ctx.start_child(child, 1, key="c")
+        try:
+            await ctx.start_child(child, 2, key="c")
+        except Exception as exc:
+            errors.append(type(exc).__name__)
+        return "ok"
+
+    await engine.start(WorkflowDef("starter2", [StepDef("go", body)]), "s2")
+    result = await engine.run("s2")
+    assert result.status is RunStatus.COMPLETED, result.reason
+    assert errors == ["WorkflowMismatchError"]

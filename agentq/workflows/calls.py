@@ -332,6 +332,11 @@ class CallLog:
         self._check_open("child")
         return await self._children.child(definition, input, key)
 
+    async def start_child(self, definition: Definition | str, input: Any, key: str) -> str:
+        """Start (once) child run `key` without waiting; see `StepContext.start_child`."""
+        self._check_open("start_child")
+        return await self._children.start(definition, input, key)
+
     async def children(
         self, definition: Definition | str, inputs: Mapping[str, Any], limit: int | None
     ) -> dict[str, Any]:

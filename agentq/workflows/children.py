@@ -113,6 +113,17 @@ class ChildRunner:
         start = await self._start(found, key, input, rows)
         self._wait(found, child_id, start)
 
+    async def start(self, definition: Definition | str, input: Any, key: str) -> str:
+        """Start (once) child run `key` without waiting for it; its id. See
+        `StepContext.start_child`."""
+        found = self._definition(definition)
+        child_id = child_workflow_id(self._workflow_id, key)
+        rows = await self._rows()
+        row = self._check(rows.get(CHILD_WAIT_PREFIX + key), child_id)
+        if row is None or row.state is not CallState.ANSWERED:
+            await self._start(found, key, input, rows)  # stored once; run unless it ended
+        return child_id
+
     async def children(
         self, definition: Definition | str, inputs: Mapping[str, Any], limit: int | None
     ) -> dict[str, Any]:

@@ -61,6 +61,8 @@ class CallRecorder(Protocol):
         self, definition: Definition | str, inputs: Mapping[str, Any], limit: int | None
     ) -> dict[str, Any]: ...
 
+    async def start_child(self, definition: Definition | str, input: Any, key: str) -> str: ...
+
 
 @dataclass(frozen=True, slots=True)
 class StepContext:
@@ -323,6 +325,28 @@ class StepContext:
             ...     summary = await ctx.child(summarise, {"doc": ctx.input}, key="summary")
         """
         return await self._log("child").child(definition, input, key)
+
+    async def start_child(
+        self, definition: Definition | str, input: Any = None, *, key: str
+    ) -> str:
+        """Start (once) the child run `key`, as `child` does, without waiting for it.
+
+        For a caller that awaits the child itself while this step runs (a durable call
+        that runs a sub-agent, ``engine.run(child_id)``): the child is linked to this
+        workflow as `child` links it (cancelling this workflow cancels it; its id is
+        ``<this workflow's id>/<key>``), and the engine runs it in the background when it
+        holds the definition. A replay finds the same child (started again only if it has
+        not ended). ``await ctx.child(definition, input, key=key)`` later parks the step on
+        it (its wait ``child:<key>`` stays waiting until then; answered when the child
+        ends, at once if it has ended) and, in the step's next run, returns its output.
+
+        Returns:
+            The child's workflow id.
+
+        Raises:
+            As `child` (but never `ChildFailed`: the child's end is not read here).
+        """
+        return await self._log("start_child").start_child(definition, input, key)
 
     async def children(
         self,

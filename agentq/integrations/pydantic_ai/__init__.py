@@ -9,6 +9,8 @@ In reading order (each module imports only the ones below it):
 ================  =============================================================================
 ``_agent``        `DurableAgent`: runs, starts, approvals, messages
 ``_many``         `run_many`: many prompts as one run group (``engine.group``)
+``_streams``      `Streams`, the streaming verbs (``run_stream``, ``run_stream_events``,
+                  ``iter``, ``partial``); `DurableStream`, a run as its listener sees it
 ``_turns``        the stored input of a turn: prompt, history (or ``continue_from``), options
 ``_report``       a run's `RunResult` as its `AgentRun` (typed output, `RunUsage`, messages)
 ``_decisions``    `Decisions`, the base class of `DurableAgent` with its approval verbs:
@@ -32,8 +34,12 @@ In reading order (each module imports only the ones below it):
 ``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
                   backend makes each model request and tool call a durable call, and whose
                   approvals and external events are durable waits
-``_stream``       a run's event-stream handler fed live from inside each streamed model
-                  request's durable call, and the rebuilt events of those responses skipped
+``_waits``        `EventWaiter`: ``RequestInput`` / ``wait_for_external_event`` as durable
+                  waits (``event:<name>:<n>``)
+``_parent``       `ParentCall`: the durable call a sub-agent run made in it hangs on (a
+                  child run's id derived from it)
+``_live``         `LiveRuns`: the listeners of the runs streaming in this process; each
+                  attempt's `Sink` (live model deltas inside the call, the rest outside)
 ``_approval``     the resume input of an approval, checked, as pydantic-ai's decision; the
                   durable wait for it; a request's tool returns in the order of their calls
 ``_journal``      one attempt of a run: keys by a call's place (old logs' keys still
@@ -58,11 +64,17 @@ from agentq.integrations.pydantic_ai._journal import ReplayDivergenceError  # no
 from agentq.integrations.pydantic_ai._options import RunOptionsKwargs  # noqa: E402
 from agentq.integrations.pydantic_ai._replay import MessagesUnavailableError  # noqa: E402
 from agentq.integrations.pydantic_ai._step import current_run_id  # noqa: E402
+from agentq.integrations.pydantic_ai._streams import (  # noqa: E402
+    DurableRunResultEvent,
+    DurableStream,
+)
 
 __all__ = [
     "AgentRun",
     "AgentqDurability",
     "DurableAgent",
+    "DurableRunResultEvent",
+    "DurableStream",
     "MessagesUnavailableError",
     "PendingApproval",
     "ReplayDivergenceError",

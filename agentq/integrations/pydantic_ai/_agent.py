@@ -4,9 +4,8 @@ One run is one workflow (id: the ``run_id``) of one step, ``agent``, which runs 
 with `AgentqDurability` added to the run: model requests and tool calls are durable calls,
 approvals durable waits. The workflow input is the prompt, the message history (JSON,
 pydantic-ai's ``ModelMessagesTypeAdapter``) and the run options that are JSON (`_options`);
-the step's output is the agent's output and its usage (JSON too), not the run's messages:
-they grow with every tool return and could go over the store's per-value limit after the
-run's side effects. `AgentRun.messages` are those of the attempt that completed the run in
+the step's output is the agent's output and its usage (JSON too), not the run's messages
+(they grow with every tool return, and could go over the per-value limit). `AgentRun.messages` are those of the attempt that completed the run in
 the call that reports it (handed over by `AgentStep.expect` / `take`), else, like
 `DurableAgent.messages`, rebuilt read-only from the log (`_replay`).
 """
@@ -27,8 +26,10 @@ from agentq.integrations.pydantic_ai._capability import AgentqDurability
 from agentq.integrations.pydantic_ai._decisions import Decisions
 from agentq.integrations.pydantic_ai._fork import fork_run
 from agentq.integrations.pydantic_ai._inputs import ArgsChecker, request_input_names
+from agentq.integrations.pydantic_ai._live import LiveRuns
 from agentq.integrations.pydantic_ai._many import run_group
 from agentq.integrations.pydantic_ai._options import RunOptions, RunOptionsKwargs, check_models
+from agentq.integrations.pydantic_ai._parent import PARENT, run_child
 from agentq.integrations.pydantic_ai._replay import check_completed
 from agentq.integrations.pydantic_ai._report import Reporter
 from agentq.integrations.pydantic_ai._results import (
@@ -37,6 +38,7 @@ from agentq.integrations.pydantic_ai._results import (
 )
 from agentq.integrations.pydantic_ai._runs import AgentRuns
 from agentq.integrations.pydantic_ai._step import AgentStep
+from agentq.integrations.pydantic_ai._streams import Streams
 from agentq.integrations.pydantic_ai._turns import Turns
 from agentq.queue import Priority
 from agentq.workflows import RunStatus, WorkflowEngine
@@ -44,14 +46,17 @@ from agentq.workflows import RunStatus, WorkflowEngine
 __all__ = ["AgentRun", "DurableAgent", "PendingApproval"]
 
 
-class DurableAgent(Decisions[AgentDepsT]):
+class DurableAgent(Streams[AgentDepsT], Decisions[AgentDepsT]):
     """Run a pydantic-ai `Agent` durably on an agentq `WorkflowEngine`.
 
     Each run is a workflow whose id is the ``run_id``: every model request is a durable call
     in the ``model_priority`` lane (``model:<n>``, recording its token usage), every tool call
     one in the ``tool_priority`` lane, keyed by its place in the run (``tool:<n>.<i>:<id>``:
     part ``i`` of model response ``n``, so a reused ``tool_call_id`` is another call); the
-    tool calls of one response run concurrently. After a crash, a restart or an approval the
+    tool calls of one response run concurrently. `run_stream`, `run_stream_events` and
+    `iter` run it as `run` does and stream it to the caller live (`partial` gives the text
+    of the requests streaming now). A run made inside a tool call of another durable run
+    is a child run of it (its id derived from the call). After a crash, a restart or an approval the
     run continues: completed calls answer from the log; a replay making other calls (kind,
     place, tool, arguments) fails with `ReplayDivergenceError` (messages are not compared).
 
@@ -152,8 +157,9 @@ class DurableAgent(Decisions[AgentDepsT]):
             input_events=request_input_names(agent),
             tool_timeout=None if tool_timeout is None else float(tool_timeout),
         )
+        self._live = LiveRuns()
         self._step = AgentStep(
-            agent, agent_name, capability, deps_factory, engine.store, self._models)
+            agent, agent_name, capability, deps_factory, engine.store, self._models, self._live)
         self._reporter = Reporter(agent, agent_name, self._step, engine.store)
         self._runs = AgentRuns(engine, agent_name, self._step.run)
         self._turns = Turns(agent_name, self._models, self._runs, self._reporter, engine.store)
@@ -177,7 +183,7 @@ class DurableAgent(Decisions[AgentDepsT]):
         self,
         prompt: str | Sequence[UserContent],
         *,
-        run_id: str,
+        run_id: str | None = None,
         message_history: Sequence[ModelMessage] | None = None,
         continue_from: str | None = None,
         deps: AgentDepsT | None = None,
@@ -196,7 +202,12 @@ class DurableAgent(Decisions[AgentDepsT]):
         Args:
             prompt: The user's prompt: a str, or a sequence of user content (str,
                 `ImageUrl`, `BinaryContent`, `DocumentUrl`, ...), stored with the run.
-            run_id: The run's id, unique per run (a workflow id).
+            run_id: The run's id, unique per run (a workflow id). Inside a tool call (or
+                another durable operation) of another durable agent run, the run is a
+                **child run** of it (docs/agents.md, "Sub-agents"): None derives its id
+                from that call (``<parent id>/<call key>``, then ``...#1``, ``#2`` for
+                the next runs the call makes); an id ``<parent id>/<key>`` is kept; another
+                id makes a run of its own, not linked to the parent.
             message_history: Earlier messages of the conversation, stored with the run: a
                 previous run's ``messages`` (pydantic-ai messages, or their JSON form).
                 Their timestamps and pydantic-ai run ids are not part of the run's
@@ -220,7 +231,7 @@ class DurableAgent(Decisions[AgentDepsT]):
         Raises:
             TypeError: `prompt` is not a str or a sequence of user content, an option of the
                 wrong type, or `message_history` not a sequence of messages (an element
-                named by its index); nothing is stored.
+                named by its index); no `run_id` outside another run; nothing is stored.
             ValueError: Both `continue_from` and `message_history`; `continue_from` is this
                 run or not completed; an element of `message_history` is a dict that is not
                 a message's JSON (its index named); nothing is stored.
@@ -232,17 +243,24 @@ class DurableAgent(Decisions[AgentDepsT]):
                 options or agent (the first difference named; nothing is changed).
             StoreError: The store failed; the run can be continued later.
         """
+        parent = PARENT.get()
+        key = None if parent is None else parent.child_key(run_id)
+        if parent is not None and key is not None:
+            child_id, given = f"{parent.run_id}/{key}", RunOptions(**options)
+            return await run_child(
+                parent, key, self._runs.definition,
+                self._turns.input(prompt, child_id, message_history, continue_from, given),
+                lambda: self._step.give(child_id, deps, given),
+                lambda: self._complete(child_id),
+            )
+        if run_id is None:
+            raise TypeError(
+                "DurableAgent.run needs a run_id (only a run made inside a tool call of "
+                "another durable run derives one from that call)"
+            )
         await self.start(prompt, run_id=run_id, message_history=message_history,
                          continue_from=continue_from, deps=deps, **options)
-        live = self._step.given_options(run_id)  # taken first: a completed run releases them
-        self._step.expect(run_id)  # the completing attempt's messages: no rebuild to report
-        try:
-            result = await self._engine.run(run_id)
-        finally:
-            messages = self._step.take(run_id)
-        if result.status is RunStatus.COMPLETED:
-            self._step.release(run_id)  # nothing continues a completed run
-        return await self._reporter.report(result, live, messages)
+        return await self._complete(run_id)
 
     async def run_many(
         self,

@@ -12,17 +12,23 @@ agent step (``ctx.call``), keyed by its place in the run (see `_journal`):
 
 ``n`` is the number of the model response the call came from, ``i`` the call's position
 among its parts. Argument validation and the event-stream handler run inline (no outside
-effect); a streamed request hands its live events to the run's handler (`_stream`). Values
-cross as JSON (pydantic-ai's JSON codec), so the log stays JSON; a tool return the codec
-cannot make JSON fails its call with a `PayloadError` naming the tool and the type, and the
-run at once. The tool calls of one model response run concurrently
+effect); a streamed request hands its live events to the run's listeners and handler
+(`_live`). Values cross as JSON (pydantic-ai's JSON codec), so the log stays JSON; a tool
+return the codec cannot make JSON fails its call with a `PayloadError` naming the tool and
+the type, and the run at once. The tool calls of one model response run concurrently
 (``parallel_ordered_events``: results and events in the model's order), each its own call.
+
+In a run that streams (`_live`), a model request streams inside its durable call: its live
+events go to the run's listeners through `_model_stream_event_handler` (pydantic-ai's hook
+for the handler of a model request's live stream). Each tool call and other operation runs
+its body with its `ParentCall` current (`_parent`): a `DurableAgent` run made there is a
+child run of this one.
 
 Approvals are answered inside the run (`handle_deferred_tool_calls`, `_approval.ask`): each
 tool call that needs approval waits in ``ctx.wait_for_input`` under
 ``approval:<n>.<i>:<tool_call_id>``, and an external-event wait (``RequestInput``,
-``wait_for_external_event``) waits the same way under ``event:<name>:<n>``. Before each
-model request the tool returns it carries are put in the order of their calls
+``wait_for_external_event``) waits the same way under ``event:<name>:<n>`` (`_waits`).
+Before each model request the tool returns it carries are put in the order of their calls
 (`_approval.in_call_order`), as the model receives them.
 """
 
@@ -31,11 +37,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import partial
 from typing import Any, Literal
 
-from pydantic import JsonValue, TypeAdapter, ValidationError
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.capabilities import WrapRunHandler
 from pydantic_ai.durable_exec import (
@@ -45,8 +49,6 @@ from pydantic_ai.durable_exec import (
     DurabilityEngineSpec,
     DurableOperationId,
     EventStreamHandlerId,
-    ExternalEventError,
-    ExternalEventWaiter,
     JournalOperationNamer,
     ModelRequestId,
     RoleBasedOperationConfig,
@@ -66,8 +68,7 @@ from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from agentq.errors import InputTimeout, JobFailed, PayloadError
-from agentq.integrations.pydantic_ai import _stream
+from agentq.errors import JobFailed, PayloadError
 from agentq.integrations.pydantic_ai._approval import ArgsProblem, ask, in_call_order
 from agentq.integrations.pydantic_ai._journal import (
     CURRENT,
@@ -77,6 +78,9 @@ from agentq.integrations.pydantic_ai._journal import (
     label_of,
     model_usage,
 )
+from agentq.integrations.pydantic_ai._live import SINK, UNIT, Handler
+from agentq.integrations.pydantic_ai._parent import in_call
+from agentq.integrations.pydantic_ai._waits import EventWaiter
 from agentq.queue import Job, Priority
 
 __all__ = ["AgentqDurability"]
@@ -149,7 +153,9 @@ class _Backend(CallableOperationBackend[None]):
         if isinstance(operation_id, ModelRequestId):
             op = journal.next_model()
             label = label_of(op, model=operation_id.model_name)
-            body = _stream.live_body(body)  # a streamed request: its deltas reach the handler
+            sink = SINK.get()
+            if operation_id.streaming and sink is not None:
+                body = sink.wrap(op.key, body)  # its live events reach the run's listeners
             return await _call(journal, op, label, body, self._model_priority, model_usage)
         if isinstance(operation_id, ToolsetCallToolId):
             tool_name, args, run_context = cache_key[0], cache_key[1], cache_key[2]
@@ -159,10 +165,12 @@ class _Backend(CallableOperationBackend[None]):
             approved = run_context.tool_call_approved
             op = journal.tool(tool_name, call_id, place, call_args(args), approved=approved)
             label = label_of(op, tool_call_id=call_id)
+            body = in_call(journal.ctx, op.key, body)  # a sub-agent run there is a child
             return await _call(
                 journal, op, label, body, self._tool_priority, None, self._tool_timeout
             )
         op = journal.other(name)
+        body = in_call(journal.ctx, op.key, body)
         return await _call(journal, op, label_of(op), body, self._tool_priority, None)
 
 
@@ -204,71 +212,6 @@ async def _stored(op: Operation, body: Callable[[], Awaitable[object]]) -> objec
         )
         setattr(error, "retryable", False)  # noqa: B010 (final: see agentq.retry.classify)
         raise error from exc
-
-
-class _Waiter(ExternalEventWaiter):
-    """`wait_for_external_event` inside an agent run, as an agentq durable wait.
-
-    The payload of a ``RequestInput`` wait (a name in `checked`) must be the JSON form of
-    ``DeferredToolResults``; another payload is recorded and asked again under
-    ``event:<name>:<n>#<asked>``, its reason saying what was wrong (as a mistyped approval).
-    """
-
-    def __init__(
-        self, journal: RunJournal, priority: Priority, checked: frozenset[str] = frozenset()
-    ) -> None:
-        self._journal = journal
-        self._priority = priority
-        self._checked = checked
-
-    async def wait(
-        self,
-        name: str,
-        *,
-        ask: Callable[[str], Awaitable[JsonValue]],
-        timeout: timedelta | None,  # noqa: ASYNC109 (pydantic-ai's signature)
-    ) -> JsonValue:
-        journal = self._journal
-        op = journal.event(name)
-        token = f"{journal.ctx.workflow_id}/{op.key}"
-        ask_job = Job(
-            f"{op.key}:ask", partial(ask, token), self._priority, fingerprint=("ask", name)
-        )
-        answer = await journal.ctx.call(ask_job, label={"kind": "ask", "event": name})
-        if answer is not None:
-            return answer  # type: ignore[no-any-return]
-        details = {"event": name, "token": token, "agent": journal.agent_name}
-        seconds = None if timeout is None else timeout.total_seconds()
-        key, problem, asked = op.key, "", 1
-        try:
-            while True:
-                reason = (
-                    f"{problem}{'; ' if problem else ''}external event {name}: answer with "
-                    f"engine.resume(run_id, 'agent', payload, key={key!r})"
-                )
-                answer = await journal.ctx.wait_for_input(
-                    key, reason, details=details, timeout=seconds
-                )
-                problem = _payload_problem(answer) if name in self._checked else ""
-                if not problem:
-                    return answer  # type: ignore[no-any-return]
-                key = journal.event_again(op, asked).key
-                asked += 1
-        except InputTimeout as exc:
-            raise ExternalEventError(f"no input arrived for {key} within {timeout}") from exc
-
-
-_RESULTS: TypeAdapter[DeferredToolResults] = TypeAdapter(DeferredToolResults)
-
-
-def _payload_problem(payload: object) -> str:
-    """What is wrong with a ``RequestInput`` payload (not a ``DeferredToolResults``), or ""."""
-    try:
-        _RESULTS.validate_python(payload)
-    except ValidationError as exc:
-        n = exc.error_count()
-        return f"the payload {payload!r:.80} is not a DeferredToolResults ({n} errors)"
-    return ""
 
 
 @dataclass(init=False)
@@ -325,11 +268,6 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         """Whether an agent step attempt runs in this task."""
         return CURRENT.get() is not None
 
-    def _model_stream_event_handler(self) -> Any:
-        """The handler of a streamed model request's live events: the run's (`_stream`)."""
-        live = _stream.current()
-        return None if live is None else live.in_unit
-
     def get_default_conversation_id(self, run_id: str) -> str | None:
         """A run without history: its conversation id derived from its run id (the same on
         every attempt and in a rebuild of its messages), as pydantic-ai's engines derive it."""
@@ -341,6 +279,12 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
             self.name, self._model_priority, self._tool_priority, self._tool_timeout
         )
 
+    def _model_stream_event_handler(self) -> Handler | None:
+        """Inside a streamed model request of a streaming run, the handler that hands its
+        live events to the run's listeners and handler (`_live`); else pydantic-ai's."""
+        unit = UNIT.get()
+        return super()._model_stream_event_handler() if unit is None else unit[0].unit
+
     async def wrap_run(
         self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler
     ) -> AgentRunResult[Any]:
@@ -349,7 +293,7 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         journal = CURRENT.get()
         if journal is None:
             return await super().wrap_run(ctx, handler=handler)
-        waiter = _Waiter(journal, self._tool_priority, self._input_events)
+        waiter = EventWaiter(journal, self._tool_priority, self._input_events)
         with external_event_scope(waiter), ToolManager.parallel_execution_mode(
             "parallel_ordered_events"
         ):

@@ -19,7 +19,7 @@ from agentq.integrations.pydantic_ai._report import Reporter
 from agentq.integrations.pydantic_ai._results import (
     AgentRun,
     PendingApproval,
-    pending_of,
+    pending_with_children,
     waiting_call,
 )
 from agentq.integrations.pydantic_ai._runs import STEP
@@ -44,19 +44,22 @@ class Decisions(Generic[AgentDepsT]):
         Each says its ``kind``: ``"approval"`` (a tool call waiting for a decision) or
         ``"event"`` (a ``RequestInput`` / ``wait_for_external_event`` wait).
 
-        Works in any process on the same store (a notebook restarted, a CLI).
+        Works in any process on the same store (a notebook restarted, a CLI). The waits of
+        the runs' child runs (sub-agents run in their tool calls, of any agent) follow,
+        with the child's run id: answer them with the child agent's `approve` / `deny`, or
+        ``engine.resume(pending.run_id, "agent", ..., key=pending.key)``.
 
         Args:
-            run_id: Only this run's; None for every run of this agent.
+            run_id: Only this run's (and its child runs'); None for every run of this agent.
 
         Returns:
-            One `PendingApproval` per waiting tool call, in the order they were asked.
+            One `PendingApproval` per waiting tool call, in the order they were asked; then
+            those of child runs.
 
         Raises:
             StoreError: The store failed.
         """
-        rows = await self._engine.store.calls(run_id)
-        return [p for p in (pending_of(r, self._name) for r in rows) if p is not None]
+        return await pending_with_children(self._engine.store, self._name, run_id)
 
     async def approve(
         self,

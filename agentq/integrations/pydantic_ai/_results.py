@@ -15,10 +15,17 @@ from pydantic_ai.usage import RunUsage
 from agentq.errors import NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._runs import STEP
 from agentq.integrations.pydantic_ai.tree import run_tree_html
-from agentq.store import CallKind, CallRow, CallState, DurableStore
+from agentq.store import CallKind, CallRow, CallState, DurableStore, child_of
 from agentq.workflows import RunResult, RunStatus
 
-__all__ = ["USAGE", "AgentRun", "PendingApproval", "pending_of", "waiting_call"]
+__all__ = [
+    "USAGE",
+    "AgentRun",
+    "PendingApproval",
+    "pending_of",
+    "pending_with_children",
+    "waiting_call",
+]
 
 USAGE: TypeAdapter[RunUsage] = TypeAdapter(RunUsage)
 """A run's `RunUsage` to and from the JSON of its recorded result."""
@@ -106,8 +113,39 @@ class AgentRun:
         return f"{self.result._repr_html_()}{self.tree_html}"
 
 
-def pending_of(row: CallRow, agent_name: str) -> PendingApproval | None:
-    """Return the wait `row` stands for when it is a waiting one of the agent `agent_name`.
+async def pending_with_children(
+    store: DurableStore, agent_name: str, run_id: str | None
+) -> list[PendingApproval]:
+    """The waits of `run_id` (None: of every run of the agent `agent_name`), then those of
+    their open child runs (sub-agents, of any agent), down the tree, each with its run id."""
+    rows = await store.calls(run_id)
+    out = [p for p in (pending_of(r, agent_name) for r in rows) if p is not None]
+    seen = {(p.run_id, p.key) for p in out}
+    parents: dict[str, bool] = {}  # workflow id -> whether it is a run of the agent
+    todo = [(r, run_id is not None) for r in rows]
+    while todo:
+        row, ours = todo.pop(0)
+        child = child_of(row)
+        if child is None or row.state is not CallState.WAITING:
+            continue
+        if not ours:
+            if row.workflow_id not in parents:
+                wf = await store.get_workflow(row.workflow_id)
+                parents[row.workflow_id] = wf is not None and wf.definition == agent_name
+            if not parents[row.workflow_id]:
+                continue
+        child_rows = await store.calls(child)
+        for p in (pending_of(r, None) for r in child_rows):
+            if p is not None and (p.run_id, p.key) not in seen:
+                seen.add((p.run_id, p.key))
+                out.append(p)
+        todo.extend((r, True) for r in child_rows)
+    return out
+
+
+def pending_of(row: CallRow, agent_name: str | None) -> PendingApproval | None:
+    """Return the wait `row` stands for when it is a waiting one of the agent `agent_name`
+    (None: of any agent).
 
     Returns:
         A `PendingApproval` of kind ``"approval"`` (key ``approval:...``) or ``"event"``
@@ -118,7 +156,8 @@ def pending_of(row: CallRow, agent_name: str) -> PendingApproval | None:
         row.kind is not CallKind.WAIT
         or row.state is not CallState.WAITING
         or not row.key.startswith(("approval:", "event:"))
-        or details.get("agent") != agent_name
+        or (agent_name is not None and details.get("agent") != agent_name)
+        or "agent" not in details
     ):
         return None
     if row.key.startswith("event:"):

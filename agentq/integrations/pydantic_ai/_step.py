@@ -32,10 +32,10 @@ from agentq.errors import WaitForInput
 from agentq.integrations.pydantic_ai._capability import AgentqDurability
 from agentq.integrations.pydantic_ai._inputs import prompt_of
 from agentq.integrations.pydantic_ai._journal import CURRENT, RunJournal
+from agentq.integrations.pydantic_ai._live import SINK, LiveRuns
 from agentq.integrations.pydantic_ai._options import RunOptions, agent_kwargs
 from agentq.integrations.pydantic_ai._replay import LogReader
 from agentq.integrations.pydantic_ai._results import USAGE
-from agentq.integrations.pydantic_ai._stream import LiveEvents, live_events
 from agentq.store import DurableStore
 from agentq.workflows import StepContext
 
@@ -78,6 +78,8 @@ class AgentStep(Generic[AgentDepsT]):
             process; None: such attempts get ``deps=None``.
         store: The engine's store (its calls are read at each attempt).
         models: The models registered by name (a stored model name finds its object here).
+        live: The listeners of the agent's runs in this process: an attempt of a run that
+            is listened to, or has an ``event_stream_handler``, streams (`_live`).
 
     All methods run on the engine's event loop.
     """
@@ -90,8 +92,10 @@ class AgentStep(Generic[AgentDepsT]):
         deps_factory: Callable[[str], AgentDepsT] | None,
         store: DurableStore,
         models: Mapping[str, Model] | None = None,
+        live: LiveRuns | None = None,
     ) -> None:
         self._agent = agent
+        self._live = live or LiveRuns()
         self._name = name
         self._make_capability = capability
         self._deps_factory = deps_factory
@@ -213,8 +217,9 @@ class AgentStep(Generic[AgentDepsT]):
     ) -> Any:
         """Run the agent on the run's input with `journal` current; its `AgentRunResult`.
 
-        A `read_only` run (the rebuild of the messages) gives no event-stream handler: the
-        run's events were handed out by its attempts.
+        A `read_only` run (the rebuild of the messages) gives no event-stream handler and
+        streams to no listener: the run's events were handed out by its attempts. Another
+        attempt streams when the run is listened to or has a handler (`LiveRuns.sink`).
         """
         run_id = journal.ctx.workflow_id
         given = self.given_options(run_id)
@@ -222,22 +227,22 @@ class AgentStep(Generic[AgentDepsT]):
         if read_only and options is not None:
             options = replace(options, event_stream_handler=None)
         kwargs = agent_kwargs(run_input.get("options"), options, self._models)
-        handler = kwargs.get("event_stream_handler")
-        live = None if handler is None else LiveEvents(handler)
-        if live is not None:  # deltas reach it live, from inside each model request's call
-            kwargs["event_stream_handler"] = live.outside
+        sink = None if read_only else self._live.sink(run_id, kwargs.get("event_stream_handler"))
+        if sink is not None:
+            kwargs["event_stream_handler"] = sink.handler
         token = CURRENT.set(journal)
+        sink_token = SINK.set(sink)
         try:
             stored = run_input["message_history"]
             history = None if stored is None else ModelMessagesTypeAdapter.validate_python(stored)
-            with live_events(live):
-                return await self._agent.run(
-                    prompt_of(run_input["prompt"]),
-                    message_history=history,
-                    deps=self._deps_of(run_id),  # type: ignore[arg-type]
-                    run_id=run_id,  # ctx.run_id and messages' run id: the same on every attempt
-                    capabilities=[self._capability_for(kwargs.get("model"))],
-                    **kwargs,
-                )
+            return await self._agent.run(
+                prompt_of(run_input["prompt"]),
+                message_history=history,
+                deps=self._deps_of(run_id),  # type: ignore[arg-type]
+                run_id=run_id,  # ctx.run_id and messages' run id: the same on every attempt
+                capabilities=[self._capability_for(kwargs.get("model"))],
+                **kwargs,
+            )
         finally:
+            SINK.reset(sink_token)
             CURRENT.reset(token)

@@ -14,7 +14,7 @@ from typing import Any
 
 from agentq.errors import UnknownWorkflowError
 from agentq.markup import MUTED, esc
-from agentq.store import CallRow, DurableStore
+from agentq.store import CallRow, DurableStore, child_of
 from agentq.widgets import run_tree_html as tree_of_calls
 
 __all__ = ["run_tree", "run_tree_html"]
@@ -56,6 +56,10 @@ def run_tree_html(run_id: str, rows: Sequence[CallRow], *, state: str = "") -> s
 async def run_tree(store: DurableStore, run_id: str) -> str:
     """Read `run_id`'s calls from `store` and return `run_tree_html` of them.
 
+    The run's child runs (sub-agents run in its tool calls) are nodes under the tool calls
+    that made them; their own trees follow, indented, each in a ``data-agentq="agent-child"``
+    block (``data-run``: the child's id), down the tree.
+
     Raises:
         UnknownWorkflowError: No run (workflow) `run_id` is stored (as the engine raises for
             an unknown id; a typo is not drawn as an empty tree).
@@ -64,4 +68,11 @@ async def run_tree(store: DurableStore, run_id: str) -> str:
     row = await store.get_workflow(run_id)
     if row is None:
         raise UnknownWorkflowError(f"run {run_id!r} is not in the store")
-    return run_tree_html(run_id, await store.calls(run_id), state=row.state.value)
+    rows = await store.calls(run_id)
+    html = run_tree_html(run_id, rows, state=row.state.value)
+    children = [c for c in map(child_of, rows) if c is not None]
+    for child in children:
+        inner = await run_tree(store, child)
+        html += (f'<div data-agentq="agent-child" data-run="{esc(child)}" '
+                 f'style="margin-left:24px">{inner}</div>')
+    return html

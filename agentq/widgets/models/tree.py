@@ -9,7 +9,10 @@ reads `agentq.widgets.models.detail.load_detail` makes; no I/O here) into `TreeN
   alone) hangs its calls on the root;
 - an agent run's model request (a call labelled ``{"kind": "model"}``) is a node of its own:
   the tool calls, approvals and other calls after it, up to the next model request, are its
-  children (the calls its response asked for).
+  children (the calls its response asked for);
+- a child run (its wait ``child:<key>``, kind ``child``) started by a durable call (a
+  sub-agent run in a tool call: key ``child:<call key>`` or ``child:<call key>#<n>``) is a
+  child of that call's node; one started by the step itself stays among the step's calls.
 
 Every workflow gets the same tree: plain steps, durable calls, agent runs. Nodes carry plain
 strings (escaped by the renderer, `agentq.widgets.html.tree`), a stable `TreeNode.node` id
@@ -24,7 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.markup import fmt_seconds, isolate
-from agentq.store import CallKind, CallRow, StepRow, WorkflowRow, shown_call
+from agentq.store import (
+    CHILD_WAIT_PREFIX,
+    CallKind,
+    CallRow,
+    StepRow,
+    WorkflowRow,
+    child_of,
+    shown_call,
+)
 from agentq.widgets.models.detail import shown_step
 
 __all__ = ["Item", "TreeNode", "build_tree", "node_item"]
@@ -39,7 +50,8 @@ class TreeNode:
 
     Attributes:
         node: Stable id within the workflow: ``"w"``, ``"s:<index>"`` or ``"c:<key>"``.
-        kind: ``workflow``, ``step``, ``model`` (a model request), ``call`` or ``wait``.
+        kind: ``workflow``, ``step``, ``model`` (a model request), ``call``, ``wait`` or
+            ``child`` (the wait on a child run).
         title: What it is (a workflow id, ``step 0 · fetch``, ``tool search``…), unescaped;
             each user value in it isolated on its own (`agentq.markup.isolate`).
         state: Its status (a `WorkflowState`, `StepState` or `CallState` value).
@@ -138,8 +150,11 @@ def _call_node(call: CallRow, workflow: WorkflowRow | None) -> TreeNode:
         details = call.details or {}
         tool = details.get("tool")
         approval = call.key.startswith("approval:") and tool
+        child = child_of(call)
         title = f"approval of {isolate(tool)}" if approval else "wait"
         kind = "wait"
+        if child is not None:
+            title, kind = f"child run {isolate(child)}", "child"
         if call.reason:
             facts.append(str(call.reason))
     else:
@@ -194,13 +209,29 @@ def build_tree(
             workflow, WorkflowRow) else state)
         root.children.append(node)
     model: dict[int, TreeNode] = {}  # the latest model request under each step (-1: the root)
+    by_key: dict[str, TreeNode] = {}
     for call in calls:
         node = _call_node(call, workflow if isinstance(workflow, WorkflowRow) else None)
+        by_key[call.key] = node
         parent_key = call.step_index if call.step_index in by_index else -1
         parent = by_index.get(parent_key, root)
-        if node.kind == "model":
+        made_by = _made_by(call.key, by_key) if node.kind == "child" else None
+        if made_by is not None:
+            made_by.children.append(node)
+        elif node.kind == "model":
             model[parent_key] = node
             parent.children.append(node)
         else:
             model.get(parent_key, parent).children.append(node)
     return root
+
+
+def _made_by(key: str, nodes: dict[str, TreeNode]) -> TreeNode | None:
+    """The node of the call that started the child run waited on under `key`
+    (``child:<call key>`` or ``child:<call key>#<n>``), or None (the step started it)."""
+    call_key = key[len(CHILD_WAIT_PREFIX):].rpartition("#")
+    for candidate in (key[len(CHILD_WAIT_PREFIX):], call_key[0]):
+        node = nodes.get(candidate)
+        if candidate and node is not None and node.kind in ("call", "model"):
+            return node
+    return None

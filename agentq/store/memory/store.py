@@ -39,9 +39,10 @@ from agentq.store.contract.rows import (
     event_row,
 )
 from agentq.store.memory.detach import detached
+from agentq.store.memory.rates import RateBook
 from agentq.store.rules.projection import replay
 from agentq.store.rules.tx import Draft
-from agentq.store.rules.verbs import JobRules, RuleStore
+from agentq.store.rules.verbs import JobRules, RateRules, RuleStore
 
 __all__ = ["MemoryStore"]
 
@@ -147,7 +148,7 @@ def _forget_job(tx: _Tx, key: str) -> bool:
 
 
 class MemoryStore(RuleStore):
-    """A `DurableStore` and `JobOutcomeStore` in memory: the reference implementation and a
+    """A `DurableStore`, `JobOutcomeStore` and `RateLedger` in memory: the reference implementation and a
     test double.
 
     Every verb is applied all-or-nothing (staged, then committed only if the rule succeeded)
@@ -161,6 +162,11 @@ class MemoryStore(RuleStore):
     """
 
     job_rules = JobRules(_save_job, _forget_job)
+    rate_rules = RateRules(
+        lambda tx, *args: tx._store._rates.take(*args),
+        lambda tx, *args: tx._store._rates.settle(*args),
+        lambda tx, *args: tx._store._rates.pause(*args),
+    )
 
     def __init__(self) -> None:
         self._events: list[Event] = []
@@ -169,6 +175,7 @@ class MemoryStore(RuleStore):
         self._calls: dict[str, dict[str, CallRow]] = {}  # by key, in first_seq order
         self._jobs: dict[str, StoredJob] = {}
         self._job_expiry: list[tuple[float, str]] = []  # a heap of (expires_at, key)
+        self._rates = RateBook()  # the shared rate windows of `Queue(store=...)`
         self._closed = False
 
     def __repr__(self) -> str:

@@ -161,3 +161,20 @@ CREATE TRIGGER events_wake_workers AFTER INSERT ON events FOR EACH ROW
 -- the workflow fails with WorkflowTimedOut; NULL for none and in databases made before this
 -- version (their logs hold no deadlines: nothing to rebuild).
 ALTER TABLE workflows ADD COLUMN deadline DOUBLE PRECISION;
+
+-- migration 5
+-- Shared rate windows (`Queue(store=...)` with `LaneConfig(rate=, tokens=)`): a lane's stored
+-- pause (a Retry-After seen by any process; its row is also what a take locks), and one row a
+-- job start charged to the lane's window (when, and its tokens: the estimate, then the usage
+-- it reported). Rows older than the lane's longest window are deleted by the next take.
+CREATE TABLE rate_lanes (
+    lane         TEXT PRIMARY KEY,
+    paused_until DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE rate_charges (
+    id     BIGSERIAL PRIMARY KEY,
+    lane   TEXT             NOT NULL,
+    at     DOUBLE PRECISION NOT NULL,
+    tokens BIGINT           NOT NULL
+);
+CREATE INDEX rate_charges_by_lane ON rate_charges (lane, at);

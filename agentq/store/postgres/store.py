@@ -27,7 +27,8 @@ from agentq.store.contract.checks import check_number
 from agentq.store.postgres.connection import Connections, describe_dsn
 from agentq.store.postgres.listen import Listener
 from agentq.store.postgres.tx import PostgresTx, key, rebuild
-from agentq.store.rules.verbs import JobRules
+from agentq.store.rules.verbs import JobRules, RateRules
+from agentq.store.sql.rates import RateSql
 from agentq.store.sql.reads import Dialect
 from agentq.store.sql.verbs import SqlParts, SqlStore
 
@@ -39,6 +40,7 @@ __all__ = ["PostgresStore"]
 T = TypeVar("T")
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_RATES = RateSql("%s", " FOR UPDATE")  # a take locks its lane's row
 
 
 class PostgresStore(SqlStore):
@@ -86,6 +88,7 @@ class PostgresStore(SqlStore):
     """
 
     job_rules = JobRules(postgres_jobs.save, postgres_jobs.forget)
+    rate_rules = RateRules(_RATES.take, _RATES.settle, _RATES.pause)
     sql = SqlParts(
         Dialect(
             "%s",

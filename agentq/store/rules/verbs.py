@@ -4,7 +4,7 @@ Each `DurableStore` write verb is a transition rule (`workflow`, `lease`, `attem
 `calls` of `agentq.store.rules`) run in one transaction; only how a store runs a transaction
 differs. `RuleStore` holds each verb's signature, docstring and rule call once; a store
 supplies `_write` (run ``rule(tx, *args)`` in one transaction, return its result) and, for the
-`JobOutcomeStore` verbs, its `JobRules`. `MemoryStore`, `SqliteStore` and `PostgresStore`
+`JobOutcomeStore` verbs, its `JobRules` (for the `RateLedger` verbs, its `RateRules`). `MemoryStore`, `SqliteStore` and `PostgresStore`
 derive from it (the two SQL stores through `agentq.store.sql.verbs.SqlStore`, which adds the
 reads).
 """
@@ -22,11 +22,12 @@ import agentq.store.rules.lease as rules_lease
 import agentq.store.rules.workflow as rules_workflow
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
+from agentq.queue import BudgetGrant, Rate
 from agentq.store.contract.children import ChildStart
 from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.rows import CallRow, WorkflowRow
 
-__all__ = ["JobRules", "RuleStore"]
+__all__ = ["JobRules", "RateRules", "RuleStore"]
 
 T = TypeVar("T")
 
@@ -43,6 +44,20 @@ class JobRules(NamedTuple):
     forget: Callable[..., bool]
 
 
+class RateRules(NamedTuple):
+    """How a store keeps the shared rate windows of `RateLedger`, run by `_write_job`.
+
+    Attributes:
+        take: ``take(tx, lane, rate, tokens, estimate, now) -> BudgetGrant``.
+        settle: ``settle(tx, charge, tokens) -> None``.
+        pause: ``pause(tx, lane, until) -> None``.
+    """
+
+    take: Callable[..., BudgetGrant]
+    settle: Callable[..., None]
+    pause: Callable[..., None]
+
+
 class RuleStore:
     """The write verbs of a `DurableStore` (and `save_job` / `forget_job` of a
     `JobOutcomeStore`), each one call of `_write` (or `_write_job`).
@@ -53,6 +68,9 @@ class RuleStore:
 
     job_rules: ClassVar[JobRules]
     """The store's job-outcome writes."""
+
+    rate_rules: ClassVar[RateRules]
+    """The store's shared rate windows."""
 
     async def _write(self, rule: Callable[..., T], *args: Any) -> T:
         """Run ``rule(tx, *args)`` in one transaction of the store; return its result.
@@ -268,3 +286,23 @@ class RuleStore:
     async def forget_job(self, key: str) -> bool:
         """See `JobOutcomeStore.forget_job`."""
         return await self._write_job(self.job_rules.forget, validate_key(key))
+
+    async def take_budget(
+        self,
+        lane: str,
+        *,
+        rate: Rate | None,
+        tokens: Rate | None,
+        estimate: int,
+        now: float,
+    ) -> BudgetGrant:
+        """See `RateLedger.take_budget` (one transaction; the rule checks the arguments)."""
+        return await self._write_job(self.rate_rules.take, lane, rate, tokens, estimate, now)
+
+    async def settle_budget(self, charge: int, tokens: int) -> None:
+        """See `RateLedger.settle_budget`."""
+        await self._write_job(self.rate_rules.settle, charge, tokens)
+
+    async def pause_lane(self, lane: str, until: float) -> None:
+        """See `RateLedger.pause_lane`."""
+        await self._write_job(self.rate_rules.pause, lane, until)

@@ -145,3 +145,20 @@ CREATE INDEX workflows_by_definition ON workflows (definition, state, started_se
 -- the workflow fails with WorkflowTimedOut; NULL for none and in files written before this
 -- version (their logs hold no deadlines: nothing to rebuild).
 ALTER TABLE workflows ADD COLUMN deadline REAL;
+
+-- migration 9
+-- Shared rate windows (`Queue(store=...)` with `LaneConfig(rate=, tokens=)`): a lane's stored
+-- pause (a Retry-After seen by any process), and one row a job start charged to the lane's
+-- window (when, and its tokens: the estimate, then the usage it reported). Rows older than
+-- the lane's longest window are deleted by the next take. Not part of the event log.
+CREATE TABLE rate_lanes (
+    lane         TEXT PRIMARY KEY,
+    paused_until REAL NOT NULL
+);
+CREATE TABLE rate_charges (
+    id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    lane   TEXT    NOT NULL,
+    at     REAL    NOT NULL,
+    tokens INTEGER NOT NULL
+);
+CREATE INDEX rate_charges_by_lane ON rate_charges (lane, at);

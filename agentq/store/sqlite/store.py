@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import agentq.store.sqlite.jobs as sqlite_jobs
 import agentq.store.sqlite.tx as sqlite_tx
 from agentq.errors import StoreError
-from agentq.store.rules.verbs import JobRules
+from agentq.store.rules.verbs import JobRules, RateRules
+from agentq.store.sql.rates import RateSql
 from agentq.store.sql.reads import JSON_ARROWS, Dialect
 from agentq.store.sql.verbs import SqlParts, SqlStore
 from agentq.store.sqlite.batch import GroupCommit
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
+
+
+_RATES = RateSql("?", "")  # a write transaction of SQLite holds the whole file
 
 
 class SqliteStore(SqlStore):
@@ -76,6 +80,11 @@ class SqliteStore(SqlStore):
     """
 
     job_rules = JobRules(sqlite_jobs.save, sqlite_jobs.forget)
+    rate_rules = RateRules(
+        lambda tx, *args: _RATES.take(tx.conn, *args),
+        lambda tx, *args: _RATES.settle(tx.conn, *args),
+        lambda tx, *args: _RATES.pause(tx.conn, *args),
+    )
     sql = SqlParts(Dialect("?", json_arrows=JSON_ARROWS), sqlite_jobs.load, sqlite_tx.rebuild)
 
     def __init__(

@@ -57,7 +57,9 @@ class SharedBudgets:
             if shares(lane):
                 lane.on_pause = self._pauser(lane)
 
-    def ready_at(self, lane: Lane[Record], rec: Record, now: float, pump: Callable[[], None]) -> float:
+    def ready_at(
+        self, lane: Lane[Record], rec: Record, now: float, pump: Callable[[], None]
+    ) -> float:
         """The clock time from which `rec` may start as far as the store goes.
 
         `now` (or the lane's pause) when a grant is held; else a take is asked for (unless

@@ -148,8 +148,8 @@ def _forget_job(tx: _Tx, key: str) -> bool:
 
 
 class MemoryStore(RuleStore):
-    """A `DurableStore`, `JobOutcomeStore` and `RateLedger` in memory: the reference implementation and a
-    test double.
+    """A `DurableStore`, `JobOutcomeStore` and `RateLedger` in memory: the reference
+    implementation and a test double.
 
     Every verb is applied all-or-nothing (staged, then committed only if the rule succeeded)
     and returns copies (`agentq.store.memory.detach.detached`: dicts and lists are copied,

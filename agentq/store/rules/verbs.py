@@ -5,8 +5,8 @@ Each `DurableStore` write verb is a transition rule (`workflow`, `lease`, `attem
 differs. `RuleStore` holds each verb's signature, docstring and rule call once; a store
 supplies `_write` (run ``rule(tx, *args)`` in one transaction, return its result) and, for the
 `JobOutcomeStore` verbs, its `JobRules` (for the `RateLedger` verbs, its `RateRules`).
-`MemoryStore`, `SqliteStore` and `PostgresStore` derive from it (the two SQL stores through `agentq.store.sql.verbs.SqlStore`, which adds the
-reads).
+`MemoryStore`, `SqliteStore` and `PostgresStore` derive from it (the two SQL stores through
+`agentq.store.sql.verbs.SqlStore`, which adds the reads).
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ from .conftest import T0
 
 pytestmark = pytest.mark.timeout(30)
 
+EVERY_10_S = Rate(3, 10.0)
+
 
 def ledger(store: DurableStore) -> RateLedger:
     assert isinstance(store, RateLedger)
@@ -27,7 +29,7 @@ def ledger(store: DurableStore) -> RateLedger:
 
 
 async def take(
-    store: DurableStore, lane: str = "medium", *, rate: Rate | None = Rate(3, 10.0),
+    store: DurableStore, lane: str = "medium", *, rate: Rate | None = EVERY_10_S,
     tokens: Rate | None = None, estimate: int = 0, at: float = 0.0,
 ) -> BudgetGrant:
     return await ledger(store).take_budget(
@@ -106,7 +108,7 @@ async def test_bad_arguments_are_refused_naming_them(
     assert named in str(info.value)
     with pytest.raises(ValueError, match="-2"):
         await ledger(store).settle_budget(-2, 1)
-    with pytest.raises(ValueError, match="tokens .* -3"):
+    with pytest.raises(ValueError, match=r"tokens .* -3"):
         await ledger(store).settle_budget(1, -3)
     with pytest.raises(ValueError, match="inf"):
         await ledger(store).pause_lane("low", math.inf)

@@ -295,3 +295,21 @@ async def test_a_failing_store_is_reported_and_asked_again(clock: FakeClock) -> 
             await drain(queue)
     finally:
         loop.set_exception_handler(None)
+
+
+async def test_bad_inputs_of_sharing_and_settling(clock: FakeClock) -> None:
+    async with Queue(lanes(tokens=Rate(100, 60.0)), clock=clock) as queue:
+        with pytest.raises(TypeError, match="RateLedger.*'a store'"):
+            queue.share_budgets("a store")  # type: ignore[arg-type]
+        for bad in (-1, 1.5, True):
+            with pytest.raises(ValueError, match=f"tokens must be an int >= 0, got {bad!r}"):
+                queue.settle_tokens("k", bad)  # type: ignore[arg-type]
+        assert queue.settle_tokens("unknown", 5) is False
+        await queue.push_and_wait(job("k", Starts(clock).body("k"), tokens=80))
+        assert queue.settle_tokens("k", 10) is True  # its output reported nothing
+        assert queue.settle_tokens("k", 10) is False  # once
+        assert queue.stats()[Priority.MEDIUM].window_tokens == 10
+        store = MemoryStore()
+        queue.share_budgets(store)  # from now on through the store
+        queue.share_budgets(MemoryStore())  # a second store is ignored: the first is kept
+        assert budgets(queue).store is store

@@ -65,6 +65,7 @@ from agentq.queue.outcome_store import JobOutcomeStore, StoredJob
 from agentq.queue.queue import Queue
 from agentq.queue.rate_ledger import BudgetGrant, RateLedger
 from agentq.queue.rates import Rate
+from agentq.queue.rates import usage_tokens as usage_tokens
 from agentq.queue.shutdown import CloseReport
 
 __all__ = [

@@ -64,7 +64,7 @@ class Arbiter:
 
     __slots__ = (
         "_timer", "_wake_at", "aging", "charges", "lanes", "ledger", "shared", "shared_charges",
-        "total",
+        "total", "unsettled",
     )
 
     def __init__(self, ledger: Ledger, total_permits: int | None, aging: float) -> None:
@@ -85,13 +85,24 @@ class Arbiter:
             for lane in self.lanes:
                 lane.gated = True
         self.charges: dict[Record, Charge] = {}
-        store = ledger.store
-        self.shared = (
-            SharedBudgets(ledger, store)
-            if isinstance(store, RateLedger) and any(shares(lane) for lane in self.lanes)
-            else None
-        )
+        self.shared: SharedBudgets | None = None
         self.shared_charges: dict[Record, int] = {}  # the store's charge of a started record
+        # Charges of finished jobs whose output reported no usage, by key, oldest first:
+        # `settle_late` may still settle them while they are in their window.
+        self.unsettled: dict[str, tuple[Lane[Record], Charge, int | None]] = {}
+        if isinstance(ledger.store, RateLedger):
+            self.share(ledger.store)
+
+    def share(self, store: RateLedger) -> None:
+        """Share the budgets of the lanes that have one through `store` (see `Queue.share_budgets`).
+
+        Raises:
+            TypeError: `store` is not a `RateLedger`.
+        """
+        if not isinstance(store, RateLedger):
+            raise TypeError(f"store must be a RateLedger (a store of agentq), got {store!r}")
+        if self.shared is None and any(shares(lane) for lane in self.lanes):
+            self.shared = SharedBudgets(self.ledger, store)
         self._timer: asyncio.Task[None] | None = None
         self._wake_at = math.inf
 
@@ -175,13 +186,45 @@ class Arbiter:
         if charge is None:
             return
         outcome = rec.outcome
-        if isinstance(outcome, Completed):
-            used = tokens_used(outcome.output)
-            budget = rec.lane.token_budget
-            if used is not None and budget is not None:
-                budget.settle(charge, used)
-                if shared is not None and self.shared is not None:
-                    self.shared.settle(shared, used)
+        if not isinstance(outcome, Completed):
+            return
+        used = tokens_used(outcome.output)
+        if used is not None:
+            self._settle(rec.lane, charge, shared, used)
+            return
+        unsettled = self.unsettled
+        unsettled.pop(rec.key, None)
+        unsettled[rec.key] = (rec.lane, charge, shared)
+        now = self.ledger.clock.time()
+        for key, (lane, kept, _) in list(unsettled.items()):  # forget those out of the window
+            budget = lane.token_budget
+            if budget is None or kept.at > now - budget.rate.per_seconds:
+                break
+            del unsettled[key]
+
+    def settle_late(self, key: str, tokens: int) -> bool:
+        """Settle the charge of the finished job `key` whose output reported no usage.
+
+        Returns:
+            True if a charge was kept for `key` (and is now settled); False if none was.
+
+        Raises:
+            ValueError: `tokens` is not an int >= 0.
+        """
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ValueError(f"tokens must be an int >= 0, got {tokens!r}")
+        kept = self.unsettled.pop(key, None)
+        if kept is None:
+            return False
+        self._settle(kept[0], kept[1], kept[2], tokens)
+        return True
+
+    def _settle(self, lane: Lane[Record], charge: Charge, shared: int | None, used: int) -> None:
+        budget = lane.token_budget
+        if budget is not None:
+            budget.settle(charge, used)
+        if shared is not None and self.shared is not None:
+            self.shared.settle(shared, used)
 
     def stop(self) -> None:
         """Cancel the timer (the queue has nothing left to wait for)."""

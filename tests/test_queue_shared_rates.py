@@ -299,7 +299,7 @@ async def test_a_failing_store_is_reported_and_asked_again(clock: FakeClock) -> 
 
 async def test_bad_inputs_of_sharing_and_settling(clock: FakeClock) -> None:
     async with Queue(lanes(tokens=Rate(100, 60.0)), clock=clock) as queue:
-        with pytest.raises(TypeError, match="RateLedger.*'a store'"):
+        with pytest.raises(TypeError, match=r"RateLedger.*'a store'"):
             queue.share_budgets("a store")  # type: ignore[arg-type]
         for bad in (-1, 1.5, True):
             with pytest.raises(ValueError, match=f"tokens must be an int >= 0, got {bad!r}"):

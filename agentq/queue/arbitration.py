@@ -90,6 +90,8 @@ class Arbiter:
         # Charges of finished jobs whose output reported no usage, by key, oldest first:
         # `settle_late` may still settle them while they are in their window.
         self.unsettled: dict[str, tuple[Lane[Record], Charge, int | None]] = {}
+        self._timer: asyncio.Task[None] | None = None
+        self._wake_at = math.inf
         if isinstance(ledger.store, RateLedger):
             self.share(ledger.store)
 
@@ -103,8 +105,6 @@ class Arbiter:
             raise TypeError(f"store must be a RateLedger (a store of agentq), got {store!r}")
         if self.shared is None and any(shares(lane) for lane in self.lanes):
             self.shared = SharedBudgets(self.ledger, store)
-        self._timer: asyncio.Task[None] | None = None
-        self._wake_at = math.inf
 
     def in_use(self) -> int:
         """Permits held by all lanes together."""

@@ -15,6 +15,8 @@ imports only modules above it):
     ``attempt``         complete, fail or wait: the end of an attempt, under fencing.
     ``calls``           start, complete or fail a durable call, under fencing.
     ``children``        start a child run (``ctx.child``) once, linked to its parent.
+    ``rates``           the shared rate windows (`RateLedger`): the verbs' checks, and
+                        whether a start fits (`judge`, with the queue's `Window`).
     ``fork``            fork a workflow: a new one whose history up to a point is copied
                         from another's.
     ``verbs``           `RuleStore`: every write verb once, over an abstract `_write`; the

@@ -7,5 +7,7 @@ imports only modules above it):
     ``rows``            the column lists of the tables and decoding a result row.
     ``reads``           the read verbs as queries; `Dialect` names what differs between
                         the two (placeholder, key parameters, row locks, JSON in SQL).
+    ``rates``           `RateSql`: the shared rate windows (`RateLedger`) as SQL, in either
+                        dialect (run by each store's `rate_rules`).
     ``verbs``           `SqlStore`: the read verbs of the SQL stores once, over `_read`.
 """

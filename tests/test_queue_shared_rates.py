@@ -313,3 +313,34 @@ async def test_bad_inputs_of_sharing_and_settling(clock: FakeClock) -> None:
         queue.share_budgets(store)  # from now on through the store
         queue.share_budgets(MemoryStore())  # a second store is ignored: the first is kept
         assert budgets(queue).store is store
+
+
+class SlowPause(MemoryStore):
+    """A MemoryStore whose pause_lane waits until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.paused: list[str] = []
+
+    async def pause_lane(self, lane: str, until: float) -> None:
+        await self.release.wait()
+        await super().pause_lane(lane, until)
+        self.paused.append(lane)
+
+
+async def test_close_waits_for_the_pause_being_stored(clock: FakeClock) -> None:
+    store = SlowPause()
+
+    async def refused() -> None:
+        raise TooMany()
+
+    queue = Queue(lanes(rate=Rate(5, 1.0)), clock=clock, store=store)
+    handle = queue.push_nowait(job("x", refused)).handle  # type: ignore[union-attr]
+    await handle
+    closing = asyncio.get_running_loop().create_task(queue.close())
+    await settle()
+    assert not closing.done()  # the pause is not stored yet: other processes must see it
+    store.release.set()
+    await closing
+    assert store.paused == ["medium"]

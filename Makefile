@@ -84,6 +84,7 @@ browser: $(TEST_STAMP)
 bench: $(TEST_STAMP) $(BENCH_STAMP)
 	$(PY) -m bench.queue
 	$(PY) -m bench.rates
+	$(PY) -m bench.rates_shared
 	$(PY) -m bench.memory
 	$(PY) -m bench.workflows
 	$(PY) -m bench.groups

@@ -55,6 +55,7 @@ from agentq.outcomes import (
 )
 from agentq.queue import (
     Accepted,
+    BudgetGrant,
     Cached,
     CloseReport,
     InFlight,
@@ -70,6 +71,7 @@ from agentq.queue import (
     Queued,
     QueueStats,
     Rate,
+    RateLedger,
     StoredJob,
 )
 from agentq.retry import Backoff, Classification, RetryPolicy, Verdict, classify, is_retryable
@@ -113,6 +115,7 @@ __all__ = [
     "Accepted",
     "AgentqError",
     "Backoff",
+    "BudgetGrant",
     "Cached",
     "CallKind",
     "CallRow",
@@ -169,6 +172,7 @@ __all__ = [
     "QueueStats",
     "Queued",
     "Rate",
+    "RateLedger",
     "Recorded",
     "RecoveryReport",
     "RetryPolicy",

@@ -15,18 +15,25 @@ Run: ``python -m bench.rates`` (about 10 s). Rows:
   pushed every 0.2 s; each LOW job's wait beside ``aging`` (1 s): the bound is aging plus one
   job's length.
 
-In-process budgets (one queue); budgets shared by processes through a store are a later step.
+In-process budgets (one queue); ``bench/rates_shared.py`` measures budgets shared by two
+processes through PostgreSQL. Each row ends with the machine's load average.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from agentq.queue import Job, LaneConfig, Priority, Queue, Rate
 from agentq.retry import RetryPolicy
+
+
+def load() -> str:
+    """The machine's 1-minute load average, for the rows (the machine may be shared)."""
+    return f"load {os.getloadavg()[0]:.2f}"
 
 
 def _most_in_window(times: list[float], per: float) -> int:
@@ -59,7 +66,7 @@ async def jobs_rate() -> None:
     span = starts[-1] - starts[0]
     achieved = (len(starts) - limit.count) / span  # the first window is a burst of `count`
     print(f"  jobs/s    limit {limit.count}/s   achieved {achieved:6.1f}/s after the first "
-          f"burst   most in any 1 s window: {_most_in_window(starts, 1.0)}")
+          f"burst   most in any 1 s window: {_most_in_window(starts, 1.0)}   {load()}")
 
 
 async def tokens_rate() -> None:
@@ -68,7 +75,7 @@ async def tokens_rate() -> None:
     span = starts[-1] - starts[0]
     achieved = (len(starts) - 10) * 100 / span
     print(f"  tokens/s  limit {limit.count}/s achieved {achieved:6.0f}/s after the first "
-          f"burst   most in any 1 s window: {100 * _most_in_window(starts, 1.0)}")
+          f"burst   most in any 1 s window: {100 * _most_in_window(starts, 1.0)}   {load()}")
 
 
 class TooMany(Exception):
@@ -110,7 +117,7 @@ async def storm() -> None:
     later = [g for g in gaps if g >= 0.01]
     print(f"  429 storm Retry-After 0.50 s   {len(attempts)} attempts; after a refusal the "
           f"next start came {min(later):.3f} s later ({len(batch)} bodies dispatched with a "
-          "refused one began within 10 ms)")
+          f"refused one began within 10 ms)   {load()}")
 
 
 async def low_under_high() -> None:
@@ -144,7 +151,7 @@ async def low_under_high() -> None:
         await queue.close(drain=False)
     print(f"  LOW under HIGH load  aging {aging:.2f} s (+ one job {job_s:.2f} s)   LOW waits: "
           f"min {min(waits):.3f} s, max {max(waits):.3f} s over {len(waits)} jobs; "
-          f"{n} HIGH jobs pushed")
+          f"{n} HIGH jobs pushed   {load()}")
 
 
 def main() -> None:

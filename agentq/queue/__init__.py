@@ -24,29 +24,33 @@ each imports only modules that come before it in the list, never one after it.
 11. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
 12. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
     keys across restarts (`Queue(store=...)`), and `StoredJob`.
-13. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, its
+13. ``rate_ledger`` - `RateLedger`, the protocol a store implements to share the lanes'
+    rate and token budgets and pauses between processes, and `BudgetGrant`.
+14. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, its
     budgets and pause, and the states a record goes through in it.
-14. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
+15. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
     its attempt, interrupts, its waits on other jobs); `CURRENT`, the job a context runs.
-15. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
+16. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
     finished keys' expiry and eviction, the runs whose body has not stopped yet, the keys
     whose stored outcome is being read.
-16. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
+17. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
     subscribers, store) and the transitions of the books: answer a known key (and the
     cache-hit fast path), claim, settle.
-17. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
+18. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
     output before it settles, forget.
-18. ``runner`` - running one record in the current task: attempts, timeouts, threads,
+19. ``runner`` - running one record in the current task: attempts, timeouts, threads,
     retries (and the lane pause a rate-limit failure asks for), interrupts.
-19. ``arbitration`` - `Arbiter`: which waiting job of which gated lane gets the next permit
+20. ``budgets`` - `SharedBudgets`: a shared lane's asks to the store (a charge granted
+    before a job starts, a pause stored, tokens settled), in tasks of their own.
+21. ``arbitration`` - `Arbiter`: which waiting job of which gated lane gets the next permit
     (rate and token budgets, pauses, ``total_permits`` shared by priority with aging).
-20. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
+22. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
     taking records.
-21. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
-22. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
+23. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
+24. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
     (`answer`, for a known key).
-23. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
-24. ``queue`` - `Queue`, the public face: small methods over the modules above.
+25. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
+26. ``queue`` - `Queue`, the public face: small methods over the modules above.
 
 ``docs/queue-internals.md`` follows one push through these modules.
 """
@@ -59,11 +63,14 @@ from agentq.queue.lanes import LANE_ORDER as LANE_ORDER
 from agentq.queue.lanes import LaneConfig, LaneStats, Priority, QueueStats
 from agentq.queue.outcome_store import JobOutcomeStore, StoredJob
 from agentq.queue.queue import Queue
+from agentq.queue.rate_ledger import BudgetGrant, RateLedger
 from agentq.queue.rates import Rate
+from agentq.queue.rates import usage_tokens as usage_tokens
 from agentq.queue.shutdown import CloseReport
 
 __all__ = [
     "Accepted",
+    "BudgetGrant",
     "Cached",
     "CloseReport",
     "InFlight",
@@ -79,5 +86,6 @@ __all__ = [
     "QueueStats",
     "Queued",
     "Rate",
+    "RateLedger",
     "StoredJob",
 ]

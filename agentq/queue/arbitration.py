@@ -19,7 +19,11 @@ the queue's clock until the earliest such time and pumps again: one timer task a
 cancelled when nothing waits for time. A started record's token charge is kept until its
 body has stopped (`finished`), then settled by the usage its output reports.
 
-In-process only: the budgets, the pause and the permits are this queue's.
+With a store that keeps rate windows (`agentq.queue.rate_ledger.RateLedger`), the budgets
+of the lanes that have them are the store's, shared by every queue on it: such a lane's
+record is ready only once `agentq.queue.budgets.SharedBudgets` holds a charge the store
+granted for it (the local windows then only count this queue's starts, for `LaneStats`).
+The permits, ``total_permits`` and aging stay this queue's.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ import math
 from collections.abc import Callable
 
 from agentq.outcomes import Completed
+from agentq.queue.budgets import SharedBudgets, shares
 from agentq.queue.jobs import check_seconds
 from agentq.queue.lane import Lane
 from agentq.queue.lanes import LANE_ORDER
 from agentq.queue.ledger import Ledger
+from agentq.queue.rate_ledger import RateLedger
 from agentq.queue.rates import Charge, tokens_used
 from agentq.queue.records import Record
 
@@ -56,7 +62,10 @@ class Arbiter:
             not finite; the message names the value.
     """
 
-    __slots__ = ("_timer", "_wake_at", "aging", "charges", "lanes", "ledger", "total")
+    __slots__ = (
+        "_timer", "_wake_at", "aging", "charges", "lanes", "ledger", "shared", "shared_charges",
+        "total", "unsettled",
+    )
 
     def __init__(self, ledger: Ledger, total_permits: int | None, aging: float) -> None:
         if total_permits is not None and (
@@ -76,8 +85,26 @@ class Arbiter:
             for lane in self.lanes:
                 lane.gated = True
         self.charges: dict[Record, Charge] = {}
+        self.shared: SharedBudgets | None = None
+        self.shared_charges: dict[Record, int] = {}  # the store's charge of a started record
+        # Charges of finished jobs whose output reported no usage, by key, oldest first:
+        # `settle_late` may still settle them while they are in their window.
+        self.unsettled: dict[str, tuple[Lane[Record], Charge, int | None]] = {}
         self._timer: asyncio.Task[None] | None = None
         self._wake_at = math.inf
+        if isinstance(ledger.store, RateLedger):
+            self.share(ledger.store)
+
+    def share(self, store: RateLedger) -> None:
+        """Share the budgets of the lanes that have one through `store` (see `Queue.share_budgets`).
+
+        Raises:
+            TypeError: `store` is not a `RateLedger`.
+        """
+        if not isinstance(store, RateLedger):
+            raise TypeError(f"store must be a RateLedger (a store of agentq), got {store!r}")
+        if self.shared is None and any(shares(lane) for lane in self.lanes):
+            self.shared = SharedBudgets(self.ledger, store)
 
     def in_use(self) -> int:
         """Permits held by all lanes together."""
@@ -87,8 +114,15 @@ class Arbiter:
         """Date a record entering a gated lane's waiting area (for aging)."""
         rec.admitted_at = self.ledger.clock.time()
 
-    def ready_at(self, lane: Lane[Record], rec: Record, now: float) -> float:
-        """The clock time from which `rec` may start as far as `lane`'s budgets and pause go."""
+    def ready_at(self, lane: Lane[Record], rec: Record, now: float, start: Start) -> float:
+        """The clock time from which `rec` may start as far as `lane`'s budgets and pause go.
+
+        For a lane whose budgets a store shares, the store decides (an answer to come is
+        an infinite time; it pumps again with `start`).
+        """
+        shared = self.shared
+        if shared is not None and shares(lane):
+            return shared.ready_at(lane, rec, now, lambda: self.pump(start))
         ready = max(now, lane.paused_until)
         starts = lane.starts
         if starts is not None:
@@ -119,7 +153,7 @@ class Arbiter:
                 rec = lane.peek_queued()
                 if rec is None:
                     continue
-                ready = self.ready_at(lane, rec, now)
+                ready = self.ready_at(lane, rec, now, start)
                 if ready > now:
                     wake = min(wake, ready)
                     continue
@@ -135,6 +169,8 @@ class Arbiter:
             lane = best[1]
             rec = lane.grant()
             assert rec is not None
+            if self.shared is not None and shares(lane):
+                self.shared_charges[rec] = self.shared.consume(lane)
             if lane.starts is not None:
                 lane.starts.charge(now, 1)
             job = rec.job
@@ -146,14 +182,49 @@ class Arbiter:
     def finished(self, rec: Record) -> None:
         """`rec`'s body has stopped: settle its token charge by the usage its output reports."""
         charge = self.charges.pop(rec, None)
+        shared = self.shared_charges.pop(rec, None) if self.shared_charges else None
         if charge is None:
             return
         outcome = rec.outcome
-        if isinstance(outcome, Completed):
-            used = tokens_used(outcome.output)
-            budget = rec.lane.token_budget
-            if used is not None and budget is not None:
-                budget.settle(charge, used)
+        if not isinstance(outcome, Completed):
+            return
+        used = tokens_used(outcome.output)
+        if used is not None:
+            self._settle(rec.lane, charge, shared, used)
+            return
+        unsettled = self.unsettled
+        unsettled.pop(rec.key, None)
+        unsettled[rec.key] = (rec.lane, charge, shared)
+        now = self.ledger.clock.time()
+        for key, (lane, kept, _) in list(unsettled.items()):  # forget those out of the window
+            budget = lane.token_budget
+            if budget is None or kept.at > now - budget.rate.per_seconds:
+                break
+            del unsettled[key]
+
+    def settle_late(self, key: str, tokens: int) -> bool:
+        """Settle the charge of the finished job `key` whose output reported no usage.
+
+        Returns:
+            True if a charge was kept for `key` (and is now settled); False if none was.
+
+        Raises:
+            ValueError: `tokens` is not an int >= 0.
+        """
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ValueError(f"tokens must be an int >= 0, got {tokens!r}")
+        kept = self.unsettled.pop(key, None)
+        if kept is None:
+            return False
+        self._settle(kept[0], kept[1], kept[2], tokens)
+        return True
+
+    def _settle(self, lane: Lane[Record], charge: Charge, shared: int | None, used: int) -> None:
+        budget = lane.token_budget
+        if budget is not None:
+            budget.settle(charge, used)
+        if shared is not None and self.shared is not None:
+            self.shared.settle(shared, used)
 
     def stop(self) -> None:
         """Cancel the timer (the queue has nothing left to wait for)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from asyncio import Future, Task
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from agentq.queue.lanes import LaneConfig, LaneStats, Priority
@@ -71,6 +72,7 @@ class Lane(Generic[R]):
         "holders",
         "joins",
         "limit",
+        "on_pause",
         "paused_until",
         "permits",
         "priority",
@@ -90,6 +92,8 @@ class Lane(Generic[R]):
         self.starts = None if config.rate is None else Window(config.rate)
         self.token_budget = None if config.tokens is None else Window(config.tokens)
         self.paused_until = 0.0  # clock time before which no job of the lane starts
+        # Told of a pause this process decided (a store shares it: `agentq.queue.budgets`).
+        self.on_pause: Callable[[float], None] | None = None
         # The arbiter gives this lane's permits (budgets, a pause, or shared permits).
         self.gated = self.starts is not None or self.token_budget is not None
         self.capacity = config.capacity
@@ -134,10 +138,16 @@ class Lane(Generic[R]):
             window_tokens=None if tokens is None else tokens.usage(now),
         )
 
-    def pause(self, until: float) -> None:
-        """Start no job of this lane before clock time `until`; the lane becomes gated."""
+    def pause(self, until: float, *, share: bool = True) -> None:
+        """Start no job of this lane before clock time `until`; the lane becomes gated.
+
+        With `share` (a failure here asked for it), `on_pause` is told, if set; a pause read
+        from a store is not told back.
+        """
         if until > self.paused_until:
             self.paused_until = until
+        if share and self.on_pause is not None:
+            self.on_pause(until)
         self.gated = True
 
     # ------------------------------------------------------------ permits and workers

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from types import TracebackType
 from typing import Any
 
 from agentq.clock import Clock
 from agentq.errors import QueueClosed, QueueFull
 from agentq.keys import validate_key
-from agentq.outcomes import Pending as _Pending
-from agentq.outcomes import Processing as _Processing
-from agentq.outcomes import State
+from agentq.outcomes import Pending, Processing, State
 from agentq.queue import nesting, persistence
 from agentq.queue.arbitration import Arbiter
 from agentq.queue.dispatch import Dispatcher
@@ -27,13 +24,14 @@ from agentq.queue.lane import CLAIMED, QUEUED
 from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats, lane_configs
 from agentq.queue.ledger import HIT_CACHED, HIT_JOINED, HIT_RUN, Ledger
 from agentq.queue.outcome_store import JobOutcomeStore
+from agentq.queue.rate_ledger import RateLedger
 from agentq.queue.records import CURRENT
 from agentq.queue.shutdown import CloseReport, Shutdown
 
 __all__ = ["CloseReport", "Queue"]
 
-_PENDING = _Pending()
-_PROCESSING = _Processing()
+_PENDING = Pending()
+_PROCESSING = Processing()
 
 
 class Queue:
@@ -76,7 +74,8 @@ class Queue:
             output; see ``docs/idempotency.md``). It bounds memory only: an evicted key stays
             in the store, and its next push reads it back.
         clock: Time source for timeouts, backoff and key expiry; `SystemClock` by default.
-        store: Where completed outputs are kept across restarts, or None (memory only).
+        store: Where completed outputs are kept across restarts, or None (memory only). A
+            `RateLedger` store also shares the lanes' budgets (`share_budgets`).
         total_permits: Permits the lanes share (each still within its `LaneConfig.permits`),
             highest priority first; None: independent lanes (`agentq.queue.arbitration`).
         aging: Seconds after which a waiting job goes before any newer one (never starved).
@@ -298,8 +297,7 @@ class Queue:
 
     def stats(self) -> QueueStats:
         """A frozen snapshot of every lane (HIGH, MEDIUM, LOW); cheap, any time."""
-        now = self._ledger.clock.time()
-        return QueueStats(tuple(self._lanes[p].snapshot(now) for p in LANE_ORDER))
+        return QueueStats(tuple(self._lanes[p].snapshot(self.clock.time()) for p in LANE_ORDER))
 
     async def forget(self, key: str) -> bool:
         """Forget a finished key (Completed or Failed), so that its next push runs again.
@@ -343,7 +341,8 @@ class Queue:
         drain: bool = True,
         timeout: float | None = None,  # noqa: ASYNC109 - measured with the queue's clock
     ) -> CloseReport:
-        """Stop admitting jobs, finish or cancel the admitted ones, and report what was lost.
+        """Stop admitting jobs, finish or cancel the admitted ones; return a `CloseReport` of
+        what this call did and lost.
 
         From the first call on, `push`, `push_nowait` and `push_and_wait` raise `QueueClosed`
         (except nested `push_and_wait` calls from jobs still running, which are still served
@@ -365,9 +364,6 @@ class Queue:
             drain: Let admitted jobs finish first.
             timeout: Seconds, by the queue's clock, for this call; None for no limit.
 
-        Returns:
-            The `CloseReport` of this call.
-
         Raises:
             ValueError: `timeout` is negative or not finite.
             DeadlockError: Called (and awaited) from inside a job of this queue, which close
@@ -383,18 +379,22 @@ class Queue:
         self._ledger.bind()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         await self.close(drain=exc_type is None)
 
+    def share_budgets(self, store: RateLedger) -> None:
+        """Share the rate-limited lanes' budgets and pauses through `store` (a `RateLedger`,
+        else `TypeError`) as a `store` given to the queue does; a `WorkflowEngine` calls it with
+        its store. No-op once shared, or without budgets; call it before such a lane starts."""
+        self._dispatch.arbiter.share(store)
+
+    def settle_tokens(self, key: str, tokens: int) -> bool:
+        """Settle the token charge of the finished job `key`, whose output reported no usage,
+        by the `tokens` it used (an int >= 0, else `ValueError`), e.g. a durable call's recorded
+        usage. True if its charge, still in its window, was settled; else False."""
+        return self._dispatch.arbiter.settle_late(key, tokens)
+
     def __repr__(self) -> str:
-        lanes = ", ".join(
-            f"{p}={lane.queued}q/{lane.running}r" for p, lane in self._lanes.items()
-        )
-        status = "closed" if self._dispatch.closing else "open"
-        return f"<Queue {status} keys={len(self._keys)} {lanes}>"
+        lanes = ", ".join(f"{p}={lane.queued}q/{lane.running}r" for p, lane in self._lanes.items())
+        return f"<Queue {'closed' if self.closed else 'open'} keys={len(self._keys)} {lanes}>"
 

@@ -11,14 +11,15 @@ error with status 429 and a ``Retry-After`` header (duck-typed on ``status_code`
 ``headers``, so the queue imports no HTTP or model library). `tokens_used` reads a job's
 actual usage from its output, to settle its estimate.
 
-The budgets live in one process; sharing them between processes through a store is a later
-step (``docs/lanes.md``).
+The windows here are one queue's; a store shares a lane's budget between processes
+(`agentq.queue.rate_ledger`, `agentq.queue.budgets`; ``docs/lanes.md``).
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 __all__ = ["Rate"]
@@ -184,8 +185,7 @@ def tokens_used(output: object) -> int | None:
     """The tokens a job's output says it used, or None when it says nothing.
 
     The output's ``usage`` (an attribute, or a method called with no arguments, as
-    pydantic-ai's ``AgentRunResult.usage()``) with ``total_tokens``, or else
-    ``input_tokens + output_tokens``, as ints.
+    pydantic-ai's ``AgentRunResult.usage()``), read by `usage_tokens`.
     """
     usage = getattr(output, "usage", None)
     if usage is None:
@@ -195,11 +195,22 @@ def tokens_used(output: object) -> int | None:
             usage = usage()
         except Exception:  # a usage we cannot read settles nothing
             return None
-    total = getattr(usage, "total_tokens", None)
+    return usage_tokens(usage)
+
+
+def usage_tokens(usage: object) -> int | None:
+    """The tokens a usage counts, or None: its ``total_tokens``, else ``input_tokens +
+    output_tokens`` (ints >= 0), read as attributes or, from a mapping (a durable call's
+    recorded usage), as keys."""
+    if isinstance(usage, Mapping):
+        read: Callable[[str], object] = usage.get
+    else:
+        read = lambda name: getattr(usage, name, None)  # noqa: E731
+    total = read("total_tokens")
     if type(total) is int and total >= 0:
         return total
-    given = getattr(usage, "input_tokens", None)
-    produced = getattr(usage, "output_tokens", None)
+    given = read("input_tokens")
+    produced = read("output_tokens")
     if type(given) is int and type(produced) is int and given >= 0 and produced >= 0:
         return given + produced
     return None

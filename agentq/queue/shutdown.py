@@ -143,6 +143,12 @@ class Shutdown:
                     break
                 await asyncio.sleep(0)
             await self._until(stopped, timer)
+            shared = dispatch.arbiter.shared
+            if shared is not None and shared.tasks:  # its store writes (settles, pauses) end too
+                idle = loop.create_task(shared.idle())
+                waits = (idle,) if timer is None else (idle, timer)
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                idle.cancel()
         finally:
             if timer is not None:
                 timer.cancel()

@@ -25,7 +25,7 @@ from agentq.codec import decode, encode
 from agentq.errors import AgentqError, JobFailed, JobLost, PayloadError
 from agentq.keys import call_queue_key
 from agentq.outcomes import ErrorInfo, Failed, FailureReason, Pending
-from agentq.queue import Job, Queue
+from agentq.queue import Job, Queue, usage_tokens
 from agentq.store import CallRow, DurableStore, Execution
 
 __all__ = ["CallRunner", "Usage", "call_queue_key", "json_object"]
@@ -160,6 +160,7 @@ class CallRunner:
                     fingerprint=job.fingerprint,
                     name=job.name,
                     persist=False,
+                    tokens=job.tokens,
                 )
             )
         )
@@ -198,11 +199,16 @@ class CallRunner:
             failure = Failed(FailureReason.ERROR, ErrorInfo.from_exception(bad), bad)
             await self._fail(key, failure, duration)
             raise JobFailed(key, failure, retryable=False) from bad
+        recorded = self._usage(key, usage, output)
+        if job.tokens is not None and recorded is not None:
+            used = usage_tokens(recorded)  # settles the charge unless the output did already
+            if used is not None:
+                self._queue.settle_tokens(queue_key, used)
         row = await store.complete_call(
             self._execution(),
             key,
             output=output,
-            usage=self._usage(key, usage, output),
+            usage=recorded,
             duration=duration,
             now=clock.time(),
         )

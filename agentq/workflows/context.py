@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from agentq.clock import unix_seconds
 from agentq.errors import StepContextError
-
-if TYPE_CHECKING:
-    from agentq.queue import Job
+from agentq.queue import Job
 
 __all__ = ["CallRecorder", "Definition", "StepContext"]
 
@@ -123,6 +121,7 @@ class StepContext:
         *,
         label: Mapping[str, Any] | None = None,
         usage: Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None = None,
+        tokens: int | None = None,
     ) -> Any:
         """Run `job` as a durable call: once per key in this workflow, answered from the log after.
 
@@ -151,6 +150,11 @@ class StepContext:
                 returning one (or None). A function that raises or returns something else
                 never loses the call: it is recorded as completed without usage, and the
                 problem is logged at WARNING on the ``agentq`` logger.
+            tokens: The tokens the call is expected to use (an int >= 0; ``Job(tokens=)``
+                otherwise), charged to its lane's token budget (`LaneConfig.tokens`) when it
+                starts and settled by the tokens it used: its output's usage, else the
+                recorded `usage` (``total_tokens``, or ``input_tokens + output_tokens``).
+                A call answered from the log charges nothing.
 
         Returns:
             The job's output, as stored (JSON: tuples come back as lists).
@@ -175,6 +179,7 @@ class StepContext:
                 driving it with ``asyncio.run``): durable calls need an ``async def`` step.
                 Nothing is recorded.
             TypeError: `job` is not a `Job`, or `label`/`usage` is not a dict with str keys.
+            ValueError: `tokens` is not an int >= 0 (nothing is recorded).
             PayloadError: `label` or a `usage` dict is not JSON or too large (before
                 anything runs).
 
@@ -184,6 +189,8 @@ class StepContext:
             ...     return await ctx.call(Job("mail", partial(send, hits), Priority.HIGH),
             ...                           label={"kind": "tool", "tool": "send"})
         """
+        if tokens is not None and isinstance(job, Job):
+            job = replace(job, tokens=tokens)  # checked by Job
         return await self._log("call").call(job, label, usage)
 
     async def wait_for_input(

@@ -48,7 +48,7 @@ from agentq.clock import Clock, SystemClock
 from agentq.errors import QueueClosed
 from agentq.keys import validate_key
 from agentq.outcomes import Completed
-from agentq.queue import Priority, Queue
+from agentq.queue import Priority, Queue, RateLedger
 from agentq.store import (
     AlreadyCompleted,
     AlreadyWaiting,
@@ -123,6 +123,8 @@ class Driver:
             ) from None
         self.queue = queue
         self.store = store
+        if isinstance(store, RateLedger):  # lanes' budgets hold for every engine on the store
+            queue.share_budgets(store)
         self.worker_id = (
             default_worker_id() if worker_id is None else validate_key(worker_id, "worker_id")
         )

@@ -26,7 +26,7 @@ from agentq.store import (
     WorkflowState,
 )
 from agentq.store.rules.projection import replay
-from agentq.store.sqlite.schema import SCHEMA_VERSION
+from agentq.store.sqlite.schema import SCHEMA_VERSION, migrations
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -72,7 +72,7 @@ LATER_COLUMNS = {"recoveries", "wait_key", "wait_details", "wait_deadline"}
 
 
 async def test_the_fixture_is_a_version_2_file(old_file: Path) -> None:
-    assert version(old_file) == 2 < SCHEMA_VERSION
+    assert version(old_file) == 2 < SCHEMA_VERSION == len(migrations())
     names, columns = shape(old_file)
     assert not names & LATER_TABLES and not columns & LATER_COLUMNS
     assert {"events", "workflows", "steps", "workflows_by_start"} <= names

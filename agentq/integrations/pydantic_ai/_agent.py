@@ -5,9 +5,9 @@ with `AgentqDurability` added to the run: model requests and tool calls are dura
 approvals durable waits. The workflow input is the prompt, the message history (JSON,
 pydantic-ai's ``ModelMessagesTypeAdapter``) and the run options that are JSON (`_options`);
 the step's output is the agent's output and its usage (JSON too), not the run's messages
-(they grow with every tool return, and could go over the per-value limit). `AgentRun.messages` are those of the attempt that completed the run in
-the call that reports it (handed over by `AgentStep.expect` / `take`), else, like
-`DurableAgent.messages`, rebuilt read-only from the log (`_replay`).
+(they grow with every tool return, and could go over the per-value limit).
+`AgentRun.messages` are those of the attempt that completed the run in the call that
+reports it (`AgentStep.expect` / `take`), else rebuilt read-only from the log (`_replay`).
 """
 
 from __future__ import annotations

@@ -4,5 +4,6 @@ Imports the rules and the contract, never another backend. Read the modules in t
 
     ``detach``          `detached`: the copies `MemoryStore` hands out, sharing only
                         immutable values.
+    ``rates``           `RateBook`: the shared rate windows (`RateLedger`) in dicts.
     ``store``           `MemoryStore`: the rules over dicts, staged and committed per verb.
 """

@@ -44,6 +44,7 @@ from agentq.store.contract.rows import (
 from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.contract.sweep import SweepReport
 from agentq.store.memory.detach import detached
+from agentq.store.memory.rates import RateBook
 from agentq.store.rules.projection import replay
 from agentq.store.rules.sweep import (
     Candidate,
@@ -54,7 +55,7 @@ from agentq.store.rules.sweep import (
     recorded_child,
 )
 from agentq.store.rules.tx import Draft
-from agentq.store.rules.verbs import GroupRules, JobRules, RuleStore
+from agentq.store.rules.verbs import GroupRules, JobRules, RateRules, RuleStore
 
 __all__ = ["MemoryStore"]
 
@@ -237,8 +238,8 @@ def _sweep(tx: _Tx, cutoff: float, state: str, after: int, limit: int) -> SweepB
 
 
 class MemoryStore(RuleStore):
-    """A `DurableStore` and `JobOutcomeStore` in memory: the reference implementation and a
-    test double.
+    """A `DurableStore`, `JobOutcomeStore` and `RateLedger` in memory: the reference
+    implementation and a test double.
 
     Every verb is applied all-or-nothing (staged, then committed only if the rule succeeded)
     and returns copies (`agentq.store.memory.detach.detached`: dicts and lists are copied,
@@ -253,6 +254,11 @@ class MemoryStore(RuleStore):
     job_rules = JobRules(_save_job, _forget_job)
     group_rules = GroupRules(_record_group, _forget_group)
     sweeper = Sweeper(_sweep)
+    rate_rules = RateRules(
+        lambda tx, *args: tx._store._rates.take(*args),
+        lambda tx, *args: tx._store._rates.settle(*args),
+        lambda tx, *args: tx._store._rates.pause(*args),
+    )
 
     def __init__(self) -> None:
         self._events: list[Event] = []  # in seq order; a sweep leaves gaps
@@ -265,6 +271,7 @@ class MemoryStore(RuleStore):
         self._job_expiry: list[tuple[float, str]] = []  # a heap of (expires_at, key)
         self._groups: dict[str, GroupManifest] = {}
         self._schedules: dict[str, ScheduleRow] = {}
+        self._rates = RateBook()  # the shared rate windows of `Queue(store=...)`
         self._closed = False
 
     def __repr__(self) -> str:

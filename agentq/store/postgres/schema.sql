@@ -216,3 +216,20 @@ CREATE TRIGGER events_no_update BEFORE UPDATE ON events
 DROP TRIGGER IF EXISTS events_no_delete ON events;
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events
     FOR EACH ROW EXECUTE FUNCTION events_kept_while_stored();
+
+-- migration 8
+-- Shared rate windows (`Queue(store=...)` with `LaneConfig(rate=, tokens=)`): a lane's stored
+-- pause (a Retry-After seen by any process; its row is also what a take locks), and one row a
+-- job start charged to the lane's window (when, and its tokens: the estimate, then the usage
+-- it reported). Rows older than the lane's longest window are deleted by the next take.
+CREATE TABLE rate_lanes (
+    lane         TEXT PRIMARY KEY,
+    paused_until DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE rate_charges (
+    id     BIGSERIAL PRIMARY KEY,
+    lane   TEXT             NOT NULL,
+    at     DOUBLE PRECISION NOT NULL,
+    tokens BIGINT           NOT NULL
+);
+CREATE INDEX rate_charges_by_lane ON rate_charges (lane, at);

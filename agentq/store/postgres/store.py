@@ -30,7 +30,8 @@ from agentq.store.postgres.connection import Connections, describe_dsn
 from agentq.store.postgres.listen import Listener
 from agentq.store.postgres.tx import DIALECT, PostgresTx, rebuild
 from agentq.store.rules.sweep import Sweeper
-from agentq.store.rules.verbs import GroupRules, JobRules
+from agentq.store.rules.verbs import GroupRules, JobRules, RateRules
+from agentq.store.sql.rates import RateSql
 from agentq.store.sql.sweep import sweep_batch
 from agentq.store.sql.verbs import SqlParts, SqlStore
 
@@ -42,6 +43,7 @@ __all__ = ["PostgresStore"]
 T = TypeVar("T")
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_RATES = RateSql("%s", " FOR UPDATE")  # a take locks its lane's row
 
 def _record_group(conn: psycopg.Connection[Any], *args: Any) -> tuple[GroupManifest, bool]:
     return sql_groups.record(conn, DIALECT, *args)
@@ -97,6 +99,7 @@ class PostgresStore(SqlStore):
 
     job_rules = JobRules(postgres_jobs.save, postgres_jobs.forget)
     group_rules = GroupRules(_record_group, _forget_group)
+    rate_rules = RateRules(_RATES.take, _RATES.settle, _RATES.pause)
     sql = SqlParts(DIALECT, postgres_jobs.load, rebuild)
     sweeper = Sweeper(partial(sweep_batch, DIALECT))
 

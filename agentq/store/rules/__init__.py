@@ -17,6 +17,8 @@ imports only modules above it):
     ``children``        start a child run (``ctx.child``) once, linked to its parent.
     ``schedules``       store, replace or delete a schedule; fire a tick (a compare-and-swap
                         on its next tick, with the start of its instance).
+    ``rates``           the shared rate windows (`RateLedger`): the verbs' checks, and
+                        whether a start fits (`judge`, with the queue's `Window`).
     ``fork``            fork a workflow: a new one whose history up to a point is copied
                         from another's.
     ``sweep``           retention: which ended workflows a sweep keeps (`chosen`), and

@@ -4,7 +4,8 @@ Each `DurableStore` write verb is a transition rule (`workflow`, `lease`, `attem
 `calls` of `agentq.store.rules`) run in one transaction; only how a store runs a transaction
 differs. `RuleStore` holds each verb's signature, docstring and rule call once; a store
 supplies `_write` (run ``rule(tx, *args)`` in one transaction, return its result) and, for the
-`JobOutcomeStore` verbs, its `JobRules` (for the run-group verbs, its `GroupRules`).
+`JobOutcomeStore` verbs, its `JobRules` (for the run-group verbs, its `GroupRules`; for the
+`RateLedger` verbs, its `RateRules`).
 `MemoryStore`, `SqliteStore` and `PostgresStore` derive from it (the two SQL stores through
 `agentq.store.sql.verbs.SqlStore`, which adds the reads).
 """
@@ -25,6 +26,7 @@ import agentq.store.rules.sweep as rules_sweep
 import agentq.store.rules.workflow as rules_workflow
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
+from agentq.queue import BudgetGrant, Rate
 from agentq.store.contract.children import ChildStart
 from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.groups import GroupManifest, check_group
@@ -32,7 +34,7 @@ from agentq.store.contract.rows import CallRow, WorkflowRow
 from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.contract.sweep import DEFAULT_SWEPT_STATES, SweepReport, check_sweep
 
-__all__ = ["GroupRules", "JobRules", "RuleStore"]
+__all__ = ["GroupRules", "JobRules", "RateRules", "RuleStore"]
 
 T = TypeVar("T")
 
@@ -62,6 +64,20 @@ class GroupRules(NamedTuple):
     forget: Callable[..., bool]
 
 
+class RateRules(NamedTuple):
+    """How a store keeps the shared rate windows of `RateLedger`, run by `_write_job`.
+
+    Attributes:
+        take: ``take(tx, lane, rate, tokens, estimate, now) -> BudgetGrant``.
+        settle: ``settle(tx, charge, tokens) -> None``.
+        pause: ``pause(tx, lane, until) -> None``.
+    """
+
+    take: Callable[..., BudgetGrant]
+    settle: Callable[..., None]
+    pause: Callable[..., None]
+
+
 class RuleStore:
     """The write verbs of a `DurableStore` (and `save_job` / `forget_job` of a
     `JobOutcomeStore`), each one call of `_write` (or `_write_job`).
@@ -77,6 +93,9 @@ class RuleStore:
 
     sweeper: ClassVar[rules_sweep.Sweeper]
     """The store's transaction of a sweep (`agentq.store.rules.sweep`), run by `_write_job`."""
+
+    rate_rules: ClassVar[RateRules]
+    """The store's shared rate windows."""
 
     async def _write(self, rule: Callable[..., T], *args: Any) -> T:
         """Run ``rule(tx, *args)`` in one transaction of the store; return its result.
@@ -339,6 +358,7 @@ class RuleStore:
         """See `DurableGroups.forget_group`."""
         gid = validate_key(group_id, "group id")
         return await self._write_job(self.group_rules.forget, gid)
+
     async def sweep(
         self,
         *,
@@ -348,3 +368,23 @@ class RuleStore:
         """See `DurableStore.sweep` (batches of `_write_job`, one transaction each)."""
         cutoff, wanted = check_sweep(ended_before, states)
         return await rules_sweep.sweep(self._write_job, self.sweeper.batch, cutoff, wanted)
+
+    async def take_budget(
+        self,
+        lane: str,
+        *,
+        rate: Rate | None,
+        tokens: Rate | None,
+        estimate: int,
+        now: float,
+    ) -> BudgetGrant:
+        """See `RateLedger.take_budget` (one transaction; the rule checks the arguments)."""
+        return await self._write_job(self.rate_rules.take, lane, rate, tokens, estimate, now)
+
+    async def settle_budget(self, charge: int, tokens: int) -> None:
+        """See `RateLedger.settle_budget`."""
+        await self._write_job(self.rate_rules.settle, charge, tokens)
+
+    async def pause_lane(self, lane: str, until: float) -> None:
+        """See `RateLedger.pause_lane`."""
+        await self._write_job(self.rate_rules.pause, lane, until)

@@ -10,5 +10,7 @@ imports only modules above it):
     ``groups``          the run-group tables (``run_groups``, ``run_group_items``) as
                         queries: record, forget, load a manifest; a group's member rows.
     ``sweep``           one transaction of a sweep (retention) as SQL: `sweep_batch`.
+    ``rates``           `RateSql`: the shared rate windows (`RateLedger`) as SQL, in either
+                        dialect (run by each store's `rate_rules`).
     ``verbs``           `SqlStore`: the read verbs of the SQL stores once, over `_read`.
 """

@@ -211,3 +211,20 @@ WHEN EXISTS (SELECT 1 FROM workflows WHERE workflow_id = OLD.workflow_id)
 BEGIN
     SELECT RAISE(ABORT, 'agentq: the events table is append-only (events go only with their workflow)');
 END;
+
+-- migration 12
+-- Shared rate windows (`Queue(store=...)` with `LaneConfig(rate=, tokens=)`): a lane's stored
+-- pause (a Retry-After seen by any process), and one row a job start charged to the lane's
+-- window (when, and its tokens: the estimate, then the usage it reported). Rows older than
+-- the lane's longest window are deleted by the next take. Not part of the event log.
+CREATE TABLE rate_lanes (
+    lane         TEXT PRIMARY KEY,
+    paused_until REAL NOT NULL
+);
+CREATE TABLE rate_charges (
+    id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    lane   TEXT    NOT NULL,
+    at     REAL    NOT NULL,
+    tokens INTEGER NOT NULL
+);
+CREATE INDEX rate_charges_by_lane ON rate_charges (lane, at);

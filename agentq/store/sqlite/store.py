@@ -25,7 +25,8 @@ import agentq.store.sqlite.tx as sqlite_tx
 from agentq.errors import StoreError
 from agentq.store.contract.groups import GroupManifest
 from agentq.store.rules.sweep import SweepBatch, Sweeper
-from agentq.store.rules.verbs import GroupRules, JobRules
+from agentq.store.rules.verbs import GroupRules, JobRules, RateRules
+from agentq.store.sql.rates import RateSql
 from agentq.store.sql.sweep import sweep_batch
 from agentq.store.sql.verbs import SqlParts, SqlStore
 from agentq.store.sqlite.batch import GroupCommit
@@ -49,6 +50,9 @@ def _record_group(tx: sqlite_tx.SqliteTx, *args: Any) -> tuple[GroupManifest, bo
 
 def _forget_group(tx: sqlite_tx.SqliteTx, group_id: str) -> bool:
     return sql_groups.forget(tx.conn, sqlite_tx.DIALECT, group_id)
+
+
+_RATES = RateSql("?", "")  # a write transaction of SQLite holds the whole file
 
 
 class SqliteStore(SqlStore):
@@ -92,6 +96,11 @@ class SqliteStore(SqlStore):
 
     job_rules = JobRules(sqlite_jobs.save, sqlite_jobs.forget)
     group_rules = GroupRules(_record_group, _forget_group)
+    rate_rules = RateRules(
+        lambda tx, *args: _RATES.take(tx.conn, *args),
+        lambda tx, *args: _RATES.settle(tx.conn, *args),
+        lambda tx, *args: _RATES.pause(tx.conn, *args),
+    )
     sql = SqlParts(sqlite_tx.DIALECT, sqlite_jobs.load, sqlite_tx.rebuild)
     sweeper = Sweeper(_sweep)
 

@@ -177,8 +177,6 @@ async def test_a_version_3_schema_gets_deadlines_on_open(pg_target: Target) -> N
                 if created := re.match(r"CREATE TABLE (\w+)", statement):
                     conn.execute(f"DROP TABLE {pg_target.schema}.{created[1]}")
         conn.execute(f"ALTER TABLE {pg_target.schema}.workflows DROP COLUMN deadline")
-        # and the tables of the migrations after 4 (the shared rate windows)
-        conn.execute(f"DROP TABLE {pg_target.schema}.rate_lanes, {pg_target.schema}.rate_charges")
         conn.execute(f"UPDATE {pg_target.schema}.agentq_schema SET version = 3")
     async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
         row = await store.get_workflow("wf")

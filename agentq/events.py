@@ -19,8 +19,10 @@ StepFailed             reason (error / timeout / cancelled / payload), error {ty
                        message, traceback}
 RetryScheduled         retry_at (Unix seconds), delay (seconds)
 StepWaiting            reason; for a keyed wait (``ctx.wait_for_input``) also key,
-                       details (JSON object or null), deadline (Unix seconds or null)
-StepResumed            input; key (the wait key it answered) when the wait had one
+                       details (JSON object or null), deadline (Unix seconds or null);
+                       topic, for a ``ctx.receive`` (its wait takes messages on it)
+StepResumed            input; key (the wait key it answered) when the wait had one;
+                       message (the seq of the `MessageSent` it delivers, consumed by it)
 WorkflowCompleted      outputs (list, one per step)
 WorkflowFailed         reason (the event names the step that failed)
 WorkflowCancelled      reason; fenced_until (Unix seconds, only when a step was leased):
@@ -45,6 +47,9 @@ CallCompleted          key, output, duration (seconds), usage (JSON object or nu
 CallFailed             key, reason, error {type, message, traceback} or null, duration
                        (seconds), label, lane, attempt
 WaitTimedOut           key (the wait whose deadline passed)
+MessageSent            topic (null: an input kept for the keyed wait ``key``, sent by an
+                       early ``resume``), key (the sender's key, or null), payload; a
+                       workflow-level event, kept until a `StepResumed` delivers it
 =====================  ===========================================================
 
 A resumed step's input is in its `StepResumed` event (and in the step's projection row), not
@@ -99,6 +104,7 @@ class EventKind(StrEnum):
     CALL_COMPLETED = "CallCompleted"
     CALL_FAILED = "CallFailed"
     WAIT_TIMED_OUT = "WaitTimedOut"
+    MESSAGE_SENT = "MessageSent"
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,10 @@ still being recorded. So:
 
 Waits are rows of the same table (kind ``wait``): `wait_for_input` returns the input a
 `resume` recorded for its key, raises `InputTimeout` once the wait timed out, or else parks
-the step (`InputRequested`, which the driver records with ``wait_step``).
+the step (`InputRequested`, which the driver records with ``wait_step``). A `receive` is
+such a wait too, whose key is its place among the step's receives of a topic and whose
+`InputRequested` names the topic: ``wait_step`` answers it at once from a message kept
+before, else a later send does (`agentq.store.rules.messages`).
 """
 
 from __future__ import annotations
@@ -57,18 +60,38 @@ class InputRequested(BaseException):  # a signal, like CancelledError
     """
 
     def __init__(
-        self, reason: str, key: str, details: dict[str, Any] | None, deadline: float | None
+        self,
+        reason: str,
+        key: str,
+        details: dict[str, Any] | None,
+        deadline: float | None,
+        topic: str | None = None,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.key = key
         self.details = details
         self.deadline = deadline
+        self.topic = topic
+        """The topic of a `CallLog.receive` (its wait takes a message on it), else None."""
 
 
 def _retrieved(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()  # raised to the callers awaiting it; never "never retrieved"
+
+
+def _check_timeout(what: str, timeout: object) -> None:
+    """Refuse a timeout that is not None or a positive number of seconds up to 10 years."""
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not (0 < timeout <= MAX_WAIT_TIMEOUT)  # NaN too
+    ):
+        raise ValueError(
+            f"{what}: timeout must be a positive number of seconds of at most "
+            f"{MAX_WAIT_TIMEOUT:.0f} (10 years) or None, got {timeout!r}"
+        )
 
 
 class CallLog:
@@ -109,6 +132,8 @@ class CallLog:
             record=self._rows.__setitem__,
         )
         self._load = load
+        self._execution = execution
+        self._receives: dict[str, int] = {}  # receives asked per topic in this attempt
         self._read: asyncio.Task[None] | None = None
         self._ready = False
         self._running: dict[str, asyncio.Task[Any]] = {}
@@ -199,15 +224,7 @@ class CallLog:
         validate_key(key, "wait key")
         text = WaitForInput(reason).reason  # the same text rules as a step-level wait
         details_obj = json_object(details, f"details of wait {key!r}")
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not (0 < timeout <= MAX_WAIT_TIMEOUT)  # NaN too
-        ):
-            raise ValueError(
-                f"wait {key!r}: timeout must be a positive number of seconds of at most "
-                f"{MAX_WAIT_TIMEOUT:.0f} (10 years) or None, got {timeout!r}"
-            )
+        _check_timeout(f"wait {key!r}", timeout)
         if not self._ready:
             await self._read_once()
         row = self._rows.get(key)
@@ -233,6 +250,45 @@ class CallLog:
                 )
         deadline = None if timeout is None else self._clock.time() + float(timeout)
         requested = InputRequested(text, key, details_obj, deadline)
+        self.requested.append(requested)
+        raise requested
+
+    async def receive(self, topic: str, timeout: float | None) -> Any:  # noqa: ASYNC109
+        """Return the next message on `topic`, or park the step; see `StepContext.receive`.
+
+        The n-th receive of `topic` in a step (counted from 0 in each attempt, which replays
+        the body from its start) is the keyed wait ``receive:<step index>:<topic>:<n>``: a
+        message it took is its answer in the log, so a replay returns the same message.
+        """
+        self._check_open("receive")
+        topic = validate_key(topic, "topic")
+        _check_timeout(f"receive on topic {topic!r}", timeout)
+        n = self._receives.get(topic, 0)
+        self._receives[topic] = n + 1
+        key = validate_key(
+            f"receive:{self._execution().step_index}:{topic}:{n}", "receive key"
+        )
+        if not self._ready:
+            await self._read_once()
+        row = self._rows.get(key)
+        if row is not None:
+            if row.kind != "wait":
+                raise KeyConflictError(
+                    f"key {key!r} of workflow {self._workflow_id!r} names a call, not a "
+                    "receive: use another key for the call"
+                )
+            if row.state == "answered":
+                self.answered += 1
+                return row.output
+            if row.state == "timed_out":
+                raise InputTimeout(
+                    key,
+                    f"receive on topic {topic!r} of workflow {self._workflow_id!r} timed "
+                    "out: no message arrived before its deadline",
+                )
+        deadline = None if timeout is None else self._clock.time() + float(timeout)
+        reason = WaitForInput(f"waiting for a message on {topic}").reason
+        requested = InputRequested(reason, key, None, deadline, topic)
         self.requested.append(requested)
         raise requested
 

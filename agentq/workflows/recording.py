@@ -138,23 +138,30 @@ class Recorder:
     ) -> RunResult | Retry:
         """Record that the step waits for input (`wait`); tell `on_deadline` its deadline.
 
+        A keyed wait the store answers at once from a kept message (a receive whose message
+        was sent before, an input a ``resume`` gave before the wait) returns ``Retry(0)``:
+        the step is claimed again at once and its wait returns the message.
+
         A wait the store refuses as a payload (`PayloadError`: ``ctx.wait_for_input``
         checks its details first, so this is a safety net) is an ordinary failure of the
         attempt, per the step's retry policy: the lease never stays held by a live engine.
         """
         try:
-            await self.store.wait_step(
+            row = await self.store.wait_step(
                 execution,
                 wait.reason,
                 self.clock.time(),
                 key=wait.key,
                 details=wait.details,
                 deadline=wait.deadline,
+                topic=wait.topic,
             )
         except PayloadError as bad:
             return await self._fail(
                 wf, step, execution, f"payload: {bad}", ErrorInfo.from_exception(bad), ctx
             )
+        if row.state is WorkflowState.RUNNING:  # a kept message answered it at once:
+            return Retry(0.0)  # claim the step again now (no failure was recorded)
         if wait.deadline is not None and self.on_deadline is not None:
             self.on_deadline(wf.id, wait.deadline)
         return _ended(wf, RunStatus.WAITING, step, wait.reason, ctx)

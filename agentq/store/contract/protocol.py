@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.protocol_calls import DurableCalls
+from agentq.store.contract.protocol_messages import DurableMessages
 from agentq.store.contract.protocol_reads import DurableReads
 from agentq.store.contract.rows import WorkflowRow
 
@@ -28,7 +29,7 @@ __all__ = ["DurableStore"]
 
 
 @runtime_checkable
-class DurableStore(DurableCalls, DurableReads, Protocol):
+class DurableStore(DurableCalls, DurableMessages, DurableReads, Protocol):
     """The durable state behind `WorkflowEngine`: an event log plus a ``steps`` projection.
 
     Every write verb is one atomic transaction that appends its events and updates the
@@ -39,8 +40,9 @@ class DurableStore(DurableCalls, DurableReads, Protocol):
     workflows need not implement. The verbs of durable calls (`start_call`, `complete_call`,
     `fail_call`, `calls`) are declared in `DurableCalls` (``protocol_calls``) and the read
     verbs (`get_workflow`, `workflows`, `step_rows`, `load_events`, `event_rows`,
-    `last_seq`, `ready_workflows`, `expired_leases`) in `DurableReads` (``protocol_reads``);
-    this protocol inherits both and declares the write verbs.
+    `last_seq`, `ready_workflows`, `expired_leases`) in `DurableReads` (``protocol_reads``),
+    the message verbs (`send_message`, `messages`) in `DurableMessages`
+    (``protocol_messages``); this protocol inherits them and declares the write verbs.
 
     All methods are coroutines to be awaited on one event loop; a store object is not shared
     between loops or threads.
@@ -195,6 +197,7 @@ class DurableStore(DurableCalls, DurableReads, Protocol):
         key: str | None = None,
         details: dict[str, Any] | None = None,
         deadline: float | None = None,
+        topic: str | None = None,
     ) -> WorkflowRow:
         """Record `StepWaiting`: the step waits for `resume_step`; the lease is released.
 
@@ -214,6 +217,11 @@ class DurableStore(DurableCalls, DurableReads, Protocol):
             key: The wait key, scoped to the workflow (`agentq.keys` rules), or None.
             details: A JSON object shown with the wait (a tool's name and arguments), or None.
             deadline: Unix seconds after which `time_out_wait` ends the wait, or None.
+            topic: For a receive (``ctx.receive``, a keyed wait): the topic it takes
+                messages on. A keyed wait that finds a kept message (the oldest not
+                consumed on `topic`, or without a topic the input an early `resume_step`
+                kept for its key) is answered in the same transaction: `StepResumed` with
+                the message follows `StepWaiting`, and the returned workflow is running.
 
         Raises:
             LeaseLostError: Fencing refused the write.

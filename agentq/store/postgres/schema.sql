@@ -152,3 +152,23 @@ CREATE TRIGGER events_wake_workers AFTER INSERT ON events FOR EACH ROW
     WHEN (NEW.kind IN ('WorkflowStarted', 'StepCompleted', 'RetryScheduled', 'StepResumed',
                        'WorkflowRetried', 'WorkerRecovered', 'WaitTimedOut', 'LeaseReleased'))
     EXECUTE FUNCTION events_notify_work();
+
+-- migration 3
+-- Messages to a workflow (engine.send, ctx.receive; an input given to resume before its wait):
+-- one row per MessageSent, kept until the StepResumed that delivers it consumes it. Rebuildable
+-- from the log like calls; empty in older databases, which have no MessageSent events.
+CREATE TABLE messages (
+    seq         BIGINT  PRIMARY KEY,        -- seq of its MessageSent: the order, oldest first
+    workflow_id BYTEA   NOT NULL,
+    topic       BYTEA,                      -- NULL: an input kept for the keyed wait msg_key
+    msg_key     BYTEA,                      -- the sender's key, or NULL
+    payload     TEXT    NOT NULL,           -- JSON
+    sent_at     DOUBLE PRECISION NOT NULL,  -- Unix seconds
+    consumed_by BYTEA,                      -- the wait key that took it; NULL while kept
+    consumed_at DOUBLE PRECISION
+);
+-- A receive takes the oldest kept message of its topic; a key is used once per workflow.
+CREATE INDEX messages_by_topic ON messages (workflow_id, topic, seq) WHERE consumed_by IS NULL;
+CREATE UNIQUE INDEX messages_by_key ON messages (workflow_id, (topic IS NULL), msg_key)
+    WHERE msg_key IS NOT NULL;
+CREATE INDEX messages_by_workflow ON messages (workflow_id, seq);

@@ -1,10 +1,11 @@
 """The projection as a pure function of the event log: `project` and `replay`.
 
-Every store changes its ``workflows``, ``steps`` and ``calls`` rows only through `project`
-(every rule writes through `agentq.store.rules.tx.apply`, which calls it), and `rebuild_projection`
-folds the whole log through the same function with `replay`; so the projection always equals a
-replay of the log. The one documented exception is a lease's expiry time extended by
-`renew_lease`, which appends no event: a replayed lease expires as of its `StepStarted` event.
+Every store changes its ``workflows``, ``steps``, ``calls`` and ``messages`` rows only through
+`project` (every rule writes through `agentq.store.rules.tx.apply`, which calls it), and
+`rebuild_projection` folds the whole log through the same function with `replay`; so the
+projection always equals a replay of the log. The one documented exception is a lease's expiry
+time extended by `renew_lease`, which appends no event: a replayed lease expires as of its
+`StepStarted` event.
 
 What each event does to the rows (besides setting the workflow's ``updated_at`` and
 ``last_seq``):
@@ -41,6 +42,8 @@ WorkflowRetried        workflow running again, reason cleared; the steps from ``
                        which goes on increasing, and a fence (worker and expiry); the steps
                        before keep their outputs
 CallStarted, …         call events change only the call row (see `projection_calls`)
+MessageSent            only a message row (see `projection_messages`; a `StepResumed`
+                       that delivers a message also consumes its row)
 =====================  =================================================================
 
 A *fence* is a failed or pending step whose ``lease_expires_at`` is set: the lease a cancel
@@ -63,8 +66,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from agentq.events import Event, EventKind
+from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.projection_calls import CALL_KINDS, error_info, project_call, touches_calls
+from agentq.store.rules.projection_messages import message_seq, project_message, touches_messages
 
 __all__ = ["CANCELLED_STEP_REASON", "Rows", "is_fenced", "project", "replay"]
 
@@ -85,11 +90,13 @@ class Rows:
             replay holds them all.
         calls: Call rows by key. A verb loads only the key its events touch; `replay`
             returns them all.
+        messages: Message rows by ``seq``, likewise.
     """
 
     workflow: WorkflowRow | None
     steps: Mapping[int, StepRow]
     calls: Mapping[str, CallRow] = field(default_factory=dict)
+    messages: Mapping[int, MessageRow] = field(default_factory=dict)
 
 
 def _step(event: Event, step: StepRow, at: float) -> StepRow:
@@ -288,9 +295,12 @@ def project(event: Event, rows: Rows) -> Rows:
     state, reason = wf.state, wf.reason
     steps: Mapping[int, StepRow] = rows.steps
     calls = rows.calls
+    messages = rows.messages
     kind = event.kind
     if touches_calls(event):
         calls = project_call(event, calls)
+    if touches_messages(event):
+        messages = project_message(event, messages)
     if kind in _STEP_KINDS:
         index = event.step_index
         if index is None or index not in steps:
@@ -300,8 +310,8 @@ def project(event: Event, rows: Rows) -> Rows:
             state = WorkflowState.WAITING
         elif kind in (_K.STEP_RESUMED, _K.WAIT_TIMED_OUT):
             state = WorkflowState.RUNNING
-    elif kind in CALL_KINDS:
-        pass  # the call row changed above
+    elif kind in CALL_KINDS or kind is _K.MESSAGE_SENT:
+        pass  # the call or message row changed above
     elif kind is _K.WORKFLOW_COMPLETED:
         state = WorkflowState.COMPLETED
     elif kind is _K.WORKFLOW_FAILED:
@@ -345,7 +355,7 @@ def project(event: Event, rows: Rows) -> Rows:
         event.seq,
         wf.definition,
     )
-    return Rows(workflow, steps, calls)
+    return Rows(workflow, steps, calls, messages)
 
 
 def replay(events: Iterable[Event]) -> list[tuple[int, Rows]]:
@@ -357,30 +367,39 @@ def replay(events: Iterable[Event]) -> list[tuple[int, Rows]]:
     Returns:
         ``(started_seq, rows)`` per workflow, in the order they were started, where
         ``started_seq`` is the sequence number of the workflow's `WorkflowStarted`; each
-        `Rows` holds all the workflow's steps and its call rows in `CallRow.first_seq` order.
+        `Rows` holds all the workflow's steps, its call rows in `CallRow.first_seq` order and
+        its message rows in ``seq`` order.
 
     Raises:
         ValueError: The log is inconsistent (see `project`).
     """
     out: dict[str, tuple[int, Rows]] = {}
     calls: dict[str, dict[str, CallRow]] = {}
+    messages: dict[str, dict[int, MessageRow]] = {}
     empty = Rows(None, {})
     for event in events:
         wid = event.workflow_id
         started, rows = out.get(wid, (event.seq, empty))
-        if touches_calls(event):
-            # Hand `project` only the row it touches: copying every call row of a workflow
+        on_call, on_message = touches_calls(event), touches_messages(event)
+        if on_call or on_message:
+            # Hand `project` only the rows it touches: copying every call row of a workflow
             # for each event would make a replay quadratic in its number of calls.
             known = calls.setdefault(wid, {})
-            key = str(event.data["key"])
-            view = {key: known[key]} if key in known else {}
-            after = project(event, Rows(rows.workflow, rows.steps, view))
-            known[key] = after.calls[key]
+            key = str(event.data["key"]) if on_call else ""
+            view = {key: known[key]} if on_call and key in known else {}
+            kept = messages.setdefault(wid, {})
+            seq = message_seq(event) if on_message else -1
+            sent = {seq: kept[seq]} if seq in kept else {}
+            after = project(event, Rows(rows.workflow, rows.steps, view, sent))
+            if on_call:
+                known[key] = after.calls[key]
+            if on_message:
+                kept[seq] = after.messages[seq]
             rows = Rows(after.workflow, after.steps)
         else:
             rows = project(event, rows)
         out[wid] = (started, rows)
     return [
-        (started, Rows(rows.workflow, rows.steps, calls.get(wid, {})))
+        (started, Rows(rows.workflow, rows.steps, calls.get(wid, {}), messages.get(wid, {})))
         for wid, (started, rows) in out.items()
     ]

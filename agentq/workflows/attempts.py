@@ -67,8 +67,8 @@ class Waiting:
     """The output of an attempt that raised `WaitForInput`: a pause, not a failed job.
 
     A wait raised by `StepContext.wait_for_input` carries its key, details and deadline (and
-    `StepContext.receive` its topic too); a step-level ``raise WaitForInput(reason)`` has none. For a group of waits (parallel calls
-    in an `asyncio.TaskGroup`), `reason` is the group's joined reason (given) and the key,
+    `StepContext.receive` its topic too); a step-level ``raise WaitForInput(reason)`` has
+    none. For a group of waits (parallel calls in an `asyncio.TaskGroup`), `reason` is the group's joined reason (given) and the key,
     details and deadline are the first wait's.
     """
 

@@ -68,8 +68,8 @@ class Waiting:
 
     A wait raised by `StepContext.wait_for_input` carries its key, details and deadline (and
     `StepContext.receive` its topic too); a step-level ``raise WaitForInput(reason)`` has
-    none. For a group of waits (parallel calls in an `asyncio.TaskGroup`), `reason` is the group's joined reason (given) and the key,
-    details and deadline are the first wait's.
+    none. For a group of waits (parallel calls in an `asyncio.TaskGroup`), `reason` is the
+    group's joined reason (given) and the key, details and deadline are the first wait's.
     """
 
     __slots__ = ("deadline", "details", "key", "reason", "topic")

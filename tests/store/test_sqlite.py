@@ -297,6 +297,29 @@ async def test_a_version_4_file_gets_durable_calls_on_open(db_path: Path) -> Non
         assert row.key == "k" and row.step_index == 1
 
 
+async def test_a_version_6_file_gets_messages_on_open(db_path: Path) -> None:
+    """A file of the release before messages (schema 6) migrates: it gains the messages
+    table, its waiting workflow keeps waiting, and a message sent now reaches its wait."""
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        await store.wait_step(await claim(store), "ok?", T0, key="approve")
+    downgrade(db_path, 6)
+    conn = raw(db_path)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    finally:
+        conn.close()
+    assert "messages" not in tables and user_version(db_path) == 6
+    async with SqliteStore(db_path) as store:
+        assert user_version(db_path) == SCHEMA_VERSION
+        assert await store.messages("wf") == []
+        sent = await store.send_message("wf", "go", 1, T0 + 1)
+        assert sent.sent and sent.delivered_to is None  # it waits on "approve", not a receive
+        await store.rebuild_projection()
+        [message] = await store.messages("wf")
+        assert (message.topic, message.payload, message.consumed) == ("go", 1, False)
+
+
 async def test_a_version_5_file_gets_definitions_on_open(db_path: Path) -> None:
     """A file of the release before workflow definitions (schema 5) migrates to 6: its
     workflows read as plain ones (definition None), they keep running, and new workflows
@@ -313,7 +336,7 @@ async def test_a_version_5_file_gets_definitions_on_open(db_path: Path) -> None:
         conn.close()
     assert "definition" not in columns and user_version(db_path) == 5
     async with SqliteStore(db_path) as store:
-        assert user_version(db_path) == SCHEMA_VERSION == 6
+        assert user_version(db_path) == SCHEMA_VERSION
         row = await store.get_workflow("wf")
         assert row is not None and (row.state, row.definition) == (WorkflowState.WAITING, None)
         await store.resume_step("wf", 1, "yes", T0 + 1, key="approve")
@@ -352,9 +375,9 @@ def test_migrations_parse() -> None:
     assert len(steps) == SCHEMA_VERSION >= 3
     assert all(s.endswith(";") for m in steps for s in m)
     assert any("CREATE TRIGGER" in s and "END;" in s for s in steps[1])
-    # migration 3 (recoveries) rebuilds the projection; 4 (job_outcomes), 5 (calls) and 6
-    # (definitions: none in an older log) need not
-    assert rebuilds() == [False, False, True, False, False, False]
+    # migration 3 (recoveries) rebuilds the projection; 4 (job_outcomes), 5 (calls), 6
+    # (definitions: none in an older log) and 7 (messages: none either) need not
+    assert rebuilds() == [False, False, True, False, False, False, False]
 
 
 # ---------------------------------------------------------------- group commit

@@ -7,6 +7,7 @@ foundation modules of `agentq`):
     ``rows``            `WorkflowRow`, `StepRow`, `CallRow`, their states and kinds, event
                         rows (`EVENT_COLUMNS`), and `shown_call` (how a wait of a closed
                         workflow is shown).
+    ``messages``        `MessageRow` (a message kept for, or taken by, a receive) and `Sent`.
     ``claims``          `Execution` (a held lease), `execution_of` (the lease of a step row)
                         and the `ClaimResult` answers of a claim.
     ``ready``           `ReadyWork` (what a serving worker may take up now, `is_ready`) and
@@ -15,5 +16,6 @@ foundation modules of `agentq`):
                         written.
     ``protocol_reads``  `DurableReads`: the read verbs, inherited by `DurableStore`.
     ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
+    ``protocol_messages``  `DurableMessages`: the message verbs, inherited likewise.
     ``protocol``        `DurableStore`: every write verb, its atomicity and its errors.
 """

@@ -260,3 +260,34 @@ def test_send_from_another_process(db_path: Path) -> None:
             return result.outputs, [m.payload for m in await store.messages("far")]
 
     assert asyncio.run(second()) == (({"n": 5},), [{"n": 5}, {"n": 5}])
+
+
+def test_agentq_send_refusals_and_output(db_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from agentq.cli import cli
+    from agentq.cli.group import Settings
+
+    def send(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["send", str(db_path), *args], obj=Settings(width=200))
+
+    async def make() -> None:
+        async with SqliteStore(db_path) as store:
+            await store.start_workflow("wf\x1b", ["a"], None, 0.0)
+            await store.start_workflow("done", ["a"], None, 0.0)
+            await store.cancel_workflow("done", "stop", 0.0)
+
+    asyncio.run(make())
+    kept = send("wf\x1b", "go", "[1]", "--key", "k")
+    assert kept.exit_code == 0 and "kept until a receive takes it" in kept.stdout
+    assert "\x1b" not in kept.stdout  # printed literally (agentq.cli.literal)
+    again = send("wf\x1b", "go", "[2]", "--key", "k")
+    assert again.exit_code == 0 and "nothing recorded" in again.stdout
+    missing = send("nope", "go", "1")
+    assert missing.exit_code == 1 and "agentq: workflow 'nope' is not in the store" in (
+        missing.stderr
+    )
+    closed = send("done", "go", "1")
+    assert closed.exit_code == 1 and "cancelled" in closed.stderr
+    bad = send("wf\x1b", "go", "{not json")
+    assert bad.exit_code == 2 and "not JSON" in bad.stderr

@@ -247,16 +247,20 @@ class DurableStore(DurableCalls, DurableMessages, DurableReads, Protocol):
         """Deliver input to a Waiting step: `StepResumed`; the step becomes Pending.
 
         Exactly one of several concurrent resumes of one wait succeeds. With ``key=None``
-        this answers whatever the step waits on; with a key, that key must be the step's
-        current wait. When the step waits on a keyed wait, the event records its key and the
-        wait's `CallRow` becomes ``answered`` with `input` as its output.
+        this answers whatever the step waits on. When the step waits on a keyed wait, the
+        event records its key and the wait's `CallRow` becomes ``answered`` with `input` as
+        its output. With a `key` the step does not wait on (yet), the input is kept for the
+        wait of that key instead (``MessageSent`` with no topic; the step is unchanged):
+        the ``wait_step`` of that key, in any step of the workflow, takes it at once (see
+        `DurableMessages`).
 
         Raises:
             UnknownWorkflowError / UnknownStepError: No such workflow or step.
             WorkflowClosedError: The workflow is cancelled or failed.
-            NotWaitingError: The step is not Waiting (message names the actual state), e.g.
-                it was resumed already, or it completed; or `key` is not the key the step
-                waits on (the message names both).
+            NotWaitingError: Without a key, the step is not Waiting (message names the actual
+                state), e.g. it was resumed already, or it completed. With a key: the step
+                completed, the wait `key` was answered or timed out, or an input is kept for
+                it already.
             PayloadError: `input` is not JSON or too large.
             InvalidKeyError: A bad `key`.
         """

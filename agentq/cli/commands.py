@@ -1,5 +1,7 @@
 """The ``agentq`` commands: ls, show, events, approve, reject, cancel, retry, export.
 
+``serve`` and ``send`` are modules of their own, imported here so that they register.
+
 Each registers on the group of `agentq.cli.group` (exit codes, literal output, opening the
 STORE are there); ``ls`` and ``events`` print a page at a time (`agentq.cli.pages`).
 """
@@ -19,6 +21,7 @@ from agentq.cli.export import check_html_target, export_parquet, export_static_h
 from agentq.cli.group import STORE, WORKFLOW, Settings, cli, run_on, say, settings
 from agentq.cli.pages import DEFAULT_LIMIT, Page, event_page, workflow_page
 from agentq.cli.params import WholeNumber, json_value
+from agentq.cli.send import send
 from agentq.cli.serve import serve
 from agentq.cli.target import DSN_PREFIXES, is_dsn
 from agentq.events import EventKind
@@ -297,6 +300,7 @@ def store_title(target: str) -> str:
 
 
 cli.add_command(serve)  # agentq serve MODULE:ATTR, a worker process (agentq.cli.serve)
+cli.add_command(send)  # agentq send STORE WORKFLOW_ID TOPIC JSON (agentq.cli.send)
 
 
 def main() -> None:

@@ -15,6 +15,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``calling``        `CallRunner`: a durable call the log does not answer, recorded as started,
                    run through the queue and its outcome recorded under the attempt's
                    fencing token
+``parking``        `InputRequested` (the signal that parks a step on a keyed wait), the
+                   limits of a wait's time, the keys and reason of a durable sleep
 ``children``       `ChildRunner`: ``ctx.child`` / ``ctx.children``: a child run started once,
                    the step parked on its wait ``child:<key>``, its outcome read
 ``calls``          `CallLog`: one attempt's durable calls and waits, answered from the log or

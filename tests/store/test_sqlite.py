@@ -115,7 +115,7 @@ async def test_three_ways_to_open(db_path: Path) -> None:
         SqliteStore(db_path, busy_timeout=-1)
 
 
-_CREATED = re.compile(r"CREATE (?:UNIQUE )?(TABLE|INDEX|TRIGGER) (\w+)")
+_CREATED = re.compile(r"CREATE (?:UNIQUE )?(TABLE|INDEX|TRIGGER) (?:IF NOT EXISTS )?(\w+)")
 _ADDED = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 
 
@@ -322,6 +322,36 @@ async def test_a_version_7_file_gets_deadlines_on_open(db_path: Path) -> None:
         assert await store.workflows() == before
 
 
+def _version_before(table: str) -> int:
+    """The schema version of the files made before the migration that creates `table`."""
+    made = f"CREATE TABLE IF NOT EXISTS {table} "
+    return next(i for i, m in enumerate(migrations()) if any(made in s for s in m))
+
+
+async def test_a_file_before_messages_gets_them_on_open(db_path: Path) -> None:
+    """A file of the release before messages migrates: it gains the messages table, its
+    waiting workflow keeps waiting, and a message sent now reaches its wait."""
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        await store.wait_step(await claim(store), "ok?", T0, key="approve")
+    before = _version_before("messages")
+    downgrade(db_path, before)
+    conn = raw(db_path)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    finally:
+        conn.close()
+    assert "messages" not in tables and user_version(db_path) == before
+    async with SqliteStore(db_path) as store:
+        assert user_version(db_path) == SCHEMA_VERSION
+        assert await store.messages("wf") == []
+        sent = await store.send_message("wf", "go", 1, T0 + 1)
+        assert sent.sent and sent.delivered_to is None  # it waits on "approve", not a receive
+        await store.rebuild_projection()
+        [message] = await store.messages("wf")
+        assert (message.topic, message.payload, message.consumed) == ("go", 1, False)
+
+
 async def test_a_version_5_file_gets_definitions_on_open(db_path: Path) -> None:
     """A file of the release before workflow definitions (schema 5) migrates to 6: its
     workflows read as plain ones (definition None), they keep running, and new workflows
@@ -378,9 +408,9 @@ def test_migrations_parse() -> None:
     assert all(s.endswith(";") for m in steps for s in m)
     assert any("CREATE TRIGGER" in s and "END;" in s for s in steps[1])
     # migration 3 (recoveries) rebuilds the projection; 4 (job_outcomes), 5 (calls), 6
-    # (definitions: none in an older log), 7 (reserved: empty) and 8 (deadlines: none
-    # either) need not
-    assert rebuilds() == [False, False, True, False, False, False, False, False]
+    # (definitions: none in an older log), 7 (reserved: empty), 8 (deadlines: none either)
+    # and the later ones (messages: none in an older log either) need not
+    assert rebuilds() == [i == 2 for i in range(SCHEMA_VERSION)]
 
 
 # ---------------------------------------------------------------- group commit

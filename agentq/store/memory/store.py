@@ -29,6 +29,7 @@ from agentq.store.contract.checks import (
     check_state,
 )
 from agentq.store.contract.claims import Execution, execution_of, is_expired
+from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.ready import ReadyWork, current_step, is_ready
 from agentq.store.contract.rows import (
     CallRow,
@@ -57,6 +58,7 @@ class _Tx:
         self.new_workflows: dict[str, tuple[WorkflowRow, int | None]] = {}
         self.new_steps: dict[tuple[str, int], StepRow] = {}
         self.new_calls: dict[tuple[str, str], CallRow] = {}
+        self.new_messages: dict[tuple[str, int], MessageRow] = {}
 
     def load(
         self, workflow_id: str, first: int = 0, last: int = -1
@@ -97,9 +99,36 @@ class _Tx:
         rows.update({k: r for (w, k), r in self.new_calls.items() if w == workflow_id})
         return sorted(rows.values(), key=lambda r: r.first_seq)
 
+    def _messages(self, workflow_id: str) -> list[MessageRow]:
+        rows = dict(self._store._messages.get(workflow_id, {}))
+        rows.update((seq, m) for (wid, seq), m in self.new_messages.items() if wid == workflow_id)
+        return [rows[seq] for seq in sorted(rows)]
+
+    def next_message(self, workflow_id: str, topic: str) -> MessageRow | None:
+        return next(
+            (m for m in self._messages(workflow_id) if m.topic == topic and not m.consumed),
+            None,
+        )
+
+    def keyed_message(self, workflow_id: str, key: str, inputs: bool) -> MessageRow | None:
+        return next(
+            (
+                m for m in self._messages(workflow_id)
+                if m.key == key and (m.topic is None) == inputs
+            ),
+            None,
+        )
+
+    def put_message(self, row: MessageRow, new: bool) -> None:
+        self.new_messages[(row.workflow_id, row.seq)] = row
+
     def commit(self) -> None:
         store = self._store
         store._events.extend(self.new_events)
+        for (workflow_id, seq), message in sorted(
+            self.new_messages.items(), key=lambda kv: kv[0][1]
+        ):
+            store._messages.setdefault(workflow_id, {})[seq] = message
         for (workflow_id, key), call in self.new_calls.items():  # staged in first_seq order
             store._calls.setdefault(workflow_id, {})[key] = call
         for workflow_id, (row, started) in self.new_workflows.items():
@@ -167,6 +196,7 @@ class MemoryStore(RuleStore):
         self._workflows: dict[str, WorkflowRow] = {}  # in start order
         self._steps: dict[str, list[StepRow]] = {}
         self._calls: dict[str, dict[str, CallRow]] = {}  # by key, in first_seq order
+        self._messages: dict[str, dict[int, MessageRow]] = {}  # by seq
         self._jobs: dict[str, StoredJob] = {}
         self._job_expiry: list[tuple[float, str]] = []  # a heap of (expires_at, key)
         self._closed = False
@@ -207,6 +237,7 @@ class MemoryStore(RuleStore):
         self._workflows = {}
         self._steps = {}
         self._calls = {}
+        self._messages = {}
         for _, rows in rebuilt:
             assert rows.workflow is not None
             wid = rows.workflow.workflow_id
@@ -214,6 +245,8 @@ class MemoryStore(RuleStore):
             self._steps[wid] = [rows.steps[i] for i in sorted(rows.steps)]
             if rows.calls:
                 self._calls[wid] = dict(rows.calls)
+            if rows.messages:
+                self._messages[wid] = dict(rows.messages)
 
     # ------------------------------------------------------------ reads
 
@@ -302,6 +335,12 @@ class MemoryStore(RuleStore):
         if index is not None:
             rows = [r for r in rows if r.step_index == index]
         return detached(rows)
+
+    async def messages(self, workflow_id: str) -> list[MessageRow]:
+        """See `DurableStore.messages`."""
+        self._check()
+        kept = self._messages.get(validate_key(workflow_id, "workflow id"), {})
+        return detached([kept[seq] for seq in sorted(kept)])
 
     def _select(self, workflow_id: str | None, after_seq: int) -> list[Event]:
         if workflow_id is not None:

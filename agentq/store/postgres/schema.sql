@@ -154,10 +154,33 @@ CREATE TRIGGER events_wake_workers AFTER INSERT ON events FOR EACH ROW
     EXECUTE FUNCTION events_notify_work();
 
 -- migration 3
--- Reserved for the messages table (branch `messages`), merged separately: nothing here yet.
+-- Reserved for the messages table while it was built apart; it came in migration 5: nothing here.
 
 -- migration 4
 -- Workflow deadlines (WorkflowDef(timeout=), engine.start(deadline=)): Unix seconds after which
 -- the workflow fails with WorkflowTimedOut; NULL for none and in databases made before this
 -- version (their logs hold no deadlines: nothing to rebuild).
 ALTER TABLE workflows ADD COLUMN deadline DOUBLE PRECISION;
+
+-- migration 5
+-- Messages to a workflow (engine.send, ctx.receive; an input given to resume before its wait):
+-- one row per MessageSent, kept until the StepResumed that delivers it consumes it. Rebuildable
+-- from the log like calls; empty in older databases, which have no MessageSent events. IF NOT
+-- EXISTS: the table was once planned as an earlier migration.
+CREATE TABLE IF NOT EXISTS messages (
+    seq         BIGINT  PRIMARY KEY,        -- seq of its MessageSent: the order, oldest first
+    workflow_id BYTEA   NOT NULL,
+    topic       BYTEA,                      -- NULL: an input kept for the keyed wait msg_key
+    msg_key     BYTEA,                      -- the sender's key, or NULL
+    payload     TEXT    NOT NULL,           -- JSON
+    sent_at     DOUBLE PRECISION NOT NULL,  -- Unix seconds
+    consumed_by BYTEA,                      -- the wait key that took it; NULL while kept
+    consumed_at DOUBLE PRECISION
+);
+-- A receive takes the oldest kept message of its topic; a key is used once per workflow.
+CREATE INDEX IF NOT EXISTS messages_by_topic ON messages (workflow_id, topic, seq)
+    WHERE consumed_by IS NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS messages_by_key
+    ON messages (workflow_id, (topic IS NULL), msg_key)
+    WHERE msg_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS messages_by_workflow ON messages (workflow_id, seq);

@@ -29,11 +29,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+import agentq.store.sql.messages as sql_messages
 from agentq.errors import LeaseLostError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
+from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.rules.tx import Draft, describe_step
+from agentq.store.sql.reads import Dialect
 from agentq.store.sql.rows import (
     CALL_COLUMNS,
     EVENT_TABLE_COLUMNS,
@@ -57,6 +60,10 @@ _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", "
 def key(value: str | None) -> bytes | None:
     """A key as the ``bytea`` parameter it is stored as (UTF-8), or None."""
     return None if value is None else value.encode("utf-8")
+
+
+_MESSAGES = Dialect("%s", key=key)
+"""The dialect of the ``messages`` statements (`agentq.store.sql.messages`)."""
 
 
 def _json(value: Any) -> str | None:
@@ -261,10 +268,20 @@ class PostgresTx:
             self.conn.execute(_UPDATE_CALL, (*values, row.first_seq))
 
 
+    def next_message(self, workflow_id: str, topic: str) -> MessageRow | None:
+        return sql_messages.next_message(self.conn, _MESSAGES, workflow_id, topic)
+
+    def keyed_message(self, workflow_id: str, key_: str, inputs: bool) -> MessageRow | None:
+        return sql_messages.keyed_message(self.conn, _MESSAGES, workflow_id, key_, inputs)
+
+    def put_message(self, row: MessageRow, new: bool) -> None:
+        sql_messages.put_message(self.conn, _MESSAGES, row, new)
+
+
 def rebuild(tx: PostgresTx) -> None:
-    """Recompute the ``workflows``, ``steps`` and ``calls`` tables from the log (inside a
-    transaction, which first locks the projection tables against every other writer)."""
+    """Recompute the ``workflows``, ``steps``, ``calls`` and ``messages`` tables from the log
+    (inside a transaction, which first locks the projection tables against every other writer)."""
     conn = tx.conn
-    conn.execute("LOCK TABLE workflows, steps, calls, event_seq IN EXCLUSIVE MODE")
+    conn.execute("LOCK TABLE workflows, steps, calls, messages, event_seq IN EXCLUSIVE MODE")
     cursor = conn.execute(f"SELECT {EVENT_TABLE_COLUMNS} FROM events ORDER BY seq")
     rewrite_projection(conn.execute, cursor.fetchall(), tx)

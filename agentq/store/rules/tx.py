@@ -1,10 +1,11 @@
 """The transaction a transition rule runs in: `Tx`, the `Draft` of an event, and `apply`.
 
 The write verbs of `DurableStore` are written once, as plain synchronous functions (the rules
-in `workflow`, `lease`, `attempt` and `calls` of this package), over a small `Tx`: read
-a workflow row, step rows and a call row, append an event, write rows. A store implements `Tx`
-over one atomic transaction of its backend, runs the rule inside it and commits only if the
-rule returns; so every store accepts, refuses and records exactly the same things.
+in `workflow`, `lease`, `attempt`, `calls` and `messages` of this package), over a small
+`Tx`: read a workflow row, step rows, a call row and messages, append an event, write rows. A
+store implements `Tx` over one atomic transaction of its backend, runs the rule inside it and
+commits only if the rule returns; so every store accepts, refuses and records exactly the
+same things.
 
 Every rule works in the same order:
 
@@ -28,6 +29,7 @@ from typing import Any, Protocol
 from agentq.errors import UnknownStepError, UnknownWorkflowError
 from agentq.events import Event, EventKind, utc
 from agentq.store.contract.children import child_of, outcome, parent_of
+from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.projection import TIMED_OUT_REASON, Rows, project
 
@@ -157,6 +159,19 @@ class Tx(Protocol):
         """Return every call and wait row of the workflow, in `CallRow.first_seq` order."""
         ...
 
+    def next_message(self, workflow_id: str, topic: str) -> MessageRow | None:
+        """Return the oldest message on `topic` not consumed yet (lowest ``seq``), or None."""
+        ...
+
+    def keyed_message(self, workflow_id: str, key: str, inputs: bool) -> MessageRow | None:
+        """Return the message with `key` (consumed or not), or None: among the kept inputs
+        (topic None) if `inputs`, else among the messages with a topic."""
+        ...
+
+    def put_message(self, row: MessageRow, new: bool) -> None:
+        """Insert (`new`) or replace the message row (keyed by workflow and ``seq``)."""
+        ...
+
 
 def describe_step(workflow_id: str, index: int, name: str | None = None) -> str:
     """Name a step in a message: ``step 'b' (#1) of workflow 'wf'``."""
@@ -225,6 +240,10 @@ def apply_rows(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> Rows:
         known = rows.calls.get(key)
         if call is not known:
             tx.put_call(call, known is None)
+    for seq, message in after.messages.items():
+        kept = rows.messages.get(seq)
+        if message is not kept:
+            tx.put_message(message, kept is None)
     if rows.workflow is not None and not rows.workflow.state.closed and wf.state.closed:
         timed_out = any(
             d.kind is EventKind.WORKFLOW_FAILED and "deadline" in d.data for d in drafts

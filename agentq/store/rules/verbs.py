@@ -19,11 +19,13 @@ import agentq.store.rules.calls as rules_calls
 import agentq.store.rules.children as rules_children
 import agentq.store.rules.fork as rules_fork
 import agentq.store.rules.lease as rules_lease
+import agentq.store.rules.messages as rules_messages
 import agentq.store.rules.workflow as rules_workflow
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.children import ChildStart
 from agentq.store.contract.claims import ClaimResult, Execution
+from agentq.store.contract.messages import Sent
 from agentq.store.contract.rows import CallRow, WorkflowRow
 
 __all__ = ["JobRules", "RuleStore"]
@@ -128,11 +130,18 @@ class RuleStore:
         key: str | None = None,
         details: dict[str, Any] | None = None,
         deadline: float | None = None,
+        topic: str | None = None,
     ) -> WorkflowRow:
         """See `DurableStore.wait_step`."""
         return await self._write(
-            rules_attempt.wait_step, execution, reason, now, key, details, deadline
+            rules_attempt.wait_step, execution, reason, now, key, details, deadline, topic
         )
+
+    async def send_message(
+        self, workflow_id: str, topic: str, payload: Any, now: float, *, key: str | None = None
+    ) -> Sent:
+        """See `DurableStore.send_message`."""
+        return await self._write(rules_messages.send_message, workflow_id, topic, payload, now, key)
 
     async def resume_step(
         self,

@@ -7,5 +7,6 @@ imports only modules above it):
     ``rows``            the column lists of the tables and decoding a result row.
     ``reads``           the read verbs as queries; `Dialect` names what differs between
                         the two (placeholder, key parameters, row locks, JSON in SQL).
+    ``messages``        the ``messages`` table: the `Tx` statements and the read.
     ``verbs``           `SqlStore`: the read verbs of the SQL stores once, over `_read`.
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
+import agentq.store.sql.messages as sql_messages
 import agentq.store.sql.reads as q
 from agentq.events import Event
 from agentq.keys import validate_key
@@ -25,6 +26,7 @@ from agentq.store.contract.checks import (
     check_state,
 )
 from agentq.store.contract.claims import Execution
+from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.ready import ReadyWork
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.rules.verbs import RuleStore
@@ -127,6 +129,11 @@ class SqlStore(RuleStore):
             workflow_id = validate_key(workflow_id, "workflow id")
         index = None if step_index is None else check_index(step_index)
         return await self._read(q.calls, self.sql.dialect, workflow_id, index)
+
+    async def messages(self, workflow_id: str) -> list[MessageRow]:
+        """See `DurableStore.messages`."""
+        workflow_id = validate_key(workflow_id, "workflow id")
+        return await self._read(sql_messages.messages, self.sql.dialect, workflow_id)
 
     async def load_events(
         self, workflow_id: str | None = None, *, after_seq: int = 0, limit: int | None = None

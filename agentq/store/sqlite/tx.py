@@ -16,11 +16,14 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import agentq.store.sql.messages as sql_messages
 from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
+from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.rules.tx import Draft
+from agentq.store.sql.reads import Dialect
 from agentq.store.sql.rows import (
     CALL_COLUMNS,
     EVENT_TABLE_COLUMNS,
@@ -47,6 +50,8 @@ __all__ = [
 ]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_MESSAGES = Dialect("?")
+"""The dialect of the ``messages`` statements (`agentq.store.sql.messages`)."""
 
 BEGIN_ATTEMPTS = 4
 """How many times ``BEGIN IMMEDIATE`` is tried, each waiting up to the busy timeout."""
@@ -247,6 +252,15 @@ class SqliteTx:
             self.conn.execute(_UPDATE_CALL, (*values, row.first_seq))
 
 
+    def next_message(self, workflow_id: str, topic: str) -> MessageRow | None:
+        return sql_messages.next_message(self.conn, _MESSAGES, workflow_id, topic)
+
+    def keyed_message(self, workflow_id: str, key_: str, inputs: bool) -> MessageRow | None:
+        return sql_messages.keyed_message(self.conn, _MESSAGES, workflow_id, key_, inputs)
+
+    def put_message(self, row: MessageRow, new: bool) -> None:
+        sql_messages.put_message(self.conn, _MESSAGES, row, new)
+
 def _marks(columns: str) -> str:
     return ", ".join("?" for _ in columns.split(","))
 
@@ -353,8 +367,8 @@ def read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) -> O
 
 
 def rebuild(tx: SqliteTx) -> None:
-    """Recompute the ``workflows``, ``steps`` and ``calls`` tables from the log (inside a
-    transaction)."""
+    """Recompute the ``workflows``, ``steps``, ``calls`` and ``messages`` tables from the log
+    (inside a transaction)."""
     conn = tx.conn
     cursor = conn.execute(f"SELECT {EVENT_TABLE_COLUMNS} FROM events ORDER BY seq")
     rewrite_projection(conn.execute, cursor, tx)

@@ -246,7 +246,7 @@ class Schemas:
         self._free.append(name)
 
 
-_EMPTIED = ("events", "workflows", "steps", "calls", "job_outcomes", "messages")
+_EMPTIED = ("events", "workflows", "steps", "calls", "job_outcomes", "messages", "end_hooks")
 """The tables `Schemas.give_back` empties for the next test."""
 
 

@@ -42,6 +42,7 @@ from agentq.store.contract.claims import (
     WorkflowClosed,
     execution_of,
 )
+from agentq.store.contract.hooks import HookRow
 from agentq.store.contract.protocol import DurableStore
 from agentq.store.contract.ready import ReadyWork, WorkNotifier
 from agentq.store.contract.rows import (
@@ -79,6 +80,7 @@ __all__ = [
     "DurableStore",
     "Execution",
     "HeldByOther",
+    "HookRow",
     "MemoryStore",
     "NotBefore",
     "PostgresStore",

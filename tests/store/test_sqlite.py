@@ -324,8 +324,28 @@ async def test_a_version_7_file_gets_deadlines_on_open(db_path: Path) -> None:
 
 def _version_before(table: str) -> int:
     """The schema version of the files made before the migration that creates `table`."""
-    made = f"CREATE TABLE IF NOT EXISTS {table} "
-    return next(i for i, m in enumerate(migrations()) if any(made in s for s in m))
+    made = (f"CREATE TABLE IF NOT EXISTS {table} ", f"CREATE TABLE {table} ")
+    return next(
+        i for i, m in enumerate(migrations()) if any(s.startswith(made) for s in m)
+    )
+
+
+async def test_a_file_before_end_hooks_gets_the_outbox_on_open(db_path: Path) -> None:
+    """A file of the release before end-of-run hooks migrates: its ended workflows have no
+    outbox row (their hooks are not called), ends after the upgrade do."""
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        await run_step(store)
+        await start(store, "open", steps=["a"])
+    before = _version_before("end_hooks")
+    downgrade(db_path, before)
+    assert user_version(db_path) == before
+    async with SqliteStore(db_path) as store:
+        assert user_version(db_path) == SCHEMA_VERSION
+        assert await store.hooks("wf") == []
+        await run_step(store, "open", now=T0 + 1)
+        [row] = await store.hooks("open")
+        assert (row.state, row.delivered) == ("completed", False)
 
 
 async def test_a_file_before_messages_gets_them_on_open(db_path: Path) -> None:

@@ -10,6 +10,7 @@ foundation modules of `agentq`):
     ``children``        child runs (``ctx.child``): their ids (``<parent>/<key>``), the
                         parent's wait key ``child:<key>``, `ChildStart`, the outcome.
     ``messages``        `MessageRow` (a message kept for, or taken by, a receive) and `Sent`.
+    ``hooks``           `HookRow`: one row of the end-of-run hook outbox, `pending_hook`.
     ``claims``          `Execution` (a held lease), `execution_of` (the lease of a step row)
                         and the `ClaimResult` answers of a claim.
     ``ready``           `ReadyWork` (what a serving worker may take up now, `is_ready`) and
@@ -20,5 +21,6 @@ foundation modules of `agentq`):
     ``protocol_calls``  `DurableCalls`: the durable-call verbs, inherited by `DurableStore`.
     ``protocol_fork``   `DurableForks`: the fork verb, inherited by `DurableStore`.
     ``protocol_messages``  `DurableMessages`: the message verbs, inherited likewise.
+    ``protocol_hooks``  `DurableHooks`: the end-hook outbox verbs, inherited likewise.
     ``protocol``        `DurableStore`: every write verb, its atomicity and its errors.
 """

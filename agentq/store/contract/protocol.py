@@ -22,6 +22,7 @@ from agentq.outcomes import ErrorInfo
 from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.protocol_calls import DurableCalls
 from agentq.store.contract.protocol_fork import DurableForks
+from agentq.store.contract.protocol_hooks import DurableHooks
 from agentq.store.contract.protocol_messages import DurableMessages
 from agentq.store.contract.protocol_reads import DurableReads
 from agentq.store.contract.rows import WorkflowRow
@@ -30,7 +31,9 @@ __all__ = ["DurableStore"]
 
 
 @runtime_checkable
-class DurableStore(DurableCalls, DurableForks, DurableMessages, DurableReads, Protocol):
+class DurableStore(
+    DurableCalls, DurableForks, DurableHooks, DurableMessages, DurableReads, Protocol
+):
     """The durable state behind `WorkflowEngine`: an event log plus a ``steps`` projection.
 
     Every write verb is one atomic transaction that appends its events and updates the
@@ -43,8 +46,9 @@ class DurableStore(DurableCalls, DurableForks, DurableMessages, DurableReads, Pr
     verbs (`get_workflow`, `workflows`, `step_rows`, `load_events`, `event_rows`,
     `last_seq`, `ready_workflows`, `expired_leases`) in `DurableReads` (``protocol_reads``),
     `fork_workflow` in `DurableForks` (``protocol_fork``), the message verbs
-    (`send_message`, `messages`) in `DurableMessages` (``protocol_messages``); this protocol
-    inherits them and declares the write verbs.
+    (`send_message`, `messages`) in `DurableMessages` (``protocol_messages``), the end-hook
+    outbox verbs (`claim_hooks`, `finish_hook`, `retry_hook`, `hooks`) in `DurableHooks`
+    (``protocol_hooks``); this protocol inherits them and declares the write verbs.
 
     All methods are coroutines to be awaited on one event loop; a store object is not shared
     between loops or threads.

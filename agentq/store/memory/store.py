@@ -29,6 +29,7 @@ from agentq.store.contract.checks import (
     check_state,
 )
 from agentq.store.contract.claims import Execution, execution_of, is_expired
+from agentq.store.contract.hooks import HookRow
 from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.ready import ReadyWork, current_step, is_ready
 from agentq.store.contract.rows import (
@@ -40,6 +41,7 @@ from agentq.store.contract.rows import (
     event_row,
 )
 from agentq.store.memory.detach import detached
+from agentq.store.memory.hooks import Outbox
 from agentq.store.rules.projection import replay
 from agentq.store.rules.tx import Draft
 from agentq.store.rules.verbs import JobRules, RuleStore
@@ -59,6 +61,7 @@ class _Tx:
         self.new_steps: dict[tuple[str, int], StepRow] = {}
         self.new_calls: dict[tuple[str, str], CallRow] = {}
         self.new_messages: dict[tuple[str, int], MessageRow] = {}
+        self.new_hooks: dict[int, HookRow] = {}
 
     def load(
         self, workflow_id: str, first: int = 0, last: int = -1
@@ -122,9 +125,21 @@ class _Tx:
     def put_message(self, row: MessageRow, new: bool) -> None:
         self.new_messages[(row.workflow_id, row.seq)] = row
 
+    def put_hook(self, row: HookRow, new: bool) -> None:
+        self.new_hooks[row.seq] = row
+
+    def load_hook(self, seq: int) -> HookRow | None:
+        return self.new_hooks.get(seq) or self._store._hooks.rows.get(seq)
+
+    def due_hooks(
+        self, now: float, names: Sequence[str], plain: bool, wid: str | None, limit: int
+    ) -> list[HookRow]:
+        return self._store._hooks.due(self.new_hooks, now, names, plain, wid, limit)
+
     def commit(self) -> None:
         store = self._store
         store._events.extend(self.new_events)
+        store._hooks.rows.update(self.new_hooks)
         for (workflow_id, seq), message in sorted(
             self.new_messages.items(), key=lambda kv: kv[0][1]
         ):
@@ -197,6 +212,7 @@ class MemoryStore(RuleStore):
         self._steps: dict[str, list[StepRow]] = {}
         self._calls: dict[str, dict[str, CallRow]] = {}  # by key, in first_seq order
         self._messages: dict[str, dict[int, MessageRow]] = {}  # by seq
+        self._hooks = Outbox()  # end-of-run hooks to deliver, by seq
         self._jobs: dict[str, StoredJob] = {}
         self._job_expiry: list[tuple[float, str]] = []  # a heap of (expires_at, key)
         self._closed = False
@@ -341,6 +357,11 @@ class MemoryStore(RuleStore):
         self._check()
         kept = self._messages.get(validate_key(workflow_id, "workflow id"), {})
         return detached([kept[seq] for seq in sorted(kept)])
+
+    async def hooks(self, workflow_id: str) -> list[HookRow]:
+        """See `DurableStore.hooks`."""
+        self._check()
+        return detached(self._hooks.of(validate_key(workflow_id, "workflow id")))
 
     def _select(self, workflow_id: str | None, after_seq: int) -> list[Event]:
         if workflow_id is not None:

@@ -184,3 +184,25 @@ CREATE UNIQUE INDEX IF NOT EXISTS messages_by_key
     ON messages (workflow_id, (topic IS NULL), msg_key)
     WHERE msg_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS messages_by_workflow ON messages (workflow_id, seq);
+
+-- migration 6
+-- End-of-run hooks (WorkflowDef(on_end=), engine.on_end): the outbox, one row per workflow end,
+-- written by the transaction that ends the workflow and marked delivered once the hooks
+-- returned. Not a projection (delivery attempts are not events): a rebuild leaves it as it is.
+-- Workflows that ended before this version have no row (their hooks are not called).
+CREATE TABLE end_hooks (
+    seq              BIGINT  PRIMARY KEY,        -- seq of the event that ended the workflow
+    workflow_id      BYTEA   NOT NULL,
+    definition       BYTEA,                      -- NULL: a plain Workflow
+    state            TEXT    NOT NULL,           -- completed / failed / cancelled
+    ended_at         DOUBLE PRECISION NOT NULL,  -- Unix seconds
+    attempts         INTEGER NOT NULL,           -- deliveries claimed so far
+    due_at           DOUBLE PRECISION NOT NULL,  -- the next delivery may start then
+    worker_id        BYTEA,                      -- the engine that claimed it last
+    lease_expires_at DOUBLE PRECISION,           -- its claim holds until then; NULL: unclaimed
+    delivered_at     DOUBLE PRECISION,           -- NULL while pending
+    error            TEXT                        -- what the last failed delivery raised
+);
+-- claim_hooks: the pending rows, by seq (delivered rows leave the index).
+CREATE INDEX end_hooks_pending ON end_hooks (seq) WHERE delivered_at IS NULL;
+CREATE INDEX end_hooks_by_workflow ON end_hooks (workflow_id, seq);

@@ -27,12 +27,15 @@ Keys (ids, names, call keys) are sent as UTF-8 ``bytea`` (they may hold NUL) and
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import agentq.store.sql.hooks as sql_hooks
 import agentq.store.sql.messages as sql_messages
 from agentq.errors import LeaseLostError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
+from agentq.store.contract.hooks import HookRow
 from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.rules.tx import Draft, describe_step
@@ -63,7 +66,8 @@ def key(value: str | None) -> bytes | None:
 
 
 _MESSAGES = Dialect("%s", key=key)
-"""The dialect of the ``messages`` statements (`agentq.store.sql.messages`)."""
+"""The dialect of the ``messages`` and ``end_hooks`` statements (`agentq.store.sql.messages`,
+`agentq.store.sql.hooks`)."""
 
 
 def _json(value: Any) -> str | None:
@@ -276,6 +280,19 @@ class PostgresTx:
 
     def put_message(self, row: MessageRow, new: bool) -> None:
         sql_messages.put_message(self.conn, _MESSAGES, row, new)
+
+    def put_hook(self, row: HookRow, new: bool) -> None:
+        sql_hooks.put_hook(self.conn, _MESSAGES, row, new)
+
+    def load_hook(self, seq: int) -> HookRow | None:
+        return sql_hooks.load_hook(self.conn, _MESSAGES, seq)
+
+    def due_hooks(
+        self, now: float, names: Sequence[str], plain: bool, wid: str | None, limit: int
+    ) -> list[HookRow]:
+        return sql_hooks.due_hooks(
+            self.conn, _MESSAGES, now, names, plain, wid, limit, " FOR UPDATE SKIP LOCKED"
+        )
 
 
 def rebuild(tx: PostgresTx) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from agentq.errors import UnknownStepError, UnknownWorkflowError
 from agentq.events import Event, EventKind, utc
 from agentq.store.contract.children import child_of, outcome, parent_of
+from agentq.store.contract.hooks import HookRow, pending_hook
 from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.projection import TIMED_OUT_REASON, Rows, project
@@ -172,6 +173,28 @@ class Tx(Protocol):
         """Insert (`new`) or replace the message row (keyed by workflow and ``seq``)."""
         ...
 
+    def put_hook(self, row: HookRow, new: bool) -> None:
+        """Insert (`new`) or replace the end-hook outbox row (keyed by ``seq``)."""
+        ...
+
+    def load_hook(self, seq: int) -> HookRow | None:
+        """Return the outbox row `seq`, or None."""
+        ...
+
+    def due_hooks(
+        self,
+        now: float,
+        definitions: Sequence[str],
+        plain: bool,
+        workflow_id: str | None,
+        limit: int,
+    ) -> list[HookRow]:
+        """Return up to `limit` outbox rows not delivered, due at `now` and not leased (or
+        leased until `now` or before), of `definitions` (or plain workflows if `plain`),
+        only of `workflow_id` if given; by ``seq``. A store whose transactions run side by
+        side locks them for this transaction and skips rows locked by another."""
+        ...
+
 
 def describe_step(workflow_id: str, index: int, name: str | None = None) -> str:
     """Name a step in a message: ``step 'b' (#1) of workflow 'wf'``."""
@@ -245,6 +268,7 @@ def apply_rows(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> Rows:
         if message is not kept:
             tx.put_message(message, kept is None)
     if rows.workflow is not None and not rows.workflow.state.closed and wf.state.closed:
+        tx.put_hook(pending_hook(wf), True)  # the end-of-run outbox: in the same transaction
         timed_out = any(
             d.kind is EventKind.WORKFLOW_FAILED and "deadline" in d.data for d in drafts
         )

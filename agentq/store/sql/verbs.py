@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
+import agentq.store.sql.hooks as sql_hooks
 import agentq.store.sql.messages as sql_messages
 import agentq.store.sql.reads as q
 from agentq.events import Event
@@ -26,6 +27,7 @@ from agentq.store.contract.checks import (
     check_state,
 )
 from agentq.store.contract.claims import Execution
+from agentq.store.contract.hooks import HookRow
 from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.ready import ReadyWork
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
@@ -134,6 +136,11 @@ class SqlStore(RuleStore):
         """See `DurableStore.messages`."""
         workflow_id = validate_key(workflow_id, "workflow id")
         return await self._read(sql_messages.messages, self.sql.dialect, workflow_id)
+
+    async def hooks(self, workflow_id: str) -> list[HookRow]:
+        """See `DurableStore.hooks`."""
+        workflow_id = validate_key(workflow_id, "workflow id")
+        return await self._read(sql_hooks.hooks, self.sql.dialect, workflow_id)
 
     async def load_events(
         self, workflow_id: str | None = None, *, after_seq: int = 0, limit: int | None = None

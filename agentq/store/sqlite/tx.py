@@ -16,10 +16,12 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import agentq.store.sql.hooks as sql_hooks
 import agentq.store.sql.messages as sql_messages
 from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
+from agentq.store.contract.hooks import HookRow
 from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.rules.tx import Draft
@@ -51,7 +53,8 @@ __all__ = [
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _MESSAGES = Dialect("?")
-"""The dialect of the ``messages`` statements (`agentq.store.sql.messages`)."""
+"""The dialect of the ``messages`` and ``end_hooks`` statements (`agentq.store.sql.messages`,
+`agentq.store.sql.hooks`)."""
 
 BEGIN_ATTEMPTS = 4
 """How many times ``BEGIN IMMEDIATE`` is tried, each waiting up to the busy timeout."""
@@ -260,6 +263,19 @@ class SqliteTx:
 
     def put_message(self, row: MessageRow, new: bool) -> None:
         sql_messages.put_message(self.conn, _MESSAGES, row, new)
+
+    def put_hook(self, row: HookRow, new: bool) -> None:
+        sql_hooks.put_hook(self.conn, _MESSAGES, row, new)
+
+    def load_hook(self, seq: int) -> HookRow | None:
+        return sql_hooks.load_hook(self.conn, _MESSAGES, seq)
+
+    def due_hooks(
+        self, now: float, names: Sequence[str], plain: bool, wid: str | None, limit: int
+    ) -> list[HookRow]:
+        return sql_hooks.due_hooks(
+            self.conn, _MESSAGES, now, names, plain, wid, limit, ""
+        )
 
 def _marks(columns: str) -> str:
     return ", ".join("?" for _ in columns.split(","))

@@ -259,6 +259,7 @@ class Interventions(Registrations):
             )
         cancelled = await self.store.cancel_workflow(wid, reason, now)
         if cancelled:  # its child runs were cancelled with it: interrupt the ones run here
+            self._ended_here(wid)
             for other in [wid, *self._runs.ids_in_progress()]:
                 if other == wid or other.startswith(wid + "/"):
                     self._driver.interrupt(other)

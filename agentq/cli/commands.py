@@ -107,21 +107,23 @@ def ls(
 @click.pass_context
 def show(ctx: click.Context, store: str, workflow_id: str, as_json: bool) -> None:
     """Show one workflow: its steps, the waits with their details, its durable calls, its
-    parent and child runs."""
+    parent and child runs, whether its end-of-run hooks were delivered."""
 
     async def work(s: DurableStore) -> None:
         wf = await actions.find_workflow(s, workflow_id)
         steps = await s.step_rows(wf.workflow_id)
         calls = await s.calls(wf.workflow_id)
+        hooks = await s.hooks(wf.workflow_id)
         started = await s.load_events(wf.workflow_id, limit=1)
         link = started[0].data.get("parent") if started else None
         parent = link.get("workflow_id") if isinstance(link, dict) else None
         if as_json:
-            click.echo(views.workflow_json(wf, steps, calls, parent))
+            click.echo(views.workflow_json(wf, steps, calls, parent, hooks))
             return
         first = await s.load_events(wf.workflow_id, limit=2)  # a fork's 2nd: WorkflowForked
         forked = next((e.data for e in first if e.kind is EventKind.WORKFLOW_FORKED), None)
-        settings(ctx).console().print(views.workflow_view(wf, steps, calls, parent, forked))
+        view = views.workflow_view(wf, steps, calls, parent, forked, hooks)
+        settings(ctx).console().print(view)
 
     run_on(store, work)
 

@@ -43,6 +43,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``deadlines``      the live engine's timers that continue a workflow when a wait's deadline (a
                    sleep's wake time) passes, or fail it at its own deadline
 ``serving``        `Server`: the loop of ``serve`` (free permits, ready work, claims)
+``hooks``          `EndHooks`: the end-of-run hooks (``WorkflowDef(on_end=)``,
+                   ``engine.on_end``) delivered from the store's outbox, with backoff
 ``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
                    register_workflow, unregister, start (an instance, not run), serve;
                    finding what to run for an id

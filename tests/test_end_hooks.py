@@ -152,6 +152,42 @@ async def test_a_hook_that_raises_is_retried_after_the_backoff_until_it_returns(
     assert hook.log == ["hook:wf"] * 3 and hook.by_id() == {"wf": 1}
 
 
+async def test_a_claim_cut_short_is_delivered_by_another_engine_once_it_expires(
+    queue: Queue, store: DurableStore, clock: FakeClock
+) -> None:
+    """The engine delivering a hook closes while the hook runs (as a crash would stop it):
+    its claim holds for lease_ttl, then another engine delivers the end."""
+    started, never = asyncio.Event(), asyncio.Event()
+
+    async def stuck(result: RunResult) -> None:
+        started.set()
+        await never.wait()
+
+    hook = Hook()
+    job = WorkflowDef("job", [StepDef("s", ok)], on_end=stuck)
+    first = engine_on(queue, store, clock, "first")
+    first.register(job)
+    await first.run(job.workflow("j"))
+    async with asyncio.timeout(10):
+        await started.wait()
+    await first.close()  # the hook is interrupted; the row stays claimed by "first"
+    [row] = await store.hooks("j")
+    assert (row.worker_id, row.delivered, row.lease_expires_at) == (
+        "first", False, clock.time() + 30.0)
+    again = WorkflowDef("job", [StepDef("s", ok)], on_end=hook)
+    async with engine_on(queue, store, clock, "second") as second:
+        second.register(again)
+        await second.run("j")  # claimed by "first" still: nothing (the block settles it)
+    assert hook.results == [] and (await store.hooks("j"))[0].attempts == 1
+    await clock.advance(30.0)
+    async with engine_on(queue, store, clock, "second") as second:
+        second.register(again)
+        await second.run("j")
+    assert len(hook.results) == 1
+    [row] = await store.hooks("j")
+    assert row.delivered and (row.worker_id, row.attempts) == ("second", 2)
+
+
 async def test_a_hook_waits_for_an_engine_that_registered_its_definition(
     queue: Queue, store: DurableStore, clock: FakeClock
 ) -> None:

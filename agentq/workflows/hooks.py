@@ -141,8 +141,8 @@ class EndHooks:
             )
             return False
         wf = await store.get_workflow(row.workflow_id)
-        result = (
-            RunResult(row.workflow_id, RunStatus(row.state)) if wf is None  # swept since
+        result = (  # swept since, or retried and open again: how this end ended
+            RunResult(row.workflow_id, RunStatus(row.state)) if wf is None or not wf.state.closed
             else await stored_result(store, wf)
         )
         try:

@@ -4,10 +4,13 @@ worker at a time, finished once, retried at a later time, kept by a rebuild."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 
 from agentq.errors import InvalidKeyError
-from agentq.store import DurableStore, HookRow
+from agentq.store import DurableStore, HookRow, PostgresStore, SqliteStore
 
 from .conftest import T0, claim, run_step, start
 
@@ -112,3 +115,35 @@ async def test_bad_arguments_are_refused(store: DurableStore) -> None:
     with pytest.raises(TypeError):
         await store.finish_hook("1", T0)  # type: ignore[arg-type]
     assert not await store.finish_hook(99, T0)
+
+
+async def test_concurrent_claims_from_two_connections_never_share_a_row(
+    store: DurableStore, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Two engines' stores on one database claim at once: each row goes to one of them
+    (PostgreSQL: row locks skipped, not waited for; SQLite: serialised writes)."""
+    for i in range(20):
+        await ended(store, f"wf{i}")
+    other = await second_connection(store, request, tmp_path)
+    try:
+        claims = await asyncio.gather(*(
+            s.claim_hooks(w, T0 + 1, 10.0, definitions=["d"], limit=3)
+            for _ in range(4) for s, w in ((store, "w1"), (other, "w2"))
+        ))
+    finally:
+        if other is not store:
+            await other.close()
+    seqs = [r.seq for rows in claims for r in rows]
+    assert len(seqs) == len(set(seqs)) == 20
+
+
+async def second_connection(
+    store: DurableStore, request: pytest.FixtureRequest, tmp_path: Path
+) -> DurableStore:
+    """Another store object on the same database (the same object for a MemoryStore)."""
+    if isinstance(store, SqliteStore):
+        return await SqliteStore.open(tmp_path / "store.db")
+    if isinstance(store, PostgresStore):
+        target = request.getfixturevalue("pg_target")
+        return await PostgresStore.open(target.dsn, schema=target.schema)
+    return store

@@ -344,15 +344,12 @@ class WorkflowEngine(Forks):
             await self.run(workflow_id)
 
     def on_end(self, fn: EndHook) -> None:
-        """Call `fn` with the final `RunResult` of every workflow that ends, as this engine
-        delivers it (see `WorkflowDef`'s ``on_end``, called first).
+        """Call `fn(result)` (sync, on the engine's loop, or async) with the final `RunResult`
+        of every workflow that ends, at least once, after its definition's ``on_end``.
 
-        `fn` is sync (run on the engine's loop: hand slow work to a thread) or async. With
-        hooks of its own, this engine delivers the ends of every definition it registered
-        and of plain workflows; an end that another engine delivers (one that registered
-        the definition) gets that engine's hooks: give every serving engine the same ones.
-        At least once: a hook may be called again for the same end (a crash after it
-        returned, a claim that expired while it ran, another hook of the end that raised).
+        With hooks of its own, this engine delivers the ends of every definition it
+        registered and of plain workflows; an end another engine delivers gets that
+        engine's hooks (give every serving engine the same). See docs/workflows.md.
 
         Raises:
             TypeError: `fn` is not callable.

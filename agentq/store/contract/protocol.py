@@ -45,10 +45,9 @@ class DurableStore(
     `fail_call`, `calls`) are declared in `DurableCalls` (``protocol_calls``) and the read
     verbs (`get_workflow`, `workflows`, `step_rows`, `load_events`, `event_rows`,
     `last_seq`, `ready_workflows`, `expired_leases`) in `DurableReads` (``protocol_reads``),
-    `fork_workflow` in `DurableForks` (``protocol_fork``), the message verbs
-    (`send_message`, `messages`) in `DurableMessages` (``protocol_messages``), the end-hook
-    outbox verbs (`claim_hooks`, `finish_hook`, `retry_hook`, `hooks`) in `DurableHooks`
-    (``protocol_hooks``); this protocol inherits them and declares the write verbs.
+    `fork_workflow` in `DurableForks`, `send_message` and `messages` in `DurableMessages`,
+    the end-hook outbox verbs in `DurableHooks` (each in its ``protocol_*`` module); this
+    protocol inherits them and declares the write verbs.
 
     All methods are coroutines to be awaited on one event loop; a store object is not shared
     between loops or threads.

@@ -41,7 +41,7 @@ from agentq.store.contract.rows import (
     event_row,
 )
 from agentq.store.memory.detach import detached
-from agentq.store.memory.hooks import Outbox
+from agentq.store.memory.staging import Outbox, StagedKept
 from agentq.store.rules.projection import replay
 from agentq.store.rules.tx import Draft
 from agentq.store.rules.verbs import JobRules, RuleStore
@@ -51,17 +51,17 @@ __all__ = ["MemoryStore"]
 T = TypeVar("T")
 
 
-class _Tx:
-    """A transaction over the store's dicts: writes are staged, applied only on `commit`."""
+class _Tx(StagedKept):
+    """A transaction over the store's dicts: writes are staged, applied only on `commit`
+    (messages and end-hook outbox rows by `StagedKept`)."""
 
     def __init__(self, store: MemoryStore) -> None:
-        self._store = store
+        super().__init__()
+        self._store: MemoryStore = store
         self.new_events: list[Event] = []
         self.new_workflows: dict[str, tuple[WorkflowRow, int | None]] = {}
         self.new_steps: dict[tuple[str, int], StepRow] = {}
         self.new_calls: dict[tuple[str, str], CallRow] = {}
-        self.new_messages: dict[tuple[str, int], MessageRow] = {}
-        self.new_hooks: dict[int, HookRow] = {}
 
     def load(
         self, workflow_id: str, first: int = 0, last: int = -1
@@ -102,48 +102,10 @@ class _Tx:
         rows.update({k: r for (w, k), r in self.new_calls.items() if w == workflow_id})
         return sorted(rows.values(), key=lambda r: r.first_seq)
 
-    def _messages(self, workflow_id: str) -> list[MessageRow]:
-        rows = dict(self._store._messages.get(workflow_id, {}))
-        rows.update((seq, m) for (wid, seq), m in self.new_messages.items() if wid == workflow_id)
-        return [rows[seq] for seq in sorted(rows)]
-
-    def next_message(self, workflow_id: str, topic: str) -> MessageRow | None:
-        return next(
-            (m for m in self._messages(workflow_id) if m.topic == topic and not m.consumed),
-            None,
-        )
-
-    def keyed_message(self, workflow_id: str, key: str, inputs: bool) -> MessageRow | None:
-        return next(
-            (
-                m for m in self._messages(workflow_id)
-                if m.key == key and (m.topic is None) == inputs
-            ),
-            None,
-        )
-
-    def put_message(self, row: MessageRow, new: bool) -> None:
-        self.new_messages[(row.workflow_id, row.seq)] = row
-
-    def put_hook(self, row: HookRow, new: bool) -> None:
-        self.new_hooks[row.seq] = row
-
-    def load_hook(self, seq: int) -> HookRow | None:
-        return self.new_hooks.get(seq) or self._store._hooks.rows.get(seq)
-
-    def due_hooks(
-        self, now: float, names: Sequence[str], plain: bool, wid: str | None, limit: int
-    ) -> list[HookRow]:
-        return self._store._hooks.due(self.new_hooks, now, names, plain, wid, limit)
-
     def commit(self) -> None:
         store = self._store
         store._events.extend(self.new_events)
-        store._hooks.rows.update(self.new_hooks)
-        for (workflow_id, seq), message in sorted(
-            self.new_messages.items(), key=lambda kv: kv[0][1]
-        ):
-            store._messages.setdefault(workflow_id, {})[seq] = message
+        self.commit_kept()
         for (workflow_id, key), call in self.new_calls.items():  # staged in first_seq order
             store._calls.setdefault(workflow_id, {})[key] = call
         for workflow_id, (row, started) in self.new_workflows.items():

@@ -273,9 +273,8 @@ class SqliteTx:
     def due_hooks(
         self, now: float, names: Sequence[str], plain: bool, wid: str | None, limit: int
     ) -> list[HookRow]:
-        return sql_hooks.due_hooks(
-            self.conn, _MESSAGES, now, names, plain, wid, limit, ""
-        )
+        return sql_hooks.due_hooks(self.conn, _MESSAGES, now, names, plain, wid, limit, "")
+
 
 def _marks(columns: str) -> str:
     return ", ".join("?" for _ in columns.split(","))

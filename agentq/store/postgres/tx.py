@@ -27,18 +27,14 @@ Keys (ids, names, call keys) are sent as UTF-8 ``bytea`` (they may hold NUL) and
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import agentq.store.sql.hooks as sql_hooks
-import agentq.store.sql.messages as sql_messages
 from agentq.errors import LeaseLostError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
-from agentq.store.contract.hooks import HookRow
-from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.rules.tx import Draft, describe_step
+from agentq.store.sql.kept import KeptRows
 from agentq.store.sql.reads import Dialect
 from agentq.store.sql.rows import (
     CALL_COLUMNS,
@@ -118,11 +114,15 @@ _UPDATE_CALL = (
 )
 
 
-class PostgresTx:
-    """The rules' `Tx` over a `psycopg.Connection` inside an open transaction."""
+class PostgresTx(KeptRows):
+    """The rules' `Tx` over a `psycopg.Connection` inside an open transaction (the messages
+    and end-hook outbox methods: `KeptRows`)."""
+
+    kept_dialect = _MESSAGES
+    hook_lock = " FOR UPDATE SKIP LOCKED"
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self.conn = conn
+        self.conn: psycopg.Connection[Any] = conn
         self._locked: set[str] = set()  # workflows whose row this transaction locked
         # The fencing token of each step row as read: an update is conditional on it.
         self._tokens: dict[tuple[str, int], int] = {}
@@ -271,28 +271,6 @@ class PostgresTx:
         else:
             self.conn.execute(_UPDATE_CALL, (*values, row.first_seq))
 
-
-    def next_message(self, workflow_id: str, topic: str) -> MessageRow | None:
-        return sql_messages.next_message(self.conn, _MESSAGES, workflow_id, topic)
-
-    def keyed_message(self, workflow_id: str, key_: str, inputs: bool) -> MessageRow | None:
-        return sql_messages.keyed_message(self.conn, _MESSAGES, workflow_id, key_, inputs)
-
-    def put_message(self, row: MessageRow, new: bool) -> None:
-        sql_messages.put_message(self.conn, _MESSAGES, row, new)
-
-    def put_hook(self, row: HookRow, new: bool) -> None:
-        sql_hooks.put_hook(self.conn, _MESSAGES, row, new)
-
-    def load_hook(self, seq: int) -> HookRow | None:
-        return sql_hooks.load_hook(self.conn, _MESSAGES, seq)
-
-    def due_hooks(
-        self, now: float, names: Sequence[str], plain: bool, wid: str | None, limit: int
-    ) -> list[HookRow]:
-        return sql_hooks.due_hooks(
-            self.conn, _MESSAGES, now, names, plain, wid, limit, " FOR UPDATE SKIP LOCKED"
-        )
 
 
 def rebuild(tx: PostgresTx) -> None:

@@ -8,5 +8,8 @@ imports only modules above it):
     ``reads``           the read verbs as queries; `Dialect` names what differs between
                         the two (placeholder, key parameters, row locks, JSON in SQL).
     ``messages``        the ``messages`` table: the `Tx` statements and the read.
+    ``hooks``           the ``end_hooks`` outbox table: the `Tx` statements and the read.
+    ``kept``            `KeptRows`: the `Tx` methods over those two, a base of both stores'
+                        `Tx`.
     ``verbs``           `SqlStore`: the read verbs of the SQL stores once, over `_read`.
 """

@@ -16,15 +16,12 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import agentq.store.sql.hooks as sql_hooks
-import agentq.store.sql.messages as sql_messages
 from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
-from agentq.store.contract.hooks import HookRow
-from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.rules.tx import Draft
+from agentq.store.sql.kept import KeptRows
 from agentq.store.sql.reads import Dialect
 from agentq.store.sql.rows import (
     CALL_COLUMNS,
@@ -103,11 +100,14 @@ _LOAD = (
 )
 
 
-class SqliteTx:
-    """The rules' `Tx` over a `sqlite3.Connection` inside an open transaction."""
+class SqliteTx(KeptRows):
+    """The rules' `Tx` over a `sqlite3.Connection` inside an open transaction (the messages
+    and end-hook outbox methods: `KeptRows`)."""
+
+    kept_dialect = _MESSAGES
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+        self.conn: sqlite3.Connection = conn
         # JSON text of the values read in this transaction, by id(value): a row written back
         # unchanged does not encode its (possibly large) output again.
         self._texts: dict[int, tuple[Any, str]] = {}
@@ -254,26 +254,6 @@ class SqliteTx:
         else:
             self.conn.execute(_UPDATE_CALL, (*values, row.first_seq))
 
-
-    def next_message(self, workflow_id: str, topic: str) -> MessageRow | None:
-        return sql_messages.next_message(self.conn, _MESSAGES, workflow_id, topic)
-
-    def keyed_message(self, workflow_id: str, key_: str, inputs: bool) -> MessageRow | None:
-        return sql_messages.keyed_message(self.conn, _MESSAGES, workflow_id, key_, inputs)
-
-    def put_message(self, row: MessageRow, new: bool) -> None:
-        sql_messages.put_message(self.conn, _MESSAGES, row, new)
-
-    def put_hook(self, row: HookRow, new: bool) -> None:
-        sql_hooks.put_hook(self.conn, _MESSAGES, row, new)
-
-    def load_hook(self, seq: int) -> HookRow | None:
-        return sql_hooks.load_hook(self.conn, _MESSAGES, seq)
-
-    def due_hooks(
-        self, now: float, names: Sequence[str], plain: bool, wid: str | None, limit: int
-    ) -> list[HookRow]:
-        return sql_hooks.due_hooks(self.conn, _MESSAGES, now, names, plain, wid, limit, "")
 
 
 def _marks(columns: str) -> str:

@@ -247,6 +247,7 @@ async def test_without_hooks_nothing_is_delivered_and_the_rows_wait(
     assert late.by_id() == {"p": 1}
 
 
+@pytest.mark.parametrize("store", ["memory", "sqlite", "postgres"], indirect=True)
 async def test_two_serving_engines_deliver_each_hook_once(
     queue: Queue, store: DurableStore, clock: FakeClock
 ) -> None:

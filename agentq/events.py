@@ -23,8 +23,10 @@ StepFailed             reason (error / timeout / cancelled / payload), error {ty
                        message, traceback}
 RetryScheduled         retry_at (Unix seconds), delay (seconds)
 StepWaiting            reason; for a keyed wait (``ctx.wait_for_input``) also key,
-                       details (JSON object or null), deadline (Unix seconds or null)
-StepResumed            input; key (the wait key it answered) when the wait had one
+                       details (JSON object or null), deadline (Unix seconds or null);
+                       topic, for a ``ctx.receive`` (its wait takes messages on it)
+StepResumed            input; key (the wait key it answered) when the wait had one;
+                       message (the seq of the `MessageSent` it delivers, consumed by it)
 WorkflowCompleted      outputs (list, one per step)
 WorkflowFailed         reason (the event names the step that failed); deadline (Unix
                        seconds) when it failed for reaching its deadline (reason
@@ -59,6 +61,9 @@ WorkflowForked         parent (the workflow it was forked from), at {step (0-bas
 ChildStarted           key (the parent's wait key ``child:<key>``), child (the child
                        workflow's id), definition, reason (what the wait row shows);
                        in the parent's log, made by the attempt that started the child
+MessageSent            topic (null: an input kept for the keyed wait ``key``, sent by an
+                       early ``resume``), key (the sender's key, or null), payload; a
+                       workflow-level event, kept until a `StepResumed` delivers it
 =====================  ===========================================================
 
 A fork's copies of its parent's history (`StepCompleted`, call and wait events written by
@@ -119,6 +124,7 @@ class EventKind(StrEnum):
     WAIT_TIMED_OUT = "WaitTimedOut"
     WORKFLOW_FORKED = "WorkflowForked"
     CHILD_STARTED = "ChildStarted"
+    MESSAGE_SENT = "MessageSent"
 
 
 @dataclass(frozen=True, slots=True)

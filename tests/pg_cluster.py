@@ -249,6 +249,10 @@ class Schemas:
         self._free.append(name)
 
 
+_EMPTIED = ("events", "workflows", "steps", "calls", "job_outcomes", "messages", "end_hooks")
+"""The tables `Schemas.give_back` empties for the next test."""
+
+
 def _quote(arg: str) -> str:
     return "'" + arg.replace("'", "'\"'\"'") + "'"
 

@@ -147,8 +147,10 @@ async def test_resume_answers_completed_calls_from_the_log(engine: WorkflowEngin
     assert status.key == "approve"  # type: ignore[attr-defined]
     assert status.details == {"tool": "send", "args": {"to": "alice"}}  # type: ignore[attr-defined]
     assert world.ran == Counter({"draft": 1})
-    with pytest.raises(NotWaitingError):
-        await engine.resume("wf-wait", "s", {"approved": True}, key="another")
+    # another key is not refused any more: the input is kept for a later wait "another"
+    kept = await engine.resume("wf-wait", "s", {"approved": True}, key="another")
+    assert kept.status is RunStatus.WAITING
+    assert [m.key for m in await engine.store.messages("wf-wait")] == ["another"]
     done = await engine.resume("wf-wait", "s", {"approved": True}, key="approve")
     assert done.status is RunStatus.COMPLETED
     assert world.ran == Counter({"draft": 1, "send": 1})

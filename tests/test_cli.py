@@ -194,6 +194,40 @@ def test_show_gives_a_sleeping_steps_wake_time_and_the_workflow_deadline(
     assert json.loads(line)["deadline"] == clock.time() + 7200
 
 
+def test_show_says_whether_the_end_hooks_were_delivered(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    path = tmp_path / "hooks.db"
+    told: list[str] = []
+
+    def fails(result: Any) -> None:
+        raise RuntimeError("the pager is down")
+
+    async def make() -> None:
+        quiet = WorkflowDef("quiet", [StepDef("s", _boom)])
+        told_def = WorkflowDef("told", [StepDef("s", _boom)],
+                               on_end=lambda r: told.append(r.workflow_id))
+        flaky = WorkflowDef("flaky", [StepDef("s", _boom)], on_end=fails)
+        async with (
+            SqliteStore(path) as store,
+            Queue({Priority.MEDIUM: LaneConfig(capacity=10, permits=2)}, clock=clock) as queue,
+            WorkflowEngine(queue, store, worker_id="w1", clock=clock) as engine,
+        ):
+            for definition in (quiet, told_def, flaky):
+                engine.register(definition)
+                await engine.run(definition.workflow(definition.name))
+
+    asyncio.run(make())
+    assert told == ["told"]
+    assert "on_end hooks: delivered" in run("show", str(path), "told").stdout
+    assert "on_end hooks: pending (no engine" in run("show", str(path), "quiet").stdout
+    out = run("show", str(path), "flaky").stdout
+    assert "on_end hooks: pending, next attempt" in out and "the pager is down" in out
+    [row] = json.loads(run("show", str(path), "flaky", "--json").stdout)["hooks"]
+    assert (row["attempts"], row["delivered_at"]) == (1, None)
+    assert row["error"] == "RuntimeError: the pager is down"
+
+
 def test_show_an_unknown_workflow_is_refused(made: Path) -> None:
     result = run("show", str(made), "nope")
     assert result.exit_code == 1

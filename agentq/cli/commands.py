@@ -1,6 +1,8 @@
 """The ``agentq`` commands: ls, show, events, approve, reject, cancel, retry, export (and
 ``serve`` and ``sweep``, from modules of their own).
 
+``serve`` and ``send`` are modules of their own, imported here so that they register.
+
 Each registers on the group of `agentq.cli.group` (exit codes, literal output, opening the
 STORE are there); ``ls`` and ``events`` print a page at a time (`agentq.cli.pages`).
 """
@@ -22,6 +24,7 @@ from agentq.cli.members import group_listing
 from agentq.cli.pages import DEFAULT_LIMIT, Page, event_page, workflow_page
 from agentq.cli.params import WholeNumber, json_value
 from agentq.cli.schedules import schedules
+from agentq.cli.send import send
 from agentq.cli.serve import serve
 from agentq.cli.sweep import sweep
 from agentq.cli.target import DSN_PREFIXES, is_dsn
@@ -129,21 +132,23 @@ def ls(
 @click.pass_context
 def show(ctx: click.Context, store: str, workflow_id: str, as_json: bool) -> None:
     """Show one workflow: its steps, the waits with their details, its durable calls, its
-    parent and child runs."""
+    parent and child runs, whether its end-of-run hooks were delivered."""
 
     async def work(s: DurableStore) -> None:
         wf = await actions.find_workflow(s, workflow_id)
         steps = await s.step_rows(wf.workflow_id)
         calls = await s.calls(wf.workflow_id)
+        hooks = await s.hooks(wf.workflow_id)
         started = await s.load_events(wf.workflow_id, limit=1)
         link = started[0].data.get("parent") if started else None
         parent = link.get("workflow_id") if isinstance(link, dict) else None
         if as_json:
-            click.echo(views.workflow_json(wf, steps, calls, parent))
+            click.echo(views.workflow_json(wf, steps, calls, parent, hooks))
             return
         first = await s.load_events(wf.workflow_id, limit=2)  # a fork's 2nd: WorkflowForked
         forked = next((e.data for e in first if e.kind is EventKind.WORKFLOW_FORKED), None)
-        settings(ctx).console().print(views.workflow_view(wf, steps, calls, parent, forked))
+        view = views.workflow_view(wf, steps, calls, parent, forked, hooks)
+        settings(ctx).console().print(view)
 
     run_on(store, work)
 
@@ -324,6 +329,7 @@ def store_title(target: str) -> str:
 cli.add_command(serve)  # agentq serve MODULE:ATTR, a worker process (agentq.cli.serve)
 cli.add_command(schedules)  # agentq schedules STORE (agentq.cli.schedules)
 cli.add_command(sweep)  # agentq sweep STORE --ended-before T, retention (agentq.cli.sweep)
+cli.add_command(send)  # agentq send STORE WORKFLOW_ID TOPIC JSON (agentq.cli.send)
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ from agentq.cli.literal import json_line, text, visible
 from agentq.events import Event
 from agentq.store import (
     CallRow,
+    HookRow,
     ScheduleRow,
     StepRow,
     StepState,
@@ -177,10 +178,12 @@ def workflow_view(
     calls: Sequence[CallRow],
     parent: str | None = None,
     forked: Mapping[str, Any] | None = None,
+    hooks: Sequence[HookRow] = (),
 ) -> Group:
     """One workflow in full: its header (with its parent, if it is a child run, and its
-    child runs; given the data of its `WorkflowForked` event, the run it was forked from),
-    steps, waits (with details) and durable calls."""
+    child runs; given the data of its `WorkflowForked` event, the run it was forked from;
+    given its end-hook outbox rows, whether the last end's hooks were delivered), steps,
+    waits (with details) and durable calls."""
     head = Text()
     head.append(f"workflow {visible(wf.workflow_id)}  ", style="bold")
     head.append(_state(wf.state.value))
@@ -211,6 +214,8 @@ def workflow_view(
             f"{visible(child)} ({shown_call(wf, row).state})" for child, row in children
         )
         head.append(f"\nchild runs: {listed}")
+    if hooks:
+        head.append(f"\non_end hooks: {visible(hook_note(hooks[-1]))}")
     parts: list[Any] = [head, _steps_table(steps)]
     waits = _waits_table(steps)
     if waits is not None:
@@ -218,6 +223,19 @@ def workflow_view(
     if calls:
         parts.append(_calls_table(wf, calls))
     return Group(*parts)
+
+
+def hook_note(row: HookRow) -> str:
+    """The delivery of one end's hooks, in a few words."""
+    tries = f"{row.attempts} attempt{'' if row.attempts == 1 else 's'}"
+    if row.delivered_at is not None:
+        return f"delivered {when(row.delivered_at)} UTC ({tries})"
+    if row.attempts == 0:
+        return "pending (no engine holding a hook for it has claimed it yet)"
+    if row.lease_expires_at is not None:
+        return f"being delivered by {row.worker_id} ({tries})"
+    error = f"; last error: {short(row.error, 120)}" if row.error else ""
+    return f"pending, next attempt {when(row.due_at)} UTC ({tries}{error})"
 
 
 def _event_note(event: Event) -> str:
@@ -257,11 +275,13 @@ def workflow_json(
     steps: Sequence[StepRow],
     calls: Sequence[CallRow],
     parent: str | None = None,
+    hooks: Sequence[HookRow] = (),
 ) -> str:
     """One workflow as one JSON object: ``workflow`` (its row), ``parent`` (the parent's id
     of a child run, else null), ``steps`` and ``calls`` (their rows, every field; errors as
     ``{type, message, traceback}``; a wait of a closed workflow with the state `shown_call`
-    gives; a child run's wait has its id in ``details.child``)."""
+    gives; a child run's wait has its id in ``details.child``) and ``hooks`` (its end-hook
+    outbox rows, one per end, every field)."""
     return json_line(
         {
             "workflow": dataclasses.asdict(wf),
@@ -270,6 +290,7 @@ def workflow_json(
             "calls": [
                 {**dataclasses.asdict(row), "state": shown_call(wf, row).state} for row in calls
             ],
+            "hooks": [dataclasses.asdict(row) for row in hooks],
         }
     )
 

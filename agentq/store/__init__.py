@@ -48,6 +48,7 @@ from agentq.store.contract.groups import (
     member_id,
     summed_usage,
 )
+from agentq.store.contract.hooks import HookRow
 from agentq.store.contract.protocol import DurableStore
 from agentq.store.contract.ready import ReadyWork, WorkNotifier
 from agentq.store.contract.rows import (
@@ -90,6 +91,7 @@ __all__ = [
     "Execution",
     "GroupManifest",
     "HeldByOther",
+    "HookRow",
     "MemoryStore",
     "NotBefore",
     "PostgresStore",

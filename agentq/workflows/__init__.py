@@ -15,6 +15,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``calling``        `CallRunner`: a durable call the log does not answer, recorded as started,
                    run through the queue and its outcome recorded under the attempt's
                    fencing token
+``parking``        `InputRequested` (the signal that parks a step on a keyed wait), the
+                   limits of a wait's time, the keys and reason of a durable sleep
 ``children``       `ChildRunner`: ``ctx.child`` / ``ctx.children``: a child run started once,
                    the step parked on its wait ``child:<key>``, its outcome read
 ``calls``          `CallLog`: one attempt's durable calls and waits, answered from the log or
@@ -45,8 +47,10 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``ticks``          `Ticker`: fire the due ticks of the stored schedules of the definitions
                    registered here (one store compare-and-swap each)
 ``retention``      `Retention`: the sweeps of a serving engine (``serve(retention=...)``)
-``serving``        `Server`: the loop of ``serve`` (schedules' ticks, sweeps, free permits,
-                   ready work, claims)
+``serving``        `Server`: the loop of ``serve`` (schedules' ticks, sweeps, end-of-run hooks,
+                   free permits, ready work, claims)
+``hooks``          `EndHooks`: the end-of-run hooks (``WorkflowDef(on_end=)``,
+                   ``engine.on_end``) delivered from the store's outbox, with backoff
 ``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
                    register_workflow, unregister, start (an instance, not run), serve;
                    finding what to run for an id

@@ -66,19 +66,20 @@ def step_title(workflow_id: str, step_name: str) -> str:
 class Waiting:
     """The output of an attempt that raised `WaitForInput`: a pause, not a failed job.
 
-    A wait raised by `StepContext.wait_for_input` carries its key, details and deadline; a
-    step-level ``raise WaitForInput(reason)`` has none. For a group of waits (parallel calls
-    in an `asyncio.TaskGroup`), `reason` is the group's joined reason (given) and the key,
-    details and deadline are the first wait's.
+    A wait raised by `StepContext.wait_for_input` carries its key, details and deadline (and
+    `StepContext.receive` its topic too); a step-level ``raise WaitForInput(reason)`` has
+    none. For a group of waits (parallel calls in an `asyncio.TaskGroup`), `reason` is the
+    group's joined reason (given) and the key, details and deadline are the first wait's.
     """
 
-    __slots__ = ("deadline", "details", "key", "reason")
+    __slots__ = ("deadline", "details", "key", "reason", "topic")
 
     def __init__(self, wait: WaitForInput | InputRequested, reason: str | None = None) -> None:
         self.reason = wait.reason if reason is None else reason
         self.key: str | None = getattr(wait, "key", None)
         self.details: dict[str, Any] | None = getattr(wait, "details", None)
         self.deadline: float | None = getattr(wait, "deadline", None)
+        self.topic: str | None = getattr(wait, "topic", None)  # a ctx.receive
 
 
 def step_call(step: StepDef, ctx: StepContext, log: CallLog | None = None) -> Callable[[], Any]:

@@ -20,7 +20,10 @@ still being recorded. So:
 
 Waits are rows of the same table (kind ``wait``): `wait_for_input` returns the input a
 `resume` recorded for its key, raises `InputTimeout` once the wait timed out, or else parks
-the step (`InputRequested`, which the driver records with ``wait_step``).
+the step (`InputRequested`, which the driver records with ``wait_step``). A `receive` is
+such a wait too, whose key is its place among the step's receives of a topic and whose
+`InputRequested` names the topic: ``wait_step`` answers it at once from a message kept
+before, else a later send does (`agentq.store.rules.messages`).
 
 A durable sleep (`CallLog.sleep`) is a keyed wait too: the n-th sleep of the step has the key
 ``sleep:<n>`` and its wake time as deadline, so the deadline machinery (the store's
@@ -45,6 +48,13 @@ from agentq.workflows.calling import CallRunner, Usage, call_queue_key, json_obj
 from agentq.workflows.children import ChildRunner, Spawner
 from agentq.workflows.context import Definition
 from agentq.workflows.model import WaitForInput
+from agentq.workflows.parking import (
+    MAX_WAIT_TIMEOUT,
+    SLEEP_KEY_PREFIX,
+    SLEEP_REASON_PREFIX,
+    InputRequested,
+    check_timeout,
+)
 
 __all__ = [
     "MAX_WAIT_TIMEOUT",
@@ -54,39 +64,7 @@ __all__ = [
     "InputRequested",
     "Usage",
     "call_queue_key",
-]
-
-SLEEP_KEY_PREFIX = "sleep:"
-"""Keys of durable sleeps: ``sleep:0`` is a step's first `ctx.sleep`, ``sleep:1`` its second."""
-
-SLEEP_REASON_PREFIX = "sleeping until "
-"""The start of a sleeping step's reason; the wake time follows, ISO-8601 UTC."""
-
-MAX_WAIT_TIMEOUT = 10 * 365.25 * 24 * 3600.0
-"""The longest ``wait_for_input`` timeout, in seconds (10 years): its deadline is stored, and
-every deadline must be a time the frames (pandas timestamps) and widgets can show; a longer
-one is refused (``timeout=None`` waits forever)."""
-
-
-class InputRequested(BaseException):  # a signal, like CancelledError
-    """Raised by `CallLog.wait` to park the step on a keyed wait; the driver records it.
-
-    A control-flow signal, not an error: like `asyncio.CancelledError` it derives from
-    `BaseException`, so that a body's ``except Exception`` (meant for `InputTimeout` or a
-    flaky tool) lets it through. A body can still swallow it (``except BaseException``,
-    ``gather(..., return_exceptions=True)``): the `CallLog` remembers every wait it
-    requested (`CallLog.requested`), and the attempt ends waiting all the same.
-    """
-
-    def __init__(
-        self, reason: str, key: str, details: dict[str, Any] | None, deadline: float | None
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.key = key
-        self.details = details
-        self.deadline = deadline
-
+]  # the parking names are re-exported from `agentq.workflows.parking`
 
 def _retrieved(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
@@ -142,6 +120,8 @@ class CallLog:
             park=self._park,
             spawner=spawner,
         )
+        self._execution = execution
+        self._receives: dict[str, int] = {}  # receives asked per topic in this attempt
         self._read: asyncio.Task[None] | None = None
         self._ready = False
         self._running: dict[str, asyncio.Task[Any]] = {}
@@ -235,15 +215,7 @@ class CallLog:
         validate_key(key, "wait key")
         text = WaitForInput(reason).reason  # the same text rules as a step-level wait
         details_obj = json_object(details, f"details of wait {key!r}")
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not (0 < timeout <= MAX_WAIT_TIMEOUT)  # NaN too
-        ):
-            raise ValueError(
-                f"wait {key!r}: timeout must be a positive number of seconds of at most "
-                f"{MAX_WAIT_TIMEOUT:.0f} (10 years) or None, got {timeout!r}"
-            )
+        check_timeout(f"wait {key!r}", timeout)
         if not self._ready:
             await self._read_once()
         row = self._rows.get(key)
@@ -343,6 +315,45 @@ class CallLog:
         """Fan out child runs; see `StepContext.children`."""
         self._check_open("children")
         return await self._children.children(definition, inputs, limit)
+
+    async def receive(self, topic: str, timeout: float | None) -> Any:  # noqa: ASYNC109
+        """Return the next message on `topic`, or park the step; see `StepContext.receive`.
+
+        The n-th receive of `topic` in a step (counted from 0 in each attempt, which replays
+        the body from its start) is the keyed wait ``receive:<step index>:<topic>:<n>``: a
+        message it took is its answer in the log, so a replay returns the same message.
+        """
+        self._check_open("receive")
+        topic = validate_key(topic, "topic")
+        check_timeout(f"receive on topic {topic!r}", timeout)
+        n = self._receives.get(topic, 0)
+        self._receives[topic] = n + 1
+        key = validate_key(
+            f"receive:{self._execution().step_index}:{topic}:{n}", "receive key"
+        )
+        if not self._ready:
+            await self._read_once()
+        row = self._rows.get(key)
+        if row is not None:
+            if row.kind != "wait":
+                raise KeyConflictError(
+                    f"key {key!r} of workflow {self._workflow_id!r} names a call, not a "
+                    "receive: use another key for the call"
+                )
+            if row.state == "answered":
+                self.answered += 1
+                return row.output
+            if row.state == "timed_out":
+                raise InputTimeout(
+                    key,
+                    f"receive on topic {topic!r} of workflow {self._workflow_id!r} timed "
+                    "out: no message arrived before its deadline",
+                )
+        deadline = None if timeout is None else self._clock.time() + float(timeout)
+        reason = WaitForInput(f"waiting for a message on {topic}").reason
+        requested = InputRequested(reason, key, None, deadline, topic)
+        self.requested.append(requested)
+        raise requested
 
     # ------------------------------------------------------------------ the attempt's end
 

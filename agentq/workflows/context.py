@@ -1,6 +1,6 @@
 """`StepContext`: what a step body receives, and its durable calls and waits.
 
-`ctx.call` and `ctx.wait_for_input` are carried out by the attempt's call log
+`ctx.call`, `ctx.wait_for_input` and `ctx.receive` are carried out by the attempt's call log
 (`agentq.workflows.calls.CallLog`), which the driver attaches to the context of each attempt;
 this module knows it only through the small `CallRecorder` protocol, so that the model stays
 below the machinery that runs it.
@@ -60,6 +60,9 @@ class CallRecorder(Protocol):
     ) -> dict[str, Any]: ...
 
     async def start_child(self, definition: Definition | str, input: Any, key: str) -> str: ...
+    async def receive(
+        self, topic: str, timeout: float | None  # noqa: ASYNC109 (a durable deadline, stored)
+    ) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,3 +390,39 @@ class StepContext:
             Otherwise as `child`.
         """
         return await self._log("children").children(definition, inputs, limit)
+    async def receive(
+        self, topic: str, *, timeout: float | None = None  # noqa: ASYNC109 (stored deadline)
+    ) -> Any:
+        """Return the next message sent to this workflow on `topic` (`WorkflowEngine.send`).
+
+        Messages are kept durably from their send until a receive takes them, first in first
+        out per topic, each taken once. If one is kept, it is returned (its taking is
+        recorded in the log as the answer of this receive). Else the step waits like
+        `wait_for_input` (``Waiting``, reason ``"waiting for a message on <topic>"``, no
+        lease held) until a send on `topic` delivers one, in the same transaction as the
+        send, and the step runs again. The n-th receive of a topic in a step is answered
+        from the log in every later attempt (a crash, a resume, a retry of the workflow): a
+        replay returns the same message and takes no other. Needs an ``async def`` step.
+
+        Args:
+            topic: The topic (a non-empty str, `agentq.keys` rules).
+            timeout: Seconds until the receive times out (> 0, at most 10 years), or None
+                (never). Once its deadline has passed with no message, the step continues
+                and this call raises `InputTimeout`; a message sent later is kept for the
+                next receive.
+
+        Returns:
+            The message's payload (any JSON value).
+
+        Raises:
+            InputTimeout: The receive's deadline passed with no message.
+            StepContextError: The attempt this ctx belongs to has ended, or the receive is
+                awaited on another event loop than the engine's (a plain ``def`` step).
+            TypeError / ValueError / InvalidKeyError: A bad topic or timeout.
+
+        Example:
+            >>> async def collect(ctx):
+            ...     order = await ctx.receive("order", timeout=3600)
+            ...     return order["id"]
+        """
+        return await self._log("receive").receive(topic, timeout)

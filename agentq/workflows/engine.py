@@ -30,11 +30,13 @@ from agentq.clock import Clock
 from agentq.errors import AgentqError, DeadlockError, UnknownWorkflowError, WorkflowMismatchError
 from agentq.keys import validate_key
 from agentq.queue import Priority, Queue
+from agentq.retry import Backoff
 from agentq.store import DurableStore, WorkflowRow
 from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
 from agentq.workflows.groups import RunGroup
+from agentq.workflows.hooks import DEFAULT_HOOK_BACKOFF, EndHook, EndHooks
 from agentq.workflows.linking import ChildLinks
 from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
 from agentq.workflows.results import status_of, stored_result
@@ -65,11 +67,14 @@ class WorkflowEngine(Scheduling):
         clock: Time source for leases, backoff and polling; default the system clock.
         poll_interval: Seconds between checks while another worker holds a step of a
             workflow this engine runs; default ``min(lease_ttl / 4, 1.0)``.
+        hook_backoff: The wait before an end-of-run hook that raised is called again
+            (see `on_end`); default 1 s, doubling, at most 5 minutes.
 
     Raises:
         ValueError: `lease_ttl` or `poll_interval` is not a positive number, or `priority`
             is not a lane.
-        TypeError: `queue` is not a `Queue`, or `store` does not implement `DurableStore`.
+        TypeError: `queue` is not a `Queue`, `store` does not implement `DurableStore`, or
+            `hook_backoff` is not a `Backoff`.
         InvalidKeyError: `worker_id` is empty, not UTF-8 or too long.
 
     The arguments are kept, read-only, as the attributes of the same names (`worker_id`
@@ -97,6 +102,7 @@ class WorkflowEngine(Scheduling):
         priority: Priority = Priority.MEDIUM,
         clock: Clock | None = None,
         poll_interval: float | None = None,
+        hook_backoff: Backoff = DEFAULT_HOOK_BACKOFF,
     ) -> None:
         self._driver = Driver(
             queue,
@@ -114,6 +120,8 @@ class WorkflowEngine(Scheduling):
         self._ends = Deadlines(lambda: self.clock, self._time_out)  # workflows' deadlines
         self._driver.on_workflow_deadline = self._ends.set
         self._server = Server(self._driver, self._registry, self._runs, self._ticker)  # serve()
+        self._end_hooks = EndHooks(self._driver, self._registry, hook_backoff)
+        self._server.on_poll = self._end_hooks.soon
         self._links = ChildLinks(self._registry, self._runs, self._instance, self.run)
         self._driver.spawner = self._links  # runs the children that steps start (ctx.child)
         self._driver.on_child = self._links.join
@@ -191,6 +199,7 @@ class WorkflowEngine(Scheduling):
             found, stored = await self._find_stored(workflow)
             if found is None:  # stored and ended: its stored result, nothing appended
                 assert stored is not None
+                self._end_hooks.soon(workflow)  # its end-of-run hooks, if still due
                 return await stored_result(self.store, stored)
             if isinstance(found, WorkflowRow):  # raises: its definition is not registered
                 found = self._registry.resolve(workflow, found)
@@ -295,6 +304,7 @@ class WorkflowEngine(Scheduling):
             )
         self._deadlines.cancel_all()
         self._ends.cancel_all()
+        self._end_hooks.cancel_all()
         while tasks := self._runs.in_progress():
             for task in tasks:
                 task.cancel()
@@ -314,6 +324,8 @@ class WorkflowEngine(Scheduling):
         interrupt them; then `close`."""
         while exc_type is None and (pending := self._runs.in_progress()):
             await asyncio.wait(pending)
+        if exc_type is None:
+            await self._end_hooks.settle()  # the hooks of the runs that just ended
         await self.close()
 
     def _drop_if_ended(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
@@ -324,6 +336,7 @@ class WorkflowEngine(Scheduling):
         self._links.ended(workflow_id, task)
         if task.result().status in _ENDED:
             self._ends.cancel(workflow_id)  # its deadline no longer matters
+            self._end_hooks.soon(workflow_id)
         if task.result().status in _ENDED and not self._runs.busy(workflow_id):
             self._registry.remove(workflow_id)  # the store keeps the record
 
@@ -335,6 +348,7 @@ class WorkflowEngine(Scheduling):
             row = await self.store.get_workflow(workflow_id)  # failed elsewhere first?
             if row is None or not row.state.closed:
                 return
+        self._end_hooks.soon(workflow_id)
         for other in [workflow_id, *self._runs.ids_in_progress()]:
             if other == workflow_id or other.startswith(workflow_id + "/"):
                 self._driver.interrupt(other)
@@ -343,6 +357,22 @@ class WorkflowEngine(Scheduling):
         """A wait's deadline passed: run the workflow (the wait times out, or was answered)."""
         with contextlib.suppress(AgentqError):  # not runnable here (any more): left stored
             await self.run(workflow_id)
+
+    def on_end(self, fn: EndHook) -> None:
+        """Call `fn(result)` (sync, on the engine's loop, or async) with the final `RunResult`
+        of every workflow that ends, at least once, after its definition's ``on_end``.
+
+        With hooks of its own, this engine delivers the ends of every definition it
+        registered and of plain workflows; an end another engine delivers gets that
+        engine's hooks (give every serving engine the same). See docs/workflows.md.
+
+        Raises:
+            TypeError: `fn` is not callable.
+        """
+        self._end_hooks.add(fn)
+
+    def _ended_here(self, workflow_id: str) -> None:
+        self._end_hooks.soon(workflow_id)
 
     @property
     def answered_from_log(self) -> int:

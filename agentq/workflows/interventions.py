@@ -3,7 +3,8 @@
 ``resume`` (deliver an input to a waiting step), ``retry`` (run a failed or cancelled
 workflow again) and ``cancel``: each checks and records its change in the store (the
 changes themselves are in ``changes.py``), interrupts or replaces the run in progress
-(`Runs.replace`, ``runs.py``), and lets a new run continue the workflow. An instance of a
+(`Runs.replace`, ``runs.py``), and lets a new run continue the workflow. ``send`` records a
+message for a workflow's receives (`agentq.store.rules.messages`). An instance of a
 definition that this engine has not registered is changed all the same: the change is
 recorded (`Recorded`) and a serving engine that holds the definition runs it on.
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentq.errors import NotWaitingError, UnknownWorkflowError
+from agentq.errors import AgentqError, NotWaitingError, UnknownWorkflowError
 from agentq.keys import validate_key
 from agentq.store import WorkflowRow, WorkflowState
 from agentq.workflows.changes import (
@@ -72,8 +73,12 @@ class Interventions(Registrations):
                 definition, or stored and ended: then the refusal says why).
             step: The waiting step's name or 0-based index.
             input: A JSON value (None included).
-            key: The key of the `wait_for_input` this answers, checked against the wait the
-                step is on now; None answers whatever it waits for.
+            key: The key of the `wait_for_input` this answers; None answers whatever the
+                step waits for now. If the step does not wait on `key` (yet: it has not
+                reached the wait, or waits on another), the input is kept for that wait
+                instead: the later ``wait_for_input(key, ...)`` (in any step of the
+                workflow) returns it at once. The run continued is then the one in
+                progress, if any (the call returns when it ends or waits), else a new one.
 
         Returns:
             The `RunResult` of the continued run; `Recorded` when the definition is not
@@ -82,8 +87,9 @@ class Interventions(Registrations):
         Raises:
             UnknownWorkflowError: Not registered or not stored.
             UnknownStepError: No such step.
-            NotWaitingError: The step is not waiting (the message names its status); nothing
-                is recorded, and a step that will wait later can still be resumed then. Also
+            NotWaitingError: The step is not waiting (the message names its status; without
+                a `key`), or has completed, or the wait `key` was answered before or has an
+                input kept already; nothing is recorded. Also
                 a resume after the wait's deadline, whether or not the wait was timed out
                 yet (the message says it timed out at its deadline, UTC): the wait is then
                 timed out (``WaitTimedOut``) and the step continues with `InputTimeout`.
@@ -108,6 +114,48 @@ class Interventions(Registrations):
             if await self.store.time_out_wait(wf.id, index, self.clock.time()):
                 self._runs.start_soon(wf)
             raise
+
+    async def send(
+        self, workflow_id: str, topic: str, payload: Any, *, key: str | None = None
+    ) -> bool:
+        """Send a message to a workflow on `topic`; a step takes it with `StepContext.receive`.
+
+        From any process on the store: the message is recorded (``MessageSent``, one
+        transaction) and kept durably until a receive of the workflow takes it, first in
+        first out per topic, each message once. If a step waits on a receive of `topic`,
+        the same transaction delivers the message to it (no wake-up can be lost) and the
+        step continues: here at once if this engine runs the workflow (a registered plain
+        workflow, or an instance of a definition registered here), else by a serving engine
+        that holds its definition (or the next `run` / `recover` of a plain workflow by the
+        engine that registered it).
+
+        Args:
+            workflow_id: The workflow (stored; it need not be registered here).
+            topic: The topic (a non-empty str, `agentq.keys` rules).
+            payload: Any JSON value (None included).
+            key: An idempotency key, unique per workflow among its messages: a send with a
+                key used before (its message kept or taken) records nothing.
+
+        Returns:
+            True if the message was recorded; False if `key` was used before.
+
+        Raises:
+            UnknownWorkflowError: The workflow is not in the store.
+            WorkflowClosedError: The workflow has ended (completed, failed or cancelled).
+            PayloadError: `payload` is not JSON or too large; nothing is recorded.
+            InvalidKeyError / TypeError: A bad workflow id, topic or key.
+            StoreError: The store failed.
+        """
+        wid = validate_key(workflow_id, "workflow id")
+        sent = await self.store.send_message(wid, topic, payload, self.clock.time(), key=key)
+        if sent.delivered_to is not None:
+            try:
+                wf = await self._find(wid)
+            except AgentqError:  # not runnable here (a plain workflow of another engine)
+                return sent.sent
+            if isinstance(wf, Workflow):
+                self._runs.start_soon(wf)
+        return sent.sent
 
     async def retry(
         self, workflow: Workflow | str, *, from_step: str | int | None = None
@@ -211,6 +259,7 @@ class Interventions(Registrations):
             )
         cancelled = await self.store.cancel_workflow(wid, reason, now)
         if cancelled:  # its child runs were cancelled with it: interrupt the ones run here
+            self._ended_here(wid)
             for other in [wid, *self._runs.ids_in_progress()]:
                 if other == wid or other.startswith(wid + "/"):
                     self._driver.interrupt(other)

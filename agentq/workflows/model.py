@@ -259,6 +259,13 @@ class WorkflowDef:
             running it (or, in another process, at its next lease renewal); a waiting or
             sleeping instance is failed then by whichever engine notices first (its live
             timer, `run`, `recover`, `serve`). A claim after the deadline fails it too.
+        on_end: Called with the final `RunResult` of every instance that ends (completed,
+            failed, cancelled, timed out), sync or async; None for no hook. At least once,
+            from an outbox row written with the end: by the engine that ended it if that
+            engine registered this definition, else by an engine that did (``serve``,
+            ``run`` of the id), also after a crash. A hook that raises is called again
+            after the engine's ``hook_backoff`` until it returns (see
+            ``WorkflowEngine.on_end``).
 
     Raises:
         InvalidKeyError: `name` is empty, not valid UTF-8 or too long.
@@ -266,6 +273,7 @@ class WorkflowDef:
             `StepDef`.
         ValueError: `steps` is empty or has duplicate names, or `timeout` is not positive
             finite seconds.
+        TypeError: `on_end` is neither None nor callable.
 
     Example:
         >>> order = WorkflowDef("order", [StepDef("fetch", fetch), StepDef("charge", charge)])
@@ -277,9 +285,15 @@ class WorkflowDef:
     name: str
     steps: Sequence[StepDef]
     timeout: float | None = field(default=None, kw_only=True)
+    on_end: Callable[[RunResult], Any] | None = field(default=None, kw_only=True, compare=False)
 
     def __post_init__(self) -> None:
         validate_key(self.name, "definition name")
+        if self.on_end is not None and not callable(self.on_end):
+            raise TypeError(
+                f"definition {self.name!r}: on_end must be a callable or None, got "
+                f"{self.on_end!r:.80}"
+            )
         object.__setattr__(self, "steps", _checked_steps(f"definition {self.name!r}", self.steps))
         owner = f"definition {self.name!r}"
         object.__setattr__(self, "timeout", _checked_timeout(owner, self.timeout))

@@ -138,8 +138,10 @@ class Recorder:
     ) -> RunResult | Retry:
         """Record that the step waits for input (`wait`); tell `on_deadline` its deadline.
 
-        A wait on a child run that the store answers at once (the child had ended) returns
-        `Retry` with no delay: the step is pending again.
+        A wait the store answers at once (a wait on a child run that had ended, a receive
+        whose message was sent before, an input a ``resume`` gave before the wait) returns
+        `Retry` with no delay: the step is pending again, claimed again at once, and its
+        wait returns the answer.
 
         A wait the store refuses as a payload (`PayloadError`: ``ctx.wait_for_input``
         checks its details first, so this is a safety net) is an ordinary failure of the
@@ -153,13 +155,14 @@ class Recorder:
                 key=wait.key,
                 details=wait.details,
                 deadline=wait.deadline,
+                topic=wait.topic,
             )
         except PayloadError as bad:
             return await self._fail(
                 wf, step, execution, f"payload: {bad}", ErrorInfo.from_exception(bad), ctx
             )
-        if row.state is not WorkflowState.WAITING:  # a child run that had ended: answered
-            return Retry(0.0)  # at once (the step is pending again): claim it again
+        if row.state is not WorkflowState.WAITING:  # answered at once (an ended child run,
+            return Retry(0.0)  # a kept message): the step is pending again, claim it again
         if wait.deadline is not None and self.on_deadline is not None:
             self.on_deadline(wf.id, wait.deadline)
         return _ended(wf, RunStatus.WAITING, step, wait.reason, ctx)

@@ -58,6 +58,10 @@ class Registrations:
         """Interrupt the runs in progress (provided by the engine)."""
         raise NotImplementedError
 
+    def _ended_here(self, workflow_id: str) -> None:
+        """A verb of this engine ended `workflow_id`: deliver its end-of-run hooks (provided
+        by the engine)."""
+
     def register(self, definition: WorkflowDef) -> None:
         """Register a `WorkflowDef`: this engine can then start, run, resume, retry and
         recover every stored instance of it, whichever process started it.

@@ -28,7 +28,8 @@ Each turn of the loop:
    does) and starts the instance's run in this engine with that claim (`Driver.offer`); a
    timed-out wait needs no claim: the run times it out. The run then goes on step after
    step as any run does;
-5. waits for the poll interval on the engine's clock, or less: until the next tick of a
+5. starts delivering the due end-of-run hooks it holds (``on_poll``, `agentq.workflows.hooks`);
+6. waits for the poll interval on the engine's clock, or less: until the next tick of a
    schedule (step 0), until a run it started
    ends (a permit is free again), or until the store's `WorkNotifier.wait_for_work` says
    new work arrived (a store that implements it: PostgreSQL's ``LISTEN/NOTIFY``). Such a
@@ -55,6 +56,7 @@ skipped (logged once). Private to `agentq.workflows.engine`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from agentq.errors import AgentqError, QueueClosed, WorkflowMismatchError
@@ -81,6 +83,8 @@ class Server:
         self._refused: set[str] = set()  # instances whose steps differ: logged once
         self._ended = asyncio.Event()
         self.serving = False
+        self.on_poll: Callable[[], None] | None = None
+        """Called at each poll (the engine starts delivering due end-of-run hooks)."""
 
     def free(self) -> int:
         """How many more runs this engine may start now (permits of its lane not in use)."""
@@ -114,6 +118,8 @@ class Server:
                     LOGGER.warning("serve(): reading the schedules failed: %s", exc)
                 try:
                     await self.take_up()
+                    if self.on_poll is not None:
+                        self.on_poll()
                 except AgentqError as exc:  # the store failed: said, and tried again
                     LOGGER.warning("serve(): reading or claiming ready work failed: %s", exc)
                 if sweeps is not None:

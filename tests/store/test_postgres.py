@@ -166,18 +166,45 @@ async def test_a_newer_schema_version_is_refused(pg_target: Target) -> None:
             conn.execute(f"UPDATE {pg_target.schema}.agentq_schema SET version = {SCHEMA_VERSION}")
 
 
+def downgrade(dsn: str, schema: str, version: int) -> None:
+    """Undo the migrations after `version` (the tables and columns they add), newest first."""
+    made = re.compile(
+        r"(?:CREATE TABLE (?:IF NOT EXISTS )?|ALTER TABLE )(\w+)(?: ADD COLUMN (\w+))?"
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for statements in reversed(migrations()[version:]):
+            for statement in reversed(statements):
+                found = made.match(statement)
+                if found and found[2]:
+                    conn.execute(f"ALTER TABLE {schema}.{found[1]} DROP COLUMN {found[2]}")
+                elif found:
+                    conn.execute(f"DROP TABLE IF EXISTS {schema}.{found[1]} CASCADE")
+        conn.execute(f"UPDATE {schema}.agentq_schema SET version = {version}")
+
+
+async def test_a_schema_before_end_hooks_gets_the_outbox_on_open(pg_target: Target) -> None:
+    """Ends after the upgrade get their outbox row; the workflows that ended before do not."""
+    async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
+        await start(store, steps=["a"])
+        await run_step(store)
+        await start(store, "open", steps=["a"])
+    before = next(
+        i for i, m in enumerate(migrations()) if any("CREATE TABLE end_hooks" in s for s in m)
+    )
+    downgrade(pg_target.dsn, pg_target.schema, before)
+    async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
+        assert await store.hooks("wf") == []
+        await run_step(store, "open", now=T0 + 1)
+        [row] = await store.hooks("open")
+        assert (row.state, row.delivered) == ("completed", False)
+
+
 async def test_a_version_3_schema_gets_deadlines_on_open(pg_target: Target) -> None:
     """A database of the release before workflow deadlines (schema 3) migrates to 4: its
     workflows have no deadline; new ones store theirs."""
     async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
         await start(store)
-    with psycopg.connect(pg_target.dsn, autocommit=True) as conn:
-        for statements in migrations()[4:]:  # the tables of the migrations after 4 go too
-            for statement in statements:
-                if created := re.match(r"CREATE TABLE (\w+)", statement):
-                    conn.execute(f"DROP TABLE {pg_target.schema}.{created[1]}")
-        conn.execute(f"ALTER TABLE {pg_target.schema}.workflows DROP COLUMN deadline")
-        conn.execute(f"UPDATE {pg_target.schema}.agentq_schema SET version = 3")
+    downgrade(pg_target.dsn, pg_target.schema, 3)
     async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
         row = await store.get_workflow("wf")
         assert row is not None and row.deadline is None

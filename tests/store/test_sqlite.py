@@ -115,7 +115,7 @@ async def test_three_ways_to_open(db_path: Path) -> None:
         SqliteStore(db_path, busy_timeout=-1)
 
 
-_CREATED = re.compile(r"CREATE (?:UNIQUE )?(TABLE|INDEX|TRIGGER) (\w+)")
+_CREATED = re.compile(r"CREATE (?:UNIQUE )?(TABLE|INDEX|TRIGGER) (?:IF NOT EXISTS )?(\w+)")
 _ADDED = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 _RENAMED = re.compile(r"ALTER TABLE (\w+) RENAME TO (\w+)")
 
@@ -345,6 +345,56 @@ async def test_a_version_7_file_gets_deadlines_on_open(db_path: Path) -> None:
         before = await store.workflows()
         await store.rebuild_projection()
         assert await store.workflows() == before
+
+
+def _version_before(table: str) -> int:
+    """The schema version of the files made before the migration that creates `table`."""
+    made = (f"CREATE TABLE IF NOT EXISTS {table} ", f"CREATE TABLE {table} ")
+    return next(
+        i for i, m in enumerate(migrations()) if any(s.startswith(made) for s in m)
+    )
+
+
+async def test_a_file_before_end_hooks_gets_the_outbox_on_open(db_path: Path) -> None:
+    """A file of the release before end-of-run hooks migrates: its ended workflows have no
+    outbox row (their hooks are not called), ends after the upgrade do."""
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        await run_step(store)
+        await start(store, "open", steps=["a"])
+    before = _version_before("end_hooks")
+    downgrade(db_path, before)
+    assert user_version(db_path) == before
+    async with SqliteStore(db_path) as store:
+        assert user_version(db_path) == SCHEMA_VERSION
+        assert await store.hooks("wf") == []
+        await run_step(store, "open", now=T0 + 1)
+        [row] = await store.hooks("open")
+        assert (row.state, row.delivered) == ("completed", False)
+
+
+async def test_a_file_before_messages_gets_them_on_open(db_path: Path) -> None:
+    """A file of the release before messages migrates: it gains the messages table, its
+    waiting workflow keeps waiting, and a message sent now reaches its wait."""
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        await store.wait_step(await claim(store), "ok?", T0, key="approve")
+    before = _version_before("messages")
+    downgrade(db_path, before)
+    conn = raw(db_path)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    finally:
+        conn.close()
+    assert "messages" not in tables and user_version(db_path) == before
+    async with SqliteStore(db_path) as store:
+        assert user_version(db_path) == SCHEMA_VERSION
+        assert await store.messages("wf") == []
+        sent = await store.send_message("wf", "go", 1, T0 + 1)
+        assert sent.sent and sent.delivered_to is None  # it waits on "approve", not a receive
+        await store.rebuild_projection()
+        [message] = await store.messages("wf")
+        assert (message.topic, message.payload, message.consumed) == ("go", 1, False)
 
 
 async def test_a_version_5_file_gets_definitions_on_open(db_path: Path) -> None:

@@ -118,6 +118,8 @@ class MWorkflow:
     steps: list[MStep] = field(default_factory=list)
     state: WorkflowState = WorkflowState.RUNNING
     calls: dict[str, MCall] = field(default_factory=dict)
+    kept: dict[str, Any] = field(default_factory=dict)  # inputs an early resume kept, by key
+    used: set[str] = field(default_factory=set)  # every key an input was ever kept for
 
 
 KEYS = st.sampled_from(["k1", "k2", "k3"])
@@ -379,6 +381,15 @@ class StoreMachine(RuleBasedStateMachine):
             wf.calls[key] = MCall(
                 CallKind.WAIT, CallState.WAITING, ex.step_index, ex.attempt, self.events
             )
+        if key is not None and key in wf.kept:  # an early resume's input answers it at once
+            self.events += 1
+            value = wf.kept.pop(key)
+            answered = wf.calls[key]
+            answered.state, answered.output = CallState.ANSWERED, value
+            s.state, s.attempt, s.resumed, s.resume_input = StepState.PENDING, 0, True, value
+            s.recoveries, s.retry_at = 0, None
+            s.wait_key = s.wait_deadline = None
+            wf.state = WorkflowState.RUNNING
         return True
 
     @precondition(lambda self: self.claimed)
@@ -413,12 +424,27 @@ class StoreMachine(RuleBasedStateMachine):
             self.expect(call, UnknownWorkflowError)
         elif index >= len(wf.steps):
             self.expect(call, UnknownStepError)
-        elif wf.steps[index].state is not StepState.WAITING:
-            closed = wf.state in (WorkflowState.CANCELLED, WorkflowState.FAILED)
-            self.expect(call, WorkflowClosedError if closed else NotWaitingError)
-        elif self.too_late(wf.steps[index], key):
+        elif wf.steps[index].state is not StepState.WAITING and wf.state in (
+            WorkflowState.CANCELLED, WorkflowState.FAILED
+        ):
+            self.expect(call, WorkflowClosedError)
+        elif self.too_late(wf.steps[index], key) or self.timed_out_key(wf, index, key):
             self.expect(call, NotWaitingError)  # refused whether or not it was timed out
-        elif key is not None and key != wf.steps[index].wait_key:
+        elif key is not None and (
+            wf.steps[index].state is not StepState.WAITING or key != wf.steps[index].wait_key
+        ):  # an input for a wait the step is not on (yet): kept for it, or refused
+            c = wf.calls.get(key)
+            answered = c is not None and (
+                c.kind is not CallKind.WAIT or c.state is CallState.ANSWERED
+            )
+            if wf.steps[index].state is StepState.COMPLETED or answered or key in wf.used:
+                self.expect(call, NotWaitingError)
+            else:
+                self.run(call)
+                self.events += 1
+                wf.kept[key] = value
+                wf.used.add(key)
+        elif wf.steps[index].state is not StepState.WAITING:
             self.expect(call, NotWaitingError)
         else:
             self.run(call)
@@ -431,6 +457,18 @@ class StoreMachine(RuleBasedStateMachine):
             s.recoveries, s.retry_at = 0, None
             s.wait_key = s.wait_deadline = None
             wf.state = WorkflowState.RUNNING
+
+    def timed_out_key(self, wf: MWorkflow, index: int, key: str | None) -> bool:
+        """Whether `key` names a wait of step `index` that timed out (not the step's own
+        current wait): a resume with it is refused."""
+        s = wf.steps[index]
+        if key is None or (s.state is StepState.WAITING and key == s.wait_key):
+            return False
+        c = wf.calls.get(key)
+        return (
+            c is not None and c.kind is CallKind.WAIT and c.step_index == index
+            and c.state is CallState.TIMED_OUT
+        )
 
     def too_late(self, s: MStep, key: str | None) -> bool:
         """Whether a resume now comes after the deadline of the keyed wait it answers."""

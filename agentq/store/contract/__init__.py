@@ -9,6 +9,8 @@ foundation modules of `agentq`):
                         workflow is shown).
     ``children``        child runs (``ctx.child``): their ids (``<parent>/<key>``), the
                         parent's wait key ``child:<key>``, `ChildStart`, the outcome.
+    ``messages``        `MessageRow` (a message kept for, or taken by, a receive) and `Sent`.
+    ``hooks``           `HookRow`: one row of the end-of-run hook outbox, `pending_hook`.
     ``claims``          `Execution` (a held lease), `execution_of` (the lease of a step row)
                         and the `ClaimResult` answers of a claim.
     ``sweep``           `SweepReport` (what a sweep removed) and `check_sweep` (its
@@ -26,5 +28,7 @@ foundation modules of `agentq`):
     ``protocol_schedules``  `DurableSchedules`: the schedule verbs, inherited by
                         `DurableStore`.
     ``protocol_sweep``  `DurableSweeps`: the retention verb, inherited by `DurableStore`.
+    ``protocol_messages``  `DurableMessages`: the message verbs, inherited likewise.
+    ``protocol_hooks``  `DurableHooks`: the end-hook outbox verbs, inherited likewise.
     ``protocol``        `DurableStore`: every write verb, its atomicity and its errors.
 """

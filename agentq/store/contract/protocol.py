@@ -22,6 +22,8 @@ from agentq.outcomes import ErrorInfo
 from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.protocol_calls import DurableCalls
 from agentq.store.contract.protocol_fork import DurableForks
+from agentq.store.contract.protocol_hooks import DurableHooks
+from agentq.store.contract.protocol_messages import DurableMessages
 from agentq.store.contract.protocol_reads import DurableReads
 from agentq.store.contract.protocol_schedules import DurableSchedules
 from agentq.store.contract.protocol_sweep import DurableSweeps
@@ -32,7 +34,14 @@ __all__ = ["DurableStore"]
 
 @runtime_checkable
 class DurableStore(
-    DurableCalls, DurableForks, DurableReads, DurableSchedules, DurableSweeps, Protocol
+    DurableCalls,
+    DurableForks,
+    DurableHooks,
+    DurableMessages,
+    DurableReads,
+    DurableSchedules,
+    DurableSweeps,
+    Protocol,
 ):
     """The durable state behind `WorkflowEngine`: an event log plus a ``steps`` projection.
 
@@ -45,9 +54,10 @@ class DurableStore(
     `fail_call`, `calls`) are declared in `DurableCalls` (``protocol_calls``) and the read
     verbs (`get_workflow`, `workflows`, `step_rows`, `load_events`, `event_rows`,
     `last_seq`, `ready_workflows`, `expired_leases`) in `DurableReads` (``protocol_reads``),
-    `fork_workflow` in `DurableForks` (``protocol_fork``), the schedule verbs in
-    `DurableSchedules` (``protocol_schedules``), `sweep` (retention) in `DurableSweeps`
-    (``protocol_sweep``); this protocol inherits them and declares the write verbs.
+    `fork_workflow` in `DurableForks`, `send_message` and `messages` in `DurableMessages`,
+    the end-hook outbox verbs in `DurableHooks`, the schedule verbs in `DurableSchedules`,
+    `sweep` (retention) in `DurableSweeps` (each in its ``protocol_*`` module); this
+    protocol inherits them and declares the write verbs.
 
     All methods are coroutines to be awaited on one event loop; a store object is not shared
     between loops or threads.
@@ -219,6 +229,7 @@ class DurableStore(
         key: str | None = None,
         details: dict[str, Any] | None = None,
         deadline: float | None = None,
+        topic: str | None = None,
     ) -> WorkflowRow:
         """Record `StepWaiting`: the step waits for `resume_step`; the lease is released.
 
@@ -238,6 +249,11 @@ class DurableStore(
             key: The wait key, scoped to the workflow (`agentq.keys` rules), or None.
             details: A JSON object shown with the wait (a tool's name and arguments), or None.
             deadline: Unix seconds after which `time_out_wait` ends the wait, or None.
+            topic: For a receive (``ctx.receive``, a keyed wait): the topic it takes
+                messages on. A keyed wait that finds a kept message (the oldest not
+                consumed on `topic`, or without a topic the input an early `resume_step`
+                kept for its key) is answered in the same transaction: `StepResumed` with
+                the message follows `StepWaiting`, and the returned workflow is running.
 
         Raises:
             LeaseLostError: Fencing refused the write.
@@ -263,16 +279,20 @@ class DurableStore(
         """Deliver input to a Waiting step: `StepResumed`; the step becomes Pending.
 
         Exactly one of several concurrent resumes of one wait succeeds. With ``key=None``
-        this answers whatever the step waits on; with a key, that key must be the step's
-        current wait. When the step waits on a keyed wait, the event records its key and the
-        wait's `CallRow` becomes ``answered`` with `input` as its output.
+        this answers whatever the step waits on. When the step waits on a keyed wait, the
+        event records its key and the wait's `CallRow` becomes ``answered`` with `input` as
+        its output. With a `key` the step does not wait on (yet), the input is kept for the
+        wait of that key instead (``MessageSent`` with no topic; the step is unchanged):
+        the ``wait_step`` of that key, in any step of the workflow, takes it at once (see
+        `DurableMessages`).
 
         Raises:
             UnknownWorkflowError / UnknownStepError: No such workflow or step.
             WorkflowClosedError: The workflow is cancelled or failed.
-            NotWaitingError: The step is not Waiting (message names the actual state), e.g.
-                it was resumed already, or it completed; or `key` is not the key the step
-                waits on (the message names both).
+            NotWaitingError: Without a key, the step is not Waiting (message names the actual
+                state), e.g. it was resumed already, or it completed. With a key: the step
+                completed, the wait `key` was answered or timed out, or an input is kept for
+                it already.
             PayloadError: `input` is not JSON or too large.
             InvalidKeyError: A bad `key`.
         """

@@ -5,5 +5,7 @@ Imports the rules and the contract, never another backend. Read the modules in t
     ``detach``          `detached`: the copies `MemoryStore` hands out, sharing only
                         immutable values.
     ``rates``           `RateBook`: the shared rate windows (`RateLedger`) in dicts.
+    ``staging``         what a transaction stages beside the rows: messages and end-hook
+                        outbox rows (`StagedKept`); the committed outbox (`Outbox`).
     ``store``           `MemoryStore`: the rules over dicts, staged and committed per verb.
 """

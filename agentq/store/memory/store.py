@@ -31,6 +31,8 @@ from agentq.store.contract.checks import (
 )
 from agentq.store.contract.claims import Execution, execution_of, is_expired
 from agentq.store.contract.groups import GroupItem, GroupManifest
+from agentq.store.contract.hooks import HookRow
+from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.ready import ReadyWork, current_step, is_ready
 from agentq.store.contract.rows import (
     CallKind,
@@ -45,6 +47,7 @@ from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.contract.sweep import SweepReport
 from agentq.store.memory.detach import detached
 from agentq.store.memory.rates import RateBook
+from agentq.store.memory.staging import Outbox, StagedKept
 from agentq.store.rules.projection import replay
 from agentq.store.rules.sweep import (
     Candidate,
@@ -62,11 +65,13 @@ __all__ = ["MemoryStore"]
 T = TypeVar("T")
 
 
-class _Tx:
-    """A transaction over the store's dicts: writes are staged, applied only on `commit`."""
+class _Tx(StagedKept):
+    """A transaction over the store's dicts: writes are staged, applied only on `commit`
+    (messages and end-hook outbox rows by `StagedKept`)."""
 
     def __init__(self, store: MemoryStore) -> None:
-        self._store = store
+        super().__init__()
+        self._store: MemoryStore = store
         self.new_events: list[Event] = []
         self.new_workflows: dict[str, tuple[WorkflowRow, int | None]] = {}
         self.new_steps: dict[tuple[str, int], StepRow] = {}
@@ -134,6 +139,7 @@ class _Tx:
                 store._schedules[name] = schedule
         store._events.extend(self.new_events)
         store._last_seq += len(self.new_events)
+        self.commit_kept()
         for (workflow_id, key), call in self.new_calls.items():  # staged in first_seq order
             store._calls.setdefault(workflow_id, {})[key] = call
         for workflow_id, (row, started) in self.new_workflows.items():
@@ -267,6 +273,8 @@ class MemoryStore(RuleStore):
         self._workflows: dict[str, WorkflowRow] = {}  # in start order
         self._steps: dict[str, list[StepRow]] = {}
         self._calls: dict[str, dict[str, CallRow]] = {}  # by key, in first_seq order
+        self._messages: dict[str, dict[int, MessageRow]] = {}  # by seq
+        self._hooks = Outbox()  # end-of-run hooks to deliver, by seq
         self._jobs: dict[str, StoredJob] = {}
         self._job_expiry: list[tuple[float, str]] = []  # a heap of (expires_at, key)
         self._groups: dict[str, GroupManifest] = {}
@@ -311,6 +319,7 @@ class MemoryStore(RuleStore):
         self._steps = {}
         self._calls = {}
         self._started = {}
+        self._messages = {}
         for started, rows in rebuilt:
             assert rows.workflow is not None
             wid = rows.workflow.workflow_id
@@ -319,6 +328,8 @@ class MemoryStore(RuleStore):
             self._steps[wid] = [rows.steps[i] for i in sorted(rows.steps)]
             if rows.calls:
                 self._calls[wid] = dict(rows.calls)
+            if rows.messages:
+                self._messages[wid] = dict(rows.messages)
 
     # ------------------------------------------------------------ reads
 
@@ -419,6 +430,17 @@ class MemoryStore(RuleStore):
         if index is not None:
             rows = [r for r in rows if r.step_index == index]
         return detached(rows)
+
+    async def messages(self, workflow_id: str) -> list[MessageRow]:
+        """See `DurableStore.messages`."""
+        self._check()
+        kept = self._messages.get(validate_key(workflow_id, "workflow id"), {})
+        return detached([kept[seq] for seq in sorted(kept)])
+
+    async def hooks(self, workflow_id: str) -> list[HookRow]:
+        """See `DurableStore.hooks`."""
+        self._check()
+        return detached(self._hooks.of(validate_key(workflow_id, "workflow id")))
 
     def _select(self, workflow_id: str | None, after_seq: int) -> list[Event]:
         if workflow_id is not None:

@@ -36,6 +36,7 @@ from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowSt
 from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.rules.tx import Draft, describe_step
 from agentq.store.sql import schedules as sql_schedules
+from agentq.store.sql.kept import KeptRows
 from agentq.store.sql.reads import Dialect
 from agentq.store.sql.rows import (
     CALL_COLUMNS,
@@ -60,6 +61,11 @@ _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", "
 def key(value: str | None) -> bytes | None:
     """A key as the ``bytea`` parameter it is stored as (UTF-8), or None."""
     return None if value is None else value.encode("utf-8")
+
+
+_MESSAGES = Dialect("%s", key=key)
+"""The dialect of the ``messages`` and ``end_hooks`` statements (`agentq.store.sql.messages`,
+`agentq.store.sql.hooks`)."""
 
 
 def _json(value: Any) -> str | None:
@@ -119,11 +125,15 @@ _UPDATE_CALL = (
 )
 
 
-class PostgresTx:
-    """The rules' `Tx` over a `psycopg.Connection` inside an open transaction."""
+class PostgresTx(KeptRows):
+    """The rules' `Tx` over a `psycopg.Connection` inside an open transaction (the messages
+    and end-hook outbox methods: `KeptRows`)."""
+
+    kept_dialect = _MESSAGES
+    hook_lock = " FOR UPDATE SKIP LOCKED"
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self.conn = conn
+        self.conn: psycopg.Connection[Any] = conn
         self._locked: set[str] = set()  # workflows whose row this transaction locked
         # The fencing token of each step row as read: an update is conditional on it.
         self._tokens: dict[tuple[str, int], int] = {}
@@ -282,10 +292,11 @@ class PostgresTx:
         return sql_schedules.delete_schedule(self.conn, DIALECT, name)
 
 
+
 def rebuild(tx: PostgresTx) -> None:
-    """Recompute the ``workflows``, ``steps`` and ``calls`` tables from the log (inside a
-    transaction, which first locks the projection tables against every other writer)."""
+    """Recompute the ``workflows``, ``steps``, ``calls`` and ``messages`` tables from the log
+    (inside a transaction, which first locks the projection tables against every other writer)."""
     conn = tx.conn
-    conn.execute("LOCK TABLE workflows, steps, calls, event_seq IN EXCLUSIVE MODE")
+    conn.execute("LOCK TABLE workflows, steps, calls, messages, event_seq IN EXCLUSIVE MODE")
     cursor = conn.execute(f"SELECT {EVENT_TABLE_COLUMNS} FROM events ORDER BY seq")
     rewrite_projection(conn.execute, cursor.fetchall(), tx)

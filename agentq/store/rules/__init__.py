@@ -5,15 +5,21 @@ the transaction. Imports only `agentq.store.contract`. Read the modules in this 
 imports only modules above it):
 
     ``projection_calls``  `project_call`: the ``calls`` rows as a pure function of the log.
+    ``projection_messages``  `project_message`: the ``messages`` rows, likewise.
+    ``projection_steps``  `step_after`: a step row as each step event leaves it; a retry's
+                        and a workflow end's steps; `is_fenced`.
     ``projection``      `project` / `replay`: the rows as a pure function of the event log.
     ``tx``              `Tx` (what a rule needs from a transaction), `Draft`, `apply`; a
                         workflow's end answers its parent's wait and cancels its children.
+    ``messages``        send a message; a wait taking a kept message; an early resume's
+                        input kept for its wait.
     ``workflow``        start a workflow, resume a waiting step, time a wait out, cancel,
                         retry.
     ``lease``           claim a step, renew its lease, release an expired lease or a dead
                         worker's.
     ``attempt``         complete, fail or wait: the end of an attempt, under fencing.
     ``calls``           start, complete or fail a durable call, under fencing.
+    ``hooks``           the end-hook outbox: claim due rows under a lease, finish, retry.
     ``children``        start a child run (``ctx.child``) once, linked to its parent.
     ``schedules``       store, replace or delete a schedule; fire a tick (a compare-and-swap
                         on its next tick, with the start of its instance).

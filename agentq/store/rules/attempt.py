@@ -36,11 +36,13 @@ from agentq.store.contract.rows import (
     WorkflowRow,
     WorkflowState,
 )
+from agentq.store.rules.messages import take_kept
 from agentq.store.rules.projection import Rows, is_fenced
 from agentq.store.rules.tx import (
     Draft,
     Tx,
     apply,
+    apply_rows,
     child_outcome,
     describe_call,
     describe_closed,
@@ -204,14 +206,21 @@ def wait_step(
     key: str | None = None,
     details: dict[str, Any] | None = None,
     deadline: float | None = None,
+    topic: str | None = None,
 ) -> WorkflowRow:
     """Rule of `DurableStore.wait_step`: `StepWaiting`; the lease is released. With a key
     (a durable wait), also a new wait row (`_check_wait_key`: a key is recorded once, or
     re-opened when a retried workflow asks its unanswered question again). A wait on a child
     run (`agentq.store.contract.children`) that has ended already is answered at once: a
-    `StepResumed` with the child's outcome follows in the same transaction."""
+    `StepResumed` with the child's outcome follows in the same transaction. Else a keyed
+    wait that finds a kept message (on its `topic`, or the input kept for its key) is
+    answered in the same transaction (`agentq.store.rules.messages.take_kept`)."""
     now, at = check_now(now)
     reason = check_text(reason, "reason")
+    if topic is not None:
+        topic = validate_key(topic, "topic")
+        if key is None:
+            raise ValueError(f"a receive's topic {topic!r} belongs to a keyed wait: give a key")
     if key is not None:
         key = validate_key(key, "wait key")
     details_value, details_text = check_object(details, "details")
@@ -231,6 +240,8 @@ def wait_step(
         if row is not None:
             calls[key] = row  # asked again after a retry: the row is re-opened
         data.update(key=key, details=details_value, deadline=limit)
+        if topic is not None:
+            data["topic"] = topic
         raw = {"details": details_text}
     draft = Draft.build(
         _K.STEP_WAITING,
@@ -250,4 +261,11 @@ def wait_step(
             _K.STEP_RESUMED, ex.workflow_id, at, {"input": answer, "key": key},
             step=steps[ex.step_index],
         ))
-    return apply(tx, Rows(wf, steps, calls), drafts)
+    if key is None or answer is not None:
+        return apply(tx, Rows(wf, steps, calls), drafts)
+    after = apply_rows(tx, Rows(wf, steps, calls), drafts)
+    assert after.workflow is not None
+    taken = take_kept(
+        tx, after.workflow, after.steps[ex.step_index], after.calls[key], topic, at
+    )
+    return after.workflow if taken is None else taken

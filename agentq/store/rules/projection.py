@@ -1,10 +1,11 @@
 """The projection as a pure function of the event log: `project` and `replay`.
 
-Every store changes its ``workflows``, ``steps`` and ``calls`` rows only through `project`
-(every rule writes through `agentq.store.rules.tx.apply`, which calls it), and `rebuild_projection`
-folds the whole log through the same function with `replay`; so the projection always equals a
-replay of the log. The one documented exception is a lease's expiry time extended by
-`renew_lease`, which appends no event: a replayed lease expires as of its `StepStarted` event.
+Every store changes its ``workflows``, ``steps``, ``calls`` and ``messages`` rows only through
+`project` (every rule writes through `agentq.store.rules.tx.apply`, which calls it), and
+`rebuild_projection` folds the whole log through the same function with `replay`; so the
+projection always equals a replay of the log. The one documented exception is a lease's expiry
+time extended by `renew_lease`, which appends no event: a replayed lease expires as of its
+`StepStarted` event.
 
 What each event does to the rows (besides setting the workflow's ``updated_at`` and
 ``last_seq``):
@@ -43,6 +44,8 @@ WorkflowRetried        workflow running again, reason cleared; the steps from ``
 WorkflowForked         nothing but ``updated_at`` and ``last_seq`` (the lineage is read
                        from the event)
 CallStarted, …         call events change only the call row (see `projection_calls`)
+MessageSent            only a message row (see `projection_messages`; a `StepResumed`
+                       that delivers a message also consumes its row)
 =====================  =================================================================
 
 A *fence* is a failed or pending step whose ``lease_expires_at`` is set: the lease a cancel
@@ -65,8 +68,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from agentq.events import Event, EventKind
+from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
-from agentq.store.rules.projection_calls import CALL_KINDS, error_info, project_call, touches_calls
+from agentq.store.rules.projection_calls import CALL_KINDS, project_call, touches_calls
+from agentq.store.rules.projection_messages import message_seq, project_message, touches_messages
+from agentq.store.rules.projection_steps import STEP_KINDS, closed, fresh, is_fenced, step_after
 
 __all__ = ["CANCELLED_STEP_REASON", "TIMED_OUT_REASON", "Rows", "is_fenced", "project", "replay"]
 
@@ -90,165 +96,13 @@ class Rows:
             replay holds them all.
         calls: Call rows by key. A verb loads only the key its events touch; `replay`
             returns them all.
+        messages: Message rows by ``seq``, likewise.
     """
 
     workflow: WorkflowRow | None
     steps: Mapping[int, StepRow]
     calls: Mapping[str, CallRow] = field(default_factory=dict)
-
-
-def _step(event: Event, step: StepRow, at: float) -> StepRow:
-    """Return `step` as `event` (a step event) leaves it."""
-    data = event.data
-    match event.kind:
-        # The two transitions of every step are built field by field (in `StepRow` order):
-        # `dataclasses.replace` costs three times as much, and they run once per verb.
-        case _K.STEP_STARTED:
-            return StepRow(
-                step.workflow_id,
-                step.step_index,
-                step.step_name,
-                StepState.LEASED,
-                event.attempt or 0,  # attempt
-                event.worker_id,
-                int(data["lease_token"]),
-                float(data["expires_at"]),  # lease_expires_at
-                step.output,
-                None,  # reason
-                step.error,
-                step.resume_input,
-                step.resumed,
-                None,  # retry_at
-                at if step.started_at is None else step.started_at,
-                None,  # finished_at
-                step.recoveries,
-                step.wait_key,
-                step.wait_details,
-                step.wait_deadline,
-            )
-        case _K.STEP_COMPLETED:
-            return StepRow(
-                step.workflow_id,
-                step.step_index,
-                step.step_name,
-                StepState.COMPLETED,
-                step.attempt,
-                step.worker_id,
-                step.lease_token,
-                None,  # lease_expires_at
-                data.get("output"),
-                None,  # reason
-                step.error,
-                step.resume_input,
-                step.resumed,
-                None,  # retry_at
-                step.started_at,
-                at,  # finished_at
-                step.recoveries,
-                step.wait_key,
-                step.wait_details,
-                step.wait_deadline,
-            )
-        case _K.STEP_FAILED:
-            return replace(
-                step,
-                state=StepState.FAILED,
-                reason=data.get("reason"),
-                error=error_info(data.get("error")),
-                lease_expires_at=None,
-                finished_at=at,
-            )
-        case _K.RETRY_SCHEDULED:
-            return replace(
-                step, state=StepState.PENDING, retry_at=float(data["retry_at"]), finished_at=None
-            )
-        case _K.STEP_WAITING:
-            deadline = data.get("deadline")
-            return replace(
-                step,
-                state=StepState.WAITING,
-                reason=data.get("reason"),
-                lease_expires_at=None,
-                wait_key=data.get("key"),
-                wait_details=data.get("details"),
-                wait_deadline=None if deadline is None else float(deadline),
-            )
-        case _K.STEP_RESUMED:
-            return replace(
-                step,
-                state=StepState.PENDING,
-                attempt=0,
-                resume_input=data.get("input"),
-                resumed=True,
-                reason=None,
-                retry_at=None,
-                recoveries=0,
-                wait_key=None,
-                wait_details=None,
-                wait_deadline=None,
-            )
-        case _K.WAIT_TIMED_OUT:
-            return replace(
-                step,
-                state=StepState.PENDING,
-                attempt=0,
-                reason=None,
-                retry_at=None,
-                recoveries=0,
-                wait_key=None,
-                wait_details=None,
-                wait_deadline=None,
-            )
-        case _K.WORKER_RECOVERED:
-            return replace(
-                step,
-                state=StepState.PENDING,
-                lease_expires_at=None,
-                attempt=max(step.attempt - 1, 0),
-                recoveries=step.recoveries + (1 if data.get("crash", True) else 0),
-            )
-        case _K.LEASE_RELEASED:
-            return replace(step, lease_expires_at=None)
-    raise ValueError(f"event #{event.seq} of kind {event.kind} is not a step event")
-
-
-_STEP_KINDS = frozenset(
-    {
-        _K.STEP_STARTED,
-        _K.STEP_COMPLETED,
-        _K.STEP_FAILED,
-        _K.RETRY_SCHEDULED,
-        _K.STEP_WAITING,
-        _K.STEP_RESUMED,
-        _K.WAIT_TIMED_OUT,
-        _K.WORKER_RECOVERED,
-        _K.LEASE_RELEASED,
-    }
-)
-
-
-def is_fenced(step: StepRow) -> bool:
-    """Whether `step` is fenced by a lease a cancel revoked (see the module docstring): it is
-    failed or pending with a ``lease_expires_at``, which only a cancel of its lease leaves."""
-    return step.lease_expires_at is not None and step.state in (
-        StepState.FAILED,
-        StepState.PENDING,
-    )
-
-
-def _fresh(step: StepRow) -> StepRow:
-    """Return `step` as a retry from it (or from an earlier step) leaves it: never run, but
-    still fenced by a lease a cancel revoked, if any (its body may still run)."""
-    fenced = is_fenced(step)
-    return StepRow(
-        step.workflow_id,
-        step.step_index,
-        step.step_name,
-        StepState.PENDING,
-        worker_id=step.worker_id if fenced else None,
-        lease_token=step.lease_token,  # fencing tokens never go back
-        lease_expires_at=step.lease_expires_at if fenced else None,
-    )
+    messages: Mapping[int, MessageRow] = field(default_factory=dict)
 
 
 def project(event: Event, rows: Rows) -> Rows:
@@ -297,35 +151,38 @@ def project(event: Event, rows: Rows) -> Rows:
     state, reason = wf.state, wf.reason
     steps: Mapping[int, StepRow] = rows.steps
     calls = rows.calls
+    messages = rows.messages
     kind = event.kind
     if touches_calls(event):
         calls = project_call(event, calls)
-    if kind in _STEP_KINDS:
+    if touches_messages(event):
+        messages = project_message(event, messages)
+    if kind in STEP_KINDS:
         index = event.step_index
         if index is None or index not in steps:
             raise ValueError(f"event #{event.seq} ({kind}) names step {index!r}, not loaded")
-        steps = {**steps, index: _step(event, steps[index], at)}
+        steps = {**steps, index: step_after(event, steps[index], at)}
         if kind is _K.STEP_WAITING:
             state = WorkflowState.WAITING
         elif kind in (_K.STEP_RESUMED, _K.WAIT_TIMED_OUT):
             state = WorkflowState.RUNNING
-    elif kind in CALL_KINDS or kind is _K.WORKFLOW_FORKED:
-        pass  # the call row changed above; a fork's lineage is only in its event
+    elif kind in CALL_KINDS or kind in (_K.WORKFLOW_FORKED, _K.MESSAGE_SENT):
+        pass  # the call or message row changed above; a fork's lineage is only in its event
     elif kind is _K.WORKFLOW_COMPLETED:
         state = WorkflowState.COMPLETED
     elif kind is _K.WORKFLOW_FAILED:
         state, reason = WorkflowState.FAILED, event.reason
         if "deadline" in event.data:  # timed out: its leases are revoked, its wait ended
-            steps = _closed(steps, TIMED_OUT_REASON, at)
+            steps = closed(steps, TIMED_OUT_REASON, at)
     elif kind is _K.WORKFLOW_CANCELLED:
         state, reason = WorkflowState.CANCELLED, event.reason
         until = event.data.get("fenced_until")  # absent in logs written before fences
         # the revoked lease fences the step until it is released or expires
-        steps = _closed(steps, CANCELLED_STEP_REASON, at, None if until is None else float(until))
+        steps = closed(steps, CANCELLED_STEP_REASON, at, None if until is None else float(until))
     elif kind is _K.WORKFLOW_RETRIED:
         state, reason = WorkflowState.RUNNING, None
         first = int(event.data["from_step"])
-        steps = {i: (_fresh(s) if i >= first else s) for i, s in steps.items()}
+        steps = {i: (fresh(s) if i >= first else s) for i, s in steps.items()}
     else:  # pragma: no cover - every kind is handled above
         raise ValueError(f"event #{event.seq} has an unknown kind {kind!r}")
     workflow = WorkflowRow(  # not dataclasses.replace: this runs for every event
@@ -340,26 +197,7 @@ def project(event: Event, rows: Rows) -> Rows:
         wf.definition,
         wf.deadline,
     )
-    return Rows(workflow, steps, calls)
-
-
-def _closed(
-    steps: Mapping[int, StepRow], reason: str, at: float, fence: float | None = None
-) -> dict[int, StepRow]:
-    """`steps` as a workflow's end leaves them: leased and waiting steps failed (`reason`);
-    a leased one keeps `fence` as its lease expiry (a cancel's revoked lease), if given."""
-    return {
-        i: (
-            replace(
-                s, state=StepState.FAILED, reason=reason, finished_at=at,
-                lease_expires_at=fence if s.state is StepState.LEASED else None,
-                wait_key=None, wait_details=None, wait_deadline=None,
-            )
-            if s.state in (StepState.LEASED, StepState.WAITING)
-            else s
-        )
-        for i, s in steps.items()
-    }
+    return Rows(workflow, steps, calls, messages)
 
 
 def replay(events: Iterable[Event]) -> list[tuple[int, Rows]]:
@@ -371,30 +209,39 @@ def replay(events: Iterable[Event]) -> list[tuple[int, Rows]]:
     Returns:
         ``(started_seq, rows)`` per workflow, in the order they were started, where
         ``started_seq`` is the sequence number of the workflow's `WorkflowStarted`; each
-        `Rows` holds all the workflow's steps and its call rows in `CallRow.first_seq` order.
+        `Rows` holds all the workflow's steps, its call rows in `CallRow.first_seq` order and
+        its message rows in ``seq`` order.
 
     Raises:
         ValueError: The log is inconsistent (see `project`).
     """
     out: dict[str, tuple[int, Rows]] = {}
     calls: dict[str, dict[str, CallRow]] = {}
+    messages: dict[str, dict[int, MessageRow]] = {}
     empty = Rows(None, {})
     for event in events:
         wid = event.workflow_id
         started, rows = out.get(wid, (event.seq, empty))
-        if touches_calls(event):
-            # Hand `project` only the row it touches: copying every call row of a workflow
+        on_call, on_message = touches_calls(event), touches_messages(event)
+        if on_call or on_message:
+            # Hand `project` only the rows it touches: copying every call row of a workflow
             # for each event would make a replay quadratic in its number of calls.
             known = calls.setdefault(wid, {})
-            key = str(event.data["key"])
-            view = {key: known[key]} if key in known else {}
-            after = project(event, Rows(rows.workflow, rows.steps, view))
-            known[key] = after.calls[key]
+            key = str(event.data["key"]) if on_call else ""
+            view = {key: known[key]} if on_call and key in known else {}
+            kept = messages.setdefault(wid, {})
+            seq = message_seq(event) if on_message else -1
+            sent = {seq: kept[seq]} if seq in kept else {}
+            after = project(event, Rows(rows.workflow, rows.steps, view, sent))
+            if on_call:
+                known[key] = after.calls[key]
+            if on_message:
+                kept[seq] = after.messages[seq]
             rows = Rows(after.workflow, after.steps)
         else:
             rows = project(event, rows)
         out[wid] = (started, rows)
     return [
-        (started, Rows(rows.workflow, rows.steps, calls.get(wid, {})))
+        (started, Rows(rows.workflow, rows.steps, calls.get(wid, {}), messages.get(wid, {})))
         for wid, (started, rows) in out.items()
     ]

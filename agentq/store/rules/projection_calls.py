@@ -14,7 +14,8 @@ StepWaiting (key)      creates the wait row (kind wait): state waiting with its 
                        (the question), details and deadline; a wait still waiting (left
                        so by a cancellation, asked again after a retry) is re-opened: the
                        same row, ``runs`` + 1, its step, attempt, details, deadline and
-                       start time from the event
+                       start time from the event; a receive's wait (the event has a
+                       ``topic``) has the label ``{"topic": topic}``
 StepResumed (key)      wait answered: output is the input; duration is the time it waited
 WaitTimedOut           wait timed_out; duration is the time it waited
 ChildStarted           creates the wait row of a child run (kind wait, key ``child:<key>``):
@@ -126,6 +127,8 @@ def _started(event: Event, row: CallRow | None, key: str, at: float) -> CallRow:
 def _waiting(event: Event, row: CallRow | None, key: str, at: float) -> CallRow:
     data = event.data
     index = event.step_index if event.step_index is not None else -1
+    topic = data.get("topic")
+    label = None if topic is None else {"topic": topic}
     if row is not None:
         if row.kind is not CallKind.WAIT or row.state is not CallState.WAITING:
             raise ValueError(f"event #{event.seq} waits on key {key!r}, recorded before")
@@ -133,6 +136,7 @@ def _waiting(event: Event, row: CallRow | None, key: str, at: float) -> CallRow:
             row,
             step_index=index,
             attempt=event.attempt or 0,
+            label=label,
             reason=data.get("reason"),
             details=data.get("details"),
             deadline=_number(data.get("deadline")),
@@ -147,6 +151,7 @@ def _waiting(event: Event, row: CallRow | None, key: str, at: float) -> CallRow:
         index,
         CallState.WAITING,
         attempt=event.attempt or 0,
+        label=label,
         reason=data.get("reason"),
         details=data.get("details"),
         deadline=_number(data.get("deadline")),

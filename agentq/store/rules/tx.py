@@ -1,10 +1,11 @@
 """The transaction a transition rule runs in: `Tx`, the `Draft` of an event, and `apply`.
 
 The write verbs of `DurableStore` are written once, as plain synchronous functions (the rules
-in `workflow`, `lease`, `attempt` and `calls` of this package), over a small `Tx`: read
-a workflow row, step rows and a call row, append an event, write rows. A store implements `Tx`
-over one atomic transaction of its backend, runs the rule inside it and commits only if the
-rule returns; so every store accepts, refuses and records exactly the same things.
+in `workflow`, `lease`, `attempt`, `calls` and `messages` of this package), over a small
+`Tx`: read a workflow row, step rows, a call row and messages, append an event, write rows. A
+store implements `Tx` over one atomic transaction of its backend, runs the rule inside it and
+commits only if the rule returns; so every store accepts, refuses and records exactly the
+same things.
 
 Every rule works in the same order:
 
@@ -28,6 +29,8 @@ from typing import Any, Protocol
 from agentq.errors import UnknownStepError, UnknownWorkflowError
 from agentq.events import Event, EventKind, utc
 from agentq.store.contract.children import child_of, outcome, parent_of
+from agentq.store.contract.hooks import HookRow, pending_hook
+from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.rules.projection import TIMED_OUT_REASON, Rows, project
@@ -170,6 +173,41 @@ class Tx(Protocol):
         """Delete schedule `name`; True if it was stored."""
         ...
 
+    def next_message(self, workflow_id: str, topic: str) -> MessageRow | None:
+        """Return the oldest message on `topic` not consumed yet (lowest ``seq``), or None."""
+        ...
+
+    def keyed_message(self, workflow_id: str, key: str, inputs: bool) -> MessageRow | None:
+        """Return the message with `key` (consumed or not), or None: among the kept inputs
+        (topic None) if `inputs`, else among the messages with a topic."""
+        ...
+
+    def put_message(self, row: MessageRow, new: bool) -> None:
+        """Insert (`new`) or replace the message row (keyed by workflow and ``seq``)."""
+        ...
+
+    def put_hook(self, row: HookRow, new: bool) -> None:
+        """Insert (`new`) or replace the end-hook outbox row (keyed by ``seq``)."""
+        ...
+
+    def load_hook(self, seq: int) -> HookRow | None:
+        """Return the outbox row `seq`, or None."""
+        ...
+
+    def due_hooks(
+        self,
+        now: float,
+        definitions: Sequence[str],
+        plain: bool,
+        workflow_id: str | None,
+        limit: int,
+    ) -> list[HookRow]:
+        """Return up to `limit` outbox rows not delivered, due at `now` and not leased (or
+        leased until `now` or before), of `definitions` (or plain workflows if `plain`),
+        only of `workflow_id` if given; by ``seq``. A store whose transactions run side by
+        side locks them for this transaction and skips rows locked by another."""
+        ...
+
 
 def describe_step(workflow_id: str, index: int, name: str | None = None) -> str:
     """Name a step in a message: ``step 'b' (#1) of workflow 'wf'``."""
@@ -238,7 +276,12 @@ def apply_rows(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> Rows:
         known = rows.calls.get(key)
         if call is not known:
             tx.put_call(call, known is None)
+    for seq, message in after.messages.items():
+        kept = rows.messages.get(seq)
+        if message is not kept:
+            tx.put_message(message, kept is None)
     if rows.workflow is not None and not rows.workflow.state.closed and wf.state.closed:
+        tx.put_hook(pending_hook(wf), True)  # the end-of-run outbox: in the same transaction
         timed_out = any(
             d.kind is EventKind.WORKFLOW_FAILED and "deadline" in d.data for d in drafts
         )

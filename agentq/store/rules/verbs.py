@@ -20,7 +20,9 @@ import agentq.store.rules.attempt as rules_attempt
 import agentq.store.rules.calls as rules_calls
 import agentq.store.rules.children as rules_children
 import agentq.store.rules.fork as rules_fork
+import agentq.store.rules.hooks as rules_hooks
 import agentq.store.rules.lease as rules_lease
+import agentq.store.rules.messages as rules_messages
 import agentq.store.rules.schedules as rules_schedules
 import agentq.store.rules.sweep as rules_sweep
 import agentq.store.rules.workflow as rules_workflow
@@ -30,6 +32,8 @@ from agentq.queue import BudgetGrant, Rate
 from agentq.store.contract.children import ChildStart
 from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.groups import GroupManifest, check_group
+from agentq.store.contract.hooks import HookRow
+from agentq.store.contract.messages import Sent
 from agentq.store.contract.rows import CallRow, WorkflowRow
 from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.contract.sweep import DEFAULT_SWEPT_STATES, SweepReport, check_sweep
@@ -171,11 +175,45 @@ class RuleStore:
         key: str | None = None,
         details: dict[str, Any] | None = None,
         deadline: float | None = None,
+        topic: str | None = None,
     ) -> WorkflowRow:
         """See `DurableStore.wait_step`."""
         return await self._write(
-            rules_attempt.wait_step, execution, reason, now, key, details, deadline
+            rules_attempt.wait_step, execution, reason, now, key, details, deadline, topic
         )
+
+    async def send_message(
+        self, workflow_id: str, topic: str, payload: Any, now: float, *, key: str | None = None
+    ) -> Sent:
+        """See `DurableStore.send_message`."""
+        return await self._write(rules_messages.send_message, workflow_id, topic, payload, now, key)
+
+    async def claim_hooks(
+        self,
+        worker_id: str,
+        now: float,
+        lease_ttl: float,
+        *,
+        definitions: Sequence[str] = (),
+        plain: bool = False,
+        workflow_id: str | None = None,
+        limit: int = 16,
+    ) -> list[HookRow]:
+        """See `DurableStore.claim_hooks`."""
+        return await self._write(
+            rules_hooks.claim_hooks, worker_id, now, lease_ttl, definitions, plain, workflow_id,
+            limit,
+        )
+
+    async def finish_hook(self, seq: int, now: float) -> bool:
+        """See `DurableStore.finish_hook`."""
+        return await self._write(rules_hooks.finish_hook, seq, now)
+
+    async def retry_hook(
+        self, seq: int, worker_id: str, due_at: float, error: str, now: float
+    ) -> bool:
+        """See `DurableStore.retry_hook`."""
+        return await self._write(rules_hooks.retry_hook, seq, worker_id, due_at, error, now)
 
     async def resume_step(
         self,

@@ -30,6 +30,7 @@ from agentq.store.contract.checks import (
     check_text,
 )
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store.rules.messages import keep_input
 from agentq.store.rules.projection import Rows
 from agentq.store.rules.tx import (
     Draft,
@@ -152,9 +153,12 @@ def resume_step(
 
     A step that is not waiting raises `NotWaitingError` naming its state, except in a
     cancelled or failed workflow, which raises `WorkflowClosedError` (a waiting step never
-    belongs to a closed workflow: cancellation ends the wait). With a `key`, the step must
-    wait on that key (`NotWaitingError` naming both keys otherwise). The event records the
-    key of the wait it answered whenever the wait had one, given or not.
+    belongs to a closed workflow: cancellation ends the wait). With a `key` the step does
+    not wait on (yet), the input is kept for the wait of that key instead
+    (`agentq.store.rules.messages.keep_input`: a ``MessageSent`` with no topic, which that
+    wait takes when it starts; refused with `NotWaitingError` if the step has completed,
+    the wait was answered or an input is kept for it already). The event records the key of
+    the wait it answered whenever the wait had one, given or not.
 
     A resume after the wait's deadline (``deadline <= now``) is refused, whether or not the
     wait was timed out yet: `NotWaitingError` saying the wait timed out at its deadline
@@ -184,16 +188,11 @@ def resume_step(
             f"{utc(deadline).isoformat(timespec='milliseconds')} (its deadline passed before "
             "this input arrived; the step continues with InputTimeout)"
         )
+    if key is not None and (step.state is not StepState.WAITING or key != step.wait_key):
+        return keep_input(tx, wf, step, key, value, text, at)  # for the wait `key`, later
     if step.state is not StepState.WAITING:
         raise NotWaitingError(
             f"cannot resume {where}{with_key}: it is {step.state}, not waiting"
-        )
-    if key is not None and key != step.wait_key:
-        on = "the step-level wait (no key)" if step.wait_key is None else (
-            f"wait key {step.wait_key!r}"
-        )
-        raise NotWaitingError(
-            f"cannot resume {where}{with_key}: it waits on {on}, not on {key!r}"
         )
     data: dict[str, Any] = {"input": value}
     if step.wait_key is not None:

@@ -12,5 +12,9 @@ imports only modules above it):
     ``sweep``           one transaction of a sweep (retention) as SQL: `sweep_batch`.
     ``rates``           `RateSql`: the shared rate windows (`RateLedger`) as SQL, in either
                         dialect (run by each store's `rate_rules`).
+    ``messages``        the ``messages`` table: the `Tx` statements and the read.
+    ``hooks``           the ``end_hooks`` outbox table: the `Tx` statements and the read.
+    ``kept``            `KeptRows`: the `Tx` methods over those two, a base of both stores'
+                        `Tx`.
     ``verbs``           `SqlStore`: the read verbs of the SQL stores once, over `_read`.
 """

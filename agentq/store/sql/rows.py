@@ -168,7 +168,8 @@ def event_of(r: Sequence[Any]) -> Event:
 
 
 def rewrite_projection(execute: Callable[[str], Any], rows: Iterable[Any], tx: Tx) -> None:
-    """Replace the ``workflows``, ``steps`` and ``calls`` tables by a replay of the log.
+    """Replace the ``workflows``, ``steps``, ``calls`` and ``messages`` tables by a replay of
+    the log.
 
     Shared by both SQL stores, inside their transaction.
 
@@ -178,7 +179,7 @@ def rewrite_projection(execute: Callable[[str], Any], rows: Iterable[Any], tx: T
         tx: The store's `Tx`, whose ``put_*`` write the replayed rows.
     """
     rebuilt = replay(event_of(r) for r in rows)
-    for table in ("calls", "steps", "workflows"):
+    for table in ("messages", "calls", "steps", "workflows"):
         execute(f"DELETE FROM {table}")
     for started_seq, projected in rebuilt:
         assert projected.workflow is not None
@@ -187,3 +188,5 @@ def rewrite_projection(execute: Callable[[str], Any], rows: Iterable[Any], tx: T
             tx.put_step(projected.steps[index], True)
         for call in projected.calls.values():
             tx.put_call(call, True)
+        for message in projected.messages.values():
+            tx.put_message(message, True)

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import agentq.store.sql.groups as sql_groups
+import agentq.store.sql.hooks as sql_hooks
+import agentq.store.sql.messages as sql_messages
 import agentq.store.sql.reads as q
 import agentq.store.sql.schedules as sql_schedules
 from agentq.events import Event
@@ -28,6 +30,8 @@ from agentq.store.contract.checks import (
 )
 from agentq.store.contract.claims import Execution
 from agentq.store.contract.groups import GroupManifest
+from agentq.store.contract.hooks import HookRow
+from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.ready import ReadyWork
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.contract.schedules import ScheduleRow
@@ -131,6 +135,16 @@ class SqlStore(RuleStore):
             workflow_id = validate_key(workflow_id, "workflow id")
         index = None if step_index is None else check_index(step_index)
         return await self._read(q.calls, self.sql.dialect, workflow_id, index)
+
+    async def messages(self, workflow_id: str) -> list[MessageRow]:
+        """See `DurableStore.messages`."""
+        workflow_id = validate_key(workflow_id, "workflow id")
+        return await self._read(sql_messages.messages, self.sql.dialect, workflow_id)
+
+    async def hooks(self, workflow_id: str) -> list[HookRow]:
+        """See `DurableStore.hooks`."""
+        workflow_id = validate_key(workflow_id, "workflow id")
+        return await self._read(sql_hooks.hooks, self.sql.dialect, workflow_id)
 
     async def load_events(
         self, workflow_id: str | None = None, *, after_seq: int = 0, limit: int | None = None

@@ -138,7 +138,7 @@ ALTER TABLE workflows ADD COLUMN definition TEXT;
 CREATE INDEX workflows_by_definition ON workflows (definition, state, started_seq);
 
 -- migration 7
--- Reserved for the messages table (branch `messages`), merged separately: nothing here yet.
+-- Reserved for the messages table while it was built apart; it came in migration 9: nothing here.
 
 -- migration 8
 -- Workflow deadlines (WorkflowDef(timeout=), engine.start(deadline=)): Unix seconds after which
@@ -228,3 +228,48 @@ CREATE TABLE rate_charges (
     tokens INTEGER NOT NULL
 );
 CREATE INDEX rate_charges_by_lane ON rate_charges (lane, at);
+
+-- migration 13
+-- Messages to a workflow (engine.send, ctx.receive; an input given to resume before its wait):
+-- one row per MessageSent, kept until the StepResumed that delivers it consumes it. Rebuildable
+-- from the log like calls; empty in older files, which have no MessageSent events. IF NOT
+-- EXISTS: the table was once planned as an earlier migration.
+CREATE TABLE IF NOT EXISTS messages (
+    seq         INTEGER PRIMARY KEY,    -- seq of its MessageSent: the order, oldest first
+    workflow_id TEXT    NOT NULL,
+    topic       TEXT,                   -- NULL: an input kept for the keyed wait msg_key
+    msg_key     TEXT,                   -- the sender's key, or NULL
+    payload     TEXT    NOT NULL,       -- JSON
+    sent_at     REAL    NOT NULL,       -- Unix seconds
+    consumed_by TEXT,                   -- the wait key that took it; NULL while kept
+    consumed_at REAL
+);
+-- A receive takes the oldest kept message of its topic; a key is used once per workflow.
+CREATE INDEX IF NOT EXISTS messages_by_topic ON messages (workflow_id, topic, seq)
+    WHERE consumed_by IS NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS messages_by_key
+    ON messages (workflow_id, topic IS NULL, msg_key)
+    WHERE msg_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS messages_by_workflow ON messages (workflow_id, seq);
+
+-- migration 14
+-- End-of-run hooks (WorkflowDef(on_end=), engine.on_end): the outbox, one row per workflow end,
+-- written by the transaction that ends the workflow and marked delivered once the hooks
+-- returned. Not a projection (delivery attempts are not events): a rebuild leaves it as it is.
+-- Workflows that ended before this version have no row (their hooks are not called).
+CREATE TABLE end_hooks (
+    seq              INTEGER PRIMARY KEY,  -- seq of the event that ended the workflow
+    workflow_id      TEXT    NOT NULL,
+    definition       TEXT,                 -- NULL: a plain Workflow
+    state            TEXT    NOT NULL,     -- completed / failed / cancelled
+    ended_at         REAL    NOT NULL,     -- Unix seconds
+    attempts         INTEGER NOT NULL,     -- deliveries claimed so far
+    due_at           REAL    NOT NULL,     -- the next delivery may start then
+    worker_id        TEXT,                 -- the engine that claimed it last
+    lease_expires_at REAL,                 -- its claim holds until then; NULL: not claimed
+    delivered_at     REAL,                 -- NULL while pending
+    error            TEXT                  -- what the last failed delivery raised
+);
+-- claim_hooks: the pending rows, by seq (delivered rows leave the index).
+CREATE INDEX end_hooks_pending ON end_hooks (seq) WHERE delivered_at IS NULL;
+CREATE INDEX end_hooks_by_workflow ON end_hooks (workflow_id, seq);

@@ -23,6 +23,7 @@ from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowSt
 from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.rules.tx import Draft
 from agentq.store.sql import schedules as sql_schedules
+from agentq.store.sql.kept import KeptRows
 from agentq.store.sql.reads import JSON_ARROWS, Dialect
 from agentq.store.sql.rows import (
     CALL_COLUMNS,
@@ -51,6 +52,9 @@ __all__ = [
 ]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_MESSAGES = Dialect("?")
+"""The dialect of the ``messages`` and ``end_hooks`` statements (`agentq.store.sql.messages`,
+`agentq.store.sql.hooks`)."""
 
 DIALECT = Dialect(
     "?",
@@ -108,11 +112,14 @@ _LOAD = (
 )
 
 
-class SqliteTx:
-    """The rules' `Tx` over a `sqlite3.Connection` inside an open transaction."""
+class SqliteTx(KeptRows):
+    """The rules' `Tx` over a `sqlite3.Connection` inside an open transaction (the messages
+    and end-hook outbox methods: `KeptRows`)."""
+
+    kept_dialect = _MESSAGES
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+        self.conn: sqlite3.Connection = conn
         # JSON text of the values read in this transaction, by id(value): a row written back
         # unchanged does not encode its (possibly large) output again.
         self._texts: dict[int, tuple[Any, str]] = {}
@@ -269,6 +276,7 @@ class SqliteTx:
         return sql_schedules.delete_schedule(self.conn, DIALECT, name)
 
 
+
 def _marks(columns: str) -> str:
     return ", ".join("?" for _ in columns.split(","))
 
@@ -375,8 +383,8 @@ def read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) -> O
 
 
 def rebuild(tx: SqliteTx) -> None:
-    """Recompute the ``workflows``, ``steps`` and ``calls`` tables from the log (inside a
-    transaction)."""
+    """Recompute the ``workflows``, ``steps``, ``calls`` and ``messages`` tables from the log
+    (inside a transaction)."""
     conn = tx.conn
     cursor = conn.execute(f"SELECT {EVENT_TABLE_COLUMNS} FROM events ORDER BY seq")
     rewrite_projection(conn.execute, cursor, tx)

@@ -1,0 +1,182 @@
+"""`EndHooks`: an engine's end-of-run hooks and their delivery from the store's outbox.
+
+The transaction that ends a workflow writes one outbox row (`agentq.store.HookRow`), so no
+crash between the end and the hook can lose it. An engine delivers the rows it holds a hook
+for: those of the definitions it registered with ``WorkflowDef(on_end=)``, and, once it has
+hooks of its own (``engine.on_end``), those of every definition it registered and of plain
+workflows. Delivering a row is: claim it (`DurableStore.claim_hooks`: a lease of the
+engine's ``lease_ttl``, so that two engines do not deliver it at once), read the workflow's
+final `RunResult` from the store, call the definition's hook then the engine's hooks, in
+order; then mark it delivered, or, if a hook raised, due again after the engine's hook
+backoff (the n-th failed delivery waits ``backoff.delay(n)``), when this engine's timer (or
+any engine's next delivery) tries again. A hook may run more than once (a crash after it
+returned, a lease that expired while it ran): hooks must tolerate a repeat.
+
+Deliveries start when a run of this engine ends, when ``run`` finds a workflow ended, after
+``cancel`` and a deadline's time-out, at each poll of ``serve``, and at the retry timers.
+Private to `agentq.workflows.engine`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agentq.errors import AgentqError
+from agentq.retry import Backoff
+from agentq.store import HookRow
+from agentq.workflows.deadlines import Deadlines
+from agentq.workflows.driver import Driver
+from agentq.workflows.model import RunResult, RunStatus
+from agentq.workflows.registry import Registry
+from agentq.workflows.results import stored_result
+from agentq.workflows.workers import LOGGER
+
+__all__ = ["DEFAULT_HOOK_BACKOFF", "EndHook", "EndHooks"]
+
+EndHook = Callable[[RunResult], Awaitable[Any] | Any]
+"""An end-of-run hook: called with the final `RunResult`; sync, or async (awaited)."""
+
+DEFAULT_HOOK_BACKOFF = Backoff.exponential(1.0, 300.0)
+"""The wait before delivering again after a hook raised: 1 s, doubling, at most 5 minutes."""
+
+BATCH = 16
+"""How many rows one claim takes."""
+
+
+class EndHooks:
+    """The end-of-run hooks of one engine and their delivery (see the module docstring).
+
+    Args:
+        driver: The engine's driver (store, clock, worker id, lease_ttl).
+        registry: The engine's registry (the definitions and their ``on_end``).
+        backoff: The wait after a failed delivery.
+    """
+
+    def __init__(self, driver: Driver, registry: Registry, backoff: Backoff) -> None:
+        if not isinstance(backoff, Backoff):
+            raise TypeError(f"hook_backoff must be a Backoff, got {backoff!r:.80}")
+        self._driver = driver
+        self._registry = registry
+        self.backoff = backoff
+        self._own: list[EndHook] = []
+        self._timers = Deadlines(lambda: driver.clock, self._retry)
+        self._tasks: set[asyncio.Task[int]] = set()
+        self._sweep: asyncio.Task[int] | None = None
+
+    def add(self, fn: EndHook) -> None:
+        """Add an engine-wide hook (`WorkflowEngine.on_end`)."""
+        if not callable(fn):
+            raise TypeError(f"on_end expects a callable taking a RunResult, got {fn!r:.80}")
+        self._own.append(fn)
+
+    def _claimable(self) -> tuple[list[str], bool]:
+        """The definition names whose rows this engine delivers, and whether plain ones."""
+        names = [
+            n for n in self._registry.names
+            if self._own or ((d := self._registry.definition(n)) and d.on_end is not None)
+        ]
+        return names, bool(self._own)
+
+    def _hooks_of(self, row: HookRow) -> list[EndHook] | None:
+        """The hooks to call for `row`, or None if this engine does not hold them (now)."""
+        if row.definition is None:
+            return list(self._own) if self._own else None
+        definition = self._registry.definition(row.definition)
+        if definition is None:
+            return None
+        first = [definition.on_end] if definition.on_end is not None else []
+        return first + self._own if first or self._own else None
+
+    def soon(self, workflow_id: str | None = None) -> None:
+        """Deliver the due rows (of `workflow_id` only, if given) in a task of this engine;
+        without `workflow_id`, only if no such sweep of every row is in progress already."""
+        if self._claimable() == ([], False):
+            return
+        if workflow_id is None and self._sweep is not None and not self._sweep.done():
+            return
+        task = asyncio.get_running_loop().create_task(
+            self.deliver(workflow_id), name=f"agentq.on_end:{workflow_id or '*'}"
+        )
+        if workflow_id is None:
+            self._sweep = task
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[int]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            LOGGER.warning("on_end: delivering end-of-run hooks failed: %s", task.exception())
+
+    async def deliver(self, workflow_id: str | None = None) -> int:
+        """Claim the due rows this engine holds hooks for and deliver them; return how many
+        were delivered (their hooks all returned).
+
+        Raises:
+            StoreError: The store failed (the rows stay due; a claim expires).
+        """
+        names, plain = self._claimable()
+        if not names and not plain:
+            return 0
+        driver = self._driver
+        delivered = 0
+        while True:
+            rows = await driver.store.claim_hooks(
+                driver.worker_id, driver.clock.time(), driver.lease_ttl,
+                definitions=names, plain=plain, workflow_id=workflow_id, limit=BATCH,
+            )
+            for row in rows:
+                delivered += await self._deliver(row)
+            if len(rows) < BATCH:
+                return delivered
+
+    async def _deliver(self, row: HookRow) -> bool:
+        store, clock = self._driver.store, self._driver.clock
+        hooks = self._hooks_of(row)
+        if hooks is None:  # unregistered since the claim: due again at once, for others
+            await store.retry_hook(
+                row.seq, self._driver.worker_id, clock.time(), "no hook here", clock.time()
+            )
+            return False
+        wf = await store.get_workflow(row.workflow_id)
+        result = (  # swept since, or retried and open again: how this end ended
+            RunResult(row.workflow_id, RunStatus(row.state)) if wf is None or not wf.state.closed
+            else await stored_result(store, wf)
+        )
+        try:
+            for fn in hooks:
+                out = fn(result)
+                if inspect.isawaitable(out):
+                    await out
+        except Exception as exc:  # retried after the backoff; said once per failure
+            due = clock.time() + self.backoff.delay(row.attempts)
+            error = f"{type(exc).__name__}: {exc}"
+            LOGGER.warning(
+                "on_end: a hook of workflow %r raised (attempt %d), trying again in %g s: %s",
+                row.workflow_id, row.attempts, due - clock.time(), error,
+            )
+            if await store.retry_hook(row.seq, self._driver.worker_id, due, error, clock.time()):
+                self._timers.set(row.workflow_id, due)
+            return False
+        await store.finish_hook(row.seq, clock.time())
+        return True
+
+    async def _retry(self, workflow_id: str) -> None:
+        try:
+            await self.deliver(workflow_id)
+        except AgentqError as exc:  # the row stays due: serve, or the next end, retries
+            LOGGER.warning("on_end: delivering the hooks of %r failed: %s", workflow_id, exc)
+
+    async def settle(self) -> None:
+        """Wait for the deliveries in progress (not the retry timers)."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+    def cancel_all(self) -> None:
+        """Cancel the retry timers and the deliveries in progress (the engine closes); a
+        claimed row's lease expires and it is delivered again."""
+        self._timers.cancel_all()
+        for task in list(self._tasks):
+            task.cancel()

@@ -1,0 +1,283 @@
+"""End-of-run hooks (issue 24): ``WorkflowDef(on_end=)`` and ``engine.on_end``, delivered at
+least once from the outbox row the end writes, on a fake clock: once per end in every end
+state, retried after the engine's hook backoff, left for an engine that knows the
+definition, and (with two serving engines on one store) delivered once.
+`test_end_hooks_processes.py` kills a process between the end and its hook."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agentq import Backoff
+from agentq.clock import FakeClock
+from agentq.queue import LaneConfig, Priority, Queue
+from agentq.store import DurableStore
+from agentq.workflows import (
+    RunResult,
+    RunStatus,
+    StepContext,
+    StepDef,
+    Workflow,
+    WorkflowDef,
+    WorkflowEngine,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+LANES = {Priority.MEDIUM: LaneConfig(capacity=50, permits=4)}
+
+
+class Hook:
+    """A hook that records what it is called with (and raises `fail` times first)."""
+
+    def __init__(self, name: str = "hook", fail: int = 0, log: list[str] | None = None) -> None:
+        self.name, self.fail = name, fail
+        self.results: list[RunResult] = []
+        self.log = log if log is not None else []
+        self.changed = asyncio.Event()
+
+    async def __call__(self, result: RunResult) -> None:
+        self.log.append(f"{self.name}:{result.workflow_id}")
+        self.changed.set()
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError(f"{self.name} is down")
+        self.results.append(result)
+
+    async def called(self, count: int) -> None:
+        """Wait (bounded) until the hook returned `count` times in all."""
+        async with asyncio.timeout(10):
+            while len(self.results) < count:
+                self.changed.clear()
+                await self.changed.wait()
+
+    def by_id(self) -> Counter[str]:
+        return Counter(r.workflow_id for r in self.results)
+
+
+async def settled(store: DurableStore, workflow_id: str, attempts: int) -> None:
+    """Wait (bounded, yielding to the loop and SQLite's thread) until the workflow's outbox
+    row has had `attempts` deliveries, the last one over (no claim held)."""
+    async with asyncio.timeout(10):
+        while True:
+            [row] = await store.hooks(workflow_id)
+            if row.attempts >= attempts and row.lease_expires_at is None:
+                return
+            await asyncio.sleep(0)
+
+
+@pytest.fixture
+async def queue(clock: FakeClock) -> AsyncIterator[Queue]:
+    async with Queue(LANES, clock=clock) as q:
+        yield q
+
+
+def engine_on(
+    queue: Queue, store: DurableStore, clock: FakeClock, worker: str = "w1", **kw: Any
+) -> WorkflowEngine:
+    return WorkflowEngine(queue, store, worker_id=worker, lease_ttl=30.0, clock=clock, **kw)
+
+
+def ok(ctx: StepContext) -> str:
+    return "done"
+
+
+def boom(ctx: StepContext) -> str:
+    raise ValueError("boom")
+
+
+async def asks(ctx: StepContext) -> Any:
+    return await ctx.wait_for_input("approve", "ok?")
+
+
+async def test_the_hook_is_called_once_per_end_in_every_end_state(
+    queue: Queue, store: DurableStore, clock: FakeClock
+) -> None:
+    hook = Hook()
+    done = WorkflowDef("done", [StepDef("s", ok)], on_end=hook)
+    failing = WorkflowDef("failing", [StepDef("s", boom)], on_end=hook)
+    waiting = WorkflowDef("waiting", [StepDef("s", asks)], on_end=hook)
+    slow = WorkflowDef("slow", [StepDef("s", asks)], timeout=60.0, on_end=hook)
+    async with engine_on(queue, store, clock) as engine:
+        for definition in (done, failing, waiting, slow):
+            engine.register(definition)
+        assert (await engine.run(done.workflow("c"))).status is RunStatus.COMPLETED
+        assert (await engine.run(failing.workflow("f"))).status is RunStatus.FAILED
+        assert (await engine.run(waiting.workflow("x"))).status is RunStatus.WAITING
+        assert (await engine.run(slow.workflow("t"))).status is RunStatus.WAITING
+        assert await engine.cancel("x", "no longer needed")
+        await clock.advance(61)  # the live timer fails "t" at its deadline
+        await hook.called(4)
+        assert (await engine.run("c")).status is RunStatus.COMPLETED  # ended: nothing new
+    statuses = {r.workflow_id: (r.status, r.reason) for r in hook.results}
+    assert statuses["c"] == (RunStatus.COMPLETED, None)
+    assert statuses["f"][0] is RunStatus.FAILED and "boom" in str(statuses["f"][1])
+    assert statuses["x"] == (RunStatus.CANCELLED, "no longer needed")
+    assert statuses["t"][0] is RunStatus.FAILED and "WorkflowTimedOut" in str(statuses["t"][1])
+    assert hook.by_id() == {"c": 1, "f": 1, "x": 1, "t": 1}
+    assert hook.results[0].outputs == ("done",)
+    for wid in "cfxt":
+        [row] = await store.hooks(wid)
+        assert row.delivered and row.attempts == 1 and row.error is None
+
+
+async def test_a_hook_that_raises_is_retried_after_the_backoff_until_it_returns(
+    queue: Queue, store: DurableStore, clock: FakeClock
+) -> None:
+    hook = Hook(fail=2)
+    flaky = WorkflowDef("flaky", [StepDef("s", ok)], on_end=hook)
+    backoff = Backoff.exponential(5.0, 60.0)  # 5 s, then 10 s
+    async with engine_on(queue, store, clock, hook_backoff=backoff) as engine:
+        engine.register(flaky)
+        start = clock.time()
+        await engine.run(flaky.workflow("wf"))
+        await settled(store, "wf", 1)
+        [row] = await store.hooks("wf")
+        assert (row.attempts, row.due_at, row.error) == (1, start + 5, "RuntimeError: hook is down")
+        await clock.advance(4.9)
+        assert len(hook.log) == 1  # not before its time
+        await clock.advance(0.1)
+        await settled(store, "wf", 2)
+        [row] = await store.hooks("wf")
+        assert (row.attempts, row.due_at) == (2, start + 15)
+        await clock.advance(10)
+        await hook.called(1)
+    [row] = await store.hooks("wf")
+    assert (row.attempts, row.error, row.delivered_at) == (3, None, start + 15)
+    assert hook.log == ["hook:wf"] * 3 and hook.by_id() == {"wf": 1}
+
+
+async def test_a_claim_cut_short_is_delivered_by_another_engine_once_it_expires(
+    queue: Queue, store: DurableStore, clock: FakeClock
+) -> None:
+    """The engine delivering a hook closes while the hook runs (as a crash would stop it):
+    its claim holds for lease_ttl, then another engine delivers the end."""
+    started, never = asyncio.Event(), asyncio.Event()
+
+    async def stuck(result: RunResult) -> None:
+        started.set()
+        await never.wait()
+
+    hook = Hook()
+    job = WorkflowDef("job", [StepDef("s", ok)], on_end=stuck)
+    first = engine_on(queue, store, clock, "first")
+    first.register(job)
+    await first.run(job.workflow("j"))
+    async with asyncio.timeout(10):
+        await started.wait()
+    await first.close()  # the hook is interrupted; the row stays claimed by "first"
+    [row] = await store.hooks("j")
+    assert (row.worker_id, row.delivered, row.lease_expires_at) == (
+        "first", False, clock.time() + 30.0)
+    again = WorkflowDef("job", [StepDef("s", ok)], on_end=hook)
+    async with engine_on(queue, store, clock, "second") as second:
+        second.register(again)
+        await second.run("j")  # claimed by "first" still: nothing (the block settles it)
+    assert hook.results == [] and (await store.hooks("j"))[0].attempts == 1
+    await clock.advance(30.0)
+    async with engine_on(queue, store, clock, "second") as second:
+        second.register(again)
+        await second.run("j")
+    assert len(hook.results) == 1
+    [row] = await store.hooks("j")
+    assert row.delivered and (row.worker_id, row.attempts) == ("second", 2)
+
+
+async def test_a_hook_waits_for_an_engine_that_registered_its_definition(
+    queue: Queue, store: DurableStore, clock: FakeClock
+) -> None:
+    hook, theirs = Hook("def"), Hook("engine-wide")
+    order = WorkflowDef("order", [StepDef("s", asks)], on_end=hook)
+    async with engine_on(queue, store, clock, "starter") as starter:
+        await starter.start(order, "o1")
+    async with engine_on(queue, store, clock, "other") as other:  # does not know "order"
+        other.on_end(theirs)
+        assert await other.cancel("o1", "stop")  # leaving the block settles its delivery
+    assert theirs.results == [] and hook.results == []
+    [row] = await store.hooks("o1")
+    assert not row.delivered and row.attempts == 0  # nobody claimed it
+    async with engine_on(queue, store, clock, "knows") as knows:
+        knows.register(order)
+        assert (await knows.run("o1")).status is RunStatus.CANCELLED  # delivers it
+    assert [r.status for r in hook.results] == [RunStatus.CANCELLED]
+    assert (await store.hooks("o1"))[0].delivered
+
+
+async def test_engine_hooks_are_called_for_every_definition_and_plain_workflow(
+    queue: Queue, store: DurableStore, clock: FakeClock
+) -> None:
+    log: list[str] = []
+    own, everyone = Hook("own", log=log), Hook("all", log=log)
+    seen: list[str] = []
+    a = WorkflowDef("a", [StepDef("s", ok)], on_end=own)
+    b = WorkflowDef("b", [StepDef("s", ok)])
+    async with engine_on(queue, store, clock) as engine:
+        engine.register(a)
+        engine.register(b)
+        engine.on_end(everyone)
+        engine.on_end(lambda result: seen.append(result.workflow_id))  # a sync hook
+        await engine.run(a.workflow("a1"))
+        await engine.run(b.workflow("b1"))
+        await engine.run(Workflow("p1", [StepDef("s", ok)]))
+    assert log.index("own:a1") < log.index("all:a1")  # the definition's hook first
+    assert own.by_id() == {"a1": 1}
+    assert everyone.by_id() == {"a1": 1, "b1": 1, "p1": 1}
+    assert sorted(seen) == ["a1", "b1", "p1"]
+
+
+async def test_without_hooks_nothing_is_delivered_and_the_rows_wait(
+    queue: Queue, store: DurableStore, clock: FakeClock
+) -> None:
+    plain = WorkflowDef("plain", [StepDef("s", ok)])
+    async with engine_on(queue, store, clock) as engine:
+        engine.register(plain)
+        await engine.run(plain.workflow("p"))
+    [row] = await store.hooks("p")
+    assert not row.delivered and row.attempts == 0  # for an engine with hooks, later
+    late = Hook()
+    async with engine_on(queue, store, clock) as engine:
+        engine.register(plain)
+        engine.on_end(late)
+        await engine.run("p")
+    assert late.by_id() == {"p": 1}
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite", "postgres"], indirect=True)
+async def test_two_serving_engines_deliver_each_hook_once(
+    queue: Queue, store: DurableStore, clock: FakeClock
+) -> None:
+    hook = Hook()
+    job = WorkflowDef("job", [StepDef("s", ok)], on_end=hook)
+    engines = [engine_on(queue, store, clock, f"w{i}") for i in range(2)]
+    for engine in engines:
+        engine.register(job)
+    for i in range(12):
+        await engines[0].start(job, f"j{i}")
+    servers = [asyncio.ensure_future(e.serve(poll_interval=1.0)) for e in engines]
+    try:
+        async with clock.autojump():
+            await hook.called(12)
+    finally:
+        for server in servers:
+            server.cancel()
+        await asyncio.gather(*servers, return_exceptions=True)
+        for engine in engines:
+            await engine.close()
+    assert hook.by_id() == {f"j{i}": 1 for i in range(12)}
+    rows = [(await store.hooks(f"j{i}"))[0] for i in range(12)]
+    assert all(r.delivered and r.attempts == 1 for r in rows)
+
+
+def test_bad_hooks_are_refused(queue: Queue, store: DurableStore, clock: FakeClock) -> None:
+    with pytest.raises(TypeError, match="on_end"):
+        WorkflowDef("d", [StepDef("s", ok)], on_end=3)  # type: ignore[arg-type]
+    engine = engine_on(queue, store, clock)
+    with pytest.raises(TypeError, match="callable"):
+        engine.on_end("not a function")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Backoff"):
+        engine_on(queue, store, clock, hook_backoff=5)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentq.clock import Clock
@@ -11,8 +11,12 @@ from agentq.widgets.approvals import ApprovalPanel
 from agentq.widgets.detail import DetailPane
 from agentq.widgets.html.calls import call_totals_html
 from agentq.widgets.live.refresher import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
+from agentq.widgets.models.conversation import is_agent_run
+from agentq.widgets.models.detail import DetailSnapshot
+from agentq.widgets.models.prices import Price
 from agentq.widgets.models.source import Source
 from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
+from agentq.widgets.runview import RunView
 
 __all__ = ["Dashboard"]
 
@@ -50,6 +54,13 @@ class Dashboard(Live):
         workflow_for: Optional ``workflow_id -> Workflow | None`` for the Retry button: where
             to find the step bodies of a workflow the engine no longer has registered (see
             `agentq.widgets.actions`).
+        agent: The `DurableAgent` whose runs the **Conversation** section forks and streams
+            (see `RunView`); without it the section still shows runs and their approvals.
+        prices: The price table of the conversation view (see `RunView`).
+
+    The **Conversation** section (`conversation`, a `RunView`) shows the workflow selected in
+    the Detail lists when it is an agent run (its input names an agent and a prompt): the
+    conversation, approvals inline, Fork from here, Compare, the event history.
 
     Raises:
         MissingExtraError: ipywidgets is not installed (``pip install 'agentq[notebook]'``).
@@ -74,6 +85,8 @@ class Dashboard(Live):
         slots: int = 5,
         clock: Clock | None = None,
         workflow_for: Callable[[str], Any] | None = None,
+        agent: Any = None,
+        prices: Mapping[str, Price | tuple[float, float]] | None = None,
     ) -> None:
         for value, name in ((limit, "limit"), (workflows, "workflows"), (slots, "slots")):
             check_count(value, name)  # named as the caller passed them
@@ -94,8 +107,14 @@ class Dashboard(Live):
         self.detail.listeners.append(
             lambda snap: self.actions.target(snap.workflow if snap else None)
         )
+        self.conversation = RunView(engine, None, agent=agent, prices=prices,
+                                    source=self.source, **kw)
+        """The selected agent run as a conversation (`RunView`; hidden for other workflows)."""
+        self.detail.listeners.append(self._select_run)
         self.calls = w.HTML(self._calls_html())
         """HTML: the durable call totals and the calls answered from the log."""
+        self._conversation_box = _section(w, "Conversation", self.conversation.widget)
+        self._conversation_box.layout.display = "none"
         top = w.HBox(
             [
                 _section(w, "Lanes", self.lanes.widget, "52%"),
@@ -108,11 +127,17 @@ class Dashboard(Live):
                 self._banner,
                 top,
                 _section(w, "Steps", w.VBox([self.calls, self.steps.widget])),
+                self._conversation_box,
                 _section(w, "Detail", w.VBox([self.actions.widget, self.detail.widget])),
                 _section(w, "Timeline", self.timeline.widget),
             ]
         )
         self.widget.add_class("agentq-dashboard")
+
+    def _select_run(self, snap: DetailSnapshot | None) -> None:
+        run = snap.workflow if snap is not None and is_agent_run(snap.workflow) else None
+        self.conversation.show(run.workflow_id if run is not None else None)
+        self._conversation_box.layout.display = None if run is not None else "none"
 
     def _calls_html(self) -> str:
         return call_totals_html(self.source.calls.totals, self.engine.answered_from_log,
@@ -136,6 +161,7 @@ class Dashboard(Live):
                 changed = self.timeline.render() | changed
                 changed = self.detail.render() | changed
         changed = self.detail.choices(self.steps.shown) | changed
+        changed = await self.conversation.update(rows) | changed
         # After the poll (the totals count the rows it read). answered_from_log is the
         # engine's own counter, not in the log: read every tick (an attribute, no I/O); the
         # page hears of it only when the text changes.
@@ -152,8 +178,12 @@ class Dashboard(Live):
         await self.approvals.join()
         if self._error is None and self.approvals.error is not None:
             self._error = self.approvals.error
+        await self.conversation._drain()
+        if self._error is None and self.conversation.error is not None:
+            self._error = self.conversation.error
 
     def close(self) -> None:
         """Close the widgets (see `LiveView.close`) and shut the approvals' bulk bar."""
         self.approvals.bulk.shut()
+        self.conversation.close()
         super().close()

@@ -56,7 +56,7 @@ queue, the store, the workflows):
 - ``tree``: `RunTree`: the live tree (anywidget: open nodes survive redraws, clicks select);
 - ``bulk``: `BulkBar`: approve or deny all waits that match a filter, after a confirmation;
 - ``approval_slot``: `ApprovalSlot`: the widgets of one waiting step;
-- ``compare``: `compare` (two runs side by side, a value with ``_repr_html_``);
+- ``comparing``: `compare` (two runs side by side, a value with ``_repr_html_``);
 - ``approvals``: `ApprovalPanel`, its slots and its `BulkBar`;
 - ``detail``: `DetailPane`: a workflow, step or call selected, and its detail;
 - ``actions``: `Actions`: cancel / retry the selected workflow, after a confirmation;
@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentq.widgets.approvals import ApprovalPanel
-    from agentq.widgets.compare import compare
+    from agentq.widgets.comparing import compare
     from agentq.widgets.dashboard import Dashboard
     from agentq.widgets.export import check_export_path, dashboard_html, export_html
     from agentq.widgets.html.tree import run_tree_html
@@ -123,7 +123,7 @@ _HOMES = {
     "StepTable": "agentq.widgets.monitor",
     "Price": "agentq.widgets.models.prices",
     "RunView": "agentq.widgets.runview",
-    "compare": "agentq.widgets.compare",
+    "compare": "agentq.widgets.comparing",
     "check_export_path": "agentq.widgets.export",
     "dashboard_html": "agentq.widgets.export",
     "export_html": "agentq.widgets.export",

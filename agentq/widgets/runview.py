@@ -36,7 +36,14 @@ from agentq.widgets.approvals import ApprovalPanel
 from agentq.widgets.forking import ForkEditor, Target
 from agentq.widgets.history import EventHistory
 from agentq.widgets.html.conversation import compare_html, head_html, tool_html, turn_html
-from agentq.widgets.live.refresher import DEFAULT_INTERVAL, Live, Spawner, set_value, widgets
+from agentq.widgets.live.refresher import (
+    DEFAULT_INTERVAL,
+    Live,
+    Spawner,
+    close_tree,
+    set_value,
+    widgets,
+)
 from agentq.widgets.models.conversation import Conversation, ToolCard, Turn
 from agentq.widgets.models.prices import Price, price_table
 from agentq.widgets.models.runs import Comparison, compare_conversations, load_conversation
@@ -347,8 +354,8 @@ class RunView(Live):
     def close(self) -> None:
         """Close the widgets (see `Live.close`), the approval slots' and the blocks' too."""
         self.panel.close()
-        for block in self._blocks.values():
-            block.box.close()
+        for root in (self.head, self.forks.box, *(b.box for b in self._blocks.values())):
+            close_tree(root)  # those not in the tree drawn now
         super().close()
 
 

@@ -17,7 +17,7 @@ from agentq.integrations.pydantic_ai import DurableAgent
 from agentq.store import CallKind, CallRow, CallState, MemoryStore
 from agentq.widgets import Price, compare
 from agentq.widgets.html.conversation import conversation_html, cost_text, events_html
-from agentq.widgets.models.conversation import fold_conversation
+from agentq.widgets.models.folding import fold_conversation
 from agentq.widgets.models.prices import cost_of, price_table
 from agentq.widgets.models.runs import event_page, load_conversation
 

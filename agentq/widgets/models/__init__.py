@@ -12,8 +12,10 @@ kernel (import-linter contract "Widget models import no view and no ipywidgets")
 - ``runs``: `load_conversation` (an agent run read and folded), `lineage_of` / `forks_of`
   (a fork's parent), `compare_conversations` (`Comparison`: where two runs first differ) and
   `event_page` (a page of a workflow's events);
-- ``conversation``: `fold_conversation`: an agent run's rows folded into a `Conversation`
-  (prompt, model turns, tool cards, approvals, child runs, final answer);
+- ``folding``: `fold_conversation`: an agent run's rows folded into a `Conversation`;
+- ``conversation``: `Conversation`, `Turn`, `ToolCard`, `ApprovalAsk`, `ChildRun`: an agent
+  run as the conversation view draws it (prompt, model turns, tool cards, approvals, child
+  runs, final answer);
 - ``tree``: `build_tree`: a workflow's rows folded into its run tree (its steps' statuses
   by ``detail``'s `shown_step`);
 - ``calls``: `CallTally`: the event log's call events folded into call counts per step;

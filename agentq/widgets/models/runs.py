@@ -21,7 +21,8 @@ from typing import Any
 from agentq.errors import UnknownWorkflowError
 from agentq.events import Event, EventKind
 from agentq.store import DurableStore, child_of
-from agentq.widgets.models.conversation import Conversation, Turn, fold_conversation, is_agent_run
+from agentq.widgets.models.conversation import Conversation, Turn, is_agent_run
+from agentq.widgets.models.folding import fold_conversation
 from agentq.widgets.models.prices import PriceTable
 
 __all__ = [

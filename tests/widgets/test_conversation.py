@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from agentq import Queue, WorkflowEngine
 from agentq.errors import UnknownWorkflowError
 from agentq.integrations.pydantic_ai import DurableAgent
 from agentq.store import CallKind, CallRow, CallState, MemoryStore
-from agentq.widgets import Price, compare
+from agentq.widgets import Price, compare, export_html
 from agentq.widgets.html.conversation import conversation_html, cost_text, events_html
 from agentq.widgets.models.folding import fold_conversation
 from agentq.widgets.models.prices import cost_of, price_table
@@ -200,3 +201,20 @@ async def test_an_event_page_and_its_table(waiting: DurableAgent[None]) -> None:
     assert html.count('data-agentq="event-row"') == 5 and "WorkflowStarted" in html
     with pytest.raises(ValueError, match="limit must be >= 1"):
         await event_page(store, "r1", limit=0)
+
+
+async def test_the_static_export_keeps_the_conversation_view(
+    waiting: DurableAgent[None], tmp_path: Path
+) -> None:
+    await waiting.approve("r1")
+    key = "tool:1.0:m1"
+    await waiting.fork("r1", "f1", at=key, replace={key: 100})
+    out = await export_html(waiting.engine.store, tmp_path / "page.html", now=time.time(),
+                            prices={MODEL: (1.0, 2.0)})
+    page = out.read_text()
+    assert page.count('data-agentq="export-conversation"') == 2
+    assert 'data-agentq="conversation" data-run="f1"' in page
+    assert 'data-agentq="lineage" data-parent="r1" data-at="tool:1.0:m1"' in page
+    assert "done after 3 requests" in shown(page) and "<script" not in page
+    costs = re.findall(r'data-agentq="run-totals"[^>]*data-cost="([^"]*)"', page)
+    assert len(costs) == 2 and all(float(c) > 0 for c in costs)  # the prices given

@@ -32,6 +32,7 @@ __all__ = [
     "event_data",
     "event_page",
     "forks_of",
+    "lineage_in",
     "lineage_of",
     "load_conversation",
 ]
@@ -40,14 +41,20 @@ _LINEAGE_EVENTS = 4
 """A fork's `WorkflowForked` is among its first events (right after `WorkflowStarted`)."""
 
 
-async def lineage_of(store: DurableStore, run_id: str) -> tuple[str, str] | None:
-    """Return ``(parent, at_key)`` when `run_id` is a fork, else None (reads its first events)."""
-    for event in await store.load_events(run_id, limit=_LINEAGE_EVENTS):
+def lineage_in(events: Sequence[Event]) -> tuple[str, str] | None:
+    """Return ``(parent, at)`` of the `WorkflowForked` among a workflow's first events (its
+    call key, or its step's name for a fork at a step), else None. Pure."""
+    for event in events[:_LINEAGE_EVENTS]:
         if event.kind is EventKind.WORKFLOW_FORKED:
             at = event.data.get("at")
-            key = at.get("key") or at.get("step_name") if isinstance(at, dict) else at
+            key = (at.get("key") or at.get("step_name")) if isinstance(at, dict) else at
             return str(event.data.get("parent", "")), str(key or "")
     return None
+
+
+async def lineage_of(store: DurableStore, run_id: str) -> tuple[str, str] | None:
+    """Return ``(parent, at)`` when `run_id` is a fork, else None (reads its first events)."""
+    return lineage_in(await store.load_events(run_id, limit=_LINEAGE_EVENTS))
 
 
 async def load_conversation(

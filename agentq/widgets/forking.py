@@ -93,6 +93,7 @@ class ForkEditor:
         self.new_id = w.Text(description="fork id", layout=w.Layout(width="360px"),
                              style={"description_width": "initial"})
         self.fork = w.Button(description="Fork", button_style="primary", icon="code-fork")
+        self.fork.add_class("agentq-fork-submit")
         self.cancel = w.Button(description="Cancel")
         self.status = w.HTML("")
         self.fork.on_click(lambda _b: self.submit())

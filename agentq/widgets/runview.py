@@ -139,6 +139,7 @@ class RunView(Live):
         """The approvals of this run (its slots are drawn under their tool cards)."""
         for slot in self.panel.slots:
             slot.label.layout.display = "none"  # the card above says what is asked
+            slot.box.layout.margin = "0 0 6px 24px"  # under the card, as indented
         self.forks = ForkEditor(self._forked, lambda exc: self._fail(exc, "fork failed"))
         self.forks.agent = agent
         self.history = EventHistory(engine.store, limit=events)

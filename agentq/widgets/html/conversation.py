@@ -184,7 +184,8 @@ def _child_html(child: ChildRun, details: bool) -> str:
 def tool_html(card: ToolCard, *, details: bool = False) -> str:
     """A tool call as a card: tool, state, duration, arguments, result or error, approvals,
     and the child runs it started (nested)."""
-    head = (f'<b style="{_NOWRAP}">🔧 {esc_text(card.tool)}</b> '
+    head = (f'<span style="{_NOWRAP}"><span style="{MUTED}">tool</span> '
+            f"<b>{esc_text(card.tool)}</b></span> "
             f"{badge(_STATES.get(card.state, card.state))}"
             f'{_fact("took", fmt_seconds(card.duration)) if card.duration is not None else ""}')
     args = (f'<div data-agentq="tool-args"><span style="{MUTED};font-size:11px">arguments'
@@ -224,7 +225,7 @@ def _side(conv: Conversation, at: int | None) -> str:
     for n, turn in enumerate(conv.turns):
         mark = ' data-diverged="1" style="outline:2px solid #f59e0b"' if n == at else ""
         tools = "".join(
-            f'<div style="{MUTED};margin-left:12px">🔧 {esc_text(c.tool)} '
+            f'<div style="{MUTED};margin-left:12px">tool {esc_text(c.tool)} '
             f"{json_text(c.args, 80)} → {json_text(c.result, 80)}</div>" for c in turn.tools)
         text = f'<div style="{_TEXT}">{esc_text(turn.text)}</div>' if turn.text else ""
         rows.append(f"<div{mark}><b>request {turn.number}</b>{text}{tools}</div>")

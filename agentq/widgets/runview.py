@@ -321,13 +321,13 @@ class RunView(Live):
     def _go_parent(self) -> None:
         conv = self.conversation
         if conv is not None and conv.forked_from is not None:
-            self.show(conv.forked_from[0])
+            self.show(conv.forked_from.parent)
             self.spawner.spawn(self.refresh_now, "agentq.runview:parent")
 
     def _compare_parent(self) -> None:
         conv = self.conversation
         if conv is not None and conv.forked_from is not None:
-            parent, run = conv.forked_from[0], conv.run_id
+            parent, run = conv.forked_from.parent, conv.run_id
             self.spawner.spawn(lambda: self.compare(parent, run), "agentq.runview:compare")
 
     async def compare(self, run_a: str, run_b: str) -> Comparison:

@@ -128,8 +128,10 @@ async def test_a_denied_call_and_a_fork_with_its_lineage_and_comparison(
     key = "tool:1.0:m1"
     await waiting.fork("r1", "f1", at=key, replace={key: 100})
     fork = await load_conversation(waiting.engine.store, "f1")
-    assert fork.forked_from == ("r1", key)
-    assert fork.turns[1].tools[0].result == 100
+    assert fork.forked_from == ("r1", key, (key,))  # parent, at, the keys edited
+    assert fork.turns[1].tools[0].result == 100 and fork.turns[1].tools[0].edited
+    assert not fork.turns[0].tools[0].edited and not fork.turns[1].edited
+    assert conversation_html(fork).count('data-agentq="edited"') == 1
     assert 'data-agentq="lineage" data-parent="r1"' in conversation_html(fork)
     compared = await compare(waiting.engine, "r1", "f1", prices={MODEL: (1, 1)})
     assert compared.diverged_at == 1 and compared.why == "request 1: a tool result differs"

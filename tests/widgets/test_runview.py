@@ -122,7 +122,7 @@ async def test_fork_from_a_tool_result_with_an_edited_value_shows_the_fork_here(
     await view.spawner.join()
     assert view.run_id == "r1-fork-1", form.status.value
     conv = view.conversation
-    assert conv is not None and conv.forked_from == ("r1", "tool:1.0:m1")
+    assert conv is not None and conv.forked_from == ("r1", "tool:1.0:m1", ("tool:1.0:m1",))
     assert conv.turns[1].tools[0].result == 100
     assert view.compare_parent.layout.display is None
     view.compare_parent.click()

@@ -46,6 +46,8 @@ _TEXT = "white-space:pre-wrap;overflow-wrap:anywhere;margin:4px 0"
 _LINE = "display:flex;flex-wrap:wrap;gap:4px 10px;align-items:baseline;white-space:nowrap"
 _NOWRAP = "white-space:nowrap"
 _NONE = "\u2013"  # an en dash: no value
+_EDITED = ('<span data-agentq="edited" style="background:#fef3c7;color:#92400e;border-radius:4px;'
+           'padding:0 6px;font-size:11px;white-space:nowrap">edited in this fork</span>')
 _STATES = {"asked": "pending", "started": "running", "denied": "cancelled", "answered": "completed"}
 
 
@@ -101,10 +103,11 @@ def head_html(conv: Conversation, *, details: bool = False) -> str:
     )
     lineage = ""
     if conv.forked_from is not None:
-        parent, at = conv.forked_from
+        parent, at, edited = conv.forked_from
+        edits = (" · edited: " + ", ".join(esc_text(k) for k in edited)) if edited else ""
         lineage = (f'<div data-agentq="lineage" data-parent="{esc(parent)}" data-at="{esc(at)}" '
                    f'style="{MUTED};{_NOWRAP}">forked from <b>{esc_text(parent)}</b> at '
-                   f"{esc_text(at)}</div>")
+                   f"{esc_text(at)}{edits}</div>")
     options = "".join(
         f"<div>{_fact(name, json_text(value, 200))}</div>" for name, value in conv.options.items()
     )
@@ -128,6 +131,7 @@ def turn_html(turn: Turn, *, details: bool = False) -> str:
         f'{_fact("tokens", f"{turn.input_tokens:,} in · {turn.output_tokens:,} out")}'
         f'{_fact("cost", cost_text(turn.cost))}'
         f'{_fact("latency", fmt_seconds(turn.duration) or "…")}'
+        f"{_EDITED if turn.edited else ''}"
     )
     body = ""
     if turn.state == "started":
@@ -187,7 +191,8 @@ def tool_html(card: ToolCard, *, details: bool = False) -> str:
     head = (f'<span style="{_NOWRAP}"><span style="{MUTED}">tool</span> '
             f"<b>{esc_text(card.tool)}</b></span> "
             f"{badge(_STATES.get(card.state, card.state))}"
-            f'{_fact("took", fmt_seconds(card.duration)) if card.duration is not None else ""}')
+            f'{_fact("took", fmt_seconds(card.duration)) if card.duration is not None else ""}'
+            f"{_EDITED if card.edited else ''}")
     args = (f'<div data-agentq="tool-args"><span style="{MUTED};font-size:11px">arguments'
             f"</span>{json_html(card.args)}</div>")
     result = ""

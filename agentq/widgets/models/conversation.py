@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentq.store import WorkflowRow
 
@@ -21,10 +21,25 @@ __all__ = [
     "ChildRun",
     "Conversation",
     "Detail",
+    "Lineage",
     "ToolCard",
     "Turn",
     "is_agent_run",
 ]
+
+
+class Lineage(NamedTuple):
+    """Where a fork came from (its `WorkflowForked` event).
+
+    Attributes:
+        parent: The run it was forked from.
+        at: The key of the call it was forked at (a step's name for a fork at a step).
+        edited: The keys whose recorded values the fork replaced (``replace=``).
+    """
+
+    parent: str
+    at: str
+    edited: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +110,7 @@ class ToolCard:
         approvals: The approvals asked for it, in order.
         children: Child runs it started.
         details: The keys of its rows (for the "details" toggle).
+        edited: Whether this run is a fork that replaced the call's recorded result.
     """
 
     tool: str
@@ -108,6 +124,7 @@ class ToolCard:
     approvals: tuple[ApprovalAsk, ...] = ()
     children: tuple[ChildRun, ...] = ()
     details: tuple[Detail, ...] = ()
+    edited: bool = False
 
     @property
     def waiting(self) -> ApprovalAsk | None:
@@ -135,6 +152,7 @@ class Turn:
         error: The failure's message, when failed.
         tools: The tool calls its response asked for, in order.
         details: Its row's keys (for the "details" toggle).
+        edited: Whether this run is a fork that replaced the recorded response.
     """
 
     key: str
@@ -152,6 +170,7 @@ class Turn:
     error: str | None = None
     tools: tuple[ToolCard, ...] = ()
     details: tuple[Detail, ...] = ()
+    edited: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +185,7 @@ class Conversation:
         turns: The model requests, in order.
         output: The final answer, when completed.
         error: Why the run failed or was cancelled, else None.
-        forked_from: ``(parent_run_id, at)`` of a fork, else None.
+        forked_from: A fork's `Lineage` (parent, at, edited keys), else None.
         children: Child runs started outside any tool call.
         started_at, updated_at: Unix seconds.
         details: The run's steps' bookkeeping (worker, lease token) for the toggle.
@@ -179,7 +198,7 @@ class Conversation:
     turns: tuple[Turn, ...] = ()
     output: Any = None
     error: str | None = None
-    forked_from: tuple[str, str] | None = None
+    forked_from: Lineage | None = None
     children: tuple[ChildRun, ...] = ()
     started_at: float | None = None
     updated_at: float | None = None

@@ -33,6 +33,7 @@ from agentq.widgets.models.conversation import (
     ChildRun,
     Conversation,
     Detail,
+    Lineage,
     ToolCard,
     Turn,
 )
@@ -99,7 +100,7 @@ class _Card:
         self.approvals: list[ApprovalAsk] = []
         self.children: list[ChildRun] = []
 
-    def freeze(self) -> ToolCard:
+    def freeze(self, edited: frozenset[str]) -> ToolCard:
         runs = [r for r in self.rows if r.kind is CallKind.CALL]
         run = runs[-1] if runs else None
         state, result, error, duration, key = "asked", None, None, None, None
@@ -117,7 +118,8 @@ class _Card:
             state = "denied"
         return ToolCard(self.tool, self.call_id, self.args, state, key, result, error,
                         duration, tuple(self.approvals), tuple(self.children),
-                        tuple(_detail(r) for r in self.rows))
+                        tuple(_detail(r) for r in self.rows),
+                        any(r.key in edited for r in self.rows))
 
 
 def _seq(rows: Sequence[CallRow], key: str) -> int:
@@ -140,7 +142,7 @@ def fold_conversation(
     *,
     prices: PriceTable | None = None,
     partial: Mapping[str, str] | None = None,
-    forked_from: tuple[str, str] | None = None,
+    forked_from: Lineage | None = None,
     children: Mapping[str, Conversation] | None = None,
 ) -> Conversation:
     """Fold one agent run's rows into a `Conversation` (see the module docstring).
@@ -151,7 +153,7 @@ def fold_conversation(
         calls: Its call and wait rows, first-recorded order (``store.calls(run_id)``).
         prices: Model name -> `Price` (`price_table`); None: costs unknown.
         partial: Call key -> text streamed so far, for requests that run now.
-        forked_from: ``(parent, at)`` when the run is a fork (read from its log).
+        forked_from: The `Lineage` when the run is a fork (read from its log).
         children: Child workflow id -> its conversation (agent children that were read).
 
     Returns:
@@ -185,6 +187,7 @@ def fold_conversation(
                 card.approvals.append(_answer(row))
             else:
                 last_tool = card
+    edited = frozenset(forked_from.edited if forked_from is not None else ())
     frozen: list[Turn] = []
     for row, cards in turns:
         text, _ = _response_parts(row.output)
@@ -201,7 +204,7 @@ def fold_conversation(
             cost_of(model, usage, table) if state == "completed" else None,
             row.duration, row.started_at,
             _error(row) if state == "failed" else None,
-            tuple(c.freeze() for c in cards), (_detail(row),),
+            tuple(c.freeze(edited) for c in cards), (_detail(row),), row.key in edited,
         ))
     data = workflow.input if isinstance(workflow.input, dict) else {}
     options = data.get("options")

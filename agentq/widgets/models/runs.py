@@ -21,7 +21,7 @@ from typing import Any
 from agentq.errors import UnknownWorkflowError
 from agentq.events import Event, EventKind
 from agentq.store import DurableStore, child_of
-from agentq.widgets.models.conversation import Conversation, Turn, is_agent_run
+from agentq.widgets.models.conversation import Conversation, Lineage, Turn, is_agent_run
 from agentq.widgets.models.folding import fold_conversation
 from agentq.widgets.models.prices import PriceTable
 
@@ -41,19 +41,22 @@ _LINEAGE_EVENTS = 4
 """A fork's `WorkflowForked` is among its first events (right after `WorkflowStarted`)."""
 
 
-def lineage_in(events: Sequence[Event]) -> tuple[str, str] | None:
-    """Return ``(parent, at)`` of the `WorkflowForked` among a workflow's first events (its
-    call key, or its step's name for a fork at a step), else None. Pure."""
+def lineage_in(events: Sequence[Event]) -> Lineage | None:
+    """Return the `Lineage` of the `WorkflowForked` among a workflow's first events (the
+    parent, the call key it was forked at, or its step's name for a fork at a step, and the
+    keys it replaced), else None. Pure."""
     for event in events[:_LINEAGE_EVENTS]:
         if event.kind is EventKind.WORKFLOW_FORKED:
             at = event.data.get("at")
             key = (at.get("key") or at.get("step_name")) if isinstance(at, dict) else at
-            return str(event.data.get("parent", "")), str(key or "")
+            edited = event.data.get("replaced")
+            keys = tuple(str(k) for k in edited) if isinstance(edited, list) else ()
+            return Lineage(str(event.data.get("parent", "")), str(key or ""), keys)
     return None
 
 
-async def lineage_of(store: DurableStore, run_id: str) -> tuple[str, str] | None:
-    """Return ``(parent, at)`` when `run_id` is a fork, else None (reads its first events)."""
+async def lineage_of(store: DurableStore, run_id: str) -> Lineage | None:
+    """Return the `Lineage` when `run_id` is a fork, else None (reads its first events)."""
     return lineage_in(await store.load_events(run_id, limit=_LINEAGE_EVENTS))
 
 

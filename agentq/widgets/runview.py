@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from agentq.clock import Clock
+from agentq.errors import UnknownWorkflowError
 from agentq.markup import MUTED, esc_text
 from agentq.widgets.approvals import ApprovalPanel
 from agentq.widgets.forking import ForkEditor, Target
@@ -209,8 +210,14 @@ class RunView(Live):
         changed = False
         if self._stale or mine:
             self._stale = False
-            self.conversation = await load_conversation(
-                self.engine.store, run, prices=self.prices, partial=self._read_partial())
+            try:
+                self.conversation = await load_conversation(
+                    self.engine.store, run, prices=self.prices, partial=self._read_partial())
+            except UnknownWorkflowError:  # not (or no longer) stored: say so, keep running
+                self.conversation = None
+                self.body.children = [self.head]
+                return set_value(self.head, f'<div data-agentq="run-missing" style="{MUTED}">'
+                                 f"run {esc_text(run)} is not in the store</div>")
             steps = self.source.want_steps()
             await steps.ensure(self.engine.store, [run, *_children(self.conversation)])
             await self.history.follow()
@@ -315,8 +322,12 @@ class RunView(Live):
         self.spawner.spawn(self.refresh_now, f"agentq.runview:{new_id}")
 
     async def refresh_now(self) -> None:
-        """Read and draw the run now (after a fork or a switch), outside the refresher."""
-        await self.update([])
+        """Read and draw the run now (after a fork or a switch), outside the refresher; a
+        failure stops the view as the refresher's would (`stop` raises it)."""
+        try:
+            await self.update([])
+        except Exception as exc:
+            self._fail(exc, "conversation view failed")
 
     def _go_parent(self) -> None:
         conv = self.conversation
@@ -328,7 +339,15 @@ class RunView(Live):
         conv = self.conversation
         if conv is not None and conv.forked_from is not None:
             parent, run = conv.forked_from.parent, conv.run_id
-            self.spawner.spawn(lambda: self.compare(parent, run), "agentq.runview:compare")
+            self.spawner.spawn(lambda: self._compare_shown(parent, run), "agentq.runview:compare")
+
+    async def _compare_shown(self, run_a: str, run_b: str) -> None:
+        try:
+            await self.compare(run_a, run_b)
+        except UnknownWorkflowError as exc:  # the parent was deleted meanwhile: say so
+            self.compared.value = f'<div data-agentq="error" style="{MUTED}">{esc_text(exc)}</div>'
+        except Exception as exc:
+            self._fail(exc, "comparison failed")
 
     async def compare(self, run_a: str, run_b: str) -> Comparison:
         """Compare two runs side by side in this view (under the conversation) and return

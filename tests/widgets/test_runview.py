@@ -243,3 +243,45 @@ async def test_the_dashboard_shows_a_selected_agent_run_as_a_conversation(
     assert dash.conversation.conversation is not None
     assert dash.conversation.conversation.state == "completed"
     await dash.stop()
+
+
+class Recording(Streaming):
+    """An agent stand-in that records the fork it is asked for, and refuses a second one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forks: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    async def fork(self, *args: Any, **kwargs: Any) -> None:
+        self.forks.append((args, kwargs))
+        if len(self.forks) > 1:
+            raise ValueError("run 'r1' recorded no call 'model:9'")
+
+
+async def test_fork_passes_the_run_options_and_shows_a_refusal(
+    durable: DurableAgent[None],
+) -> None:
+    agent = Recording()
+    view = RunView(durable.engine, "r1", agent=agent)
+    await view.refresh()
+    view._blocks["model:1"].button.click()
+    form = view.forks
+    assert form.box in view.body.children
+    form.instructions.value = "Answer in French."
+    form.model.value = "openai:gpt-4o"
+    form.fork.click()
+    await form.spawner.join()
+    assert agent.forks == [(("r1", "r1-fork-1"), {
+        "at": "model:1", "replace": None, "instructions": "Answer in French.",
+        "model": "openai:gpt-4o"})]
+    await view.spawner.join()  # the view moved to the fork, which this stand-in never stored
+    assert view.run_id == "r1-fork-1" and view.error is None
+    assert 'data-agentq="run-missing"' in view.head.value and view.conversation is None
+    view.show("r1")
+    await view.refresh()
+    view._blocks["model:1"].button.click()
+    form.fork.click()
+    await form.spawner.join()
+    assert "recorded no call" in form.status.value and view.run_id == "r1"
+    assert form.box.layout.display is None  # the form stays open to fix the request
+    await view.stop()  # a refusal is shown, not raised

@@ -174,3 +174,37 @@ async def test_approve_inline_fork_a_tool_result_and_compare(
     await expect(compare).to_have_attribute("data-diverged", "0")
     await expect(compare.locator("[data-agentq='compare-side']")).to_have_count(2)
     await shoot(page, view, "compare", compare)
+
+
+DASHBOARD = '''
+from agentq.widgets import Dashboard
+
+dash = Dashboard(engine, agent=durable, prices={"function:respond:": (2.5, 10.0)}).start()
+dash
+'''
+
+
+async def test_the_dashboard_shows_a_selected_agent_run_as_its_conversation(
+    open_notebook: OpenNotebook, run_all: RunAll, tmp_path: Path
+) -> None:
+    path = notebook(tmp_path)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[1] = nbformat.v4.new_code_cell(DASHBOARD)
+    nbformat.write(nb, path)
+    page = await open_notebook("runview.ipynb", source=path)
+    await page.set_viewport_size({"width": 1600, "height": 2400})
+    await run_all(page)
+    dash = page.locator(".agentq-dashboard")
+    await dash.locator(".agentq-detail select").nth(0).select_option(label="ticket-42")
+    view = dash.locator(".agentq-runview")
+    await expect(card(view, "refund", "waiting")).to_be_visible()
+    await expect(view.locator("[data-agentq='run-totals']")).to_contain_text("cost 0.0010")
+    await shoot(page, view, "dashboard")
+    slot = view.locator(".agentq-approval").filter(has=page.locator("button", has_text="Deny"))
+    await slot.get_by_role("button", name="Approve").click()
+    await expect(view.locator("[data-agentq='final-answer']").first).to_contain_text(
+        "refunded 120 EUR")
+    await expect(dash.locator(
+        "[data-agentq='step-row'][data-workflow='ticket-42'][data-status='completed']"
+    )).to_have_count(1)
+    await shoot(page, view, "dashboard-approved")

@@ -141,6 +141,8 @@ class RunView(Live):
         for slot in self.panel.slots:
             slot.label.layout.display = "none"  # the card above says what is asked
             slot.box.layout.margin = "0 0 6px 24px"  # under the card, as indented
+            slot.box.remove_class("agentq-approval")  # the panel's slots keep that class
+            slot.box.add_class("agentq-inline-approval")
         self.forks = ForkEditor(self._forked, lambda exc: self._fail(exc, "fork failed"))
         self.forks.agent = agent
         self.history = EventHistory(engine.store, limit=events)

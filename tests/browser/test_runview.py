@@ -135,7 +135,7 @@ async def test_approve_inline_fork_a_tool_result_and_compare(
     await shoot(page, view, "waiting")
 
     # The approval, inline under the refund card: Edit, change the amount, Approve.
-    slot = view.locator(".agentq-approval").filter(has=page.locator("button", has_text="Deny"))
+    slot = view.locator(".agentq-inline-approval")
     await expect(slot).to_be_visible()
     await slot.get_by_role("button", name="Edit").click()
     editor = slot.locator(".agentq-approval-args textarea")
@@ -162,7 +162,7 @@ async def test_approve_inline_fork_a_tool_result_and_compare(
     await expect(lineage).to_be_visible()
     await expect(card(view, "refund", "waiting")).to_be_visible()  # the fork asks again
     await expect(card(view, "lookup_order")).to_contain_text('"total": 80')
-    slot = view.locator(".agentq-approval").filter(has=page.locator("button", has_text="Deny"))
+    slot = view.locator(".agentq-inline-approval")
     await slot.get_by_role("button", name="Approve").click()
     await expect(view.locator("[data-agentq='final-answer']").first).to_contain_text(
         "refunded 80 EUR")
@@ -200,7 +200,7 @@ async def test_the_dashboard_shows_a_selected_agent_run_as_its_conversation(
     await expect(card(view, "refund", "waiting")).to_be_visible()
     await expect(view.locator("[data-agentq='run-totals']")).to_contain_text("cost 0.0010")
     await shoot(page, view, "dashboard")
-    slot = view.locator(".agentq-approval").filter(has=page.locator("button", has_text="Deny"))
+    slot = view.locator(".agentq-inline-approval")
     await slot.get_by_role("button", name="Approve").click()
     await expect(view.locator("[data-agentq='final-answer']").first).to_contain_text(
         "refunded 120 EUR")

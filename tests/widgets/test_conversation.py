@@ -138,6 +138,10 @@ async def test_a_denied_call_and_a_fork_with_its_lineage_and_comparison(
     html = compared._repr_html_()
     assert 'data-agentq="compare" data-diverged="1"' in html
     assert html.count('data-agentq="compare-side"') == 2
+    answers = html.split('data-figure="answer"')[1].split("</tr>")[0]
+    assert "done after 3 requests" in answers and ">waiting<" in answers  # the fork asks again
+    lineage = html.split('data-figure="lineage"')[1].split("</tr>")[0]
+    assert "fork of r1 at tool:1.0:m1" in lineage
     same = await compare(waiting.engine.store, "r1", "r1")
     assert same.diverged_at is None and same.why == ""
     with pytest.raises(UnknownWorkflowError, match="nope"):

@@ -81,7 +81,9 @@ child-run         data-workflow (nested under its tool card)
 keys              (keys, fingerprints, leases: only with "details")
 fork-form         data-run, data-at; fork-outcome: data-outcome (running, completed, error)
 compare           data-diverged (request index, '' for none); compare-side: data-run,
-                  data-input-tokens, data-output-tokens; divergence (the words)
+                  data-input-tokens, data-output-tokens; divergence (the words);
+                  compare-summary, its compare-row: data-figure (answer, requests, tokens,
+                  cost, time, lineage)
 events            data-after; event-row: data-seq, data-kind
 ================  =========================================================================
 """

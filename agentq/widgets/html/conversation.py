@@ -238,13 +238,49 @@ def _side(conv: Conversation, at: int | None) -> str:
     return (
         f'<div data-agentq="compare-side" data-run="{esc(conv.run_id)}" '
         f'data-input-tokens="{i}" data-output-tokens="{o}" style="{_CARD};flex:1 1 0;'
-        f'min-width:0">{head_html(conv)}{"".join(rows)}</div>'
+        f'min-width:0"><div style="{_LINE}"><b>{esc_text(conv.run_id)}</b>'
+        f'{badge(conv.state)}</div>{"".join(rows)}</div>'
     )
 
 
+def _summary(a: Conversation, b: Conversation) -> str:
+    """The two runs' answers and totals in one table, a row per figure."""
+    cell = "padding:3px 10px;vertical-align:top;text-align:left;border-top:1px solid #e5e7eb"
+
+    def answer(c: Conversation) -> str:
+        if c.state == "completed":
+            return _text(c.output)
+        return esc_text(c.error) if c.error else f'<span style="{MUTED}">{esc(c.state)}</span>'
+
+    def lineage(c: Conversation) -> str:
+        if c.forked_from is None:
+            return _NONE
+        return f"fork of {esc_text(c.forked_from.parent)} at {esc_text(c.forked_from.at)}"
+
+    figures = [
+        ("answer", answer),
+        ("requests", lambda c: str(len(c.turns))),
+        ("tokens", lambda c: f"{c.tokens[0]:,} in · {c.tokens[1]:,} out"),
+        ("cost", lambda c: cost_text(c.cost)),
+        ("time", lambda c: fmt_seconds(c.seconds) or _NONE),
+        ("lineage", lineage),
+    ]
+    head = (f'<tr><th style="{cell}"></th><th style="{cell}">{esc_text(a.run_id)}</th>'
+            f'<th style="{cell}">{esc_text(b.run_id)}</th></tr>')
+    rows = "".join(
+        f'<tr data-agentq="compare-row" data-figure="{name}"><th style="{cell};{MUTED};'
+        f'font-weight:normal;{_NOWRAP}">{name}</th><td style="{cell};width:45%">{f(a)}</td>'
+        f'<td style="{cell};width:45%">{f(b)}</td></tr>'
+        for name, f in figures
+    )
+    return (f'<table data-agentq="compare-summary" style="border-collapse:collapse;width:100%;'
+            f'table-layout:fixed;margin:4px 0">{head}{rows}</table>')
+
+
 def compare_html(comparison: Comparison) -> str:
-    """Two runs side by side: the first point where they differ, then each run's answer,
-    totals (tokens, cost, time) and requests, the differing request outlined."""
+    """Two runs side by side: the first point where they differ, a table of their answers,
+    requests, tokens, cost, time and lineage, then each run's requests (text, tool calls and
+    results), the differing request outlined."""
     a, b = comparison.a, comparison.b
     why = comparison.why or "the two runs made the same requests and gave the same answer"
     at = "" if comparison.diverged_at is None else str(comparison.diverged_at)
@@ -252,6 +288,7 @@ def compare_html(comparison: Comparison) -> str:
         f'<div data-agentq="compare" data-diverged="{at}" style="{FONT}">'
         f'<div style="{_NOWRAP};margin:4px 0"><b>{esc_text(a.run_id)}</b> vs '
         f'<b>{esc_text(b.run_id)}</b>: <span data-agentq="divergence">{esc(why)}</span></div>'
+        f"{_summary(a, b)}"
         f'<div style="display:flex;gap:8px;align-items:flex-start">'
         f"{_side(a, comparison.diverged_at)}{_side(b, comparison.diverged_at)}</div></div>"
     )

@@ -224,3 +224,17 @@ async def test_the_static_export_keeps_the_conversation_view(
     assert "done after 3 requests" in shown(page) and "<script" not in page
     costs = re.findall(r'data-agentq="run-totals"[^>]*data-cost="([^"]*)"', page)
     assert len(costs) == 2 and all(float(c) > 0 for c in costs)  # the prices given
+
+
+async def test_errors_show_where_they_happened(engine: WorkflowEngine, tmp_path: Path) -> None:
+    durable = DurableAgent(child.build_agent(tmp_path / "side", mul_down=[True]), engine)
+    run = await durable.run(child.PROMPT, run_id="down")
+    assert run.status.value == "failed"
+    conv = await load_conversation(engine.store, "down")
+    [mul] = conv.turns[1].tools
+    assert mul.state == "failed" and mul.error is not None and "tool backend down" in mul.error
+    assert conv.error is not None and conv.output is None
+    html = conversation_html(conv)
+    assert 'data-agentq="run-error"' in html and 'data-agentq="tool-error"' in html
+    card = html[html.index('data-call-id="m1"'):]  # the last card: the run stopped there
+    assert 'data-agentq="tool-card"' not in card and "tool backend down" in card

@@ -9,6 +9,7 @@ from agentq.clock import Clock
 from agentq.widgets.actions import Actions
 from agentq.widgets.approvals import ApprovalPanel
 from agentq.widgets.detail import DetailPane
+from agentq.widgets.history import EventHistory
 from agentq.widgets.html.calls import call_totals_html
 from agentq.widgets.live.refresher import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
 from agentq.widgets.models.conversation import is_agent_run
@@ -60,7 +61,8 @@ class Dashboard(Live):
 
     The **Conversation** section (`conversation`, a `RunView`) shows the workflow selected in
     the Detail lists when it is an agent run (its input names an agent and a prompt): the
-    conversation, approvals inline, Fork from here, Compare, the event history.
+    conversation, approvals inline, Fork from here, Compare. Under the Detail, **event
+    history** (`events`) shows the selected workflow's events as a paged table.
 
     Raises:
         MissingExtraError: ipywidgets is not installed (``pip install 'agentq[notebook]'``).
@@ -110,6 +112,9 @@ class Dashboard(Live):
         self.conversation = RunView(engine, None, agent=agent, prices=prices,
                                     source=self.source, **kw)
         """The selected agent run as a conversation (`RunView`; hidden for other workflows)."""
+        self.conversation.history.toggle.layout.display = "none"  # the Detail's serves
+        self.events = EventHistory(engine.store)
+        """The selected workflow's events, a paged table (`EventHistory`; any workflow)."""
         self.detail.listeners.append(self._select_run)
         self.calls = w.HTML(self._calls_html())
         """HTML: the durable call totals and the calls answered from the log."""
@@ -128,13 +133,15 @@ class Dashboard(Live):
                 top,
                 _section(w, "Steps", w.VBox([self.calls, self.steps.widget])),
                 self._conversation_box,
-                _section(w, "Detail", w.VBox([self.actions.widget, self.detail.widget])),
+                _section(w, "Detail", w.VBox([self.actions.widget, self.detail.widget,
+                                              self.events.toggle, self.events.box])),
                 _section(w, "Timeline", self.timeline.widget),
             ]
         )
         self.widget.add_class("agentq-dashboard")
 
     def _select_run(self, snap: DetailSnapshot | None) -> None:
+        self.events.show(snap.workflow.workflow_id if snap is not None else None)
         run = snap.workflow if snap is not None and is_agent_run(snap.workflow) else None
         self.conversation.show(run.workflow_id if run is not None else None)
         self._conversation_box.layout.display = None if run is not None else "none"
@@ -162,6 +169,8 @@ class Dashboard(Live):
                 changed = self.detail.render() | changed
         changed = self.detail.choices(self.steps.shown) | changed
         changed = await self.conversation.update(rows) | changed
+        if rows and any(r[2] == self.events.workflow_id for r in rows):
+            changed = await self.events.follow() | changed
         # After the poll (the totals count the rows it read). answered_from_log is the
         # engine's own counter, not in the log: read every tick (an attribute, no I/O); the
         # page hears of it only when the text changes.
@@ -179,6 +188,7 @@ class Dashboard(Live):
         if self._error is None and self.approvals.error is not None:
             self._error = self.approvals.error
         await self.conversation._drain()
+        await self.events.spawner.join()
         if self._error is None and self.conversation.error is not None:
             self._error = self.conversation.error
 

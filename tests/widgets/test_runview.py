@@ -236,12 +236,21 @@ async def test_the_dashboard_shows_a_selected_agent_run_as_a_conversation(
     assert dash._conversation_box.layout.display is None
     conv = dash.conversation.conversation
     assert conv is not None and conv.cost is not None and conv.cost > 0
+    dash.events.toggle.value = True  # the Detail's event history (any workflow)
+    await dash.events.spawner.join()
+    assert dash.events.workflow_id == "r1" and dash.events.page is not None
+    assert 'data-kind="WorkflowStarted"' in dash.events.table.value
+    assert dash.conversation.history.toggle.layout.display == "none"  # one toggle, not two
     slot = next(s for s in dash.conversation.panel.slots if s.key is not None)
     slot.approve.click()
     await dash.conversation.panel.join()
     await dash.refresh()
     assert dash.conversation.conversation is not None
     assert dash.conversation.conversation.state == "completed"
+    assert dash.events.page.more and not dash.events.newer.disabled  # the page filled up
+    dash.events.newer.click()
+    await dash.events.spawner.join()
+    assert 'data-kind="WorkflowCompleted"' in dash.events.table.value
     await dash.stop()
 
 

@@ -9,7 +9,7 @@ kernel (import-linter contract "Widget models import no view and no ipywidgets")
 - ``search``: `Query` and `page_of`: search and paging over the workflow index;
 - ``source``: `Source`: what changed in a store since the last refresh (one read per widget
   tree), and `StepCache`, the step rows it keeps;
-- ``runs``: `load_conversation` (an agent run read and folded), `lineage_of` / `forks_of`
+- ``runs``: `load_conversation` (an agent run read and folded), `lineage_in` / `lineage_of`
   (a fork's parent), `compare_conversations` (`Comparison`: where two runs first differ) and
   `event_page` (a page of a workflow's events);
 - ``folding``: `fold_conversation`: an agent run's rows folded into a `Conversation`;

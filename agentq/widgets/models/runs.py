@@ -4,7 +4,7 @@ two runs, and a page of its event history. No ipywidgets, no HTML.
 - `load_conversation` reads one agent run (workflow row, step rows, call rows, the first
   events for its lineage) and its agent child runs, and folds them
   (`agentq.widgets.models.conversation.fold_conversation`);
-- `forks_of` lists the runs forked from a run (their `WorkflowForked` event names it);
+- `lineage_in` / `lineage_of`: where a fork came from (its `WorkflowForked` event);
 - `Comparison` / `compare_conversations`: two runs side by side, with the first point where
   they differ (pure);
 - `event_page`: a page of a workflow's events by sequence number (what ``agentq events``
@@ -31,7 +31,6 @@ __all__ = [
     "compare_conversations",
     "event_data",
     "event_page",
-    "forks_of",
     "lineage_in",
     "lineage_of",
     "load_conversation",
@@ -100,16 +99,6 @@ async def load_conversation(
         workflow, steps, calls, prices=prices, partial=partial,
         forked_from=await lineage_of(store, run_id), children=children,
     )
-
-
-async def forks_of(store: DurableStore, run_id: str, candidates: Sequence[str]) -> list[str]:
-    """Return those of `candidates` (workflow ids) that were forked from `run_id`, in order."""
-    out = []
-    for other in candidates:
-        lineage = await lineage_of(store, other)
-        if lineage is not None and lineage[0] == run_id:
-            out.append(other)
-    return out
 
 
 def _turn_sig(turn: Turn) -> str:

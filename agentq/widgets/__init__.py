@@ -60,7 +60,8 @@ queue, the store, the workflows):
 - ``approvals``: `ApprovalPanel`, its slots and its `BulkBar`;
 - ``detail``: `DetailPane`: a workflow, step or call selected, and its detail;
 - ``actions``: `Actions`: cancel / retry the selected workflow, after a confirmation;
-- ``forking``: `ForkEditor`: "Fork from here" (edit a value or the run options, fork);
+- ``forking``: `ForkEditor` and `ForkBlock`: "Fork from here" (edit a value or the run
+  options, fork);
 - ``history``: `EventHistory`: a workflow's events as a paged table;
 - ``runview``: `RunView`: the conversation view (approvals, forks, comparison, history);
 - ``dashboard``: `Dashboard`;

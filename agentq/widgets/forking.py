@@ -22,9 +22,9 @@ from typing import Any, Protocol
 
 from agentq.errors import AgentqError
 from agentq.markup import MUTED, esc, esc_text
-from agentq.widgets.live.refresher import Spawner, widgets
+from agentq.widgets.live.refresher import Spawner, set_value, widgets
 
-__all__ = ["ForkEditor", "ForkingAgent", "Target", "edited_response"]
+__all__ = ["ForkBlock", "ForkEditor", "ForkingAgent", "Target", "edited_response"]
 
 
 class ForkingAgent(Protocol):
@@ -56,6 +56,35 @@ def edited_response(recorded: Mapping[str, Any], text: str) -> Any:
     kept = [p for p in parts if not (isinstance(p, dict) and p.get("part_kind") == "text")]
     data = {**recorded, "parts": [{"part_kind": "text", "content": text}, *kept]}
     return ModelMessagesTypeAdapter.validate_python([data])[0]
+
+
+class ForkBlock:
+    """The widgets of one model request or tool card of the conversation view: its HTML and
+    its Fork from here button (hidden, its place kept, when there is nothing to fork from).
+
+    Args:
+        w: The ipywidgets module.
+        on_fork: Called with the block when its button is clicked.
+    """
+
+    def __init__(self, w: Any, on_fork: Any) -> None:
+        self.html = w.HTML("", layout=w.Layout(flex="1 1 auto", min_width="0"))
+        self.button = w.Button(description="Fork from here", icon="code-fork",
+                               tooltip="fork the run from this point, with an edit",
+                               layout=w.Layout(width="auto", flex="0 0 auto"))
+        self.button.add_class("agentq-fork-here")
+        self.target: Target | None = None
+        self.button.on_click(lambda _b: on_fork(self))
+        self.box = w.HBox([self.html, self.button],
+                          layout=w.Layout(align_items="flex-start", width="100%"))
+
+    def draw(self, html: str, target: Target | None) -> bool:
+        """Show `html`, and the button when `target` is not None; return whether it changed."""
+        self.target = target
+        shown = "visible" if target is not None else "hidden"
+        changed = self.button.layout.visibility != shown
+        self.button.layout.visibility = shown
+        return set_value(self.html, html) or changed
 
 
 class ForkEditor:

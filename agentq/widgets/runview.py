@@ -34,7 +34,7 @@ from agentq.clock import Clock
 from agentq.errors import UnknownWorkflowError
 from agentq.markup import MUTED, esc_text
 from agentq.widgets.approvals import ApprovalPanel
-from agentq.widgets.forking import ForkEditor, Target
+from agentq.widgets.forking import ForkBlock, ForkEditor, Target
 from agentq.widgets.history import EventHistory
 from agentq.widgets.html.conversation import compare_html, head_html, tool_html, turn_html
 from agentq.widgets.live.refresher import (
@@ -62,28 +62,6 @@ class StreamingAgent(Protocol):
     def partial(self, run_id: str) -> Mapping[str, str]:
         """Call key (``"model:3"``) -> the text streamed so far, for `run_id`'s requests."""
         ...
-
-
-class _Block:
-    """The widgets of one model request or tool card: its HTML and its Fork from here."""
-
-    def __init__(self, w: Any, on_fork: Any) -> None:
-        self.html = w.HTML("", layout=w.Layout(flex="1 1 auto", min_width="0"))
-        self.button = w.Button(description="Fork from here", icon="code-fork",
-                               tooltip="fork the run from this point, with an edit",
-                               layout=w.Layout(width="auto", flex="0 0 auto"))
-        self.button.add_class("agentq-fork-here")
-        self.target: Target | None = None
-        self.button.on_click(lambda _b: on_fork(self))
-        self.box = w.HBox([self.html, self.button],
-                          layout=w.Layout(align_items="flex-start", width="100%"))
-
-    def draw(self, html: str, target: Target | None) -> bool:
-        self.target = target
-        shown = "visible" if target is not None else "hidden"
-        changed = self.button.layout.visibility != shown
-        self.button.layout.visibility = shown
-        return set_value(self.html, html) or changed
 
 
 class RunView(Live):
@@ -167,7 +145,7 @@ class RunView(Live):
                               self.compared, self.history.box],
                              layout=w.Layout(width="100%", min_width="0"))
         self.widget.add_class("agentq-runview")
-        self._blocks: dict[str, _Block] = {}
+        self._blocks: dict[str, ForkBlock] = {}
         self._partial: Mapping[str, str] = {}
         self._stale = True
         self.spawner = Spawner()
@@ -299,13 +277,13 @@ class RunView(Live):
             return turn
         return dataclasses.replace(turn, partial=self._partial.get(turn.key, turn.partial))
 
-    def _block(self, key: str) -> _Block:
+    def _block(self, key: str) -> ForkBlock:
         block = self._blocks.get(key)
         if block is None:
-            block = self._blocks[key] = _Block(widgets(), self._open_fork)
+            block = self._blocks[key] = ForkBlock(widgets(), self._open_fork)
         return block
 
-    def _with_form(self, block: _Block) -> list[Any]:
+    def _with_form(self, block: ForkBlock) -> list[Any]:
         form = self.forks
         here = (form.target is not None and block.target is not None
                 and form.target[:3] == block.target[:3])
@@ -313,7 +291,7 @@ class RunView(Live):
 
     # -- forks and comparisons -------------------------------------------------------------
 
-    def _open_fork(self, block: _Block) -> None:
+    def _open_fork(self, block: ForkBlock) -> None:
         if block.target is None or self.conversation is None:
             return
         self.forks.open(block.target, _fork_id(self.conversation.run_id, self.source))

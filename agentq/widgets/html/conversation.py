@@ -191,8 +191,9 @@ def tool_html(card: ToolCard, *, details: bool = False) -> str:
     head = (f'<span style="{_NOWRAP}"><span style="{MUTED}">tool</span> '
             f"<b>{esc_text(card.tool)}</b></span> "
             f"{badge(_STATES.get(card.state, card.state))}"
-            f'{_fact("took", fmt_seconds(card.duration)) if card.duration is not None else ""}'
             f"{_EDITED if card.edited else ''}")
+    if card.duration is not None and not card.edited:  # an edited result never ran
+        head += _fact("took", fmt_seconds(card.duration))
     args = (f'<div data-agentq="tool-args"><span style="{MUTED};font-size:11px">arguments'
             f"</span>{json_html(card.args)}</div>")
     result = ""

@@ -21,6 +21,11 @@ times a second only when something changed, and re-raises the refresher's errors
 `Dashboard`        the four above under one refresher, the call totals (with the calls
                    the engine answered from the log), the selected workflow's live tree
                    and the detail of a selected workflow, step or call, and Cancel / Retry
+`RunView`          an agent run as a conversation: answer, prompt, model turns, tool cards,
+                   approvals inline (Approve / Edit / Deny), child runs, tokens and cost,
+                   Fork from here, compare, the event history
+`compare`          two agent runs side by side (where they first differ)
+`Price`            a model's price per million tokens (the price table of `RunView`)
 `export_html`      the same views of a store (no lanes, no buttons) as one static HTML file,
                    with each workflow's tree and the detail of each node, working offline;
                    `dashboard_html` returns the page (needs no ipywidgets: ``agentq export``)
@@ -55,9 +60,14 @@ queue, the store, the workflows):
 - ``tree``: `RunTree`: the live tree (anywidget: open nodes survive redraws, clicks select);
 - ``bulk``: `BulkBar`: approve or deny all waits that match a filter, after a confirmation;
 - ``approval_slot``: `ApprovalSlot`: the widgets of one waiting step;
+- ``comparing``: `compare` (two runs side by side, a value with ``_repr_html_``);
 - ``approvals``: `ApprovalPanel`, its slots and its `BulkBar`;
 - ``detail``: `DetailPane`: a workflow, step or call selected, and its detail;
 - ``actions``: `Actions`: cancel / retry the selected workflow, after a confirmation;
+- ``forking``: `ForkEditor` and `ForkBlock`: "Fork from here" (edit a value or the run
+  options, fork);
+- ``history``: `EventHistory`: a workflow's events as a paged table;
+- ``runview``: `RunView`: the conversation view (approvals, forks, comparison, history);
 - ``dashboard``: `Dashboard`;
 - ``export``: `export_html` and `dashboard_html` (beside ``dashboard``, importing neither it
   nor ipywidgets: models and HTML only).
@@ -70,6 +80,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentq.widgets.approvals import ApprovalPanel
+    from agentq.widgets.comparing import compare
     from agentq.widgets.dashboard import Dashboard
     from agentq.widgets.export import check_export_path, dashboard_html, export_html
     from agentq.widgets.group import GroupMonitor, follow_group
@@ -81,7 +92,9 @@ if TYPE_CHECKING:
         answer_waits,
         pending_waits,
     )
+    from agentq.widgets.models.prices import Price
     from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
+    from agentq.widgets.runview import RunView
 
 __all__ = [
     "ApprovalPanel",
@@ -91,10 +104,13 @@ __all__ = [
     "EventTimeline",
     "GroupMonitor",
     "LaneMonitor",
+    "Price",
+    "RunView",
     "StepTable",
     "WaitFilter",
     "answer_waits",
     "check_export_path",
+    "compare",
     "dashboard_html",
     "export_html",
     "follow_group",
@@ -115,6 +131,9 @@ _HOMES = {
     "follow_group": "agentq.widgets.group",
     "LaneMonitor": "agentq.widgets.monitor",
     "StepTable": "agentq.widgets.monitor",
+    "Price": "agentq.widgets.models.prices",
+    "RunView": "agentq.widgets.runview",
+    "compare": "agentq.widgets.comparing",
     "check_export_path": "agentq.widgets.export",
     "dashboard_html": "agentq.widgets.export",
     "export_html": "agentq.widgets.export",

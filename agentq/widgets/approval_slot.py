@@ -30,26 +30,33 @@ class ApprovalSlot:
         note: Text box whose value goes into the resume input.
         args: JSON editor of the wait's ``details["args"]`` (shown only for such a wait).
         approve: The Approve button.
-        reject: The Reject button.
+        reject: The Reject button ("Deny" in the conversation view).
+        edit: With ``edit=True``, the Edit button that shows and hides the arguments' editor
+            (hidden until clicked, or while what was typed is kept); else None.
         status: HTML: what the last click did.
         box: The container (hidden while the slot is free).
         busy: True while a resume started from this slot runs.
     """
 
-    def __init__(self, w: Any) -> None:
+    def __init__(self, w: Any, *, edit: bool = False, reject: str = "Reject") -> None:
         self.key: StepKey | None = None
         self.wait_key: str | None = None
         self.step_name = ""
         self.label = w.HTML("")
         self.note = w.Text(placeholder="note (optional)", layout=w.Layout(width="220px"))
         self.approve = w.Button(description="Approve", button_style="success", icon="check")
-        self.reject = w.Button(description="Reject", button_style="danger", icon="times")
+        self.reject = w.Button(description=reject, button_style="danger", icon="times")
+        self.edit = w.Button(description="Edit", icon="pencil") if edit else None
+        self.editing = not edit  # the editor is shown (when the wait has arguments)
+        if self.edit is not None:
+            self.edit.on_click(lambda _b: self.toggle_editor())
         self.status = w.HTML("")
         self.args = w.Textarea(layout=w.Layout(width="420px", height="84px", display="none"))
         self.args.add_class("agentq-approval-args")
         self.args_shown = ""  # the editor's text as prefilled ("" when hidden)
         self._args_for: tuple[int, str | None] | None = None  # the wait it was filled for
-        buttons = w.HBox([self.note, self.approve, self.reject])
+        edit_button = [] if self.edit is None else [self.edit]
+        buttons = w.HBox([self.note, self.approve, *edit_button, self.reject])
         self.box = w.VBox([self.label, self.args, buttons, self.status])
         self.box.add_class("agentq-approval")
         self.box.layout.display = "none"
@@ -96,12 +103,21 @@ class ApprovalSlot:
             text = json.dumps(args, indent=1, ensure_ascii=False) if isinstance(args, dict) else ""
             self.args_shown = text
             typed, self._typed = self._typed, None
+            self.editing = self.edit is None
             if text and typed is not None and typed[:2] == (self.key, row.wait_key):
                 text = typed[2]  # the same wait, asked again: what was typed stays
+                self.editing = True
             self.args.value = text
-            self.args.layout.display = None if text else "none"
+            self.args.layout.display = None if text and self.editing else "none"
             changed = True
         return self.set_enabled(not self.busy and self.clicked_seq < wait_seq) or changed
+
+    def toggle_editor(self) -> None:
+        """Show the arguments' editor, or hide it (the Edit button; what was typed stays)."""
+        if not self.args_shown:
+            return
+        self.editing = not self.editing
+        self.args.layout.display = None if self.editing else "none"
 
     def edited_args(self) -> dict[str, Any] | None:
         """Return the edited arguments, or None when the editor is hidden or unchanged.
@@ -134,7 +150,9 @@ class ApprovalSlot:
     def set_enabled(self, enabled: bool) -> bool:
         """Enable or disable both buttons; return whether that changed anything."""
         changed = False
-        for button in (self.approve, self.reject):
+        buttons = (self.approve, self.reject) if self.edit is None else (
+            self.approve, self.reject, self.edit)
+        for button in buttons:
             if button.disabled == enabled:
                 button.disabled = not enabled
                 changed = True

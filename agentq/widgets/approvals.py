@@ -77,6 +77,10 @@ class ApprovalPanel(Live):
         source: The `Source` (what changed in the store since the last refresh) to share
             with other views of the same store, which then read it once per tick (the
             `Dashboard` passes its own); default a new one.
+        workflow: Show only the waits of this workflow and of its child runs (ids
+            ``<workflow>/...``); None: every wait (the conversation view passes its run).
+        edit: Give each slot an Edit button that shows the arguments' editor (hidden until
+            then) and call Reject "Deny" (the conversation view's controls).
 
     Raises:
         MissingExtraError: ipywidgets is not installed.
@@ -99,8 +103,12 @@ class ApprovalPanel(Live):
         interval: float = DEFAULT_INTERVAL,
         clock: Clock | None = None,
         source: Source | None = None,
+        workflow: str | None = None,
+        edit: bool = False,
     ) -> None:
         super().__init__(interval=interval, clock=clock or engine.clock)
+        self.workflow = workflow
+        """Only the waits of this workflow and its child runs are shown (None: all)."""
         check_count(slots, "slots")
         w = widgets()
         self.engine = engine
@@ -109,7 +117,8 @@ class ApprovalPanel(Live):
         self.steps = self.source.want_steps()
         cap = self.steps.waiting_cap
         self.steps.waiting_cap = slots if cap is None else max(cap, slots)
-        self.slots = tuple(ApprovalSlot(w) for _ in range(slots))
+        self.slots = tuple(ApprovalSlot(w, edit=edit, reject="Deny" if edit else "Reject")
+                           for _ in range(slots))
         """The slot widgets, in display order."""
         for slot in self.slots:
             slot.approve.on_click(lambda _b, s=slot: self._click(s, True))
@@ -137,7 +146,11 @@ class ApprovalPanel(Live):
     def waiting(self) -> list[StepRow]:
         """The waiting steps known at the last refresh, oldest wait first."""
         seq = self.steps.wait_seq
-        return sorted(self.steps.waiting.values(), key=lambda r: seq.get(_key(r), 0))
+        rows = list(self.steps.waiting.values())
+        if self.workflow is not None:
+            mine, prefix = self.workflow, f"{self.workflow}/"
+            rows = [r for r in rows if r.workflow_id == mine or r.workflow_id.startswith(prefix)]
+        return sorted(rows, key=lambda r: seq.get(_key(r), 0))
 
     def sync(self) -> bool:
         """Match the slots to the waiting steps (no I/O); return whether anything changed."""
@@ -160,7 +173,8 @@ class ApprovalPanel(Live):
                 changed = free.pop(0).bind(key, row, seq, now) or changed
             else:
                 hidden += 1
-        if self.steps.unread_waiting:  # waiting workflows not read yet (see `StepCache`)
+        # waiting workflows not read yet (see `StepCache`); a view of one run reads its own
+        if self.steps.unread_waiting and self.workflow is None:
             text = more_html(hidden + self.steps.unread_waiting, "waiting")
         else:
             text = more_html(hidden, "waiting steps")

@@ -3,19 +3,24 @@ engine."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentq.clock import Clock
 from agentq.widgets.actions import Actions
 from agentq.widgets.approvals import ApprovalPanel
 from agentq.widgets.detail import DetailPane
+from agentq.widgets.history import EventHistory
 from agentq.widgets.html.calls import call_totals_html
 from agentq.widgets.html.schedules import schedules_html
 from agentq.widgets.live.refresher import DEFAULT_INTERVAL, Live, check_count, set_value, widgets
+from agentq.widgets.models.conversation import is_agent_run
+from agentq.widgets.models.detail import DetailSnapshot
+from agentq.widgets.models.prices import Price
 from agentq.widgets.models.schedules import ScheduleList
 from agentq.widgets.models.source import Source
 from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
+from agentq.widgets.runview import RunView
 
 __all__ = ["Dashboard"]
 
@@ -56,6 +61,14 @@ class Dashboard(Live):
         workflow_for: Optional ``workflow_id -> Workflow | None`` for the Retry button: where
             to find the step bodies of a workflow the engine no longer has registered (see
             `agentq.widgets.actions`).
+        agent: The `DurableAgent` whose runs the **Conversation** section forks and streams
+            (see `RunView`); without it the section still shows runs and their approvals.
+        prices: The price table of the conversation view (see `RunView`).
+
+    The **Conversation** section (`conversation`, a `RunView`) shows the workflow selected in
+    the Detail lists when it is an agent run (its input names an agent and a prompt): the
+    conversation, approvals inline, Fork from here, Compare. Under the Detail, **event
+    history** (`events`) shows the selected workflow's events as a paged table.
 
     Raises:
         MissingExtraError: ipywidgets is not installed (``pip install 'agentq[notebook]'``).
@@ -80,6 +93,8 @@ class Dashboard(Live):
         slots: int = 5,
         clock: Clock | None = None,
         workflow_for: Callable[[str], Any] | None = None,
+        agent: Any = None,
+        prices: Mapping[str, Price | tuple[float, float]] | None = None,
     ) -> None:
         for value, name in ((limit, "limit"), (workflows, "workflows"), (slots, "slots")):
             check_count(value, name)  # named as the caller passed them
@@ -100,12 +115,21 @@ class Dashboard(Live):
         self.detail.listeners.append(
             lambda snap: self.actions.target(snap.workflow if snap else None)
         )
+        self.conversation = RunView(engine, None, agent=agent, prices=prices,
+                                    source=self.source, **kw)
+        """The selected agent run as a conversation (`RunView`; hidden for other workflows)."""
+        self.conversation.history.toggle.layout.display = "none"  # the Detail's serves
+        self.events = EventHistory(engine.store)
+        """The selected workflow's events, a paged table (`EventHistory`; any workflow)."""
+        self.detail.listeners.append(self._select_run)
         self.calls = w.HTML(self._calls_html())
         """HTML: the durable call totals and the calls answered from the log."""
         self.schedule_list = ScheduleList(engine.store)
         """The schedules as last read (`ScheduleList`)."""
         self.schedules = w.HTML(schedules_html((), clock.time()))
         """HTML: the store's schedules and their next ticks."""
+        self._conversation_box = _section(w, "Conversation", self.conversation.widget)
+        self._conversation_box.layout.display = "none"
         top = w.HBox(
             [
                 _section(w, "Lanes", self.lanes.widget, "52%"),
@@ -119,11 +143,19 @@ class Dashboard(Live):
                 top,
                 _section(w, "Schedules", self.schedules),
                 _section(w, "Steps", w.VBox([self.calls, self.steps.widget])),
-                _section(w, "Detail", w.VBox([self.actions.widget, self.detail.widget])),
+                self._conversation_box,
+                _section(w, "Detail", w.VBox([self.actions.widget, self.detail.widget,
+                                              self.events.toggle, self.events.box])),
                 _section(w, "Timeline", self.timeline.widget),
             ]
         )
         self.widget.add_class("agentq-dashboard")
+
+    def _select_run(self, snap: DetailSnapshot | None) -> None:
+        self.events.show(snap.workflow.workflow_id if snap is not None else None)
+        run = snap.workflow if snap is not None and is_agent_run(snap.workflow) else None
+        self.conversation.show(run.workflow_id if run is not None else None)
+        self._conversation_box.layout.display = None if run is not None else "none"
 
     def _calls_html(self) -> str:
         return call_totals_html(self.source.calls.totals, self.engine.answered_from_log,
@@ -151,6 +183,9 @@ class Dashboard(Live):
         await self.schedule_list.poll(now, rows is not None)
         shown = schedules_html(self.schedule_list.rows, now)  # "in 3 m 05 s": redrawn
         changed = set_value(self.schedules, shown) | changed
+        changed = await self.conversation.update(rows) | changed
+        if rows and any(r[2] == self.events.workflow_id for r in rows):
+            changed = await self.events.follow() | changed
         # After the poll (the totals count the rows it read). answered_from_log is the
         # engine's own counter, not in the log: read every tick (an attribute, no I/O); the
         # page hears of it only when the text changes.
@@ -167,8 +202,13 @@ class Dashboard(Live):
         await self.approvals.join()
         if self._error is None and self.approvals.error is not None:
             self._error = self.approvals.error
+        await self.conversation._drain()
+        await self.events.spawner.join()
+        if self._error is None and self.conversation.error is not None:
+            self._error = self.conversation.error
 
     def close(self) -> None:
         """Close the widgets (see `LiveView.close`) and shut the approvals' bulk bar."""
         self.approvals.bulk.shut()
+        self.conversation.close()
         super().close()

@@ -3,7 +3,8 @@
 The page is made of the same pure renderers the live widgets show (`agentq.widgets.html`):
 the waiting steps (`approval_html`, without buttons: a static page cannot resume), the step
 table with its durable call counts (`steps_html`), the call totals (`call_totals_html`), each
-recent workflow's run tree (`tree_html`) and the timeline (`timeline_html`). There are no
+recent workflow's run tree (`tree_html`; an agent run's conversation above it,
+`conversation_html`) and the timeline (`timeline_html`). There are no
 lanes: a store has no queue. Needs no ipywidgets and no pandas, so the command line's
 ``agentq export --html`` works with the ``cli`` extra only.
 
@@ -30,19 +31,24 @@ import math
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from agentq.markup import FONT, MUTED, check_count, clock_text, esc_text, more_html
 from agentq.store import DurableStore, StepState
 from agentq.widgets.html.calls import call_totals_html
+from agentq.widgets.html.conversation import conversation_html
 from agentq.widgets.html.detail import call_detail_html, step_detail_html, workflow_detail_html
 from agentq.widgets.html.results import approval_html
 from agentq.widgets.html.tables import steps_html
 from agentq.widgets.html.timeline import timeline_html
 from agentq.widgets.html.tree import TREE_CHILDREN, tree_html
 from agentq.widgets.models.calls import CallTally
+from agentq.widgets.models.conversation import is_agent_run
 from agentq.widgets.models.detail import DetailSnapshot, load_detail, shown_step
+from agentq.widgets.models.folding import fold_conversation
+from agentq.widgets.models.prices import Price, PriceTable, price_table
+from agentq.widgets.models.runs import lineage_in
 from agentq.widgets.models.timeline import Timeline
 from agentq.widgets.models.tree import TreeNode, build_tree
 
@@ -142,8 +148,18 @@ def _node_detail(snap: DetailSnapshot, now: float) -> Callable[[TreeNode], str]:
     return detail
 
 
-async def _trees_html(store: DurableStore, *, now: float, workflows: int, nodes: int) -> str:
-    """The run trees of the latest `workflows` workflows, `nodes` nodes in all, with details."""
+def _conversation(snap: DetailSnapshot, prices: PriceTable) -> str:
+    conv = fold_conversation(snap.workflow, snap.steps, snap.calls, prices=prices,
+                             forked_from=lineage_in(snap.events))
+    return (f'<details open data-agentq="export-conversation" style="margin:4px 0">'
+            f'<summary style="cursor:pointer;{MUTED}">conversation of {esc_text(conv.run_id)}'
+            f"</summary>{conversation_html(conv)}</details>")
+
+
+async def _trees_html(store: DurableStore, *, now: float, workflows: int, nodes: int,
+                      prices: PriceTable) -> str:
+    """The run trees of the latest `workflows` workflows, `nodes` nodes in all, with details
+    (an agent run's conversation above its tree)."""
     rows = sorted(await store.workflows(), key=lambda r: -r.last_seq)
     parts: list[str] = []
     left, drawn = nodes, 0
@@ -153,6 +169,8 @@ async def _trees_html(store: DurableStore, *, now: float, workflows: int, nodes:
         snap = await load_detail(store, row.workflow_id)
         if snap is None:  # deleted meanwhile
             continue
+        if is_agent_run(snap.workflow):  # an agent run: its conversation, then its tree
+            parts.append(_conversation(snap, prices))
         root = build_tree(snap.workflow, snap.steps, snap.calls)
         tree = tree_html(root, open_nodes=("w",), nodes=left, detail=_node_detail(snap, now))
         left -= tree.count('data-agentq="tree-node"')
@@ -177,6 +195,7 @@ async def dashboard_html(
     workflows: int = 50,
     title: str = "",
     nodes: int = TREE_NODES,
+    prices: Mapping[str, Price | tuple[float, float]] | None = None,
 ) -> str:
     """Render a store's dashboard views as one self-contained HTML page.
 
@@ -190,6 +209,11 @@ async def dashboard_html(
         workflows: Maximum workflows drawn in the timeline and as trees.
         title: Shown at the top of the page (escaped), e.g. the store's path.
         nodes: Maximum tree nodes (each with its detail view) over all the trees.
+        prices: The price table of the agent runs' conversations (as `RunView` takes it).
+
+    An agent run's tree has its conversation above it (`conversation_html`: the answer, the
+    prompt, each request's text, tokens, cost and latency, the tool cards), as the live
+    `RunView` draws it, without its buttons.
 
     Returns:
         The page (``<!DOCTYPE html>`` …), every stored string escaped, no script, nothing
@@ -223,7 +247,7 @@ async def dashboard_html(
             _section(f"Waiting for input ({len(waiting)})", approvals),
             _section("Durable calls", call_totals_html(tally.totals)),
             _section("Runs", await _trees_html(store, now=now, workflows=workflows,
-                                               nodes=nodes)),
+                                               nodes=nodes, prices=price_table(prices))),
             _section(
                 "Steps",
                 steps_html(ordered[:limit], now=now, limit=limit, total=len(ordered),
@@ -256,6 +280,7 @@ async def export_html(
     workflows: int = 50,
     title: str = "",
     nodes: int = TREE_NODES,
+    prices: Mapping[str, Price | tuple[float, float]] | None = None,
 ) -> Path:
     """Write `dashboard_html` of `store` to `path` (UTF-8), replacing the file atomically.
 
@@ -272,6 +297,7 @@ async def export_html(
         workflows: Maximum workflows in the timeline and as trees.
         title: The page's heading.
         nodes: Maximum tree nodes over all the trees.
+        prices: The price table of the agent runs' conversations.
 
     Returns:
         The path written.
@@ -288,7 +314,7 @@ async def export_html(
     """
     out = check_export_path(store, path)
     page = await dashboard_html(store, now=now, limit=limit, workflows=workflows, title=title,
-                                nodes=nodes)
+                                nodes=nodes, prices=prices)
     check_export_path(store, out)  # again: a link may have appeared meanwhile
     await asyncio.to_thread(_write_atomically, out, page)
     return out

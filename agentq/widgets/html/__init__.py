@@ -18,6 +18,9 @@ order:
   ``<details>``, which opens without JavaScript);
 - ``group``: `group_progress_html` (a run group's progress bar, counts, failures) and
   `progress_text` (its one-line summary);
+- ``conversation``: `conversation_html` and its parts (`head_html`, `turn_html`, `tool_html`)
+  of an agent run's `agentq.widgets.models.conversation.Conversation`, `compare_html` (two
+  runs side by side) and `events_html` (a page of a workflow's events);
 - ``tree``: `tree_html` (a run's tree of `agentq.widgets.models.tree` nodes, nested ``<details>``)
   and `run_tree_html` (rows in, tree out).
 
@@ -72,6 +75,24 @@ tree-node         data-node (``w``, ``s:<index>``, ``c:<key>``), data-kind (work
                   model, call, wait), data-state; a ``<details>`` when it has children
 tree-label        data-select (the node id a click selects)
 tree-detail       (the export's folded detail view of a node with children)
+conversation      data-run (an agent run's conversation view)
+final-answer      (the run's answer; data-pending="1" while it has none); run-error
+run-totals        data-input-tokens, data-output-tokens, data-cost ('' when unknown)
+lineage           data-parent, data-at (a fork's)
+prompt            (the prompt and the stored run options)
+turn              data-key, data-state, data-model, data-input-tokens, data-output-tokens,
+                  data-cost; turn-text, partial (data-chars: text streamed so far), turn-error
+tool-card         data-tool, data-call-id, data-state (asked, started, completed, failed,
+                  waiting, denied), data-key; tool-args, tool-result, tool-error
+approval-ask      data-key, data-state, data-approved (true, false, '')
+child-run         data-workflow (nested under its tool card)
+keys              (keys, fingerprints, leases: only with "details")
+fork-form         data-run, data-at; fork-outcome: data-outcome (running, completed, error)
+compare           data-diverged (request index, '' for none); compare-side: data-run,
+                  data-input-tokens, data-output-tokens; divergence (the words);
+                  compare-summary, its compare-row: data-figure (answer, requests, tokens,
+                  cost, time, lineage)
+events            data-after; event-row: data-seq, data-kind
 ================  =========================================================================
 """
 

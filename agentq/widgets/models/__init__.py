@@ -13,10 +13,19 @@ kernel (import-linter contract "Widget models import no view and no ipywidgets")
   then;
 - ``source``: `Source`: what changed in a store since the last refresh (one read per widget
   tree), and `StepCache`, the step rows it keeps;
+- ``runs``: `load_conversation` (an agent run read and folded), `lineage_in` / `lineage_of`
+  (a fork's parent), `compare_conversations` (`Comparison`: where two runs first differ) and
+  `event_page` (a page of a workflow's events);
+- ``folding``: `fold_conversation`: an agent run's rows folded into a `Conversation`;
+- ``conversation``: `Conversation`, `Turn`, `ToolCard`, `ApprovalAsk`, `ChildRun`: an agent
+  run as the conversation view draws it (prompt, model turns, tool cards, approvals, child
+  runs, final answer);
 - ``tree``: `build_tree`: a workflow's rows folded into its run tree (its steps' statuses
   by ``detail``'s `shown_step`);
 - ``calls``: `CallTally`: the event log's call events folded into call counts per step;
 - ``detail``: `load_detail` (one workflow read for its detail view), a step's attempts, and
   `shown_step` (the status every view shows a step with);
-- ``timeline``: `Timeline`: the event log folded into spans per workflow step.
+- ``timeline``: `Timeline`: the event log folded into spans per workflow step;
+- ``prices``: `Price`, `price_table`, `cost_of`: what a model request cost (per million
+  tokens, a table the person sets).
 """

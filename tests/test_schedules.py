@@ -324,47 +324,6 @@ async def test_schedule_rows_read_back_the_same_everywhere(store: DurableStore) 
         await store.put_schedule("n", "d", cron=None, every=None, input=1, next_tick=1, now=1)
 
 
-async def test_a_sqlite_file_before_schedules_gets_them_on_open(db_path: Path) -> None:
-    import sqlite3
-
-    from agentq.store.sqlite.schema import SCHEMA_VERSION
-
-    async with SqliteStore(db_path) as s:
-        await s.start_workflow("wf", ["x"], None, T0)
-    conn = sqlite3.connect(db_path)
-    conn.execute("DROP TABLE schedules")
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
-    conn.commit()
-    conn.close()
-    async with SqliteStore(db_path) as s:
-        assert await s.schedules() == []
-        await s.put_schedule("n", "d", cron=None, every=1.0, input=None, next_tick=T0, now=T0)
-        assert [r.name for r in await s.schedules()] == ["n"]
-        assert await s.get_workflow("wf") is not None
-
-
-async def test_a_postgres_schema_before_schedules_gets_them_on_open(
-    request: pytest.FixtureRequest,
-) -> None:
-    import psycopg
-
-    from agentq.store.postgres.schema import SCHEMA_VERSION
-
-    s = await open_postgres(request)
-    target = request.getfixturevalue("pg_target")
-    await s.close()
-    with psycopg.connect(target.dsn, autocommit=True) as conn:
-        conn.execute(f"DROP TABLE {target.schema}.schedules")
-        conn.execute(f"UPDATE {target.schema}.agentq_schema SET version = {SCHEMA_VERSION - 1}")
-    s = await open_postgres(request)
-    try:
-        assert await s.schedules() == []
-        await s.put_schedule("n", "d", cron=None, every=1.0, input=None, next_tick=T0, now=T0)
-        assert [r.name for r in await s.schedules()] == ["n"]
-    finally:
-        await s.close()
-
-
 async def test_a_schedule_that_cannot_fire_here_does_not_stop_the_others(
     engine: WorkflowEngine, store: DurableStore, clock: FakeClock,
     caplog: pytest.LogCaptureFixture,

@@ -304,7 +304,7 @@ class WorkflowEngine(Scheduling):
             )
         self._deadlines.cancel_all()
         self._ends.cancel_all()
-        self._end_hooks.cancel_all()
+        await self._end_hooks.stop()
         while tasks := self._runs.in_progress():
             for task in tasks:
                 task.cancel()

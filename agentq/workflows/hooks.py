@@ -24,7 +24,6 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agentq.errors import AgentqError
 from agentq.retry import Backoff
 from agentq.store import HookRow
 from agentq.workflows.deadlines import Deadlines
@@ -64,6 +63,7 @@ class EndHooks:
         self._own: list[EndHook] = []
         self._timers = Deadlines(lambda: driver.clock, self._retry)
         self._tasks: set[asyncio.Task[int]] = set()
+        self._recording: set[asyncio.Task[Any] | None] = set()
         self._sweep: asyncio.Task[int] | None = None
 
     def add(self, fn: EndHook) -> None:
@@ -160,23 +160,35 @@ class EndHooks:
             if await store.retry_hook(row.seq, self._driver.worker_id, due, error, clock.time()):
                 self._timers.set(row.workflow_id, due)
             return False
-        await store.finish_hook(row.seq, clock.time())
+        # The hooks returned: recorded even if the engine closes meanwhile (`stop` lets this
+        # write end), else the next engine would call them again.
+        task = asyncio.current_task()
+        self._recording.add(task)
+        try:
+            await store.finish_hook(row.seq, clock.time())
+        finally:
+            self._recording.discard(task)
         return True
 
     async def _retry(self, workflow_id: str) -> None:
-        try:
-            await self.deliver(workflow_id)
-        except AgentqError as exc:  # the row stays due: serve, or the next end, retries
-            LOGGER.warning("on_end: delivering the hooks of %r failed: %s", workflow_id, exc)
+        # a task of its own, counted by `settle` (so that a delivery the timer started and
+        # whose hooks returned records it before the engine closes); a failure is logged by
+        # `_done` and the row stays due: serve, or the next end, retries
+        self.soon(workflow_id)
 
     async def settle(self) -> None:
         """Wait for the deliveries in progress (not the retry timers)."""
         while self._tasks:
             await asyncio.wait(set(self._tasks))
 
-    def cancel_all(self) -> None:
-        """Cancel the retry timers and the deliveries in progress (the engine closes); a
-        claimed row's lease expires and it is delivered again."""
+    async def stop(self) -> None:
+        """Cancel the retry timers and the deliveries in progress (the engine closes), and
+        wait for them: a row whose hooks were interrupted keeps its claim, which expires, and
+        is delivered again; one whose hooks all returned is recorded as delivered first."""
         self._timers.cancel_all()
-        for task in list(self._tasks):
-            task.cancel()
+        tasks = list(self._tasks)
+        for task in tasks:
+            if task not in self._recording:
+                task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)

@@ -182,6 +182,22 @@ def downgrade(dsn: str, schema: str, version: int) -> None:
         conn.execute(f"UPDATE {schema}.agentq_schema SET version = {version}")
 
 
+async def test_a_schema_before_schedules_gets_them_on_open(pg_target: Target) -> None:
+    """A database of the release before schedules migrates: its workflows are kept, it gains
+    the schedules table (empty), and a schedule stored now reads back."""
+    async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
+        await start(store, steps=["a"])
+    before = next(
+        i for i, m in enumerate(migrations()) if any("CREATE TABLE schedules" in s for s in m)
+    )
+    downgrade(pg_target.dsn, pg_target.schema, before)
+    async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:
+        assert await store.schedules() == []
+        await store.put_schedule("n", "d", cron=None, every=1.0, input=None, next_tick=T0, now=T0)
+        assert [r.name for r in await store.schedules()] == ["n"]
+        assert await store.get_workflow("wf") is not None
+
+
 async def test_a_schema_before_end_hooks_gets_the_outbox_on_open(pg_target: Target) -> None:
     """Ends after the upgrade get their outbox row; the workflows that ended before do not."""
     async with PostgresStore(pg_target.dsn, schema=pg_target.schema) as store:

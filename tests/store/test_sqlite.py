@@ -373,6 +373,22 @@ async def test_a_file_before_end_hooks_gets_the_outbox_on_open(db_path: Path) ->
         assert (row.state, row.delivered) == ("completed", False)
 
 
+async def test_a_file_before_schedules_gets_them_on_open(db_path: Path) -> None:
+    """A file of the release before schedules migrates: its workflows are kept, it gains the
+    schedules table (empty), and a schedule stored now reads back."""
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+    before = _version_before("schedules")
+    downgrade(db_path, before)
+    assert user_version(db_path) == before
+    async with SqliteStore(db_path) as store:
+        assert user_version(db_path) == SCHEMA_VERSION
+        assert await store.schedules() == []
+        await store.put_schedule("n", "d", cron=None, every=1.0, input=None, next_tick=T0, now=T0)
+        assert [r.name for r in await store.schedules()] == ["n"]
+        assert await store.get_workflow("wf") is not None
+
+
 async def test_a_file_before_messages_gets_them_on_open(db_path: Path) -> None:
     """A file of the release before messages migrates: it gains the messages table, its
     waiting workflow keeps waiting, and a message sent now reaches its wait."""

@@ -5,6 +5,11 @@ the task's calls, one step per turn, see `replay.task_steps`), so the group is s
 a definition per key: ``group.submit({task id: definition}, {task id: input})``. The members
 are the workflows ``bfcl/<task id>``, the ids the replay has always used.
 
+`open_group`, before recovery resumes anything: a store that holds the group with another
+selection of tasks (``--tasks 5`` after the full demo, on the same file) has its manifest
+replaced (`RunGroup.forget`; the members stay stored, so a task already done is found done);
+a group left unfinished (a kill, Ctrl-C) is reported: how many members completed earlier.
+
 `drive_group`:
 
 1. submits the group: the first time it records the manifest and starts every member; after
@@ -18,10 +23,6 @@ are the workflows ``bfcl/<task id>``, the ids the replay has always used.
 3. collects the members with ``group.results()`` as they end (those that ended before, in an
    earlier process, first), calling ``on_member`` for each (the progress lines count them);
    once all have ended, reads each one's `RunResult` (its step outputs, for the check).
-
-A store that holds the group with another selection of tasks (``--tasks 5`` after the full
-demo, on the same file) has its manifest replaced (`RunGroup.forget`, then `submit`): the
-members stay stored, so a task already done is found done.
 
 How many members run at once is bounded by the steps' lane (`plan.step_lanes`, ``--concurrency``),
 not here: the group starts every member and the queue admits their steps.
@@ -43,12 +44,36 @@ GROUP_ID = "bfcl"
 """The run group of the replayed tasks; member ``<task id>`` is the workflow ``bfcl/<task id>``
 (`plan.workflow_id`)."""
 
-__all__ = ["GROUP_ID", "build_definition", "drive_group"]
+__all__ = ["GROUP_ID", "build_definition", "drive_group", "open_group"]
 
 
 def build_definition(task: Task, env: ReplayEnv) -> WorkflowDef:
     """Return the definition of a task's workflow: ``bfcl:<task id>``, a step per turn."""
     return WorkflowDef(f"bfcl:{task.id}", task_steps(task, env))
+
+
+async def open_group(
+    engine: WorkflowEngine, tasks: Sequence[Task], say: Callable[[str], None]
+) -> None:
+    """Replace a stored manifest of other tasks; report an unfinished one (see the module
+    docstring) through `say`, which prints a line."""
+    group = engine.group(GROUP_ID)
+    stored = await group.manifest()
+    if stored is None:
+        return
+    if set(stored.items) != {task.id for task in tasks}:
+        say(
+            f"group {GROUP_ID}: the store holds it with {len(stored.items)} other tasks; "
+            f"replacing its manifest with these {len(tasks)} (stored workflows are kept)"
+        )
+        await group.forget()
+        return
+    counts = await group.status()
+    if counts.ended < counts.total:
+        say(
+            f"group {GROUP_ID}: resuming · {counts.completed} of {counts.total} members "
+            "completed earlier are not run again"
+        )
 
 
 async def drive_group(
@@ -58,7 +83,6 @@ async def drive_group(
     policy: ApprovalPolicy,
     *,
     on_member: Callable[[GroupMember], None] | None = None,
-    say: Callable[[str], None] = lambda _: None,
 ) -> dict[str, RunResult]:
     """Run the tasks as the run group `GROUP_ID` to their end (see the module docstring).
 
@@ -68,7 +92,6 @@ async def drive_group(
         env: The replay's environment (service host, crash plan).
         policy: The headless approver.
         on_member: Called with each member as it ends (`RunGroup.results`).
-        say: Prints a line (when the stored group is replaced or resumed).
 
     Returns:
         The final `RunResult` of each task's workflow, by workflow id, in the tasks' order.
@@ -80,21 +103,6 @@ async def drive_group(
     definitions = {task.id: build_definition(task, env) for task in tasks}
     inputs = {task.id: task_input(task) for task in tasks}
     group = engine.group(GROUP_ID)
-    stored = await group.manifest()
-    if stored is not None and set(stored.items) != set(inputs):
-        say(
-            f"group {GROUP_ID}: the store holds it with {len(stored.items)} other tasks; "
-            f"replacing its manifest with these {len(inputs)} (stored workflows are kept)"
-        )
-        await group.forget()
-        stored = None
-    if stored is not None:
-        counts = await group.status()
-        if counts.ended < counts.total:
-            say(
-                f"group {GROUP_ID}: resuming · {counts.completed} of {counts.total} members "
-                "completed earlier are not run again"
-            )
     await group.submit(definitions, inputs)
     async with asyncio.TaskGroup() as drivers:
         for task in tasks:  # each joins its member's run and answers its approvals

@@ -57,7 +57,7 @@ from .dataset import DEFAULT_CATEGORY, Task, categories
 from .direct import run_tasks
 from .errors import CallParseError, UnknownFunctionError
 from .export import count_events, export_events, write_dashboard
-from .group import build_definition, drive_group
+from .group import build_definition, drive_group, open_group
 from .plan import (
     STEP_LANE,
     STEP_PERMITS,
@@ -305,6 +305,8 @@ async def _drive(
         tally.done += 1
 
     try:
+        if not agents:  # before recovery resumes members: what the group holds now
+            await open_group(engine, tasks, lambda text: _say(options, out, text))
         report = await recover_selection(engine, [workflow_id(task.id) for task in tasks])
         if report.recovered or report.resumed or report.held_elsewhere:
             _say(options, out, _recovery_line(report))
@@ -316,10 +318,7 @@ async def _drive(
                 concurrency=options.concurrency, on_result=finished, retries=tally.retries,
             )
         else:
-            results = await drive_group(
-                engine, tasks, env, policy, on_member=finished,
-                say=lambda text: _say(options, out, text),
-            )
+            results = await drive_group(engine, tasks, env, policy, on_member=finished)
         wall = time.perf_counter() - started
     finally:
         if ticker is not None:

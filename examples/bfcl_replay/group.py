@@ -31,7 +31,7 @@ not here: the group starts every member and the queue admits their steps.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from agentq import GroupMember, RunResult, WorkflowDef, WorkflowEngine
 
@@ -79,7 +79,7 @@ async def open_group(
 async def drive_group(
     engine: WorkflowEngine,
     tasks: Sequence[Task],
-    env: ReplayEnv,
+    definitions: Mapping[str, WorkflowDef],
     policy: ApprovalPolicy,
     *,
     on_member: Callable[[GroupMember], None] | None = None,
@@ -89,7 +89,7 @@ async def drive_group(
     Args:
         engine: The engine (on the replay's store and queue).
         tasks: The tasks of this run, in order (at least one).
-        env: The replay's environment (service host, crash plan).
+        definitions: Each task's definition (`build_definition`), by task id.
         policy: The headless approver.
         on_member: Called with each member as it ends (`RunGroup.results`).
 
@@ -100,7 +100,6 @@ async def drive_group(
         ExceptionGroup: Driving a member raised (a store failure, a bug); the others' drivers
             were cancelled (their runs go on until the engine closes).
     """
-    definitions = {task.id: build_definition(task, env) for task in tasks}
     inputs = {task.id: task_input(task) for task in tasks}
     group = engine.group(GROUP_ID)
     await group.submit(definitions, inputs)

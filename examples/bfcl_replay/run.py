@@ -277,8 +277,9 @@ async def _drive(
     engine = WorkflowEngine(queue, store, lease_ttl=options.lease_ttl, priority=STEP_LANE)
     env = ReplayEnv(host, crash)
     agents = options.agent == "pydantic-ai"
-    for task in [] if agents else tasks:  # registered before recovery resumes them
-        engine.register(build_definition(task, env))
+    definitions = {} if agents else {task.id: build_definition(task, env) for task in tasks}
+    for definition in definitions.values():  # registered before recovery resumes them
+        engine.register(definition)
     policy = ApprovalPolicy(approve=options.approve)
     tally = Tally()
     calls = sum(len(texts) for task in tasks for texts in task.call_texts)
@@ -318,7 +319,7 @@ async def _drive(
                 concurrency=options.concurrency, on_result=finished, retries=tally.retries,
             )
         else:
-            results = await drive_group(engine, tasks, env, policy, on_member=finished)
+            results = await drive_group(engine, tasks, definitions, policy, on_member=finished)
         wall = time.perf_counter() - started
     finally:
         if ticker is not None:

@@ -24,8 +24,8 @@ a group left unfinished (a kill, Ctrl-C) is reported: how many members completed
    earlier process, first), calling ``on_member`` for each (the progress lines count them);
    once all have ended, reads each one's `RunResult` (its step outputs, for the check).
 
-How many members run at once is bounded by the steps' lane (`plan.step_lanes`, ``--concurrency``),
-not here: the group starts every member and the queue admits their steps.
+How many members run at once is bounded by the steps' lane (`plan.step_lanes`,
+``--concurrency``), not here: the group starts every member and the queue admits their steps.
 """
 
 from __future__ import annotations

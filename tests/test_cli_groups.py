@@ -46,6 +46,8 @@ async def _make(path: Path) -> None:
                            {"one": 1, "bad": "boom", "two": 2})
         [m async for m in group.results()]
         await store.record_group("h", definition="echo", items={"x": 1}, now=0.0)
+        own = {"x": "echo", "y": "shout", "z": "echo"}  # a definition per key
+        await store.record_group("k", definition=own, items={"x": 1, "y": 2, "z": 3}, now=0.0)
         await store.start_workflow("other", ["s"], None, clock.time())
 
 
@@ -71,6 +73,15 @@ def test_ls_group_lists_the_members_in_submitted_order_and_a_summary(made: Path)
     assert lines[-1] == (
         "group g (definition echo): 3 members: 2 completed, 1 failed, 0 cancelled, "
         "0 running, 0 waiting, 0 pending"
+    )
+
+
+def test_ls_group_of_members_with_their_own_definitions_counts_them(made: Path) -> None:
+    result = run("ls", str(made), "--group", "k")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == (
+        "group k (2 definitions): 3 members: 0 completed, 0 failed, 0 cancelled, "
+        "0 running, 0 waiting, 3 pending"
     )
 
 

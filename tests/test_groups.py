@@ -125,11 +125,96 @@ async def test_a_changed_input_for_one_key_raises_and_changes_nothing(
     with pytest.raises(ValueError, match="0 new \\(\\), 1 missing \\('b'\\)"):
         await group.submit(square(runs), {"a": 1})
     other = WorkflowDef("other", [StepDef("s", lambda ctx: 1)])
-    with pytest.raises(ValueError, match="definition 'square', not 'other'"):
+    with pytest.raises(KeyConflictError, match="another definition for 2 key\\(s\\): 'a', 'b'"):
         await group.submit(other, {"a": 1, "b": 2})
     assert await store.load_events() == before
     assert await group.manifest() == manifest
     assert runs == Counter({"a": 1, "b": 1})
+
+
+def power(name: str, exponent: int, runs: Counter[str]) -> WorkflowDef:
+    """Raises its input to `exponent`; counts its runs by key; "boom" fails."""
+
+    async def body(ctx: StepContext) -> Any:
+        runs[ctx.workflow_id.split("/")[-1]] += 1
+        if ctx.input == "boom":
+            raise NonRetryable("refuses boom")
+        return ctx.input**exponent
+
+    return WorkflowDef(name, [StepDef("power", body)])
+
+
+async def test_each_key_may_have_its_own_definition(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    runs: Counter[str] = Counter()
+    sq, cube = power("sq", 2, runs), power("cube", 3, runs)
+    group = engine.group("per-key")
+    assert await group.submit({"a": sq, "b": cube, "c": "sq"}, {"a": 2, "b": 2, "c": 3})
+    outputs = {m.key: m.output for m in await drain(engine, "per-key")}
+    assert outputs == {"a": 4, "b": 8, "c": 9}
+    manifest = await group.manifest()
+    assert manifest is not None and manifest.definitions == {"a": "sq", "b": "cube", "c": "sq"}
+    rows = {row.workflow_id: row.definition for row in await store.workflows()}
+    assert rows == {"per-key/a": "sq", "per-key/b": "cube", "per-key/c": "sq"}
+
+
+async def test_per_key_definitions_must_name_the_items_keys(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    runs: Counter[str] = Counter()
+    sq = power("sq", 2, runs)
+    group = engine.group("mismatch")
+    with pytest.raises(ValueError, match="1 without an item \\('z'\\), 1 without a definition"
+                       " \\('b'\\)"):
+        await group.submit({"a": sq, "z": sq}, {"a": 1, "b": 2})
+    with pytest.raises(TypeError, match="mapping of key to one"):
+        await group.submit({"a": sq, "b": 7}, {"a": 1, "b": 2})  # type: ignore[dict-item]
+    assert await group.manifest() is None
+    assert await store.workflows() == []
+
+
+async def test_another_definition_for_a_key_raises_and_changes_nothing(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    runs: Counter[str] = Counter()
+    sq, cube = power("sq", 2, runs), power("cube", 3, runs)
+    group = engine.group("redefined")
+    await group.submit({"a": sq, "b": cube}, {"a": 2, "b": 2})
+    await drain(engine, "redefined")
+    before, manifest = await store.load_events(), await group.manifest()
+    with pytest.raises(KeyConflictError, match="another definition for 1 key\\(s\\): 'b'"):
+        await group.submit({"a": sq, "b": sq}, {"a": 2, "b": 2})
+    with pytest.raises(KeyConflictError, match="1 key\\(s\\): 'b' \\(stored: 'cube'"):
+        await group.submit(sq, {"a": 2, "b": 2})  # one definition for all: 'b' differs
+    assert await group.submit({"b": cube, "a": sq}, {"b": 2, "a": 2}) is False  # the same
+    assert await store.load_events() == before
+    assert await group.manifest() == manifest
+    assert runs == Counter({"a": 1, "b": 1})
+
+
+async def test_resume_runs_each_key_with_its_own_definition(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    runs: Counter[str] = Counter()
+    sq, cube = power("sq", 2, runs), power("cube", 3, runs)
+    group = engine.group("mixed")
+    await group.submit({"a": sq, "b": cube, "c": cube}, {"a": 2, "b": "boom", "c": 2})
+    first = {m.key: m.status for m in await drain(engine, "mixed")}
+    assert first == {"a": "completed", "b": "failed", "c": "completed"}
+    assert await group.resume() == 1  # only the failed one, with its own definition
+    again = {m.key: m for m in await drain(engine, "mixed")}
+    assert again["b"].status == "failed" and "refuses boom" in (again["b"].reason or "")
+    assert runs == Counter({"a": 1, "b": 2, "c": 1})
+    # a fresh engine on the same store knows only one of the two definitions: refused, named
+    other = WorkflowEngine(engine.queue, store)
+    other.register(sq)
+    try:
+        with pytest.raises(UnknownWorkflowError, match=r"1 definition\(s\).*'cube'"):
+            await other.group("mixed").resume()
+    finally:
+        await other.close()
+    assert runs == Counter({"a": 1, "b": 2, "c": 1})
 
 
 async def test_bad_inputs_are_refused_before_anything_is_stored(

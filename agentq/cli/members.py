@@ -23,7 +23,8 @@ class GroupListing:
     Attributes:
         rows: The stored members' rows, in the order submitted (filtered by state if asked).
         steps: Their step rows.
-        summary: ``group G (definition D): N members: a completed, b failed, …``.
+        summary: ``group G (definition D): N members: a completed, b failed, …`` (``(K
+            definitions)`` when the members have their own).
     """
 
     def __init__(self, rows: list[WorkflowRow], steps: list[StepRow], summary: str) -> None:
@@ -54,7 +55,10 @@ async def group_listing(
         for row in shown:
             steps.extend(await store.step_rows(row.workflow_id))
     parts = ", ".join(f"{counts[name]} {name}" for name in _ORDER)
-    summary = (
-        f"group {group_id} (definition {manifest.definition}): {len(members)} members: {parts}"
+    shared = manifest.definition
+    named = (
+        f"definition {shared}" if shared is not None
+        else f"{len(set(manifest.definitions.values()))} definitions"
     )
+    summary = f"group {group_id} ({named}): {len(members)} members: {parts}"
     return GroupListing(shown, steps, summary)

@@ -1,13 +1,16 @@
-"""Run groups: many instances of one definition as one durable unit (`RunGroup`).
+"""Run groups: many workflow instances as one durable unit (`RunGroup`).
 
 ``group = engine.group("eval-7")``; ``await group.submit(definition, {"a": 1, "b": 2})``
-records the group's manifest in the store (`DurableStore.record_group`: the definition's name
-and each key's input) and starts the members, the workflows ``eval-7/a`` and ``eval-7/b``,
+records the group's manifest in the store (`DurableStore.record_group`: each key's definition
+name and input) and starts the members, the workflows ``eval-7/a`` and ``eval-7/b``,
 which this engine runs in the background (`run_soon`); any engine serving the definition on
 the same store may take some of them up. The manifest is what makes the group durable:
 after a crash, in a new process, ``submit`` of the same items (or `resume`) runs again only
 the members that did not succeed (failed and cancelled ones are retried, completed ones are
 left as they are, open ones are run by this engine where they stopped).
+
+The members are mostly instances of one definition; ``submit({"a": def_a, "b": def_b},
+items)`` gives each key its own (a program that builds one definition per task).
 
 `results` yields the members as they end (those that ended already first, by end time),
 `status` counts them by state, `cancel` cancels the open ones, `forget` removes the
@@ -36,6 +39,7 @@ from agentq.store import (
     member_id,
     summed_usage,
 )
+from agentq.store.contract.groups import keys_text
 from agentq.workflows.members import STATES, GroupMember, GroupStatus
 from agentq.workflows.model import RunResult, WorkflowDef
 
@@ -108,13 +112,19 @@ class RunGroup:
     def __repr__(self) -> str:
         return f"RunGroup({self.group_id!r})"
 
-    async def submit(self, definition: WorkflowDef | str, items: Mapping[str, Any]) -> bool:
+    async def submit(
+        self,
+        definition: WorkflowDef | str | Mapping[str, WorkflowDef | str],
+        items: Mapping[str, Any],
+    ) -> bool:
         """Record the group's manifest and start its members; submitted again, run again
         only the members that did not succeed (as `resume`).
 
         Args:
             definition: A `WorkflowDef` (registered on the way) or the name of one
-                registered with this engine.
+                registered with this engine: every member's. Or a mapping giving each key
+                of `items` its own (definitions or names, the same keys as `items`): the
+                manifest keeps each key's definition name.
             items: Each member's key (no ``/``) mapped to its input (JSON); at least one.
 
         Returns:
@@ -122,24 +132,30 @@ class RunGroup:
             already (then it resumed it).
 
         Raises:
-            KeyConflictError: The group is stored with another input for a key (the message
-                names the keys); nothing changes.
-            ValueError: The group is stored with another set of keys or another definition
-                (the message names the difference), `items` is empty, or a key holds a
-                ``/``; nothing changes.
+            KeyConflictError: The group is stored with another input or another definition
+                for a key (the message names the keys); nothing changes.
+            ValueError: The group is stored with another set of keys (the message names the
+                difference), `items` is empty, a key holds a ``/``, or `definition` is a
+                mapping whose keys are not those of `items` (the message names the
+                difference); nothing changes.
             UnknownWorkflowError: A name no registered definition has.
-            TypeError: `items` is not a mapping, or `definition` neither a `WorkflowDef`
+            TypeError: `items` is not a mapping, or a definition neither a `WorkflowDef`
                 nor a str.
             PayloadError: An input is not JSON or too large.
         """
-        found = self._definition(definition)
+        found = self._definitions(definition, items)
+        names: str | dict[str, str]
+        if isinstance(found, WorkflowDef):
+            names = found.name
+        else:
+            names = {key: d.name for key, d in found.items()}
         now = self._engine.clock.time()
         manifest, created = await self._groups.record_group(
-            self.group_id, definition=found.name, items=items, now=now
+            self.group_id, definition=names, items=items, now=now
         )
         if not created:
-            self._same(manifest, found.name, items)
-        await self._drive(manifest, found)
+            self._same(manifest, names, items)
+        await self._drive(manifest, self._by_name(found))
         return created
 
     async def resume(self) -> int:
@@ -153,15 +169,22 @@ class RunGroup:
             How many members were started or retried (open ones not counted).
 
         Raises:
-            UnknownWorkflowError: No manifest is stored under this id, or its definition is
-                not registered with this engine.
+            UnknownWorkflowError: No manifest is stored under this id, or a definition of
+                its members is not registered with this engine (the message names them).
         """
         manifest = await self._manifest()
-        found = self._engine.definition(manifest.definition)
-        if found is None:
+        found: dict[str, WorkflowDef] = {}
+        missing: list[str] = []
+        for name in dict.fromkeys(manifest.definitions.values()):
+            definition = self._engine.definition(name)
+            if definition is None:
+                missing.append(name)
+            else:
+                found[name] = definition
+        if missing:
             raise UnknownWorkflowError(
-                f"group {self.group_id!r}: its definition {manifest.definition!r} is not "
-                "registered with this engine; register it first"
+                f"group {self.group_id!r}: {len(missing)} definition(s) of its members are "
+                f"not registered with this engine: {keys_text(missing)}; register them first"
             )
         return await self._drive(manifest, found)
 
@@ -239,7 +262,21 @@ class RunGroup:
 
     # ------------------------------------------------------------ private
 
-    def _definition(self, definition: WorkflowDef | str) -> WorkflowDef:
+    def _definitions(
+        self, definition: object, items: Mapping[str, Any]
+    ) -> WorkflowDef | dict[str, WorkflowDef]:
+        """The definition (or each key's; registered on the way) `submit` was given."""
+        if not isinstance(definition, Mapping):
+            return self._definition(definition)
+        return {key: self._definition(value) for key, value in definition.items()}
+
+    @staticmethod
+    def _by_name(found: WorkflowDef | dict[str, WorkflowDef]) -> dict[str, WorkflowDef]:
+        if isinstance(found, WorkflowDef):
+            return {found.name: found}
+        return {d.name: d for d in found.values()}
+
+    def _definition(self, definition: object) -> WorkflowDef:
         if isinstance(definition, WorkflowDef):
             self._engine.register(definition)
             return definition
@@ -250,21 +287,31 @@ class RunGroup:
                     f"no definition named {definition!r} is registered with this engine"
                 )
             return found
-        raise TypeError(f"submit() expects a WorkflowDef or its name, got {definition!r:.80}")
+        raise TypeError(
+            f"submit() expects a WorkflowDef or its name (or a mapping of key to one), got "
+            f"{definition!r:.80}"
+        )
 
-    def _same(self, stored: GroupManifest, name: str, items: Mapping[str, Any]) -> None:
+    def _same(
+        self, stored: GroupManifest, names: str | Mapping[str, str], items: Mapping[str, Any]
+    ) -> None:
         """Raise unless `items` (already checked by the store) is the stored group."""
-        if stored.definition != name:
-            raise ValueError(
-                f"group {self.group_id!r} is stored with definition {stored.definition!r}, "
-                f"not {name!r}; use another group id"
-            )
         self.same_keys(stored, items)
         changed = [k for k in items if encode(items[k]) != encode(stored.items[k])]
         if changed:
             raise KeyConflictError(
                 f"group {self.group_id!r} is stored with another input for "
-                f"{len(changed)} key(s): {_keys(changed)}; nothing was changed"
+                f"{len(changed)} key(s): {keys_text(changed)}; nothing was changed"
+            )
+        other = [
+            k for k in items
+            if (names if isinstance(names, str) else names[k]) != stored.definitions[k]
+        ]
+        if other:
+            raise KeyConflictError(
+                f"group {self.group_id!r} is stored with another definition for "
+                f"{len(other)} key(s): {keys_text(other)} (stored: "
+                f"{stored.definitions[other[0]]!r} for {other[0]!r}); nothing was changed"
             )
 
     def same_keys(self, stored: GroupManifest, keys: Iterable[str]) -> None:
@@ -276,8 +323,8 @@ class RunGroup:
         if added or missing:
             raise ValueError(
                 f"group {self.group_id!r} is stored with another set of keys: "
-                f"{len(added)} new ({_keys(added)}), {len(missing)} missing "
-                f"({_keys(missing)}); use another group id"
+                f"{len(added)} new ({keys_text(added)}), {len(missing)} missing "
+                f"({keys_text(missing)}); use another group id"
             )
 
     async def _manifest(self) -> GroupManifest:
@@ -293,7 +340,7 @@ class RunGroup:
         found = {row.workflow_id[prefix:]: row for row in rows}
         return {key: row for key, row in found.items() if key in manifest.items}
 
-    async def _drive(self, manifest: GroupManifest, definition: WorkflowDef) -> int:
+    async def _drive(self, manifest: GroupManifest, definitions: dict[str, WorkflowDef]) -> int:
         """Start the members never stored, retry the failed and cancelled ones, run the
         open ones here; return how many were started or retried."""
         engine, store = self._engine, self._engine.store
@@ -303,7 +350,7 @@ class RunGroup:
             row = rows.get(key)
             wid = member_id(self.group_id, key)
             if row is None:
-                count += await engine.start(definition, wid, value)
+                count += await engine.start(definitions[manifest.definitions[key]], wid, value)
             elif row.state in (WorkflowState.FAILED, WorkflowState.CANCELLED):
                 ending = self._run_of(wid)  # a cancelled run on its way out: let it end
                 if ending is not None:
@@ -344,8 +391,3 @@ class RunGroup:
 
 def _failed_reason(steps: list[Any]) -> str | None:
     return next((s.reason for s in steps if s.state is StepState.FAILED), None)
-
-
-def _keys(keys: list[str]) -> str:
-    shown = ", ".join(repr(k) for k in keys[:5])
-    return shown + (f", … {len(keys) - 5} more" if len(keys) > 5 else "")

@@ -1,7 +1,9 @@
 """``python -m examples.bfcl_replay``: replay BFCL's multi-turn tasks through agentq.
 
 Examples:
-    python -m examples.bfcl_replay --fresh                  # the demo (make demo): 200 base tasks
+    python -m examples.bfcl_replay                          # the demo (make demo): 200 base tasks
+                                                            # as one run group; killed, the same
+                                                            # command continues the group
     python -m examples.bfcl_replay --category all           # every category bfcl-eval ships
     python -m examples.bfcl_replay --fresh --crash-after 400 # dies with SIGKILL mid-way ...
     python -m examples.bfcl_replay --crash-after 400        # ... the same command finishes it
@@ -112,8 +114,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         type=_positive,
         default=STEP_PERMITS,
         metavar="N",
-        help="workflows driven at once (default: %(default)s); with 1, tasks run one after"
-        " another and a crash leaves exactly one call in doubt",
+        help="turns worked on at once, the steps' lane permits (default: %(default)s); with 1,"
+        " one turn runs at a time and a crash leaves exactly one call in doubt",
     )
     parser.add_argument("--seed", type=int, default=0, help="fault injector's seed")
     parser.add_argument(

@@ -45,11 +45,20 @@ WORKFLOW_PREFIX = "bfcl/"
 STEP_PERMITS = 16
 """Step attempts that may run at once (the MEDIUM lane's permits)."""
 
-LANES: Mapping[Priority, LaneConfig] = {
-    Priority.HIGH: LaneConfig(capacity=2 * STEP_PERMITS, permits=2),
-    Priority.MEDIUM: LaneConfig(capacity=16 * STEP_PERMITS, permits=STEP_PERMITS),
-    Priority.LOW: LaneConfig(capacity=2 * STEP_PERMITS, permits=8),
-}
+
+
+def step_lanes(steps: int = STEP_PERMITS) -> Mapping[Priority, LaneConfig]:
+    """Return the queue's lanes (see the module docstring) with `steps` permits (>= 1) in the
+    steps' lane: how many turns are worked on at once (``--concurrency``; a run group starts
+    every member and this lane admits their steps)."""
+    return {
+        Priority.HIGH: LaneConfig(capacity=2 * STEP_PERMITS, permits=2),
+        Priority.MEDIUM: LaneConfig(capacity=16 * STEP_PERMITS, permits=steps),
+        Priority.LOW: LaneConfig(capacity=2 * STEP_PERMITS, permits=8),
+    }
+
+
+LANES: Mapping[Priority, LaneConfig] = step_lanes()
 """The queue's lanes (see the module docstring)."""
 
 STEP_LANE = Priority.MEDIUM

@@ -60,11 +60,11 @@ from agentq import (
     RunStatus,
     StepContext,
     StepDef,
-    StepStatus,
     Workflow,
     WorkflowEngine,
 )
 from agentq import KeyConflictError as AgentqKeyConflict
+from agentq.store import StepState
 
 from .approval import ApprovalPolicy, read_decision
 from .crash import CrashPlan
@@ -255,19 +255,27 @@ async def _durable_call(
 
 
 def build_workflow(task: Task, env: ReplayEnv) -> Workflow:
-    """Return the workflow of a task: one step per turn, in order.
+    """Return the workflow of a task (`task_steps`, `task_input`), id ``bfcl/<task id>``.
 
     The id and step names depend on the task only (see `plan`), so a restarted process
-    builds the same workflow and finds its stored progress. The input names the task, its
-    classes and calls per turn, plus ``long_context`` and ``held_back`` (see `dataset`) for
-    the categories that have them.
+    builds the same workflow and finds its stored progress.
     """
-    steps = [
+    return Workflow(workflow_id(task.id), task_steps(task, env), input=task_input(task))
+
+
+def task_steps(task: Task, env: ReplayEnv) -> list[StepDef]:
+    """Return the steps of a task: one per turn (`run_turn`), in order."""
+    return [
         StepDef(step_name(turn), functools.partial(run_turn, env, task, turn), retry=STEP_RETRY)
         for turn in range(len(task.call_texts))
     ]
+
+
+def task_input(task: Task) -> JsonObject:
+    """Return a task's workflow input: the task, its classes and calls per turn, plus
+    ``long_context`` and ``held_back`` (see `dataset`) for the categories that have them."""
     calls = [len(texts) for texts in task.call_texts]
-    task_input: JsonObject = {
+    value: JsonObject = {
         "task": task.id,
         "classes": list(task.involved_classes),
         "calls_per_turn": list(calls),
@@ -275,10 +283,10 @@ def build_workflow(task: Task, env: ReplayEnv) -> Workflow:
     # What the category changes, only where it changes something (a base task's input is the
     # same as before categories existed, so stores written then still match).
     if task.long_context:
-        task_input["long_context"] = True
+        value["long_context"] = True
     if task.held_back:
-        task_input["held_back"] = {str(turn): list(names) for turn, names in task.held_back.items()}
-    return Workflow(workflow_id(task.id), steps, input=task_input)
+        value["held_back"] = {str(turn): list(names) for turn, names in task.held_back.items()}
+    return value
 
 
 def build_workflows(tasks: Iterable[Task], env: ReplayEnv) -> list[Workflow]:
@@ -287,13 +295,14 @@ def build_workflows(tasks: Iterable[Task], env: ReplayEnv) -> list[Workflow]:
 
 
 async def drive(
-    engine: WorkflowEngine, workflow: Workflow, policy: ApprovalPolicy | None
+    engine: WorkflowEngine, workflow: Workflow | str, policy: ApprovalPolicy | None
 ) -> RunResult:
     """Run a workflow to its end, answering each wait with the policy through `engine.resume`.
 
     Args:
         engine: The engine (the workflow is registered on the way).
-        workflow: The workflow.
+        workflow: The workflow, or the id of a stored instance of a definition registered
+            with the engine (a run group's member; its background run is joined).
         policy: The approver; None leaves a waiting workflow waiting (a person decides).
 
     Returns:
@@ -315,13 +324,13 @@ async def drive(
 
 
 async def waiting_on(
-    engine: WorkflowEngine, workflow: Workflow, step: str
+    engine: WorkflowEngine, workflow: Workflow | str, step: str
 ) -> tuple[str | None, JsonObject | None]:
     """Return the key and details of the wait a step is on (one read of its workflow's steps).
 
     Args:
         engine: The engine.
-        workflow: The workflow.
+        workflow: The workflow, or its id.
         step: The waiting step's name (``RunResult.step``).
 
     Returns:
@@ -331,9 +340,12 @@ async def waiting_on(
     Raises:
         KeyError: The workflow has no such step.
     """
-    status = (await engine.status(workflow.id))[workflow.index_of(step)]
-    if isinstance(status, StepStatus.Waiting):
-        return status.key, status.details
+    wid = workflow if isinstance(workflow, str) else workflow.id
+    row = next((r for r in await engine.store.step_rows(wid) if r.step_name == step), None)
+    if row is None:
+        raise KeyError(step)
+    if row.state is StepState.WAITING:
+        return row.wait_key, row.wait_details
     return None, None
 
 

@@ -7,14 +7,17 @@
 2. opens the service host (its own SQLite file: the external services) and agentq's store
    (a SQLite file, the embedded default, or a `MemoryStore`), and a `Queue` with the
    replay's lanes;
-3. builds and registers one workflow per task, then recovers them
+3. builds and registers one workflow definition per task, then recovers their instances
    (`selection.recover_selection`, agentq's `recover` limited to this run's workflows): a
    rerun after a crash re-admits the dead worker's leases (at once when its process is gone
    from this host, else once they expire) and resumes its workflows in the background;
-4. drives every workflow to its end, a bounded number at a time, answering approvals with the
-   headless `ApprovalPolicy` through ``engine.resume``; workflows still leased by a worker
-   that may be alive are taken over as soon as their lease expires (``engine.run`` waits for
-   that);
+4. runs the tasks as one run group, ``bfcl`` (`group.drive_group`: members ``bfcl/<task
+   id>``), answering approvals with the headless `ApprovalPolicy` through ``engine.resume``
+   and collecting the members with ``group.results()`` as they end; the steps' lane bounds
+   how many turns run at once (``--concurrency``). Run again after a crash (the same
+   command, on the same file), the group runs only the members that did not complete;
+   workflows still leased by a worker that may be alive are taken over as soon as their
+   lease expires;
 5. reads back this run's workflows only (`selection.read_selection`), checks every task
    against the reference, exports the run's events and a static dashboard under the run's own
    name (`Selection.export_stem`), and returns the `Summary`, which keeps apart the repeated
@@ -54,15 +57,16 @@ from .dataset import DEFAULT_CATEGORY, Task, categories
 from .direct import run_tasks
 from .errors import CallParseError, UnknownFunctionError
 from .export import count_events, export_events, write_dashboard
+from .group import build_definition, drive_group, open_group
 from .plan import (
-    LANES,
     STEP_LANE,
     STEP_PERMITS,
     needs_approval,
+    step_lanes,
     workflow_id,
 )
 from .progress import Progress, Tally
-from .replay import ReplayEnv, build_workflows, drive_all
+from .replay import ReplayEnv
 from .report import Summary, check, collect_runs, format_summary, set_verdict
 from .selection import (
     Selection,
@@ -97,7 +101,8 @@ class Options:
         fresh: Delete the files (and a crash marker) first.
         quiet: No progress lines.
         approve: The headless policy: approve every waiting turn (True) or reject it.
-        concurrency: Workflows driven at once.
+        concurrency: Turns worked on at once (the steps' lane permits); with
+            ``agent="pydantic-ai"``, agent runs driven at once.
         lease_ttl: Seconds a step's lease lasts without renewal: how soon a rerun takes over
             a killed process's steps.
         agent: ``agentq`` (a workflow per task, a step per turn) or ``pydantic-ai`` (each
@@ -224,7 +229,8 @@ async def replay(
         before_commit=None if crash is None else crash.before_commit,
     ) as host:
         applied_before = sum(len(host.results(task.id)) for task in tasks)
-        async with Queue(LANES) as queue, _store(options.db, store) as opened:
+        steps = options.concurrency if options.agent == "agentq" else STEP_PERMITS
+        async with Queue(step_lanes(steps)) as queue, _store(options.db, store) as opened:
             outcome = await _drive(options, tasks, host, queue, opened, crash, out)
             reading = await read_selection(outcome.engine, [workflow_id(t.id) for t in tasks])
             summary = _summarize(selection, reading, outcome)
@@ -271,9 +277,9 @@ async def _drive(
     engine = WorkflowEngine(queue, store, lease_ttl=options.lease_ttl, priority=STEP_LANE)
     env = ReplayEnv(host, crash)
     agents = options.agent == "pydantic-ai"
-    workflows = [] if agents else build_workflows(tasks, env)
-    for workflow in workflows:
-        engine.register_workflow(workflow)
+    definitions = {} if agents else {task.id: build_definition(task, env) for task in tasks}
+    for definition in definitions.values():  # registered before recovery resumes them
+        engine.register(definition)
     policy = ApprovalPolicy(approve=options.approve)
     tally = Tally()
     calls = sum(len(texts) for task in tasks for texts in task.call_texts)
@@ -296,10 +302,12 @@ async def _drive(
     ticker = None if options.quiet else asyncio.get_running_loop().create_task(progress.run())
     started = time.perf_counter()
 
-    def finished(_: RunResult) -> None:
+    def finished(_: object) -> None:
         tally.done += 1
 
     try:
+        if not agents:  # before recovery resumes members: what the group holds now
+            await open_group(engine, tasks, lambda text: _say(options, out, text))
         report = await recover_selection(engine, [workflow_id(task.id) for task in tasks])
         if report.recovered or report.resumed or report.held_elsewhere:
             _say(options, out, _recovery_line(report))
@@ -311,14 +319,7 @@ async def _drive(
                 concurrency=options.concurrency, on_result=finished, retries=tally.retries,
             )
         else:
-            results = await drive_all(
-                engine,
-                workflows,
-                policy,
-                concurrency=options.concurrency,
-                on_result=finished,
-                ungated=frozenset(report.held_elsewhere),
-            )
+            results = await drive_group(engine, tasks, definitions, policy, on_member=finished)
         wall = time.perf_counter() - started
     finally:
         if ticker is not None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentq import EventKind, RecoveryReport, RunResult, WorkflowEngine
+from agentq import EventKind, RecoveryReport, RunResult, Workflow, WorkflowEngine
 from agentq.store import CallKind, CallRow, Execution, StepRow, StepState, WorkflowState
 from agentq.workflows.workers import take_back
 
@@ -172,7 +172,8 @@ async def recover_selection(engine: WorkflowEngine, workflow_ids: Sequence[str])
     1. Re-admits each expired lease of these workflows, and each live one whose worker's
        process is gone (``WorkerRecovered``).
     2. Starts, as the engine's background runs, each of them that is still running,
-       registered with this engine, and not held by a live lease of another worker (those are
+       registered with this engine (as a workflow, or as an instance of a registered
+       definition: a run group's member), and not held by a live lease of another worker (those are
        reported in ``held_elsewhere``; ``engine.run`` takes them over once their lease
        expires). It does not wait for them: ``drive_all`` joins them.
 
@@ -198,7 +199,9 @@ async def recover_selection(engine: WorkflowEngine, workflow_ids: Sequence[str])
         workflow = row.workflow_id
         if workflow not in mine:
             continue
-        registered = engine.registered(workflow)
+        registered: Workflow | str | None = engine.registered(workflow)
+        if registered is None and row.definition is not None:  # an instance (a group member)
+            registered = workflow if engine.definition(row.definition) is not None else None
         if registered is None:
             unregistered.append(workflow)
             continue

@@ -16,8 +16,9 @@ async def test_record_load_and_forget(store: DurableStore) -> None:
     assert isinstance(store, DurableGroups)
     manifest, created = await store.record_group("g", definition="d", items=ITEMS, now=T0)
     assert created is True
-    expected = GroupManifest("g", "d", {"b": {"q": [1, 2]}, "a": None, "é": [3, "x"]}, T0)
-    assert manifest == expected
+    names = {"b": "d", "a": "d", "é": "d"}
+    expected = GroupManifest("g", names, {"b": {"q": [1, 2]}, "a": None, "é": [3, "x"]}, T0)
+    assert manifest == expected and manifest.definition == "d"
     assert list(manifest.items) == ["b", "a", "é"]  # the order submitted
     loaded = await store.load_group("g")
     assert loaded == expected and list(loaded.items) == ["b", "a", "é"]
@@ -29,6 +30,33 @@ async def test_record_load_and_forget(store: DurableStore) -> None:
     assert await store.forget_group("g") is False
     assert await store.load_group("g") is None
     assert await store.load_events() == []  # beside the log, not in it
+
+
+async def test_each_key_may_have_its_own_definition(store: DurableStore) -> None:
+    assert isinstance(store, DurableGroups)
+    names = {"a": "d1", "é": "d2", "b": "d1"}  # in another order than the items
+    manifest, created = await store.record_group("g", definition=names, items=ITEMS, now=T0)
+    assert created is True
+    assert manifest.definitions == {"b": "d1", "a": "d1", "é": "d2"}  # the items' order
+    assert manifest.definition is None  # not one shared name
+    loaded = await store.load_group("g")
+    assert loaded == manifest and list(loaded.definitions) == ["b", "a", "é"]
+
+
+async def test_definitions_with_other_keys_than_the_items_write_nothing(
+    store: DurableStore,
+) -> None:
+    assert isinstance(store, DurableGroups)
+    with pytest.raises(ValueError, match="1 without an item \\('z'\\), 1 without a definition"
+                       " \\('b'\\)"):
+        await store.record_group(
+            "g", definition={"a": "d", "é": "d", "z": "d"}, items=ITEMS, now=T0
+        )
+    with pytest.raises(InvalidKeyError, match="member 'a'"):
+        await store.record_group(
+            "g", definition={"a": "", "b": "d", "é": "d"}, items=ITEMS, now=T0
+        )
+    assert await store.load_group("g") is None
 
 
 async def test_bad_manifests_write_nothing(store: DurableStore) -> None:

@@ -1,9 +1,10 @@
 """Run groups (`WorkflowEngine.group`): the manifest a store keeps, and `DurableGroups`.
 
-A run group is a set of workflow instances of one definition submitted together, each under
-a key: the member ``key`` of group ``G`` is the workflow ``G/<key>`` (`child_workflow_id`:
-a key holds no ``/``). The store keeps the group's manifest (the definition's name and each
-key's input, in the order submitted) beside the event log, not in it: the members are
+A run group is a set of workflow instances submitted together, each under a key (mostly of
+one definition; each key may have its own): the member ``key`` of group ``G`` is the workflow
+``G/<key>`` (`child_workflow_id`: a key holds no ``/``). The store keeps the group's manifest
+(each key's definition name and input, in the order submitted) beside the event log, not in
+it: the members are
 ordinary workflows, and their rows say how each one went. `forget_group` removes the
 manifest and leaves the members stored.
 """
@@ -20,7 +21,8 @@ from agentq.store.contract.children import child_workflow_id
 from agentq.store.contract.rows import WorkflowRow
 
 __all__ = [
-    "DurableGroups", "GroupItem", "GroupManifest", "check_group", "member_id", "summed_usage",
+    "DurableGroups", "GroupItem", "GroupManifest", "check_group", "keys_text", "member_id",
+    "summed_usage",
 ]
 
 
@@ -30,16 +32,23 @@ class GroupManifest:
 
     Attributes:
         group_id: The group's id (a key).
-        definition: The name of the `WorkflowDef` its members are instances of.
+        definitions: Each member's key mapped to the name of the `WorkflowDef` it is an
+            instance of (the same keys as `items`, in the same order).
         items: Each member's key mapped to its input (JSON as it reads back: tuples come
             back as lists), in the order submitted.
         created_at: Unix seconds of the first submit.
     """
 
     group_id: str
-    definition: str
+    definitions: dict[str, str]
     items: dict[str, Any]
     created_at: float
+
+    @property
+    def definition(self) -> str | None:
+        """The definition name every member shares, or None when the keys have their own."""
+        names = set(self.definitions.values())
+        return names.pop() if len(names) == 1 else None
 
     def member_id(self, key: str) -> str:
         """The workflow id of member `key`: ``<group_id>/<key>``."""
@@ -48,9 +57,11 @@ class GroupManifest:
 
 @dataclass(frozen=True, slots=True)
 class GroupItem:
-    """One checked member of a manifest to record: its key, input and the input's JSON text."""
+    """One checked member of a manifest to record: its key, definition name, input and the
+    input's JSON text."""
 
     key: str
+    definition: str
     input: Any
     text: str
 
@@ -78,17 +89,27 @@ def summed_usage(usages: list[dict[str, Any] | None]) -> dict[str, int] | None:
 
 def check_group(
     group_id: object, definition: object, items: object, now: object
-) -> tuple[str, str, list[GroupItem], float]:
+) -> tuple[str, list[GroupItem], float]:
     """Check a manifest before anything is written; return it as the store records it.
 
+    Args:
+        group_id: The group's id.
+        definition: One definition name for every key, or a mapping of each key of `items`
+            to its own definition name.
+        items: Key to input.
+        now: Unix seconds.
+
+    Returns:
+        ``(group_id, definitions, items, now)``: `definitions` maps each key to its name.
+
     Raises:
-        InvalidKeyError / TypeError: A bad `group_id`, `definition` or key.
+        InvalidKeyError / TypeError: A bad `group_id`, definition name or key.
         TypeError: `items` is not a mapping.
-        ValueError: `items` is empty, or a key holds a ``/``.
+        ValueError: `items` is empty, a key holds a ``/``, or `definition` is a mapping
+            whose keys are not those of `items` (the message names the difference).
         PayloadError: An input is not JSON or too large (the message names its key).
     """
     gid = validate_key(group_id, "group id")
-    name = validate_key(definition, "definition name")
     if not isinstance(items, Mapping):
         raise TypeError(
             f"a group's items must be a mapping of key to input, got "
@@ -96,12 +117,35 @@ def check_group(
         )
     if not items:
         raise ValueError(f"group {gid!r}: items is empty; a group has at least one member")
+    names = _definitions(gid, definition, items)
     checked: list[GroupItem] = []
     for key, value in items.items():
         member_id(gid, key)  # raises on a bad key
         decoded, text = check_payload(value, f"input of member {key!r}")
-        checked.append(GroupItem(key, decoded, text))
-    return gid, name, checked, check_number(now, "now")
+        checked.append(GroupItem(key, names[key], decoded, text))
+    return gid, checked, check_number(now, "now")
+
+
+def _definitions(gid: str, definition: object, items: Mapping[Any, Any]) -> dict[Any, str]:
+    """Each key of `items` mapped to its checked definition name."""
+    if not isinstance(definition, Mapping):
+        name = validate_key(definition, "definition name")
+        return dict.fromkeys(items, name)
+    added = [k for k in definition if k not in items]
+    missing = [k for k in items if k not in definition]
+    if added or missing:
+        raise ValueError(
+            f"group {gid!r}: the definitions' keys are not the items' keys: "
+            f"{len(added)} without an item ({keys_text(added)}), {len(missing)} without a "
+            f"definition ({keys_text(missing)})"
+        )
+    return {k: validate_key(definition[k], f"definition name of member {k!r}") for k in items}
+
+
+def keys_text(keys: list[Any]) -> str:
+    """At most five keys, quoted, then how many more: for error messages."""
+    shown = ", ".join(repr(k) for k in keys[:5])
+    return shown + (f", … {len(keys) - 5} more" if len(keys) > 5 else "")
 
 
 @runtime_checkable
@@ -113,13 +157,19 @@ class DurableGroups(Protocol):
     """
 
     async def record_group(
-        self, group_id: str, *, definition: str, items: Mapping[str, Any], now: float
+        self,
+        group_id: str,
+        *,
+        definition: str | Mapping[str, str],
+        items: Mapping[str, Any],
+        now: float,
     ) -> tuple[GroupManifest, bool]:
         """Record a group's manifest unless one is stored under `group_id`.
 
         Args:
             group_id: The group's id.
-            definition: The members' definition name.
+            definition: The members' definition name, or each key's own (a mapping with
+                the keys of `items`, else `ValueError` naming the difference).
             items: Key to input (JSON), at least one; a key holds no ``/``.
             now: Unix seconds, the manifest's `created_at` if this call records it.
 

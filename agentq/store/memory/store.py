@@ -188,13 +188,15 @@ def _forget_job(tx: _Tx, key: str) -> bool:
 
 
 def _record_group(
-    tx: _Tx, group_id: str, definition: str, items: list[GroupItem], now: float
+    tx: _Tx, group_id: str, items: list[GroupItem], now: float
 ) -> tuple[GroupManifest, bool]:
     """`DurableGroups.record_group` over the store's dict."""
     found = tx._store._groups.get(group_id)
     if found is not None:
         return found, False
-    manifest = GroupManifest(group_id, definition, {i.key: i.input for i in items}, now)
+    manifest = GroupManifest(
+        group_id, {i.key: i.definition for i in items}, {i.key: i.input for i in items}, now
+    )
     tx._store._groups[group_id] = manifest
     return manifest, True
 

@@ -167,13 +167,13 @@ ALTER TABLE workflows ADD COLUMN deadline DOUBLE PRECISION;
 -- workflows "<group_id>/<key>"); forget_group deletes both rows.
 CREATE TABLE run_groups (
     group_id   BYTEA   PRIMARY KEY,
-    definition TEXT    NOT NULL,
     created_at DOUBLE PRECISION NOT NULL
 );
 CREATE TABLE run_group_items (
     group_id   BYTEA   NOT NULL,
     position   INTEGER NOT NULL,       -- the order submitted
     item_key   BYTEA   NOT NULL,
+    definition TEXT    NOT NULL,       -- the member's WorkflowDef name (each key may have its own)
     input      TEXT    NOT NULL,       -- JSON
     PRIMARY KEY (group_id, position)
 );

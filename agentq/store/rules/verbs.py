@@ -59,7 +59,7 @@ class GroupRules(NamedTuple):
     """How a store writes the run-group manifests of `DurableGroups`, run by `_write_job`.
 
     Attributes:
-        record: ``record(tx, group_id, definition, items, now) -> (GroupManifest, bool)``,
+        record: ``record(tx, group_id, items, now) -> (GroupManifest, bool)``,
             the arguments checked (`check_group`).
         forget: ``forget(tx, group_id) -> bool`` (the id already validated).
     """
@@ -386,11 +386,16 @@ class RuleStore:
         return await self._write_job(self.job_rules.forget, validate_key(key))
 
     async def record_group(
-        self, group_id: str, *, definition: str, items: Mapping[str, Any], now: float
+        self,
+        group_id: str,
+        *,
+        definition: str | Mapping[str, str],
+        items: Mapping[str, Any],
+        now: float,
     ) -> tuple[GroupManifest, bool]:
         """See `DurableGroups.record_group` (one transaction; arguments checked first)."""
-        gid, name, checked, at = check_group(group_id, definition, items, now)
-        return await self._write_job(self.group_rules.record, gid, name, checked, at)
+        gid, checked, at = check_group(group_id, definition, items, now)
+        return await self._write_job(self.group_rules.record, gid, checked, at)
 
     async def forget_group(self, group_id: str) -> bool:
         """See `DurableGroups.forget_group`."""

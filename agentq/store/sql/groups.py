@@ -1,7 +1,7 @@
 """The run-group tables of the SQL stores (``run_groups``, ``run_group_items``) as queries.
 
-Both SQL stores keep the same two tables (a group's definition and creation time; one row
-per member: position, key, input as JSON text) and run the same statements, in their
+Both SQL stores keep the same two tables (a group's creation time; one row per member:
+position, key, definition name, input as JSON text) and run the same statements, in their
 `Dialect`. `record` and `forget` run inside a write transaction (given the raw connection),
 `load` and `members` are reads. The tables are not part of the event log.
 """
@@ -22,26 +22,26 @@ __all__ = ["forget", "load", "members", "record"]
 def load(conn: Connection, d: Dialect, group_id: str) -> GroupManifest | None:
     """Return the manifest stored under `group_id`, or None."""
     head = conn.execute(
-        d.sql("SELECT definition, created_at FROM run_groups WHERE group_id = ?"),
-        (d.key(group_id),),
+        d.sql("SELECT created_at FROM run_groups WHERE group_id = ?"), (d.key(group_id),)
     ).fetchone()
     if head is None:
         return None
     rows = conn.execute(
         d.sql(
-            "SELECT item_key, input FROM run_group_items WHERE group_id = ? ORDER BY position"
+            "SELECT item_key, definition, input FROM run_group_items WHERE group_id = ? "
+            "ORDER BY position"
         ),
         (d.key(group_id),),
-    )
-    items = {key: None if text == "null" else decode(text) for key, text in rows}
-    return GroupManifest(group_id, head[0], items, head[1])
+    ).fetchall()
+    names = {key: name for key, name, _ in rows}
+    items = {key: None if text == "null" else decode(text) for key, _, text in rows}
+    return GroupManifest(group_id, names, items, head[0])
 
 
 def record(
     conn: Connection,
     d: Dialect,
     group_id: str,
-    definition: str,
     items: list[GroupItem],
     now: float,
 ) -> tuple[GroupManifest, bool]:
@@ -49,22 +49,24 @@ def record(
     manifest stored and whether this call inserted it."""
     inserted = conn.execute(
         d.sql(
-            "INSERT INTO run_groups (group_id, definition, created_at) VALUES (?, ?, ?) "
+            "INSERT INTO run_groups (group_id, created_at) VALUES (?, ?) "
             "ON CONFLICT (group_id) DO NOTHING"
         ),
-        (d.key(group_id), definition, now),
+        (d.key(group_id), now),
     ).rowcount
     if inserted != 1:
         found = load(conn, d, group_id)
         assert found is not None  # the conflict was on this very row, inside this transaction
         return found, False
     sql = d.sql(
-        "INSERT INTO run_group_items (group_id, position, item_key, input) VALUES (?, ?, ?, ?)"
+        "INSERT INTO run_group_items (group_id, position, item_key, definition, input) "
+        "VALUES (?, ?, ?, ?, ?)"
     )
     gid = d.key(group_id)
     for position, item in enumerate(items):
-        conn.execute(sql, (gid, position, d.key(item.key), item.text))
-    manifest = GroupManifest(group_id, definition, {i.key: i.input for i in items}, now)
+        conn.execute(sql, (gid, position, d.key(item.key), item.definition, item.text))
+    names = {i.key: i.definition for i in items}
+    manifest = GroupManifest(group_id, names, {i.key: i.input for i in items}, now)
     return manifest, True
 
 

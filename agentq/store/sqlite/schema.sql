@@ -151,13 +151,13 @@ ALTER TABLE workflows ADD COLUMN deadline REAL;
 -- workflows "<group_id>/<key>"); forget_group deletes both rows.
 CREATE TABLE run_groups (
     group_id   TEXT    PRIMARY KEY,
-    definition TEXT    NOT NULL,
     created_at REAL    NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE run_group_items (
     group_id   TEXT    NOT NULL,
     position   INTEGER NOT NULL,       -- the order submitted
     item_key   TEXT    NOT NULL,
+    definition TEXT    NOT NULL,       -- the member's WorkflowDef name (each key may have its own)
     input      TEXT    NOT NULL,       -- JSON
     PRIMARY KEY (group_id, position)
 ) WITHOUT ROWID;

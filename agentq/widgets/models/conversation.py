@@ -212,10 +212,10 @@ class Conversation:
 
     @property
     def cost(self) -> float | None:
-        """The cost of the completed model requests; None when one of them has no price
-        (a request that failed or runs has no recorded usage and adds nothing)."""
+        """The cost of the completed model requests; None when one of them has no price, or
+        none completed yet (a request that failed or runs has no recorded usage)."""
         costs = [t.cost for t in self.turns if t.state == "completed"]
-        if any(c is None for c in costs):
+        if not costs or any(c is None for c in costs):
             return None
         return sum(c for c in costs if c is not None)
 

@@ -1,8 +1,9 @@
 """The DurableStore contract for retention (`sweep`), on every store.
 
 A sweep removes ended workflows in the states asked for, ended strictly before the cutoff,
-with their events, step rows, call rows and their calls' job outcomes, in short transactions;
-never an open workflow, a fenced one, or a child run whose parent is still stored; a swept id
+with their events, step rows, call rows, messages, end-hook outbox rows and their calls' job
+outcomes, in short transactions; never an open workflow, a fenced one, a child run whose parent
+is still stored, or one whose end hooks are being delivered; a swept id
 may be used again and the log's sequence numbers are never handed out again; a fork stands
 alone.
 """
@@ -362,3 +363,55 @@ async def test_a_run_group_member_is_kept_until_its_group_is_forgotten(
     assert await store.forget_group("evals/v1")
     assert (await store.sweep(ended_before=T0 + 10)).workflows == 1
     assert await states(store) == {}
+
+
+async def test_a_swept_workflows_messages_go_with_it(store: DurableStore) -> None:
+    """Messages kept for a workflow (a topic no receive took, a key) go when it is swept: the
+    id used again receives none of them, and its keys are free again."""
+    await start(store, "m", ("a",))
+    await store.send_message("m", "go", "old", T0, key="k1")
+    await store.send_message("m", "other", "never taken", T0)
+    await complete(store, "plain")
+    await start(store, "live", ("a",))
+    await store.send_message("live", "go", "stays", T0)
+    await store.complete_step(await claim(store, "m"), "out", T0)
+    assert len(await store.messages("m")) == 2
+
+    assert (await store.sweep(ended_before=T0 + 100)).workflows == 2
+
+    assert await store.messages("m") == []
+    assert [m.payload for m in await store.messages("live")] == ["stays"]
+    await start(store, "m", ("a",), now=T0 + 200)
+    assert await store.messages("m") == []
+    ex = await claim(store, "m", now=T0 + 200)
+    row = await store.wait_step(ex, "next?", T0 + 200, key="receive:0:go:0", topic="go")
+    assert row.state is WorkflowState.WAITING  # the old "go" message is not taken
+    sent = await store.send_message("m", "go", "new", T0 + 201, key="k1")
+    assert sent.sent and sent.delivered_to == 0
+    assert [m.payload for m in await store.messages("m")] == ["new"]
+
+
+async def test_a_workflow_is_kept_while_its_end_hooks_are_delivered(store: DurableStore) -> None:
+    """Hooks are at-least-once and a delivery reads the final result from the store: a
+    workflow whose outbox row an engine claimed stays until the row is delivered (also
+    between failed deliveries), then goes with the row. A row no engine claimed (no engine
+    holds a hook for it) keeps nothing and goes with its workflow."""
+    await complete(store, "hooked")
+    await complete(store, "unheld")
+    [row] = await store.claim_hooks("w1", T0 + 1, 10.0, plain=True, workflow_id="hooked")
+
+    assert (await store.sweep(ended_before=T0 + 100)).workflows == 1
+    assert set(await states(store)) == {"hooked"}
+    assert await store.hooks("unheld") == []
+    assert await store.retry_hook(row.seq, "w1", T0 + 50, "Boom: x", T0 + 2)
+    assert (await store.sweep(ended_before=T0 + 100)).workflows == 0  # due again: kept
+    [again] = await store.claim_hooks("w2", T0 + 50, 10.0, plain=True)
+    assert (await store.sweep(ended_before=T0 + 100)).workflows == 0
+    assert await store.finish_hook(again.seq, T0 + 51)
+
+    assert (await store.sweep(ended_before=T0 + 100)).workflows == 1
+    assert await states(store) == {}
+    assert await store.hooks("hooked") == []
+    await complete(store, "hooked", now=T0 + 200)  # the id used again: its own end only
+    [new] = await store.hooks("hooked")
+    assert new.seq > row.seq and not new.delivered

@@ -55,6 +55,7 @@ from agentq.store.rules.sweep import (
     Sweeper,
     chosen,
     group_member,
+    hook_holds,
     recorded_child,
 )
 from agentq.store.rules.tx import Draft
@@ -224,22 +225,27 @@ def _sweep(tx: _Tx, cutoff: float, state: str, after: int, limit: int) -> SweepB
         manifest = store._groups.get(group_id)
         return manifest is not None and key in manifest.items
 
+    hooked = {r.workflow_id for r in store._hooks.rows.values() if hook_holds(r)}
     ids, skipped = chosen(
         candidates,
         cutoff,
         lambda wid: recorded_child(wid, has_wait),
-        lambda wid: group_member(wid, has_item) is not None,
+        lambda wid: wid in hooked or group_member(wid, has_item) is not None,
     )
     cursor = candidates[-1].started_seq if len(candidates) == limit else None
     calls = 0
     for wid in ids:
         del store._workflows[wid], store._steps[wid], store._started[wid]
+        store._messages.pop(wid, None)
         rows = store._calls.pop(wid, {})
         calls += len(rows)
         for key, row in rows.items():
             if row.kind is CallKind.CALL:
                 store._jobs.pop(call_queue_key(wid, key), None)
     gone = set(ids)
+    if gone:
+        hooks = store._hooks.rows
+        store._hooks.rows = {s: r for s, r in hooks.items() if r.workflow_id not in gone}
     kept = [e for e in store._events if e.workflow_id not in gone] if gone else store._events
     events, store._events = len(store._events) - len(kept), kept
     return SweepBatch(SweepReport(len(ids), events, calls), cursor, skipped)

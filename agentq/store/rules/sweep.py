@@ -15,7 +15,12 @@ transaction (`Sweeper.batch`: read the candidates, remove the chosen ones); the 
   A workflow skipped so is looked at again by another round of the sweep, once its holder
   may have gone (`sweep` runs rounds while they remove something and skipped one);
 - a member of a run group is kept while the group's manifest is stored (`group_member`:
-  resubmitting the group would run a swept completed member again); ``forget`` lets it go.
+  resubmitting the group would run a swept completed member again); ``forget`` lets it go;
+- a workflow is kept while an engine delivers its end-of-run hooks (`hook_holds`: an outbox
+  row claimed at least once and not delivered yet; the hooks are at-least-once).
+
+A removed workflow goes with its messages and its end-hook outbox rows (delivered, or never
+claimed: no engine holds a hook for its definition).
 """
 
 from __future__ import annotations
@@ -25,12 +30,13 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from agentq.store.contract.children import parent_of
+from agentq.store.contract.hooks import HookRow
 from agentq.store.contract.rows import WorkflowState
 from agentq.store.contract.sweep import SWEEP_BATCH, SweepReport
 
 __all__ = [
-    "Candidate", "SweepBatch", "Sweeper", "chosen", "group_member", "kept_by_fence",
-    "recorded_child", "sweep",
+    "Candidate", "SweepBatch", "Sweeper", "chosen", "group_member", "hook_holds",
+    "kept_by_fence", "recorded_child", "sweep",
 ]
 
 YIELDS = 8
@@ -112,7 +118,8 @@ def chosen(
             (the parent that started it as a child run: `recorded_child`), or None. A held
             workflow goes only with its holder, in the same batch.
         kept: ``kept(workflow_id)``: whether something that is not a workflow keeps it (a
-            run group's manifest: `group_member`); not counted as skipped.
+            run group's manifest: `group_member`; an end hook being delivered: `hook_holds`); not
+            counted as skipped.
 
     Returns:
         ``(ids, kept_for_holder)``.
@@ -165,6 +172,18 @@ def group_member(workflow_id: str, has_item: Callable[[str, str], bool]) -> str 
             return workflow_id[:cut]
         cut = workflow_id.find("/", cut + 1)
     return None
+
+
+def hook_holds(row: HookRow) -> bool:
+    """Whether end-hook outbox `row` keeps its workflow from a sweep.
+
+    It does while an engine delivers it: claimed at least once (an engine holds a hook for
+    the workflow's definition) and not delivered yet; the hooks are at-least-once, and a
+    delivery reads the workflow's final result from the store. A row no engine ever claimed
+    (no engine holds a hook for it; every end writes one) does not keep it, or a store used
+    without hooks would never be swept: it goes with the workflow, as a delivered one does.
+    """
+    return not row.delivered and row.attempts > 0
 
 
 async def sweep(

@@ -3,10 +3,12 @@
 Reads at most `limit` workflows of one state after a cursor (``workflows_by_state``, an index
 on ``(state, started_seq)``, in order), each with its end (the time of its latest event, one
 seek of ``events_by_workflow``) and its latest lease expiry; picks those to remove with
-`agentq.store.rules.sweep.chosen`; deletes their job outcomes, call rows, step rows, workflow
-rows and then their events (the log's triggers refuse to delete an event of a stored
-workflow). On PostgreSQL the workflows read are locked (``FOR UPDATE SKIP LOCKED``): one that
-a verb holds is left for the next sweep. Runs on the store's thread, inside the transaction
+`agentq.store.rules.sweep.chosen`; deletes their job outcomes, call rows, messages, end-hook
+outbox rows, step rows, workflow rows and then their events (the log's triggers refuse to
+delete an event of a stored workflow). On PostgreSQL the workflows read are locked (``FOR
+UPDATE SKIP LOCKED``): one that a verb holds is left for the next sweep; a workflow's outbox
+rows are read ``FOR UPDATE`` (a claim of one commits before the sweep decides, or waits for
+it and finds the row gone). Runs on the store's thread, inside the transaction
 the store opened (``SqliteStore`` through its group commit, ``PostgresStore`` in
 ``Connections.transact``).
 """
@@ -18,7 +20,15 @@ from typing import Any
 
 from agentq.keys import call_queue_key
 from agentq.store.contract.sweep import SweepReport
-from agentq.store.rules.sweep import Candidate, SweepBatch, chosen, group_member, recorded_child
+from agentq.store.rules.sweep import (
+    Candidate,
+    SweepBatch,
+    chosen,
+    group_member,
+    hook_holds,
+    recorded_child,
+)
+from agentq.store.sql.hooks import HOOK_COLUMNS, hook_row
 from agentq.store.sql.reads import Connection, Dialect
 
 __all__ = ["sweep_batch"]
@@ -36,6 +46,8 @@ _RECORDED_CHILD = (
 )
 
 _GROUP_ITEM = "SELECT 1 FROM run_group_items WHERE group_id = ? AND item_key = ?"
+
+_HOOKS = f"SELECT {HOOK_COLUMNS} FROM end_hooks WHERE workflow_id = ?{{lock}}"
 
 
 def _within(d: Dialect, column: str, count: int) -> str:
@@ -92,11 +104,16 @@ def sweep_batch(
         found = conn.execute(d.sql(_GROUP_ITEM), (d.key(group_id), d.key(key)))
         return found.fetchone() is not None
 
+    def hooked(workflow_id: str) -> bool:
+        sql = d.sql(_HOOKS.format(lock=" FOR UPDATE" if d.ready_lock else ""))
+        rows = conn.execute(sql, (d.key(workflow_id),)).fetchall()
+        return any(hook_holds(hook_row(r)) for r in rows)
+
     ids, skipped = chosen(
         candidates,
         cutoff,
         lambda wid: recorded_child(wid, has_wait),
-        lambda wid: group_member(wid, has_item) is not None,
+        lambda wid: group_member(wid, has_item) is not None or hooked(wid),
     )
     cursor = candidates[-1].started_seq if len(candidates) == limit else None
     if not ids:
@@ -110,6 +127,8 @@ def sweep_batch(
     ).fetchall()
     _delete(conn, d, "job_outcomes", "key", [call_queue_key(str(w), str(k)) for w, k in calls])
     removed_calls = _delete(conn, d, "calls", "workflow_id", ids)
+    _delete(conn, d, "messages", "workflow_id", ids)
+    _delete(conn, d, "end_hooks", "workflow_id", ids)
     _delete(conn, d, "steps", "workflow_id", ids)
     removed = _delete(conn, d, "workflows", "workflow_id", ids)
     events = _delete(conn, d, "events", "workflow_id", ids)

@@ -1,7 +1,7 @@
 """What a `MemoryStore` transaction stages beside its rows: messages and end-hook outbox rows.
 
 `Outbox` holds the committed outbox rows (`HookRow` by ``seq``); `StagedKept` is the part of
-the store's `_Tx` that stages messages and outbox rows and merges them on commit (the `Tx`
+the store's `MemoryTx` that stages messages and outbox rows and merges them on commit (the `Tx`
 methods of `agentq.store.rules.tx` for them).
 """
 

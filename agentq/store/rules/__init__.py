@@ -30,6 +30,9 @@ imports only modules above it):
     ``sweep``           retention: which ended workflows a sweep keeps (`chosen`), and
                         its loop of short transactions (`sweep`); stores supply a
                         `Sweeper`.
+    ``own_verbs``       `OwnVerbs`: the verbs of the rows a store keeps its own way (job
+                        outcomes, run groups, rate windows, sweep), over its `JobRules`,
+                        `GroupRules`, `RateRules` and `Sweeper`.
     ``verbs``           `RuleStore`: every write verb once, over an abstract `_write`; the
                         base of every store.
 """

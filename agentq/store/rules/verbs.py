@@ -4,17 +4,17 @@ Each `DurableStore` write verb is a transition rule (`workflow`, `lease`, `attem
 `calls` of `agentq.store.rules`) run in one transaction; only how a store runs a transaction
 differs. `RuleStore` holds each verb's signature, docstring and rule call once; a store
 supplies `_write` (run ``rule(tx, *args)`` in one transaction, return its result) and, for the
-`JobOutcomeStore` verbs, its `JobRules` (for the run-group verbs, its `GroupRules`; for the
-`RateLedger` verbs, its `RateRules`).
+verbs of the rows it keeps its own way (job outcomes, run groups, rate windows, a sweep's
+transaction), its `JobRules`, `GroupRules`, `RateRules` and `Sweeper`
+(`agentq.store.rules.own_verbs.OwnVerbs`, the base of `RuleStore`, re-exported here).
 `MemoryStore`, `SqliteStore` and `PostgresStore` derive from it (the two SQL stores through
 `agentq.store.sql.verbs.SqlStore`, which adds the reads).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import agentq.store.rules.attempt as rules_attempt
 import agentq.store.rules.calls as rules_calls
@@ -24,94 +24,25 @@ import agentq.store.rules.hooks as rules_hooks
 import agentq.store.rules.lease as rules_lease
 import agentq.store.rules.messages as rules_messages
 import agentq.store.rules.schedules as rules_schedules
-import agentq.store.rules.sweep as rules_sweep
 import agentq.store.rules.workflow as rules_workflow
-from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
-from agentq.queue import BudgetGrant, Rate
 from agentq.store.contract.children import ChildStart
 from agentq.store.contract.claims import ClaimResult, Execution
-from agentq.store.contract.groups import GroupManifest, check_group
 from agentq.store.contract.hooks import HookRow
 from agentq.store.contract.messages import Sent
 from agentq.store.contract.rows import CallRow, WorkflowRow
 from agentq.store.contract.schedules import ScheduleRow
-from agentq.store.contract.sweep import DEFAULT_SWEPT_STATES, SweepReport, check_sweep
+from agentq.store.rules.own_verbs import GroupRules, JobRules, OwnVerbs, RateRules
 
 __all__ = ["GroupRules", "JobRules", "RateRules", "RuleStore"]
 
-T = TypeVar("T")
+class RuleStore(OwnVerbs):
+    """The write verbs of a `DurableStore` (and those of `OwnVerbs`), each one call of
+    `_write` (or `_write_job`).
 
-
-class JobRules(NamedTuple):
-    """How a store writes the ``job_outcomes`` of `JobOutcomeStore`, run by `_write_job`.
-
-    Attributes:
-        save: ``save(tx, key, fingerprint, output, completed_at, expires_at) -> bool``.
-        forget: ``forget(tx, key) -> bool`` (the key already validated).
+    A subclass implements `_write` and sets `job_rules`, `group_rules`, `sweeper` and
+    `rate_rules`; it keeps its connection, transactions, reads and lifecycle.
     """
-
-    save: Callable[..., bool]
-    forget: Callable[..., bool]
-
-
-class GroupRules(NamedTuple):
-    """How a store writes the run-group manifests of `DurableGroups`, run by `_write_job`.
-
-    Attributes:
-        record: ``record(tx, group_id, items, now) -> (GroupManifest, bool)``,
-            the arguments checked (`check_group`).
-        forget: ``forget(tx, group_id) -> bool`` (the id already validated).
-    """
-
-    record: Callable[..., tuple[GroupManifest, bool]]
-    forget: Callable[..., bool]
-
-
-class RateRules(NamedTuple):
-    """How a store keeps the shared rate windows of `RateLedger`, run by `_write_job`.
-
-    Attributes:
-        take: ``take(tx, lane, rate, tokens, estimate, now) -> BudgetGrant``.
-        settle: ``settle(tx, charge, tokens) -> None``.
-        pause: ``pause(tx, lane, until) -> None``.
-    """
-
-    take: Callable[..., BudgetGrant]
-    settle: Callable[..., None]
-    pause: Callable[..., None]
-
-
-class RuleStore:
-    """The write verbs of a `DurableStore` (and `save_job` / `forget_job` of a
-    `JobOutcomeStore`), each one call of `_write` (or `_write_job`).
-
-    A subclass implements `_write` and sets `job_rules`; it keeps its connection,
-    transactions, reads and lifecycle.
-    """
-
-    job_rules: ClassVar[JobRules]
-    """The store's job-outcome writes."""
-    group_rules: ClassVar[GroupRules]
-    """The store's run-group writes."""
-
-    sweeper: ClassVar[rules_sweep.Sweeper]
-    """The store's transaction of a sweep (`agentq.store.rules.sweep`), run by `_write_job`."""
-
-    rate_rules: ClassVar[RateRules]
-    """The store's shared rate windows."""
-
-    async def _write(self, rule: Callable[..., T], *args: Any) -> T:
-        """Run ``rule(tx, *args)`` in one transaction of the store; return its result.
-
-        Raises:
-            StoreError: The store is closed or failed; whatever the rule raises.
-        """
-        raise NotImplementedError
-
-    async def _write_job(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a `job_rules` function in one transaction (by default as a rule: `_write`)."""
-        return await self._write(fn, *args)
 
     async def start_workflow(
         self,
@@ -367,67 +298,3 @@ class RuleStore:
             rules_schedules.fire_schedule, row, tick, next_tick, step_names, now, deadline
         )
 
-    async def save_job(
-        self,
-        key: str,
-        *,
-        fingerprint: str,
-        output: Any,
-        completed_at: float,
-        expires_at: float | None,
-    ) -> bool:
-        """See `JobOutcomeStore.save_job` (one transaction; the rule checks the arguments)."""
-        return await self._write_job(
-            self.job_rules.save, key, fingerprint, output, completed_at, expires_at
-        )
-
-    async def forget_job(self, key: str) -> bool:
-        """See `JobOutcomeStore.forget_job`."""
-        return await self._write_job(self.job_rules.forget, validate_key(key))
-
-    async def record_group(
-        self,
-        group_id: str,
-        *,
-        definition: str | Mapping[str, str],
-        items: Mapping[str, Any],
-        now: float,
-    ) -> tuple[GroupManifest, bool]:
-        """See `DurableGroups.record_group` (one transaction; arguments checked first)."""
-        gid, checked, at = check_group(group_id, definition, items, now)
-        return await self._write_job(self.group_rules.record, gid, checked, at)
-
-    async def forget_group(self, group_id: str) -> bool:
-        """See `DurableGroups.forget_group`."""
-        gid = validate_key(group_id, "group id")
-        return await self._write_job(self.group_rules.forget, gid)
-
-    async def sweep(
-        self,
-        *,
-        ended_before: float | datetime,
-        states: Iterable[str] = DEFAULT_SWEPT_STATES,
-    ) -> SweepReport:
-        """See `DurableStore.sweep` (batches of `_write_job`, one transaction each)."""
-        cutoff, wanted = check_sweep(ended_before, states)
-        return await rules_sweep.sweep(self._write_job, self.sweeper.batch, cutoff, wanted)
-
-    async def take_budget(
-        self,
-        lane: str,
-        *,
-        rate: Rate | None,
-        tokens: Rate | None,
-        estimate: int,
-        now: float,
-    ) -> BudgetGrant:
-        """See `RateLedger.take_budget` (one transaction; the rule checks the arguments)."""
-        return await self._write_job(self.rate_rules.take, lane, rate, tokens, estimate, now)
-
-    async def settle_budget(self, charge: int, tokens: int) -> None:
-        """See `RateLedger.settle_budget`."""
-        await self._write_job(self.rate_rules.settle, charge, tokens)
-
-    async def pause_lane(self, lane: str, until: float) -> None:
-        """See `RateLedger.pause_lane`."""
-        await self._write_job(self.rate_rules.pause, lane, until)

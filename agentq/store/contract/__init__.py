@@ -30,5 +30,7 @@ foundation modules of `agentq`):
     ``protocol_sweep``  `DurableSweeps`: the retention verb, inherited by `DurableStore`.
     ``protocol_messages``  `DurableMessages`: the message verbs, inherited likewise.
     ``protocol_hooks``  `DurableHooks`: the end-hook outbox verbs, inherited likewise.
+    ``protocol_waits``  `DurableWaits`: the wait verbs (`wait_step`, `resume_step`,
+                        `time_out_wait`), inherited likewise.
     ``protocol``        `DurableStore`: every write verb, its atomicity and its errors.
 """

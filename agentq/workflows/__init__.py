@@ -4,8 +4,10 @@ What is inside, in reading order (each module imports only the ones above it, th
 modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook layer):
 
 =================  ============================================================================
-``context``        `StepContext`: what a step body receives; ``ctx.call`` and
-                   ``ctx.wait_for_input`` (through the small `CallRecorder` protocol)
+``recorder``       `CallRecorder` and `Definition`: what a step's context needs from the
+                   machinery that runs it (its attempt's call log), as small protocols
+``context``        `StepContext`: what a step body receives; ``ctx.call``,
+                   ``ctx.wait_for_input``, ``ctx.child``, ``ctx.receive`` (through `CallRecorder`)
 ``reports``        what a run reports: `StepStatus`, `RunStatus`, `RunResult`, `Recorded`
 ``model``          `StepDef`, `Workflow`, `WorkflowDef` (the reports and the signals
                    `WaitForInput` and `NonRetryable`, `agentq.errors`', re-exported)

@@ -46,7 +46,6 @@ from agentq.queue import Job, Queue, same_stored, stored_fingerprint
 from agentq.store import CallRow, DurableStore, Execution
 from agentq.workflows.calling import CallRunner, Usage, call_queue_key, json_object
 from agentq.workflows.children import ChildRunner, Spawner
-from agentq.workflows.context import Definition
 from agentq.workflows.model import WaitForInput
 from agentq.workflows.parking import (
     MAX_WAIT_TIMEOUT,
@@ -55,6 +54,7 @@ from agentq.workflows.parking import (
     InputRequested,
     check_timeout,
 )
+from agentq.workflows.recorder import Definition
 
 __all__ = [
     "MAX_WAIT_TIMEOUT",

@@ -37,8 +37,8 @@ from agentq.store import (
     child_of,
     child_workflow_id,
 )
-from agentq.workflows.context import Definition
 from agentq.workflows.model import WorkflowDef
+from agentq.workflows.recorder import Definition
 
 __all__ = ["ChildRunner", "Spawner", "waited_child"]
 

@@ -66,6 +66,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``groups``         `RunGroup` (``engine.group``): a manifest of members ``<group>/<key>``,
                    submit, results as they end, status counts, resume, cancel, forget
 ``scheduling``     the engine's ``schedule`` and ``unschedule`` (its base class over `Forks`)
+``endings``        `Endings`: what the engine does when a run, a workflow's deadline or a
+                   wait's deadline ends; ``on_end`` (its base class over `Scheduling`)
 ``engine``         `WorkflowEngine`: run, run_soon, status, close (fork, resume, retry,
                    cancel and the registration verbs from its base classes)
 ``recovery``       `recover` and its `RecoveryReport`: finish what a crashed worker left,

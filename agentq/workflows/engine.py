@@ -1,9 +1,10 @@
 """`WorkflowEngine`: the public verbs over workflows (run, run_soon, status, close).
 
-Its base classes hold the other verbs: `Scheduling` (``scheduling.py``: schedule,
-unschedule), which derives from `Forks` (``forking.py``: fork), which derives from
-`Interventions` (``interventions.py``: resume, retry, cancel), which derives from
-`Registrations` (``registrations.py``: register, start, serve...).
+Its base classes hold the other verbs: `Endings` (``endings.py``: on_end, and what the
+engine does when a run or a deadline ends), which derives from `Scheduling`
+(``scheduling.py``: schedule, unschedule), which derives from `Forks` (``forking.py``:
+fork), which derives from `Interventions` (``interventions.py``: resume, retry, cancel),
+which derives from `Registrations` (``registrations.py``: register, start, serve...).
 
 The engine keeps one run per workflow: concurrent `run` calls (and the run a `resume` or a
 `retry` continues, or `run_soon` starts in the background) share it (`Runs`, ``runs.py``).
@@ -23,11 +24,10 @@ Every transition is an event in the store's append-only log.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from types import TracebackType
 
 from agentq.clock import Clock
-from agentq.errors import AgentqError, DeadlockError, UnknownWorkflowError, WorkflowMismatchError
+from agentq.errors import DeadlockError, UnknownWorkflowError, WorkflowMismatchError
 from agentq.keys import validate_key
 from agentq.queue import Priority, Queue
 from agentq.retry import Backoff
@@ -35,19 +35,19 @@ from agentq.store import DurableStore, WorkflowRow
 from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
+from agentq.workflows.endings import Endings
 from agentq.workflows.groups import RunGroup
-from agentq.workflows.hooks import DEFAULT_HOOK_BACKOFF, EndHook, EndHooks
+from agentq.workflows.hooks import DEFAULT_HOOK_BACKOFF, EndHooks
 from agentq.workflows.linking import ChildLinks
-from agentq.workflows.model import RunResult, RunStatus, StepStatus, Workflow
+from agentq.workflows.model import RunResult, StepStatus, Workflow
 from agentq.workflows.results import status_of, stored_result
 from agentq.workflows.runs import Runs
-from agentq.workflows.scheduling import Scheduling
 from agentq.workflows.serving import Server
 
 __all__ = ["WorkflowEngine"]
 
 
-class WorkflowEngine(Scheduling):
+class WorkflowEngine(Endings):
     """Run workflows durably: one step after another, each attempt through the queue.
 
     Args:
@@ -328,52 +328,6 @@ class WorkflowEngine(Scheduling):
             await self._end_hooks.settle()  # the hooks of the runs that just ended
         await self.close()
 
-    def _drop_if_ended(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
-        """Drop the registration once a run (or continuation) ended it, if nothing else runs;
-        continue the parent of a child run that ended."""
-        if task.cancelled() or task.exception() is not None:  # retrieved: never "unretrieved"
-            return
-        self._links.ended(workflow_id, task)
-        if task.result().status in _ENDED:
-            self._ends.cancel(workflow_id)  # its deadline no longer matters
-            self._end_hooks.soon(workflow_id)
-        if task.result().status in _ENDED and not self._runs.busy(workflow_id):
-            self._registry.remove(workflow_id)  # the store keeps the record
-
-    async def _time_out(self, workflow_id: str) -> None:
-        """A workflow's deadline passed: fail it in the store (``WorkflowTimedOut``, which
-        cancels its child runs) and interrupt its attempt and its children's here, as a
-        cancel does (its run then returns ``failed``)."""
-        if not await self.store.time_out_workflow(workflow_id, self.clock.time()):
-            row = await self.store.get_workflow(workflow_id)  # failed elsewhere first?
-            if row is None or not row.state.closed:
-                return
-        self._end_hooks.soon(workflow_id)
-        for other in [workflow_id, *self._runs.ids_in_progress()]:
-            if other == workflow_id or other.startswith(workflow_id + "/"):
-                self._driver.interrupt(other)
-
-    async def _expire(self, workflow_id: str) -> None:
-        """A wait's deadline passed: run the workflow (the wait times out, or was answered)."""
-        with contextlib.suppress(AgentqError):  # not runnable here (any more): left stored
-            await self.run(workflow_id)
-
-    def on_end(self, fn: EndHook) -> None:
-        """Call `fn(result)` (sync, on the engine's loop, or async) with the final `RunResult`
-        of every workflow that ends, at least once, after its definition's ``on_end``.
-
-        With hooks of its own, this engine delivers the ends of every definition it
-        registered and of plain workflows; an end another engine delivers gets that
-        engine's hooks (give every serving engine the same). See docs/workflows.md.
-
-        Raises:
-            TypeError: `fn` is not callable.
-        """
-        self._end_hooks.add(fn)
-
-    def _ended_here(self, workflow_id: str) -> None:
-        self._end_hooks.soon(workflow_id)
-
     @property
     def answered_from_log(self) -> int:
         """How many durable calls and waits this engine answered from the log, not running them.
@@ -396,7 +350,3 @@ class WorkflowEngine(Scheduling):
             **self._driver.tables(),
             **self._links.sizes(),
         }
-
-
-_ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
-"""Run statuses after which a workflow's registration is dropped."""

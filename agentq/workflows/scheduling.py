@@ -1,9 +1,9 @@
 """`Scheduling`: the engine's ``schedule`` and ``unschedule`` verbs.
 
-`WorkflowEngine` (``engine.py``) derives from this class, as this class derives from `Forks`
-(``forking.py``). A schedule is stored in the store (`DurableStore.put_schedule`), so every
-engine serving that store with the definition registered fires it (``ticks.py``, from
-``serve`` and `recover`).
+`Endings` (``endings.py``, the base of `WorkflowEngine`) derives from this class, as this
+class derives from `Forks` (``forking.py``). A schedule is stored in the store
+(`DurableStore.put_schedule`), so every engine serving that store with the definition
+registered fires it (``ticks.py``, from ``serve`` and `recover`).
 
 Private to `agentq.workflows.engine`; the verbs are documented as `WorkflowEngine`'s.
 """

@@ -141,7 +141,8 @@ async def test_cancelling_the_parent_cancels_its_child(engine: WorkflowEngine) -
 
 async def test_the_tree_nests_the_child_run_under_the_tool_call(engine: WorkflowEngine) -> None:
     team = Team(engine)
-    await team.boss.run("go", run_id="job")
+    run = await team.boss.run("go", run_id="job")
+    assert 'data-state="waiting"' not in run.tree_html  # the card's tree, as below
     root = build_tree("job", (), await engine.store.calls("job"))
     [model0, _model1] = root.children
     [tool] = model0.children
@@ -151,6 +152,10 @@ async def test_the_tree_nests_the_child_run_under_the_tool_call(engine: Workflow
     html = await run_tree(engine.store, "job")
     assert html.count('data-agentq="agent-child"') == 1
     assert 'data-run="job/tool:0.0:d1"' in html
+    # The run completed: its child's wait row, still `waiting` in the log (the call, not the
+    # step, awaited the child), is drawn with the run's state, as every view shows it.
+    assert 'data-node="c:child:tool:0.0:d1" data-kind="child" data-state="completed"' in html
+    assert 'data-state="waiting"' not in html
     # A child run started by a step itself (ctx.child) stays among the step's calls.
     plain = build_tree("p", (), [r for r in await engine.store.calls("job")
                                  if r.key.startswith("child:")])

@@ -106,7 +106,7 @@ class AgentRun:
     @property
     def tree_html(self) -> str:
         """The run's tree as HTML (see the class docstring), built on each read."""
-        return run_tree_html(self.run_id, self._calls)
+        return run_tree_html(self.run_id, self._calls, state=self.status.value)
 
     def _repr_html_(self) -> str:
         """The run's result card (status, reason, output) above its tree."""

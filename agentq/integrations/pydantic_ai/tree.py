@@ -14,7 +14,7 @@ from typing import Any
 
 from agentq.errors import UnknownWorkflowError
 from agentq.markup import MUTED, esc
-from agentq.store import CallRow, DurableStore, child_of
+from agentq.store import CallRow, DurableStore, WorkflowRow, child_of
 from agentq.widgets import run_tree_html as tree_of_calls
 
 __all__ = ["run_tree", "run_tree_html"]
@@ -27,13 +27,16 @@ def _tokens(usage: dict[str, Any] | None) -> tuple[int, int]:
     return (i if isinstance(i, int) else 0), (o if isinstance(o, int) else 0)
 
 
-def run_tree_html(run_id: str, rows: Sequence[CallRow], *, state: str = "") -> str:
+def run_tree_html(run_id: str | WorkflowRow, rows: Sequence[CallRow], *, state: str = "") -> str:
     """Render an agent run's calls and waits as a tree, with the run's total tokens.
 
     Args:
-        run_id: The run (its workflow id), the root of the tree.
+        run_id: The run (its workflow id), the root of the tree; or its `WorkflowRow`
+            (then its state is the root's, and a wait still ``waiting`` in a closed run,
+            such as a sub-agent's ``child:<key>`` row, is shown with the run's state:
+            `agentq.store.shown_call`).
         rows: Its rows as ``store.calls(run_id)`` returns them (first-recorded order).
-        state: The run's status shown at the root ('' for none).
+        state: The run's status shown at the root when `run_id` is an id ('' for none).
 
     Returns:
         An HTML fragment (``<div data-agentq="agent-tree">``) with the total tokens, then the
@@ -47,8 +50,9 @@ def run_tree_html(run_id: str, rows: Sequence[CallRow], *, state: str = "") -> s
             i, o = _tokens(row.usage)
             total_in, total_out = total_in + i, total_out + o
     tree = tree_of_calls(run_id, rows, state=state, expanded=True)
+    run = run_id.workflow_id if isinstance(run_id, WorkflowRow) else run_id
     return (
-        f'<div data-agentq="agent-tree" data-run="{esc(run_id)}" style="font-size:12px">'
+        f'<div data-agentq="agent-tree" data-run="{esc(run)}" style="font-size:12px">'
         f"<span style='{MUTED}'>{total_in} in / {total_out} out tokens</span>{tree}</div>"
     )
 
@@ -69,7 +73,7 @@ async def run_tree(store: DurableStore, run_id: str) -> str:
     if row is None:
         raise UnknownWorkflowError(f"run {run_id!r} is not in the store")
     rows = await store.calls(run_id)
-    html = run_tree_html(run_id, rows, state=row.state.value)
+    html = run_tree_html(row, rows)
     children = [c for c in map(child_of, rows) if c is not None]
     for child in children:
         inner = await run_tree(store, child)

@@ -31,8 +31,10 @@ from agentq.store import (
     CHILD_WAIT_PREFIX,
     CallKind,
     CallRow,
+    CallState,
     StepRow,
     WorkflowRow,
+    WorkflowState,
     child_of,
     shown_call,
 )
@@ -143,7 +145,7 @@ def _tokens(usage: dict[str, Any] | None) -> str:
     return f"{head}{i} in / {o} out tokens"
 
 
-def _call_node(call: CallRow, workflow: WorkflowRow | None) -> TreeNode:
+def _call_node(call: CallRow, workflow: WorkflowRow | str) -> TreeNode:
     label = call.label or {}
     facts: list[str] = []
     if call.kind is CallKind.WAIT:
@@ -172,7 +174,11 @@ def _call_node(call: CallRow, workflow: WorkflowRow | None) -> TreeNode:
     error = _error_text(call.error)
     if error:
         facts.append(error)
-    state = call.state.value if workflow is None else shown_call(workflow, call).state
+    if isinstance(workflow, WorkflowRow):
+        state = shown_call(workflow, call).state
+    else:  # only the run's state: the same rule (a wait left waiting in a closed run)
+        closed = workflow in _CLOSED and call.state is CallState.WAITING
+        state = workflow if closed else call.state.value
     return TreeNode(f"c:{call.key}", kind, f"{title} · {isolate(call.key)}", state,
                     tuple(facts), failed=bool(error))
 
@@ -192,7 +198,8 @@ def build_tree(
             root (an agent run's calls read alone).
         calls: Its call and wait rows, in first-recorded order (as `DurableStore.calls`
             returns them).
-        state: The root's status when `workflow` is an id.
+        state: The root's status when `workflow` is an id; a closed one (completed, failed,
+            cancelled) is also shown for the waits still ``waiting`` (`shown_call`'s rule).
 
     Returns:
         The root `TreeNode` (kind ``workflow``), uncapped: the renderer caps children.
@@ -211,7 +218,7 @@ def build_tree(
     model: dict[int, TreeNode] = {}  # the latest model request under each step (-1: the root)
     by_key: dict[str, TreeNode] = {}
     for call in calls:
-        node = _call_node(call, workflow if isinstance(workflow, WorkflowRow) else None)
+        node = _call_node(call, workflow if isinstance(workflow, WorkflowRow) else state)
         by_key[call.key] = node
         parent_key = call.step_index if call.step_index in by_index else -1
         parent = by_index.get(parent_key, root)
@@ -224,6 +231,9 @@ def build_tree(
         else:
             model.get(parent_key, parent).children.append(node)
     return root
+
+
+_CLOSED = frozenset(s.value for s in WorkflowState if s.closed)
 
 
 def _made_by(key: str, nodes: dict[str, TreeNode]) -> TreeNode | None:

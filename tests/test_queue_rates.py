@@ -79,8 +79,9 @@ def test_lane_config_and_job_and_queue_refuse_bad_values() -> None:
         LaneConfig(rate=5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="tokens must be a Rate"):
         LaneConfig(tokens=(100, 60.0))  # type: ignore[arg-type]
-    for bad in (-1, 1.5, True, "10"):
-        with pytest.raises(ValueError, match=f"tokens must be an int >= 0 or None, got {bad!r}"):
+    for bad in (-1, 1.5, True, "10", 2**63, 10**30):  # a store keeps 64-bit integers
+        said = rf"tokens must be an int in \[0, 2\*\*63\) or None, got {bad!r}"
+        with pytest.raises(ValueError, match=said):
             Job("k", lambda: None, tokens=bad)  # type: ignore[arg-type]
     assert Job("k", lambda: None, tokens=0).tokens == 0
     for bad_total in (0, -1, 1.5, True, "2"):

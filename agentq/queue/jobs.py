@@ -225,9 +225,9 @@ class Job:
         if self.persist is not True and self.persist is not False:
             raise TypeError(f"job {self.key!r}: persist must be a bool, got {self.persist!r}")
         tokens = self.tokens
-        if tokens is not None and (type(tokens) is not int or tokens < 0):
-            raise ValueError(
-                f"job {self.key!r}: tokens must be an int >= 0 or None, got {tokens!r}"
+        if tokens is not None and (type(tokens) is not int or not 0 <= tokens < 2**63):
+            raise ValueError(  # a store keeps it as a 64-bit integer
+                f"job {self.key!r}: tokens must be an int in [0, 2**63) or None, got {tokens!r}"
             )
 
 

@@ -82,6 +82,11 @@ async def test_progress_counts_failures_tokens_cost_and_time_left(
     done = await read_progress(store, "p", clock.time())
     assert done.done and done.eta == 0.0 and done.cost is None
     assert "left" not in progress_text(done)
+    # an ended group's time and rate are those of its run, not falling as time goes on
+    await clock.advance(3600.0)
+    later = await read_progress(store, "p", clock.time())
+    assert (later.elapsed, later.rate) == (done.elapsed, done.rate)
+    assert later.elapsed == pytest.approx(30.0, abs=0.5)
 
 
 async def test_progress_before_anything_ran_and_of_an_unknown_group(

@@ -109,6 +109,8 @@ def fold_progress(
             tokens[name] = tokens.get(name, 0) + value
     status = GroupStatus(**counts)
     started = [row.created_at for row in rows.values()]
+    if started and status.ended == status.total:  # ended: the time it took, not until now
+        now = max(row.updated_at for row in rows.values())
     elapsed = max(0.0, now - min(started)) if started else 0.0
     rate = status.ended / elapsed if status.ended and elapsed > 0 else None
     left = status.total - status.ended

@@ -146,7 +146,8 @@ def short(value: object, limit: int = 80) -> str:
     raw = str(value)
     if len(raw) <= limit:
         return esc_text(raw)
-    return f'<span title="{esc(raw[:2000])}">{esc_text(raw[: limit - 1])}…</span>'
+    title = esc(_without_controls(raw[:2000]))
+    return f'<span title="{title}">{esc_text(raw[: limit - 1])}…</span>'
 
 
 def check_count(value: object, name: str, *, least: int = 1) -> int:
@@ -230,7 +231,18 @@ def parts_html(parts: list[JsonPart], limit: int | None = None) -> str:
         piece = piece[:room]
         room -= len(piece)
         shown.append(esc_text(piece) if user else esc(piece))
-    return f'<span title="{esc(text[:2000])}">{"".join(shown)}…</span>'
+    return f'<span title="{esc(_without_controls(text[:2000]))}">{"".join(shown)}…</span>'
+
+
+_CONTROLS = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})
+
+
+def _without_controls(text: str) -> str:
+    """`text` without bidi controls: a tooltip (``title``) cannot isolate a value, so an
+    RLO there would reverse what follows it."""
+    if text.isascii():
+        return text
+    return "".join(c for c in text if unicodedata.bidirectional(c) not in _CONTROLS)
 
 
 def json_text(value: Any, limit: int = 120) -> str:

@@ -238,3 +238,18 @@ async def test_errors_show_where_they_happened(engine: WorkflowEngine, tmp_path:
     assert 'data-agentq="run-error"' in html and 'data-agentq="tool-error"' in html
     card = html[html.index('data-call-id="m1"'):]  # the last card: the run stopped there
     assert 'data-agentq="tool-card"' not in card and "tool backend down" in card
+
+
+def test_a_huge_tool_result_is_cut_and_tooltips_carry_no_bidi_controls() -> None:
+    """A 500,000-character result is drawn up to SHOWN_AT_MOST characters and said to be
+    longer; a shortened value's tooltip has no bidi control (a title cannot isolate one)."""
+    from agentq.markup import json_text
+    from agentq.widgets.html.detail import SHOWN_AT_MOST, json_html
+
+    html = json_html({"blob": "x" * 500_000})
+    assert len(html) < SHOWN_AT_MOST + 5_000
+    assert 'data-agentq="cut"' in html and "480,0" in html
+    assert 'data-agentq="cut"' not in json_html({"small": 1})
+    short = json_text({"memo": "thanks\u202e", "amount": 1900, "pad": "y" * 300})
+    title = short.split('title="', 1)[1].split('"', 1)[0]
+    assert "\u202e" not in title and "thanks" in title

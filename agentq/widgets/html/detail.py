@@ -41,6 +41,8 @@ __all__ = [
 
 FOLD_AT = 400
 """Pretty JSON longer than this many characters (or 12 lines) is folded in ``<details>``."""
+SHOWN_AT_MOST = 20_000
+"""Characters of a JSON value drawn at most (the rest is said, not drawn)."""
 
 _PRE = (
     "margin:2px 0;padding:4px 6px;background:var(--jp-layout-color2,#f3f4f6);border-radius:3px;"
@@ -50,11 +52,25 @@ _TABLE = "border-collapse:collapse"
 _TD = "padding:2px 8px;vertical-align:top;text-align:left"
 
 
-def json_html(value: Any, *, fold_at: int = FOLD_AT) -> str:
-    """Return `value` as pretty JSON in a ``<pre>``, folded in ``<details>`` when long."""
+def json_html(value: Any, *, fold_at: int = FOLD_AT, shown: int = SHOWN_AT_MOST) -> str:
+    """Return `value` as pretty JSON in a ``<pre>``, folded in ``<details>`` when long, and
+    cut after `shown` characters (a page stays light; the store keeps the whole value)."""
     parts = json_parts(value, indent=2)  # each string isolated on its own (issue 22 #5)
     text = "".join(piece for piece, _ in parts)
-    pre = f'<pre data-agentq="json" style="{_PRE}">{parts_html(parts)}</pre>'
+    body = parts_html(parts)
+    if len(text) > shown:
+        kept: list[tuple[str, bool]] = []
+        room = shown
+        for piece, user in parts:
+            if room <= 0:
+                break
+            kept.append((piece[:room], user))
+            room -= len(piece)
+        body = "".join(esc_text(p) if user else esc(p) for p, user in kept) + (
+            f'<span data-agentq="cut" style="{MUTED}">\n… {len(text) - shown:,} more '
+            "characters not shown (the store keeps the whole value)</span>"
+        )
+    pre = f'<pre data-agentq="json" style="{_PRE}">{body}</pre>'
     lines = text.count("\n") + 1
     if len(text) <= fold_at and lines <= 12:
         return pre

@@ -43,7 +43,8 @@ class ApprovalSlot:
         self.wait_key: str | None = None
         self.step_name = ""
         self.label = w.HTML("")
-        self.note = w.Text(placeholder="note (optional)", layout=w.Layout(width="220px"))
+        self.note = w.Text(placeholder="note (optional)",
+                           layout=w.Layout(width="220px", max_width="100%"))
         self.approve = w.Button(description="Approve", button_style="success", icon="check")
         self.reject = w.Button(description=reject, button_style="danger", icon="times")
         self.edit = w.Button(description="Edit", icon="pencil") if edit else None
@@ -51,12 +52,15 @@ class ApprovalSlot:
         if self.edit is not None:
             self.edit.on_click(lambda _b: self.toggle_editor())
         self.status = w.HTML("")
-        self.args = w.Textarea(layout=w.Layout(width="420px", height="84px", display="none"))
+        self.args = w.Textarea(
+            layout=w.Layout(width="420px", max_width="100%", height="84px", display="none")
+        )
         self.args.add_class("agentq-approval-args")
         self.args_shown = ""  # the editor's text as prefilled ("" when hidden)
         self._args_for: tuple[int, str | None] | None = None  # the wait it was filled for
         edit_button = [] if self.edit is None else [self.edit]
-        buttons = w.HBox([self.note, self.approve, *edit_button, self.reject])
+        buttons = w.HBox([self.note, self.approve, *edit_button, self.reject],
+                         layout=w.Layout(flex_flow="row wrap"))
         self.box = w.VBox([self.label, self.args, buttons, self.status])
         self.box.add_class("agentq-approval")
         self.box.layout.display = "none"

@@ -111,10 +111,10 @@ class BulkBar:
         title = w.HTML(f'<div style="{_TEXT};font-weight:600">All that match</div>')
         self.widget = w.VBox([
             title,
-            w.HBox([self.workflow, self.tool, self.text]),
+            w.HBox([self.workflow, self.tool, self.text], layout=w.Layout(flex_flow="row wrap")),
             self.matches,
             self.note,
-            w.HBox([self.approve, self.deny]),
+            w.HBox([self.approve, self.deny], layout=w.Layout(flex_flow="row wrap")),
             self.confirm,
             self.status,
         ])

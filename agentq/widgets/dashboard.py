@@ -135,7 +135,7 @@ class Dashboard(Live):
                 _section(w, "Lanes", self.lanes.widget, "52%"),
                 _section(w, "Waiting for approval", self.approvals.widget, "46%"),
             ],
-            layout=w.Layout(justify_content="space-between"),
+            layout=w.Layout(justify_content="space-between", flex_flow="row wrap"),
         )
         self.widget = w.VBox(
             [

@@ -68,16 +68,18 @@ class DetailPane:
         w = widgets()
         self.store = store
         self.clock = clock
-        self.workflows = w.Select(options=[], rows=7, description="workflow",
-                                  layout=w.Layout(width="300px"))
-        self.items = w.Select(options=[], rows=7, description="show",
-                              layout=w.Layout(width="300px"))
+        pick = {"description_width": "68px"}  # the lists get the width, not their labels
+        self.workflows = w.Select(options=[], rows=7, description="workflow", style=pick,
+                                  layout=w.Layout(width="380px"))
+        self.items = w.Select(options=[], rows=7, description="show", style=pick,
+                              layout=w.Layout(width="380px"))
         self.html = w.HTML(_EMPTY)
         self.tree = RunTree(self.pick)
         """The selected workflow's tree (`RunTree`): a click on a node shows its detail."""
         layout = self.tree.widget.layout  # set, not replaced: a replaced Layout would leak
         layout.width, layout.max_height, layout.overflow = "360px", "420px", "auto"
-        self.widget = w.HBox([w.VBox([self.workflows, self.items]), self.tree.widget, self.html])
+        self.widget = w.HBox([w.VBox([self.workflows, self.items]), self.tree.widget, self.html],
+                             layout=w.Layout(flex_flow="row wrap"))
         self.widget.add_class("agentq-detail")
         self.snapshot: DetailSnapshot | None = None
         self.listeners: list[Callable[[DetailSnapshot | None], None]] = []

@@ -159,7 +159,7 @@ class StepTable(Live):
         """The page drawn (`agentq.widgets.models.search.Page`)."""
         self._starts: list[tuple[int, int]] = []  # (start, offset) of earlier pages, for "newer"
         bar = w.HBox([self.query, self.step_query, self.filter, self.window, self.prev,
-                      self.next, self.page_label])
+                      self.next, self.page_label], layout=w.Layout(flex_flow="row wrap"))
         self.widget = w.VBox([self._banner, bar, self.html])
         self.widget.add_class("agentq-steps")
         self._spawner = Spawner()

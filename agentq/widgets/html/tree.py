@@ -154,7 +154,7 @@ def tree_html(
         more = more_html(len(node.children) - len(kids), _WHAT.get(node.kind, "items"))
         inner = ""
         if detail is not None:
-            body = detail(node)
+            body = f'<div style="white-space:normal">{detail(node)}</div>'
             inner = body if not node.children else (
                 '<details data-agentq="tree-detail"><summary style="cursor:pointer;'
                 f'{MUTED}">detail</summary>{body}</details>'
@@ -170,7 +170,8 @@ def tree_html(
 
     return (
         f'<div data-agentq="tree" data-workflow="{esc(root.title)}" '
-        f'style="{FONT};font-size:12px;line-height:1.5">{draw(root)}</div>'
+        f'style="{FONT};font-size:12px;line-height:1.5;white-space:nowrap">{draw(root)}</div>'
+        # labels on one line: a long one scrolls the tree sideways instead of wrapping
     )
 
 

@@ -282,6 +282,20 @@ async def test_forget_removes_the_manifest_and_keeps_the_members(
     assert {m.key: m.output async for m in group.results()} == {"a": 1, "b": 4}
 
 
+async def test_submit_after_forget_refuses_a_member_stored_with_another_input(
+    engine: WorkflowEngine, store: DurableStore
+) -> None:
+    group = engine.group("fr")
+    await group.submit(square(Counter()), {"x": 1, "y": 2})
+    await drain(engine, "fr")
+    assert await group.forget() is True
+    with pytest.raises(KeyConflictError, match=r"'fr'.*1 member\(s\).*'y'"):
+        await group.submit(square(Counter()), {"x": 1, "y": 3})
+    assert await group.manifest() is None  # nothing was stored
+    row = await store.get_workflow("fr/y")
+    assert row is not None and row.input == 2
+
+
 async def test_children_of_members_are_not_members(engine: WorkflowEngine) -> None:
     leaf = WorkflowDef("leaf", [StepDef("leaf", lambda ctx: ctx.input + 1)])
 

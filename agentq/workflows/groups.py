@@ -133,7 +133,9 @@ class RunGroup:
 
         Raises:
             KeyConflictError: The group is stored with another input or another definition
-                for a key (the message names the keys); nothing changes.
+                for a key, or a member ``<group>/<key>`` is stored (e.g. after `forget`,
+                which keeps the members' runs) with another input (the message names the
+                keys); nothing changes.
             ValueError: The group is stored with another set of keys (the message names the
                 difference), `items` is empty, a key holds a ``/``, or `definition` is a
                 mapping whose keys are not those of `items` (the message names the
@@ -149,6 +151,7 @@ class RunGroup:
             names = found.name
         else:
             names = {key: d.name for key, d in found.items()}
+        await self._same_members(items)
         now = self._engine.clock.time()
         manifest, created = await self._groups.record_group(
             self.group_id, definition=names, items=items, now=now
@@ -312,6 +315,22 @@ class RunGroup:
                 f"group {self.group_id!r} is stored with another definition for "
                 f"{len(other)} key(s): {keys_text(other)} (stored: "
                 f"{stored.definitions[other[0]]!r} for {other[0]!r}); nothing was changed"
+            )
+
+    async def _same_members(self, items: Mapping[str, Any]) -> None:
+        """Raise `KeyConflictError` naming the keys whose member (``<group>/<key>``) is
+        stored, e.g. after `forget`, with another input than `items` gives it."""
+        prefix = len(self.group_id) + 1
+        rows = await self._groups.group_members(self.group_id)
+        stored = {row.workflow_id[prefix:]: row.input for row in rows}
+        changed = [
+            k for k in items if k in stored and encode(items[k]) != encode(stored[k])
+        ]
+        if changed:
+            raise KeyConflictError(
+                f"group {self.group_id!r}: {len(changed)} member(s) are stored with another "
+                f"input: {keys_text(changed)} (`forget` keeps the members' runs); use "
+                f"another group id; nothing was changed"
             )
 
     def same_keys(self, stored: GroupManifest, keys: Iterable[str]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import math
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from agentq.queue import Rate
 from agentq.queue.jobs import Job
 from agentq.queue.lanes import LaneConfig, Priority
 from agentq.queue.queue import Queue
-from agentq.queue.rates import Window, retry_after, tokens_used
+from agentq.queue.rates import MAX_RETRY_AFTER, Window, retry_after, tokens_used
 from agentq.retry import RetryPolicy
 
 T0 = FakeClock().time()
@@ -249,6 +250,32 @@ def test_retry_after_reads_attributes_and_429_headers() -> None:
     assert retry_after(RateLimited(429, {"retry-after": "Wed, 21 Oct 2015"})) is None
     assert retry_after(Throttled(-1)) is None
     assert retry_after(ValueError("x")) is None and retry_after(None) is None
+
+
+def test_retry_after_above_the_maximum_is_clamped_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="agentq.queue.rates"):
+        assert retry_after(RateLimited(429, {"retry-after": "99999999"}), "LOW") == (
+            MAX_RETRY_AFTER
+        )
+        assert retry_after(Throttled(1e9)) == MAX_RETRY_AFTER
+        assert retry_after(Throttled(MAX_RETRY_AFTER)) == MAX_RETRY_AFTER
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2
+    assert "lane LOW" in warnings[0] and "99999999" in warnings[0]
+
+
+async def test_a_huge_retry_after_pauses_the_lane_at_most_max(clock: FakeClock) -> None:
+    async def refused() -> str:
+        raise RateLimited(429, {"retry-after": "1e9"})
+
+    async with Queue(clock=clock) as queue:
+        queue.push_nowait(Job("j", refused, Priority.LOW))
+        await settle()
+        assert queue.stats()[Priority.LOW].paused_until == pytest.approx(
+            T0 + MAX_RETRY_AFTER
+        )
 
 
 def test_retry_after_of_pydantic_ai_http_error() -> None:

@@ -17,6 +17,7 @@ The windows here are one queue's; a store shares a lane's budget between process
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -135,7 +136,13 @@ class Window:
         charge.amount = amount
 
 
-def retry_after(exc: BaseException | None) -> float | None:
+MAX_RETRY_AFTER = 3600.0
+"""The longest pause (seconds) a failure's retry-after may ask for; more is clamped to it."""
+
+_log = logging.getLogger(__name__)
+
+
+def retry_after(exc: BaseException | None, lane: object = None) -> float | None:
     """Seconds a failure asks to wait before anything of its lane starts again, or None.
 
     Read from, in order: a ``retry_after`` attribute of `exc` (a number of seconds >= 0,
@@ -143,7 +150,22 @@ def retry_after(exc: BaseException | None) -> float | None:
     ``status_code == 429``, its ``headers`` (a mapping, or an object with ``.headers`` as
     ``response`` or ``body``): ``retry-after-ms`` in milliseconds, else ``Retry-After`` as a
     number of seconds (an HTTP date is not read). Anything else: None.
+
+    A value above `MAX_RETRY_AFTER` (e.g. ``Retry-After: 99999999``) is clamped to it and
+    logged at WARNING, naming `lane` (the lane the failure would pause, for the message only)
+    and the value asked.
     """
+    seconds = _asked(exc)
+    if seconds is not None and seconds > MAX_RETRY_AFTER:
+        _log.warning(
+            "lane %s: a retry-after of %r s is clamped to MAX_RETRY_AFTER (%r s)",
+            lane, seconds, MAX_RETRY_AFTER,
+        )
+        return MAX_RETRY_AFTER
+    return seconds
+
+
+def _asked(exc: BaseException | None) -> float | None:
     if exc is None:
         return None
     seconds = _seconds(getattr(exc, "retry_after", None))

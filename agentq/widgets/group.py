@@ -108,6 +108,7 @@ async def follow_group(
     """
     progress_mod: Any = require("rich.progress", "cli")
     console_mod: Any = require("rich.console", "cli")
+    markup_mod: Any = require("rich.markup", "cli")
     clock = clock or SystemClock()
     cache = UsageCache()
     console = console_mod.Console(file=file or sys.stderr)
@@ -119,7 +120,7 @@ async def follow_group(
         transient=False,
     )
     with bar:
-        task = bar.add_task(group_id, total=None, line="")
+        task = bar.add_task(markup_mod.escape(group_id), total=None, line="")
         while True:
             found = await read_progress(store, group_id, clock.time(), prices=prices, cache=cache)
             bar.update(task, total=found.status.total, completed=found.status.ended,

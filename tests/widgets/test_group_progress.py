@@ -138,3 +138,17 @@ async def test_follow_group_prints_a_progress_line_until_every_member_ended(
     final = await follow
     assert final.done and final.status.completed == 2
     assert "2/2 ended" in out.getvalue() and "line" in out.getvalue()
+
+
+async def test_follow_group_prints_the_group_id_as_text_not_markup(
+    engine: WorkflowEngine, store: DurableStore, clock: FakeClock
+) -> None:
+    pytest.importorskip("rich")
+    from agentq.widgets import follow_group
+
+    group = engine.group("[bold]G[bold]")
+    await group.submit(tokens_def({}), {"a": 1})
+    [m async for m in group.results()]
+    out = io.StringIO()
+    await follow_group(store, "[bold]G[bold]", file=out, interval=1.0, clock=clock)
+    assert "[bold]G[bold]" in out.getvalue()

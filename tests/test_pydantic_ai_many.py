@@ -74,7 +74,7 @@ async def test_run_many_refuses_changed_prompts_and_keys(engine: WorkflowEngine)
         await durable.run_many({"a": "one", "b": "two", "c": "three"}, group_id="g")
     with pytest.raises(ValueError, match="no prompts"):
         await durable.run_many({}, group_id="h")
-    with pytest.raises(ValueError, match="no '/'"):
+    with pytest.raises(ValueError, match="a group member key holds no '/'"):
         await durable.run_many({"x/y": "p"}, group_id="h")
     with pytest.raises(TypeError, match="mapping"):
         await durable.run_many(["p"], group_id="h")  # type: ignore[arg-type]

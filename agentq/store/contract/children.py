@@ -47,17 +47,28 @@ class ChildStart(NamedTuple):
     outcome: dict[str, Any] | None
 
 
-def child_workflow_id(parent_id: str, key: str) -> str:
+def child_workflow_id(
+    parent_id: str, key: str, *, kind: str = "child", parent: str = "parent"
+) -> str:
     """Return the id of the child run `key` of workflow `parent_id`: ``<parent_id>/<key>``.
+
+    Args:
+        parent_id: The parent's id (a run, or a run group).
+        key: The child's key.
+        kind: What the key names, for the error messages: ``"child"`` (``"a child key"``)
+            or e.g. ``"group member"`` (`member_id`).
+        parent: What `parent_id` names, for the error messages (``<parent>/<key>``).
 
     Raises:
         InvalidKeyError / TypeError: `key` (or the id made) is not a valid key.
         ValueError: `key` holds a ``/`` (the parent's id would be ambiguous).
     """
-    key = validate_key(key, "child key")
+    key = validate_key(key, f"{kind} key")
     if "/" in key:
-        raise ValueError(f"a child key holds no '/' (the child's id is <parent>/<key>): {key!r}")
-    return validate_key(f"{parent_id}/{key}", "child workflow id")
+        raise ValueError(
+            f"a {kind} key holds no '/' (the {kind}'s id is <{parent}>/<key>): {key!r}"
+        )
+    return validate_key(f"{parent_id}/{key}", f"{kind} workflow id")
 
 
 def parent_of(child_id: str) -> tuple[str, str] | None:

@@ -73,7 +73,9 @@ def member_id(group_id: str, key: str) -> str:
         InvalidKeyError / TypeError: `group_id` or `key` is not a valid key.
         ValueError: `key` holds a ``/``.
     """
-    return child_workflow_id(validate_key(group_id, "group id"), key)
+    return child_workflow_id(
+        validate_key(group_id, "run group id"), key, kind="group member", parent="group"
+    )
 
 
 def summed_usage(usages: list[dict[str, Any] | None]) -> dict[str, int] | None:

@@ -169,7 +169,9 @@ class RunGroup:
         stopped).
 
         Returns:
-            How many members were started or retried (open ones not counted).
+            How many members were started, retried or continued: every member not
+            completed, except an open one this engine runs already (one under another
+            engine's live lease is counted, though that engine keeps it).
 
         Raises:
             UnknownWorkflowError: No manifest is stored under this id, or a definition of
@@ -361,7 +363,8 @@ class RunGroup:
 
     async def _drive(self, manifest: GroupManifest, definitions: dict[str, WorkflowDef]) -> int:
         """Start the members never stored, retry the failed and cancelled ones, run the
-        open ones here; return how many were started or retried."""
+        open ones here; return how many were started, retried or continued (an open one
+        this engine runs already not counted)."""
         engine, store = self._engine, self._engine.store
         rows = await self._members(manifest)
         count = 0
@@ -379,6 +382,8 @@ class RunGroup:
                     count += 1
             elif row.state is WorkflowState.COMPLETED:
                 continue
+            elif not engine.running(wid):
+                count += 1  # an open one: continued here
             engine.run_soon(wid)
         return count
 

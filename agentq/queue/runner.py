@@ -236,7 +236,7 @@ async def _run_record(
                     watchdog.cancel()
             if failure is None or record.outcome is not None:
                 break
-            pause = retry_after(failure.exception, record.lane.priority.name)
+            pause = retry_after(failure.exception, str(record.lane.priority))
             if pause is not None:  # a rate limit: pause the whole lane, not only this job
                 record.lane.pause(ledger.clock.time() + pause)
             if (

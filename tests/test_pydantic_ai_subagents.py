@@ -113,6 +113,11 @@ async def test_the_approvals_of_a_child_are_listed_by_the_parent_too(
     assert (mine.run_id, mine.tool, mine.args) == (child_id, "pay", {"amount": 5})
     listed = await team.boss.pending_approvals("job")
     assert [(p.run_id, p.tool) for p in listed] == [(child_id, "pay")]
+    assert run.pending == listed  # the run's report lists its child's approvals too
+    assert (await team.boss.run("go", run_id="job")).pending == listed
+    for answer in (team.boss.approve, team.boss.deny):
+        with pytest.raises(NotWaitingError, match=f"child run\\(s\\) \\[{child_id!r}\\]"):
+            await answer("job")
     assert [p.run_id for p in await team.boss.pending_approvals()] == [child_id]
     # the parent's wait on the child is not an approval to answer: the child's is
     assert [(r.workflow_id, r.wait_key) for r in await pending_waits(engine.store)] == [

@@ -228,8 +228,10 @@ async def test_bad_inputs_are_refused_before_anything_is_stored(
         await group.submit(definition, {})
     with pytest.raises(TypeError, match="mapping"):
         await group.submit(definition, [("a", 1)])  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="holds no '/'"):
+    with pytest.raises(ValueError, match="a run group key holds no '/'"):
         await group.submit(definition, {"x/y": 1})
+    with pytest.raises(ValueError, match="run group key must not be empty"):
+        await group.submit(definition, {"": 1})
     with pytest.raises(PayloadError, match="member 'k'"):
         await group.submit(definition, {"k": object()})
     with pytest.raises(UnknownWorkflowError, match="nope"):

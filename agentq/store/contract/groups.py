@@ -70,10 +70,17 @@ def member_id(group_id: str, key: str) -> str:
     """The workflow id of member `key` of group `group_id`: ``<group_id>/<key>``.
 
     Raises:
-        InvalidKeyError / TypeError: `group_id` or `key` is not a valid key.
+        InvalidKeyError / TypeError: `group_id` or `key` (a "run group key") is not a valid
+            key.
         ValueError: `key` holds a ``/``.
     """
-    return child_workflow_id(validate_key(group_id, "group id"), key)
+    group_id = validate_key(group_id, "group id")
+    key = validate_key(key, "run group key")
+    if "/" in key:
+        raise ValueError(
+            f"a run group key holds no '/' (the run's id is <group id>/<key>): {key!r}"
+        )
+    return child_workflow_id(group_id, key)
 
 
 def summed_usage(usages: list[dict[str, Any] | None]) -> dict[str, int] | None:

@@ -21,6 +21,7 @@ from agentq.errors import EngineError, NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai import DurableAgent, current_run_id
 from agentq.integrations.pydantic_ai._parent import ParentCall, run_child
 from agentq.integrations.pydantic_ai.tree import run_tree
+from agentq.widgets import ApprovalPanel
 from agentq.widgets.models.bulk import pending_waits
 from agentq.widgets.models.tree import build_tree
 
@@ -125,6 +126,13 @@ async def test_the_approvals_of_a_child_are_listed_by_the_parent_too(
     ]
     with pytest.raises(NotWaitingError, match=f"child run {child_id!r}; answer that run"):
         await engine.resume("job", "agent", {"approved": False}, key="child:tool:0.0:d1")
+    panel = ApprovalPanel(engine)
+    await panel.refresh()
+    assert [(r.workflow_id, r.wait_key) for r in panel.waiting] == [
+        (child_id, "approval:0.0:p1")
+    ]
+    assert [slot.key for slot in panel.slots if slot.key is not None] == [(child_id, 0)]
+    await panel.stop()
     with pytest.raises(UnknownWorkflowError):
         await team.boss.approve(child_id)  # the helper's run: its agent answers it
     done = await team.helper.approve(child_id)

@@ -28,7 +28,7 @@ from agentq import (
     WorkflowDef,
     WorkflowEngine,
 )
-from agentq.errors import KeyConflictError, UnknownWorkflowError
+from agentq.errors import KeyConflictError, NotWaitingError, UnknownWorkflowError
 from agentq.events import EventKind
 from agentq.store import DurableStore, SqliteStore, StepState, WorkflowState
 
@@ -431,3 +431,58 @@ async def test_start_child_refuses_a_key_with_a_slash_and_another_input(
     result = await engine.run("s2")
     assert result.status is RunStatus.COMPLETED, result.reason
     assert errors == ["WorkflowMismatchError"]
+
+
+async def test_a_resume_of_the_parents_child_wait_is_refused_naming_the_child(
+    engine: WorkflowEngine,
+) -> None:
+    async def ask(ctx: StepContext) -> Any:
+        return await ctx.wait_for_input("ok", "go on?")
+
+    asker = WorkflowDef("asker", [StepDef("ask", ask)])
+    await engine.start(parent_of_one(asker, 0, []), "p20")
+    assert (await engine.run("p20")).status is RunStatus.WAITING
+    before = await engine.store.load_events()
+    for key in ("child:c", None):
+        with pytest.raises(NotWaitingError, match=r"child run 'p20/c'; answer that run"):
+            await engine.resume("p20", "ask", {"approved": False}, key=key)
+        with pytest.raises(NotWaitingError, match=r"child run 'p20/c'"):
+            await engine.store.resume_step("p20", 0, False, 0.0, key=key)
+    with pytest.raises(NotWaitingError, match=r"child run 'p20/other'"):
+        await engine.store.resume_step("p20", 0, False, 0.0, key="child:other")
+    assert await engine.store.load_events() == before  # nothing stored
+    assert (await engine.resume("p20/c", "ask", 7, key="ok")).status is RunStatus.COMPLETED
+    result = await engine.run("p20")
+    assert result.status is RunStatus.COMPLETED and result.outputs == ({"got": 7},)
+
+
+def test_agentq_show_and_approve_point_a_child_wait_to_the_child_run(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from agentq.cli import cli
+    from agentq.cli.commands import Settings
+
+    async def ask(ctx: StepContext) -> Any:
+        return await ctx.wait_for_input("ok", "go on?")
+
+    async def make() -> None:
+        async with Queue() as queue, await SqliteStore.open(tmp_path / "a.db") as store:
+            engine = WorkflowEngine(queue, store, worker_id="w1")
+            await engine.start(parent_of_one(WorkflowDef("asker", [StepDef("ask", ask)]), 0,
+                                             []), "fam")
+            assert (await engine.run("fam")).status is RunStatus.WAITING
+
+    asyncio.run(make())
+
+    def invoke(*args: str) -> Any:
+        return CliRunner().invoke(cli, [args[0], str(tmp_path / "a.db"), *args[1:]],
+                                  obj=Settings(width=200))
+
+    shown = invoke("show", "fam")
+    assert shown.exit_code == 0, shown.output
+    assert "waiting for child runs" in shown.stdout and "waiting for input" not in shown.stdout
+    assert "waiting for child run fam/c" in shown.stdout
+    refused = invoke("approve", "fam")
+    assert refused.exit_code != 0
+    assert "child run 'fam/c'; answer that run" in refused.output
+    assert "waiting for input" in invoke("show", "fam/c").stdout

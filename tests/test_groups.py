@@ -230,6 +230,8 @@ async def test_bad_inputs_are_refused_before_anything_is_stored(
         await group.submit(definition, [("a", 1)])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"group member key holds no '/' \(the group member's"):
         await group.submit(definition, {"x/y": 1})
+    with pytest.raises(ValueError, match="group member key must not be empty"):
+        await group.submit(definition, {"": 1})
     with pytest.raises(PayloadError, match="member 'k'"):
         await group.submit(definition, {"k": object()})
     with pytest.raises(UnknownWorkflowError, match="nope"):

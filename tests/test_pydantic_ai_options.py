@@ -124,6 +124,11 @@ async def test_bad_options_are_refused_before_anything_is_stored(engine: Workflo
         await durable.run(["look", 42], run_id="o")  # type: ignore[list-item]
     with pytest.raises(TypeError, match="models must map"):
         DurableAgent(tool_agent(), engine, models={"s": "openai:gpt-5.2"})  # type: ignore[dict-item]
+    for name in ("nosuchprovider:xyz", "gpt-nosuch", "S"):  # unknown provider, no provider
+        with pytest.raises(ValueError, match=f"model {name!r} is not a model pydantic-ai"):
+            await durable.run("hi", run_id="o", model=name)
+        with pytest.raises(ValueError, match=f"model {name!r}"):
+            await durable.start("hi", run_id="o", model=name)
     assert await engine.store.get_workflow("o") is None
 
 
@@ -161,7 +166,7 @@ async def test_a_mismatch_names_what_differs_in_one_line(engine: WorkflowEngine)
     assert "input['prompt']: 'refund order 42" in message and "vs 'refund order 43" in message
     assert "\n" not in message and len(message) < 300, message
     with pytest.raises(WorkflowMismatchError, match=r"input\['options'\]\['model'\]"):
-        await durable.run("refund order 42 " + "please " * 200, run_id="m", model="other")
+        await durable.run("refund order 42 " + "please " * 200, run_id="m", model="test")
 
 
 # ------------------------------------------------------------------ options across processes

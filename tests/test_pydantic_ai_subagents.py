@@ -16,10 +16,13 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agentq import RunStatus, WorkflowEngine
-from agentq.errors import UnknownWorkflowError
+from agentq import RunStatus, StepDef, WorkflowDef, WorkflowEngine
+from agentq.errors import EngineError, NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai import DurableAgent, current_run_id
+from agentq.integrations.pydantic_ai._parent import ParentCall, run_child
 from agentq.integrations.pydantic_ai.tree import run_tree
+from agentq.widgets import ApprovalPanel
+from agentq.widgets.models.bulk import pending_waits
 from agentq.widgets.models.tree import build_tree
 
 pytestmark = pytest.mark.timeout(60)
@@ -111,7 +114,25 @@ async def test_the_approvals_of_a_child_are_listed_by_the_parent_too(
     assert (mine.run_id, mine.tool, mine.args) == (child_id, "pay", {"amount": 5})
     listed = await team.boss.pending_approvals("job")
     assert [(p.run_id, p.tool) for p in listed] == [(child_id, "pay")]
+    assert run.pending == listed  # the run's report lists its child's approvals too
+    assert (await team.boss.run("go", run_id="job")).pending == listed
+    for answer in (team.boss.approve, team.boss.deny):
+        with pytest.raises(NotWaitingError, match=f"child run\\(s\\) \\[{child_id!r}\\]"):
+            await answer("job")
     assert [p.run_id for p in await team.boss.pending_approvals()] == [child_id]
+    # the parent's wait on the child is not an approval to answer: the child's is
+    assert [(r.workflow_id, r.wait_key) for r in await pending_waits(engine.store)] == [
+        (child_id, "approval:0.0:p1")
+    ]
+    with pytest.raises(NotWaitingError, match=f"child run {child_id!r}; answer that run"):
+        await engine.resume("job", "agent", {"approved": False}, key="child:tool:0.0:d1")
+    panel = ApprovalPanel(engine)
+    await panel.refresh()
+    assert [(r.workflow_id, r.wait_key) for r in panel.waiting] == [
+        (child_id, "approval:0.0:p1")
+    ]
+    assert [slot.key for slot in panel.slots if slot.key is not None] == [(child_id, 0)]
+    await panel.stop()
     with pytest.raises(UnknownWorkflowError):
         await team.boss.approve(child_id)  # the helper's run: its agent answers it
     done = await team.helper.approve(child_id)
@@ -198,3 +219,31 @@ async def test_a_given_run_id_is_kept_and_a_failed_child_reaches_the_tool(
     failed_child = await engine.store.get_workflow("job2/tool:0.0:d1")
     assert failed_child is not None and failed_child.state == "failed"
     assert "helper model down" in str(failed_child.reason)
+
+
+async def test_run_child_never_gives_a_run_that_still_waits() -> None:
+    class Waiting:
+        status = RunStatus.WAITING
+
+    class Ctx:  # a parent whose wait on the child was answered while the child waits
+        workflow_id = "job"
+
+        async def start_child(self, *args: object, **kwargs: object) -> None:
+            return None
+
+        async def child(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    async def stored() -> dict[str, object]:
+        return {}
+
+    async def complete() -> Waiting:
+        return Waiting()
+
+    parent = ParentCall(Ctx(), "tool:0.0:d1")  # type: ignore[arg-type]
+    async def step(ctx: object) -> None:
+        return None
+
+    definition = WorkflowDef("helper", [StepDef("agent", step)])
+    with pytest.raises(EngineError, match="child run job/k still waits"):
+        await run_child(parent, "k", definition, stored(), lambda: None, complete)

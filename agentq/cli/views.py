@@ -30,6 +30,7 @@ from agentq.store import (
     WorkflowRow,
     child_of,
     shown_call,
+    waited_child,
 )
 
 __all__ = [
@@ -161,10 +162,17 @@ def _waits_table(steps: Sequence[StepRow]) -> Table | None:
     waiting = [row for row in steps if row.state is StepState.WAITING]
     if not waiting:
         return None
-    table = Table(title="waiting for input", title_justify="left")
+    inputs = any(waited_child(row.workflow_id, row.wait_key) is None for row in waiting)
+    title = "waiting for input" if inputs else "waiting for child runs"
+    table = Table(title=title, title_justify="left")
     for name in ("#", "step", "question", "key", "details", "deadline (UTC)"):
         table.add_column(name, overflow="fold")
     for row in waiting:
+        child = waited_child(row.workflow_id, row.wait_key)
+        if child is not None:  # not an input: the child's end answers it
+            _row(table, row.step_index, row.step_name, f"waiting for child run {child}",
+                 row.wait_key or "", "answer the child run, not this wait", "")
+            continue
         _row(
             table, row.step_index, row.step_name, short(row.reason, 120), row.wait_key or "",
             short(row.wait_details, 120), when(row.wait_deadline),

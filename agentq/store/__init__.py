@@ -30,6 +30,7 @@ from agentq.store.contract.children import (
     child_of,
     child_workflow_id,
     parent_of,
+    waited_child,
 )
 from agentq.store.contract.claims import (
     AlreadyCompleted,
@@ -116,4 +117,5 @@ __all__ = [
     "shown_call",
     "summed_usage",
     "touches_calls",
+    "waited_child",
 ]

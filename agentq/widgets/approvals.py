@@ -40,7 +40,7 @@ from typing import Any
 from agentq.clock import Clock
 from agentq.errors import AgentqError
 from agentq.markup import more_html
-from agentq.store import StepRow, StepState
+from agentq.store import StepRow, StepState, waited_child
 from agentq.widgets.approval_slot import ApprovalSlot
 from agentq.widgets.bulk import BulkBar
 from agentq.widgets.html.results import outcome_html
@@ -144,9 +144,12 @@ class ApprovalPanel(Live):
 
     @property
     def waiting(self) -> list[StepRow]:
-        """The waiting steps known at the last refresh, oldest wait first."""
+        """The waiting steps known at the last refresh, oldest wait first; not a parent's
+        wait on a child run (key ``child:<key>``: the child's end answers it, the child's own
+        waits are listed instead)."""
         seq = self.steps.wait_seq
-        rows = list(self.steps.waiting.values())
+        rows = [r for r in self.steps.waiting.values()
+                if waited_child(r.workflow_id, r.wait_key) is None]
         if self.workflow is not None:
             mine, prefix = self.workflow, f"{self.workflow}/"
             rows = [r for r in rows if r.workflow_id == mine or r.workflow_id.startswith(prefix)]

@@ -27,12 +27,15 @@ import inspect
 import logging
 import typing
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypedDict, Union
 
 from pydantic import TypeAdapter
-from pydantic_ai.models import Model
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.models import Model, infer_model
 from pydantic_ai.output import NativeOutput, PromptedOutput, TextOutput, ToolOutput
+from pydantic_ai.providers import Provider, infer_provider_class
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import UsageLimits
 
@@ -41,7 +44,14 @@ from agentq.errors import PayloadError
 from agentq.integrations.pydantic_ai._replay import output_tools_of
 from agentq.store import CallRow
 
-__all__ = ["RunOptions", "RunOptionsKwargs", "agent_kwargs", "check_models", "output_adapter"]
+__all__ = [
+    "RunOptions",
+    "RunOptionsKwargs",
+    "agent_kwargs",
+    "check_model_name",
+    "check_models",
+    "output_adapter",
+]
 
 _log = logging.getLogger(__name__)
 _LIMITS: TypeAdapter[UsageLimits] = TypeAdapter(UsageLimits)
@@ -140,9 +150,15 @@ class RunOptions:
         Returns:
             ``{"model": name, "model_settings": {...}, "usage_limits": {...},
             "instructions": str}``, each key only when that option is given and storable.
+
+        Raises:
+            ValueError: `model` is a name neither registered in `models` nor known to
+                pydantic-ai (`check_model_name`): refused before the run is stored.
         """
         out: dict[str, Any] = {}
         if isinstance(self.model, str):
+            if self.model not in models:
+                check_model_name(self.model)
             out["model"] = self.model
         elif self.model is not None:
             names = [name for name, m in models.items() if m is self.model]
@@ -165,6 +181,37 @@ def _is_json(value: object) -> bool:
     except PayloadError:
         return False
     return True
+
+
+class _Known(Exception):
+    """Raised by `_no_provider`: pydantic-ai took the model name, up to its provider."""
+
+
+def _no_provider(name: str) -> Provider[Any]:
+    """A ``provider_factory`` of ``infer_model`` that checks the provider name exactly as
+    pydantic-ai's own does, then stops before a provider (and its API key) is made."""
+    with suppress(ImportError):  # a known provider whose extra is missing here: name right
+        infer_provider_class(name)
+    raise _Known(name)
+
+
+def check_model_name(name: str) -> None:
+    """Check that pydantic-ai resolves the model name `name` (``"openai:gpt-5.2"``,
+    ``"test"``) the way ``pydantic_ai.models.infer_model`` does, without making a provider
+    (no API key is needed or read).
+
+    Raises:
+        ValueError: pydantic-ai knows no such model or provider (its message included).
+    """
+    try:
+        infer_model(name, provider_factory=_no_provider)
+    except _Known:
+        return
+    except (UserError, ValueError) as exc:
+        raise ValueError(
+            f"model {name!r} is not a model pydantic-ai knows ({exc}); give "
+            "'<provider>:<model>' (e.g. 'openai:gpt-5.2') or a name of DurableAgent(models=)"
+        ) from None
 
 
 def check_models(models: object) -> dict[str, Model]:

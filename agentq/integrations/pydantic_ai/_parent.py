@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from agentq.errors import ChildFailed
+from agentq.errors import ChildFailed, EngineError
 from agentq.workflows import RunStatus, StepContext, WorkflowDef
 
 __all__ = ["PARENT", "ParentCall", "in_call", "run_child"]
@@ -106,6 +106,13 @@ async def run_child(
         run_input: The child run's stored input, still to be made.
         give: Keeps the run's deps and options in this process.
         complete: Runs (or reads) the child run to where it stops: its result.
+
+    Returns:
+        The child run's result once it has ended (never a run that still waits).
+
+    Raises:
+        EngineError: The parent's wait on the child was answered while the child still
+            waits (the store refuses such a resume, so this is a broken log, not a use).
     """
     stored = await run_input
     await parent.ctx.start_child(definition, stored, key=key)
@@ -116,4 +123,9 @@ async def run_child(
         with suppress(ChildFailed):
             await parent.ctx.child(definition, stored, key=key)
         run = await complete()  # it ended meanwhile
+        if run.status is RunStatus.WAITING:  # never a waiting run as the tool's result
+            raise EngineError(
+                f"child run {parent.run_id}/{key} still waits, yet its parent's wait on it "
+                "was answered; answer the child run"
+            )
     return run

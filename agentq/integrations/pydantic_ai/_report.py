@@ -17,7 +17,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from agentq.integrations.pydantic_ai._options import RunOptions, output_adapter
-from agentq.integrations.pydantic_ai._results import USAGE, AgentRun, pending_of
+from agentq.integrations.pydantic_ai._results import USAGE, AgentRun, pending_with_children
 from agentq.integrations.pydantic_ai._step import AgentStep
 from agentq.store import DurableStore
 from agentq.workflows import RunResult, RunStatus
@@ -86,7 +86,7 @@ class Reporter:
             except Exception:  # the output stands; say why the messages are missing
                 _log.warning("run %r: its messages cannot be rebuilt", run_id, exc_info=True)
         rows = await self._store.calls(run_id)
-        pending = [p for p in (pending_of(r, self._name) for r in rows) if p is not None]
+        pending = await pending_with_children(self._store, self._name, run_id, rows)
         return AgentRun(
             run_id,
             result.status,

@@ -84,7 +84,8 @@ class AgentRun:
             (runs recorded before it was stored whole have their three figures). The JSON
             is ``result.output["usage"]``.
         pending: The waits of the run (status waiting): tool calls waiting for a decision
-            (kind ``"approval"``) and external events (kind ``"event"``).
+            (kind ``"approval"``) and external events (kind ``"event"``), then those of its
+            open child runs (sub-agents), each with its own `run_id` (answer it there).
         reason: Why it waits, failed or was cancelled, else None.
         result: The workflow's `RunResult`.
         tree_html: The run as a tree (workflow → model requests → tool calls, with tokens),
@@ -114,11 +115,16 @@ class AgentRun:
 
 
 async def pending_with_children(
-    store: DurableStore, agent_name: str, run_id: str | None
+    store: DurableStore,
+    agent_name: str,
+    run_id: str | None,
+    rows: Sequence[CallRow] | None = None,
 ) -> list[PendingApproval]:
     """The waits of `run_id` (None: of every run of the agent `agent_name`), then those of
-    their open child runs (sub-agents, of any agent), down the tree, each with its run id."""
-    rows = await store.calls(run_id)
+    their open child runs (sub-agents, of any agent), down the tree, each with its run id.
+    `rows`: the call rows of `run_id` when read already (else they are read here)."""
+    if rows is None:
+        rows = await store.calls(run_id)
     out = [p for p in (pending_of(r, agent_name) for r in rows) if p is not None]
     seen = {(p.run_id, p.key) for p in out}
     parents: dict[str, bool] = {}  # workflow id -> whether it is a run of the agent
@@ -183,7 +189,8 @@ async def waiting_call(
 
     Raises:
         UnknownWorkflowError: No run `run_id` of the agent in the store.
-        NotWaitingError: The run waits for no approval (its state, or its event waits, named).
+        NotWaitingError: The run waits for no approval (its state, or its event waits, named;
+            when only its child runs wait for approvals, those runs named).
         LookupError: It waits for others than `tool_call_id` (or several, and no id given).
     """
     row = await store.get_workflow(run_id)
@@ -195,6 +202,13 @@ async def waiting_call(
     waits = [p for p in (pending_of(r, agent_name) for r in await store.calls(run_id)) if p]
     pending = [p for p in waits if p.kind == "approval"]
     if not pending:
+        children = sorted({p.run_id for p in await pending_with_children(
+            store, agent_name, run_id) if p.run_id != run_id})
+        if children:
+            raise NotWaitingError(
+                f"run {run_id!r} waits for its child run(s) {children}, not for an approval "
+                "of its own: answer those runs (their agent's approve / deny with their run id)"
+            )
         state = getattr(row.state, "value", row.state)
         events = [p.key for p in waits]
         what = f"waits for {events} (answer with engine.resume)" if events else f"is {state}"

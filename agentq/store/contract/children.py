@@ -25,6 +25,7 @@ __all__ = [
     "child_workflow_id",
     "outcome",
     "parent_of",
+    "waited_child",
 ]
 
 CHILD_WAIT_PREFIX = "child:"
@@ -77,6 +78,14 @@ def parent_of(child_id: str) -> tuple[str, str] | None:
     if not sep or not parent or not key:
         return None
     return parent, CHILD_WAIT_PREFIX + key
+
+
+def waited_child(workflow_id: str, wait_key: str | None) -> str | None:
+    """Return the id of the child run a wait key ``child:<key>`` of workflow `workflow_id`
+    names (``<workflow_id>/<key>``), or None (`wait_key` is None or not a child wait's key)."""
+    if wait_key is None or not wait_key.startswith(CHILD_WAIT_PREFIX):
+        return None
+    return f"{workflow_id}/{wait_key[len(CHILD_WAIT_PREFIX):]}"
 
 
 def child_of(row: CallRow) -> str | None:

@@ -70,7 +70,8 @@ def member_id(group_id: str, key: str) -> str:
     """The workflow id of member `key` of group `group_id`: ``<group_id>/<key>``.
 
     Raises:
-        InvalidKeyError / TypeError: `group_id` or `key` is not a valid key.
+        InvalidKeyError / TypeError: `group_id` or `key` (a "run group key") is not a valid
+            key.
         ValueError: `key` holds a ``/``.
     """
     return child_workflow_id(

@@ -29,6 +29,7 @@ from agentq.store.contract.checks import (
     check_payload,
     check_text,
 )
+from agentq.store.contract.children import CHILD_WAIT_PREFIX, child_of, waited_child
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.messages import keep_input
 from agentq.store.rules.projection import Rows
@@ -176,6 +177,7 @@ def resume_step(
     step = steps[index]
     where = describe_step(workflow_id, index, step.step_name)
     with_key = "" if key is None else f" with wait key {key!r}"
+    _refuse_child_wait(tx, step, where, key)
     if step.state is not StepState.WAITING and wf.state in (
         WorkflowState.CANCELLED, WorkflowState.FAILED
     ):
@@ -199,6 +201,26 @@ def resume_step(
         data["key"] = step.wait_key
     draft = Draft.build(_K.STEP_RESUMED, workflow_id, at, data, step=step, raw={"input": text})
     return apply(tx, Rows(wf, steps, _wait_row(tx, step)), [draft])
+
+
+def _refuse_child_wait(tx: Tx, step: StepRow, where: str, key: str | None) -> None:
+    """Raise `NotWaitingError` if the resume would answer a wait on a child run (key
+    ``child:<key>``): only the child's end answers it, so the message names the child run to
+    answer instead. A key with the prefix and no wait row yet is refused too (no child wait
+    takes a kept input)."""
+    wait_key = key if key is not None else step.wait_key
+    if wait_key is None or not wait_key.startswith(CHILD_WAIT_PREFIX):
+        return
+    row = tx.load_call(step.workflow_id, wait_key)
+    child = None if row is None else child_of(row)
+    if row is not None and child is None:
+        return  # a plain wait whose key happens to start with the prefix
+    if child is None:
+        child = waited_child(step.workflow_id, wait_key)
+    raise NotWaitingError(
+        f"cannot resume {where} with wait key {wait_key!r}: it waits for its child run "
+        f"{child!r}; answer that run (its end answers this wait)"
+    )
 
 
 def _timed_out(tx: Tx, step: StepRow, key: str | None, now: float) -> tuple[str, float] | None:

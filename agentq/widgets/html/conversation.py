@@ -283,7 +283,7 @@ def compare_html(comparison: Comparison) -> str:
     requests, tokens, cost, time and lineage, then each run's requests (text, tool calls and
     results), the differing request outlined."""
     a, b = comparison.a, comparison.b
-    why = comparison.why or "the two runs made the same requests and gave the same answer"
+    why = comparison.why
     at = "" if comparison.diverged_at is None else str(comparison.diverged_at)
     return (
         f'<div data-agentq="compare" data-diverged="{at}" style="{FONT}">'

@@ -42,7 +42,7 @@ from typing import Any
 
 from agentq.errors import NotWaitingError, WorkflowClosedError
 from agentq.markup import check_count
-from agentq.store import DurableStore, StepRow, StepState, WorkflowState
+from agentq.store import CHILD_WAIT_PREFIX, DurableStore, StepRow, StepState, WorkflowState
 
 __all__ = [
     "BulkOutcome", "BulkReport", "WaitFilter", "answer_waits", "default_input", "pending_waits",
@@ -221,7 +221,9 @@ async def pending_waits(
 
     Reads the waiting workflows (``store.workflows(WorkflowState.WAITING)``) and the steps of
     each: one read per waiting workflow, whatever the rest of the store holds. Step-level
-    waits (``raise WaitForInput``, no key) are not listed: see the module docstring. With
+    waits (``raise WaitForInput``, no key) are not listed: see the module docstring; nor are
+    a parent's waits on its child runs (key ``child:<key>``: the child's end answers them,
+    the child's own waits are listed). With
     `now` (Unix seconds, e.g. ``engine.clock.time()``), a wait whose deadline is ``<= now``
     is not listed either (it has timed out, whether or not an engine recorded it yet).
 
@@ -241,6 +243,7 @@ async def pending_waits(
             if (
                 row.state is StepState.WAITING
                 and row.wait_key is not None
+                and not row.wait_key.startswith(CHILD_WAIT_PREFIX)  # its child's end answers
                 and not (now is not None and row.wait_deadline is not None
                          and row.wait_deadline <= now)
                 and where.matches(row)

@@ -106,6 +106,10 @@ def _turn_sig(turn: Turn) -> str:
     return json.dumps([turn.text, calls], sort_keys=True, default=str)
 
 
+_NO_DIFFERENCE = "the runs do not differ (the same requests, tool calls and answer)"
+"""`Comparison.why` of two runs with the same requests, tool calls and answer."""
+
+
 @dataclass(frozen=True, slots=True)
 class Comparison:
     """Two runs side by side (`compare_conversations`).
@@ -114,7 +118,7 @@ class Comparison:
         a, b: The two conversations.
         diverged_at: The index of the first model turn that differs (its response's text,
             its tool calls' arguments or results), None when all shared turns are equal.
-        why: What differs there, in words ('' when nothing does).
+        why: What differs there, in words (``"the runs do not differ ..."`` when nothing does).
     """
 
     a: Conversation
@@ -143,7 +147,7 @@ def compare_conversations(a: Conversation, b: Conversation) -> Comparison:
         return Comparison(a, b, i, f"request {i}: only {longer.run_id} made it")
     if a.output != b.output:
         return Comparison(a, b, None, "the same requests; the answers differ")
-    return Comparison(a, b, None, "")
+    return Comparison(a, b, None, _NO_DIFFERENCE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,12 +17,10 @@ from typing import Any
 import pytest
 
 from agentq.clock import FakeClock
-from agentq.errors import KeyConflictError
 from agentq.events import utc
 from agentq.queue import Job, LaneConfig, Priority, Queue
 from agentq.store import DurableStore, SqliteStore, StepState, WorkflowState
 from agentq.workflows import (
-    RunResult,
     RunStatus,
     StepContext,
     StepDef,
@@ -204,10 +202,12 @@ async def test_a_sleep_key_used_by_a_wait_is_a_conflict(engine: WorkflowEngine) 
 
     wf = Workflow("wf-conflict", [StepDef("s", body)])
     assert (await engine.run(wf)).status is RunStatus.WAITING  # on the wait "sleep:0"
-    result = await engine.resume("wf-conflict", "s", "yes")
-    assert isinstance(result, RunResult)
-    assert result.status is RunStatus.FAILED
-    assert KeyConflictError.__name__ in (result.reason or "")
+    # keys "sleep:<n>" are the engine's: no input answers a wait that uses one
+    from agentq.errors import NotWaitingError
+
+    with pytest.raises(NotWaitingError, match="durable sleep"):
+        await engine.resume("wf-conflict", "s", "yes")
+    assert (await engine.store.get_workflow("wf-conflict")).state is WorkflowState.WAITING  # type: ignore[union-attr]
 
 
 async def test_a_sleep_survives_a_restart_and_wakes_once_on_recover(
@@ -270,4 +270,28 @@ async def test_a_serving_engine_wakes_a_sleeping_step(
             serving.cancel()
             await asyncio.gather(serving, return_exceptions=True)
         assert (await server.run("nap-2")).output == ["before", "after"]
+    assert sleeper.runs == 2
+
+
+async def test_no_resume_wakes_a_sleep_or_answers_a_receive(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    """A sleep's wait (``sleep:<n>``) and a receive's (``receive:...``) are the engine's, not
+    a person's: a resume with their key, or with no key on a sleeping step, is refused before
+    and during the wait, and the approval views do not list them (review t24)."""
+    from agentq.errors import NotWaitingError
+    from agentq.widgets.models.bulk import pending_waits
+
+    sleeper = Sleeper()
+    wf = Workflow("wf-nap", [StepDef("s", sleeper.body)])
+    assert (await engine.run(wf)).status is RunStatus.WAITING
+    for key in ("sleep:0", None):
+        with pytest.raises(NotWaitingError, match=r"durable sleep \(ctx.sleep\)"):
+            await engine.resume("wf-nap", "s", {"x": 1}, key=key)
+    with pytest.raises(NotWaitingError, match=r"a receive \(ctx.receive\)"):
+        await engine.resume("wf-nap", "s", "forged", key="receive:0:t:0")  # not kept either
+    assert await engine.store.messages("wf-nap") == []
+    assert await pending_waits(engine.store) == []
+    await clock.advance(HOUR)
+    await ended(engine.store, "wf-nap")
     assert sleeper.runs == 2

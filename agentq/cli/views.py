@@ -29,6 +29,7 @@ from agentq.store import (
     StepState,
     WorkflowRow,
     child_of,
+    engine_wait,
     shown_call,
     waited_child,
 )
@@ -169,6 +170,11 @@ def _waits_table(steps: Sequence[StepRow]) -> Table | None:
         table.add_column(name, overflow="fold")
     for row in waiting:
         child = waited_child(row.workflow_id, row.wait_key)
+        said = engine_wait(row.wait_key)
+        if said is not None:  # not an input: its time or a message answers it
+            _row(table, row.step_index, row.step_name, short(row.reason, 120),
+                 row.wait_key or "", said, when(row.wait_deadline))
+            continue
         if child is not None:  # not an input: the child's end answers it
             _row(table, row.step_index, row.step_name, f"waiting for child run {child}",
                  row.wait_key or "", "answer the child run, not this wait", "")

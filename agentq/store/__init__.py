@@ -29,6 +29,7 @@ from agentq.store.contract.children import (
     ChildStart,
     child_of,
     child_workflow_id,
+    engine_wait,
     parent_of,
     waited_child,
 )
@@ -118,4 +119,5 @@ __all__ = [
     "summed_usage",
     "touches_calls",
     "waited_child",
+    "engine_wait",
 ]

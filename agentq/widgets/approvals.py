@@ -40,7 +40,7 @@ from typing import Any
 from agentq.clock import Clock
 from agentq.errors import AgentqError
 from agentq.markup import more_html
-from agentq.store import StepRow, StepState, waited_child
+from agentq.store import StepRow, StepState, engine_wait, waited_child
 from agentq.widgets.approval_slot import ApprovalSlot
 from agentq.widgets.bulk import BulkBar
 from agentq.widgets.html.results import outcome_html
@@ -149,7 +149,8 @@ class ApprovalPanel(Live):
         waits are listed instead)."""
         seq = self.steps.wait_seq
         rows = [r for r in self.steps.waiting.values()
-                if waited_child(r.workflow_id, r.wait_key) is None]
+                if waited_child(r.workflow_id, r.wait_key) is None
+                and engine_wait(r.wait_key) is None]
         if self.workflow is not None:
             mine, prefix = self.workflow, f"{self.workflow}/"
             rows = [r for r in rows if r.workflow_id == mine or r.workflow_id.startswith(prefix)]

@@ -23,6 +23,7 @@ __all__ = [
     "child_of",
     "child_reason",
     "child_workflow_id",
+    "engine_wait",
     "outcome",
     "parent_of",
     "waited_child",
@@ -78,6 +79,23 @@ def parent_of(child_id: str) -> tuple[str, str] | None:
     if not sep or not parent or not key:
         return None
     return parent, CHILD_WAIT_PREFIX + key
+
+
+_ENGINE_WAITS = {
+    "sleep:": "a durable sleep (ctx.sleep): its time wakes it; cancel or retry the workflow",
+    "receive:": "a receive (ctx.receive): send the workflow a message (engine.send)",
+}
+
+
+def engine_wait(wait_key: str | None) -> str | None:
+    """What answers a wait the engine made for a sleep (key ``sleep:<n>``) or a receive
+    (``receive:...``), or None for any other key: such a wait is never a person's input."""
+    if wait_key is None:
+        return None
+    for prefix, said in _ENGINE_WAITS.items():
+        if wait_key.startswith(prefix):
+            return said
+    return None
 
 
 def waited_child(workflow_id: str, wait_key: str | None) -> str | None:

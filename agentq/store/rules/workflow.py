@@ -29,7 +29,12 @@ from agentq.store.contract.checks import (
     check_payload,
     check_text,
 )
-from agentq.store.contract.children import CHILD_WAIT_PREFIX, child_of, waited_child
+from agentq.store.contract.children import (
+    CHILD_WAIT_PREFIX,
+    child_of,
+    engine_wait,
+    waited_child,
+)
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.messages import keep_input
 from agentq.store.rules.projection import Rows
@@ -209,6 +214,9 @@ def _refuse_child_wait(tx: Tx, step: StepRow, where: str, key: str | None) -> No
     answer instead. A key with the prefix and no wait row yet is refused too (no child wait
     takes a kept input)."""
     wait_key = key if key is not None else step.wait_key
+    said = engine_wait(wait_key)
+    if said is not None:  # a sleep's or a receive's wait: no input answers it
+        raise NotWaitingError(f"cannot resume {where} with wait key {wait_key!r}: it is {said}")
     if wait_key is None or not wait_key.startswith(CHILD_WAIT_PREFIX):
         return
     row = tx.load_call(step.workflow_id, wait_key)

@@ -42,7 +42,14 @@ from typing import Any
 
 from agentq.errors import NotWaitingError, WorkflowClosedError
 from agentq.markup import check_count
-from agentq.store import CHILD_WAIT_PREFIX, DurableStore, StepRow, StepState, WorkflowState
+from agentq.store import (
+    CHILD_WAIT_PREFIX,
+    DurableStore,
+    StepRow,
+    StepState,
+    WorkflowState,
+    engine_wait,
+)
 
 __all__ = [
     "BulkOutcome", "BulkReport", "WaitFilter", "answer_waits", "default_input", "pending_waits",
@@ -244,6 +251,7 @@ async def pending_waits(
                 row.state is StepState.WAITING
                 and row.wait_key is not None
                 and not row.wait_key.startswith(CHILD_WAIT_PREFIX)  # its child's end answers
+                and engine_wait(row.wait_key) is None  # a sleep's or a receive's
                 and not (now is not None and row.wait_deadline is not None
                          and row.wait_deadline <= now)
                 and where.matches(row)

@@ -47,6 +47,7 @@ def test_a_cron_expression_ticks_at_its_matches_in_utc() -> None:
         (None, float("nan"), ValueError, "nan"),
         (None, False, TypeError, "False"),
         (None, 1e-9, ValueError, "1e-09"),
+        (None, 1e300, ValueError, "1e\\+300"),
     ],
 )
 def test_a_bad_spec_is_refused_naming_it(

@@ -22,6 +22,7 @@ from typing import Any
 
 from agentq.events import utc
 from agentq.extras import require
+from agentq.workflows.parking import MAX_WAIT_TIMEOUT
 
 __all__ = ["MIN_EVERY", "check_spec", "due", "first_tick"]
 
@@ -49,7 +50,7 @@ def check_spec(cron: object, every: object) -> tuple[str | None, float | None]:
     Raises:
         ValueError: Both or neither of `cron` and `every` given; a cron expression that is
             not 5 fields or that ``cronsim`` refuses (or that never matches); an `every`
-            that is not finite and >= `MIN_EVERY`. The message names the value.
+            outside ``[MIN_EVERY, MAX_WAIT_TIMEOUT]`` (10 years). The message names the value.
         TypeError: `cron` is not a str, or `every` not a number.
         MissingExtraError: A cron spec without the ``cron`` extra installed.
     """
@@ -61,9 +62,10 @@ def check_spec(cron: object, every: object) -> tuple[str | None, float | None]:
     if every is not None:
         if isinstance(every, bool) or not isinstance(every, int | float):
             raise TypeError(f"every must be a number of seconds, got {every!r:.80}")
-        if not MIN_EVERY <= every < math.inf:
+        if not MIN_EVERY <= every <= MAX_WAIT_TIMEOUT:
             raise ValueError(
-                f"every must be a finite number of seconds >= {MIN_EVERY}, got {every!r}"
+                f"every must be a number of seconds between {MIN_EVERY} and "
+                f"{MAX_WAIT_TIMEOUT:.0f} (10 years, as ctx.sleep), got {every!r}"
             )
         return None, float(every)
     if not isinstance(cron, str):

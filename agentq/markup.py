@@ -44,6 +44,7 @@ __all__ = [
     "more_html",
     "short",
     "esc_text",
+    "utc_text",
 ]
 
 COLORS: dict[str, tuple[str, str]] = {
@@ -267,8 +268,18 @@ def fmt_seconds(seconds: float | None) -> str:
 
 
 def clock_text(seconds: float) -> str:
-    """Return Unix seconds as ``HH:MM:SS UTC``."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%H:%M:%S UTC")
+    """Return Unix seconds as ``HH:MM:SS UTC``; a stored value no date can show (beyond
+    year 9999, NaN) as ``<number> (Unix seconds)`` rather than raising."""
+    return utc_text(seconds, "%H:%M:%S UTC")
+
+
+def utc_text(seconds: float, fmt: str) -> str:
+    """Unix seconds formatted by `fmt` (``strftime``) in UTC; a value no date can show
+    (beyond year 9999, NaN) as ``<number> (Unix seconds)`` rather than raising."""
+    try:
+        return datetime.fromtimestamp(seconds, UTC).strftime(fmt)
+    except (OverflowError, OSError, ValueError):
+        return f"{seconds!r} (Unix seconds)"
 
 
 def badge(status: str, label: str | None = None) -> str:

@@ -46,6 +46,8 @@ def test_a_cron_expression_ticks_at_its_matches_in_utc() -> None:
         (None, -1, ValueError, "-1"),
         (None, float("nan"), ValueError, "nan"),
         (None, False, TypeError, "False"),
+        (None, 1e-9, ValueError, "1e-09"),
+        (None, 1e300, ValueError, "1e\\+300"),
     ],
 )
 def test_a_bad_spec_is_refused_naming_it(
@@ -60,3 +62,12 @@ def test_a_cron_without_cronsim_names_the_extra(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(MissingExtraError, match=r"agentq\[cron\]"):
         check_spec("0 9 * * *", None)
     assert check_spec(None, 5) == (None, 5.0)  # a period needs nothing
+
+
+def test_due_at_unix_scale_is_arithmetic_and_refuses_a_stored_tiny_period() -> None:
+    now = 1.8e9
+    assert due(None, 0.001, now - 5000.0, now) == pytest.approx((now, now + 0.001))
+    tick, after = due(None, 0.001, now - 5000.0, now)
+    assert tick <= now < after
+    with pytest.raises(ValueError, match="1e-09"):  # would loop forever before
+        due(None, 1e-9, now - 1.0, now)

@@ -324,3 +324,11 @@ def test_show_prints_the_inputs_separators_as_escapes_not_spaces(
     out = run("show", str(path), "wf").stdout
     assert [line for line in out.splitlines() if line.startswith("input:")] == [
         f"input: a{shown}b c"]
+
+
+@pytest.mark.parametrize("seconds", [1e30, 1e300, float("nan")])
+def test_when_shows_an_out_of_range_stored_time_as_the_number(seconds: float) -> None:
+    from agentq.cli.views import when
+
+    assert when(seconds) == repr(seconds)
+    assert when(0.0) == "1970-01-01 00:00:00"

@@ -80,6 +80,7 @@ def test_sweep_states_and_an_iso_time(db: Path) -> None:
         (["--ended-before", "2026-01-01T00:00:00"], "has no zone"),
         (["--ended-before", "1h", "--state", "running"], "'running' is not one of"),
         ([], "Missing option '--ended-before'"),
+        (["--ended-before", "99999999999999d"], "'99999999999999d' is an age of more than"),
     ],
 )
 def test_bad_arguments_are_usage_errors(db: Path, args: list[str], message: str) -> None:
@@ -93,3 +94,10 @@ def test_a_missing_store_is_refused_in_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.startswith("agentq: ") and result.stderr.count("\n") == 1
     assert not (tmp_path / "nope.db").exists()
+
+
+def test_the_report_of_a_cutoff_no_date_can_show_is_the_number() -> None:
+    from agentq.cli.sweep import _said
+    from agentq.store import SweepReport
+
+    assert "-1e+300 (Unix seconds)" in _said(SweepReport(0, 0, 0), -1e300)

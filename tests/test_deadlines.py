@@ -125,6 +125,19 @@ async def test_bad_run_at_and_deadline_are_refused_and_nothing_is_stored(
         Workflow("w", [StepDef("s", lambda ctx: 1)], timeout="1h")  # type: ignore[arg-type]
 
 
+async def test_far_future_times_are_refused_naming_them_and_nothing_is_stored(
+    engine: WorkflowEngine,
+) -> None:
+    d = WorkflowDef("d", [StepDef("s", lambda ctx: 1)])
+    with pytest.raises(ValueError, match=r"deadline 1e\+30"):
+        await engine.start(d, "x", deadline=1e30)
+    with pytest.raises(ValueError, match=r"run_at 1e\+30"):
+        await engine.start(d, "x", run_at=1e30)
+    with pytest.raises(ValueError, match="'long' timeout"):
+        await engine.start(WorkflowDef("long", [StepDef("s", lambda ctx: 1)], timeout=1e300), "x")
+    assert await engine.store.get_workflow("x") is None
+
+
 # ------------------------------------------------------------------ deadlines
 
 

@@ -281,3 +281,32 @@ def test_bad_hooks_are_refused(queue: Queue, store: DurableStore, clock: FakeClo
         engine.on_end("not a function")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Backoff"):
         engine_on(queue, store, clock, hook_backoff=5)
+
+
+async def test_a_retried_delivery_of_an_old_end_reports_that_end_not_the_latest(
+    queue: Queue, store: DurableStore, clock: FakeClock
+) -> None:
+    """Failed (its hook down), then retried to completion: the failed end's later delivery
+    says failed, from its outbox row, not the completed state the workflow has now."""
+    from agentq.errors import NonRetryable
+
+    tries: list[int] = []
+
+    def once_bad(ctx: StepContext) -> str:
+        tries.append(1)
+        if len(tries) == 1:
+            raise NonRetryable("first time")
+        return "ok"
+
+    hook = Hook(fail=1)
+    job = WorkflowDef("job", [StepDef("s", once_bad)], on_end=hook)
+    async with engine_on(queue, store, clock, hook_backoff=Backoff.fixed(5.0)) as engine:
+        engine.register(job)
+        await engine.run(job.workflow("w"))
+        await settled(store, "w", 1)
+        await engine.retry("w")
+        await engine.run("w")
+        await hook.called(1)  # the completed end
+        await clock.advance(5)
+        await hook.called(2)  # the failed end, retried
+    assert sorted(str(r.status) for r in hook.results) == ["completed", "failed"]

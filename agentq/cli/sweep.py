@@ -27,6 +27,7 @@ __all__ = ["ended_before", "sweep"]
 _AGE = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _ENDED = ("completed", "failed", "cancelled")
+_MAX_AGE = 1000 * 366 * 86400  # an age back at most ~1000 years: a date can still show it
 
 
 def ended_before(text: str, now: float) -> float:
@@ -34,12 +35,19 @@ def ended_before(text: str, now: float) -> float:
     as Unix seconds.
 
     Raises:
-        click.BadParameter: Neither form, or a time without a zone (the message quotes it).
+        click.BadParameter: Neither form, a time without a zone, or an age of more than
+            ~1000 years (the message quotes it).
     """
     value = text.strip()
     age = _AGE.fullmatch(value)
     if age is not None:
-        return now - int(age[1]) * _UNITS[age[2]]
+        seconds = int(age[1]) * _UNITS[age[2]]
+        if seconds > _MAX_AGE:
+            raise click.BadParameter(
+                f"{text!r} is an age of more than 1000 years",
+                param_hint="'--ended-before'",
+            )
+        return now - seconds
     try:
         when = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -59,7 +67,10 @@ def ended_before(text: str, now: float) -> float:
 
 
 def _said(report: SweepReport, cutoff: float) -> str:
-    when = datetime.fromtimestamp(cutoff).astimezone().isoformat(timespec="seconds")
+    try:
+        when = datetime.fromtimestamp(cutoff).astimezone().isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):  # beyond what a date holds
+        when = f"{cutoff!r} (Unix seconds)"
     noun = "workflow" if report.workflows == 1 else "workflows"
     return (
         f"swept {report.workflows} {noun} that ended before {when} "

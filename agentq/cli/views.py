@@ -62,10 +62,14 @@ _STYLES = {
 
 
 def when(seconds: float | None) -> str:
-    """Unix seconds as ``YYYY-MM-DD HH:MM:SS`` UTC ('' for None)."""
+    """Unix seconds as ``YYYY-MM-DD HH:MM:SS`` UTC ('' for None); a stored value no date
+    can show (beyond year 9999, NaN) prints as the number rather than crashing."""
     if seconds is None:
         return ""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return repr(seconds)
 
 
 def short(value: Any, limit: int = 60) -> str:

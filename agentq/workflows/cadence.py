@@ -22,8 +22,14 @@ from typing import Any
 
 from agentq.events import utc
 from agentq.extras import require
+from agentq.workflows.parking import MAX_WAIT_TIMEOUT
 
-__all__ = ["check_spec", "due", "first_tick"]
+__all__ = ["MIN_EVERY", "check_spec", "due", "first_tick"]
+
+MIN_EVERY = 0.001
+"""The shortest period (seconds) a schedule may have: one tick a millisecond at most. A
+shorter one is refused by `check_spec`, and a stored one (written by another program) is
+refused by `due` (the engine logs and skips it) rather than spinning."""
 
 
 def _cron(cron: str, start: float, reverse: bool = False) -> float:
@@ -44,7 +50,7 @@ def check_spec(cron: object, every: object) -> tuple[str | None, float | None]:
     Raises:
         ValueError: Both or neither of `cron` and `every` given; a cron expression that is
             not 5 fields or that ``cronsim`` refuses (or that never matches); an `every`
-            that is not finite and > 0. The message names the value.
+            outside ``[MIN_EVERY, MAX_WAIT_TIMEOUT]`` (10 years). The message names the value.
         TypeError: `cron` is not a str, or `every` not a number.
         MissingExtraError: A cron spec without the ``cron`` extra installed.
     """
@@ -56,8 +62,11 @@ def check_spec(cron: object, every: object) -> tuple[str | None, float | None]:
     if every is not None:
         if isinstance(every, bool) or not isinstance(every, int | float):
             raise TypeError(f"every must be a number of seconds, got {every!r:.80}")
-        if not 0 < every < math.inf:
-            raise ValueError(f"every must be a finite number of seconds > 0, got {every!r}")
+        if not MIN_EVERY <= every <= MAX_WAIT_TIMEOUT:
+            raise ValueError(
+                f"every must be a number of seconds between {MIN_EVERY} and "
+                f"{MAX_WAIT_TIMEOUT:.0f} (10 years, as ctx.sleep), got {every!r}"
+            )
         return None, float(every)
     if not isinstance(cron, str):
         raise TypeError(f"cron must be a str (a 5-field cron expression), got {cron!r:.80}")
@@ -88,13 +97,22 @@ def first_tick(cron: str | None, every: float | None, made_at: float) -> float:
 def due(cron: str | None, every: float | None, next_tick: float, now: float) -> tuple[float, float]:
     """For a schedule whose stored next tick `next_tick` is at or before `now`: ``(tick,
     after)``, the latest tick at or before `now` (never before `next_tick`) and the first
-    tick after `now`. The ticks between `next_tick` and `tick` are skipped (missed)."""
+    tick after `now`. The ticks between `next_tick` and `tick` are skipped (missed).
+
+    Computed arithmetically (no loop over ticks), so no stored value can stall an engine.
+
+    Raises:
+        ValueError: A stored `every` that is not finite and >= `MIN_EVERY` (written by
+            another program); the engine logs and skips such a schedule.
+    """
     if every is not None:
-        skipped = math.floor((now - next_tick) / every)
-        tick = next_tick + max(skipped, 0) * every
-        while tick + every <= now:  # float rounding
+        if not MIN_EVERY <= every < math.inf:
+            raise ValueError(f"stored every={every!r} is not a period >= {MIN_EVERY} s")
+        skipped = max((now - next_tick) // every, 0.0)
+        tick = next_tick + skipped * every
+        if tick + every <= now:  # float rounding: one step at most
             tick += every
-        while tick > now and tick - every >= next_tick:
+        if tick > now and tick - every >= next_tick:
             tick -= every
         return tick, tick + every
     assert cron is not None

@@ -141,8 +141,9 @@ class EndHooks:
             )
             return False
         wf = await store.get_workflow(row.workflow_id)
-        result = (  # swept since, or retried and open again: how this end ended
-            RunResult(row.workflow_id, RunStatus(row.state)) if wf is None or not wf.state.closed
+        result = (  # swept since, or retried (open again, or ended otherwise): this end's
+            RunResult(row.workflow_id, RunStatus(row.state))
+            if wf is None or not wf.state.closed or wf.state.value != row.state
             else await stored_result(store, wf)
         )
         try:

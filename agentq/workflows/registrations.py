@@ -24,6 +24,7 @@ from agentq.errors import EngineError, UnknownWorkflowError, WorkflowMismatchErr
 from agentq.keys import validate_key
 from agentq.store import DurableStore, WorkflowRow
 from agentq.workflows.model import Workflow, WorkflowDef
+from agentq.workflows.parking import MAX_WAIT_TIMEOUT
 from agentq.workflows.registry import Registry
 from agentq.workflows.retention import check_retention
 from agentq.workflows.serving import Server
@@ -177,7 +178,9 @@ class Registrations:
             TypeError: `definition` is neither a `WorkflowDef` nor a str.
             InvalidKeyError: A bad `workflow_id`.
             PayloadError: `input` is not JSON or too large; nothing is stored.
-            ValueError: `run_at` or `deadline` is a naive `datetime` or not finite.
+            ValueError: `run_at` or `deadline` is a naive `datetime` or not finite, or it
+                (or the definition's timeout) ends more than 10 years after now
+                (``MAX_WAIT_TIMEOUT``, as ``ctx.sleep``).
 
         An instance stored already keeps its own `run_at` and deadline.
 
@@ -208,10 +211,12 @@ class Registrations:
         now = self.clock.time()
         extra: dict[str, Any] = {}
         if run_at is not None:
-            extra["run_at"] = unix_seconds(run_at, "run_at")
-        ends = [] if deadline is None else [unix_seconds(deadline, "deadline")]
+            extra["run_at"] = _near(unix_seconds(run_at, "run_at"), now, "run_at")
+        ends = (
+            [] if deadline is None else [_near(unix_seconds(deadline, "deadline"), now, "deadline")]
+        )
         if definition.timeout is not None:
-            ends.append(now + definition.timeout)
+            ends.append(_near(now + definition.timeout, now, f"{definition.name!r} timeout"))
         if ends:
             extra["deadline"] = min(ends)
         trace = tracing.carrier()  # the caller's span: the runs that serve it link to it
@@ -376,3 +381,13 @@ class Registrations:
                 await finish(self.close())
             finally:
                 self._server.reopen()  # a graceful stop halted the runs: they are gone now
+
+
+def _near(when: float, now: float, name: str) -> float:
+    """`when` (Unix seconds), refused (ValueError naming it) beyond ``now + MAX_WAIT_TIMEOUT``
+    (10 years, the bound of ``ctx.sleep``): every stored time stays one a date can show."""
+    if when - now > MAX_WAIT_TIMEOUT:
+        raise ValueError(
+            f"{name} {when!r} is more than {MAX_WAIT_TIMEOUT:.0f} s (10 years) after now"
+        )
+    return when

@@ -69,3 +69,8 @@ async def test_the_dashboard_shows_a_schedule_and_its_next_tick(
     await clock.advance(10)
     await dash.refresh()
     assert "no schedules" in dash.schedules.value
+
+
+def test_an_out_of_range_stored_tick_shows_as_the_number() -> None:
+    html = schedules_html([ScheduleRow("far", "d", None, 1e300, None, 1e300, T0)], T0)
+    assert "1e+300 (Unix seconds)" in html

@@ -8,16 +8,15 @@ ahead it is); the `agentq.widgets.dashboard.Dashboard` shows it. Every stored st
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
-from agentq.markup import FONT, MUTED, esc, fmt_seconds, more_html
+from agentq.markup import FONT, MUTED, esc, fmt_seconds, more_html, utc_text
 from agentq.store import ScheduleRow
 
 __all__ = ["schedules_html"]
 
 
 def _at(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return utc_text(seconds, "%Y-%m-%d %H:%M:%S UTC")
 
 
 def schedules_html(rows: Sequence[ScheduleRow], now: float, limit: int = 20) -> str:

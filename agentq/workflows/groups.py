@@ -40,6 +40,7 @@ from agentq.store import (
     summed_usage,
 )
 from agentq.store.contract.groups import keys_text
+from agentq.workflows.group_checks import same_group, same_keys
 from agentq.workflows.members import STATES, GroupMember, GroupStatus
 from agentq.workflows.model import RunResult, WorkflowDef
 
@@ -301,23 +302,7 @@ class RunGroup:
         self, stored: GroupManifest, names: str | Mapping[str, str], items: Mapping[str, Any]
     ) -> None:
         """Raise unless `items` (already checked by the store) is the stored group."""
-        self.same_keys(stored, items)
-        changed = [k for k in items if encode(items[k]) != encode(stored.items[k])]
-        if changed:
-            raise KeyConflictError(
-                f"group {self.group_id!r} is stored with another input for "
-                f"{len(changed)} key(s): {keys_text(changed)}; nothing was changed"
-            )
-        other = [
-            k for k in items
-            if (names if isinstance(names, str) else names[k]) != stored.definitions[k]
-        ]
-        if other:
-            raise KeyConflictError(
-                f"group {self.group_id!r} is stored with another definition for "
-                f"{len(other)} key(s): {keys_text(other)} (stored: "
-                f"{stored.definitions[other[0]]!r} for {other[0]!r}); nothing was changed"
-            )
+        same_group(self.group_id, stored, names, items)
 
     async def _same_members(self, items: Mapping[str, Any]) -> None:
         """Raise `KeyConflictError` naming the keys whose member (``<group>/<key>``) is
@@ -338,15 +323,7 @@ class RunGroup:
     def same_keys(self, stored: GroupManifest, keys: Iterable[str]) -> None:
         """Raise `ValueError` naming the difference unless `keys` are the stored group's keys
         (in any order)."""
-        given = list(keys)
-        added = [k for k in given if k not in stored.items]
-        missing = [k for k in stored.items if k not in set(given)]
-        if added or missing:
-            raise ValueError(
-                f"group {self.group_id!r} is stored with another set of keys: "
-                f"{len(added)} new ({keys_text(added)}), {len(missing)} missing "
-                f"({keys_text(missing)}); use another group id"
-            )
+        same_keys(self.group_id, stored, keys)
 
     async def _manifest(self) -> GroupManifest:
         manifest = await self._groups.load_group(self.group_id)

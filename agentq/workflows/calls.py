@@ -66,6 +66,9 @@ __all__ = [
     "call_queue_key",
 ]  # the parking names are re-exported from `agentq.workflows.parking`
 
+_OPEN = object()
+"""`CallLog._answer` of a wait that still waits."""
+
 def _retrieved(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()  # raised to the callers awaiting it; never "never retrieved"
@@ -220,25 +223,18 @@ class CallLog:
             await self._read_once()
         row = self._rows.get(key)
         if row is not None:
-            if row.kind != "wait":
-                raise KeyConflictError(
-                    f"key {key!r} of workflow {self._workflow_id!r} names a call, not a "
-                    "wait_for_input: use another key for the wait"
-                )
-            if row.reason is not None and row.reason != text:
+            if row.kind == "wait" and row.reason is not None and row.reason != text:
                 raise KeyConflictError(
                     f"wait key {key!r} of workflow {self._workflow_id!r} was asked "
                     f"{row.reason!r:.200}, not {text!r:.200}: use a new key for a new question"
                 )
-            if row.state == "answered":
-                self.answered += 1
-                return row.output
-            if row.state == "timed_out":
-                raise InputTimeout(
-                    key,
-                    f"wait {key!r} of workflow {self._workflow_id!r} timed out: no input "
-                    "arrived before its deadline",
-                )
+            answer = self._answer(
+                row, "wait_for_input: use another key for the wait",
+                f"wait {key!r} of workflow {self._workflow_id!r} timed out: no input "
+                "arrived before its deadline",
+            )
+            if answer is not _OPEN:
+                return answer
         deadline = None if timeout is None else self._clock.time() + float(timeout)
         requested = InputRequested(text, key, details_obj, deadline)
         self.requested.append(requested)
@@ -335,25 +331,34 @@ class CallLog:
             await self._read_once()
         row = self._rows.get(key)
         if row is not None:
-            if row.kind != "wait":
-                raise KeyConflictError(
-                    f"key {key!r} of workflow {self._workflow_id!r} names a call, not a "
-                    "receive: use another key for the call"
-                )
-            if row.state == "answered":
-                self.answered += 1
-                return row.output
-            if row.state == "timed_out":
-                raise InputTimeout(
-                    key,
-                    f"receive on topic {topic!r} of workflow {self._workflow_id!r} timed "
-                    "out: no message arrived before its deadline",
-                )
+            answer = self._answer(
+                row, "receive: use another key for the call",
+                f"receive on topic {topic!r} of workflow {self._workflow_id!r} timed "
+                "out: no message arrived before its deadline",
+            )
+            if answer is not _OPEN:
+                return answer
         deadline = None if timeout is None else self._clock.time() + float(timeout)
         reason = WaitForInput(f"waiting for a message on {topic}").reason
         requested = InputRequested(reason, key, None, deadline, topic)
         self.requested.append(requested)
         raise requested
+
+    def _answer(self, row: CallRow, not_a_call: str, timed_out: str) -> Any:
+        """What the recorded wait `row` (of a wait_for_input or a receive) answers: its
+        input, or `_OPEN` while it waits. Raises `KeyConflictError` when the key names a
+        call (`not_a_call` ends the message), `InputTimeout` (`timed_out`) when it timed out."""
+        if row.kind != "wait":
+            raise KeyConflictError(
+                f"key {row.key!r} of workflow {self._workflow_id!r} names a call, not a "
+                f"{not_a_call}"
+            )
+        if row.state == "answered":
+            self.answered += 1
+            return row.output
+        if row.state == "timed_out":
+            raise InputTimeout(row.key, timed_out)
+        return _OPEN
 
     # ------------------------------------------------------------------ the attempt's end
 

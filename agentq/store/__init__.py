@@ -26,6 +26,8 @@ reading order:
 
 from agentq.store.contract.children import (
     CHILD_WAIT_PREFIX,
+    RECEIVE_WAIT_PREFIX,
+    SLEEP_WAIT_PREFIX,
     ChildStart,
     child_of,
     child_workflow_id,
@@ -119,5 +121,7 @@ __all__ = [
     "summed_usage",
     "touches_calls",
     "waited_child",
+    "RECEIVE_WAIT_PREFIX",
+    "SLEEP_WAIT_PREFIX",
     "engine_wait",
 ]

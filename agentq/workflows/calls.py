@@ -43,7 +43,7 @@ from agentq.errors import InputTimeout, KeyConflictError, StepContextError
 from agentq.events import utc
 from agentq.keys import validate_key
 from agentq.queue import Job, Queue, same_stored, stored_fingerprint
-from agentq.store import CallRow, DurableStore, Execution
+from agentq.store import RECEIVE_WAIT_PREFIX, CallRow, DurableStore, Execution
 from agentq.workflows.calling import CallRunner, Usage, call_queue_key, json_object
 from agentq.workflows.children import ChildRunner, Spawner
 from agentq.workflows.model import WaitForInput
@@ -325,7 +325,7 @@ class CallLog:
         n = self._receives.get(topic, 0)
         self._receives[topic] = n + 1
         key = validate_key(
-            f"receive:{self._execution().step_index}:{topic}:{n}", "receive key"
+            f"{RECEIVE_WAIT_PREFIX}{self._execution().step_index}:{topic}:{n}", "receive key"
         )
         if not self._ready:
             await self._read_once()

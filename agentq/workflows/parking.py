@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentq.store import SLEEP_WAIT_PREFIX
+
 __all__ = [
     "MAX_WAIT_TIMEOUT",
     "SLEEP_KEY_PREFIX",
@@ -17,7 +19,7 @@ __all__ = [
     "check_timeout",
 ]
 
-SLEEP_KEY_PREFIX = "sleep:"
+SLEEP_KEY_PREFIX = SLEEP_WAIT_PREFIX
 """Keys of durable sleeps: ``sleep:0`` is a step's first `ctx.sleep`, ``sleep:1`` its second."""
 
 SLEEP_REASON_PREFIX = "sleeping until "

@@ -19,6 +19,8 @@ from agentq.store.contract.rows import CallKind, CallRow, WorkflowRow, WorkflowS
 
 __all__ = [
     "CHILD_WAIT_PREFIX",
+    "RECEIVE_WAIT_PREFIX",
+    "SLEEP_WAIT_PREFIX",
     "ChildStart",
     "child_of",
     "child_reason",
@@ -81,9 +83,15 @@ def parent_of(child_id: str) -> tuple[str, str] | None:
     return parent, CHILD_WAIT_PREFIX + key
 
 
+SLEEP_WAIT_PREFIX = "sleep:"
+"""Keys of the waits of durable sleeps (``ctx.sleep``): ``sleep:<n>``."""
+RECEIVE_WAIT_PREFIX = "receive:"
+"""Keys of the waits of receives (``ctx.receive``): ``receive:<step>:<topic>:<n>``."""
+
 _ENGINE_WAITS = {
-    "sleep:": "a durable sleep (ctx.sleep): its time wakes it; cancel or retry the workflow",
-    "receive:": "a receive (ctx.receive): send the workflow a message (engine.send)",
+    SLEEP_WAIT_PREFIX: "a durable sleep (ctx.sleep): its time wakes it; cancel or retry the "
+    "workflow",
+    RECEIVE_WAIT_PREFIX: "a receive (ctx.receive): send the workflow a message (engine.send)",
 }
 
 

@@ -51,8 +51,14 @@ async def test_sigkill_mid_stream_then_the_run_continues_from_the_log(tmp_path: 
         out, err = await proc.communicate()
     assert stalled and proc.returncode == -signal.SIGKILL, (out, err)
     before, _ = child_runs.side_runs(side)
-    # the first response's deltas reached the child's handler live, then both tools ran
-    assert before == Counter({"delta both cities.": 1, "tool Paris": 1, "tool Rome": 1})
+    # the first response's deltas reached the child's handler live, then both tools ran; the
+    # stalled response's first piece may have reached it too before the kill (a loaded
+    # machine delivers the SIGKILL later), never more than once
+    streamed = Counter({"delta Rome is rainy.": before["delta Rome is rainy."]})
+    assert streamed["delta Rome is rainy."] <= 1
+    assert before - streamed == Counter(
+        {"delta both cities.": 1, "tool Paris": 1, "tool Rome": 1}
+    )
 
     seen: list[AgentStreamEvent] = []
 

@@ -889,16 +889,14 @@ async def test_a_workflows_calls_are_read_in_one_indexed_query(db_path: Path) ->
         ex = await claim(store, ttl=3600.0)
         for i in range(50):
             await store.start_call(ex, f"k{i}", fingerprint=None, lane=None, label=None, now=T0)
-        db = store._db
-        assert db is not None
+        inline = store._inline  # one workflow's calls are read on the loop's connection
+        assert inline is not None
         statements: list[str] = []
-        await store._on_thread(db, lambda conn: conn.set_trace_callback(statements.append))
+        inline.conn.set_trace_callback(statements.append)
         rows = await store.calls("wf")
-        await store._on_thread(db, lambda conn: conn.set_trace_callback(None))
+        inline.conn.set_trace_callback(None)
         assert len(rows) == 50 and len(statements) == 1, statements
-        plan = await store._on_thread(
-            db, lambda conn: conn.execute(f"EXPLAIN QUERY PLAN {statements[0]}").fetchall()
-        )
+        plan = inline.conn.execute(f"EXPLAIN QUERY PLAN {statements[0]}").fetchall()
         assert [r[3] for r in plan] == [
             "SEARCH calls USING INDEX calls_by_workflow (workflow_id=?)"]
 

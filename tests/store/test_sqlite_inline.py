@@ -11,7 +11,7 @@ import pytest
 
 import agentq.store.sqlite.batch as sqlite_batch
 import agentq.store.sqlite.inline as sqlite_inline
-from agentq.store import SqliteStore
+from agentq.store import SqliteStore, StepState
 
 from .conftest import T0, claim, kinds, run_step, start
 from .test_sqlite import hold_thread, raw, settle
@@ -128,3 +128,47 @@ async def test_a_refused_verb_on_the_loops_thread_leaves_no_trace(db_path: Path)
         ]
         inline = store._inline
         assert inline is not None and not inline.conn.in_transaction
+
+
+async def test_reads_of_one_workflow_run_on_the_loops_thread(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        ex = await claim(store)
+        await store.start_call(ex, "k", fingerprint=None, lane=None, label=None, now=T0)
+        gate, blocker = await hold_thread(store)
+        try:
+            async with asyncio.timeout(5):  # no hop: nothing waits for the held thread
+                row = await store.get_workflow("wf")
+                steps = await store.step_rows("wf")
+                calls = await store.calls("wf")
+                assert await store.last_seq() == 3
+                assert await store.load_job("nope", T0) is None
+            every = asyncio.ensure_future(store.step_rows())  # every workflow's: the thread
+            await settle()
+            assert not every.done()
+        finally:
+            gate.set()
+            await blocker
+        assert row is not None and row.workflow_id == "wf"
+        assert [s.state for s in steps] == [StepState.LEASED]
+        assert [c.key for c in calls] == ["k"]
+        assert len(await every) == 1
+
+
+async def test_a_read_after_a_write_on_the_thread_waits_for_it(db_path: Path) -> None:
+    async with SqliteStore(db_path) as store:
+        await start(store, steps=["a"])
+        other = raw(db_path)
+        other.execute("BEGIN IMMEDIATE")  # the claim's batch goes to the thread and waits
+        try:
+            claiming = asyncio.ensure_future(claim(store))
+            await settle()
+            reading = asyncio.ensure_future(store.step_rows("wf"))
+            await settle()
+            assert not reading.done()  # not on the loop's connection: it would miss the claim
+            other.execute("COMMIT")
+            async with asyncio.timeout(5):
+                await claiming
+                assert [s.state for s in await reading] == [StepState.LEASED]
+        finally:
+            other.close()

@@ -159,6 +159,12 @@ class GroupCommit:
         self._busy = False
 
     @property
+    def idle(self) -> bool:
+        """Whether no batch is in flight and no op waits: every write submitted so far has
+        committed (or failed), so a read on any connection sees it."""
+        return not self._busy
+
+    @property
     def pending(self) -> bool:
         """Whether ops wait for the next batch (a read then rides in it, after them)."""
         return bool(self._waiting)

@@ -21,6 +21,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import agentq.store.sql.groups as sql_groups
+import agentq.store.sql.hooks as sql_hooks
+import agentq.store.sql.messages as sql_messages
+import agentq.store.sql.reads as sql_reads
 import agentq.store.sqlite.jobs as sqlite_jobs
 import agentq.store.sqlite.tx as sqlite_tx
 from agentq.errors import StoreError
@@ -62,6 +65,20 @@ _HEAVY: frozenset[Callable[..., Any]] = frozenset(
 )
 """Write rules whose work grows with the log or a group: always on the connection's thread
 (`inline` runs only the others on the loop's thread)."""
+
+_ONE_ROW_READS: frozenset[Callable[..., Any]] = frozenset(
+    {sql_reads.get_workflow, sql_reads.last_seq, sqlite_jobs.load}
+)
+_ONE_WORKFLOW_READS: frozenset[Callable[..., Any]] = frozenset(
+    {sql_reads.step_rows, sql_reads.calls, sql_messages.messages, sql_hooks.hooks}
+)
+"""Reads of one workflow's rows when given its id (their second argument), else of every
+workflow's."""
+
+
+def _light_read(fn: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+    """Whether a read touches one row or one workflow's rows: it may run on the loop's thread."""
+    return fn in _ONE_ROW_READS or (fn in _ONE_WORKFLOW_READS and args[1] is not None)
 
 
 class SqliteStore(SqlStore):
@@ -245,9 +262,22 @@ class SqliteStore(SqlStore):
         return await self._commit.submit(lambda tx: fn(tx, *args), False, fn not in _HEAVY)
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(sqlite3.Connection, *args)`` on the connection thread, after every write
-        submitted before it."""
+        """Run ``fn(sqlite3.Connection, *args)`` after every write submitted before it: on the
+        loop's thread over `Inline`'s connection if it reads one row or one workflow's and
+        no batch is in flight (after one loop turn, as a write's linger), else on the
+        connection's thread."""
         db = await self._connect()
+        if self._inline is not None and _light_read(fn, args):
+            await asyncio.sleep(0)  # a read yields to the loop once, as it did with a hop
+            inline = self._inline
+            if inline is not None and self._commit.idle and not self._closed:
+                try:
+                    return fn(inline.conn, *args)
+                except sqlite3.OperationalError as exc:
+                    if not sqlite_tx.is_busy(exc):  # busy (rare in WAL): the thread waits
+                        raise StoreError(f"SQLite failed: {exc}") from exc
+                except sqlite3.Error as exc:
+                    raise StoreError(f"SQLite failed: {exc}") from exc
 
         def query(conn: sqlite3.Connection) -> T:
             return fn(conn, *args)

@@ -34,7 +34,8 @@ class ChildLinks:
     Args:
         registry: The engine's registrations.
         runs: The engine's runs.
-        instance: Builds the `Workflow` of a stored instance by id (raises if not runnable).
+        instance: Builds the `Workflow` of a stored instance by id (raises if not runnable),
+            or gives the stored result of one that has ended.
         run: The engine's `run` by id.
     """
 
@@ -42,7 +43,7 @@ class ChildLinks:
         self,
         registry: Registry,
         runs: Runs,
-        instance: Callable[[str], Awaitable[Workflow]],
+        instance: Callable[[str], Awaitable[Workflow | RunResult]],
         run: Callable[[str], Awaitable[RunResult]],
     ) -> None:
         self._registry = registry

@@ -89,6 +89,19 @@ class SharedBudgets:
         """Settle a charge by the tokens a job used (in a task)."""
         self._spawn(self.store.settle_budget(charge, tokens), "agentq-budget-settle")
 
+    async def resume(self, lane: Lane[Record], now: float) -> bool:
+        """Lift `lane`'s stored pause (`RateLedger.resume_lane`); True if it was paused.
+
+        The store writes in flight land first (a pause being stored is lifted too), and the
+        takes in flight after (an answer read before the lift brings no pause back), then
+        the lane asks the store again at its next start.
+        """
+        await self.idle()
+        lifted = await self.store.resume_lane(str(lane.priority), now)
+        await self.idle()
+        self.retry_at.pop(lane, None)
+        return lifted
+
     async def idle(self) -> None:
         """Wait until no store call of these budgets is in flight (for tests and close)."""
         while self.tasks:

@@ -12,8 +12,9 @@ the store:
   until a line (or the end) comes on stdin, then stops gracefully.
 
 Each member's body appends ``"start <key> <pid> <time>"`` to SIDE when it begins, and
-``"held <pid> <n>"``: the live leases its process holds then; the store appends ``"charge <pid> <time>"`` each time it grants a start of the lane (the time
-the take was judged at), so that the parent can count who ran what and check the window.
+``"held <pid> <n>"``: the live leases its process holds then; the store appends
+``"charge <pid> <time>"`` each time it grants a start of the lane (the time the take was
+judged at), so that the parent can count who ran what and check the window.
 """
 
 from __future__ import annotations

@@ -159,3 +159,28 @@ async def test_a_halted_engine_lets_no_waiting_run_claim(
     assert list(holders.values()).count(None) == len(ids)  # the waiting one claimed nothing
     assert sum(runs.values()) == PERMITS
     assert narrow._driver.tables()["admitted"] == 0
+
+
+async def test_children_a_step_fans_out_wait_for_slots_too(
+    narrow: WorkflowEngine, store: DurableStore
+) -> None:
+    runs: Counter[str] = Counter()
+    gate = asyncio.Event()
+    kid = gated(runs, gate)
+    keys = [f"k{i}" for i in range(5)]
+
+    async def fan_out(ctx: StepContext) -> Any:
+        return await ctx.children(kid, {key: i for i, key in enumerate(keys)})
+
+    parent = asyncio.ensure_future(narrow.run(Workflow("parent", [StepDef("fan", fan_out)])))
+    await until(lambda: sum(runs.values()) == PERMITS)
+    await settle()
+    holders = await leased(store, [f"parent/{key}" for key in keys])
+    assert list(holders.values()).count("w1") == PERMITS  # the others wait, unclaimed
+    assert list(holders.values()).count(None) == len(keys) - PERMITS
+    gate.set()
+    result = await parent
+    assert result.status is RunStatus.COMPLETED
+    assert result.outputs == ({key: i for i, key in enumerate(keys)},)
+    assert runs == Counter(f"parent/{key}" for key in keys)
+    assert narrow._driver.tables()["admitted"] == 0

@@ -13,8 +13,9 @@ A slot is taken just before the claim and given back when the claim answers anyt
 `Claimed` (done, waiting, closed, held by another, a retry time to come) or, for a claimed
 step, once the attempt has ended (its body stopped, its outcome recorded or its lease handed
 back). Slots are handed on first come, first served. A claim made for a run by ``serve``
-(which claims only what its free permits can start) takes its slot at once (`take`). A run
-started from inside a step body (``IN_STEP`` set: a body that awaits ``engine.run`` of
+(which claims only what its free permits can start) takes its slot at once (`take`). Child
+runs wait for slots as any run (``linking`` starts them outside the parent's body, which
+parks and so gives its slot back). A run started from inside a step body (``IN_STEP`` set: a body that awaits ``engine.run`` of
 another workflow) takes no slot: its attempts run inline on the waiting body's permit, and
 waiting for a slot that body holds would never end.
 

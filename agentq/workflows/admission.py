@@ -15,9 +15,9 @@ step, once the attempt has ended (its body stopped, its outcome recorded or its 
 back). Slots are handed on first come, first served. A claim made for a run by ``serve``
 (which claims only what its free permits can start) takes its slot at once (`take`). Child
 runs wait for slots as any run (``linking`` starts them outside the parent's body, which
-parks and so gives its slot back). A run started from inside a step body (``IN_STEP`` set: a body that awaits ``engine.run`` of
-another workflow) takes no slot: its attempts run inline on the waiting body's permit, and
-waiting for a slot that body holds would never end.
+parks and so gives its slot back). A run started from inside a step body (``IN_STEP`` set:
+a body that awaits ``engine.run`` of another workflow) takes no slot: its attempts run
+inline on the waiting body's permit, and waiting for a slot that body holds would never end.
 
 The workflow's waker cuts a wait short (a cancel): the run then claims without a slot, and
 finds the workflow closed. Private to `agentq.workflows.driver`.

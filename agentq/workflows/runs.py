@@ -109,10 +109,12 @@ class Runs:
         return task
 
     def start_soon_by(
-        self, workflow_id: str, resolve: Callable[[], Awaitable[Workflow]]
+        self, workflow_id: str, resolve: Callable[[], Awaitable[Workflow | RunResult]]
     ) -> asyncio.Task[RunResult] | None:
         """`start_soon` for a workflow known only by id: the run first awaits `resolve` for
-        it (a store read), then drives it. `join` of that id shares the run meanwhile.
+        it (a store read), then drives it; a `RunResult` resolved (the workflow has ended,
+        say in another process) is the run's result, quietly. `join` of that id shares the
+        run meanwhile.
 
         Returns:
             The new run, or None if one is in progress or about to be.
@@ -122,7 +124,7 @@ class Runs:
 
         async def resolved() -> RunResult:
             wf = await resolve()
-            return await self._drive(wf, None)
+            return wf if isinstance(wf, RunResult) else await self._drive(wf, None)
 
         task = asyncio.get_running_loop().create_task(resolved(), name=f"agentq.run:{workflow_id}")
         self._runs[workflow_id] = task

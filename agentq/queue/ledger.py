@@ -270,10 +270,13 @@ class Ledger:
             lane.failed += 1
             kind = JobEventKind.FAILED
         keys = self.keys
-        keys.remember(rec)
+        if keys.limited:
+            keys.remember(rec)
         if kind is JobEventKind.FAILED and rec.in_body:
             keys.add_unstopped(rec)  # until its body stops: the key's next run waits
-        self.resolve(rec, outcome, kind)
+        rec.resolve(outcome)  # as `resolve`, inline: once per job
+        if self.subscribers:
+            self.emit(kind, rec.key, lane.priority, rec.attempt or None, outcome)
         return True
 
     def resolve(self, rec: Record, outcome: Outcome, kind: JobEventKind) -> None:

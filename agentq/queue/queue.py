@@ -161,13 +161,13 @@ class Queue:
         state comes back); pushes that joined it meanwhile get `JobLost`.
         """
         self._enter(job, nested=False)
-        if self._ledger.store is None:
-            known = answer_known(self._dispatch, job)
+        dispatch = self._dispatch
+        if self._ledger.store is None:  # an unknown key is the common push: no call
+            known = None if self._keys.get(job.key) is None else answer_known(dispatch, job)
         else:
-            known = answer(self._dispatch, job, *await persistence.answer(self._ledger, job))
+            known = answer(dispatch, job, *await persistence.answer(self._ledger, job))
         if known is not None:
             return known
-        dispatch = self._dispatch
         rec = nesting.claim_and_admit(dispatch, job)
         if rec.state == CLAIMED:  # the lane is full: wait for room
             await nesting.wait_for_room(dispatch, rec)

@@ -40,19 +40,21 @@ each imports only modules that come before it in the list, never one after it.
     cache-hit fast path), claim, settle.
 19. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
     output before it settles, forget.
-20. ``runner`` - running one record in the current task: attempts, timeouts, threads,
+20. ``threads`` - running a plain callable in a worker thread for a job's body (what it
+    raised comes back as a value; a thread is waited for, never cancelled).
+21. ``runner`` - running one record in the current task: attempts, timeouts, threads,
     retries (and the lane pause a rate-limit failure asks for), interrupts.
-21. ``budgets`` - `SharedBudgets`: a shared lane's asks to the store (a charge granted
+22. ``budgets`` - `SharedBudgets`: a shared lane's asks to the store (a charge granted
     before a job starts, a pause stored, tokens settled), in tasks of their own.
-22. ``arbitration`` - `Arbiter`: which waiting job of which gated lane gets the next permit
+23. ``arbitration`` - `Arbiter`: which waiting job of which gated lane gets the next permit
     (rate and token budgets, pauses, ``total_permits`` shared by priority with aging).
-23. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
+24. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
     taking records.
-24. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
-25. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
+25. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
+26. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
     (`answer`, for a known key).
-26. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
-27. ``queue`` - `Queue`, the public face: small methods over the modules above.
+27. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
+28. ``queue`` - `Queue`, the public face: small methods over the modules above.
 
 ``docs/queue-internals.md`` follows one push through these modules.
 """

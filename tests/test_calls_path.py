@@ -12,7 +12,7 @@ import pytest
 
 from agentq.clock import FakeClock
 from agentq.queue import Job, LaneConfig, Priority, Queue
-from agentq.store import DurableStore
+from agentq.store import CallRow, DurableStore
 from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
 
 pytestmark = pytest.mark.timeout(60)
@@ -104,8 +104,7 @@ async def test_a_call_job_waiting_for_its_lane_after_a_cancel_never_runs(
     run = asyncio.create_task(engine.run(Workflow("wf-turns", [StepDef("s", body)])))
     await both.wait()
     for _ in range(200):  # until both are recorded as started and the first one runs
-        rows = await engine.store.calls("wf-turns")
-        if len(rows) == 2 and ran == ["first"]:
+        if len(await engine.store.calls("wf-turns")) == 2 and ran == ["first"]:
             break
         await asyncio.sleep(0)
     assert ran == ["first"]
@@ -115,6 +114,7 @@ async def test_a_call_job_waiting_for_its_lane_after_a_cancel_never_runs(
     assert result.status is RunStatus.CANCELLED
     hold.set()
     await held.handle  # type: ignore[union-attr]
+    rows: dict[str, CallRow] = {}
     for _ in range(200):  # until the first one's outcome is recorded
         rows = {row.key: row for row in await engine.store.calls("wf-turns")}
         if rows["first"].state == "completed":

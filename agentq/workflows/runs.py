@@ -13,6 +13,7 @@ Private to `agentq.workflows.engine`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -43,6 +44,18 @@ class Runs:
         self._ended = ended
         self._runs: dict[str, asyncio.Task[RunResult]] = {}
         self._continuing: dict[str, asyncio.Task[RunResult]] = {}
+        self._watchers: list[Callable[[str], None]] = []
+
+    def watch(self, told: Callable[[str], None]) -> Callable[[], None]:
+        """Tell `told` the workflow id of each run or continuation that ends from now on
+        (after the store holds what it recorded); return the function that stops telling."""
+        self._watchers.append(told)
+
+        def unwatch() -> None:
+            with contextlib.suppress(ValueError):
+                self._watchers.remove(told)
+
+        return unwatch
 
     def running(self, workflow_id: str) -> bool:
         """Whether a run of the workflow is in progress."""
@@ -93,6 +106,11 @@ class Runs:
             task.exception()  # retrieved by the awaiting callers; avoid "never retrieved"
         if self._ended is not None:
             self._ended(workflow_id, task)
+        self._tell(workflow_id)
+
+    def _tell(self, workflow_id: str) -> None:
+        for told in list(self._watchers):
+            told(workflow_id)
 
     def start_soon(self, wf: Workflow) -> asyncio.Task[RunResult] | None:
         """Start a run of `wf` in the background, unless one is in progress or about to be.
@@ -194,6 +212,7 @@ class Runs:
             task.exception()  # retrieved by the awaiting caller; avoid "never retrieved"
         if self._ended is not None:
             self._ended(workflow_id, task)
+        self._tell(workflow_id)
 
 
 def _log_failure(task: asyncio.Task[RunResult]) -> None:

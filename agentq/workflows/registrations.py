@@ -263,19 +263,21 @@ class Registrations:
             return row, None
         return self._registry.resolve(workflow_id, row), row
 
-    async def _instance(self, workflow_id: str) -> Workflow:
-        """The `Workflow` that `run_soon(workflow_id)` runs (see `_find`).
+    async def _instance(self, workflow_id: str) -> tuple[Workflow, WorkflowRow | None]:
+        """The `Workflow` that `run_soon(workflow_id)` runs (see `_find`), and the stored row
+        it was built from (None for a registered plain workflow): the run stores nothing
+        then (`Driver.drive`).
 
         Raises:
             UnknownWorkflowError: Not something this engine can run: not registered here,
                 an instance of a definition not registered here, or stored and ended.
             WorkflowMismatchError: The registered definition has other step names.
         """
-        found = await self._find(workflow_id)
+        found, row = await self._find_stored(workflow_id)
         if isinstance(found, Workflow):
-            return found
+            return found, row
         if isinstance(found, WorkflowRow):  # raises: its definition is not registered here
-            return self._registry.resolve(workflow_id, found)
+            return self._registry.resolve(workflow_id, found), None
         raise UnknownWorkflowError(
             f"workflow {workflow_id!r} has ended: run_soon() has nothing to run (run() "
             "returns its stored result)"

@@ -127,10 +127,13 @@ class Runs:
         return task
 
     def start_soon_by(
-        self, workflow_id: str, resolve: Callable[[], Awaitable[Workflow]]
+        self,
+        workflow_id: str,
+        resolve: Callable[[], Awaitable[tuple[Workflow, WorkflowRow | None]]],
     ) -> asyncio.Task[RunResult] | None:
         """`start_soon` for a workflow known only by id: the run first awaits `resolve` for
-        it (a store read), then drives it. `join` of that id shares the run meanwhile.
+        it (a store read: the workflow, and the stored row it was built from or None), then
+        drives it. `join` of that id shares the run meanwhile.
 
         Returns:
             The new run, or None if one is in progress or about to be.
@@ -139,8 +142,8 @@ class Runs:
             return None
 
         async def resolved() -> RunResult:
-            wf = await resolve()
-            return await self._drive(wf, None)
+            wf, row = await resolve()
+            return await self._drive(wf, row)
 
         task = asyncio.get_running_loop().create_task(resolved(), name=f"agentq.run:{workflow_id}")
         self._runs[workflow_id] = task

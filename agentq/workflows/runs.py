@@ -170,6 +170,7 @@ class Runs:
         *,
         before: bool,
         check: Callable[[], Awaitable[None]] | None = None,
+        row: WorkflowRow | None = None,
     ) -> RunResult:
         """Store `change`, then replace the run of `wf` in progress with a new one.
 
@@ -181,6 +182,8 @@ class Runs:
                 leaves the runs as they are.
             before: Let the run in progress end before the change is made (else after).
             check: Run first (before any wait); raising refuses the whole replacement.
+            row: `wf`'s stored row, read just before and `wf` built from it (see `start`),
+                or None: the new run then does not store `wf` again.
 
         Returns:
             The new run's `RunResult`. Shielded: once called, the change is made and the run
@@ -199,7 +202,7 @@ class Runs:
                     del self._runs[wf.id]
             if before:
                 await change()
-            return await asyncio.shield(self.start(wf))
+            return await asyncio.shield(self.start(wf, row))
 
         task = asyncio.get_running_loop().create_task(
             continuation(), name=f"agentq.continue:{wf.id}"

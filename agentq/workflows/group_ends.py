@@ -52,13 +52,14 @@ async def ended_rows(
     those that ended before the call first. Use it on the engine's event loop.
     """
     prefix = group_id + "/"
-    left = set(keys)
-    told: set[str] = set()  # ids of members whose run ended since the last read
+    members = frozenset(keys)
+    left = set(members)
+    told: list[str] = []  # ids of members whose run ended since the last read, as told
     news: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def tell(workflow_id: str) -> None:
-        if workflow_id.startswith(prefix) and workflow_id[len(prefix):] in left:
-            told.add(workflow_id)
+        if workflow_id.startswith(prefix) and workflow_id[len(prefix):] in members:
+            told.append(workflow_id)
             if not news.done():
                 news.set_result(None)
 
@@ -82,12 +83,13 @@ async def ended_rows(
                 await until(news, clock.sleep(wait))
             if news.done():
                 news = asyncio.get_running_loop().create_future()
+            rows = {}
             if clock.time() >= polled + poll_interval:
-                told.clear()
                 rows = await read_all()
                 polled = clock.time()
-                continue
-            ids, rows = sorted(told), {}
+            # One read per run told, whether or not a poll came between: the reads depend
+            # on the runs, not on the timing (a run's own row is the fresher one).
+            ids = list(told)
             told.clear()
             for workflow_id in ids:
                 found = await read_one(workflow_id)

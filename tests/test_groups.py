@@ -116,6 +116,12 @@ async def test_results_read_each_ended_member_not_the_whole_group_at_each_end(
         await it.__anext__()
     assert seen == keys
     assert reads == 1
+    assert engine.tables()["watchers"] == 0  # the iteration ended: nothing left watching
+    early = group.results()
+    assert (await anext(early)).key == keys[0]
+    assert engine.tables()["watchers"] == 1
+    await early.aclose()  # a consumer that stops early: its watcher goes too
+    assert engine.tables()["watchers"] == 0
 
 
 async def test_results_see_a_member_ended_without_a_run_here_at_the_next_poll(

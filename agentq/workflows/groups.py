@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from agentq.clock import Clock
@@ -210,7 +210,7 @@ class RunGroup:
             counts["pending" if row is None else row.state.value] += 1
         return GroupStatus(**counts)
 
-    async def results(self) -> AsyncIterator[GroupMember]:
+    async def results(self) -> AsyncGenerator[GroupMember, None]:
         """Yield each member once it has ended, in the order they ended (those that ended
         before the call first), until every member has been yielded.
 

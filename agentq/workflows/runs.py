@@ -84,8 +84,13 @@ class Runs:
         return [t for t in (*self._runs.values(), *self._continuing.values()) if not t.done()]
 
     def sizes(self) -> dict[str, int]:
-        """How many runs and continuations are in progress (for tests and leaks)."""
-        return {"runs": len(self._runs), "delivering": len(self._continuing)}
+        """How many runs and continuations are in progress, and how many watchers are told
+        of their ends (for tests and leaks)."""
+        return {
+            "runs": len(self._runs),
+            "delivering": len(self._continuing),
+            "watchers": len(self._watchers),
+        }
 
     def start(self, wf: Workflow, row: WorkflowRow | None = None) -> asyncio.Task[RunResult]:
         """Return the run of `wf` in progress, starting one if there is none (given `row`,

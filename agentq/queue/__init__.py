@@ -50,7 +50,9 @@ each imports only modules that come before it in the list, never one after it.
 24. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
     (`answer`, for a known key).
 25. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
-26. ``queue`` - `Queue`, the public face: small methods over the modules above.
+26. ``rate_verbs`` - `RateVerbs`, `Queue`'s base: the verbs of the lanes' budgets and
+    pauses (``share_budgets``, ``settle_tokens``, ``resume_lane``).
+27. ``queue`` - `Queue`, the public face: small methods over the modules above.
 
 ``docs/queue-internals.md`` follows one push through these modules.
 """

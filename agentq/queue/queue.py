@@ -2,7 +2,8 @@
 
 See `Queue`: small public methods over the mechanisms below it (the `Ledger` of keys and
 lanes, the `Dispatcher` of workers, the nesting rules, the store rules of `persistence`, the
-`Shutdown`). How a push travels through the queue is told in ``docs/queue-internals.md``.
+`Shutdown`; the budget verbs in its base `RateVerbs`). How a push travels through the queue
+is told in ``docs/queue-internals.md``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from agentq.queue.lane import CLAIMED, QUEUED
 from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats, lane_configs
 from agentq.queue.ledger import HIT_CACHED, HIT_JOINED, HIT_RUN, Ledger
 from agentq.queue.outcome_store import JobOutcomeStore
-from agentq.queue.rate_ledger import RateLedger
+from agentq.queue.rate_verbs import RateVerbs
 from agentq.queue.records import CURRENT
 from agentq.queue.shutdown import CloseReport, Shutdown
 
@@ -34,7 +35,7 @@ _PENDING = Pending()
 _PROCESSING = Processing()
 
 
-class Queue:
+class Queue(RateVerbs):
     """An in-process asyncio job queue with idempotency keys and three priority lanes.
 
     Key semantics (keys are global across lanes):
@@ -381,18 +382,6 @@ class Queue:
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         await self.close(drain=exc_type is None)
-
-    def share_budgets(self, store: RateLedger) -> None:
-        """Share the rate-limited lanes' budgets and pauses through `store` (a `RateLedger`,
-        else `TypeError`) as a `store` given to the queue does; a `WorkflowEngine` calls it with
-        its store. No-op once shared, or without budgets; call it before such a lane starts."""
-        self._dispatch.arbiter.share(store)
-
-    def settle_tokens(self, key: str, tokens: int) -> bool:
-        """Settle the token charge of the finished job `key`, whose output reported no usage,
-        by the `tokens` it used (an int >= 0, else `ValueError`), e.g. a durable call's recorded
-        usage. True if its charge, still in its window, was settled; else False."""
-        return self._dispatch.arbiter.settle_late(key, tokens)
 
     def __repr__(self) -> str:
         lanes = ", ".join(f"{p}={lane.queued}q/{lane.running}r" for p, lane in self._lanes.items())

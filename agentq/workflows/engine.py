@@ -237,7 +237,9 @@ class WorkflowEngine(Endings):
                 up in the store by the background run itself, since this method cannot
                 wait: what that lookup raises (`UnknownWorkflowError`,
                 `WorkflowMismatchError`, `StoreError`) is logged and goes to whoever joins
-                the run with ``run(id)``.
+                the run with ``run(id)``. An instance that has ended by then (another
+                process finished it) is not an error: the run ends at once with its stored
+                result, said at DEBUG only.
 
         Raises:
             UnknownWorkflowError: An id that is not registered, while no definition is

@@ -134,11 +134,12 @@ class Runs:
     def start_soon_by(
         self,
         workflow_id: str,
-        resolve: Callable[[], Awaitable[tuple[Workflow, WorkflowRow | None]]],
+        resolve: Callable[[], Awaitable[tuple[Workflow, WorkflowRow | None] | RunResult]],
     ) -> asyncio.Task[RunResult] | None:
         """`start_soon` for a workflow known only by id: the run first awaits `resolve` for
-        it (a store read: the workflow, and the stored row it was built from or None), then
-        drives it. `join` of that id shares the run meanwhile.
+        it (a store read: the workflow and the stored row it was built from, or None), then
+        drives it; a `RunResult` resolved (the workflow has ended, say in another process) is
+        the run's result, quietly. `join` of that id shares the run meanwhile.
 
         Returns:
             The new run, or None if one is in progress or about to be.
@@ -147,7 +148,10 @@ class Runs:
             return None
 
         async def resolved() -> RunResult:
-            wf, row = await resolve()
+            found = await resolve()
+            if isinstance(found, RunResult):
+                return found
+            wf, row = found
             return await self._drive(wf, row)
 
         task = asyncio.get_running_loop().create_task(resolved(), name=f"agentq.run:{workflow_id}")

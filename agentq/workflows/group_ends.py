@@ -1,7 +1,7 @@
 """Following a run group's members to their ends: `ended_rows`, under `RunGroup.results`.
 
 It reads every member once (the group's rows), then, each time a run of this engine ends
-(`Runs.watch`: a run, a resume's or a retry's continuation), that member's row only; and
+otherwise than waiting (`Runs.watch`), that member's row only; and
 every member again once ``poll_interval`` has passed since the last such read, for what no
 run of this engine tells: members run by another process, or ended with no run here (a
 cancel from elsewhere). Following N members that end one after another thus costs about N
@@ -19,12 +19,14 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
 
 from agentq.clock import Clock
 from agentq.store import WorkflowRow
+from agentq.workflows.model import RunResult, RunStatus
 from agentq.workflows.waits import until
 
 __all__ = ["ended_rows"]
 
-Watch = Callable[[Callable[[str], None]], Callable[[], None]]
-"""`Runs.watch`: tell a function the id of each run that ends; returns how to stop."""
+Watch = Callable[[Callable[[str, asyncio.Task[RunResult]], None]], Callable[[], None]]
+"""`Runs.watch`: tell a function the id and task of each run that ends; returns how to
+stop."""
 
 
 async def ended_rows(
@@ -57,11 +59,14 @@ async def ended_rows(
     told: list[str] = []  # ids of members whose run ended since the last read, as told
     news: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-    def tell(workflow_id: str) -> None:
-        if workflow_id.startswith(prefix) and workflow_id[len(prefix):] in members:
-            told.append(workflow_id)
-            if not news.done():
-                news.set_result(None)
+    def tell(workflow_id: str, run: asyncio.Task[RunResult]) -> None:
+        if not workflow_id.startswith(prefix) or workflow_id[len(prefix):] not in members:
+            return
+        if _waits(run):
+            return  # it waits (for input, a child run): its member has not ended
+        told.append(workflow_id)
+        if not news.done():
+            news.set_result(None)
 
     unwatch = watch(tell)  # before the first read: a run that ends after it is told
     try:
@@ -97,3 +102,10 @@ async def ended_rows(
                     rows[workflow_id[len(prefix):]] = found
     finally:
         unwatch()
+
+
+def _waits(run: asyncio.Task[RunResult]) -> bool:
+    """Whether a run that ended returned waiting (its workflow is still open)."""
+    return not run.cancelled() and run.exception() is None and (
+        run.result().status is RunStatus.WAITING
+    )

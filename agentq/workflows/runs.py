@@ -44,11 +44,14 @@ class Runs:
         self._ended = ended
         self._runs: dict[str, asyncio.Task[RunResult]] = {}
         self._continuing: dict[str, asyncio.Task[RunResult]] = {}
-        self._watchers: list[Callable[[str], None]] = []
+        self._watchers: list[Callable[[str, asyncio.Task[RunResult]], None]] = []
 
-    def watch(self, told: Callable[[str], None]) -> Callable[[], None]:
-        """Tell `told` the workflow id of each run or continuation that ends from now on
-        (after the store holds what it recorded); return the function that stops telling."""
+    def watch(self, told: Callable[[str, asyncio.Task[RunResult]], None]) -> Callable[[], None]:
+        """Tell `told` the workflow id and task of each run that ends from now on (after the
+        store holds what it recorded); return the function that stops telling.
+
+        Runs only: a resume's or a retry's continuation changes the store only through the
+        run it starts, whose end is told."""
         self._watchers.append(told)
 
         def unwatch() -> None:
@@ -111,11 +114,8 @@ class Runs:
             task.exception()  # retrieved by the awaiting callers; avoid "never retrieved"
         if self._ended is not None:
             self._ended(workflow_id, task)
-        self._tell(workflow_id)
-
-    def _tell(self, workflow_id: str) -> None:
         for told in list(self._watchers):
-            told(workflow_id)
+            told(workflow_id, task)
 
     def start_soon(self, wf: Workflow) -> asyncio.Task[RunResult] | None:
         """Start a run of `wf` in the background, unless one is in progress or about to be.
@@ -227,7 +227,6 @@ class Runs:
             task.exception()  # retrieved by the awaiting caller; avoid "never retrieved"
         if self._ended is not None:
             self._ended(workflow_id, task)
-        self._tell(workflow_id)
 
 
 def _log_failure(task: asyncio.Task[RunResult]) -> None:

@@ -265,7 +265,7 @@ class WorkflowEngine(Endings):
             ValueError: `group_id` holds a ``/``.
             TypeError: The store keeps no run groups.
         """
-        return RunGroup(self, group_id, self._runs.in_progress, self._runs.task_of)
+        return RunGroup(self, group_id, self._runs.watch, self._runs.task_of)
 
     async def status(self, workflow_id: str) -> list[StepStatus]:
         """Return each step's status, in step order.

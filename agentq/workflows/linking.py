@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from agentq.errors import AgentqError
-from agentq.store import parent_of
+from agentq.store import WorkflowRow, parent_of
 from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.model import RunResult, RunStatus, Workflow, WorkflowDef
 from agentq.workflows.registry import Registry
@@ -44,7 +44,7 @@ class ChildLinks:
         self,
         registry: Registry,
         runs: Runs,
-        instance: Callable[[str], Awaitable[Workflow | RunResult]],
+        instance: Callable[[str], Awaitable[tuple[Workflow, WorkflowRow | None] | RunResult]],
         run: Callable[[str], Awaitable[RunResult]],
     ) -> None:
         self._registry = registry

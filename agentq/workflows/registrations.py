@@ -265,10 +265,11 @@ class Registrations:
             return row, None
         return self._registry.resolve(workflow_id, row), row
 
-    async def _instance(self, workflow_id: str) -> Workflow | RunResult:
-        """The `Workflow` that `run_soon(workflow_id)` runs (see `_find`), or the stored
-        result of one that has ended (another engine, say, finished it meanwhile): nothing
-        to run, said at DEBUG only.
+    async def _instance(self, workflow_id: str) -> tuple[Workflow, WorkflowRow | None] | RunResult:
+        """The `Workflow` that `run_soon(workflow_id)` runs (see `_find`) with the stored row
+        it was built from (None for a registered plain workflow: the run then stores nothing,
+        `Driver.drive`), or the stored result of one that has ended (another engine, say,
+        finished it meanwhile): nothing to run, said at DEBUG only.
 
         Raises:
             UnknownWorkflowError: Not something this engine can run: not registered here,
@@ -277,9 +278,9 @@ class Registrations:
         """
         found, row = await self._find_stored(workflow_id)
         if isinstance(found, Workflow):
-            return found
+            return found, row
         if isinstance(found, WorkflowRow):  # raises: its definition is not registered here
-            return self._registry.resolve(workflow_id, found)
+            return self._registry.resolve(workflow_id, found), None
         assert row is not None  # stored and ended
         LOGGER.debug("run_soon(%r): it has ended already; nothing to run", workflow_id)
         return await stored_result(self.store, row)

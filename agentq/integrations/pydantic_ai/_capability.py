@@ -262,6 +262,9 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         self._check_args = check_args
         self._tool_timeout = tool_timeout
         self._input_events = input_events
+        # One backend for every run (pydantic-ai asks for it at each binding and request):
+        # it holds only the name and the lanes, never a run's state.
+        self._backend = _Backend(name, model_priority, tool_priority, tool_timeout)
 
     @property
     def in_durable_context(self) -> bool:
@@ -274,10 +277,9 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         return conversation_id_from_run_id(run_id) if self.in_durable_context else None
 
     def get_durable_operation_backend(self) -> _Backend:
-        """Return the backend that makes each operation a durable call."""
-        return _Backend(
-            self.name, self._model_priority, self._tool_priority, self._tool_timeout
-        )
+        """Return the backend that makes each operation a durable call (one per capability:
+        it holds no run's state; the current run is the task's `RunJournal`)."""
+        return self._backend
 
     def _model_stream_event_handler(self) -> Handler | None:
         """Inside a streamed model request of a streaming run, the handler that hands its

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
 
 from agentq import RunStatus, WorkflowEngine
 from agentq.errors import WorkflowMismatchError
@@ -85,3 +87,24 @@ async def test_one_operation_backend_serves_every_run(
         run = await durable.run(child.PROMPT, run_id=f"r{n}")
         assert run.status is RunStatus.COMPLETED, run.reason
     assert capability.get_durable_operation_backend() is backend
+
+
+async def test_the_capability_is_bound_once_while_the_agent_stays_the_same(
+    engine: WorkflowEngine, tmp_path: Path
+) -> None:
+    agent = child.build_agent(tmp_path / "side.txt")
+    durable = DurableAgent(agent, engine)
+    capability = durable._step._capability
+    bound = capability.for_agent(agent)
+    assert capability.for_agent(agent) is bound
+    run = await durable.run(child.PROMPT, run_id="once")
+    assert run.status is RunStatus.COMPLETED and capability.for_agent(agent) is bound
+    assert getattr(bound, "_bound", None) is None  # the copy holds no older copies
+
+    # The agent given another model: bound again, and the runs use it.
+    agent.model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("new")]))
+    rebound = capability.for_agent(agent)
+    assert rebound is not bound
+    run = await durable.run(child.PROMPT, run_id="new-model")
+    assert run.status is RunStatus.COMPLETED and run.output == "new"
+    assert capability.for_agent(agent) is rebound

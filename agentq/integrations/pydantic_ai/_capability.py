@@ -41,7 +41,8 @@ from functools import partial
 from typing import Any, Literal
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
-from pydantic_ai.capabilities import WrapRunHandler
+from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
 from pydantic_ai.durable_exec import (
     JSON_CODEC,
     BaseDurabilityCapability,
@@ -265,6 +266,28 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         # One backend for every run (pydantic-ai asks for it at each binding and request):
         # it holds only the name and the lanes, never a run's state.
         self._backend = _Backend(name, model_priority, tool_priority, tool_timeout)
+        # The copy bound to the agent last (`for_agent`) and what it was bound from.
+        self._bound: tuple[tuple[object, ...], AbstractCapability[AgentDepsT]] | None = None
+
+    def for_agent(self, agent: AbstractAgent[AgentDepsT, Any]) -> AbstractCapability[AgentDepsT]:
+        """The capability bound to `agent`, bound once and kept while the agent's model,
+        toolsets and capabilities stay the same objects.
+
+        pydantic-ai binds a capability given to a run at each run (a copy holding the agent's
+        wrapped toolsets, models and capability operations); bound at the agent's construction
+        it serves every run, as this one does: it keeps no run's state (the run's is in its
+        `RunJournal`, its context variables and the toolsets' per-run copies).
+        """
+        made_from = (agent, agent.model, *agent.toolsets, agent.root_capability)
+        bound = self._bound
+        if bound is not None and len(bound[0]) == len(made_from) and all(
+            a is b for a, b in zip(bound[0], made_from, strict=True)
+        ):
+            return bound[1]
+        self._bound = None  # not copied into the new bound copy (no chain of old ones)
+        capability = super().for_agent(agent)
+        self._bound = (made_from, capability)
+        return capability
 
     @property
     def in_durable_context(self) -> bool:

@@ -247,6 +247,13 @@ class CallLog:
         """The engine's clock's time, Unix seconds (a sleep's wake time counts from it)."""
         return self._clock.time()
 
+    async def recorded(self) -> list[CallRow]:
+        """The workflow's call and wait rows as this attempt knows them: its one read of the
+        log (shared with its calls and waits, so asking costs no other read), kept up to date
+        with what the attempt recorded since; see `StepContext.recorded`."""
+        self._check_open("recorded")
+        return list((await self._loaded()).values())
+
     async def sleep(self, wake_at: float) -> None:
         """Return once `wake_at` (Unix seconds) has passed, parking the step until then.
 

@@ -36,6 +36,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    judges it
 ``attempting``     `AttemptRunner`: one claimed attempt as a job in the lane, its lease kept,
                    its outcome recorded; the attempts running now
+``admission``      `Admission`: an engine claims a step only when its lane has a slot for it
+                   (at most its permits of steps claimed at once; the rest stay ready)
 ``waiting``        a step found waiting: join the child run it waits on, arm its deadline's timer
 ``driver``         the loop that runs one workflow's steps: claim, attempt, record; the
                    engine's settings

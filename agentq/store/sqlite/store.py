@@ -131,6 +131,7 @@ class SqliteStore(SqlStore):
         lambda tx, *args: _RATES.take(tx.conn, *args),
         lambda tx, *args: _RATES.settle(tx.conn, *args),
         lambda tx, *args: _RATES.pause(tx.conn, *args),
+        lambda tx, *args: _RATES.resume(tx.conn, *args),
     )
     sql = SqlParts(sqlite_tx.DIALECT, sqlite_jobs.load, sqlite_tx.rebuild)
     sweeper = Sweeper(_sweep)

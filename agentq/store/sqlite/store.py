@@ -4,7 +4,8 @@ The store owns one aiosqlite connection (`connection`: opened on first use, migr
 and its group-commit queue (`batch.GroupCommit`): each write verb runs its transition
 rule inside the next batch, one transaction (`transact`) on the connection's thread, or on the
 event loop's own thread when that cannot block it (`inline`); each read runs a query of
-`sql.reads` on the connection's thread, after every write submitted before it.
+`sql.reads` after every write submitted before it, on the loop's thread too if it reads one
+workflow's rows and no batch is in flight, else on the connection's thread.
 The verbs themselves are written once for every store (`rules.verbs.RuleStore`,
 `sql.verbs.SqlStore`); the `JobOutcomeStore` verbs of `Queue(store=...)` go the same
 ways, over `jobs`. ``docs/store.md`` tells the whole story.
@@ -101,9 +102,10 @@ class SqliteStore(SqlStore):
 
     An open store holds one aiosqlite connection and its thread; reads and writes take turns
     on it, so a read sees every write submitted before it. With WAL and ``NORMAL`` it also
-    holds a plain connection for the event loop's thread, where write verbs commit without a
-    thread hop whenever that cannot block the loop (``agentq.store.sqlite.inline``); each
-    commit is done before its verb returns, so reads still see it. Use a store from one event loop,
+    holds a plain connection for the event loop's thread, where write verbs commit, and reads
+    of one workflow run, without a thread hop whenever that cannot block the loop
+    (``agentq.store.sqlite.inline``); each commit is done before its verb returns, so reads
+    still see it. Use a store from one event loop,
     and close it. A store never closed never keeps the process from exiting (the thread is
     a daemon; every committed transaction is in the file); garbage-collected unclosed, it
     closes its file, ends its thread and emits a `ResourceWarning`, like an unclosed file.

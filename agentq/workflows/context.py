@@ -18,6 +18,7 @@ from typing import Any
 from agentq.clock import unix_seconds
 from agentq.errors import StepContextError
 from agentq.queue import Job
+from agentq.store import CallRow
 from agentq.workflows.recorder import CallRecorder, Definition
 
 __all__ = ["CallRecorder", "Definition", "StepContext"]
@@ -202,6 +203,16 @@ class StepContext:
                 message names the field); nothing is recorded.
         """
         return await self._log("wait_for_input").wait(key, reason, details, timeout)
+
+    async def recorded(self) -> list[CallRow]:
+        """This workflow's recorded calls and waits (`CallRow`, as `DurableStore.calls`
+        lists them), from the attempt's one read of the log that `call` and `wait_for_input`
+        share (no other read), updated with what the attempt recorded since.
+
+        Raises:
+            StoreError: The read failed. StepContextError: as `call`.
+        """
+        return await self._log("recorded").recorded()
 
     async def sleep(self, seconds: float) -> None:
         """Sleep durably for `seconds`: the step waits without a lease, across restarts.

@@ -66,7 +66,6 @@ from agentq.workflows.attempting import AttemptRunner
 from agentq.workflows.attempts import Again, Retry, hand_back, step_title
 from agentq.workflows.attempts import claim as claim_step
 from agentq.workflows.children import Spawner
-from agentq.workflows.context import StepContext
 from agentq.workflows.model import RunResult, RunStatus, StepDef, Workflow
 from agentq.workflows.recording import Recorder
 from agentq.workflows.results import closed_result, stored_result
@@ -329,21 +328,11 @@ class Driver:
                 await self.pause(waker, self.poll_interval)
                 continue
             assert isinstance(claim, Claimed)
-            ctx = StepContext(
-                workflow_id=wf.id,
-                step_index=index,
-                step_name=step.name,
-                attempt=claim.execution.attempt,
-                input=wf.input,
-                outputs=tuple(outputs),
-                previous=outputs[-1] if outputs else wf.input,
-                resume_input=claim.resume_input,
-                resumed=claim.resumed,
-                recoveries=claim.recoveries,
-            )
             with spans.attempt_span(claim.execution, claim.resumed, links) as span:
                 try:
-                    step_result = await self._runner.attempt(wf, step, claim.execution, ctx, waker)
+                    step_result = await self._runner.attempt(
+                        wf, step, claim, tuple(outputs), waker
+                    )
                 finally:
                     self.admission.leave(wf.id)  # its slot: the next run may claim
                 spans.note_attempt(span, step_result)

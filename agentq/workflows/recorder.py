@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from agentq.queue import Job
+from agentq.store import CallRow
 
 __all__ = ["CallRecorder", "Definition"]
 
@@ -47,6 +48,8 @@ class CallRecorder(Protocol):
     async def sleep(self, wake_at: float) -> None: ...
 
     def now(self) -> float: ...
+
+    async def recorded(self) -> list[CallRow]: ...
 
     async def child(self, definition: Definition | str, input: Any, key: str) -> Any: ...
 

@@ -109,14 +109,15 @@ class AgentRuns:
                 difference named: ``input['prompt']: 'Hello' vs 'Hi'``) or from another
                 definition; nothing is changed.
         """
-        row = await self.stored(run_id)
-        if row is None:
-            try:
-                return await self._engine.start(self.definition, run_id, run_input)
-            except WorkflowMismatchError:  # another caller stored it first: compare with that
-                row = await self.stored(run_id)
-                if row is None:
-                    raise
+        # The engine stores a new run, or leaves one stored with this very input, in one
+        # store operation; only a run stored with another input (or definition) is read back,
+        # to compare identities (a history rebuilt with new timestamps is the same run).
+        try:
+            return await self._engine.start(self.definition, run_id, run_input)
+        except WorkflowMismatchError:
+            row = await self.stored(run_id)
+            if row is None:
+                raise
         self._check_same(run_id, row.input, run_input)
         return False
 

@@ -156,7 +156,7 @@ class AgentStep(Generic[AgentDepsT]):
             WaitForInput: The run waits (an approval, an external event); its deps are kept.
             Exception: What the agent raised; the run's deps are released.
         """
-        rows = await self._store.calls(ctx.workflow_id)
+        rows = await ctx.recorded()  # the attempt's one read of the log, shared with its calls
         try:
             result = await self._run_agent(RunJournal.of(ctx, self._name, rows), ctx.input)
         except WaitForInput:

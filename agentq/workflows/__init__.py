@@ -64,6 +64,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    retry, cancel (its base class over `Registrations`)
 ``forking``        the engine's ``fork``: a new workflow whose history up to a step or a call
                    is another's, copied by one store verb, then run live from there
+``group_ends``     following a run group's members to their ends (``RunGroup.results``):
+                   one read per member run that ends, the whole group each poll interval
 ``group_checks`` a run group submitted again: the same keys, inputs and definitions?
 ``members``        what a run group reports: `GroupMember` (one that ended), `GroupStatus`
 ``groups``         `RunGroup` (``engine.group``): a manifest of members ``<group>/<key>``,

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from agentq.clock import Clock, SystemClock
+from agentq.errors import UnknownWorkflowError
 from agentq.extras import require
 from agentq.store import DurableStore
 from agentq.widgets.html.group import group_progress_html, progress_text
@@ -89,7 +90,10 @@ async def follow_group(
     rich's progress bar (members ended of all), followed by `progress_text` (counts,
     tokens, cost, rate, time left); on a terminal it is redrawn in place, elsewhere (a log
     file) rich prints it when it ends. Await it beside the work (``asyncio.gather`` with the
-    group's run, or as a task), or alone while other processes run the members.
+    group's run, or as a task), or alone while other processes run the members. Started
+    before the group is stored (a watcher started first, or before the submitting process),
+    it prints "waiting for group '<id>'" once and reads again every `interval` until the group
+    appears (a misspelt id waits too: cancel it, or Ctrl-C).
 
     Args:
         store: The store holding the group.
@@ -104,7 +108,7 @@ async def follow_group(
 
     Raises:
         MissingExtraError: rich is not installed (``pip install 'agentq[cli]'``).
-        UnknownWorkflowError: No such group in the store.
+        TypeError: The store keeps no run groups.
     """
     progress_mod: Any = require("rich.progress", "cli")
     console_mod: Any = require("rich.console", "cli")
@@ -119,10 +123,21 @@ async def follow_group(
         console=console,
         transient=False,
     )
+    waiting = ""
     with bar:
         task = bar.add_task(markup_mod.escape(group_id), total=None, line="")
         while True:
-            found = await read_progress(store, group_id, clock.time(), prices=prices, cache=cache)
+            try:
+                found = await read_progress(
+                    store, group_id, clock.time(), prices=prices, cache=cache
+                )
+            except UnknownWorkflowError:  # not submitted yet: a watcher waits for it
+                if not waiting:  # said once, on a terminal and in a log file alike
+                    waiting = f"waiting for group {group_id!r}"
+                    console.print(waiting, markup=False, highlight=False)
+                    bar.update(task, line=markup_mod.escape(waiting))
+                await clock.sleep(interval)
+                continue
             bar.update(task, total=found.status.total, completed=found.status.ended,
                        line=progress_text(found))
             if found.done:

@@ -28,7 +28,6 @@ the ground truth's order.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -45,7 +44,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agentq import NotWaitingError, RunResult, RunStatus, WorkflowEngine
+from agentq import RunResult, RunStatus, WorkflowEngine
 from agentq.integrations.pydantic_ai import AgentRun, DurableAgent
 from agentq.store import CallKind, CallRow, CallState, StepState
 
@@ -245,11 +244,11 @@ async def drive_task(
     while run.status is RunStatus.WAITING and policy is not None and run.pending:
         pending = run.pending[0]
         details: JsonObject = {"tool": pending.tool, "args": pending.args}
-        answer = policy.decide(
-            run_id, pending.step, pending.reason, key=pending.key, details=details
+        # Answered elsewhere meanwhile (None): follow the run all the same.
+        await policy.answer(
+            durable.engine, run_id, pending.step, pending.reason, key=pending.key,
+            details=details,
         )
-        with contextlib.suppress(NotWaitingError):  # answered elsewhere: follow the run
-            await durable.engine.resume(run_id, pending.step, answer, key=pending.key)
         run = await durable.run(prompt, run_id=run_id)
     return as_run_result(task, run)
 

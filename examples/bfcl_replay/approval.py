@@ -6,12 +6,16 @@ Each call that needs approval is asked for with a durable wait of its own,
 input has the shape agentq's `ApprovalPanel` sends: ``{"approved": bool, "note": str}`` (a
 bare bool is accepted too). A person clicks Approve or Reject in the notebook; the headless
 demo has no person, so an `ApprovalPolicy` answers every wait through the same public call,
-``engine.resume(workflow_id, step, input, key=<the wait's key>)``, and counts what it decided.
+``engine.resume(workflow_id, step, input, key=<the wait's key>)`` (`ApprovalPolicy.answer`),
+and counts the answers this process recorded: a wait another process answered first (the
+resume raises `NotWaitingError`) is not counted here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from agentq import NotWaitingError, Recorded, RunResult, WorkflowEngine
 
 from .jsontypes import JsonObject
 
@@ -52,9 +56,10 @@ class ApprovalPolicy:
             every one (``reject-all``: those workflows fail, naming the rejection).
 
     Attributes:
-        approved: Waits (one per call needing approval) approved by this policy, in this
-            process.
-        rejected: Waits rejected by this policy (in this process).
+        approved: Waits (one per call needing approval) whose approval this policy
+            recorded, in this process (`answer`; a wait answered first by another process
+            is not counted).
+        rejected: Waits whose rejection this policy recorded (in this process).
     """
 
     approve: bool = True
@@ -85,7 +90,7 @@ class ApprovalPolicy:
         key: str | None = None,
         details: JsonObject | None = None,
     ) -> JsonObject:
-        """Answer one wait; return the resume input to send.
+        """Decide one wait; return the resume input to send (counted by `answer`, not here).
 
         Args:
             workflow_id: The waiting workflow.
@@ -94,8 +99,40 @@ class ApprovalPolicy:
             key: The wait's key (None for a step-level wait).
             details: The wait's details (``{"tool": ..., "args": ...}``), if any.
         """
+        return {"approved": self.approve, "note": f"{self.name} policy of the headless demo"}
+
+    async def answer(
+        self,
+        engine: WorkflowEngine,
+        workflow_id: str,
+        step: str,
+        reason: str,
+        *,
+        key: str | None = None,
+        details: JsonObject | None = None,
+    ) -> RunResult | Recorded | None:
+        """Decide one wait and resume it through ``engine.resume``; count it if recorded.
+
+        Args:
+            engine: The engine to resume through.
+            workflow_id: The waiting workflow.
+            step: The waiting step's name.
+            reason: The wait's question.
+            key: The wait's key (None for a step-level wait).
+            details: The wait's details, if any.
+
+        Returns:
+            What ``engine.resume`` returned, or None when the wait was answered elsewhere
+            meanwhile (`NotWaitingError`: not counted). Other errors of ``engine.resume``
+            propagate, uncounted.
+        """
+        answer = self.decide(workflow_id, step, reason, key=key, details=details)
+        try:
+            resumed = await engine.resume(workflow_id, step, answer, key=key)
+        except NotWaitingError:
+            return None
         if self.approve:
             self.approved += 1
         else:
             self.rejected += 1
-        return {"approved": self.approve, "note": f"{self.name} policy of the headless demo"}
+        return resumed

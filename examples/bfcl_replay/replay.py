@@ -55,7 +55,6 @@ from agentq import (
     Job,
     JobFailed,
     NonRetryable,
-    NotWaitingError,
     RunResult,
     RunStatus,
     StepContext,
@@ -312,12 +311,11 @@ async def drive(
     result = await engine.run(workflow)
     while result.status is RunStatus.WAITING and policy is not None and result.step:
         key, details = await waiting_on(engine, workflow, result.step)
-        answer = policy.decide(
-            result.workflow_id, result.step, result.reason or "", key=key, details=details
+        resumed = await policy.answer(
+            engine, result.workflow_id, result.step, result.reason or "", key=key,
+            details=details,
         )
-        try:
-            resumed = await engine.resume(result.workflow_id, result.step, answer, key=key)
-        except NotWaitingError:  # resumed elsewhere meanwhile: follow the run
+        if resumed is None:  # resumed elsewhere meanwhile: follow the run
             resumed = await engine.run(workflow)
         # Registered here, so it ran here (a Recorded is for a definition held elsewhere).
         result = resumed if isinstance(resumed, RunResult) else await engine.run(workflow)

@@ -106,6 +106,8 @@ class Summary:
     Every count is about this run's tasks only (the store may hold other runs' workflows).
     Counts named ``*_now`` are this process's; the others are totals over the stores for
     these tasks (a rerun after a crash adds to what the crashed process did).
+    ``calls_applied_elsewhere`` counts the calls other processes applied while this one ran
+    (two demos at once on one store), shown only when there are some.
 
     With ``agent == "pydantic-ai"`` each task is one agent run (one step): ``steps`` counts
     runs, ``turns`` the user turns played inside them, ``lanes`` the lanes the agent's tool
@@ -144,6 +146,7 @@ class Summary:
     calls_recorded: int = 0
     calls_applied_now: int = 0
     calls_applied_before: int = 0
+    calls_applied_elsewhere: int = 0
     call_retries_now: int = 0
     retry_causes_now: dict[str, int] = field(default_factory=dict)
     approvals: int = 0
@@ -259,7 +262,12 @@ def format_summary(s: Summary) -> str:
         f"  steps        {steps} · {s.step_retries} step retries",
         f"  tool calls   {calls}",
         f"               {s.calls_recorded} durable calls completed in agentq's log · "
-        f"{s.calls_applied_now} applied by this run · {s.calls_applied_before} applied before it",
+        f"{s.calls_applied_now} applied by this run · {s.calls_applied_before} applied before it"
+        + (
+            f" · {s.calls_applied_elsewhere} by other runs meanwhile"
+            if s.calls_applied_elsewhere
+            else ""
+        ),
         f"  retries      {s.call_retries_now} call retries {retried_by}"
         + (f" ({causes})" if causes else ""),
         f"  approvals    {s.approvals} calls approved ({s.approved_turns} turns) · "

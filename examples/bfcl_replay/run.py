@@ -244,6 +244,10 @@ async def replay(
             summary.calls_applied_before = applied_before
             stats = host.stats()
             summary.calls_applied_now = stats.applied
+            applied_after = sum(len(host.results(task.id)) for task in tasks)
+            summary.calls_applied_elsewhere = max(
+                0, applied_after - applied_before - stats.applied
+            )
             summary.duplicates_refused_now = stats.duplicates
             summary.refused_keys_now = host.refused_keys()
             summary.rerun_keys_now = await count_reruns(

@@ -68,7 +68,6 @@ from typing import Any
 
 from agentq import (
     EventKind,
-    NotWaitingError,
     Queue,
     StepStatus,
     StoreError,
@@ -304,13 +303,11 @@ async def _approve(engine: WorkflowEngine, policy: ApprovalPolicy) -> int:
         status = (await engine.status(row.workflow_id))[row.step_index]
         if not isinstance(status, StepStatus.Waiting):
             continue
-        answer = policy.decide(
-            row.workflow_id, row.step_name, row.reason or "", key=status.key,
+        resumed = await policy.answer(
+            engine, row.workflow_id, row.step_name, row.reason or "", key=status.key,
             details=status.details,
         )
-        with contextlib.suppress(NotWaitingError):
-            await engine.resume(row.workflow_id, row.step_name, answer, key=status.key)
-            answered += 1
+        answered += resumed is not None
     return answered
 
 

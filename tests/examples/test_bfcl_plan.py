@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from agentq import Priority
+from agentq import NotWaitingError, Priority, WorkflowEngine
 from examples.bfcl_replay.approval import ApprovalPolicy, Decision, read_decision
 from examples.bfcl_replay.crash import CrashPlan, KillPoint, marker_path
 from examples.bfcl_replay.dataset import Task, parse_call
@@ -26,6 +27,7 @@ from examples.bfcl_replay.plan import (
     task_id_of,
     workflow_id,
 )
+from examples.bfcl_replay.report import Summary, format_summary
 from examples.bfcl_replay.services import KINDS, Kind
 
 
@@ -102,17 +104,55 @@ def test_a_resume_input_is_read_as_the_approval_panel_sends_it() -> None:
     assert not read_decision("yes").approved
 
 
-def test_the_headless_policy_answers_every_wait_and_counts() -> None:
+def test_the_headless_policy_answers_every_wait() -> None:
     policy = ApprovalPolicy()
     assert policy.decide("bfcl/t", "turn-0", "why", key="bfcl/t/0/1/approval") == {
         "approved": True,
         "note": "approve-all policy of the headless demo",
     }
-    assert (policy.approved, policy.rejected, policy.name) == (1, 0, "approve-all")
+    assert (policy.approved, policy.rejected, policy.name) == (0, 0, "approve-all")
     strict = ApprovalPolicy(approve=False)
     assert strict.decide("bfcl/t", "turn-0", "why")["approved"] is False
-    assert (strict.rejected, strict.name) == (1, "reject-all")
+    assert strict.name == "reject-all"
     assert "engine.resume" in policy.describe() and "key=" in policy.describe()
+
+
+class Resumer:
+    """An engine's `resume`: answers the first resume of each (workflow, key); a second
+    raises `NotWaitingError`, as when another process recorded the answer first."""
+
+    def __init__(self) -> None:
+        self.answered: dict[tuple[str, str | None], object] = {}
+
+    async def resume(self, workflow_id: str, step: str, input: object, *, key: str | None) -> str:
+        if (workflow_id, key) in self.answered:
+            raise NotWaitingError(f"{workflow_id} {key} was answered")
+        self.answered[(workflow_id, key)] = input
+        return "resumed"
+
+
+async def test_the_policy_counts_only_the_answers_it_recorded() -> None:
+    engine = cast(WorkflowEngine, Resumer())
+    mine, theirs = ApprovalPolicy(), ApprovalPolicy()
+    assert await theirs.answer(engine, "bfcl/t", "turn-0", "why", key="k1") == "resumed"
+    # Answered by the other process first: not this policy's approval.
+    assert await mine.answer(engine, "bfcl/t", "turn-0", "why", key="k1") is None
+    assert await mine.answer(engine, "bfcl/t", "turn-0", "why", key="k2") == "resumed"
+    assert (mine.approved, theirs.approved) == (1, 1)  # 2 approvals, 2 counted, not 3
+    strict = ApprovalPolicy(approve=False)
+    assert await strict.answer(engine, "bfcl/u", "turn-0", "why", key="k1") == "resumed"
+    assert await strict.answer(engine, "bfcl/u", "turn-0", "why", key="k1") is None
+    assert (strict.approved, strict.rejected) == (0, 1)
+
+
+def test_the_summary_names_calls_applied_by_other_runs() -> None:
+    alone = format_summary(Summary(calls_applied_now=180, calls_applied_before=0))
+    assert "180 applied by this run · 0 applied before it\n" in alone
+    assert "other runs" not in alone
+    shared = format_summary(
+        Summary(calls_applied_now=180, calls_applied_before=0, calls_applied_elsewhere=20)
+    )
+    assert "180 applied by this run · 0 applied before it · 20 by other runs meanwhile" in shared
 
 
 class Killed(Exception):

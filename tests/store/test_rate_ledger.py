@@ -159,3 +159,28 @@ async def test_the_window_outlives_a_restart(tmp_path: Path) -> None:
         refused = await take(again, at=5.0)
         assert refused.charge is None and refused.wait == pytest.approx(5.0)
         assert (await take(again, "high", at=5.0)).paused_until == T0 + 30.0
+
+
+async def test_charges_from_a_clock_ahead_count_from_now_and_are_reported(
+    store: DurableStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A process an hour ahead fills the window: its charges are dated T0 + 3600.
+    for _ in range(3):
+        assert (await take(store, "low", at=3600.0)).charge is not None
+    with caplog.at_level("WARNING", logger="agentq"):
+        refused = await take(store, "low", at=0.0)  # this process's clock is right
+    # They count as made now (one window), not for the hour until that clock's time comes.
+    assert refused.charge is None and refused.wait == pytest.approx(10.0)
+    ahead = [r for r in caplog.records if "ahead" in r.getMessage()]
+    assert len(ahead) == 1 and "'low'" in ahead[0].getMessage()
+    assert "3600.0 s" in ahead[0].getMessage()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="agentq"):
+        assert (await take(store, "low", at=5.0)).charge is None  # said once, not each take
+        assert (await take(store, "low", at=10.0)).charge is not None
+    assert not caplog.records
+    # A charge less than a window ahead (small skew) counts as dated.
+    assert (await take(store, "high", at=8.0)).charge is not None
+    assert (await take(store, "high", at=8.0)).charge is not None
+    assert (await take(store, "high", at=8.0)).charge is not None
+    assert (await take(store, "high", at=0.0)).wait == pytest.approx(18.0)

@@ -152,3 +152,26 @@ async def test_follow_group_prints_the_group_id_as_text_not_markup(
     out = io.StringIO()
     await follow_group(store, "[bold]G[bold]", file=out, interval=1.0, clock=clock)
     assert "[bold]G[bold]" in out.getvalue()
+
+
+async def test_follow_group_started_before_its_group_waits_for_it(
+    engine: WorkflowEngine, store: DurableStore, clock: FakeClock
+) -> None:
+    pytest.importorskip("rich")
+    from agentq.widgets import follow_group
+
+    out = io.StringIO()
+    follow = asyncio.ensure_future(follow_group(store, "later", file=out, interval=1.0,
+                                                clock=clock))
+    await clock.wait_for_sleepers(1)  # no such group yet: it waits, it does not raise
+    assert not follow.done()
+    await clock.advance(1.0)
+    await clock.wait_for_sleepers(1)
+    assert not follow.done()
+    group = engine.group("later")
+    await group.submit(tokens_def({}), {"a": 1})
+    [m async for m in group.results()]
+    await clock.advance(1.0)
+    final = await follow
+    assert final.done and final.status.completed == 1
+    assert "waiting for group 'later'" in out.getvalue() and "1/1 ended" in out.getvalue()

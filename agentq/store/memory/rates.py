@@ -14,8 +14,10 @@ from agentq.store.rules.rates import (
     check_resume,
     check_settle,
     check_take,
+    future_limit,
     horizon,
     judge,
+    warn_ahead,
 )
 
 __all__ = ["RateBook"]
@@ -37,9 +39,16 @@ class RateBook:
         """See `RateLedger.take_budget`."""
         lane, rate, tokens, estimate, now = check_take(lane, rate, tokens, estimate, now)
         since = now - horizon(rate, tokens)
-        for charge, (name, at, _) in list(self.charges.items()):
+        limit = future_limit(rate, tokens, now)
+        latest = None
+        for charge, (name, at, used) in list(self.charges.items()):
             if name == lane and at <= since:
                 del self.charges[charge]
+            elif name == lane and at > limit:
+                latest = at if latest is None else max(latest, at)
+                self.charges[charge] = (name, now, used)
+        if latest is not None:
+            warn_ahead(lane, latest, now)
         rows = sorted(
             (at, used) for name, at, used in self.charges.values() if name == lane
         )

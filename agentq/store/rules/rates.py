@@ -5,17 +5,36 @@ A store keeps, per lane name, its pause (``paused_until``) and its recent charge
 start: when, and its tokens). `judge` decides a take from those rows with the queue's own
 sliding window (`agentq.queue.rates.Window`), so that a shared budget admits exactly what
 the same budget admits in one process.
+
+A charge dated more than a window (`horizon`) after the taker's time cannot be honest: the
+process that made it has a clock ahead. Counted as dated, it would hold the lane shut for
+everyone until that clock's time comes (an hour ahead: an hour). Every store moves such
+charges to the taker's time (`is_ahead`), so they count for one window from now, then expire,
+and says so once (`warn_ahead`: a WARNING on ``logging.getLogger("agentq")`` naming the
+lane and how far ahead the charge was).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable
 
 from agentq.queue import Rate
 from agentq.queue.rates import Window
 
-__all__ = ["check_pause", "check_resume", "check_settle", "check_take", "horizon", "judge"]
+__all__ = [
+    "check_pause",
+    "check_resume",
+    "check_settle",
+    "check_take",
+    "future_limit",
+    "horizon",
+    "judge",
+    "warn_ahead",
+]
+
+LOGGER = logging.getLogger("agentq")
 
 
 def _name(lane: object) -> str:
@@ -75,6 +94,26 @@ def check_resume(lane: object, now: object) -> tuple[str, float]:
 def horizon(rate: Rate | None, tokens: Rate | None) -> float:
     """The longest window of the two budgets, in seconds: older charges count for nothing."""
     return max(budget.per_seconds for budget in (rate, tokens) if budget is not None)
+
+
+def future_limit(rate: Rate | None, tokens: Rate | None, now: float) -> float:
+    """The latest honest time of a stored charge: `now` plus the longest window, in seconds.
+
+    A charge dated later was made by a process whose clock is ahead; the stores move it to
+    `now` (it still counts for one window) and call `warn_ahead`.
+    """
+    return now + horizon(rate, tokens)
+
+
+def warn_ahead(lane: str, latest: float, now: float) -> None:
+    """Log (WARNING, ``logging.getLogger("agentq")``) that `lane` held charges dated in the
+    future, the latest `latest - now` seconds ahead of this process's clock, now moved to it."""
+    LOGGER.warning(
+        "rate lane %r: charges dated up to %.1f s after this process's clock (another "
+        "process's clock is ahead?); counted from now instead",
+        lane,
+        latest - now,
+    )
 
 
 def judge(

@@ -17,8 +17,10 @@ from agentq.store.rules.rates import (
     check_resume,
     check_settle,
     check_take,
+    future_limit,
     horizon,
     judge,
+    warn_ahead,
 )
 
 __all__ = ["RateSql"]
@@ -60,6 +62,16 @@ class RateSql(NamedTuple):
         ).fetchone()[0]
         since = now - horizon(rate, tokens)
         conn.execute(sql("DELETE FROM rate_charges WHERE lane = ? AND at <= ?"), (lane, since))
+        limit = future_limit(rate, tokens, now)
+        latest = conn.execute(
+            sql("SELECT MAX(at) FROM rate_charges WHERE lane = ? AND at > ?"), (lane, limit)
+        ).fetchone()[0]
+        if latest is not None:  # dated by a clock ahead: count them from now
+            conn.execute(
+                sql("UPDATE rate_charges SET at = ? WHERE lane = ? AND at > ?"),
+                (now, lane, limit),
+            )
+            warn_ahead(lane, float(latest), now)
         rows = conn.execute(
             sql("SELECT at, tokens FROM rate_charges WHERE lane = ? ORDER BY at, id"), (lane,)
         ).fetchall()

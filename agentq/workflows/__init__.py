@@ -23,6 +23,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    the step parked on its wait ``child:<key>``, its outcome read
 ``calls``          `CallLog`: one attempt's durable calls and waits, answered from the log or
                    run by its `CallRunner`
+``keyed``          `KeyedLog` (the base of `CallLog`): the attempt's one read of its recorded
+                   calls and waits; its keyed waits (wait_for_input, sleep, receive)
 ``workers``        worker ids (``host:pid:token``), whether a lease holder's process is gone,
                    taking its lease back at once; what a waiting run logs
 ``attempts``       one step attempt: the job body, its queue key and name, the lease (renewed;

@@ -30,6 +30,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``attempts``       one step attempt: the job body, its queue key and name, the lease (renewed;
                    a refused renewal tells the driver, which interrupts the body; handed back
                    once the body stopped), the cancel-safe claim, the markers the driver acts on
+``renewals``       `Renewals`: one timer for every lease an engine holds (renewed in the order
+                   they are due, by one task that ends when no lease is held)
 ``results``        stored rows read back as a `StepStatus` or a `RunResult`; what the store says
                    to `run` and `resume` of an ended workflow that is no longer registered
 ``registry``       what an engine can run: plain workflows by id, definitions by name; a

@@ -12,6 +12,7 @@ ends when no lease is held, and starts again with the next one. A step that fini
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Protocol
 
 from agentq.clock import Clock
@@ -49,7 +50,8 @@ class Renewals:
         self._due[lease] = self._clock.time() + self._every
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
-                self._run(), name="agentq.lease-renewals"
+                self._run(), name="agentq.lease-renewals",
+                context=contextvars.Context(),  # the engine's, not the first adder's step's
             )
 
     def discard(self, lease: Renewable) -> None:

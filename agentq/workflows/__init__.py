@@ -23,11 +23,15 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    the step parked on its wait ``child:<key>``, its outcome read
 ``calls``          `CallLog`: one attempt's durable calls and waits, answered from the log or
                    run by its `CallRunner`
+``keyed``          `KeyedLog` (the base of `CallLog`): the attempt's one read of its recorded
+                   calls and waits; its keyed waits (wait_for_input, sleep, receive)
 ``workers``        worker ids (``host:pid:token``), whether a lease holder's process is gone,
                    taking its lease back at once; what a waiting run logs
 ``attempts``       one step attempt: the job body, its queue key and name, the lease (renewed;
                    a refused renewal tells the driver, which interrupts the body; handed back
                    once the body stopped), the cancel-safe claim, the markers the driver acts on
+``renewals``       `Renewals`: one timer for every lease an engine holds (renewed in the order
+                   they are due, by one task that ends when no lease is held)
 ``results``        stored rows read back as a `StepStatus` or a `RunResult`; what the store says
                    to `run` and `resume` of an ended workflow that is no longer registered
 ``registry``       what an engine can run: plain workflows by id, definitions by name; a

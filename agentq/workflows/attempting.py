@@ -30,6 +30,7 @@ from agentq.workflows.children import Spawner
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import RunResult, StepDef, Workflow
 from agentq.workflows.recording import Recorder
+from agentq.workflows.renewals import Renewals
 from agentq.workflows.results import closed_result
 from agentq.workflows.waits import Wakers, finish, until
 from agentq.workflows.workers import LOGGER, lost_message
@@ -67,6 +68,8 @@ class AttemptRunner:
         self.store = store
         self.clock = clock
         self.lease_ttl = lease_ttl
+        self.renewals = Renewals(clock, lease_ttl)
+        """The renewal times of every lease this engine holds (one task for all of them)."""
         self.priority = priority
         self.recorder = recorder
         self.wakers = wakers
@@ -117,7 +120,7 @@ class AttemptRunner:
         execution = claim.execution
         key = job_key(wf.id, execution.step_index, execution.lease_token)
         lease = Lease(
-            self.store, self.clock, self.lease_ttl, execution,
+            self.store, self.clock, self.lease_ttl, execution, self.renewals,
             on_lost=functools.partial(self.lease_lost, wf.id, step.name),
         )
         log = CallLog(

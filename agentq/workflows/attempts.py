@@ -31,6 +31,7 @@ from agentq.store import HANDED_BACK_REASON, Claimed, ClaimResult, DurableStore,
 from agentq.workflows.calls import CallLog, InputRequested
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import StepDef
+from agentq.workflows.renewals import Renewals
 from agentq.workflows.waits import finish, retrieve, stop
 
 __all__ = [
@@ -180,7 +181,8 @@ class Again:
 class Lease:
     """One execution's lease: kept alive while its attempt waits and runs, then handed back.
 
-    `start` begins renewing it every ``lease_ttl / 3`` seconds; `stop` ends the renewals;
+    `start` begins renewing it every ``lease_ttl / 3`` seconds (when `renewals`, the engine's
+    one timer for all its leases, says it is due: `renew_due`); `stop` ends the renewals;
     `release` is the shutdown path: interrupt the attempt's job, keep renewing until its body
     has really stopped, then hand the lease back (never while the body still runs).
 
@@ -198,7 +200,8 @@ class Lease:
         clock: The time of each renewal, and the sleeps between them.
         lease_ttl: Seconds each renewal extends the lease by (> 0).
         execution: The lease as claimed.
-        on_lost: Awaited once, in the renewer's task, when a renewal finds the lease gone
+        renewals: The engine's renewal times (its ``lease_ttl`` is `lease_ttl`).
+        on_lost: Awaited once, in the renewal's task, when a renewal finds the lease gone
             or revoked, with what the store said and whether it was a cancel.
     """
 
@@ -208,6 +211,7 @@ class Lease:
         clock: Clock,
         lease_ttl: float,
         execution: Execution,
+        renewals: Renewals,
         on_lost: Callable[[AgentqError, bool], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
@@ -218,13 +222,18 @@ class Lease:
         self.lost_because: AgentqError | None = None
         """What the store said to the renewal that found the lease gone."""
         self._on_lost = on_lost
-        self._renewer: asyncio.Task[None] | None = None
+        self._renewals = renewals
+        self._renewing: asyncio.Task[None] | None = None  # a renewal under way, or its end
 
     def start(self) -> None:
-        """Start renewing the lease in a task of its own."""
+        """Start renewing the lease (its renewals are due with the engine's others)."""
+        self._renewals.add(self)
+
+    def renew_due(self) -> None:
+        """Renew the lease now, in a task of its own (called by `Renewals` when due)."""
         ex = self.execution
-        self._renewer = asyncio.get_running_loop().create_task(
-            self._keep(), name=f"agentq.lease:{ex.workflow_id}:{ex.step_index}"
+        self._renewing = asyncio.get_running_loop().create_task(
+            self._renew(), name=f"agentq.lease:{ex.workflow_id}:{ex.step_index}"
         )
 
     def mute(self) -> None:
@@ -237,9 +246,10 @@ class Lease:
         Raises:
             StoreError: A renewal failed in the store.
         """
-        renewer, self._renewer = self._renewer, None
-        if renewer is not None:
-            await stop(renewer)
+        self._renewals.discard(self)
+        renewing, self._renewing = self._renewing, None
+        if renewing is not None:
+            await stop(renewing)
 
     async def release(self, handle: JobHandle | None) -> None:
         """Interrupt the attempt's job, wait until its body has stopped, hand the lease back."""
@@ -254,25 +264,25 @@ class Lease:
         """Hand the lease back (`hand_back`) once the body has stopped; see there."""
         return await hand_back(self._store, self._clock, self.execution)
 
-    async def _keep(self) -> None:
-        while True:
-            await self._clock.sleep(self._ttl / 3)
-            try:
-                self.execution = await self._store.renew_lease(
-                    self.execution, self._ttl, self._clock.time()
-                )
-            except (LeaseLostError, WorkflowClosedError) as exc:
-                await self._lose(exc, cancelled=False)
-                return
-            if self.execution.revoked and not self.lost:  # renew the fence until `stop`
-                ex = self.execution
-                await self._lose(
-                    LeaseLostError(
-                        f"lease #{ex.lease_token} of worker {ex.worker_id!r} was revoked; "
-                        "it fences the step until the body has stopped"
-                    ),
-                    cancelled=True,
-                )
+    async def _renew(self) -> None:
+        try:
+            self.execution = await self._store.renew_lease(
+                self.execution, self._ttl, self._clock.time()
+            )
+        except (LeaseLostError, WorkflowClosedError) as exc:
+            await self._lose(exc, cancelled=False)
+            return
+        if self.execution.revoked and not self.lost:  # renew the fence until `stop`
+            ex = self.execution
+            await self._lose(
+                LeaseLostError(
+                    f"lease #{ex.lease_token} of worker {ex.worker_id!r} was revoked; "
+                    "it fences the step until the body has stopped"
+                ),
+                cancelled=True,
+            )
+        if self._renewing is asyncio.current_task():  # not stopped meanwhile
+            self._renewals.add(self)
 
     async def _lose(self, why: AgentqError, *, cancelled: bool) -> None:
         self.lost = True

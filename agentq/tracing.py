@@ -242,7 +242,13 @@ def capture() -> Any:
     """The current OpenTelemetry context, to start a span under it later in another task
     (``span(parent=...)``); None when tracing is off."""
     api = _api()
-    if api is None or api.tracer() is None:
+    if api is None:
+        return None
+    # No provider was ever set (the API's global says so): off, without calling `tracer`
+    # (a record captures the context of every push).
+    if getattr(api.trace, "_TRACER_PROVIDER", _UNKNOWN) is None and not api.from_environment:
+        return None
+    if api.tracer() is None:
         return None
     return api.context.get_current()
 

@@ -124,4 +124,6 @@ class Builders:
                 return False
         else:
             return False
-        return _is_coroutine_function(callee)
+        if type(callee) is functools.partial:  # `_is_coroutine_function`, inline: per job
+            callee = callee.func
+        return type(callee) is FunctionType and bool(callee.__code__.co_flags & _CO_COROUTINE)

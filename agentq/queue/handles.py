@@ -121,11 +121,19 @@ class JobHandle:
         return f"<JobHandle key={self._record.key!r} {status}>"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Queued:
     """The job was admitted to its lane and will run; `handle` follows it."""
 
     handle: JobHandle
+
+    def __init__(self, handle: JobHandle) -> None:
+        # Through the slot's own setter: the generated __init__ of a frozen dataclass goes
+        # through object.__setattr__ (one Queued per job pushed).
+        _set_handle(self, handle)
+
+
+_set_handle: Any = Queued.__dict__["handle"].__set__
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,12 +196,12 @@ class Queue(RateVerbs):
             return known
         lane = self._lanes[job.priority]
         if lane.space or not lane.has_room():
-            raise QueueFull(
-                f"lane {lane.priority} is full ({lane.queued} queued, {lane.running} running; "
-                f"capacity {lane.capacity}, permits {lane.permits}): {job.title} not admitted"
-            )
+            raise QueueFull(f"lane {lane.priority} is full ({lane.queued} queued, {lane.running}"
+                            f" running; capacity {lane.capacity}, permits {lane.permits}): "
+                            f"{job.title} not admitted")
         rec = self._ledger.claim(job)
-        rec.unread = job.persist and self._ledger.store is not None
+        if job.persist and self._ledger.store is not None:
+            rec.unread = True
         self._dispatch.admit(rec)
         return Queued(JobHandle(self._dispatch, rec, job))
 

@@ -38,34 +38,43 @@ class Record:
     that made it, compared by identity to tell this queue's jobs from another's.
     """
 
+    # Every job sets these; the rarer fields below are class-level defaults, set on the
+    # instance (in its ``__dict__``, made on the first such write) only by the jobs that
+    # need them: a record is smaller, and the garbage collector, which visits every slot
+    # of every live record, has fewer to visit (issue 25).
     __slots__ = (
-        "admitted_at",
+        "__dict__",
         "attempt",
-        "blocked",
-        "cancels",
-        "finished_at",
         "first",
         "fp",
         "job",
         "key",
         "lane",
-        "lend",
         "name",
         "outcome",
         "owner",
-        "pending",
         "phase",
-        "prev",
-        "retried",
         "root",
         "state",
-        "stop_waiters",
         "task",
-        "trace",
-        "unread",
         "waiters",
-        "waiting_on",
     )
+
+    prev: Record | None = None
+    cancels: int = 0
+    pending: Failed | None = None
+    retried: int = 0
+    finished_at: float = 0.0
+    waiting_on: list[Record] | None = None
+    blocked: list[Lane[Record]] | None = None
+    lend: asyncio.Lock | None = None
+    stop_waiters: list[asyncio.Future[None]] | None = None
+    unread: bool = False
+    """Claimed without reading the queue's store (push_nowait): read it before running."""
+    admitted_at: float = 0.0
+    """Clock time it entered a gated lane's waiting area (the arbiter's aging), else 0.0."""
+    trace: Any = None
+    """The OpenTelemetry context of the push (the job's span starts under it), or None."""
 
     def __init__(
         self, owner: object, job: Job, lane: Lane[Record], prev: Record | None, fp: Any
@@ -81,29 +90,19 @@ class Record:
         self.key = job.key
         self.name = job.name
         self.lane = lane
-        self.prev = prev
+        if prev is not None:
+            self.prev = prev
         self.state = CLAIMED
         self.outcome: Outcome | None = None
         self.waiters: list[asyncio.Future[Outcome]] | None = None
         self.attempt = 0
         self.task: asyncio.Task[Any] | None = None
         self.phase = IDLE
-        self.cancels = 0
-        self.pending: Failed | None = None
-        self.retried = 0
-        self.finished_at = 0.0
         self.fp = fp  # the fingerprint of the call, taken when the key was claimed
         self.root: Record = self
-        self.waiting_on: list[Record] | None = None
-        self.blocked: list[Lane[Record]] | None = None
-        self.lend: asyncio.Lock | None = None
-        self.stop_waiters: list[asyncio.Future[None]] | None = None
-        # Claimed without reading the queue's store (push_nowait): read it before running.
-        self.unread = False
-        # Clock time it entered a gated lane's waiting area (the arbiter's aging), else 0.0.
-        self.admitted_at = 0.0
-        # The OpenTelemetry context of the push (the job's span starts under it), or None.
-        self.trace: Any = capture()
+        trace = capture()
+        if trace is not None:
+            self.trace = trace
 
     # ------------------------------------------------------------ outcome
 
@@ -113,7 +112,8 @@ class Record:
         Releases the job (see `job`): a body still running keeps its own reference.
         """
         self.outcome = outcome
-        self.prev = None
+        if self.prev is not None:
+            self.prev = None
         job = self.job
         if job is not None:
             self.job = None
@@ -207,7 +207,8 @@ class Record:
     def take_pending(self) -> Failed | None:
         """The failure an interrupter decided for this attempt (None: the job is settled)."""
         pending = self.pending
-        self.pending = None
+        if pending is not None:
+            self.pending = None
         return None if self.outcome is not None else pending
 
     # ------------------------------------------------------------ waits on other jobs

@@ -81,9 +81,9 @@ async def test_the_wal_is_checkpointed_on_the_thread_not_by_the_loops_commits(
     threads: list[int] = []
     real = sqlite_batch.checkpoint
 
-    def spy(conn: sqlite3.Connection) -> None:
+    def spy(conn: sqlite3.Connection, restart: bool = False) -> int | None:
         threads.append(threading.get_ident())
-        real(conn)
+        return real(conn, restart)
 
     monkeypatch.setattr(sqlite_batch, "checkpoint", spy)
     async with SqliteStore(db_path) as store:
@@ -172,3 +172,35 @@ async def test_a_read_after_a_write_on_the_thread_waits_for_it(db_path: Path) ->
                 assert [s.state for s in await reading] == [StepState.LEASED]
         finally:
             other.close()
+
+
+async def test_the_wal_stays_bounded_while_another_connection_keeps_reading(
+    db_path: Path,
+) -> None:
+    """Review finding (session 7): with a reader in another process looping over the log, a
+    passive checkpoint every 500 rows never let the WAL start again, and it grew without
+    bound (207 MB after 3,000 one-step workflows). Now a checkpoint is tried after every
+    batch while the WAL is large, and a RESTART one waits for the readers on the thread."""
+    async with SqliteStore(db_path) as store:
+        stop = threading.Event()
+
+        def reader() -> None:
+            conn = sqlite3.connect(db_path)
+            try:
+                while not stop.is_set():
+                    conn.execute("SELECT count(*), max(seq) FROM events").fetchone()
+            finally:
+                conn.close()
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        try:
+            for i in range(1500):
+                await start(store, f"w{i}", steps=["a"])
+                await run_step(store, f"w{i}")
+        finally:
+            stop.set()
+            thread.join()
+        wal = Path(f"{db_path}-wal").stat().st_size
+        # Before the fix: 90-100 MB here; bounded, 5-16 MB.
+        assert wal < 32 * 2**20, f"WAL {wal / 2**20:.1f} MiB"

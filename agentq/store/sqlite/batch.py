@@ -77,7 +77,17 @@ class Batch:
     delivery back to the loop.
     """
 
-    __slots__ = ("_lock", "checkpoint", "delivered", "ops", "orphaned", "outcomes", "savepoints")
+    __slots__ = (
+        "_lock",
+        "checkpoint",
+        "delivered",
+        "ops",
+        "orphaned",
+        "outcomes",
+        "restart",
+        "savepoints",
+        "wal_frames",
+    )
 
     def __init__(self, ops: list[Op]) -> None:
         self.ops = ops
@@ -86,6 +96,8 @@ class Batch:
         self.delivered = False
         self.savepoints = False  # ran once already (inline) and needs a SAVEPOINT per verb
         self.checkpoint = False  # checkpoint the WAL after the transaction (`inline`)
+        self.restart = False  # that checkpoint is a RESTART one (`inline.checkpoint`)
+        self.wal_frames: int | None = None  # what that checkpoint left in the WAL
         self._lock = threading.Lock()
 
     def run(self, conn: sqlite3.Connection, when_orphaned: Callable[[], None]) -> None:
@@ -101,7 +113,7 @@ class Batch:
             sqlite_transact.read(conn, op.fn) if op.read else next(done) for op in self.ops
         ]
         if self.checkpoint:
-            checkpoint(conn)
+            self.wal_frames = checkpoint(conn, self.restart)
         with self._lock:
             self.outcomes = outcomes
             orphaned = self.orphaned
@@ -267,6 +279,7 @@ class GroupCommit:
             return False
         if inline.checkpoint_due():
             batch.checkpoint = True
+            batch.restart = inline.restart
             return False
         if not all(op.light for op in batch.ops):
             return False
@@ -279,6 +292,10 @@ class GroupCommit:
 
     def _finish(self, batch: Batch) -> None:
         """Deliver a batch's outcomes (once) and hand the lead to the first waiting op."""
+        if batch.checkpoint and not batch.delivered:
+            inline = self._inline()
+            if inline is not None:
+                inline.checkpointed(batch.wal_frames)
         if batch.deliver():
             self._handoff()
 

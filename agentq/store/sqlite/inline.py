@@ -37,20 +37,41 @@ from typing import Any, Literal
 import agentq.store.sqlite.transact as sqlite_transact
 from agentq.store.sqlite.tx import SqliteTx
 
-__all__ = ["CHECKPOINT_CHANGES", "Inline", "checkpoint"]
+__all__ = ["CHECKPOINT_CHANGES", "CHECKPOINT_FRAMES", "RESTART_FRAMES", "Inline", "checkpoint"]
 
 CHECKPOINT_CHANGES = 500
 """Rows the loop's connection writes (``total_changes``) before the next batch checkpoints the
 WAL on the thread: about SQLite's own 1000-page threshold (a row dirties one to three pages)."""
 
+CHECKPOINT_FRAMES = 1000
+"""A WAL of at least this many frames (pages) after a checkpoint keeps the next batch going to
+the thread to checkpoint again: SQLite's own ``wal_autocheckpoint`` threshold."""
 
 
-def checkpoint(conn: sqlite3.Connection) -> None:
+RESTART_FRAMES = 4 * CHECKPOINT_FRAMES
+"""A WAL still this large after a passive checkpoint gets a ``RESTART`` one next: readers of
+other processes that keep the WAL busy (a loop of reads beside the writes) let a passive
+checkpoint copy frames but never let the WAL start again from the beginning."""
+
+
+def checkpoint(conn: sqlite3.Connection, restart: bool = False) -> int | None:
     """``PRAGMA wal_checkpoint(PASSIVE)`` on the connection's thread: copy what the WAL holds
-    into the database file, as far as no reader needs it; never waits. A checkpoint that
-    fails is left to the next one (nobody waits for it)."""
-    with contextlib.suppress(sqlite3.Error):
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    into the database file, as far as no reader needs it; never waits. With `restart`, a
+    ``RESTART`` checkpoint instead: it waits (the connection's busy timeout, on this thread,
+    never the loop's) until every reader reads the latest snapshot, so that the next write
+    starts the WAL again from its beginning.
+
+    Returns:
+        The frames in the WAL (which a later write starts again from the beginning once
+        every frame is copied and no reader needs them), or None if the checkpoint failed;
+        a failed one is left to the next batch (nobody waits for it).
+    """
+    try:
+        mode = "RESTART" if restart else "PASSIVE"
+        row = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+    except sqlite3.Error:
+        return None
+    return int(row[1]) if row is not None else None
 
 
 class Inline:
@@ -62,7 +83,7 @@ class Inline:
         path: The database file, already open in WAL mode and migrated by the store.
     """
 
-    __slots__ = ("_checkpointed", "conn")
+    __slots__ = ("_checkpointed", "_wal_large", "conn", "restart")
 
     def __init__(self, path: str) -> None:
         conn = sqlite3.connect(path, isolation_level=None)
@@ -75,15 +96,28 @@ class Inline:
             raise
         self.conn = conn
         self._checkpointed = 0  # total_changes at the last checkpoint
+        self._wal_large = False  # the last checkpoint left a large WAL (or failed)
+        self.restart = False  # the next checkpoint is a RESTART one
 
     def checkpoint_due(self) -> bool:
         """Whether the next batch must go to the thread and checkpoint there; if so, the count
-        starts again (the caller makes sure that batch checkpoints)."""
+        starts again (the caller makes sure that batch checkpoints, and tells `checkpointed`).
+
+        Due after `CHECKPOINT_CHANGES` rows written here, and after every batch while the last
+        checkpoint left `CHECKPOINT_FRAMES` or more in the WAL: as SQLite's autocheckpoint
+        tries after every commit, so that a checkpoint overlapping another process's reader
+        (which cannot copy every frame, nor let the WAL start again) is tried again at once,
+        and the WAL stays bounded while other processes read and write the file."""
         changes = self.conn.total_changes
-        if changes - self._checkpointed < CHECKPOINT_CHANGES:
+        if not self._wal_large and changes - self._checkpointed < CHECKPOINT_CHANGES:
             return False
         self._checkpointed = changes
         return True
+
+    def checkpointed(self, frames: int | None) -> None:
+        """What a due checkpoint left in the WAL (`checkpoint`'s answer; None: it failed)."""
+        self._wal_large = frames is None or frames >= CHECKPOINT_FRAMES
+        self.restart = frames is not None and frames >= RESTART_FRAMES
 
     def run(
         self, fns: Sequence[Callable[[SqliteTx], Any]]

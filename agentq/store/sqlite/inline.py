@@ -29,7 +29,6 @@ runs again on the thread.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, Literal

@@ -29,6 +29,7 @@ from agentq.errors import PayloadError
 
 __all__ = [
     "JSON",
+    "copy_json",
     "MAX_DEPTH",
     "MAX_PAYLOAD_BYTES",
     "MAX_TEXT_CHARS",
@@ -234,6 +235,18 @@ def storable_text(text: str) -> str:
 def decode(text: str | None) -> Any:
     """Decode JSON text written by `encode`; ``None`` decodes to ``None``."""
     return None if text is None else json.loads(text)
+
+
+def copy_json(value: Any) -> Any:
+    """A copy of a decoded JSON value that shares no dict or list with it (strings, numbers,
+    booleans and None are immutable and shared). Cheaper than ``decode(encode(value))`` and
+    `copy.deepcopy` for the small values of durable calls; `value` must be JSON as decoded
+    (dicts with str keys, lists, scalars), which is what the stores hand out."""
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    return value
 
 
 def first_difference(a: Any, b: Any, path: str = "value") -> str | None:

@@ -12,6 +12,7 @@ import pytest
 
 from agentq.clock import FakeClock
 from agentq.queue import Job, LaneConfig, Priority, Queue
+from agentq.retry import Backoff, RetryPolicy
 from agentq.store import CallRow, DurableStore
 from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
 
@@ -123,3 +124,37 @@ async def test_a_call_job_waiting_for_its_lane_after_a_cancel_never_runs(
     assert ran == ["first"]  # the second never reached the world
     assert rows["first"].state == "completed"
     assert rows["second"].state == "failed" and rows["second"].reason == "cancelled"
+
+
+async def test_a_caller_mutating_a_calls_output_changes_no_later_answer_of_its_key(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    """Review finding (session 7): the caller was given the call log's own row object, so a
+    repeat of the key in the same attempt (and the step's output) saw the caller's mutation,
+    and a live run and its replay saw different values."""
+    runs: list[int] = []
+    seen: list[Any] = []
+
+    async def tool() -> dict[str, Any]:
+        runs.append(1)
+        return {"v": [1]}
+
+    async def body(ctx: StepContext) -> Any:
+        first = await ctx.call(Job("m", tool, fingerprint="m"))
+        first["v"].append(len(seen) + 2)  # the caller's own copy, changed
+        again = await ctx.call(Job("m", tool, fingerprint="m"))  # answered from the log
+        seen.append((first, again))
+        assert first is not again
+        if len(seen) == 1:
+            raise RuntimeError("fail the first attempt: the retry answers both from the log")
+        return again
+
+    retry = RetryPolicy(2, Backoff.fixed(1.0))
+    async with clock.autojump():
+        result = await engine.run(Workflow("wf-mutate", [StepDef("s", body, retry=retry)]))
+    assert result.status is RunStatus.COMPLETED, result
+    assert runs == [1]
+    assert [again for _, again in seen] == [{"v": [1]}, {"v": [1]}]
+    assert result.outputs[-1] == {"v": [1]}
+    [row] = await engine.store.calls("wf-mutate")
+    assert row.output == {"v": [1]}

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 import agentq.tracing as tracing
 from agentq.clock import Clock
-from agentq.codec import decode, encode
+from agentq.codec import copy_json, decode, encode
 from agentq.errors import AgentqError, JobFailed, JobLost, PayloadError
 from agentq.keys import call_queue_key
 from agentq.outcomes import ErrorInfo, Failed, FailureReason, Pending
@@ -224,7 +224,9 @@ class CallRunner:
                 await self._unstorable(key, bad, duration)
             raise refused  # something else the store refused (as any store failure)
         self._record(key, row)
-        return row.output, row
+        # The row is the call log's (a repeat of the key is answered from it): the caller gets
+        # a copy of its own, so that mutating it changes no later answer.
+        return copy_json(row.output), row
 
     async def _unstorable(self, key: str, bad: PayloadError, duration: float) -> NoReturn:
         """The output of call `key` is not JSON (or too large): it can never be stored, and

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from agentq.clock import Clock
+from agentq.codec import copy_json
 from agentq.errors import KeyConflictError
 from agentq.queue import Job, Queue, same_stored, stored_fingerprint
 from agentq.store import CallRow, DurableStore, Execution
@@ -108,7 +109,7 @@ class CallLog(KeyedLog):
                 fingerprint = row.fingerprint  # the same call: a rerun keeps the row's format
             if row.state == "completed":
                 self.answered += 1
-                return row.output
+                return copy_json(row.output)  # each answer its own (the caller may mutate it)
         running = self._running.get(key)
         if running is None:
             running = asyncio.get_running_loop().create_task(

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn
 
 from agentq.clock import Clock
+from agentq.codec import copy_json
 from agentq.errors import InputTimeout, KeyConflictError, StepContextError
 from agentq.events import utc
 from agentq.keys import validate_key
@@ -241,7 +242,7 @@ class KeyedLog:
             )
         if row.state == "answered":
             self.answered += 1
-            return row.output
+            return copy_json(row.output)  # each answer its own (the caller may mutate it)
         if row.state == "timed_out":
             raise InputTimeout(row.key, timed_out)
         return _OPEN

@@ -109,14 +109,14 @@ class AgentRuns:
                 difference named: ``input['prompt']: 'Hello' vs 'Hi'``) or from another
                 definition; nothing is changed.
         """
-        row = await self.stored(run_id)
-        if row is None:
-            try:
-                return await self._engine.start(self.definition, run_id, run_input)
-            except WorkflowMismatchError:  # another caller stored it first: compare with that
-                row = await self.stored(run_id)
-                if row is None:
-                    raise
+        # Stored first, read only when refused: a new run (or one stored with exactly this
+        # input) costs no read; a refusal may still be the same run (`identity`).
+        try:
+            return await self._engine.start(self.definition, run_id, run_input)
+        except WorkflowMismatchError:  # another input (or definition): compare with it
+            row = await self.stored(run_id)
+            if row is None:
+                raise
         self._check_same(run_id, row.input, run_input)
         return False
 

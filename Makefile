@@ -87,6 +87,7 @@ bench: $(TEST_STAMP) $(BENCH_STAMP)
 	$(PY) -m bench.rates_shared
 	$(PY) -m bench.memory
 	$(PY) -m bench.workflows
+	$(PY) -m bench.store_verbs
 	$(PY) -m bench.groups
 	$(PY) -m bench.calls
 	$(PY) -m bench.frames

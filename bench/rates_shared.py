@@ -1,6 +1,6 @@
 """Budgets shared through PostgreSQL by two processes: achieved rates beside their limits.
 
-Run: ``python -m bench.rates_shared [--dsn DSN]`` (about 15 s, plus a throwaway cluster of its
+Run: ``python -m bench.rates_shared [--dsn DSN]`` (about 25 s, plus a throwaway cluster of its
 own without ``--dsn`` or ``AGENTQ_PG_DSN``, started as ``tests/pg_cluster.py`` does). Two
 worker processes (``python -m bench.rates_shared --worker ...``) each open a `PostgresStore`
 on one schema and a `Queue(store=...)` whose MEDIUM lane has the same budget, push their
@@ -18,6 +18,13 @@ jobs at once and report the wall-clock time each body started. Rows:
   *other* process's first attempts after that: the next one's gap after the refusal, and
   how many began while the stored pause was on (more than 20 ms after it was stored: a start
   the store granted just before the pause was stored may begin a little after it).
+
+- **2 processes, one run group**: one process submits a group of 120 members (one step
+  that works 50 ms) and drains its results, the other serves the definition; both engines'
+  MEDIUM lanes have 8 permits and one shared ``rate=Rate(20, 1.0)``. The members per second
+  achieved after the first burst, beside the limit; the share of the members each process
+  ran (the submitter claims only what its lane can start, so the server takes members
+  too); the most starts in any 1 s window as the store charged them.
 
 Each row ends with the machine's load average (``os.getloadavg``), as the machine is shared.
 """
@@ -40,7 +47,18 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
-from agentq import BudgetGrant, Job, LaneConfig, Priority, Queue, Rate  # noqa: E402
+from agentq import (  # noqa: E402
+    BudgetGrant,
+    Job,
+    LaneConfig,
+    Priority,
+    Queue,
+    Rate,
+    StepContext,
+    StepDef,
+    WorkflowDef,
+    WorkflowEngine,
+)
 from agentq.retry import RetryPolicy  # noqa: E402
 from agentq.store import PostgresStore  # noqa: E402
 
@@ -100,6 +118,50 @@ async def worker(dsn: str, schema: str, name: str, jobs: int, count: int, storm:
         for accepted in handles:
             await accepted.handle  # type: ignore[union-attr]
     print(json.dumps(events))
+
+
+def _member(events: list[tuple[float, str]]) -> WorkflowDef:
+    """The group's members: one step that notes its start and works 50 ms."""
+
+    async def work(ctx: StepContext) -> int:
+        events.append((time.time(), "start"))
+        await asyncio.sleep(0.05)
+        return int(ctx.input)
+
+    return WorkflowDef("member", [StepDef("work", work)])
+
+
+async def group_worker(dsn: str, schema: str, role: str, members: int, count: int) -> None:
+    """One process of the group row: ``submit`` the group and drain it, or ``serve`` until a
+    line on stdin; print the body starts and the store's charges as JSON."""
+    events: list[tuple[float, str]] = []
+
+    class Noted(PostgresStore):
+        async def take_budget(self, lane: str, **kwargs: Any) -> BudgetGrant:
+            grant = await super().take_budget(lane, **kwargs)
+            if grant.charge is not None:
+                events.append((kwargs["now"], "charged"))
+            return grant
+
+    lane = LaneConfig(capacity=members + 10, permits=8, rate=Rate(count, 1.0))
+    async with Noted(dsn, schema=schema) as store, Queue({Priority.MEDIUM: lane}) as queue:
+        engine = WorkflowEngine(queue, store, poll_interval=0.1)
+        member = _member(events)
+        if role == "serve":
+            engine.register(member)
+            stop = asyncio.Event()
+            serving = asyncio.ensure_future(engine.serve(poll_interval=0.1, stop=stop))
+            print("ready", flush=True)
+            await asyncio.to_thread(sys.stdin.readline)
+            stop.set()
+            await serving
+        else:
+            group = engine.group("bench")
+            await group.submit(member, {f"m{n:03d}": n for n in range(members)})
+            done = [m async for m in group.results()]
+            assert len(done) == members and {m.status for m in done} == {"completed"}
+        await engine.close()
+    print(json.dumps(events), flush=True)
 
 
 def _most_in_window(times: list[float], per: float) -> int:
@@ -170,10 +232,45 @@ def storm(dsn: str) -> None:
           f"{load()}")
 
 
+def one_group(dsn: str) -> None:
+    count, members = 20, 120
+    schema = f"rates_{uuid.uuid4().hex[:8]}"
+    asyncio.run(_create(dsn, schema))
+
+    def spawn(role: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "bench.rates_shared", "--group", role, "--dsn", dsn,
+             "--schema", schema, "--jobs", str(members), "--count", str(count)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=_HERE.parent, text=True,
+        )
+
+    def events(proc: subprocess.Popen[str], said: str | None = None) -> list[list[Any]]:
+        stdout, stderr = proc.communicate(said, timeout=300)
+        assert proc.returncode == 0, stderr  # its log (serve's stop, at WARNING) else unsaid
+        return list(json.loads(stdout))
+
+    server = spawn("serve")
+    assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+    out = {"submitter": events(spawn("submit"))}
+    out["server"] = events(server, "stop\n")
+    starts = {name: sorted(t for t, kind in evs if kind == "start") for name, evs in out.items()}
+    every = sorted(t for times in starts.values() for t in times)
+    achieved = (len(every) - count) / (every[-1] - every[0])  # the first window is a burst
+    charged = sorted(t for evs in out.values() for t, kind in evs if kind == "charged")
+    shares = ", ".join(f"{name} {100 * len(times) / len(every):.0f}%"
+                       for name, times in starts.items())
+    print(f"  2 processes, one run group on PostgreSQL   limit {count}/s   achieved "
+          f"{achieved:5.1f} members/s after the first burst ({len(every)} members)   ran by "
+          f"{shares}   most in any 1 s window: {_most_in_window(charged, 1.0)} charged by the "
+          f"store   {load()}")
+
+
 def main(dsn: str) -> None:
     print("Rate limits shared through PostgreSQL (real clock, two processes)")
     shared_rate(dsn)
     storm(dsn)
+    one_group(dsn)
 
 
 def run(dsn: str | None) -> None:
@@ -194,12 +291,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dsn", default=os.environ.get("AGENTQ_PG_DSN"))
     parser.add_argument("--worker")
+    parser.add_argument("--group", choices=["submit", "serve"])
     parser.add_argument("--schema", default="agentq")
     parser.add_argument("--jobs", type=int, default=80)
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("--storm", action="store_true")
     args = parser.parse_args()
-    if args.worker:
+    if args.group:
+        asyncio.run(group_worker(args.dsn, args.schema, args.group, args.jobs, args.count))
+    elif args.worker:
         asyncio.run(worker(args.dsn, args.schema, args.worker, args.jobs, args.count,
                            args.storm))
     else:

@@ -212,6 +212,30 @@ async def test_an_instance_run_by_id_is_stored_once_and_read_once(clock: FakeClo
         await engine.close()
 
 
+async def test_run_soon_and_resume_of_an_instance_by_id_store_it_no_more(
+    clock: FakeClock,
+) -> None:
+    """Issue 25: the background run of `run_soon(id)` and the run a `resume(id)` continues
+    drive the row their lookup read: neither stores the instance again (a second
+    `start_workflow` per member and three per resume in the BFCL replay's run group)."""
+    store = CountingStore()
+    log: list[str] = []
+    async with Queue(clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, worker_id="w1", clock=clock)
+        approval = WorkflowDef("approval", [*steps("a", log=log), waiting_step("ask", log)])
+        assert await engine.start(approval, "ap-1") is True
+        engine.run_soon("ap-1")
+        waiting = await asyncio.wait_for(engine.run("ap-1"), 10)
+        assert waiting.status is RunStatus.WAITING
+        assert store.starts == 1  # the start only
+        reads = store.reads
+        result = await engine.resume("ap-1", "ask", "yes")
+        assert result.status is RunStatus.COMPLETED and result.output == "yes"
+        assert (store.starts, store.reads) == (1, reads + 1)  # resume's lookup only
+        assert log == ["ap-1.a", "ap-1.ask", "ap-1.ask"]
+        await engine.close()
+
+
 async def test_start_registers_a_definition_passed_on_the_way(engine: WorkflowEngine) -> None:
     old = WorkflowDef("order", steps("a", tag="old-"))
     new = WorkflowDef("order", steps("a", tag="new-"))

@@ -16,8 +16,11 @@ from agentq.errors import KeyConflictError
 from agentq.queue import Job, Queue
 from agentq.queue.fingerprint import derive_fingerprint
 from agentq.queue.fingerprint_fast import (
+    _MARK,
     MAX_DEPTH,
     Shared,
+    _Fast,
+    _plain_function,
     call_fingerprint,
     fast_fingerprint,
 )
@@ -235,3 +238,20 @@ def test_the_matcher_sees_a_rebound_global_and_a_new_default() -> None:
     assert not matches_fast(true, call_fingerprint(one))
     assert not matches_fast(one, call_fingerprint(true))
     assert not matches_fast(functools.partial(send, (bool, True)), call_fingerprint(true))
+
+
+def test_the_flat_pass_of_a_plain_function_equals_the_general_pass() -> None:
+    calls = [
+        *corpus(), over_default(send), over("<empty>"), lambda: send(USER), lambda n=3: fact(n),
+        lambda: send(asyncio), mail(), over(None), over_default(None),
+    ]
+    for shared in (None, Shared()):
+        flat = 0
+        for fn in calls:
+            if not isinstance(fn, types.FunctionType):
+                continue
+            general = _Fast(shared).call(fn, 0)
+            taken = fast_fingerprint(fn, shared)
+            assert taken == (None if general is None else (_MARK, *general)), fn
+            flat += _plain_function(fn, shared) is not None
+        assert flat >= 8  # the common lambdas take the flat pass

@@ -18,9 +18,10 @@ from agentq import (
     WorkflowDef,
     WorkflowEngine,
 )
+from agentq.clock import FakeClock
 from agentq.errors import KeyConflictError, PayloadError, UnknownWorkflowError
 from agentq.events import EventKind
-from agentq.store import DurableStore, WorkflowState
+from agentq.store import DurableGroups, DurableStore, WorkflowState
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -83,6 +84,66 @@ async def test_results_follow_end_order_and_include_those_ended_before(
     assert seen == ["d", "c", "a", "b"]
     later = [m.key for m in await drain(engine, "order")]  # all ended: the same order
     assert later == seen
+
+
+async def test_results_read_each_ended_member_not_the_whole_group_at_each_end(
+    engine: WorkflowEngine, store: DurableStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 25: results() read every member again each time one ended: N reads of N rows.
+    # Now one read of the group, then one read of one row per end (the fake clock never
+    # reaches the poll interval here).
+    runs: Counter[str] = Counter()
+    keys = [f"k{i:02}" for i in range(12)]
+    gates = {key: asyncio.Event() for key in keys}
+    group = engine.group("reads")
+    await group.submit(square(runs, gates), dict.fromkeys(keys, 2))
+    reads = 0
+    assert isinstance(store, DurableGroups)
+    group_members = store.group_members
+
+    def counted(group_id: str) -> Any:
+        nonlocal reads
+        reads += 1
+        return group_members(group_id)
+
+    monkeypatch.setattr(store, "group_members", counted)
+    it = group.results().__aiter__()
+    seen = []
+    for key in keys:  # each end seen before the next gate opens (4 permits: in order)
+        gates[key].set()
+        seen.append((await it.__anext__()).key)
+    with pytest.raises(StopAsyncIteration):
+        await it.__anext__()
+    assert seen == keys
+    assert reads == 1
+    assert engine.tables()["watchers"] == 0  # the iteration ended: nothing left watching
+    early = group.results()
+    assert (await anext(early)).key == keys[0]
+    assert engine.tables()["watchers"] == 1
+    await early.aclose()  # a consumer that stops early: its watcher goes too
+    assert engine.tables()["watchers"] == 0
+
+
+async def test_results_see_a_member_ended_without_a_run_here_at_the_next_poll(
+    engine: WorkflowEngine, store: DurableStore, clock: FakeClock
+) -> None:
+    # A member that ends with no run of this engine telling it (cancelled in the store, as
+    # another process would) is seen by the read of every member each poll interval.
+    runs: Counter[str] = Counter()
+    gates = {"held": asyncio.Event()}
+    group = engine.group("poll")
+    await group.submit(square(runs, gates), {"held": 2, "free": 3})
+    it = group.results().__aiter__()
+    assert (await it.__anext__()).key == "free"
+    assert await store.cancel_workflow("poll/held", "from elsewhere", clock.time())
+    following = asyncio.ensure_future(it.__anext__())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not following.done()  # no run here ended: nothing read yet
+    await clock.advance(engine.poll_interval)
+    member = await asyncio.wait_for(following, 10)
+    assert (member.key, member.status, member.reason) == ("held", "cancelled", "from elsewhere")
+    gates["held"].set()  # let the interrupted body end
 
 
 async def test_a_second_submit_reruns_only_members_that_did_not_succeed(

@@ -361,6 +361,38 @@ async def test_retry_after_pauses_the_lane_even_without_retry(clock: FakeClock) 
         assert queue.stats()[Priority.MEDIUM].paused_until is None
 
 
+async def test_resume_lane_lifts_the_pause_and_the_waiting_jobs_start(clock: FakeClock) -> None:
+    started: list[str] = []
+
+    async def throttled() -> None:
+        started.append("first")
+        raise Throttled(30.0)
+
+    async def later(name: str) -> str:
+        started.append(name)
+        return name
+
+    lanes = {Priority.MEDIUM: LaneConfig(capacity=5, permits=1)}
+    async with Queue(lanes, clock=clock) as queue:
+        first = queue.push_nowait(Job("first", throttled)).handle  # type: ignore[union-attr]
+        second = queue.push_nowait(Job("b", functools.partial(later, "b"))).handle  # type: ignore[union-attr]
+        assert isinstance(await first, Failed)
+        await settle()
+        assert started == ["first"]
+        assert queue.stats()[Priority.MEDIUM].paused_until == pytest.approx(clock.time() + 30.0)
+        assert await queue.resume_lane("medium") is True  # no time passes
+        assert await second == Completed("b")
+        assert queue.stats()[Priority.MEDIUM].paused_until is None
+        assert await queue.push_and_wait(Job("c", functools.partial(later, "c"))) == "c"
+        assert started == ["first", "b", "c"]
+        assert await queue.resume_lane(Priority.MEDIUM) is False  # nothing to lift
+        assert await queue.resume_lane(Priority.LOW) is False
+        for bad in ("urgent", "", 3, None):
+            with pytest.raises(ValueError, match=f"no lane {bad!r}") as info:
+                await queue.resume_lane(bad)  # type: ignore[arg-type]
+            assert "'high'" in str(info.value)
+
+
 # ------------------------------------------------------------------ arbitration
 
 

@@ -21,6 +21,7 @@ from pg_cluster import Target
 from queue_helpers import settle
 
 from agentq.clock import FakeClock
+from agentq.outcomes import Failed
 from agentq.queue import Job, LaneConfig, Priority, Queue, Rate
 from agentq.queue.budgets import SharedBudgets
 from agentq.retry import RetryPolicy
@@ -172,6 +173,32 @@ async def test_a_429_in_one_queue_pauses_the_lane_in_the_other(
         assert tried[1] >= 5.0
         assert (await failing.handle).output == "ok"  # type: ignore[union-attr]
         await drain(a, b)
+
+
+async def test_resume_lane_lifts_the_stored_pause_for_the_other_queue_too(
+    clock: FakeClock, tmp_path: Path
+) -> None:
+    starts = Starts(clock)
+
+    async def refused() -> str:
+        raise TooMany()
+
+    async with two_queues(tmp_path / "rates.db", clock, rate=Rate(100, 1.0)) as (a, b):
+        failed = a.push_nowait(job("x", refused))
+        await run_for(clock, 1.0, a, b)
+        b.push_nowait(job("y", starts.body("y")))  # another process: it reads the pause
+        await drain(a, b)
+        assert b.stats()[Priority.MEDIUM].paused_until == T0 + 5.0
+        assert await a.resume_lane("medium") is True  # here, and in the store for all
+        assert a.stats()[Priority.MEDIUM].paused_until is None
+        a.push_nowait(job("z", starts.body("z")))
+        await drain(a, b)
+        assert starts.at == {"z": pytest.approx(1.0)}  # at once here
+        await run_for(clock, 1.0, a, b)  # the other asks the store again within a second
+        assert starts.at["y"] == pytest.approx(2.0)
+        assert b.stats()[Priority.MEDIUM].paused_until is None
+        assert await a.resume_lane("medium") is False  # nothing left to lift
+        assert isinstance(await failed.handle, Failed)  # type: ignore[union-attr]
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The ``agentq`` command line: look into a store and record decisions in it (extra ``cli``).
 
 ``agentq ls | show | events | schedules | approve | reject | cancel | retry | send | export |
-sweep STORE ...``, and
+sweep | resume-lane STORE ...``, and
 ``agentq serve MODULE:ATTR`` (a worker process), also as ``python -m agentq``; ``docs/cli.md``
 is the guide. The top layer: it reaches the rest of agentq only through public packages
 (`agentq`, `agentq.store`, `agentq.frames`, `agentq.widgets`).
@@ -13,6 +13,7 @@ Reading order (each module imports only the ones below it):
 - ``schedules``: ``agentq schedules STORE``: the stored schedules, their next ticks;
 - ``sweep``: ``agentq sweep STORE --ended-before T``: retention (`DurableStore.sweep`);
 - ``send``: ``agentq send STORE WORKFLOW_ID TOPIC JSON``: a message for ``ctx.receive``;
+- ``lanes``: ``agentq resume-lane STORE LANE``: lift a lane's stored ``Retry-After`` pause;
 - ``group``: the click group, the settings, opening STORE for a command (`run_on`), exit
   codes, the one-line refusals; a new command is a module of its own on this group;
 - ``export``: ``agentq export``: Parquet frames and the static HTML dashboard;

@@ -20,6 +20,7 @@ from click.core import ParameterSource
 from agentq.cli import actions, views
 from agentq.cli.export import check_html_target, export_parquet, export_static_html
 from agentq.cli.group import STORE, WORKFLOW, Settings, cli, run_on, say, settings
+from agentq.cli.lanes import resume_lane
 from agentq.cli.members import group_listing
 from agentq.cli.pages import DEFAULT_LIMIT, Page, event_page, workflow_page
 from agentq.cli.params import WholeNumber, json_value
@@ -330,6 +331,7 @@ cli.add_command(serve)  # agentq serve MODULE:ATTR, a worker process (agentq.cli
 cli.add_command(schedules)  # agentq schedules STORE (agentq.cli.schedules)
 cli.add_command(sweep)  # agentq sweep STORE --ended-before T, retention (agentq.cli.sweep)
 cli.add_command(send)  # agentq send STORE WORKFLOW_ID TOPIC JSON (agentq.cli.send)
+cli.add_command(resume_lane)  # agentq resume-lane STORE LANE (agentq.cli.lanes)
 
 
 def main() -> None:

@@ -106,6 +106,20 @@ class Arbiter:
         if self.shared is None and any(shares(lane) for lane in self.lanes):
             self.shared = SharedBudgets(self.ledger, store)
 
+    async def resume(self, lane: Lane[Record]) -> bool:
+        """Lift `lane`'s pause: in the store first when one shares the budgets, then here
+        (the caller pumps). True if it was paused here or in the store.
+
+        Raises:
+            StoreError: The store failed; the pause is kept here.
+        """
+        now = self.ledger.clock.time()
+        lifted = lane.paused_until > now
+        if self.shared is not None:
+            lifted = await self.shared.resume(lane, now) or lifted
+        lane.paused_until = 0.0
+        return lifted
+
     def in_use(self) -> int:
         """Permits held by all lanes together."""
         return sum(lane.running for lane in self.lanes)

@@ -6,7 +6,11 @@ charged it (`RateLedger.take_budget`), so that every process on the store keeps 
 same budget. `SharedBudgets` asks the store for one start of a lane at a time, in a task of
 its own (the arbiter's pump never awaits): the store's answer is either a charge, kept as the
 lane's *grant* until the arbiter gives the permit that uses it, or a time to ask again, which
-the arbiter's timer waits for. A pause stored by another process pauses the lane here too.
+the arbiter's timer waits for. A pause stored by another process pauses the lane here too;
+while a lane is paused it asks the store again every `PAUSE_RECHECK` seconds (once its own
+pause is stored), so that a pause lifted in the store (`Queue.resume_lane`, in any process)
+ends here too: a start granted then lifts the pause here (a retry already waiting out the
+pause, or a start granted before it, keeps its wait).
 
 A pause this process decides (a failure with ``Retry-After``) is written to the store
 (`RateLedger.pause_lane`); a finished job's tokens, when its output reports them, settle its
@@ -30,6 +34,10 @@ from agentq.queue.records import Record
 ERROR_BACKOFF = 1.0
 """Seconds a lane waits before asking a store that failed again."""
 
+PAUSE_RECHECK = 1.0
+"""Seconds between the asks of a paused lane: a pause lifted in the store by another process
+(`Queue.resume_lane`) ends here within about that time."""
+
 
 def shares(lane: Lane[Record]) -> bool:
     """Whether `lane` has a budget (a rate or a token budget) that a store may share."""
@@ -44,7 +52,7 @@ class SharedBudgets:
         store: The store that keeps the windows.
     """
 
-    __slots__ = ("asking", "grants", "ledger", "retry_at", "store", "tasks")
+    __slots__ = ("asking", "grants", "ledger", "retry_at", "store", "storing", "tasks")
 
     def __init__(self, ledger: Ledger, store: RateLedger) -> None:
         self.ledger = ledger
@@ -53,6 +61,7 @@ class SharedBudgets:
         self.asking: set[Lane[Record]] = set()  # a take is in flight
         self.retry_at: dict[Lane[Record], float] = {}  # ask again at this clock time
         self.tasks: set[asyncio.Task[None]] = set()
+        self.storing: dict[Lane[Record], int] = {}  # pauses of this process being stored
         for lane in ledger.lanes.values():
             if shares(lane):
                 lane.on_pause = self._pauser(lane)
@@ -70,10 +79,11 @@ class SharedBudgets:
             return max(now, lane.paused_until)
         if lane in self.asking:
             return math.inf
-        if lane.paused_until > now:  # a pause seen here: ask once it is over
-            return lane.paused_until
+        paused = lane.paused_until
+        if paused > now and self.storing.get(lane):  # ask once the store has it
+            return min(paused, now + PAUSE_RECHECK)
         again = self.retry_at.get(lane, 0.0)
-        if again > now:
+        if again > now:  # a paused lane asks every PAUSE_RECHECK: lifted elsewhere?
             return again
         job = rec.job
         estimate = 0 if job is None or job.tokens is None else job.tokens
@@ -89,6 +99,19 @@ class SharedBudgets:
         """Settle a charge by the tokens a job used (in a task)."""
         self._spawn(self.store.settle_budget(charge, tokens), "agentq-budget-settle")
 
+    async def resume(self, lane: Lane[Record], now: float) -> bool:
+        """Lift `lane`'s stored pause (`RateLedger.resume_lane`); True if it was paused.
+
+        The store writes in flight land first (a pause being stored is lifted too), and the
+        takes in flight after (an answer read before the lift brings no pause back), then
+        the lane asks the store again at its next start.
+        """
+        await self.idle()
+        lifted = await self.store.resume_lane(str(lane.priority), now)
+        await self.idle()
+        self.retry_at.pop(lane, None)
+        return lifted
+
     async def idle(self) -> None:
         """Wait until no store call of these budgets is in flight (for tests and close)."""
         while self.tasks:
@@ -97,6 +120,7 @@ class SharedBudgets:
     async def _take(self, lane: Lane[Record], estimate: int, pump: Callable[[], None]) -> None:
         clock = self.ledger.clock
         now = clock.time()
+        seen = lane.paused_until
         try:
             grant = await self.store.take_budget(
                 str(lane.priority),
@@ -117,17 +141,28 @@ class SharedBudgets:
         self.asking.discard(lane)
         if grant.paused_until > now:
             lane.pause(grant.paused_until, share=False)
+        elif seen > now and lane.paused_until == seen and not self.storing.get(lane):
+            lane.paused_until = 0.0  # the store has no pause any more: lifted elsewhere
         if grant.charge is not None:
             self.grants[lane] = grant.charge
+        elif grant.paused_until > now:
+            self.retry_at[lane] = now + min(max(grant.wait, 0.0), PAUSE_RECHECK)
         else:
             self.retry_at[lane] = now + max(grant.wait, 0.0)
         pump()
 
     def _pauser(self, lane: Lane[Record]) -> Callable[[float], None]:
         def share(until: float) -> None:
-            self._spawn(self.store.pause_lane(str(lane.priority), until), "agentq-lane-pause")
+            self.storing[lane] = self.storing.get(lane, 0) + 1
+            self._spawn(self._store_pause(lane, until), "agentq-lane-pause")
 
         return share
+
+    async def _store_pause(self, lane: Lane[Record], until: float) -> None:
+        try:
+            await self.store.pause_lane(str(lane.priority), until)
+        finally:
+            self.storing[lane] -= 1
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
         task = self.ledger.running_loop().create_task(work, name=name)

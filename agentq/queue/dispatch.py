@@ -26,7 +26,7 @@ from agentq.queue.jobs import JobEventKind
 from agentq.queue.lane import CLAIMED, LOST, QUEUED, RUNNING, STOPPED, Lane
 from agentq.queue.ledger import Ledger, cancelled_outcome
 from agentq.queue.records import SAVING, Record
-from agentq.queue.runner import run_record
+from agentq.queue.runner import run_attempts, run_record
 
 _FAIRNESS = 64  # a worker yields to the loop after this many jobs in a row
 
@@ -115,8 +115,12 @@ class Dispatcher:
                         lane.requeue(rec)
                         raise
                 try:
-                    if rec.outcome is None:
-                        await run_record(ledger, rec, task)
+                    job = rec.job
+                    if job is not None:  # else settled before it ran: nothing to do
+                        if rec.trace is None:  # untraced: no span around the attempts
+                            await run_attempts(ledger, rec, job, task)
+                        else:
+                            await run_record(ledger, rec, task)
                 except asyncio.CancelledError:  # from outside (the loop shutting down): stop
                     lane.release_permit(rec)
                     rec.mark_stopped()
@@ -146,10 +150,12 @@ class Dispatcher:
                 finally:
                     if lane.gated:  # settle its token charge (before the permit moves on)
                         self.arbiter.finished(rec)
-                rec.mark_stopped()
+                if rec.state != STOPPED:  # else its attempts' end has marked it
+                    rec.mark_stopped()
                 streak += 1
                 after = lane.hand_on(rec)
-                self.freed(lane)
+                if lane.space or lane.gated or self._watch is not None:
+                    self.freed(lane)
                 if after is None:
                     return  # the permit was released: a worker never parks
                 rec = after

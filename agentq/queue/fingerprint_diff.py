@@ -14,7 +14,8 @@ from __future__ import annotations
 from types import CodeType
 from typing import Any
 
-from agentq.queue.fingerprint_fast import _MARK, _Fn
+from agentq.queue.fingerprint_parts import MARK as _MARK
+from agentq.queue.fingerprint_parts import Fn as _Fn
 from agentq.queue.fingerprint_value import _IDENTITY, _Value
 
 __all__ = ["difference"]

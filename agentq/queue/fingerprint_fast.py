@@ -37,6 +37,13 @@ from typing import Any
 
 from agentq.queue.fingerprint import derive_fingerprint
 from agentq.queue.fingerprint_cache import code_info
+from agentq.queue.fingerprint_parts import CYCLE as _CYCLE
+from agentq.queue.fingerprint_parts import MARK as _MARK
+from agentq.queue.fingerprint_parts import SIMPLE as _SIMPLE
+from agentq.queue.fingerprint_parts import TAGGED as _TAGGED
+from agentq.queue.fingerprint_parts import Fn as _Fn
+from agentq.queue.fingerprint_parts import Shared as Shared
+from agentq.queue.fingerprint_parts import remember_simple as _remember_simple
 
 __all__ = [
     "MAX_DEPTH",
@@ -52,32 +59,6 @@ MAX_DEPTH = 4
 
 MAX_VALUES = 64
 """Values one fast fingerprint may hold; beyond: no fast fingerprint."""
-
-_TAGGED = frozenset({bool, bytes})  # int is kept as itself: no other kind here equals an int
-_MARK: Any = object()  # the first part of every fast fingerprint
-_CYCLE = ("cycle",)
-
-
-class _Fn:
-    """A function among a call's values: equal to another by its fast fingerprint alone (the
-    same function object reading other values now is another call)."""
-
-    __slots__ = ("fn", "parts")
-
-    def __init__(self, fn: object, parts: Any) -> None:
-        self.fn = fn
-        self.parts = parts
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not _Fn:
-            return NotImplemented
-        return bool(self.parts == other.parts)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"<function {getattr(self.fn, '__qualname__', '?')}>"
-
 
 class _Fast:
     """One pass: the functions being entered (to tell a cycle) and the values left."""
@@ -228,47 +209,6 @@ class _Fast:
         )
 
 
-class Shared:
-    """Parts that many fingerprints of one queue hold equal, kept once (memory, per queue).
-
-    A queue holds the fingerprint of every key it knows; thousands of ``lambda: work(i)``
-    share the fast form of ``work`` and of the module-level names the lambda reads. Each
-    part is computed for every call as before (so it is as of that call) and, when it equals
-    the one kept, the kept one is used instead: equal parts, one object.
-
-    Args:
-        size: Entries kept per table; a table is emptied when it is full.
-    """
-
-    __slots__ = ("_functions", "_reads", "_size")
-
-    def __init__(self, size: int = 1024) -> None:
-        self._size = size
-        self._functions: dict[int, _Fn] = {}
-        self._reads: dict[int, tuple[Any, tuple[Any, ...]]] = {}
-
-    def function(self, fn: object, parts: Any) -> _Fn:
-        """The `_Fn` of `fn` with `parts`: the kept one if equal, else a new one kept."""
-        kept = self._functions.get(id(fn))
-        if kept is not None and kept.fn is fn and kept.parts == parts:
-            return kept
-        made = _Fn(fn, parts)
-        if len(self._functions) >= self._size:
-            self._functions.clear()
-        self._functions[id(fn)] = made
-        return made
-
-    def reads(self, code: object, read: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The module-level values read by `code`: the kept tuple if equal, else `read`."""
-        kept = self._reads.get(id(code))
-        if kept is not None and kept[0] is code and kept[1] == read:
-            return kept[1]
-        if len(self._reads) >= self._size:
-            self._reads.clear()
-        self._reads[id(code)] = (code, read)
-        return read
-
-
 def fast_fingerprint(fn: Any, shared: Shared | None = None) -> tuple[Any, ...] | None:
     """The fast fingerprint of the call ``fn()``, or None when it has none (see the module).
 
@@ -307,27 +247,95 @@ def fast_fingerprint(fn: Any, shared: Shared | None = None) -> tuple[Any, ...] |
                         ("function", func.__module__, func.__qualname__, simple[0],
                          (), (), (), ()),
                     )
+    elif type(fn) is FunctionType:
+        quick = _plain_function(fn, shared)
+        if quick is not None:
+            return quick
     parts = _Fast(shared).call(fn, 0)
     return None if parts is None else (_MARK, *parts)
 
 
-# Code objects whose functions read no closure cell and no global name (the function part is
-# then only its names and code, given no defaults), by id: the inline paths of
-# `fast_fingerprint` and `_Fast.value`. Each entry keeps its code object, so an id is never
-# reused while it is listed; it depends on the code object alone, like `code_info`'s table.
-_SIMPLE_LIMIT = 1024
-_SIMPLE: dict[int, tuple[Any]] = {}
+_PLAIN = frozenset({str, int, type(None)})  # values kept as themselves
 
 
-def _remember_simple(function: tuple[Any, ...]) -> None:
-    """Remember the code of `function` (a function part) if it reads no value at all."""
-    code = function[3]
-    if id(code) in _SIMPLE:
-        return
-    if function[4:] == ((), (), (), ()) and not code.co_freevars and not code_info(code)[3]:
-        if len(_SIMPLE) >= _SIMPLE_LIMIT:
-            _SIMPLE.clear()
-        _SIMPLE[id(code)] = (code,)
+def _plain_function(fn: FunctionType, shared: Shared | None) -> tuple[Any, ...] | None:
+    """`fast_fingerprint` of the commonest function in one flat pass, or None: take the
+    general pass (which gives the same tuple when this one gives one).
+
+    Covers a function (``lambda i=i: work(i)``, ``lambda: fetch(url)``, an ``async def``)
+    without keyword-only defaults whose defaults and closure cells hold str, int or None,
+    reading module-level str, int or None values, modules, and functions that read no value
+    (`_SIMPLE`, no defaults): the forms of `_Fast.function` and `_Fast.value`, built from the
+    same values in the same order.
+    """
+    code = fn.__code__
+    defaults = fn.__defaults__
+    if fn.__kwdefaults__:
+        return None
+    simple = _SIMPLE.get(id(code))
+    if simple is not None and simple[0] is code and not defaults:  # reads no value at all
+        return (_MARK, ("function", fn.__module__, fn.__qualname__, code, (), (), (), ()))
+    _, rebound, _, names = code_info(code)
+    closure = fn.__closure__
+    if len(defaults or ()) + len(closure or ()) + len(names) > MAX_VALUES // 2:
+        return None
+    if defaults is None:
+        defaults = ()
+    else:
+        for item in defaults:
+            if type(item) not in _PLAIN:
+                return None
+    cells: tuple[Any, ...] = ()
+    if closure:
+        if rebound and not rebound.isdisjoint(code.co_freevars):
+            return None
+        forms: list[Any] = []
+        for name, cell in zip(code.co_freevars, closure, strict=False):
+            try:
+                item = cell.cell_contents
+            except ValueError:  # an empty cell
+                return None
+            if type(item) not in _PLAIN:
+                return None
+            forms.append((name, item))
+        cells = tuple(forms)
+    reads: tuple[Any, ...] = ()
+    if names:
+        namespace = fn.__globals__
+        forms = []
+        for name in names:
+            if name not in namespace:
+                continue
+            item = namespace[name]
+            kind = type(item)
+            if kind in _PLAIN:
+                forms.append((name, item))
+            elif kind is FunctionType:
+                inner = item.__code__
+                simple = _SIMPLE.get(id(inner))
+                if (
+                    simple is None
+                    or simple[0] is not inner
+                    or item.__defaults__
+                    or item.__kwdefaults__
+                ):
+                    return None
+                only = (("function", item.__module__, item.__qualname__, inner, (), (), (), ()),)
+                forms.append(
+                    (name, _Fn(item, only) if shared is None else shared.function(item, only))
+                )
+            elif kind is ModuleType:
+                forms.append((name, "builtins.module", getattr(item, "__qualname__", name)))
+            else:
+                return None
+        if forms:
+            reads = tuple(forms)
+            if shared is not None:
+                reads = shared.reads(code, reads)
+    function = ("function", fn.__module__, fn.__qualname__, code, defaults, (), cells, reads)
+    if not reads and not cells and not defaults:
+        _remember_simple(function)
+    return (_MARK, function)
 
 
 def call_fingerprint(fn: Any, shared: Shared | None = None, kept: Any = None) -> Any:

@@ -15,7 +15,9 @@ from types import FunctionType
 from typing import Any
 
 from agentq.queue.fingerprint_cache import code_info
-from agentq.queue.fingerprint_fast import _MARK, _SIMPLE, _Fn
+from agentq.queue.fingerprint_parts import MARK as _MARK
+from agentq.queue.fingerprint_parts import SIMPLE as _SIMPLE
+from agentq.queue.fingerprint_parts import Fn as _Fn
 
 __all__ = ["matches_fast"]
 

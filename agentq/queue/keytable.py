@@ -27,8 +27,9 @@ from collections.abc import Callable
 from agentq.clock import Clock
 from agentq.errors import KeyConflictError
 from agentq.outcomes import Completed
+from agentq.queue.fingerprint import derive_fingerprint
 from agentq.queue.fingerprint_diff import difference
-from agentq.queue.fingerprint_fast import Shared, call_fingerprint, describe
+from agentq.queue.fingerprint_fast import Shared, call_fingerprint, describe, fast_fingerprint
 from agentq.queue.fingerprint_match import matches_fast
 from agentq.queue.jobs import Job, short_repr
 from agentq.queue.lane import STOPPED, Lane
@@ -53,20 +54,25 @@ class KeyTable:
         "_gates",
         "_records",
         "_shared",
-        "_unstopped",
         "get",
+        "limited",
         "max_keys",
         "ttl",
+        "unstopped",
     )
 
     def __init__(self, ttl: float | None, max_keys: int | None, clock: Clock) -> None:
         self.ttl = ttl
         self.max_keys = max_keys
+        # Whether finished keys are kept in finishing order (for `ttl` or `max_keys`); without
+        # either, a finished key stays until it is forgotten and needs no order.
+        self.limited = ttl is not None or max_keys is not None
         self._clock = clock
         self._records: dict[str, Record] = {}
         self._finished: OrderedDict[str, Record] = OrderedDict()
-        # Records whose outcome was decided while their body still runs, by key.
-        self._unstopped: dict[str, Record] = {}
+        # Records whose outcome was decided while their body still runs, by key (read by the
+        # runner: empty, no key has a previous run to wait for).
+        self.unstopped: dict[str, Record] = {}
         # Keys whose stored outcome is being read or removed, by key (`gate`).
         self._gates: dict[str, asyncio.Event] = {}
         # Equal parts of the fingerprints of many keys, kept once.
@@ -95,9 +101,12 @@ class KeyTable:
         key = job.key
         fp = job.fingerprint
         if fp is None:
-            fp = call_fingerprint(job.fn, self._shared)
-        rec = Record(owner, job, lane, self._records.get(key), fp)
-        self._records[key] = rec
+            fp = fast_fingerprint(job.fn, self._shared)
+            if fp is None:
+                fp = derive_fingerprint(job.fn)
+        records = self._records
+        rec = Record(owner, job, lane, records.get(key), fp)
+        records[key] = rec
         return rec
 
     def release(self, rec: Record) -> None:
@@ -106,7 +115,9 @@ class KeyTable:
         key = rec.key
         if self._records.get(key) is rec:
             prev = rec.prev
-            if prev is not None and self._finished.get(key) is prev:
+            # Without ttl or max_keys, a finished key is remembered until it is forgotten, and
+            # a key whose run is in flight cannot be: its earlier Failed record still counts.
+            if prev is not None and (not self.limited or self._finished.get(key) is prev):
                 self._records[key] = prev
             else:
                 del self._records[key]
@@ -159,8 +170,11 @@ class KeyTable:
         """Record a finished key, if `rec` is still its record; then apply `ttl` and `max_keys`.
 
         `finished_at` (Unix seconds) dates an outcome read from the store; by default the key
-        finished now.
+        finished now. Without `ttl` and `max_keys` there is nothing to order or evict: the
+        record stays the key's until it is forgotten.
         """
+        if not self.limited:
+            return
         key = rec.key
         records = self._records
         if records.get(key) is not rec:
@@ -253,11 +267,11 @@ class KeyTable:
 
     def add_unstopped(self, rec: Record) -> None:
         """`rec` failed while its body still runs: the key's next run waits for it to stop."""
-        self._unstopped[rec.key] = rec
+        self.unstopped[rec.key] = rec
 
     def previous_run(self, rec: Record) -> Record | None:
         """The earlier run of `rec`'s key whose body has not stopped yet, if any."""
-        unstopped = self._unstopped
+        unstopped = self.unstopped
         if unstopped:
             previous = unstopped.get(rec.key)
             if previous is not rec:
@@ -266,7 +280,7 @@ class KeyTable:
 
     def body_stopped(self, rec: Record) -> None:
         """`rec`'s body has really returned: forget it as unstopped, wake its stop waiters."""
-        unstopped = self._unstopped
+        unstopped = self.unstopped
         if unstopped and unstopped.get(rec.key) is rec:
             del unstopped[rec.key]
         rec.mark_stopped()

@@ -18,16 +18,28 @@ from collections.abc import Callable
 
 from agentq.clock import Clock, SystemClock
 from agentq.errors import WrongLoopError
-from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason, Outcome
+from agentq.keys import validate_key
+from agentq.outcomes import (
+    Completed,
+    ErrorInfo,
+    Failed,
+    FailureReason,
+    Outcome,
+    Pending,
+    Processing,
+    State,
+)
 from agentq.queue.builders import Builders
 from agentq.queue.jobs import Job, JobEvent, JobEventKind, check_seconds, short_repr
 from agentq.queue.keytable import KeyTable
-from agentq.queue.lane import Lane
+from agentq.queue.lane import QUEUED, Lane
 from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority
 from agentq.queue.outcome_store import JobOutcomeStore, StoredJob
 from agentq.queue.records import Record
 
 _CANCELLED_TYPE = "asyncio.exceptions.CancelledError"
+_PENDING = Pending()
+_PROCESSING = Processing()
 
 # How a push of a known key is answered (`Ledger.hit`).
 HIT_RUN = 0
@@ -175,6 +187,44 @@ class Ledger:
             self.emit(JobEventKind.CACHED, job.key, job.priority, None, outcome)
         return outcome
 
+    def cached(self, key: str) -> Completed | None:
+        """`Queue.cached`: the completed outcome of `key` (counted as a cache hit in the lane
+        that ran it), or None. `key` is not validated beyond its type: an invalid str is
+        simply not known.
+
+        Raises:
+            TypeError: `key` is not a str.
+        """
+        rec = self.keys.get(key)
+        if rec is None:
+            if type(key) is not str:
+                validate_key(key)
+            return None
+        outcome = rec.outcome
+        if type(outcome) is not Completed:
+            return None
+        keys = self.keys
+        if keys.ttl is not None and keys.drop_if_expired(rec):
+            return None
+        lane = rec.lane
+        lane.cache_hits += 1
+        if self.subscribers:
+            self.emit(JobEventKind.CACHED, key, lane.priority, None, outcome)
+        return outcome
+
+    def state(self, key: str) -> State | None:
+        """`Queue.state` of a valid `key`."""
+        keys = self.keys
+        rec = keys.get(key)
+        if rec is None:
+            return None
+        outcome = rec.outcome
+        if outcome is not None:
+            if keys.ttl is not None and keys.drop_if_expired(rec):
+                return None
+            return outcome
+        return _PENDING if rec.state <= QUEUED else _PROCESSING
+
     def claim(self, job: Job) -> Record:
         """Make a record for `job`, the key's record from now on, in the lane of its priority."""
         return self.keys.claim(self, job, self.lanes[job.priority])
@@ -220,10 +270,13 @@ class Ledger:
             lane.failed += 1
             kind = JobEventKind.FAILED
         keys = self.keys
-        keys.remember(rec)
+        if keys.limited:
+            keys.remember(rec)
         if kind is JobEventKind.FAILED and rec.in_body:
             keys.add_unstopped(rec)  # until its body stops: the key's next run waits
-        self.resolve(rec, outcome, kind)
+        rec.resolve(outcome)  # as `resolve`, inline: once per job
+        if self.subscribers:
+            self.emit(kind, rec.key, lane.priority, rec.attempt or None, outcome)
         return True
 
     def resolve(self, rec: Record, outcome: Outcome, kind: JobEventKind) -> None:

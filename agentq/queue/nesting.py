@@ -53,9 +53,10 @@ def claim_and_admit(dispatch: Dispatcher, job: Job) -> Record:
     """Claim `job`'s key and admit it to its lane if it has room now; else the record stays
     `CLAIMED` and the caller waits for room (`wait_for_room`). No coroutine: the common
     push (a lane with room) costs no await."""
-    rec = dispatch.ledger.claim(job)
-    lane = rec.lane
-    if not lane.space and lane.has_room():
+    ledger = dispatch.ledger
+    lane = ledger.lanes[job.priority]
+    rec = ledger.keys.claim(ledger, job, lane)  # `Ledger.claim`, inline: once per job
+    if not lane.space and lane.queued + lane.running < lane.limit:  # `Lane.has_room`
         dispatch.admit(rec)
     return rec
 

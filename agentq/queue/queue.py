@@ -2,7 +2,8 @@
 
 See `Queue`: small public methods over the mechanisms below it (the `Ledger` of keys and
 lanes, the `Dispatcher` of workers, the nesting rules, the store rules of `persistence`, the
-`Shutdown`). How a push travels through the queue is told in ``docs/queue-internals.md``.
+`Shutdown`; the budget verbs in its base `RateVerbs`). How a push travels through the queue
+is told in ``docs/queue-internals.md``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from agentq.clock import Clock
 from agentq.errors import QueueClosed, QueueFull
 from agentq.keys import validate_key
-from agentq.outcomes import Pending, Processing, State
+from agentq.outcomes import Completed, State
 from agentq.queue import nesting, persistence
 from agentq.queue.arbitration import Arbiter
 from agentq.queue.dispatch import Dispatcher
@@ -24,17 +25,14 @@ from agentq.queue.lane import CLAIMED, QUEUED
 from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats, lane_configs
 from agentq.queue.ledger import HIT_CACHED, HIT_JOINED, HIT_RUN, Ledger
 from agentq.queue.outcome_store import JobOutcomeStore
-from agentq.queue.rate_ledger import RateLedger
+from agentq.queue.rate_verbs import RateVerbs
 from agentq.queue.records import CURRENT
 from agentq.queue.shutdown import CloseReport, Shutdown
 
 __all__ = ["CloseReport", "Queue"]
 
-_PENDING = Pending()
-_PROCESSING = Processing()
 
-
-class Queue:
+class Queue(RateVerbs):
     """An in-process asyncio job queue with idempotency keys and three priority lanes.
 
     Key semantics (keys are global across lanes):
@@ -164,13 +162,13 @@ class Queue:
         state comes back); pushes that joined it meanwhile get `JobLost`.
         """
         self._enter(job, nested=False)
-        if self._ledger.store is None:
-            known = answer_known(self._dispatch, job)
+        dispatch = self._dispatch
+        if self._ledger.store is None:  # an unknown key is the common push: no call
+            known = None if self._keys.get(job.key) is None else answer_known(dispatch, job)
         else:
-            known = answer(self._dispatch, job, *await persistence.answer(self._ledger, job))
+            known = answer(dispatch, job, *await persistence.answer(self._ledger, job))
         if known is not None:
             return known
-        dispatch = self._dispatch
         rec = nesting.claim_and_admit(dispatch, job)
         if rec.state == CLAIMED:  # the lane is full: wait for room
             await nesting.wait_for_room(dispatch, rec)
@@ -241,7 +239,6 @@ class Queue:
         Cancelling this call before the job was dispatched releases the key (as `push`);
         once dispatched, the job runs to completion and the output is kept for its key.
         """
-        keys = self._keys
         ledger = self._ledger
         if type(job) is Job:  # the cache-hit fast path: no loop, lane or context needed
             cached = ledger.hit_completed(job, self._dispatch.closing)
@@ -254,7 +251,7 @@ class Queue:
             assert parent is not None
             return output_of(job.key, await nesting.push_and_wait(self._dispatch, job, parent))
         if ledger.store is None:
-            rec = keys.get(job.key)
+            rec = self._keys.get(job.key)
             code = HIT_RUN if rec is None else ledger.hit(job, rec)
         else:
             code, rec = await persistence.answer(ledger, job)
@@ -284,16 +281,20 @@ class Queue:
         Raises:
             TypeError, InvalidKeyError: `key` is not a valid key.
         """
-        keys = self._keys
-        rec = keys.get(validate_key(key))
-        if rec is None:
-            return None
-        outcome = rec.outcome
-        if outcome is not None:
-            if keys.ttl is not None and keys.drop_if_expired(rec):
-                return None
-            return outcome
-        return _PENDING if rec.state <= QUEUED else _PROCESSING
+        return self._ledger.state(validate_key(key))
+
+    def cached(self, key: str) -> Completed | None:
+        """The output of `key` if it completed, as `Completed(output)`, counted as a cache hit;
+        else None (unknown, pending, running, failed, expired, evicted or forgotten).
+
+        A memo's fast path, with no `Job` built: ``hit = queue.cached(key)``, and only on a
+        miss ``await queue.push_and_wait(Job(key, fn))``. It answers by key alone: unlike a
+        push, it compares no call. Memory only, like `state`; on the queue's loop thread.
+
+        Raises:
+            TypeError: `key` is not a str.
+        """
+        return self._ledger.cached(key)
 
     def stats(self) -> QueueStats:
         """A frozen snapshot of every lane (HIGH, MEDIUM, LOW); cheap, any time."""
@@ -381,18 +382,6 @@ class Queue:
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         await self.close(drain=exc_type is None)
-
-    def share_budgets(self, store: RateLedger) -> None:
-        """Share the rate-limited lanes' budgets and pauses through `store` (a `RateLedger`,
-        else `TypeError`) as a `store` given to the queue does; a `WorkflowEngine` calls it with
-        its store. No-op once shared, or without budgets; call it before such a lane starts."""
-        self._dispatch.arbiter.share(store)
-
-    def settle_tokens(self, key: str, tokens: int) -> bool:
-        """Settle the token charge of the finished job `key`, whose output reported no usage,
-        by the `tokens` it used (an int >= 0, else `ValueError`), e.g. a durable call's recorded
-        usage. True if its charge, still in its window, was settled; else False."""
-        return self._dispatch.arbiter.settle_late(key, tokens)
 
     def __repr__(self) -> str:
         lanes = ", ".join(f"{p}={lane.queued}q/{lane.running}r" for p, lane in self._lanes.items())

@@ -1,10 +1,11 @@
 """The rate-ledger protocol: what a `Queue` needs from a store to share its lanes' budgets.
 
-`Queue(store=...)` given a store that also has these three verbs shares the budgets of its
+`Queue(store=...)` given a store that also has these four verbs shares the budgets of its
 rate-limited lanes (`LaneConfig.rate`, `LaneConfig.tokens`) with every other queue on that
 store, in this process or another: a job of such a lane starts only once the store has
 charged it to the lane's window (`RateLedger.take_budget`), and a pause a failure asks for
-(``Retry-After``) is stored for all (`RateLedger.pause_lane`). The queue layer defines the
+(``Retry-After``) is stored for all (`RateLedger.pause_lane`) until it ends or
+`Queue.resume_lane` lifts it (`RateLedger.resume_lane`). The queue layer defines the
 verbs and the stores (`agentq.store.MemoryStore`, `SqliteStore`, `PostgresStore`) implement
 them, so that the queue never imports the store package. Stores are passive: the queue gives
 them the time (``now``, ``until``: seconds on the queue's clock, which every process sharing
@@ -43,7 +44,7 @@ class BudgetGrant:
 
 @runtime_checkable
 class RateLedger(Protocol):
-    """The shared windows and pauses of rate-limited lanes: three verbs, each atomic.
+    """The shared windows and pauses of rate-limited lanes: four verbs, each atomic.
 
     Each verb is one transaction of the store; a verb that raises has written nothing.
     Every verb raises `StoreError` when the backend fails or the store is closed, and checks
@@ -99,6 +100,20 @@ class RateLedger(Protocol):
         """Start no job of `lane`, in any process on the store, before clock time `until`.
 
         A pause already stored that ends later is kept.
+
+        Raises:
+            TypeError / ValueError: A bad lane name or time.
+            StoreError: The backend failed.
+        """
+        ...
+
+    async def resume_lane(self, lane: str, now: float) -> bool:
+        """Lift the stored pause of `lane`: its jobs may start again in every process on the
+        store (each reads it at its next take). The charges of its windows are kept.
+
+        Returns:
+            True if the lane was paused at `now` (the taker's clock time); False if it was
+            not (nothing to lift).
 
         Raises:
             TypeError / ValueError: A bad lane name or time.

@@ -43,7 +43,6 @@ record, publishing started and retry events, the clock for timeouts and backoff)
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import inspect
 from collections.abc import Callable, Coroutine
@@ -68,6 +67,7 @@ from agentq.queue.records import (
     THREAD_BODY,
     Record,
 )
+from agentq.queue.threads import Raised, discard, in_thread
 from agentq.retry import is_retryable
 
 
@@ -121,7 +121,7 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
     if job is None:  # settled before it ran: nothing to do
         return
     if record.trace is None:  # tracing off: no span, no cost
-        await _run_record(ledger, record, job, task)
+        await run_attempts(ledger, record, job, task)
         return
     attributes = {
         "agentq.job.key": record.key, "agentq.job.name": job.name,
@@ -129,7 +129,7 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
     }
     with tracing.span(tracing.JOB, attributes, parent=record.trace) as span:
         try:
-            await _run_record(ledger, record, job, task)
+            await run_attempts(ledger, record, job, task)
         finally:
             span.set("agentq.job.attempts", record.attempt)
             outcome = record.outcome
@@ -138,9 +138,15 @@ async def run_record(ledger: Ledger, record: Record, task: asyncio.Task[Any]) ->
                 span.fail(f"{outcome.reason}: {outcome.error}", outcome.exception)
 
 
-async def _run_record(
+async def run_attempts(
     ledger: Ledger, record: Record, job: Job, task: asyncio.Task[Any]
 ) -> None:
+    """`run_record` of an untraced record (``record.trace`` None) and its unsettled `job`:
+    what a lane worker awaits directly, without the span's wrapper.
+
+    Raises:
+        asyncio.CancelledError: As `run_record`.
+    """
     fn = job.fn
     policy = job.retry
     record.state = RUNNING
@@ -158,9 +164,11 @@ async def _run_record(
         and ledger.builders.builds_coroutine(fn)
     )
     try:
-        previous = ledger.keys.previous_run(record)
-        if previous is not None:
-            await _after_previous(ledger, record, task, previous)
+        keys = ledger.keys
+        if keys.unstopped:  # a run of some key outlived its outcome: is it this key's?
+            previous = keys.previous_run(record)
+            if previous is not None:
+                await _after_previous(ledger, record, task, previous)
         if record.unread:  # claimed by push_nowait: the store may answer it
             await read_before_run(ledger, record)
         saving = False
@@ -183,8 +191,8 @@ async def _run_record(
                     output = await fn()
                 else:
                     record.phase = THREAD_BODY
-                    output = await _in_thread(ledger, record, fn)
-                    if type(output) is _Raised:
+                    output = await in_thread(ledger, record, fn)
+                    if type(output) is Raised:
                         raised = output.exc  # only recorded, even a KeyboardInterrupt
                     elif record.pending is None and record.outcome is None:
                         if inspect.isawaitable(output):
@@ -216,7 +224,8 @@ async def _run_record(
                 else:
                     failure = record.take_pending()
             else:
-                record.uncancel(task)
+                if record.cancels:
+                    record.uncancel(task)
                 if record.pending is None and record.outcome is None:
                     if raised is None:
                         if ledger.store is None or not job.persist:
@@ -227,7 +236,7 @@ async def _run_record(
                     failure = error_outcome(raised)
                 else:
                     if raised is None:
-                        _discard(output)  # interrupted: the output is discarded
+                        discard(output)  # interrupted: the output is discarded
                     failure = record.take_pending()
             finally:
                 record.phase = IDLE
@@ -336,65 +345,3 @@ def _async_generator_returned(record: Record, output: object) -> TypeError:
         f"{record.title}: fn returned an async generator ({output!r}), not a result; "
         "the job's fn must return a value or an awaitable"
     )
-
-
-def _discard(value: Any) -> None:
-    if inspect.iscoroutine(value):
-        value.close()  # a coroutine nobody will await: close it so no warning is raised
-
-
-class _Raised:
-    """What a thread raised, passed back as a value: a future cannot carry every exception
-    (``StopIteration`` is refused), and a ``KeyboardInterrupt`` from a thread is no Ctrl-C."""
-
-    __slots__ = ("exc",)
-
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-
-async def _in_thread(ledger: Ledger, record: Record, fn: Callable[[], Any]) -> Any:
-    """Run `fn` in a worker thread: its result, or `_Raised` with what it raised.
-
-    If cancelled from outside, wait for the thread, then re-raise.
-    """
-    loop = ledger.running_loop()
-    done: asyncio.Future[Any] = loop.create_future()
-    loop.run_in_executor(None, _thread_main, loop, done, contextvars.copy_context(), fn)
-    try:
-        return await asyncio.shield(done)
-    except asyncio.CancelledError as exc:
-        # Interrupts never cancel a thread phase, so this comes from outside. The thread
-        # cannot be stopped: record the cancel now, keep the permit until it has returned.
-        ledger.settle(record, cancelled_outcome(f"{record.title} was cancelled", exc))
-        while not done.done():
-            try:
-                await asyncio.shield(done)
-            except asyncio.CancelledError:
-                continue
-        if not done.cancelled():
-            _discard(done.result())
-        raise
-
-
-def _thread_main(
-    loop: asyncio.AbstractEventLoop,
-    done: asyncio.Future[Any],
-    ctx: contextvars.Context,
-    fn: Callable[[], Any],
-) -> None:
-    try:
-        result = ctx.run(fn)
-    except BaseException as exc:
-        result = _Raised(exc)
-    try:
-        loop.call_soon_threadsafe(_resolve, done, result)
-    except RuntimeError:  # the loop is closed: nobody waits for this thread any more
-        _discard(result)
-
-
-def _resolve(done: asyncio.Future[Any], result: Any) -> None:
-    if done.done():
-        _discard(result)
-    else:
-        done.set_result(result)

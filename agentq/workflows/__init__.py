@@ -36,6 +36,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    judges it
 ``attempting``     `AttemptRunner`: one claimed attempt as a job in the lane, its lease kept,
                    its outcome recorded; the attempts running now
+``admission``      `Admission`: an engine claims a step only when its lane has a slot for it
+                   (at most its permits of steps claimed at once; the rest stay ready)
 ``waiting``        a step found waiting: join the child run it waits on, arm its deadline's timer
 ``driver``         the loop that runs one workflow's steps: claim, attempt, record; the
                    engine's settings
@@ -62,6 +64,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    retry, cancel (its base class over `Registrations`)
 ``forking``        the engine's ``fork``: a new workflow whose history up to a step or a call
                    is another's, copied by one store verb, then run live from there
+``group_ends``     following a run group's members to their ends (``RunGroup.results``):
+                   one read per member run that ends, the whole group each poll interval
 ``group_checks`` a run group submitted again: the same keys, inputs and definitions?
 ``members``        what a run group reports: `GroupMember` (one that ended), `GroupStatus`
 ``groups``         `RunGroup` (``engine.group``): a manifest of members ``<group>/<key>``,

@@ -17,13 +17,13 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from typing import Any
 
 from agentq.clock import Clock
 from agentq.errors import AgentqError, LeaseLostError, QueueClosed, WorkflowClosedError
 from agentq.outcomes import Completed
 from agentq.queue import Job, JobHandle, Priority, Queue
-from agentq.store import DurableStore, Execution
+from agentq.store import Claimed, DurableStore
 from agentq.workflows.attempts import Again, Lease, Retry, hand_back, job_key, step_call, step_title
 from agentq.workflows.calls import CallLog
 from agentq.workflows.children import Spawner
@@ -84,15 +84,15 @@ class AttemptRunner:
         self,
         wf: Workflow,
         step: StepDef,
-        execution: Execution,
-        ctx: StepContext,
+        claim: Claimed,
+        outputs: tuple[Any, ...],
         waker: asyncio.Future[None],
     ) -> Completed | RunResult | Retry | Again:
-        """Run the claimed attempt `execution` of `step` and record its outcome (`_attempt`);
-        the workflow is in `active` meanwhile."""
+        """Run the claimed attempt of `step` and record its outcome (`_attempt`); the
+        workflow is in `active` meanwhile. `outputs` are the earlier steps' outputs."""
         self.active.add(wf.id)
         try:
-            return await self._attempt(wf, step, execution, ctx, waker)
+            return await self._attempt(wf, step, claim, outputs, waker)
         finally:
             self.active.discard(wf.id)
 
@@ -100,11 +100,11 @@ class AttemptRunner:
         self,
         wf: Workflow,
         step: StepDef,
-        execution: Execution,
-        ctx: StepContext,
+        claim: Claimed,
+        outputs: tuple[Any, ...],
         waker: asyncio.Future[None],
     ) -> Completed | RunResult | Retry | Again:
-        """Run the claimed attempt `execution` of `step` and record its outcome.
+        """Run the claimed attempt of `step` and record its outcome.
 
         Returns:
             `Completed` (the next step runs), `Retry` / `Again` (claim again) or the
@@ -114,6 +114,7 @@ class AttemptRunner:
             QueueClosed / asyncio.CancelledError: The queue or the engine closed; nothing
                 was recorded and the lease was handed back once the body had stopped.
         """
+        execution = claim.execution
         key = job_key(wf.id, execution.step_index, execution.lease_token)
         lease = Lease(
             self.store, self.clock, self.lease_ttl, execution,
@@ -131,9 +132,22 @@ class AttemptRunner:
         # The key is unique to this attempt, so the call needs no derived fingerprint (the
         # queue would otherwise take one of the step's closure, ctx's repr included); its
         # outcome is recorded in the workflow's event log, not in a queue's store.
+        ctx = StepContext(
+            workflow_id=wf.id,
+            step_index=execution.step_index,
+            step_name=step.name,
+            attempt=execution.attempt,
+            input=wf.input,
+            outputs=outputs,
+            previous=outputs[-1] if outputs else wf.input,
+            resume_input=claim.resume_input,
+            resumed=claim.resumed,
+            recoveries=claim.recoveries,
+            _calls=log,
+        )
         job = Job(
             key,
-            step_call(step, replace(ctx, _calls=log), log),
+            step_call(step, ctx, log),
             self.priority,
             timeout=step.timeout,
             fingerprint=key,

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import agentq.tracing as tracing
 from agentq.clock import Clock
@@ -90,7 +90,7 @@ class CallRunner:
         self._workflow_id = workflow_id
         self._execution = execution
         self._record = record
-        self._inner: dict[str, tuple[asyncio.Task[Any], str]] = {}  # key: job task, queue key
+        self._inner: dict[str, tuple[asyncio.Task[Any], str]] = {}  # key: call task, queue key
 
     async def run(
         self, job: Job, fingerprint: str, label: dict[str, Any] | None, usage: Usage
@@ -127,9 +127,9 @@ class CallRunner:
     def cancel_unstarted(self, key: str) -> None:
         """Cancel the call `key` if its job still waits for its lane: it never reached the
         world, and is recorded as cancelled. A job that started runs on and is recorded."""
-        inner = self._inner.get(key)
-        if inner is not None and isinstance(self._queue.state(inner[1]), Pending):
-            inner[0].cancel()
+        running = self._inner.get(key)
+        if running is not None and isinstance(self._queue.state(running[1]), Pending):
+            running[0].cancel()  # the call's own task, waiting in push_and_wait
 
     async def _run(
         self, job: Job, fingerprint: str, label: dict[str, Any] | None, usage: Usage
@@ -147,26 +147,29 @@ class CallRunner:
         self._record(key, row)
         queue_key = call_queue_key(self._workflow_id, key)
         started = clock.time()
-        # The job runs in a task of its own, so that a cancelled step can stop a call that
-        # has not started yet and let one that has started run on and be recorded.
-        inner = asyncio.get_running_loop().create_task(
-            self._queue.push_and_wait(
+        # This runs in the call's own task (`CallLog.call` starts it and shields it), so a
+        # cancelled step can stop a call that has not started yet (`cancel_unstarted`
+        # cancels this task while the job waits for its lane) and lets one that has
+        # started run on and be recorded. The job's fingerprint is the call's stored one
+        # (or the job's own): the key is this call's alone, and the queue need not derive
+        # another from its callable.
+        task = asyncio.current_task()
+        assert task is not None
+        self._inner[key] = (task, queue_key)
+        try:
+            output = await self._queue.push_and_wait(
                 Job(
                     queue_key,
                     job.fn,
                     job.priority,
                     timeout=job.timeout,
                     retry=job.retry,
-                    fingerprint=job.fingerprint,
+                    fingerprint=fingerprint if job.fingerprint is None else job.fingerprint,
                     name=job.name,
                     persist=False,
                     tokens=job.tokens,
                 )
             )
-        )
-        self._inner[key] = (inner, queue_key)
-        try:
-            output = await inner
         except asyncio.CancelledError:
             failure = Failed(
                 FailureReason.CANCELLED,
@@ -191,29 +194,45 @@ class CallRunner:
             with contextlib.suppress(AgentqError):
                 await self._queue.forget(queue_key)
         duration = max(0.0, clock.time() - started)
+        recorded = None
+        if usage is not None:
+            if callable(usage):  # it is given the output as stored (tuples made lists)
+                try:
+                    output = decode(encode(output, f"output of call {key!r}"))
+                except PayloadError as bad:
+                    await self._unstorable(key, bad, duration)
+            recorded = self._usage(key, usage, output)
+            if job.tokens is not None and recorded is not None:
+                used = usage_tokens(recorded)  # settles the charge unless the output did
+                if used is not None:
+                    self._queue.settle_tokens(queue_key, used)
         try:
-            output = decode(encode(output, f"output of call {key!r}"))
-        except PayloadError as bad:
-            # It can never be stored: running it again (a retry of the step) could only
-            # repeat its effect and fail the same way, so the step fails at once.
-            failure = Failed(FailureReason.ERROR, ErrorInfo.from_exception(bad), bad)
-            await self._fail(key, failure, duration)
-            raise JobFailed(key, failure, retryable=False) from bad
-        recorded = self._usage(key, usage, output)
-        if job.tokens is not None and recorded is not None:
-            used = usage_tokens(recorded)  # settles the charge unless the output did already
-            if used is not None:
-                self._queue.settle_tokens(queue_key, used)
-        row = await store.complete_call(
-            self._execution(),
-            key,
-            output=output,
-            usage=recorded,
-            duration=duration,
-            now=clock.time(),
-        )
+            # The store checks the output as it records it (once: no copy is made here)
+            # and hands back its own decoded copy in the row: that is the caller's output.
+            row = await store.complete_call(
+                self._execution(),
+                key,
+                output=output,
+                usage=recorded,
+                duration=duration,
+                now=clock.time(),
+            )
+        except PayloadError as refused:
+            try:
+                encode(output, f"output of call {key!r}")  # names the field, if it is this
+            except PayloadError as bad:
+                await self._unstorable(key, bad, duration)
+            raise refused  # something else the store refused (as any store failure)
         self._record(key, row)
-        return output, row
+        return row.output, row
+
+    async def _unstorable(self, key: str, bad: PayloadError, duration: float) -> NoReturn:
+        """The output of call `key` is not JSON (or too large): it can never be stored, and
+        running it again (a retry of the step) could only repeat its effect and fail the
+        same way, so the call is recorded as failed and the step fails at once."""
+        failure = Failed(FailureReason.ERROR, ErrorInfo.from_exception(bad), bad)
+        await self._fail(key, failure, duration)
+        raise JobFailed(key, failure, retryable=False) from bad
 
     def _usage(self, key: str, usage: Usage, output: Any) -> dict[str, Any] | None:
         """The figures to record with a completed call, or None.

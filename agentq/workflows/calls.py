@@ -56,15 +56,10 @@ from agentq.workflows.parking import (
 )
 from agentq.workflows.recorder import Definition
 
-__all__ = [
-    "MAX_WAIT_TIMEOUT",
-    "SLEEP_KEY_PREFIX",
-    "SLEEP_REASON_PREFIX",
-    "CallLog",
-    "InputRequested",
-    "Usage",
-    "call_queue_key",
-]  # the parking names are re-exported from `agentq.workflows.parking`
+__all__ = [  # the parking names are re-exported from `agentq.workflows.parking`
+    "MAX_WAIT_TIMEOUT", "SLEEP_KEY_PREFIX", "SLEEP_REASON_PREFIX", "CallLog", "InputRequested",
+    "Usage", "call_queue_key",
+]
 
 _OPEN = object()
 """`CallLog._answer` of a wait that still waits."""
@@ -102,27 +97,15 @@ class CallLog:
         load: Callable[[], Awaitable[list[CallRow]]],
         spawner: Spawner | None = None,
     ) -> None:
+        self._store = store
+        self._queue = queue
         self._clock = clock
         self._workflow_id = workflow_id
         self._rows: dict[str, CallRow] = {}  # filled by the one read, then kept up to date
-        self._runner = CallRunner(
-            store=store,
-            queue=queue,
-            clock=clock,
-            workflow_id=workflow_id,
-            execution=execution,
-            record=self._rows.__setitem__,
-        )
+        self._calls: CallRunner | None = None  # built at the attempt's first call to run
+        self._spawner = spawner
+        self._child_runs: ChildRunner | None = None  # built at its first child run
         self._load = load
-        self._children = ChildRunner(
-            store=store,
-            clock=clock,
-            workflow_id=workflow_id,
-            execution=execution,
-            rows=self._loaded,
-            park=self._park,
-            spawner=spawner,
-        )
         self._execution = execution
         self._receives: dict[str, int] = {}  # receives asked per topic in this attempt
         self._read: asyncio.Task[None] | None = None
@@ -162,7 +145,7 @@ class CallLog:
         running = self._running.get(key)
         if running is None:
             running = asyncio.get_running_loop().create_task(
-                self._runner.run(job, fingerprint, label_obj, usage),
+                self._runner().run(job, fingerprint, label_obj, usage),
                 name=f"agentq.call:{self._workflow_id}:{key}",
             )
             self._running[key] = running
@@ -170,8 +153,28 @@ class CallLog:
         try:
             return await asyncio.shield(running)
         except asyncio.CancelledError:
-            self._runner.cancel_unstarted(key)  # if it never reached the world
+            self._runner().cancel_unstarted(key)  # if it never reached the world
             raise
+
+    def _runner(self) -> CallRunner:
+        """The attempt's `CallRunner`, built when it first runs a call (most run none)."""
+        if self._calls is None:
+            self._calls = CallRunner(
+                store=self._store, queue=self._queue, clock=self._clock,
+                workflow_id=self._workflow_id, execution=self._execution,
+                record=self._rows.__setitem__,
+            )
+        return self._calls
+
+    def _children(self) -> ChildRunner:
+        """The attempt's `ChildRunner`, built at its first child run."""
+        if self._child_runs is None:
+            self._child_runs = ChildRunner(
+                store=self._store, clock=self._clock, workflow_id=self._workflow_id,
+                execution=self._execution, rows=self._loaded, park=self._park,
+                spawner=self._spawner,
+            )
+        return self._child_runs
 
     async def _read_once(self) -> None:
         """Read the recorded calls, once for the attempt (concurrent first calls share it)."""
@@ -305,19 +308,19 @@ class CallLog:
     async def child(self, definition: Definition | str, input: Any, key: str) -> Any:
         """Start (once) child run `key` and return its output; see `StepContext.child`."""
         self._check_open("child")
-        return await self._children.child(definition, input, key)
+        return await self._children().child(definition, input, key)
 
     async def start_child(self, definition: Definition | str, input: Any, key: str) -> str:
         """Start (once) child run `key` without waiting; see `StepContext.start_child`."""
         self._check_open("start_child")
-        return await self._children.start(definition, input, key)
+        return await self._children().start(definition, input, key)
 
     async def children(
         self, definition: Definition | str, inputs: Mapping[str, Any], limit: int | None
     ) -> dict[str, Any]:
         """Fan out child runs; see `StepContext.children`."""
         self._check_open("children")
-        return await self._children.children(definition, inputs, limit)
+        return await self._children().children(definition, inputs, limit)
 
     async def receive(self, topic: str, timeout: float | None) -> Any:  # noqa: ASYNC109
         """Return the next message on `topic`, or park the step; see `StepContext.receive`.

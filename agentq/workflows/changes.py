@@ -31,15 +31,26 @@ Change = Callable[[], Awaitable[None]]
 
 
 def resume_change(
-    store: DurableStore, clock: Clock, wf: Workflow, index: int, input: Any, key: str | None
+    store: DurableStore,
+    clock: Clock,
+    wf: Workflow,
+    index: int,
+    input: Any,
+    key: str | None,
+    *,
+    stored: WorkflowRow | None = None,
 ) -> Change:
-    """Deliver `input` to step `index` of `wf` (``resume_step``), the workflow stored first."""
+    """Deliver `input` to step `index` of `wf` (``resume_step``), the workflow stored first.
+
+    `stored`: the stored row `wf` was built from (an instance of a registered definition),
+    or None. Given, `wf` is stored as it is and the change only resumes the step.
+    """
 
     async def deliver() -> None:
         now = clock.time()
-        row = await store.get_workflow(wf.id)
-        if row is not None:  # the run must be able to continue before the wait is used
-            await store.start_workflow(
+        row = stored or await store.get_workflow(wf.id)
+        if row is not None and row is not stored:  # the run must be able to continue
+            await store.start_workflow(  # before the wait is used: same steps, same input
                 wf.id, wf.step_names, wf.input, now, definition=wf.definition
             )
         await store.resume_step(wf.id, index, input, now, key=key)

@@ -2,14 +2,15 @@
 
 For each step, the loop:
 
-1. claims it (``claim_step``, a compare-and-swap in the store, given the step's
-   ``max_recoveries``): this worker gets a lease and a fencing token, or learns that the step
+1. claims it once `Admission` has a slot (at most the lane's permits of steps claimed at
+   once, ``admission``): ``claim_step``, a compare-and-swap in the store, given the step's
+   ``max_recoveries``. This worker gets a lease and a fencing token, or learns that the step
    completed or waits already, that the workflow closed (also: failed, its attempts lost to
-   crashes too often), that its next attempt is scheduled later (`NotBefore`: the store
-   keeps the retry time, so every engine and `recover` honour it; the run sleeps until then),
-   or that another worker holds it. A holder whose process is gone (``workers.gone_reason``)
-   has its lease taken back at once (``release_dead``); for a live one the run logs once,
-   at DEBUG, what it waits for and polls every ``poll_interval`` seconds;
+   crashes too often), that its next attempt is scheduled later (`NotBefore`: kept by the
+   store, honoured by every engine; the run sleeps until then), or that another worker holds
+   it: a holder whose process is gone (``workers.gone_reason``) has its lease taken back at
+   once (``release_dead``); for a live one the run logs once, at DEBUG, and polls every
+   ``poll_interval`` seconds;
 2. pushes the attempt through the queue as a job in the engine's lane, so lane permits bound
    how many step bodies run at once, while a `Lease` renews the lease every ``lease_ttl / 3``
    seconds. A renewal that finds the lease gone (the workflow cancelled by another engine or
@@ -23,14 +24,14 @@ For each step, the loop:
    `NotBefore` until that time). A worker whose lease was taken over meanwhile is refused
    (`LeaseLostError`) and claims again.
 
-Every wait of a run (a stored retry time, a poll, an interrupted body) goes through
+Every wait of a run (a slot, a stored retry time, a poll, an interrupted body) goes through
 `Driver.pause` or `agentq.workflows.waits.until` with the run's waker, which a `cancel`
-(`Driver.interrupt`) ends at once. A lease is handed back (``release_dead`` with
-`HANDED_BACK_REASON`, counting toward neither ``max_attempts`` nor ``max_recoveries``) only
-once the attempt's body has stopped, and always then. A step that ends waiting on a child run
-is joined through `on_child` and claimed again once the child ended. A graceful stop of
-`serve` halts the driver (``halted``): a run neither claims another step nor waits on the
-clock, it parks (``park``), while the attempts already claimed go on (``attempting``).
+(`Driver.interrupt`) ends at once. A lease is handed back (``release_dead``, counting toward
+neither ``max_attempts`` nor ``max_recoveries``) only once the attempt's body has stopped,
+and always then. A step that ends waiting on a child run is joined through `on_child` and
+claimed again once the child ended. A graceful stop of `serve` halts the driver
+(``halted``): a run neither claims another step nor waits on the clock, it parks (``park``),
+while the attempts already claimed go on (``attempting``).
 
 Private to `agentq.workflows.engine`, which starts one drive per workflow and shares it.
 """
@@ -60,11 +61,11 @@ from agentq.store import (
     WorkflowClosed,
     WorkflowRow,
 )
+from agentq.workflows.admission import Admission
 from agentq.workflows.attempting import AttemptRunner
 from agentq.workflows.attempts import Again, Retry, hand_back, step_title
 from agentq.workflows.attempts import claim as claim_step
 from agentq.workflows.children import Spawner
-from agentq.workflows.context import StepContext
 from agentq.workflows.model import RunResult, RunStatus, StepDef, Workflow
 from agentq.workflows.recording import Recorder
 from agentq.workflows.results import closed_result, stored_result
@@ -73,9 +74,8 @@ from agentq.workflows.waits import Wakers, finish, until
 from agentq.workflows.workers import (
     LOGGER,
     default_worker_id,
-    gone_reason,
     held_message,
-    take_back,
+    take_back_held,
 )
 
 __all__ = ["Driver"]
@@ -144,6 +144,8 @@ class Driver:
         self.halted = False
         """Set by serve's graceful stop: no run claims a step or waits on the clock any
         more; each parks (`park`) until the engine closes. Attempts running go on."""
+        permits = queue.stats()[self.priority].permits  # claims held at once, at most
+        self.admission = Admission(permits, lambda: self.halted, self.park)
         self.parked = asyncio.Event()
         """Set whenever a halted run parks (serve's stop waits on it)."""
         self.on_workflow_deadline: Callable[[str, float], None] | None = None
@@ -202,6 +204,7 @@ class Driver:
         return {
             "attempts": len(self._attempts),
             "offered": len(self._offered),
+            "admitted": len(self.admission.held),
             **self._wakers.sizes(),
         }
 
@@ -265,6 +268,7 @@ class Driver:
             return RunResult(wf.id, RunStatus.COMPLETED, outputs=tuple(outputs))
         finally:
             self._wakers.close(wf.id, waker)
+            self.admission.leave(wf.id)
             unused = self._offered.pop(wf.id, None)
             if unused is not None:  # the run ended before the step: let another take it
                 await finish(hand_back(self.store, self.clock, unused.execution))
@@ -288,7 +292,7 @@ class Driver:
             await self._wakers.after_lingering(wf.id, waker)  # never overlap an old body
             if self.halted:  # a graceful stop: no more work (an offered claim is handed back)
                 await self.park()
-            claim = await self._claim(wf.id, index, step)
+            claim = await self._claim(wf.id, index, step, waker)
             if isinstance(claim, AlreadyCompleted):
                 return Completed(claim.output)
             if isinstance(claim, AlreadyWaiting):
@@ -309,7 +313,7 @@ class Driver:
                 await self.pause(waker, wait)
                 continue
             if isinstance(claim, HeldByOther):
-                if await self._take_back(wf.id, index, claim.worker_id):
+                if await take_back_held(self.store, self.clock, wf.id, index, claim.worker_id):
                     continue
                 if warned != claim.worker_id:
                     warned = claim.worker_id
@@ -324,20 +328,13 @@ class Driver:
                 await self.pause(waker, self.poll_interval)
                 continue
             assert isinstance(claim, Claimed)
-            ctx = StepContext(
-                workflow_id=wf.id,
-                step_index=index,
-                step_name=step.name,
-                attempt=claim.execution.attempt,
-                input=wf.input,
-                outputs=tuple(outputs),
-                previous=outputs[-1] if outputs else wf.input,
-                resume_input=claim.resume_input,
-                resumed=claim.resumed,
-                recoveries=claim.recoveries,
-            )
             with spans.attempt_span(claim.execution, claim.resumed, links) as span:
-                step_result = await self._runner.attempt(wf, step, claim.execution, ctx, waker)
+                try:
+                    step_result = await self._runner.attempt(
+                        wf, step, claim, tuple(outputs), waker
+                    )
+                finally:
+                    self.admission.leave(wf.id)  # its slot: the next run may claim
                 spans.note_attempt(span, step_result)
             if isinstance(step_result, Again) and step_result.delay > 0:
                 await self.pause(waker, step_result.delay)
@@ -351,19 +348,23 @@ class Driver:
                 continue
             return step_result
 
-    async def _claim(self, workflow_id: str, index: int, step: StepDef) -> ClaimResult:
-        """The claim offered for this step (by `serve`), or a new one (the earlier steps of
-        a run that starts from the first step answer `AlreadyCompleted`)."""
+    async def _claim(
+        self, workflow_id: str, index: int, step: StepDef, waker: asyncio.Future[None]
+    ) -> ClaimResult:
+        """The claim offered for this step (by `serve`), or a new one once `admission` has
+        a slot (the earlier steps of a run that starts from the first step answer
+        `AlreadyCompleted`)."""
         offered = self._offered.get(workflow_id)
         if offered is not None and offered.execution.step_index <= index:
             del self._offered[workflow_id]
             if offered.execution.step_index == index:
+                self.admission.take(workflow_id)
                 return offered
             await finish(hand_back(self.store, self.clock, offered.execution))  # passed by
-        return await claim_step(
+        return await self.admission.claim(workflow_id, waker, lambda: claim_step(
             self.store, self.clock, workflow_id, index, self.worker_id, self.lease_ttl,
             max_recoveries=step.max_recoveries,
-        )
+        ))
 
     async def pause(self, waker: asyncio.Future[None], seconds: float) -> None:
         """Wait `seconds` on the clock before claiming a step again, or less if the workflow
@@ -382,12 +383,3 @@ class Driver:
             await until(waker, self.clock.sleep(seconds))
         finally:
             self.pausing -= 1
-
-    async def _take_back(self, workflow_id: str, index: int, holder: str) -> bool:
-        """Take back the lease of a holder whose process is gone; True to claim again."""
-        if gone_reason(holder) is None:
-            return False
-        row = (await self.store.step_rows(workflow_id))[index]
-        if row.worker_id == holder:  # leased, or fenced by a lease a cancel revoked
-            await take_back(self.store, row, self.clock.time())
-        return True  # taken back, or it moved on meanwhile: claim again

@@ -237,7 +237,9 @@ class WorkflowEngine(Endings):
                 up in the store by the background run itself, since this method cannot
                 wait: what that lookup raises (`UnknownWorkflowError`,
                 `WorkflowMismatchError`, `StoreError`) is logged and goes to whoever joins
-                the run with ``run(id)``.
+                the run with ``run(id)``. An instance that has ended by then (another
+                process finished it) is not an error: the run ends at once with its stored
+                result, said at DEBUG only.
 
         Raises:
             UnknownWorkflowError: An id that is not registered, while no definition is
@@ -263,7 +265,7 @@ class WorkflowEngine(Endings):
             ValueError: `group_id` holds a ``/``.
             TypeError: The store keeps no run groups.
         """
-        return RunGroup(self, group_id, self._runs.in_progress, self._runs.task_of)
+        return RunGroup(self, group_id, self._runs.watch, self._runs.task_of)
 
     async def status(self, workflow_id: str) -> list[StepStatus]:
         """Return each step's status, in step order.

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from agentq.clock import Clock
@@ -41,6 +41,7 @@ from agentq.store import (
 )
 from agentq.store.contract.groups import keys_text
 from agentq.workflows.group_checks import same_group, same_keys
+from agentq.workflows.group_ends import Watch, ended_rows
 from agentq.workflows.members import STATES, GroupMember, GroupStatus
 from agentq.workflows.model import RunResult, WorkflowDef
 
@@ -79,7 +80,8 @@ class RunGroup:
     Args:
         engine: The engine that starts and runs the members.
         group_id: The group's id (a key); member ``k`` is the workflow ``<group_id>/k``.
-        runs: The engine's runs in progress (tasks), awaited by `results` between reads.
+        watch: Tells a function the id of each run of the engine that ends, until the
+            function it returns is called (`Runs.watch`); `results` reads that member then.
         run_of: The engine's run of a workflow in progress, or None (a retry waits for
             the end of a cancelled member's run before it runs the member again).
 
@@ -94,7 +96,7 @@ class RunGroup:
         self,
         engine: GroupEngine,
         group_id: str,
-        runs: Callable[[], list[asyncio.Task[RunResult]]],
+        watch: Watch,
         run_of: Callable[[str], asyncio.Task[RunResult] | None],
     ) -> None:
         self.group_id = validate_key(group_id, "group id")
@@ -107,7 +109,7 @@ class RunGroup:
             raise TypeError(f"{store!r} keeps no run groups (it has no DurableGroups verbs)")
         self._engine = engine
         self._groups: DurableGroups = store
-        self._runs = runs
+        self._watch = watch
         self._run_of = run_of
 
     def __repr__(self) -> str:
@@ -208,33 +210,32 @@ class RunGroup:
             counts["pending" if row is None else row.state.value] += 1
         return GroupStatus(**counts)
 
-    async def results(self) -> AsyncIterator[GroupMember]:
+    async def results(self) -> AsyncGenerator[GroupMember, None]:
         """Yield each member once it has ended, in the order they ended (those that ended
         before the call first), until every member has been yielded.
 
-        Between reads of the store it waits for a run of this engine to end or for the
-        engine's `poll_interval` (members run by other processes are seen at the next read).
-        A member that never ends (waiting for input nobody gives) keeps the iteration open.
+        It reads every member once, then the member of each run of this engine that ends,
+        and every member again each `poll_interval` of the engine (members run by other
+        processes, or cancelled from elsewhere, are seen at that read; see
+        ``agentq.workflows.group_ends``). A member that never ends (waiting for input
+        nobody gives) keeps the iteration open.
 
         Raises:
             UnknownWorkflowError: No manifest is stored under this id.
         """
         manifest = await self._manifest()
-        left = set(manifest.items)
-        while True:
-            runs = self._runs()  # taken before the read: one that ends after it wakes us
-            rows = await self._members(manifest)
-            ended = sorted(
-                (row for key, row in rows.items() if key in left and row.state.closed),
-                key=lambda row: (row.updated_at, row.last_seq),
-            )
-            for row in ended:
-                key = row.workflow_id[len(self.group_id) + 1:]
-                left.discard(key)
+        ends = ended_rows(
+            self.group_id,
+            manifest.items,
+            read_all=lambda: self._members(manifest),
+            read_one=self._engine.store.get_workflow,
+            watch=self._watch,
+            clock=self._engine.clock,
+            poll_interval=self._engine.poll_interval,
+        )
+        async with contextlib.aclosing(ends):
+            async for key, row in ends:
                 yield await self._member(key, row)
-            if not left:
-                return
-            await self._next_change(runs)
 
     async def cancel(self, reason: str = "cancelled") -> int:
         """Cancel every member that has not ended (see `WorkflowEngine.cancel`).
@@ -378,17 +379,6 @@ class RunGroup:
             summed_usage([c.usage for c in calls]),
             row.updated_at,
         )
-
-    async def _next_change(self, runs: list[asyncio.Task[RunResult]]) -> None:
-        """Wait until one of `runs` ends (at once if one has) or `poll_interval` has passed."""
-        tick = asyncio.ensure_future(self._engine.clock.sleep(self._engine.poll_interval))
-        try:
-            await asyncio.wait([tick, *runs], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            tick.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await tick
-
 
 def _failed_reason(steps: list[Any]) -> str | None:
     return next((s.reason for s in steps if s.state is StepState.FAILED), None)

@@ -74,11 +74,8 @@ class EndHooks:
 
     def _claimable(self) -> tuple[list[str], bool]:
         """The definition names whose rows this engine delivers, and whether plain ones."""
-        names = [
-            n for n in self._registry.names
-            if self._own or ((d := self._registry.definition(n)) and d.on_end is not None)
-        ]
-        return names, bool(self._own)
+        names = self._registry.names if self._own else self._registry.ending
+        return list(names), bool(self._own)
 
     def _hooks_of(self, row: HookRow) -> list[EndHook] | None:
         """The hooks to call for `row`, or None if this engine does not hold them (now)."""

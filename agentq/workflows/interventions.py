@@ -96,18 +96,19 @@ class Interventions(Registrations):
             WorkflowClosedError: The workflow is cancelled, failed or completed.
             PayloadError: `input` is not JSON or too large; nothing is recorded.
         """
-        wf = await self._find(workflow_id)
+        wf, stored = await self._find_stored(workflow_id)
         if wf is None:  # stored and ended: the store refuses the resume, saying why
             await refuse_resume(self.store, self.clock.time(), workflow_id, step, input, key)
         if isinstance(wf, WorkflowRow):  # its definition is elsewhere: record, serve runs it
             return await resume_elsewhere(self.store, self.clock, wf, step, input, key)
         index = step_index(wf.id, wf.step_names, step)
-
-        deliver = resume_change(self.store, self.clock, wf, index, input, key)
+        # An instance built from its stored row (`stored`) is stored as it is: neither the
+        # change nor the run stores it again.
+        deliver = resume_change(self.store, self.clock, wf, index, input, key, stored=stored)
         # A run that is still returning from the wait would not see the input: it ends
         # first, then a run of our own continues (claims keep each step to one run).
         try:
-            return await self._runs.replace(wf, deliver, before=False)
+            return await self._runs.replace(wf, deliver, before=False, row=stored)
         except NotWaitingError:
             # Refused; if because the wait's deadline passed (no timer fired: a restart),
             # the wait times out now and the step continues, as the timer would have done.

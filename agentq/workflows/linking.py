@@ -18,7 +18,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from agentq.errors import AgentqError
-from agentq.store import parent_of
+from agentq.store import WorkflowRow, parent_of
+from agentq.workflows.attempts import IN_STEP
 from agentq.workflows.model import RunResult, RunStatus, Workflow, WorkflowDef
 from agentq.workflows.registry import Registry
 from agentq.workflows.runs import Runs
@@ -34,7 +35,8 @@ class ChildLinks:
     Args:
         registry: The engine's registrations.
         runs: The engine's runs.
-        instance: Builds the `Workflow` of a stored instance by id (raises if not runnable).
+        instance: Builds the `Workflow` of a stored instance by id (raises if not runnable),
+            or gives the stored result of one that has ended.
         run: The engine's `run` by id.
     """
 
@@ -42,7 +44,7 @@ class ChildLinks:
         self,
         registry: Registry,
         runs: Runs,
-        instance: Callable[[str], Awaitable[Workflow]],
+        instance: Callable[[str], Awaitable[tuple[Workflow, WorkflowRow | None] | RunResult]],
         run: Callable[[str], Awaitable[RunResult]],
     ) -> None:
         self._registry = registry
@@ -60,7 +62,11 @@ class ChildLinks:
         if self._registry.definition(definition.name) is None:
             self._registry.define(definition)
         self._parents[child_id] = parent_id
-        self._runs.start_soon_by(child_id, lambda: self._instance(child_id))
+        token = IN_STEP.set(None)  # not nested in the parent's body, which parks: the
+        try:  # child's run waits for a claim slot as any run (`admission`)
+            self._runs.start_soon_by(child_id, lambda: self._instance(child_id))
+        finally:
+            IN_STEP.reset(token)
 
     async def join(self, child_id: str) -> bool:
         """Join (or start) the run of `child_id` here; True once it has ended.

@@ -23,12 +23,14 @@ from agentq.clock import Clock, unix_seconds
 from agentq.errors import EngineError, UnknownWorkflowError, WorkflowMismatchError
 from agentq.keys import validate_key
 from agentq.store import DurableStore, WorkflowRow
-from agentq.workflows.model import Workflow, WorkflowDef
+from agentq.workflows.model import RunResult, Workflow, WorkflowDef
 from agentq.workflows.parking import MAX_WAIT_TIMEOUT
 from agentq.workflows.registry import Registry
+from agentq.workflows.results import stored_result
 from agentq.workflows.retention import check_retention
 from agentq.workflows.serving import Server
 from agentq.workflows.waits import finish
+from agentq.workflows.workers import LOGGER
 
 __all__ = ["Registrations"]
 
@@ -263,23 +265,25 @@ class Registrations:
             return row, None
         return self._registry.resolve(workflow_id, row), row
 
-    async def _instance(self, workflow_id: str) -> Workflow:
-        """The `Workflow` that `run_soon(workflow_id)` runs (see `_find`).
+    async def _instance(self, workflow_id: str) -> tuple[Workflow, WorkflowRow | None] | RunResult:
+        """The `Workflow` that `run_soon(workflow_id)` runs (see `_find`) with the stored row
+        it was built from (None for a registered plain workflow: the run then stores nothing,
+        `Driver.drive`), or the stored result of one that has ended (another engine, say,
+        finished it meanwhile): nothing to run, said at DEBUG only.
 
         Raises:
             UnknownWorkflowError: Not something this engine can run: not registered here,
-                an instance of a definition not registered here, or stored and ended.
+                or an instance of a definition not registered here.
             WorkflowMismatchError: The registered definition has other step names.
         """
-        found = await self._find(workflow_id)
+        found, row = await self._find_stored(workflow_id)
         if isinstance(found, Workflow):
-            return found
+            return found, row
         if isinstance(found, WorkflowRow):  # raises: its definition is not registered here
-            return self._registry.resolve(workflow_id, found)
-        raise UnknownWorkflowError(
-            f"workflow {workflow_id!r} has ended: run_soon() has nothing to run (run() "
-            "returns its stored result)"
-        )
+            return self._registry.resolve(workflow_id, found), None
+        assert row is not None  # stored and ended
+        LOGGER.debug("run_soon(%r): it has ended already; nothing to run", workflow_id)
+        return await stored_result(self.store, row)
 
     async def serve(
         self,

@@ -65,6 +65,7 @@ class Registry:
     def __init__(self) -> None:
         self._workflows: dict[str, Workflow] = {}
         self._definitions: dict[str, WorkflowDef] = {}
+        self._ending: dict[str, None] = {}  # names of the definitions that have an on_end
 
     # ------------------------------------------------------------ plain workflows
 
@@ -148,9 +149,14 @@ class Registry:
         if not isinstance(definition, WorkflowDef):
             raise TypeError(f"register() expects a WorkflowDef, got {definition!r:.80}")
         self._definitions[definition.name] = definition
+        if definition.on_end is None:
+            self._ending.pop(definition.name, None)
+        else:
+            self._ending.setdefault(definition.name, None)
 
     def undefine(self, name: str) -> bool:
         """Forget the definition registered under `name`; whether there was one."""
+        self._ending.pop(name, None)
         return self._definitions.pop(name, None) is not None
 
     def definition(self, name: str) -> WorkflowDef | None:
@@ -161,6 +167,12 @@ class Registry:
     def names(self) -> tuple[str, ...]:
         """Names of the registered definitions, in registration order."""
         return tuple(self._definitions)
+
+    @property
+    def ending(self) -> tuple[str, ...]:
+        """Names of the registered definitions that have an ``on_end`` (kept as they are
+        registered: no scan of every definition)."""
+        return tuple(self._ending)
 
     @property
     def served(self) -> dict[str, tuple[str, ...]]:

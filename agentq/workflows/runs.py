@@ -13,6 +13,7 @@ Private to `agentq.workflows.engine`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -43,6 +44,21 @@ class Runs:
         self._ended = ended
         self._runs: dict[str, asyncio.Task[RunResult]] = {}
         self._continuing: dict[str, asyncio.Task[RunResult]] = {}
+        self._watchers: list[Callable[[str, asyncio.Task[RunResult]], None]] = []
+
+    def watch(self, told: Callable[[str, asyncio.Task[RunResult]], None]) -> Callable[[], None]:
+        """Tell `told` the workflow id and task of each run that ends from now on (after the
+        store holds what it recorded); return the function that stops telling.
+
+        Runs only: a resume's or a retry's continuation changes the store only through the
+        run it starts, whose end is told."""
+        self._watchers.append(told)
+
+        def unwatch() -> None:
+            with contextlib.suppress(ValueError):
+                self._watchers.remove(told)
+
+        return unwatch
 
     def running(self, workflow_id: str) -> bool:
         """Whether a run of the workflow is in progress."""
@@ -71,8 +87,13 @@ class Runs:
         return [t for t in (*self._runs.values(), *self._continuing.values()) if not t.done()]
 
     def sizes(self) -> dict[str, int]:
-        """How many runs and continuations are in progress (for tests and leaks)."""
-        return {"runs": len(self._runs), "delivering": len(self._continuing)}
+        """How many runs and continuations are in progress, and how many watchers are told
+        of their ends (for tests and leaks)."""
+        return {
+            "runs": len(self._runs),
+            "delivering": len(self._continuing),
+            "watchers": len(self._watchers),
+        }
 
     def start(self, wf: Workflow, row: WorkflowRow | None = None) -> asyncio.Task[RunResult]:
         """Return the run of `wf` in progress, starting one if there is none (given `row`,
@@ -93,6 +114,8 @@ class Runs:
             task.exception()  # retrieved by the awaiting callers; avoid "never retrieved"
         if self._ended is not None:
             self._ended(workflow_id, task)
+        for told in list(self._watchers):
+            told(workflow_id, task)
 
     def start_soon(self, wf: Workflow) -> asyncio.Task[RunResult] | None:
         """Start a run of `wf` in the background, unless one is in progress or about to be.
@@ -109,10 +132,14 @@ class Runs:
         return task
 
     def start_soon_by(
-        self, workflow_id: str, resolve: Callable[[], Awaitable[Workflow]]
+        self,
+        workflow_id: str,
+        resolve: Callable[[], Awaitable[tuple[Workflow, WorkflowRow | None] | RunResult]],
     ) -> asyncio.Task[RunResult] | None:
         """`start_soon` for a workflow known only by id: the run first awaits `resolve` for
-        it (a store read), then drives it. `join` of that id shares the run meanwhile.
+        it (a store read: the workflow and the stored row it was built from, or None), then
+        drives it; a `RunResult` resolved (the workflow has ended, say in another process) is
+        the run's result, quietly. `join` of that id shares the run meanwhile.
 
         Returns:
             The new run, or None if one is in progress or about to be.
@@ -121,8 +148,11 @@ class Runs:
             return None
 
         async def resolved() -> RunResult:
-            wf = await resolve()
-            return await self._drive(wf, None)
+            found = await resolve()
+            if isinstance(found, RunResult):
+                return found
+            wf, row = found
+            return await self._drive(wf, row)
 
         task = asyncio.get_running_loop().create_task(resolved(), name=f"agentq.run:{workflow_id}")
         self._runs[workflow_id] = task
@@ -149,6 +179,7 @@ class Runs:
         *,
         before: bool,
         check: Callable[[], Awaitable[None]] | None = None,
+        row: WorkflowRow | None = None,
     ) -> RunResult:
         """Store `change`, then replace the run of `wf` in progress with a new one.
 
@@ -160,6 +191,8 @@ class Runs:
                 leaves the runs as they are.
             before: Let the run in progress end before the change is made (else after).
             check: Run first (before any wait); raising refuses the whole replacement.
+            row: `wf`'s stored row, read just before and `wf` built from it (see `start`),
+                or None: the new run then does not store `wf` again.
 
         Returns:
             The new run's `RunResult`. Shielded: once called, the change is made and the run
@@ -178,7 +211,7 @@ class Runs:
                     del self._runs[wf.id]
             if before:
                 await change()
-            return await asyncio.shield(self.start(wf))
+            return await asyncio.shield(self.start(wf, row))
 
         task = asyncio.get_running_loop().create_task(
             continuation(), name=f"agentq.continue:{wf.id}"

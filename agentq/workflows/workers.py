@@ -33,6 +33,7 @@ import uuid
 from contextlib import suppress
 from dataclasses import replace
 
+from agentq.clock import Clock
 from agentq.events import utc
 from agentq.store import DurableStore, Execution, StepRow, StepState, execution_of
 
@@ -46,6 +47,7 @@ __all__ = [
     "parse_worker_id",
     "take_back",
     "take_back_gone",
+    "take_back_held",
 ]
 
 LOGGER = logging.getLogger("agentq")
@@ -154,6 +156,23 @@ async def take_back_gone(store: DurableStore, execution: Execution, now: float) 
     """
     reason = gone_reason(execution.worker_id)
     return reason is not None and await _release(store, execution, now, reason)
+
+
+async def take_back_held(
+    store: DurableStore, clock: Clock, workflow_id: str, index: int, holder: str
+) -> bool:
+    """Take back the lease a claim found held by `holder` if its process is gone.
+
+    Returns:
+        True to claim again (taken back, or the step moved on meanwhile); False if the
+        holder may be alive.
+    """
+    if gone_reason(holder) is None:
+        return False
+    row = (await store.step_rows(workflow_id))[index]
+    if row.worker_id == holder:  # leased, or fenced by a lease a cancel revoked
+        await take_back(store, row, clock.time())
+    return True
 
 
 def host_prefix() -> str:

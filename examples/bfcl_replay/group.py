@@ -22,7 +22,8 @@ a group left unfinished (a kill, Ctrl-C) is reported: how many members completed
    ``engine.resume`` (`replay.drive`), as a person would;
 3. collects the members with ``group.results()`` as they end (those that ended before, in an
    earlier process, first), calling ``on_member`` for each (the progress lines count them);
-   once all have ended, reads each one's `RunResult` (its step outputs, for the check).
+   each member's `RunResult` (its step outputs, for the check) is what its approval task's
+   `replay.drive` returned (for a member ended earlier: its stored result).
 
 How many members run at once is bounded by the steps' lane (`plan.step_lanes`,
 ``--concurrency``), not here: the group starts every member and the queue admits their steps.
@@ -103,12 +104,12 @@ async def drive_group(
     inputs = {task.id: task_input(task) for task in tasks}
     group = engine.group(GROUP_ID)
     await group.submit(definitions, inputs)
+    ids = [workflow_id(task.id) for task in tasks]
     async with asyncio.TaskGroup() as drivers:
-        for task in tasks:  # each joins its member's run and answers its approvals
-            wid = workflow_id(task.id)
-            drivers.create_task(drive(engine, wid, policy), name=f"bfcl.approve:{wid}")
+        # each joins its member's run, answers its approvals, and returns its final result
+        driven = [drivers.create_task(drive(engine, wid, policy), name=f"bfcl.approve:{wid}")
+                  for wid in ids]
         async for member in group.results():
             if on_member is not None:
                 on_member(member)
-    # every member has ended: `run` returns its stored result and runs nothing
-    return {workflow_id(t.id): await engine.run(workflow_id(t.id)) for t in tasks}
+    return {wid: task.result() for wid, task in zip(ids, driven, strict=True)}

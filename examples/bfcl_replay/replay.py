@@ -125,10 +125,11 @@ class ReplayEnv:
     _checked: set[tuple[str, str]] = field(default_factory=set, init=False, repr=False)
 
     def checker(self, task: Task) -> Services:
-        """Fresh services of a task, used only to check calls before any runs (cached)."""
+        """A task's services, used only to check calls before any runs (`Services.unloaded`:
+        no scenario loaded; cached)."""
         services = self._checkers.get(task.id)
         if services is None:
-            services = self._checkers[task.id] = Services.fresh(task)
+            services = self._checkers[task.id] = Services.unloaded(task)
         return services
 
     def check(self, task: Task, call: Call) -> None:

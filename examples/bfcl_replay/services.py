@@ -235,6 +235,17 @@ class Services:
         return cls.for_task(task, {})
 
     @classmethod
+    def unloaded(cls, task: Task) -> Services:
+        """Build a task's services without their scenario: enough to `check` calls (which
+        functions are offered, and their signatures, are the classes'), never to invoke one.
+        Costs nothing next to `fresh` (~0.2 ms a task: its config copied and loaded).
+
+        Raises:
+            DatasetError: The task involves an unknown service class.
+        """
+        return cls({name: service_class(name)() for name in task.involved_classes})
+
+    @classmethod
     def for_task(cls, task: Task, states: Mapping[str, JsonObject]) -> Services:
         """Build a task's services: restored from `states` where given, else fresh.
 

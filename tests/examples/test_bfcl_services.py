@@ -239,3 +239,34 @@ def test_the_replay_checks_a_call_text_once_and_a_bad_one_every_time(
         with pytest.raises(CallArgumentError):
             env.check(task, bad)
     assert checked == [good.text] + [bad.text] * 3
+
+
+def test_unloaded_services_check_every_call_as_loaded_ones_do() -> None:
+    # Issue 25: the replay's steps check calls against services built without their
+    # scenario (a loaded copy per task cost ~0.2 ms); the verdicts must not change.
+    from examples.bfcl_replay.dataset import Call, categories, load_categories
+    from examples.bfcl_replay.errors import CallError, CallParseError
+
+    def verdict(services: Services, call: Call) -> str:
+        try:
+            return services.check(call)
+        except CallError as error:
+            return f"{type(error).__name__}: {error}"
+
+    compared = 0
+    for task in load_categories(list(categories())):
+        loaded, unloaded = Services.fresh(task), Services.unloaded(task)
+        for turn in range(len(task.call_texts)):
+            try:
+                calls = task.turn_calls(turn)
+            except CallParseError:
+                continue
+            for call in calls:
+                assert verdict(unloaded, call) == verdict(loaded, call), (task.id, call.text)
+                compared += 1
+    assert compared > 1000
+    twitter = _task(("TwitterAPI",))
+    for text in ("post_tweet(colour='red')", "book_flight(x=1)", "_private()"):
+        call = parse_call(text)
+        refused = verdict(Services.unloaded(twitter), call)
+        assert refused == verdict(Services.fresh(twitter), call) and "Error: " in refused

@@ -1,4 +1,5 @@
-"""The RateLedger contract: take_budget, settle_budget and pause_lane, on every store.
+"""The RateLedger contract: take_budget, settle_budget, pause_lane and resume_lane, on
+every store.
 
 A store that passes this file can share the budgets of a `Queue(store=...)`'s lanes.
 """
@@ -77,6 +78,25 @@ async def test_a_stored_pause_holds_every_taker_and_only_grows(store: DurableSto
     assert (await take(store, "medium", at=1.0)).charge is not None  # other lanes go on
 
 
+async def test_resume_lifts_a_stored_pause_for_every_taker(store: DurableStore) -> None:
+    first = await take(store, "low")  # a charge in the window, kept by the lift
+    assert first.charge is not None
+    await ledger(store).pause_lane("low", T0 + 30.0)
+    await ledger(store).pause_lane("high", T0 + 30.0)
+    assert (await take(store, "low", at=1.0)).charge is None
+    assert await ledger(store).resume_lane("low", T0 + 2.0) is True
+    granted = await take(store, "low", at=2.0)
+    assert granted.charge is not None and granted.paused_until == 0.0
+    assert await ledger(store).resume_lane("low", T0 + 3.0) is False  # nothing left to lift
+    assert await ledger(store).resume_lane("medium", T0 + 3.0) is False  # never paused
+    assert (await take(store, "high", at=3.0)).paused_until == T0 + 30.0  # its own pause
+    await take(store, "low", at=3.0)  # the third start of the window
+    refused = await take(store, "low", at=4.0)  # the window was kept: 3 in 10 s
+    assert refused.charge is None and refused.paused_until == 0.0
+    await ledger(store).pause_lane("high", T0 + 1.0)  # an ended pause is not lifted again
+    assert await ledger(store).resume_lane("high", T0 + 40.0) is False
+
+
 async def test_concurrent_takes_never_overfill(store: DurableStore) -> None:
     grants = await asyncio.gather(*(take(store, at=1.0) for _ in range(10)))
     assert sum(g.charge is not None for g in grants) == 3
@@ -112,6 +132,10 @@ async def test_bad_arguments_are_refused_naming_them(
         await ledger(store).settle_budget(1, -3)
     with pytest.raises(ValueError, match="inf"):
         await ledger(store).pause_lane("low", math.inf)
+    with pytest.raises(TypeError, match="''"):
+        await ledger(store).resume_lane("", T0)
+    with pytest.raises(ValueError, match="nan"):
+        await ledger(store).resume_lane("low", math.nan)
     assert (await take(store)).charge is not None  # nothing was written by the refusals
 
 
@@ -121,6 +145,8 @@ async def test_a_closed_store_raises_store_error(store: DurableStore) -> None:
         await take(store)
     with pytest.raises(StoreError):
         await ledger(store).pause_lane("low", T0)
+    with pytest.raises(StoreError):
+        await ledger(store).resume_lane("low", T0)
 
 
 async def test_the_window_outlives_a_restart(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import aiosqlite
 import pytest
 
+import agentq.store.sqlite.batch as sqlite_batch
 import agentq.store.sqlite.tx as sqlite_tx
 from agentq.errors import (
     PayloadError,
@@ -478,14 +479,17 @@ def test_migrations_parse() -> None:
 
 
 def spy_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record how many verbs each group-commit transaction carries (on either thread)."""
     sizes: list[int] = []
-    real = sqlite_tx.transact
 
-    def spy(conn: sqlite3.Connection, fns: Any) -> Any:
-        sizes.append(len(fns))
-        return real(conn, fns)
+    class Spied(sqlite_batch.Batch):
+        __slots__ = ()
 
-    monkeypatch.setattr(sqlite_tx, "transact", spy)
+        def __init__(self, ops: list[sqlite_batch.Op]) -> None:
+            super().__init__(ops)
+            sizes.append(sum(not op.read for op in ops))
+
+    monkeypatch.setattr(sqlite_batch, "Batch", Spied)
     return sizes
 
 
@@ -532,6 +536,13 @@ async def test_group_commit_claims_are_still_compare_and_swap(db_path: Path) -> 
         assert (await kinds(store)).count("StepStarted") == 1
 
 
+def threaded(path: Path) -> SqliteStore:
+    """A store whose batches all run on the connection's thread: with ``synchronous=FULL``
+    no batch runs on the loop's thread (`agentq.store.sqlite.inline`), so holding the thread
+    (`hold_thread`) holds every batch behind it."""
+    return SqliteStore(path, synchronous="FULL")
+
+
 async def hold_thread(store: SqliteStore) -> tuple[threading.Event, asyncio.Task[Any]]:
     """Block the store's connection thread until the returned event is set."""
     gate, entered = threading.Event(), threading.Event()
@@ -553,7 +564,7 @@ async def settle() -> None:
 
 
 async def test_a_verb_cancelled_before_it_was_taken_is_withdrawn(db_path: Path) -> None:
-    async with SqliteStore(db_path) as store:
+    async with threaded(db_path) as store:
         gate, blocker = await hold_thread(store)
         first = asyncio.ensure_future(store.start_workflow("first", ["a"], None, T0))
         await settle()  # `first` leads; its batch is queued behind the blocker
@@ -572,7 +583,7 @@ async def test_a_verb_cancelled_before_it_was_taken_is_withdrawn(db_path: Path) 
 
 
 async def test_a_cancelled_leader_still_delivers_to_its_batch(db_path: Path) -> None:
-    async with SqliteStore(db_path) as store:
+    async with threaded(db_path) as store:
         gate, blocker = await hold_thread(store)
         first = asyncio.ensure_future(store.start_workflow("first", ["a"], None, T0))
         await settle()  # `first` leads; its batch is queued behind the blocker
@@ -589,7 +600,7 @@ async def test_a_cancelled_leader_still_delivers_to_its_batch(db_path: Path) -> 
 
 
 async def test_a_verb_cancelled_after_it_was_taken_still_commits(db_path: Path) -> None:
-    async with SqliteStore(db_path) as store:
+    async with threaded(db_path) as store:
         gate, blocker = await hold_thread(store)
         first = asyncio.ensure_future(store.start_workflow("first", ["a"], None, T0))
         await settle()
@@ -617,7 +628,7 @@ async def test_a_verb_cancelled_after_it_was_taken_still_commits(db_path: Path) 
 async def test_a_next_leader_cancelled_before_it_leads_passes_the_turn_on(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with SqliteStore(db_path) as store:
+    async with threaded(db_path) as store:
         gate, blocker = await hold_thread(store)
         first = asyncio.ensure_future(store.start_workflow("first", ["a"], None, T0))
         await settle()
@@ -725,7 +736,7 @@ async def test_a_verb_that_raises_after_writing_is_rolled_back_alone(
 
 
 async def test_close_with_waiting_verbs(db_path: Path) -> None:
-    store = await SqliteStore.open(db_path)
+    store = await SqliteStore.open(db_path, synchronous="FULL")  # threaded
     gate, blocker = await hold_thread(store)
     first = asyncio.ensure_future(store.start_workflow("first", ["a"], None, T0))
     await settle()
@@ -878,16 +889,14 @@ async def test_a_workflows_calls_are_read_in_one_indexed_query(db_path: Path) ->
         ex = await claim(store, ttl=3600.0)
         for i in range(50):
             await store.start_call(ex, f"k{i}", fingerprint=None, lane=None, label=None, now=T0)
-        db = store._db
-        assert db is not None
+        inline = store._inline  # one workflow's calls are read on the loop's connection
+        assert inline is not None
         statements: list[str] = []
-        await store._on_thread(db, lambda conn: conn.set_trace_callback(statements.append))
+        inline.conn.set_trace_callback(statements.append)
         rows = await store.calls("wf")
-        await store._on_thread(db, lambda conn: conn.set_trace_callback(None))
+        inline.conn.set_trace_callback(None)
         assert len(rows) == 50 and len(statements) == 1, statements
-        plan = await store._on_thread(
-            db, lambda conn: conn.execute(f"EXPLAIN QUERY PLAN {statements[0]}").fetchall()
-        )
+        plan = inline.conn.execute(f"EXPLAIN QUERY PLAN {statements[0]}").fetchall()
         assert [r[3] for r in plan] == [
             "SEARCH calls USING INDEX calls_by_workflow (workflow_id=?)"]
 

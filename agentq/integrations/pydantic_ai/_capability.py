@@ -41,7 +41,8 @@ from functools import partial
 from typing import Any, Literal
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
-from pydantic_ai.capabilities import WrapRunHandler
+from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
 from pydantic_ai.durable_exec import (
     JSON_CODEC,
     BaseDurabilityCapability,
@@ -262,6 +263,31 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         self._check_args = check_args
         self._tool_timeout = tool_timeout
         self._input_events = input_events
+        # One backend for every run (pydantic-ai asks for it at each binding and request):
+        # it holds only the name and the lanes, never a run's state.
+        self._backend = _Backend(name, model_priority, tool_priority, tool_timeout)
+        # The copy bound to the agent last (`for_agent`) and what it was bound from.
+        self._bound: tuple[tuple[object, ...], AbstractCapability[AgentDepsT]] | None = None
+
+    def for_agent(self, agent: AbstractAgent[AgentDepsT, Any]) -> AbstractCapability[AgentDepsT]:
+        """The capability bound to `agent`, bound once and kept while the agent's model,
+        toolsets and capabilities stay the same objects.
+
+        pydantic-ai binds a capability given to a run at each run (a copy holding the agent's
+        wrapped toolsets, models and capability operations); bound at the agent's construction
+        it serves every run, as this one does: it keeps no run's state (the run's is in its
+        `RunJournal`, its context variables and the toolsets' per-run copies).
+        """
+        made_from = (agent, agent.model, *agent.toolsets, agent.root_capability)
+        bound = self._bound
+        if bound is not None and len(bound[0]) == len(made_from) and all(
+            a is b for a, b in zip(bound[0], made_from, strict=True)
+        ):
+            return bound[1]
+        self._bound = None  # not copied into the new bound copy (no chain of old ones)
+        capability = super().for_agent(agent)
+        self._bound = (made_from, capability)
+        return capability
 
     @property
     def in_durable_context(self) -> bool:
@@ -274,10 +300,9 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         return conversation_id_from_run_id(run_id) if self.in_durable_context else None
 
     def get_durable_operation_backend(self) -> _Backend:
-        """Return the backend that makes each operation a durable call."""
-        return _Backend(
-            self.name, self._model_priority, self._tool_priority, self._tool_timeout
-        )
+        """Return the backend that makes each operation a durable call (one per capability:
+        it holds no run's state; the current run is the task's `RunJournal`)."""
+        return self._backend
 
     def _model_stream_event_handler(self) -> Handler | None:
         """Inside a streamed model request of a streaming run, the handler that hands its

@@ -109,11 +109,12 @@ class AgentRuns:
                 difference named: ``input['prompt']: 'Hello' vs 'Hi'``) or from another
                 definition; nothing is changed.
         """
-        # Stored first, read only when refused: a new run (or one stored with exactly this
-        # input) costs no read; a refusal may still be the same run (`identity`).
+        # The engine stores a new run, or leaves one stored with this very input, in one
+        # store operation; only a run stored with another input (or definition) is read back,
+        # to compare identities (a history rebuilt with new timestamps is the same run).
         try:
             return await self._engine.start(self.definition, run_id, run_input)
-        except WorkflowMismatchError:  # another input (or definition): compare with it
+        except WorkflowMismatchError:
             row = await self.stored(run_id)
             if row is None:
                 raise

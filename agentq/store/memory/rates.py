@@ -9,7 +9,14 @@ rules as the SQL stores (`agentq.store.rules.rates`), so a user's tests of two q
 from __future__ import annotations
 
 from agentq.queue import BudgetGrant, Rate
-from agentq.store.rules.rates import check_pause, check_settle, check_take, horizon, judge
+from agentq.store.rules.rates import (
+    check_pause,
+    check_resume,
+    check_settle,
+    check_take,
+    horizon,
+    judge,
+)
 
 __all__ = ["RateBook"]
 
@@ -56,3 +63,8 @@ class RateBook:
         """See `RateLedger.pause_lane`."""
         lane, until = check_pause(lane, until)
         self.paused[lane] = max(self.paused.get(lane, 0.0), until)
+
+    def resume(self, lane: str, now: float) -> bool:
+        """See `RateLedger.resume_lane`."""
+        lane, now = check_resume(lane, now)
+        return self.paused.pop(lane, 0.0) > now

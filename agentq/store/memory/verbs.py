@@ -141,5 +141,6 @@ RATE_RULES = RateRules(
     lambda tx, *args: tx._store._rates.take(*args),
     lambda tx, *args: tx._store._rates.settle(*args),
     lambda tx, *args: tx._store._rates.pause(*args),
+    lambda tx, *args: tx._store._rates.resume(*args),
 )
 """The shared rate window verbs of a `MemoryStore` (over its `RateBook`)."""

@@ -99,7 +99,7 @@ class PostgresStore(SqlStore):
 
     job_rules = JobRules(postgres_jobs.save, postgres_jobs.forget)
     group_rules = GroupRules(_record_group, _forget_group)
-    rate_rules = RateRules(_RATES.take, _RATES.settle, _RATES.pause)
+    rate_rules = RateRules(_RATES.take, _RATES.settle, _RATES.pause, _RATES.resume)
     sql = SqlParts(DIALECT, postgres_jobs.load, rebuild)
     sweeper = Sweeper(partial(sweep_batch, DIALECT))
 

@@ -57,11 +57,13 @@ class RateRules(NamedTuple):
         take: ``take(tx, lane, rate, tokens, estimate, now) -> BudgetGrant``.
         settle: ``settle(tx, charge, tokens) -> None``.
         pause: ``pause(tx, lane, until) -> None``.
+        resume: ``resume(tx, lane) -> bool``.
     """
 
     take: Callable[..., BudgetGrant]
     settle: Callable[..., None]
     pause: Callable[..., None]
+    resume: Callable[..., bool]
 
 
 
@@ -161,3 +163,7 @@ class OwnVerbs:
     async def pause_lane(self, lane: str, until: float) -> None:
         """See `RateLedger.pause_lane`."""
         await self._write_job(self.rate_rules.pause, lane, until)
+
+    async def resume_lane(self, lane: str, now: float) -> bool:
+        """See `RateLedger.resume_lane`."""
+        return await self._write_job(self.rate_rules.resume, lane, now)

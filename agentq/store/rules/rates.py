@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from agentq.queue import Rate
 from agentq.queue.rates import Window
 
-__all__ = ["check_pause", "check_settle", "check_take", "horizon", "judge"]
+__all__ = ["check_pause", "check_resume", "check_settle", "check_take", "horizon", "judge"]
 
 
 def _name(lane: object) -> str:
@@ -65,6 +65,11 @@ def check_settle(charge: object, tokens: object) -> tuple[int, int]:
 def check_pause(lane: object, until: object) -> tuple[str, float]:
     """Check the arguments of `RateLedger.pause_lane`."""
     return _name(lane), _time("until", until)
+
+
+def check_resume(lane: object, now: object) -> tuple[str, float]:
+    """Check the arguments of `RateLedger.resume_lane`."""
+    return _name(lane), _time("now", now)
 
 
 def horizon(rate: Rate | None, tokens: Rate | None) -> float:

@@ -12,7 +12,14 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from agentq.queue import BudgetGrant, Rate
-from agentq.store.rules.rates import check_pause, check_settle, check_take, horizon, judge
+from agentq.store.rules.rates import (
+    check_pause,
+    check_resume,
+    check_settle,
+    check_take,
+    horizon,
+    judge,
+)
 
 __all__ = ["RateSql"]
 
@@ -81,3 +88,12 @@ class RateSql(NamedTuple):
             ),
             (lane, until),
         )
+
+    def resume(self, conn: Any, lane: str, now: float) -> bool:
+        """`RateLedger.resume_lane` in the transaction of `conn`."""
+        lane, now = check_resume(lane, now)
+        lifted = conn.execute(
+            self._sql("UPDATE rate_lanes SET paused_until = 0 WHERE lane = ? AND paused_until > ?"),
+            (lane, now),
+        )
+        return bool(lifted.rowcount)

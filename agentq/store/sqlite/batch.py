@@ -4,7 +4,9 @@ How a write travels through `SqliteStore` (see ``docs/store.md``):
 
 - Each verb is a transition rule run synchronously over the raw `sqlite3` connection inside
   ``BEGIN IMMEDIATE … COMMIT``; the whole transaction is ONE call on aiosqlite's connection
-  thread, so a verb costs one thread hop, not one per statement.
+  thread, so a verb costs one thread hop, not one per statement; or no hop at all: a batch of
+  light verbs runs on the event loop's own thread when that cannot block it (the thread is
+  idle, the write lock free, no WAL sync at commit: `agentq.store.sqlite.inline`).
 - Group commit: verbs that arrive while a transaction is in flight wait (an `Op` each), and the
   first of them leads the next transaction with all of them (a `Batch`), each in its own
   SAVEPOINT (a refused verb is rolled back alone). No background task: the waiting callers
@@ -30,9 +32,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import agentq.store.sqlite.tx as sqlite_tx
+import agentq.store.sqlite.transact as sqlite_transact
 from agentq.errors import StoreError
 from agentq.store.sqlite.connection import on_thread
+from agentq.store.sqlite.inline import Inline, checkpoint
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -52,14 +55,17 @@ LINGER_YIELDS = 4
 class Op:
     """One verb (or a read queued behind verbs) waiting for, or inside, a batch."""
 
-    __slots__ = ("fn", "outcome", "read", "signal", "taken")
+    __slots__ = ("fn", "light", "outcome", "read", "signal", "taken")
 
-    def __init__(self, fn: Callable[[Any], Any], read: bool, signal: asyncio.Future[str]) -> None:
+    def __init__(
+        self, fn: Callable[[Any], Any], read: bool, signal: asyncio.Future[str], light: bool
+    ) -> None:
         self.fn = fn  # fn(SqliteTx) for a verb, fn(sqlite3.Connection) for a read
         self.read = read
+        self.light = light and not read  # may run on the loop's thread (`inline`)
         self.signal = signal
         self.taken = False
-        self.outcome: sqlite_tx.Outcome = (False, None)
+        self.outcome: sqlite_transact.Outcome = (False, None)
 
 
 class Batch:
@@ -71,24 +77,31 @@ class Batch:
     delivery back to the loop.
     """
 
-    __slots__ = ("_lock", "delivered", "ops", "orphaned", "outcomes")
+    __slots__ = ("_lock", "checkpoint", "delivered", "ops", "orphaned", "outcomes", "savepoints")
 
     def __init__(self, ops: list[Op]) -> None:
         self.ops = ops
-        self.outcomes: list[sqlite_tx.Outcome] | None = None
+        self.outcomes: list[sqlite_transact.Outcome] | None = None
         self.orphaned = False
         self.delivered = False
+        self.savepoints = False  # ran once already (inline) and needs a SAVEPOINT per verb
+        self.checkpoint = False  # checkpoint the WAL after the transaction (`inline`)
         self._lock = threading.Lock()
 
     def run(self, conn: sqlite3.Connection, when_orphaned: Callable[[], None]) -> None:
-        """Run the verbs in one transaction, then the reads (on the connection thread).
+        """Run the verbs in one transaction, then the reads (on the connection thread), then
+        a WAL checkpoint if `checkpoint` asks for one.
 
         If the leader was cancelled meanwhile, call `when_orphaned` (which must be safe to
         call from this thread) so that the outcomes still reach the other callers.
         """
         verbs = [op.fn for op in self.ops if not op.read]
-        done = iter(sqlite_tx.transact(conn, verbs) if verbs else ())
-        outcomes = [sqlite_tx.read(conn, op.fn) if op.read else next(done) for op in self.ops]
+        done = iter(sqlite_transact.transact(conn, verbs, self.savepoints) if verbs else ())
+        outcomes = [
+            sqlite_transact.read(conn, op.fn) if op.read else next(done) for op in self.ops
+        ]
+        if self.checkpoint:
+            checkpoint(conn)
         with self._lock:
             self.outcomes = outcomes
             orphaned = self.orphaned
@@ -129,17 +142,27 @@ class GroupCommit:
     Args:
         connection: Returns the store's open connection, or None once the store is closed.
         name: Returns how to name the store in messages.
+        inline: Returns the store's connection for the loop's thread, or None (none: batches
+            run on the connection's thread only).
     """
 
     def __init__(
         self,
         connection: Callable[[], aiosqlite.Connection | None],
         name: Callable[[], str],
+        inline: Callable[[], Inline | None],
     ) -> None:
         self._connection = connection
         self._name = name
+        self._inline = inline
         self._waiting: deque[Op] = deque()
         self._busy = False
+
+    @property
+    def idle(self) -> bool:
+        """Whether no batch is in flight and no op waits: every write submitted so far has
+        committed (or failed), so a read on any connection sees it."""
+        return not self._busy
 
     @property
     def pending(self) -> bool:
@@ -154,12 +177,13 @@ class GroupCommit:
                 op.outcome = (False, StoreError(message))
                 op.signal.set_result(DONE)
 
-    async def submit(self, fn: Callable[[Any], T], read: bool) -> T:
+    async def submit(self, fn: Callable[[Any], T], read: bool, light: bool = False) -> T:
         """Run `fn` in the next batch (leading it when it is this caller's turn); return its
         result or raise its exception. A caller cancelled before its op was taken withdraws
-        it; once taken, the batch completes for everyone in it."""
+        it; once taken, the batch completes for everyone in it. A batch of `light` verbs
+        only (bounded work, no read) may run on the loop's thread (`_run_inline`)."""
         loop = asyncio.get_running_loop()
-        op = Op(fn, read, loop.create_future())
+        op = Op(fn, read, loop.create_future(), light)
         self._waiting.append(op)
         if not self._busy:
             self._busy = True
@@ -208,6 +232,9 @@ class GroupCommit:
             batch.fail(StoreError(f"{self._name()} is closed"))
             self._finish(batch)
             return
+        if self._run_inline(batch):
+            self._finish(batch)
+            return
 
         # Runs on the connection thread, which keeps the last call it ran (this closure)
         # until the next one arrives: a weak reference (the queue holds its store), so that
@@ -230,6 +257,25 @@ class GroupCommit:
         except Exception as exc:  # never queued: the connection closed under us
             batch.fail(StoreError(f"{self._name()}: {exc}"))
         self._finish(batch)
+
+    def _run_inline(self, batch: Batch) -> bool:
+        """Run `batch` on this (the loop's) thread if `Inline` allows it now; return whether
+        its outcomes are in. Else mark what the thread must do: a due checkpoint after it, a
+        SAVEPOINT per verb if it ran here and a verb raised after writing."""
+        inline = self._inline()
+        if inline is None:
+            return False
+        if inline.checkpoint_due():
+            batch.checkpoint = True
+            return False
+        if not all(op.light for op in batch.ops):
+            return False
+        result = inline.run([op.fn for op in batch.ops])
+        if isinstance(result, list):
+            batch.outcomes = result
+            return True
+        batch.savepoints = result == "savepoints"
+        return False
 
     def _finish(self, batch: Batch) -> None:
         """Deliver a batch's outcomes (once) and hand the lead to the first waiting op."""

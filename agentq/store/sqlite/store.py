@@ -2,8 +2,10 @@
 
 The store owns one aiosqlite connection (`connection`: opened on first use, migrated)
 and its group-commit queue (`batch.GroupCommit`): each write verb runs its transition
-rule inside the next batch, one transaction on the connection's thread (`tx`); each
-read runs a query of `sql.reads` on the same thread, after every write submitted before it.
+rule inside the next batch, one transaction (`transact`) on the connection's thread, or on the
+event loop's own thread when that cannot block it (`inline`); each read runs a query of
+`sql.reads` after every write submitted before it, on the loop's thread too if it reads one
+workflow's rows and no batch is in flight, else on the connection's thread.
 The verbs themselves are written once for every store (`rules.verbs.RuleStore`,
 `sql.verbs.SqlStore`); the `JobOutcomeStore` verbs of `Queue(store=...)` go the same
 ways, over `jobs`. ``docs/store.md`` tells the whole story.
@@ -20,10 +22,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import agentq.store.sql.groups as sql_groups
+import agentq.store.sql.hooks as sql_hooks
+import agentq.store.sql.messages as sql_messages
+import agentq.store.sql.reads as sql_reads
 import agentq.store.sqlite.jobs as sqlite_jobs
 import agentq.store.sqlite.tx as sqlite_tx
 from agentq.errors import StoreError
 from agentq.store.contract.groups import GroupManifest
+from agentq.store.rules.fork import fork_workflow
 from agentq.store.rules.sweep import SweepBatch, Sweeper
 from agentq.store.rules.verbs import GroupRules, JobRules, RateRules
 from agentq.store.sql.rates import RateSql
@@ -31,6 +37,7 @@ from agentq.store.sql.sweep import sweep_batch
 from agentq.store.sql.verbs import SqlParts, SqlStore
 from agentq.store.sqlite.batch import GroupCommit
 from agentq.store.sqlite.connection import connect, on_thread, release
+from agentq.store.sqlite.inline import Inline
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -54,6 +61,26 @@ def _forget_group(tx: sqlite_tx.SqliteTx, group_id: str) -> bool:
 
 _RATES = RateSql("?", "")  # a write transaction of SQLite holds the whole file
 
+_HEAVY: frozenset[Callable[..., Any]] = frozenset(
+    {sqlite_tx.rebuild, _sweep, _record_group, _forget_group, fork_workflow}
+)
+"""Write rules whose work grows with the log or a group: always on the connection's thread
+(`inline` runs only the others on the loop's thread)."""
+
+_ONE_ROW_READS: frozenset[Callable[..., Any]] = frozenset(
+    {sql_reads.get_workflow, sql_reads.last_seq, sqlite_jobs.load}
+)
+_ONE_WORKFLOW_READS: frozenset[Callable[..., Any]] = frozenset(
+    {sql_reads.step_rows, sql_reads.calls, sql_messages.messages, sql_hooks.hooks}
+)
+"""Reads of one workflow's rows when given its id (their second argument), else of every
+workflow's."""
+
+
+def _light_read(fn: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+    """Whether a read touches one row or one workflow's rows: it may run on the loop's thread."""
+    return fn in _ONE_ROW_READS or (fn in _ONE_WORKFLOW_READS and args[1] is not None)
+
 
 class SqliteStore(SqlStore):
     """A `DurableStore` (and `JobOutcomeStore`) on a SQLite file: WAL, ``BEGIN IMMEDIATE``,
@@ -74,7 +101,11 @@ class SqliteStore(SqlStore):
     caller unless another writer holds the lock for that long.
 
     An open store holds one aiosqlite connection and its thread; reads and writes take turns
-    on it, so a read sees every write submitted before it. Use a store from one event loop,
+    on it, so a read sees every write submitted before it. With WAL and ``NORMAL`` it also
+    holds a plain connection for the event loop's thread, where write verbs commit, and reads
+    of one workflow run, without a thread hop whenever that cannot block the loop
+    (``agentq.store.sqlite.inline``); each commit is done before its verb returns, so reads
+    still see it. Use a store from one event loop,
     and close it. A store never closed never keeps the process from exiting (the thread is
     a daemon; every committed transaction is in the file); garbage-collected unclosed, it
     closes its file, ends its thread and emits a `ResourceWarning`, like an unclosed file.
@@ -100,6 +131,7 @@ class SqliteStore(SqlStore):
         lambda tx, *args: _RATES.take(tx.conn, *args),
         lambda tx, *args: _RATES.settle(tx.conn, *args),
         lambda tx, *args: _RATES.pause(tx.conn, *args),
+        lambda tx, *args: _RATES.resume(tx.conn, *args),
     )
     sql = SqlParts(sqlite_tx.DIALECT, sqlite_jobs.load, sqlite_tx.rebuild)
     sweeper = Sweeper(_sweep)
@@ -130,7 +162,10 @@ class SqliteStore(SqlStore):
         self._db: aiosqlite.Connection | None = None
         self._opening = asyncio.Lock()
         self._closed = False
-        self._commit = GroupCommit(lambda: None if self._closed else self._db, self.__repr__)
+        self._inline: Inline | None = None
+        self._commit = GroupCommit(
+            lambda: None if self._closed else self._db, self.__repr__, lambda: self._inline
+        )
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open" if self._db else "not open yet"
@@ -144,6 +179,9 @@ class SqliteStore(SqlStore):
         self._closed = True
         with contextlib.suppress(Exception):  # at interpreter exit: the thread ends with it
             release(db)
+        with contextlib.suppress(Exception):  # collected on another thread: closed when freed
+            if self._inline is not None:
+                self._inline.close()
         warnings.warn(
             f"SqliteStore({self.path!r}) was never closed; its connection is closed now. "
             "Close stores with `await store.close()` or `async with SqliteStore(...) as store:`",
@@ -190,9 +228,16 @@ class SqliteStore(SqlStore):
             if self._closed:
                 raise StoreError(f"{self!r} is closed")
             if self._db is None:
-                self._db, self.journal_mode = await connect(
+                db, self.journal_mode = await connect(
                     self.path, self.busy_timeout, self.synchronous
                 )
+                if self.journal_mode == "wal" and self.synchronous == "NORMAL":
+                    try:  # the loop thread's connection: see `agentq.store.sqlite.inline`
+                        self._inline = Inline(self.path)
+                    except sqlite3.Error as exc:
+                        await db.close()
+                        raise StoreError(f"cannot open {self.path!r}: {exc}") from exc
+                self._db = db
             return self._db
 
     async def close(self) -> None:
@@ -206,6 +251,9 @@ class SqliteStore(SqlStore):
         self._commit.close(f"{self!r} was closed before this write")
         async with self._opening:
             db, self._db = self._db, None
+            inline, self._inline = self._inline, None
+        if inline is not None:
+            inline.close()
         if db is not None:
             await db.close()
 
@@ -213,12 +261,26 @@ class SqliteStore(SqlStore):
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(SqliteTx, *args)`` in the next group-commit transaction; return its result."""
-        return await self._submit(lambda tx: fn(tx, *args), False)
+        await self._connect()
+        return await self._commit.submit(lambda tx: fn(tx, *args), False, fn not in _HEAVY)
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(sqlite3.Connection, *args)`` on the connection thread, after every write
-        submitted before it."""
+        """Run ``fn(sqlite3.Connection, *args)`` after every write submitted before it: on the
+        loop's thread over `Inline`'s connection if it reads one row or one workflow's and
+        no batch is in flight (after one loop turn, as a write's linger), else on the
+        connection's thread."""
         db = await self._connect()
+        if self._inline is not None and _light_read(fn, args):
+            await asyncio.sleep(0)  # a read yields to the loop once, as it did with a hop
+            inline = self._inline
+            if inline is not None and self._commit.idle and not self._closed:
+                try:
+                    return fn(inline.conn, *args)
+                except sqlite3.OperationalError as exc:
+                    if not sqlite_tx.is_busy(exc):  # busy (rare in WAL): the thread waits
+                        raise StoreError(f"SQLite failed: {exc}") from exc
+                except sqlite3.Error as exc:
+                    raise StoreError(f"SQLite failed: {exc}") from exc
 
         def query(conn: sqlite3.Connection) -> T:
             return fn(conn, *args)

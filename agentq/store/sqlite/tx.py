@@ -3,9 +3,8 @@
 Everything here is synchronous and runs on the connection's thread (the async half,
 `agentq.store.sqlite.store`, ships each call there in one hop): `begin` takes the write lock with
 ``BEGIN IMMEDIATE`` (retried while another connection holds it); `SqliteTx` is the rules' `Tx`
-over a `sqlite3.Connection`; `transact` runs a group-commit batch of verbs in one transaction
-(a SAVEPOINT per verb only when a verb raised after writing); `rebuild` rewrites the
-projection tables from the log.
+over a `sqlite3.Connection`; `rebuild` rewrites the projection tables from the log. A batch's
+transaction around the rules is `agentq.store.sqlite.transact`.
 """
 
 from __future__ import annotations
@@ -13,10 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentq.errors import StoreError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
@@ -40,15 +37,11 @@ from agentq.store.sql.rows import (
 __all__ = [
     "BEGIN_ATTEMPTS",
     "DIALECT",
-    "Outcome",
     "SqliteTx",
     "begin",
     "is_busy",
-    "read",
     "rebuild",
     "rollback",
-    "store_error",
-    "transact",
 ]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -68,10 +61,6 @@ DIALECT = Dialect(
 BEGIN_ATTEMPTS = 4
 """How many times ``BEGIN IMMEDIATE`` is tried, each waiting up to the busy timeout."""
 
-Outcome = tuple[bool, Any]
-"""``(True, result)`` or ``(False, exception)`` for one verb of a batch."""
-
-
 def is_busy(exc: sqlite3.Error) -> bool:
     """Whether `exc` is SQLITE_BUSY or SQLITE_LOCKED ("database is locked")."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -80,19 +69,26 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-def begin(conn: sqlite3.Connection) -> None:
+def begin(conn: sqlite3.Connection, wait: bool = True) -> bool:
     """``BEGIN IMMEDIATE`` (take the write lock now), retried while the database is busy.
 
     Each try already waits up to the connection's busy timeout; a writer that holds the lock
-    longer than `BEGIN_ATTEMPTS` busy timeouts makes this raise the last error.
+    longer than `BEGIN_ATTEMPTS` busy timeouts makes this raise the last error. Without
+    `wait`, one try: False if the database is busy (nothing begun).
+
+    Returns:
+        True once the transaction has begun.
     """
     for attempt in range(BEGIN_ATTEMPTS):
         try:
             conn.execute("BEGIN IMMEDIATE")
-            return
+            return True
         except sqlite3.OperationalError as exc:
+            if is_busy(exc) and not wait:
+                return False
             if not is_busy(exc) or attempt == BEGIN_ATTEMPTS - 1:
                 raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def rollback(conn: sqlite3.Connection) -> None:
@@ -282,7 +278,6 @@ def _marks(columns: str) -> str:
 
 
 _INSERT_STEP = f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})"
-_LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? ORDER BY first_seq"
 _LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? AND call_key = ?"
 _LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? ORDER BY first_seq"
 _INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_COLUMNS)})"
@@ -291,95 +286,6 @@ _UPDATE_CALL = (
     + ", ".join(f"{c.strip()} = ?" for c in CALL_COLUMNS.split(",")[2:-1])
     + " WHERE first_seq = ?"
 )
-
-
-# ---------------------------------------------------------------- a batch's transaction
-
-
-def store_error(exc: BaseException) -> BaseException:
-    """Wrap a sqlite3 error in `StoreError` (``__cause__`` set); return others unchanged."""
-    if isinstance(exc, sqlite3.Error):
-        wrapped = StoreError(f"SQLite failed: {exc}")
-        wrapped.__cause__ = exc
-        return wrapped
-    return exc
-
-
-def transact(conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]]) -> list[Outcome]:
-    """Run a batch of verbs in one ``BEGIN IMMEDIATE … COMMIT``; one outcome per verb.
-
-    A verb that raises is rolled back alone and gets its exception; the others commit
-    together. If the transaction itself fails (BEGIN, COMMIT), no verb is committed and each
-    gets a `StoreError`, except those already refused, whose refusal stands.
-
-    Savepoints only when needed: a rule refuses before it writes (see `agentq.store.rules.tx`), so a
-    verb that raised without changing a row (``total_changes`` unchanged) has nothing to roll
-    back. Only if a verb of a batch raised after writing is the transaction rolled back and
-    the batch run again with a SAVEPOINT around each verb (rules are functions of the
-    transaction's rows and their arguments: running one again gives the same result).
-    """
-    outcomes = _run(conn, fns, savepoints=False)
-    if outcomes is None:
-        outcomes = _run(conn, fns, savepoints=True)
-        assert outcomes is not None  # with savepoints, a verb is rolled back alone
-    return outcomes
-
-
-def _run(
-    conn: sqlite3.Connection, fns: Sequence[Callable[[SqliteTx], Any]], savepoints: bool
-) -> list[Outcome] | None:
-    """`transact` with or without a SAVEPOINT per verb; None (rolled back) when, without,
-    a verb of a batch raised after writing."""
-    outcomes: list[Outcome] = []
-    single = len(fns) == 1
-    try:
-        begin(conn)
-        for fn in fns:
-            tx = SqliteTx(conn)
-            if savepoints:
-                conn.execute("SAVEPOINT agentq_verb")
-            changes = conn.total_changes
-            try:
-                value = fn(tx)
-            except Exception as exc:
-                if single:
-                    rollback(conn)
-                    return [(False, store_error(exc))]
-                if savepoints:
-                    conn.execute("ROLLBACK TO agentq_verb")
-                elif conn.total_changes != changes:
-                    rollback(conn)
-                    return None
-                outcomes.append((False, store_error(exc)))
-            else:
-                outcomes.append((True, value))
-            if savepoints:
-                conn.execute("RELEASE agentq_verb")
-        conn.execute("COMMIT")
-        return outcomes
-    except BaseException as exc:
-        return _failed(conn, outcomes, len(fns), exc)
-
-
-def _failed(
-    conn: sqlite3.Connection, outcomes: list[Outcome], count: int, exc: BaseException
-) -> list[Outcome]:
-    """The outcomes of a batch whose transaction failed: refusals stand, the rest fail."""
-    rollback(conn)
-    failed = []
-    for i in range(count):
-        ok, value = outcomes[i] if i < len(outcomes) else (True, None)
-        refused = not ok and not isinstance(value, StoreError)
-        failed.append((False, value if refused else store_error(exc)))
-    return failed
-
-
-def read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) -> Outcome:
-    """Run a read queued in a batch (after its transaction); errors become outcomes."""
-    try:
-        return True, fn(conn)
-    except Exception as exc:
-        return False, store_error(exc)
 
 
 def rebuild(tx: SqliteTx) -> None:

@@ -1,0 +1,125 @@
+"""The path of a durable call the log does not answer (issue 25): its output as stored, the
+usage function's view of it, and a call still waiting for its step's permit when the step is
+cancelled (the call runs in its own task, with no second task around its job)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agentq.clock import FakeClock
+from agentq.queue import Job, LaneConfig, Priority, Queue
+from agentq.store import CallRow, DurableStore
+from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
+
+pytestmark = pytest.mark.timeout(60)
+
+LANES = {Priority.MEDIUM: LaneConfig(capacity=50, permits=2)}
+
+
+@pytest.fixture
+async def engine(store: DurableStore, clock: FakeClock) -> AsyncIterator[WorkflowEngine]:
+    async with Queue(LANES, clock=clock) as q:
+        eng = WorkflowEngine(q, store, worker_id="w1", lease_ttl=30.0, clock=clock)
+        yield eng
+        await eng.close()
+
+
+async def test_a_call_returns_its_output_as_stored_never_the_bodys_object(
+    engine: WorkflowEngine,
+) -> None:
+    made: dict[str, Any] = {"ids": (1, 2), "nested": {"n": 1}}
+
+    async def tool() -> dict[str, Any]:
+        return made
+
+    seen: list[Any] = []
+
+    async def body(ctx: StepContext) -> Any:
+        out = await ctx.call(Job("t", tool, fingerprint="t"))
+        seen.append(out)
+        made["nested"]["n"] = 99  # the tool's own object changes after the call returned
+        return out
+
+    result = await engine.run(Workflow("wf-stored", [StepDef("s", body)]))
+    assert result.status is RunStatus.COMPLETED
+    assert seen == [{"ids": [1, 2], "nested": {"n": 1}}]  # tuples come back as lists
+    assert seen[0] is not made and seen[0]["nested"] is not made["nested"]
+    [row] = await engine.store.calls("wf-stored")
+    assert row.output == {"ids": [1, 2], "nested": {"n": 1}}
+
+
+async def test_a_usage_function_is_given_the_output_as_stored(engine: WorkflowEngine) -> None:
+    given: list[Any] = []
+
+    async def tool() -> dict[str, Any]:
+        return {"usage": {"total_tokens": 3}, "parts": ("a", "b")}
+
+    def usage(out: Any) -> dict[str, Any]:
+        given.append(out)
+        return dict(out["usage"])
+
+    async def body(ctx: StepContext) -> Any:
+        return await ctx.call(Job("t", tool, fingerprint="t"), usage=usage)
+
+    result = await engine.run(Workflow("wf-usage-view", [StepDef("s", body)]))
+    assert result.status is RunStatus.COMPLETED
+    assert given == [{"usage": {"total_tokens": 3}, "parts": ["a", "b"]}]
+    [row] = await engine.store.calls("wf-usage-view")
+    assert row.usage == {"total_tokens": 3} and row.output == given[0]
+
+
+async def test_a_call_job_waiting_for_its_lane_after_a_cancel_never_runs(
+    engine: WorkflowEngine,
+) -> None:
+    """Two calls of one step in its own lane take turns on the step's permit (the lane's
+    other permit is held): the second waits, and a cancel then stops it before it starts."""
+    hold, release = asyncio.Event(), asyncio.Event()
+    ran: list[str] = []
+
+    async def holder() -> None:
+        await hold.wait()
+
+    async def first() -> str:
+        ran.append("first")
+        await release.wait()
+        return "first"
+
+    async def second() -> str:
+        ran.append("second")
+        return "second"
+
+    held = await engine.queue.push(Job("holder", holder))  # the lane's other permit
+    both = asyncio.Event()
+
+    async def body(ctx: StepContext) -> Any:
+        a = asyncio.ensure_future(ctx.call(Job("first", first, fingerprint="1")))
+        b = asyncio.ensure_future(ctx.call(Job("second", second, fingerprint="2")))
+        both.set()
+        return await asyncio.gather(a, b)
+
+    run = asyncio.create_task(engine.run(Workflow("wf-turns", [StepDef("s", body)])))
+    await both.wait()
+    for _ in range(200):  # until both are recorded as started and the first one runs
+        if len(await engine.store.calls("wf-turns")) == 2 and ran == ["first"]:
+            break
+        await asyncio.sleep(0)
+    assert ran == ["first"]
+    assert await engine.cancel("wf-turns")
+    release.set()
+    result = await run
+    assert result.status is RunStatus.CANCELLED
+    hold.set()
+    await held.handle  # type: ignore[union-attr]
+    rows: dict[str, CallRow] = {}
+    for _ in range(200):  # until the first one's outcome is recorded
+        rows = {row.key: row for row in await engine.store.calls("wf-turns")}
+        if rows["first"].state == "completed":
+            break
+        await asyncio.sleep(0)
+    assert ran == ["first"]  # the second never reached the world
+    assert rows["first"].state == "completed"
+    assert rows["second"].state == "failed" and rows["second"].reason == "cancelled"

@@ -1,0 +1,110 @@
+"""What a `DurableAgent` run costs beyond the engine's own work: the store reads it adds and
+the objects it builds per run (issue 25, the Agents target: a `DurableAgent.run` costs no more
+than the same run through ``engine.start`` + ``engine.run``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+from agentq import RunStatus, WorkflowEngine
+from agentq.errors import WorkflowMismatchError
+from agentq.integrations.pydantic_ai import DurableAgent
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+try:
+    import agent_crash_child as child
+finally:
+    sys.path.remove(str(HERE))
+
+_READS = ("get_workflow", "calls")
+
+
+def count_reads(engine: WorkflowEngine, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """A counter of the store's reads (`get_workflow`, `calls`), by verb, from now on."""
+    seen: Counter[str] = Counter()
+    store = engine.store
+    for verb in _READS:
+        read: Callable[..., Awaitable[Any]] = getattr(store, verb)
+
+        async def counted(*args: Any, _verb: str = verb, _read: Any = read, **kw: Any) -> Any:
+            seen[_verb] += 1
+            return await _read(*args, **kw)
+
+        monkeypatch.setattr(store, verb, counted)
+    return seen
+
+
+async def test_a_new_run_reads_the_store_no_more_than_the_engine_path(
+    engine: WorkflowEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    durable = DurableAgent(child.build_agent(tmp_path / "side.txt"), engine)
+    reads = count_reads(engine, monkeypatch)
+    assert await engine.start(durable.name, "plain", {
+        "agent": durable.name, "prompt": child.PROMPT, "message_history": None})
+    assert (await engine.run("plain")).status is RunStatus.COMPLETED
+    through_engine = Counter(reads)
+    reads.clear()
+    run = await durable.run(child.PROMPT, run_id="durable")
+    assert run.status is RunStatus.COMPLETED, run.reason
+    # The engine path's reads, plus the report's one read of the calls (its tree, its
+    # pending waits): no read of the workflow before storing it.
+    assert reads == through_engine + Counter(calls=1), (reads, through_engine)
+
+
+async def test_a_stored_run_is_compared_by_identity_after_the_engine_refuses_it(
+    engine: WorkflowEngine, tmp_path: Path
+) -> None:
+    durable = DurableAgent(child.build_agent(tmp_path / "side.txt"), engine)
+    first = await durable.run(child.PROMPT, run_id="same")
+    # The same history with new timestamps is the same run (the engine's exact compare
+    # refuses it; the identity compare takes it)...
+    turn = await durable.run("again", run_id="next", message_history=first.messages)
+    rebuilt = await durable.messages("same")
+    again = await durable.run("again", run_id="next", message_history=rebuilt)
+    assert again.status is RunStatus.COMPLETED and again.output == turn.output
+    # ...another prompt is another run, refused naming the difference.
+    with pytest.raises(WorkflowMismatchError, match=r"input\['prompt'\]"):
+        await durable.start("other", run_id="next", message_history=rebuilt)
+
+
+async def test_one_operation_backend_serves_every_run(
+    engine: WorkflowEngine, tmp_path: Path
+) -> None:
+    durable = DurableAgent(child.build_agent(tmp_path / "side.txt"), engine)
+    capability = durable._step._capability
+    backend = capability.get_durable_operation_backend()
+    for n in range(3):
+        run = await durable.run(child.PROMPT, run_id=f"r{n}")
+        assert run.status is RunStatus.COMPLETED, run.reason
+    assert capability.get_durable_operation_backend() is backend
+
+
+async def test_the_capability_is_bound_once_while_the_agent_stays_the_same(
+    engine: WorkflowEngine, tmp_path: Path
+) -> None:
+    agent = child.build_agent(tmp_path / "side.txt")
+    durable = DurableAgent(agent, engine)
+    capability = durable._step._capability
+    bound = capability.for_agent(agent)
+    assert capability.for_agent(agent) is bound
+    run = await durable.run(child.PROMPT, run_id="once")
+    assert run.status is RunStatus.COMPLETED and capability.for_agent(agent) is bound
+    assert getattr(bound, "_bound", None) is None  # the copy holds no older copies
+
+    # The agent given another model: bound again, and the runs use it.
+    agent.model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("new")]))
+    rebound = capability.for_agent(agent)
+    assert rebound is not bound
+    run = await durable.run(child.PROMPT, run_id="new-model")
+    assert run.status is RunStatus.COMPLETED and run.output == "new"
+    assert capability.for_agent(agent) is rebound

@@ -48,11 +48,7 @@ from agentq.workflows.calling import CallRunner, Usage, call_queue_key, json_obj
 from agentq.workflows.children import ChildRunner, Spawner
 from agentq.workflows.model import WaitForInput
 from agentq.workflows.parking import (
-    MAX_WAIT_TIMEOUT,
-    SLEEP_KEY_PREFIX,
-    SLEEP_REASON_PREFIX,
-    InputRequested,
-    check_timeout,
+    MAX_WAIT_TIMEOUT, SLEEP_KEY_PREFIX, SLEEP_REASON_PREFIX, InputRequested, check_timeout,
 )
 from agentq.workflows.recorder import Definition
 
@@ -248,9 +244,7 @@ class CallLog:
         return self._clock.time()
 
     async def recorded(self) -> list[CallRow]:
-        """The workflow's call and wait rows as this attempt knows them: its one read of the
-        log (shared with its calls and waits, so asking costs no other read), kept up to date
-        with what the attempt recorded since; see `StepContext.recorded`."""
+        """`StepContext.recorded`: the rows of the attempt's one read, kept up to date."""
         self._check_open("recorded")
         return list((await self._loaded()).values())
 

@@ -48,7 +48,11 @@ from agentq.workflows.calling import CallRunner, Usage, call_queue_key, json_obj
 from agentq.workflows.children import ChildRunner, Spawner
 from agentq.workflows.model import WaitForInput
 from agentq.workflows.parking import (
-    MAX_WAIT_TIMEOUT, SLEEP_KEY_PREFIX, SLEEP_REASON_PREFIX, InputRequested, check_timeout,
+    MAX_WAIT_TIMEOUT,
+    SLEEP_KEY_PREFIX,
+    SLEEP_REASON_PREFIX,
+    InputRequested,
+    check_timeout,
 )
 from agentq.workflows.recorder import Definition
 
@@ -57,8 +61,7 @@ __all__ = [  # the parking names are re-exported from `agentq.workflows.parking`
     "Usage", "call_queue_key",
 ]
 
-_OPEN = object()
-"""`CallLog._answer` of a wait that still waits."""
+_OPEN = object()  # `CallLog._answer` of a wait that still waits
 
 def _retrieved(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():

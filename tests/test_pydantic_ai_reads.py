@@ -1,5 +1,6 @@
-"""How often a `DurableAgent` run reads the log: its attempt reads the recorded calls once
-(the read its durable calls share), the report once more."""
+"""How often a `DurableAgent` run reads the store: its attempt reads the recorded calls once
+(the read its durable calls share), the report once more; a new run's row is stored without
+being read first (only `engine.run` reads it)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,23 @@ from pydantic_ai import Agent
 from pydantic_ai.models.test import TestModel
 
 from agentq import MemoryStore, Queue, RunStatus, WorkflowEngine
+from agentq.errors import WorkflowMismatchError
 from agentq.integrations.pydantic_ai import DurableAgent
 
 pytestmark = pytest.mark.timeout(60)
 
 
 class CountingStore(MemoryStore):
-    """A MemoryStore that counts its reads of the recorded calls."""
+    """A MemoryStore that counts its reads of the recorded calls and of workflow rows."""
 
     def __init__(self) -> None:
         super().__init__()
         self.reads = 0
+        self.rows = 0
+
+    async def get_workflow(self, workflow_id: str) -> Any:
+        self.rows += 1
+        return await super().get_workflow(workflow_id)
 
     async def calls(self, workflow_id: str | None = None, step_index: int | None = None) -> Any:
         self.reads += 1
@@ -41,5 +48,8 @@ async def test_a_run_reads_its_recorded_calls_once_in_its_attempt() -> None:
         assert run.status is RunStatus.COMPLETED, run.reason
         assert run.usage.requests == 2 and run.usage.tool_calls == 1
         assert store.reads == 2  # the attempt's one read, and the report's
+        assert store.rows == 1  # engine.run's: the new run was stored without a read
         again = await durable.run("Add.", run_id="r1")  # recorded: no attempt
         assert again.output == run.output
+        with pytest.raises(WorkflowMismatchError, match=r"Add.*Sub"):
+            await durable.run("Sub.", run_id="r1")  # refused by the store, then compared

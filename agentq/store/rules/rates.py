@@ -9,9 +9,9 @@ the same budget admits in one process.
 A charge dated more than a window (`horizon`) after the taker's time cannot be honest: the
 process that made it has a clock ahead. Counted as dated, it would hold the lane shut for
 everyone until that clock's time comes (an hour ahead: an hour). Every store moves such
-charges to the taker's time (`is_ahead`), so they count for one window from now, then expire,
-and says so once (`warn_ahead`: a WARNING on ``logging.getLogger("agentq")`` naming the
-lane and how far ahead the charge was).
+charges (those after `future_limit`) to the taker's time, so they count for one window from
+now, then expire, and says so once (`warn_ahead`: a WARNING on
+``logging.getLogger("agentq")`` naming the lane and how far ahead the charge was).
 """
 
 from __future__ import annotations

@@ -62,19 +62,17 @@ class RateSql(NamedTuple):
         ).fetchone()[0]
         since = now - horizon(rate, tokens)
         conn.execute(sql("DELETE FROM rate_charges WHERE lane = ? AND at <= ?"), (lane, since))
+        rows = conn.execute(
+            sql("SELECT at, tokens FROM rate_charges WHERE lane = ? ORDER BY at, id"), (lane,)
+        ).fetchall()
         limit = future_limit(rate, tokens, now)
-        latest = conn.execute(
-            sql("SELECT MAX(at) FROM rate_charges WHERE lane = ? AND at > ?"), (lane, limit)
-        ).fetchone()[0]
-        if latest is not None:  # dated by a clock ahead: count them from now
+        if rows and rows[-1][0] > limit:  # dated by a clock ahead: count them from now
             conn.execute(
                 sql("UPDATE rate_charges SET at = ? WHERE lane = ? AND at > ?"),
                 (now, lane, limit),
             )
-            warn_ahead(lane, float(latest), now)
-        rows = conn.execute(
-            sql("SELECT at, tokens FROM rate_charges WHERE lane = ? ORDER BY at, id"), (lane,)
-        ).fetchall()
+            warn_ahead(lane, float(rows[-1][0]), now)
+            rows = sorted((now if at > limit else at, used) for at, used in rows)
         wait = judge(rows, paused, rate, tokens, estimate, now)
         if wait > 0:
             return BudgetGrant(None, wait, paused)

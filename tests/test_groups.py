@@ -408,3 +408,35 @@ async def test_group_frame_has_fixed_columns_and_dtypes(
     assert await empty_group.status() == GroupStatus(pending=1)
     with pytest.raises(UnknownWorkflowError):
         await group_frame(store, "nothing")
+
+
+async def test_a_member_whose_tool_failed_runs_it_again_once_the_tool_is_fixed(
+    engine: WorkflowEngine,
+) -> None:
+    """The user story of a resubmit: a tool fails on some items, the user fixes it (its code or
+    the values it uses, so the call's fingerprint) and submits the group again. The failed
+    members' calls run again under the new fingerprint (before: KeyConflictError at once);
+    the completed members' calls are not made again."""
+    fixed = {"now": False}
+    made: Counter[str] = Counter()
+
+    async def grader(question: str, fixed_version: bool) -> str:
+        made[question] += 1
+        if question == "bad" and not fixed_version:
+            raise ValueError(f"cannot parse {question}")
+        return question.upper()
+
+    async def body(ctx: StepContext) -> Any:
+        question, version = ctx.input, fixed["now"]  # the fix shows in the values it uses
+        return await ctx.call(Job(f"grade:{question}", lambda: grader(question, version)))
+
+    grade = WorkflowDef("grade", [StepDef("grade", body)])
+    group = engine.group("fix")
+    await group.submit(grade, {"ok": "ok", "bad": "bad"})
+    first = {m.key: m.status for m in await drain(engine, "fix")}
+    assert first == {"ok": "completed", "bad": "failed"}
+    fixed["now"] = True
+    await group.submit(grade, {"ok": "ok", "bad": "bad"})  # the retry is stored: results waits
+    members = {m.key: (m.status, m.output, m.reason) for m in await drain(engine, "fix")}
+    assert members == {"ok": ("completed", "OK", None), "bad": ("completed", "BAD", None)}
+    assert made == Counter({"ok": 1, "bad": 2})

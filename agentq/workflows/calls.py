@@ -103,8 +103,8 @@ class CallLog(KeyedLog):
         if not self._ready:
             await self._read_once()
         row = self._rows.get(key)
-        if row is not None:
-            self._check_same(row, key, job, fingerprint)
+        if row is not None and not (row.kind == "call" and row.state == "failed"):
+            self._check_same(row, key, job, fingerprint)  # a failed call runs as it is now
             if row.fingerprint is not None:
                 fingerprint = row.fingerprint  # the same call: a rerun keeps the row's format
             if row.state == "completed":

@@ -118,3 +118,26 @@ async def test_calls_across_a_retry(store: DurableStore) -> None:
     assert (await kinds(store))[-4:] == [
         "WorkflowRetried", "StepStarted", "CallStarted", "CallStarted"]
     await assert_replayed(store)
+
+
+async def test_a_failed_call_starts_again_under_a_new_fingerprint_others_conflict(
+    store: DurableStore,
+) -> None:
+    """Fixing a failing tool changes its code, so its fingerprint: a failed call (no output to
+    answer another call with) starts again under the new one, and the row keeps it; a
+    completed call or one in doubt (it may have reached the world with the old values) still
+    refuses another fingerprint."""
+    await start(store)
+    ex = await claim(store)
+    for key in ("paid", "flaky", "in-doubt"):
+        await store.start_call(ex, key, fingerprint="v1", lane=None, label=None, now=T0)
+    await store.complete_call(ex, "paid", output=7, usage=None, duration=0.1, now=T0)
+    await store.fail_call(ex, "flaky", reason="error", error=None, duration=0.1, now=T0)
+    await cancel_and_retry(store, T0 + 1)
+    ex = await claim(store, now=T0 + 2)
+    for key in ("paid", "in-doubt"):
+        with pytest.raises(KeyConflictError, match="recorded for another call"):
+            await store.start_call(ex, key, fingerprint="v2", lane=None, label=None, now=T0 + 2)
+    row = await store.start_call(ex, "flaky", fingerprint="v2", lane=None, label=None, now=T0 + 2)
+    assert (row.state, row.fingerprint, row.runs) == (CallState.STARTED, "v2", 2)
+    await assert_replayed(store)

@@ -11,8 +11,12 @@ rule of the `DurableStore` verb of the same name, run by a store inside one tran
 Decisions:
 
 - A key names one call: a start with another fingerprint than the stored one raises
-  `KeyConflictError`, whatever the row's state (None on either side is not compared); so
-  does a start of a wait's key.
+  `KeyConflictError` (None on either side is not compared), unless the stored call failed:
+  a failed call has no output another call could be answered with, and the usual way out of
+  a failure is to fix the tool (its code, so its fingerprint) and retry, so it starts again
+  under the new fingerprint. A completed call (its output would answer another call) and one
+  in doubt (it may have reached the world with the old values) conflict. A start of a wait's
+  key conflicts too.
 - A completed key is never started again (`EngineError`): the caller answers it from
   `DurableStore.calls`. A failed key may start again (a later attempt runs it again); a
   started key that never finished starts again with ``rerun: true`` (it is in doubt).
@@ -82,7 +86,12 @@ def start_call(
                 f"{where} is the key of a durable wait ({row.reason!r}); a call needs a key "
                 "of its own"
             )
-        if fp is not None and row.fingerprint is not None and fp != row.fingerprint:
+        if (
+            fp is not None
+            and row.fingerprint is not None
+            and fp != row.fingerprint
+            and row.state is not CallState.FAILED  # no answer to protect: runs as it is now
+        ):
             raise KeyConflictError(
                 f"{where} was recorded for another call (stored fingerprint "
                 f"{_short(row.fingerprint)}, this call's {_short(fp)}): a key names one call; "

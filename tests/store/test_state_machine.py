@@ -546,6 +546,7 @@ class StoreMachine(RuleBasedStateMachine):
                 fingerprint is not None
                 and c.fingerprint is not None
                 and fingerprint != c.fingerprint
+                and c.state is not CallState.FAILED  # a failed call starts again as it is now
             ):
                 error = KeyConflictError
             elif c.state is CallState.COMPLETED:

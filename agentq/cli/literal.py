@@ -3,14 +3,9 @@
 Workflow ids, step names, keys, labels, outputs and reasons come from programs, models and
 tools; the command line prints them as data. `visible` is the one sanitiser every output path
 uses (the rich views through `text`, ``--json`` through `json_line`, messages and errors as
-plain strings): each character a terminal would act on or that reorders or hides text is
-replaced by its Python escape, shown as typed (``\\x1b``, ``\\u202e``):
-
-- C0 controls (ESC, BEL, NUL, newline...), DEL and the C1 controls (category ``Cc``);
-- format characters (``Cf``): bidi embeddings, overrides and isolates U+202A-U+202E and
-  U+2066-U+2069, zero-width spaces and joiners, the BOM, tag characters;
-- the line and paragraph separators U+2028/U+2029 (``Zl``, ``Zp``), lone surrogates
-  (``Cs``: unprintable, they would also fail to encode), private-use and unassigned code points.
+plain strings); it lives in `agentq.literal` (the foundation: the console progress line of a run
+group uses it too) and replaces each character a terminal would act on or that reorders or
+hides text by its Python escape, shown as typed (``\\x1b``, ``\\u202e``).
 
 Rich markup is never parsed: the views put every stored string in a `rich.text.Text` (through
 `text`), whose content is not markup, so ``[link=https://evil.example]click[/link]`` prints as
@@ -21,48 +16,13 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from typing import Any
 
 from rich.text import Text
 
+from agentq.literal import unsafe, visible
+
 __all__ = ["json_line", "text", "visible"]
-
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(char: str) -> str:
-    named = _NAMED.get(char)
-    if named is not None:
-        return named
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
-def _unsafe(char: str) -> bool:
-    # str.isprintable() is False for Cc, Cf, Cs, Co, Cn, Zl, Zp and the spaces (Zs) other
-    # than " "; those spaces (NBSP, ideographic space...) are harmless and kept
-    return not char.isprintable() and unicodedata.category(char) != "Zs"
-
-
-def visible(value: object) -> str:
-    """Return ``str(value)`` with every control, format, separator or unassigned character
-    replaced by its escape (``\\x1b``, ``\\u202e``, ``\\n``); printable text is unchanged.
-
-    Args:
-        value: Anything; strings are the usual case.
-
-    Returns:
-        One line of printable characters (a newline shows as ``\\n``).
-    """
-    raw = str(value)
-    if raw.isprintable():  # the common case: nothing to replace
-        return raw
-    return "".join(_escape(c) if _unsafe(c) else c for c in raw)
 
 
 def text(value: object, style: str = "") -> Text:
@@ -75,7 +35,7 @@ _JSON_UNSAFE = re.compile(r"[^\x20-\x7e]")
 
 def _json_escape(match: re.Match[str]) -> str:
     char = match.group()
-    if not _unsafe(char):
+    if not unsafe(char):
         return char
     code = ord(char)
     if code < 0x10000:

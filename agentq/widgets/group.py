@@ -16,9 +16,16 @@ from typing import Any, TextIO
 from agentq.clock import Clock, SystemClock
 from agentq.errors import UnknownWorkflowError
 from agentq.extras import require
+from agentq.literal import visible
 from agentq.store import DurableStore
 from agentq.widgets.html.group import group_progress_html, progress_text
-from agentq.widgets.live.refresher import DEFAULT_INTERVAL, Live, set_value, widgets
+from agentq.widgets.live.refresher import (
+    DEFAULT_INTERVAL,
+    Live,
+    check_interval,
+    set_value,
+    widgets,
+)
 from agentq.widgets.models.group import GroupProgress, UsageCache, read_progress
 
 __all__ = ["GroupMonitor", "follow_group"]
@@ -100,7 +107,7 @@ async def follow_group(
         group_id: The group.
         prices: As `GroupMonitor`'s.
         file: Where to draw; default ``sys.stderr``.
-        interval: Seconds between reads of the group.
+        interval: Seconds between reads of the group (a positive finite number).
         clock: Time source; default the system clock.
 
     Returns:
@@ -109,7 +116,9 @@ async def follow_group(
     Raises:
         MissingExtraError: rich is not installed (``pip install 'agentq[cli]'``).
         TypeError: The store keeps no run groups.
+        ValueError: `interval` is not a positive finite number of seconds.
     """
+    interval = check_interval(interval)
     progress_mod: Any = require("rich.progress", "cli")
     console_mod: Any = require("rich.console", "cli")
     markup_mod: Any = require("rich.markup", "cli")
@@ -125,7 +134,7 @@ async def follow_group(
     )
     waiting = ""
     with bar:
-        task = bar.add_task(markup_mod.escape(group_id), total=None, line="")
+        task = bar.add_task(markup_mod.escape(visible(group_id)), total=None, line="")
         while True:
             try:
                 found = await read_progress(
@@ -133,7 +142,7 @@ async def follow_group(
                 )
             except UnknownWorkflowError:  # not submitted yet: a watcher waits for it
                 if not waiting:  # said once, on a terminal and in a log file alike
-                    waiting = f"waiting for group {group_id!r}"
+                    waiting = f"waiting for group {visible(repr(group_id))}"
                     console.print(waiting, markup=False, highlight=False)
                     bar.update(task, line=markup_mod.escape(waiting))
                 await clock.sleep(interval)

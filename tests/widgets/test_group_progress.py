@@ -154,6 +154,35 @@ async def test_follow_group_prints_the_group_id_as_text_not_markup(
     assert "[bold]G[bold]" in out.getvalue()
 
 
+async def test_follow_group_shows_controls_in_the_group_id_as_escapes(
+    engine: WorkflowEngine, store: DurableStore, clock: FakeClock
+) -> None:
+    pytest.importorskip("rich")
+    from agentq.widgets import follow_group
+
+    odd = "g\u202eevil\x1b[31m"  # a right-to-left override and an ANSI colour
+    group = engine.group(odd)
+    await group.submit(tokens_def({}), {"a": 1})
+    [m async for m in group.results()]
+    out = io.StringIO()
+    await follow_group(store, odd, file=out, interval=1.0, clock=clock)
+    printed = out.getvalue()
+    assert "\u202e" not in printed and "\x1b" not in printed
+    assert "g\\u202eevil\\x1b[31m" in printed  # shown as typed
+
+
+@pytest.mark.parametrize("interval", [0, -1.0, float("nan"), float("inf"), True, "1"])
+async def test_follow_group_refuses_an_interval_that_is_not_a_positive_number(
+    store: DurableStore, clock: FakeClock, interval: object
+) -> None:
+    pytest.importorskip("rich")
+    from agentq.widgets import follow_group
+
+    with pytest.raises(ValueError, match="interval must be a positive number") as info:
+        await follow_group(store, "g", interval=interval, clock=clock)  # type: ignore[arg-type]
+    assert repr(interval) in str(info.value)
+
+
 async def test_follow_group_started_before_its_group_waits_for_it(
     engine: WorkflowEngine, store: DurableStore, clock: FakeClock
 ) -> None:

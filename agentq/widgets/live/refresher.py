@@ -22,7 +22,14 @@ from agentq.markup import check_count, error_html, esc
 from agentq.sync import CLICK_TASK_PREFIX
 from agentq.widgets.live.cells import CellOwner, forget_outputs
 
-__all__ = ["DEFAULT_INTERVAL", "LIVE_TIMES_EVERY", "Live", "Spawner", "check_count"]
+__all__ = [
+    "DEFAULT_INTERVAL",
+    "LIVE_TIMES_EVERY",
+    "Live",
+    "Spawner",
+    "check_count",
+    "check_interval",
+]
 
 DEFAULT_INTERVAL = 0.25
 """Seconds between two refreshes (4 Hz): live for a person, light for the browser."""
@@ -156,6 +163,22 @@ class Confirmation:
         self.box.layout.display = "none"
 
 
+def check_interval(interval: object) -> float:
+    """Return `interval` as a float of seconds.
+
+    Raises:
+        ValueError: `interval` is not a positive finite number (a bool, NaN, 0 or less).
+    """
+    if (
+        isinstance(interval, bool)
+        or not isinstance(interval, int | float)
+        or not math.isfinite(interval)
+        or interval <= 0
+    ):
+        raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
+    return float(interval)
+
+
 class Live:
     """Base of the live widgets: a root ipywidget, a refresher task, start and stop.
 
@@ -179,14 +202,7 @@ class Live:
     refuses to block the cell while it runs."""
 
     def __init__(self, *, interval: float = DEFAULT_INTERVAL, clock: Clock | None = None) -> None:
-        if (
-            isinstance(interval, bool)
-            or not isinstance(interval, int | float)
-            or not math.isfinite(interval)
-            or interval <= 0
-        ):
-            raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
-        self.interval = float(interval)
+        self.interval = check_interval(interval)
         self.clock: Clock = clock or SystemClock()
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None

@@ -116,6 +116,8 @@ async def follow_group(
     Raises:
         MissingExtraError: rich is not installed (``pip install 'agentq[cli]'``).
         TypeError: The store keeps no run groups.
+        UnknownWorkflowError: The group was forgotten (`RunGroup.forget`, retention) after
+            it was first read, before every member ended.
         ValueError: `interval` is not a positive finite number of seconds.
     """
     interval = check_interval(interval)
@@ -133,6 +135,7 @@ async def follow_group(
         transient=False,
     )
     waiting = ""
+    seen = False
     with bar:
         task = bar.add_task(markup_mod.escape(visible(group_id)), total=None, line="")
         while True:
@@ -140,13 +143,18 @@ async def follow_group(
                 found = await read_progress(
                     store, group_id, clock.time(), prices=prices, cache=cache
                 )
-            except UnknownWorkflowError:  # not submitted yet: a watcher waits for it
+            except UnknownWorkflowError as exc:  # not submitted yet: a watcher waits for it
+                if seen:  # forgotten while followed (RunGroup.forget, retention): it is gone
+                    raise UnknownWorkflowError(
+                        f"run group {visible(repr(group_id))} was forgotten while followed"
+                    ) from exc
                 if not waiting:  # said once, on a terminal and in a log file alike
                     waiting = f"waiting for group {visible(repr(group_id))}"
                     console.print(waiting, markup=False, highlight=False)
                     bar.update(task, line=markup_mod.escape(waiting))
                 await clock.sleep(interval)
                 continue
+            seen = True
             bar.update(task, total=found.status.total, completed=found.status.ended,
                        line=progress_text(found))
             if found.done:

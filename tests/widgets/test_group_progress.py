@@ -204,3 +204,24 @@ async def test_follow_group_started_before_its_group_waits_for_it(
     final = await follow
     assert final.done and final.status.completed == 1
     assert "waiting for group 'later'" in out.getvalue() and "1/1 ended" in out.getvalue()
+
+
+async def test_follow_group_raises_when_its_group_is_forgotten_while_followed(
+    engine: WorkflowEngine, store: DurableStore, clock: FakeClock
+) -> None:
+    pytest.importorskip("rich")
+    from agentq.widgets import follow_group
+
+    gates = {"a": asyncio.Event()}
+    group = engine.group("gone")
+    await group.submit(tokens_def(gates), {"a": 1})
+    out = io.StringIO()
+    follow = asyncio.ensure_future(follow_group(store, "gone", file=out, interval=1.0,
+                                                clock=clock))
+    await clock.wait_for_sleepers(1)  # read once: one member still running
+    gates["a"].set()
+    [m async for m in group.results()]
+    assert await group.forget()
+    await clock.advance(1.0)
+    with pytest.raises(UnknownWorkflowError, match="'gone' was forgotten while followed"):
+        await follow

@@ -1,4 +1,5 @@
-"""Random histories of every verb against a plain-dict model, on every store.
+"""Random histories of every verb against a plain-dict model, on every store (``advance_step``
+is modelled as ``complete_step`` then the next step's ``claim_step`` by the same worker).
 
 After each rule: the projection (workflows, steps, calls) equals the model, the log has the
 model's number of events, and a replay of the log equals the live projection (a renewed

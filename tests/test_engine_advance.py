@@ -19,8 +19,17 @@ import pytest
 from agentq.clock import FakeClock
 from agentq.errors import WaitForInput
 from agentq.queue import LaneConfig, Priority, Queue
-from agentq.store import ClaimResult, DurableStore, MemoryStore, StepState, WorkflowRow
+from agentq.store import (
+    Claimed,
+    ClaimResult,
+    DurableStore,
+    MemoryStore,
+    StepRow,
+    StepState,
+    WorkflowRow,
+)
 from agentq.workflows import RunResult, RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
+from agentq.workflows.advancing import advance
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -112,38 +121,50 @@ class LateAdvance(MemoryStore):
         return result
 
 
-@pytest.mark.parametrize("closer", ["engine.close", "cancel"])
-async def test_a_next_lease_got_while_the_run_was_cancelled_is_handed_back(
-    clock: FakeClock, closer: str
-) -> None:
+async def test_a_next_lease_got_while_the_engine_closed_is_handed_back(clock: FakeClock) -> None:
     store = LateAdvance()
     async with Queue(clock=clock) as queue:
         engine = WorkflowEngine(queue, store, worker_id="a", lease_ttl=3600.0, clock=clock)
         run = asyncio.ensure_future(engine.run(three("wf")))
         async with asyncio.timeout(10):
             await store.advanced.wait()
-            if closer == "cancel":
-                run.cancel()
-                closing: asyncio.Future[Any] = asyncio.ensure_future(asyncio.sleep(0))
-            else:
-                closing = asyncio.ensure_future(engine.close())
+            closing = asyncio.ensure_future(engine.close())
             await asyncio.sleep(0)
             store.reply.set()
             await closing
             with pytest.raises(asyncio.CancelledError):
                 await run
-        await engine.close()
-        steps = await store.step_rows("wf")
-        assert [s.state for s in steps] == [
-            StepState.COMPLETED, StepState.PENDING, StepState.PENDING
-        ]
-        assert (steps[1].attempt, steps[1].recoveries, steps[1].lease_token) == (0, 0, 1)
-        last = (await store.load_events("wf"))[-1]
-        assert (last.kind, last.step_index, last.data["crash"]) == ("WorkerRecovered", 1, False)
+        assert_handed_back(await store.step_rows("wf"), (await store.load_events("wf"))[-1])
         again = WorkflowEngine(queue, store, worker_id="b", lease_ttl=3600.0, clock=clock)
         result = await again.run(three("wf"))
         await again.close()
     assert result.status is RunStatus.COMPLETED and len(result.outputs) == 3
+
+
+def assert_handed_back(steps: list[StepRow], last: Any) -> None:
+    """Step 0 completed; step 1 pending again, its one lease handed back (not a crash)."""
+    assert [s.state for s in steps] == [StepState.COMPLETED, StepState.PENDING, StepState.PENDING]
+    assert (steps[1].attempt, steps[1].recoveries, steps[1].lease_token) == (0, 0, 1)
+    assert (last.kind, last.step_index, last.data["crash"]) == ("WorkerRecovered", 1, False)
+
+
+async def test_an_advance_cancelled_in_flight_hands_the_next_lease_back(clock: FakeClock) -> None:
+    store = LateAdvance()
+    await store.start_workflow("wf", ["a", "b", "c"], 0, clock.time())
+    claimed = await store.claim_step("wf", 0, "a", 60.0, clock.time())
+    assert isinstance(claimed, Claimed)
+    advancing = asyncio.ensure_future(
+        advance(store, clock, claimed.execution, "a", clock.time(), 60.0, 3)
+    )
+    async with asyncio.timeout(10):
+        await store.advanced.wait()
+        advancing.cancel()
+        await asyncio.sleep(0)
+        assert not advancing.done()  # it waits for the answer, to hand the lease back
+        store.reply.set()
+        with pytest.raises(asyncio.CancelledError):
+            await advancing
+    assert_handed_back(await store.step_rows("wf"), (await store.load_events("wf"))[-1])
 
 
 async def test_a_continued_run_claims_none_of_its_completed_steps(

@@ -36,6 +36,9 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
                    to `run` and `resume` of an ended workflow that is no longer registered
 ``registry``       what an engine can run: plain workflows by id, definitions by name; a
                    stored instance built from its definition
+``advancing``      a completion that claims the next step in the same transaction
+                   (``advance_step``, cancel-safe, its claim offered to the run); a continued
+                   run's completed steps read once
 ``recording``      an attempt's outcome recorded (complete, wait, fail or retry) as `classify`
                    judges it
 ``attempting``     `AttemptRunner`: one claimed attempt as a job in the lane, its lease kept,

@@ -24,6 +24,7 @@ from agentq.errors import AgentqError, LeaseLostError, QueueClosed, WorkflowClos
 from agentq.outcomes import Completed
 from agentq.queue import Job, JobHandle, Priority, Queue
 from agentq.store import Claimed, DurableStore
+from agentq.workflows.advancing import Follow
 from agentq.workflows.attempts import Again, Lease, Retry, hand_back, job_key, step_call, step_title
 from agentq.workflows.calls import CallLog
 from agentq.workflows.children import Spawner
@@ -90,12 +91,14 @@ class AttemptRunner:
         claim: Claimed,
         outputs: tuple[Any, ...],
         waker: asyncio.Future[None],
+        follow: Follow | None = None,
     ) -> Completed | RunResult | Retry | Again:
         """Run the claimed attempt of `step` and record its outcome (`_attempt`); the
-        workflow is in `active` meanwhile. `outputs` are the earlier steps' outputs."""
+        workflow is in `active` meanwhile. `outputs` are the earlier steps' outputs;
+        `follow` is what the recorder may do for the next step (`Recorder.record`)."""
         self.active.add(wf.id)
         try:
-            return await self._attempt(wf, step, claim, outputs, waker)
+            return await self._attempt(wf, step, claim, outputs, waker, follow)
         finally:
             self.active.discard(wf.id)
 
@@ -106,6 +109,7 @@ class AttemptRunner:
         claim: Claimed,
         outputs: tuple[Any, ...],
         waker: asyncio.Future[None],
+        follow: Follow | None,
     ) -> Completed | RunResult | Retry | Again:
         """Run the claimed attempt of `step` and record its outcome.
 
@@ -198,7 +202,7 @@ class AttemptRunner:
                 await finish(lease.hand_back())
             return Again(0.0)
         try:
-            return await self.recorder.record(wf, step, execution, outcome, ctx)
+            return await self.recorder.record(wf, step, execution, outcome, ctx, follow)
         except LeaseLostError:
             return Again(0.0)
         except WorkflowClosedError:

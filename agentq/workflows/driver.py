@@ -18,11 +18,15 @@ For each step, the loop:
    once (`AttemptRunner.lease_lost` in ``attempting``, logged), and the attempt records
    nothing: the run claims again and finds the workflow closed, or the step held or done by
    its new owner;
-3. records the outcome with the fencing token: ``complete_step``, ``wait_step`` or
-   ``fail_step`` (with ``retry_at`` when the retry policy allows another attempt and
-   `agentq.retry.classify` calls the failure an ordinary one; the next claim then answers
-   `NotBefore` until that time). A worker whose lease was taken over meanwhile is refused
-   (`LeaseLostError`) and claims again.
+3. records the outcome with the fencing token: ``complete_step`` (``advance_step``, which
+   claims the next step in the same transaction, when the run would claim it at once:
+   ``advancing``), ``wait_step`` or ``fail_step`` (with ``retry_at`` when the retry policy
+   allows another attempt and `agentq.retry.classify` calls the failure an ordinary one; the
+   next claim then answers `NotBefore` until that time). A worker whose lease was taken
+   over meanwhile is refused (`LeaseLostError`) and claims again.
+
+A run that continues a stored workflow starts at its first step not completed (one read,
+``advancing.completed_outputs``).
 
 Every wait of a run (a slot, a stored retry time, a poll, an interrupted body) goes through
 `Driver.pause` or `agentq.workflows.waits.until` with the run's waker, which a `cancel`
@@ -62,6 +66,7 @@ from agentq.store import (
     WorkflowRow,
 )
 from agentq.workflows.admission import Admission
+from agentq.workflows.advancing import Follow, completed_outputs
 from agentq.workflows.attempting import AttemptRunner
 from agentq.workflows.attempts import Again, Retry, hand_back, step_title
 from agentq.workflows.attempts import claim as claim_step
@@ -209,7 +214,8 @@ class Driver:
         }
 
     def offer(self, claim: Claimed) -> None:
-        """Give the next run of the claimed workflow a claim made for it (by `serve`).
+        """Give the next run of the claimed workflow a claim made for it (by `serve`, or by
+        a completion of its step before: ``advancing``).
 
         The run uses it instead of claiming that step itself; a run that ends without using
         it hands the lease back.
@@ -259,8 +265,9 @@ class Driver:
                 return await stored_result(self.store, row)
             if row.deadline is not None and self.on_workflow_deadline is not None:
                 self.on_workflow_deadline(wf.id, row.deadline)  # a claim after it fails it
-            outputs: list[Any] = []
-            for index, step in enumerate(wf.steps):
+            outputs = [] if created else await completed_outputs(self.store, row)
+            for index in range(len(outputs), len(wf.steps)):
+                step = wf.steps[index]
                 result = await self._run_step(wf, index, step, outputs, waker, links)
                 if isinstance(result, RunResult):
                     return result
@@ -328,10 +335,11 @@ class Driver:
                 await self.pause(waker, self.poll_interval)
                 continue
             assert isinstance(claim, Claimed)
+            follow = Follow(wf.steps[index + 1:], lambda: self._may_advance(wf.id), self.offer)
             with spans.attempt_span(claim.execution, claim.resumed, links) as span:
                 try:
                     step_result = await self._runner.attempt(
-                        wf, step, claim, tuple(outputs), waker
+                        wf, step, claim, tuple(outputs), waker, follow
                     )
                 finally:
                     self.admission.leave(wf.id)  # its slot: the next run may claim
@@ -343,17 +351,23 @@ class Driver:
             if (
                 isinstance(step_result, RunResult)
                 and step_result.status is RunStatus.WAITING
+                and follow.child_wait  # else no child to join: its row need not be read
                 and await joined_child(self.store, self.on_child, wf.id, index, joined)
             ):
                 continue
             return step_result
 
+    def _may_advance(self, workflow_id: str) -> bool:
+        """Whether a completion may claim the run's next step (`Follow`): the run would claim
+        it at once, and no other run waits for the claim slot it keeps."""
+        return not (self.halted or self.queue.closed or workflow_id in self._offered
+                    or self.admission.waiting())
+
     async def _claim(
         self, workflow_id: str, index: int, step: StepDef, waker: asyncio.Future[None]
     ) -> ClaimResult:
-        """The claim offered for this step (by `serve`), or a new one once `admission` has
-        a slot (the earlier steps of a run that starts from the first step answer
-        `AlreadyCompleted`)."""
+        """The claim offered for this step (by `serve` or a completion), or a new one once
+        `admission` has a slot."""
         offered = self._offered.get(workflow_id)
         if offered is not None and offered.execution.step_index <= index:
             del self._offered[workflow_id]

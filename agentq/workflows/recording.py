@@ -17,7 +17,8 @@ from agentq.errors import AgentqError, NonRetryable, PayloadError, QueueClosed
 from agentq.outcomes import Completed, ErrorInfo, FailureReason
 from agentq.queue import Queue
 from agentq.retry import Verdict, classify
-from agentq.store import DurableStore, Execution, WorkflowState
+from agentq.store import CHILD_WAIT_PREFIX, Claimed, DurableStore, Execution, WorkflowState
+from agentq.workflows.advancing import Follow, advance
 from agentq.workflows.attempts import Retry, Waiting, hand_back, step_title
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import RunResult, RunStatus, StepDef, Workflow
@@ -48,11 +49,17 @@ class Recorder:
         execution: Execution,
         outcome: Any,
         ctx: StepContext,
+        follow: Follow | None = None,
     ) -> Completed | RunResult | Retry:
         """Record an attempt's `outcome` with its fencing token; say what follows.
 
         What the store refuses as a payload (an output, a wait's details) is a failure of
         the step, recorded: a `PayloadError` never escapes with the lease still held.
+
+        With `follow` (a step that has a next one, and its run allows it: `Follow.allowed`),
+        a completion also claims the next step in the same transaction (``advance_step``),
+        and the claim got is offered to the run (`Follow.offer`). A wait says in `follow`
+        whether it waits on a child run.
 
         Returns:
             `Completed` (the next step runs), `Retry` (claim again; the store keeps the
@@ -65,13 +72,21 @@ class Recorder:
         """
         now = self.clock.time()
         if isinstance(outcome, Completed) and isinstance(outcome.output, Waiting):
-            return await self.wait(wf, step, execution, outcome.output, ctx)
+            return await self.wait(wf, step, execution, outcome.output, ctx, follow)
         if isinstance(outcome, Completed):
             try:
                 # Later steps see the output exactly as a reload from the store would give it
                 # (tuples as lists, float subclasses as float), live or after a restart.
                 output = decode(encode(outcome.output, "output"))
-                await self.store.complete_step(execution, output, now)
+                if follow is None or follow.max_recoveries is None or not follow.allowed():
+                    await self.store.complete_step(execution, output, now)
+                else:
+                    _, claim = await advance(
+                        self.store, self.clock, execution, output, now, self.lease_ttl,
+                        follow.max_recoveries,
+                    )
+                    if isinstance(claim, Claimed):  # else the run's own claim finds it again
+                        follow.offer(claim)
             except PayloadError as bad:
                 reason = f"payload: {bad}"
                 await self.store.fail_step(
@@ -104,7 +119,7 @@ class Recorder:
         verdict = classify(exc)
         if verdict.verdict is Verdict.WAIT and verdict.waits:
             waiting = Waiting(verdict.waits[0], verdict.wait_reason)
-            return await self.wait(wf, step, execution, waiting, ctx)
+            return await self.wait(wf, step, execution, waiting, ctx, follow)
         if verdict.verdict is Verdict.FINAL:
             leaf = verdict.leaf
             reason = leaf.reason if isinstance(leaf, NonRetryable) else (
@@ -134,9 +149,16 @@ class Recorder:
         return _ended(wf, RunStatus.FAILED, step, reason, ctx)
 
     async def wait(
-        self, wf: Workflow, step: StepDef, execution: Execution, wait: Waiting, ctx: StepContext
+        self,
+        wf: Workflow,
+        step: StepDef,
+        execution: Execution,
+        wait: Waiting,
+        ctx: StepContext,
+        follow: Follow | None = None,
     ) -> RunResult | Retry:
-        """Record that the step waits for input (`wait`); tell `on_deadline` its deadline.
+        """Record that the step waits for input (`wait`); tell `on_deadline` its deadline,
+        and `follow` whether it waits on a child run (``ctx.child``).
 
         A wait the store answers at once (a wait on a child run that had ended, a receive
         whose message was sent before, an input a ``resume`` gave before the wait) returns
@@ -161,6 +183,8 @@ class Recorder:
             return await self._fail(
                 wf, step, execution, f"payload: {bad}", ErrorInfo.from_exception(bad), ctx
             )
+        if follow is not None:
+            follow.child_wait = wait.key is not None and wait.key.startswith(CHILD_WAIT_PREFIX)
         if row.state is not WorkflowState.WAITING:  # answered at once (an ended child run,
             return Retry(0.0)  # a kept message): the step is pending again, claim it again
         if wait.deadline is not None and self.on_deadline is not None:

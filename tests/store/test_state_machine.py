@@ -1,4 +1,5 @@
-"""Random histories of every verb against a plain-dict model, on every store.
+"""Random histories of every verb against a plain-dict model, on every store (``advance_step``
+is modelled as ``complete_step`` then the next step's ``claim_step`` by the same worker).
 
 After each rule: the projection (workflows, steps, calls) equals the model, the log has the
 model's number of events, and a replay of the log equals the live projection (a renewed
@@ -55,6 +56,7 @@ from agentq.store import (
     CallKind,
     CallState,
     Claimed,
+    ClaimResult,
     DurableStore,
     Execution,
     HeldByOther,
@@ -221,9 +223,15 @@ class StoreMachine(RuleBasedStateMachine):
         return self.claim_now(wid, worker, ttl, index, limit)
 
     def claim_now(
-        self, wid: str, worker: str, ttl: float, index: int = 0, limit: int = 3
+        self, wid: str, worker: str, ttl: float, index: int = 0, limit: int = 3,
+        answer: ClaimResult | None = None,
     ) -> Any:
-        call = self.store.claim_step(wid, index, worker, ttl, self.now, max_recoveries=limit)
+        """Claim step `index` and check the answer against the model (`answer`: what
+        ``advance_step`` claimed already, checked the same way)."""
+        call = (
+            self.store.claim_step(wid, index, worker, ttl, self.now, max_recoveries=limit)
+            if answer is None else _answered(answer)
+        )
         wf = self.model.get(wid)
         if wf is None:
             self.expect(call, UnknownWorkflowError)
@@ -308,6 +316,33 @@ class StoreMachine(RuleBasedStateMachine):
             wf.state = WorkflowState.COMPLETED
             self.events += 1
         assert row.state is wf.state
+
+    @rule(
+        target=executions,
+        ex=executions,
+        output=JSON,
+        ttl=st.sampled_from([1.0, 3.0]),
+        limit=st.sampled_from([0, 1, 3]),
+    )
+    def advance_step(self, ex: Execution, output: Any, ttl: float, limit: int) -> Any:
+        """`complete` and `claim_now` of the next step by the same worker, in one verb."""
+        wf, s, error = self.fenced(ex)
+        call = self.store.advance_step(ex, output, self.now, lease_ttl=ttl, max_recoveries=limit)
+        if error:
+            self.expect(call, error)
+            return multiple()
+        row, claimed = self.run(call)
+        s.state, s.output, s.expires = StepState.COMPLETED, output, None
+        self.events += 1
+        if ex.step_index == len(wf.steps) - 1:
+            wf.state = WorkflowState.COMPLETED
+            self.events += 1
+            assert claimed is None and row.state is wf.state
+            return multiple()
+        assert claimed is not None and row.state is wf.state
+        return self.claim_now(
+            ex.workflow_id, ex.worker_id, ttl, ex.step_index + 1, limit, answer=claimed
+        )
 
     @rule(ex=executions, retry=st.sampled_from([True, True, True, False]))
     def fail(self, ex: Execution, retry: bool) -> None:
@@ -883,3 +918,8 @@ def test_postgres_store_machine(pg_schemas: Schemas) -> None:
         )
     finally:
         PostgresMachine.schemas = None
+
+
+async def _answered(answer: ClaimResult) -> ClaimResult:
+    """`answer`, as a claim's coroutine gives it (what ``advance_step`` claimed)."""
+    return answer

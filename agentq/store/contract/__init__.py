@@ -32,5 +32,7 @@ foundation modules of `agentq`):
     ``protocol_hooks``  `DurableHooks`: the end-hook outbox verbs, inherited likewise.
     ``protocol_waits``  `DurableWaits`: the wait verbs (`wait_step`, `resume_step`,
                         `time_out_wait`), inherited likewise.
+    ``protocol_advance``  `DurableAdvance`: `advance_step` (a completion and the next
+                        step's claim in one transaction), inherited likewise.
     ``protocol``        `DurableStore`: every write verb, its atomicity and its errors.
 """

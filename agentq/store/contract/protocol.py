@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.claims import ClaimResult, Execution
+from agentq.store.contract.protocol_advance import DurableAdvance
 from agentq.store.contract.protocol_calls import DurableCalls
 from agentq.store.contract.protocol_fork import DurableForks
 from agentq.store.contract.protocol_hooks import DurableHooks
@@ -35,6 +36,7 @@ __all__ = ["DurableStore"]
 
 @runtime_checkable
 class DurableStore(
+    DurableAdvance,
     DurableCalls,
     DurableForks,
     DurableHooks,
@@ -59,7 +61,8 @@ class DurableStore(
     `fork_workflow` in `DurableForks`, `send_message` and `messages` in `DurableMessages`,
     the end-hook outbox verbs in `DurableHooks`, the schedule verbs in `DurableSchedules`,
     `sweep` (retention) in `DurableSweeps`, the wait verbs (`wait_step`, `resume_step`,
-    `time_out_wait`) in `DurableWaits` (each in its ``protocol_*`` module); this
+    `time_out_wait`) in `DurableWaits`, `advance_step` (a completion and the next claim in
+    one transaction) in `DurableAdvance` (each in its ``protocol_*`` module); this
     protocol inherits them and declares the write verbs.
 
     All methods are coroutines to be awaited on one event loop; a store object is not shared

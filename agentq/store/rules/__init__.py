@@ -19,6 +19,7 @@ imports only modules above it):
                         worker's.
     ``attempt``         complete, fail or wait: the end of an attempt, under fencing.
     ``calls``           start, complete or fail a durable call, under fencing.
+    ``advance``         complete a step and claim the next in one transaction.
     ``hooks``           the end-hook outbox: claim due rows under a lease, finish, retry.
     ``children``        start a child run (``ctx.child``) once, linked to its parent.
     ``schedules``       store, replace or delete a schedule; fire a tick (a compare-and-swap

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import agentq.store.rules.advance as rules_advance
 import agentq.store.rules.attempt as rules_attempt
 import agentq.store.rules.calls as rules_calls
 import agentq.store.rules.children as rules_children
@@ -85,6 +86,20 @@ class RuleStore(OwnVerbs):
     async def complete_step(self, execution: Execution, output: Any, now: float) -> WorkflowRow:
         """See `DurableStore.complete_step`."""
         return await self._write(rules_attempt.complete_step, execution, output, now)
+
+    async def advance_step(
+        self,
+        execution: Execution,
+        output: Any,
+        now: float,
+        *,
+        lease_ttl: float,
+        max_recoveries: int = 3,
+    ) -> tuple[WorkflowRow, ClaimResult | None]:
+        """See `DurableStore.advance_step`."""
+        return await self._write(
+            rules_advance.advance_step, execution, output, now, lease_ttl, max_recoveries
+        )
 
     async def fail_step(
         self,

@@ -103,6 +103,12 @@ class MemoryTx(StagedKept):
     def put_call(self, row: CallRow, new: bool) -> None:
         self.new_calls[(row.workflow_id, row.key)] = row
 
+    def load_call_step(
+        self, workflow_id: str, index: int, key: str
+    ) -> tuple[WorkflowRow | None, dict[int, StepRow], CallRow | None]:
+        wf, steps = self.load(workflow_id, index, index)
+        return wf, steps, self.load_call(workflow_id, key)
+
     def load_calls(self, workflow_id: str) -> list[CallRow]:
         rows = dict(self._store._calls.get(workflow_id, {}))
         rows.update({k: r for (w, k), r in self.new_calls.items() if w == workflow_id})

@@ -251,6 +251,12 @@ class PostgresTx(KeptRows):
         r = self.conn.execute(_LOAD_CALL, (key(workflow_id), key(key_))).fetchone()
         return None if r is None else call_row(r)
 
+    def load_call_step(
+        self, workflow_id: str, index: int, call_key: str
+    ) -> tuple[WorkflowRow | None, dict[int, StepRow], CallRow | None]:
+        wf, steps = self.load(workflow_id, index, index)  # locks the workflow's row first
+        return wf, steps, self.load_call(workflow_id, call_key)
+
     def load_calls(self, workflow_id: str) -> list[CallRow]:
         return [call_row(r) for r in self.conn.execute(_LOAD_CALLS, (key(workflow_id),))]
 

@@ -38,6 +38,7 @@ from agentq.outcomes import ErrorInfo
 from agentq.store.contract.checks import (
     check_duration,
     check_error,
+    check_execution,
     check_fingerprint,
     check_now,
     check_object,
@@ -46,9 +47,9 @@ from agentq.store.contract.checks import (
 )
 from agentq.store.contract.claims import Execution
 from agentq.store.contract.rows import CallKind, CallRow, CallState, StepRow, WorkflowRow
-from agentq.store.rules.attempt import fenced
+from agentq.store.rules.attempt import check_fence
 from agentq.store.rules.projection import Rows
-from agentq.store.rules.tx import Draft, Tx, apply_rows, describe_call
+from agentq.store.rules.tx import Draft, Tx, apply_rows, describe_call, known_step
 
 __all__ = ["complete_call", "fail_call", "start_call"]
 
@@ -76,8 +77,7 @@ def start_call(
     if lane is not None:
         lane = validate_key(lane, "lane")
     label_value, label_text = check_object(label, "label")
-    ex, wf, steps = fenced(tx, execution, "start_call")
-    row = tx.load_call(ex.workflow_id, key)
+    ex, wf, steps, row = _fenced(tx, execution, key, "start_call")
     rerun = False
     if row is not None:
         where = describe_call(ex.workflow_id, key, "call key")
@@ -115,9 +115,20 @@ def start_call(
     return after.calls[key]
 
 
-def _started(tx: Tx, ex: Execution, key: str, verb: str) -> CallRow:
+def _fenced(
+    tx: Tx, execution: object, key: str, verb: str, after_cancel: bool = False
+) -> tuple[Execution, WorkflowRow, dict[int, StepRow], CallRow | None]:
+    """`agentq.store.rules.attempt.fenced`, and the call row of `key` (or None), read
+    together (`Tx.load_call_step`)."""
+    ex = check_execution(execution)
+    wf, steps, row = tx.load_call_step(ex.workflow_id, ex.step_index, key)
+    wf, steps = known_step(ex.workflow_id, ex.step_index, wf, steps)
+    check_fence(ex, wf, steps, verb, after_cancel)
+    return ex, wf, steps, row
+
+
+def _started(ex: Execution, key: str, row: CallRow | None, verb: str) -> CallRow:
     """Return the call row `verb` records an outcome for: started, by this step."""
-    row = tx.load_call(ex.workflow_id, key)
     where = describe_call(ex.workflow_id, key, "call key")
     if row is None:
         raise EngineError(f"{verb} refused: {where} was never started (start_call first)")
@@ -176,8 +187,8 @@ def complete_call(
     value, text = check_payload(output, "output")
     usage_value, usage_text = check_object(usage, "usage")
     seconds = check_duration(duration)
-    ex, wf, steps = fenced(tx, execution, "complete_call", after_cancel=True)
-    row = _started(tx, ex, key, "complete_call")
+    ex, wf, steps, found = _fenced(tx, execution, key, "complete_call", after_cancel=True)
+    row = _started(ex, key, found, "complete_call")
     data = {
         "key": key,
         "output": value,
@@ -206,8 +217,8 @@ def fail_call(
     reason = check_text(reason, "reason")
     info = check_error(error)
     seconds = check_duration(duration)
-    ex, wf, steps = fenced(tx, execution, "fail_call", after_cancel=True)
-    row = _started(tx, ex, key, "fail_call")
+    ex, wf, steps, found = _fenced(tx, execution, key, "fail_call", after_cancel=True)
+    row = _started(ex, key, found, "fail_call")
     data = {
         "key": key,
         "reason": reason,

@@ -45,6 +45,7 @@ __all__ = [
     "describe_call",
     "describe_closed",
     "describe_step",
+    "known_step",
     "load_step",
     "timed_out_draft",
 ]
@@ -61,6 +62,8 @@ class Draft:
         at: Unix seconds (already rounded to the microsecond, as `Event.at` holds it).
         data: The kind's values (JSON, as they will read back).
         data_json: `data` as compact JSON text, what a store writes.
+        texts: ``(value, text)`` of the members of `data` that were given encoded (`build`'s
+            `raw`): a store that writes the same value into a row may reuse its text.
     """
 
     kind: EventKind
@@ -72,6 +75,7 @@ class Draft:
     worker_id: str | None
     data: dict[str, Any]
     data_json: str
+    texts: tuple[tuple[Any, str], ...] = ()
 
     @classmethod
     def build(
@@ -91,10 +95,12 @@ class Draft:
         `raw` holds members of `data` already encoded by `agentq.codec` (JSON text), spliced
         into `data_json` rather than encoded twice.
         """
+        texts: tuple[tuple[Any, str], ...] = ()
         if raw:
             spliced = ",".join(f'"{k}":{t}' for k, t in raw.items())  # keys are plain names
             rest = {k: v for k, v in data.items() if k not in raw}
             text = f"{_JSON.encode(rest)[:-1]},{spliced}}}" if rest else f"{{{spliced}}}"
+            texts = tuple((data[k], t) for k, t in raw.items())
         else:
             text = _JSON.encode(data)
         return cls(
@@ -107,6 +113,7 @@ class Draft:
             worker_id,
             data,
             text,
+            texts,
         )
 
     def event(self, seq: int) -> Event:
@@ -155,6 +162,13 @@ class Tx(Protocol):
 
     def put_call(self, row: CallRow, new: bool) -> None:
         """Insert (`new`) or replace the call row (keyed by workflow and key)."""
+        ...
+
+    def load_call_step(
+        self, workflow_id: str, index: int, key: str
+    ) -> tuple[WorkflowRow | None, dict[int, StepRow], CallRow | None]:
+        """`load` of step `index` alone and `load_call` of `key`, in that order: what a call
+        verb reads (a SQL store may read it in one statement)."""
         ...
 
     def load_calls(self, workflow_id: str) -> list[CallRow]:
@@ -234,6 +248,13 @@ def load_step(
 ) -> tuple[WorkflowRow, dict[int, StepRow]]:
     """Read the workflow and its steps `first`..`index`, or raise Unknown*Error."""
     wf, steps = tx.load(workflow_id, index if first is None else first, index)
+    return known_step(workflow_id, index, wf, steps)
+
+
+def known_step(
+    workflow_id: str, index: int, wf: WorkflowRow | None, steps: dict[int, StepRow]
+) -> tuple[WorkflowRow, dict[int, StepRow]]:
+    """Return what `load_step` read (`wf` and its `steps`), or raise Unknown*Error."""
     if wf is None:
         raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
     if not 0 <= index < len(wf.step_names):

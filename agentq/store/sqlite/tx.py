@@ -125,21 +125,50 @@ class SqliteTx(KeptRows):
     def load(
         self, workflow_id: str, first: int = 0, last: int = -1
     ) -> tuple[WorkflowRow | None, dict[int, StepRow]]:
-        wf, steps = None, {}
+        wf: WorkflowRow | None = None
+        steps: dict[int, StepRow] = {}
         for r in self.conn.execute(_LOAD, (first, last, workflow_id)):
-            if wf is None:
-                wf = workflow_row(r)
-                self._states[wf.workflow_id] = (wf.state, wf.reason)
-            step = r[WORKFLOW_WIDTH:]
-            if step[0] is None:
-                continue
-            row = step_row(step)
-            for value, text in ((row.output, step[8]), (row.error, step[10]),
-                                (row.resume_input, step[11])):
-                if text is not None and isinstance(value, dict | list | ErrorInfo):
-                    self._texts[id(value)] = (value, text)
-            steps[row.step_index] = row
+            wf = self._rows(r, wf, steps)
         return wf, steps
+
+    def load_call_step(
+        self, workflow_id: str, index: int, key: str
+    ) -> tuple[WorkflowRow | None, dict[int, StepRow], CallRow | None]:
+        wf: WorkflowRow | None = None
+        steps: dict[int, StepRow] = {}
+        call = None
+        for r in self.conn.execute(_LOAD_CALL_STEP, (index, index, key, workflow_id)):
+            wf = self._rows(r, wf, steps)
+            if r[_CALL_AT] is not None:
+                call = self._call(r[_CALL_AT:])
+        return wf, steps, call
+
+    def _rows(self, r: Any, wf: WorkflowRow | None, steps: dict[int, StepRow]) -> WorkflowRow:
+        """Read one row of `_LOAD`: the workflow (if `wf` is None yet) and its step, into
+        `steps`; return the workflow's row."""
+        if wf is None:
+            wf = workflow_row(r)
+            self._states[wf.workflow_id] = (wf.state, wf.reason)
+        if r[WORKFLOW_WIDTH] is not None:
+            step = r[WORKFLOW_WIDTH:_CALL_AT]
+            row = step_row(step)
+            self._remember(row.output, step[8])
+            self._remember(row.error, step[10])
+            self._remember(row.resume_input, step[11])
+            steps[row.step_index] = row
+        return wf
+
+    def _remember(self, value: Any, text: str | None) -> None:
+        """Keep the JSON `text` a value was read from (or written as), for `_json`."""
+        if text is not None and isinstance(value, dict | list | ErrorInfo):
+            self._texts[id(value)] = (value, text)
+
+    def _call(self, r: Any) -> CallRow:
+        row = call_row(r)
+        self._remember(row.label, r[8])
+        self._remember(row.usage, r[9])
+        self._remember(row.output, r[10])
+        return row
 
     def append(self, draft: Draft) -> Event:
         seq = self.conn.execute(
@@ -157,6 +186,8 @@ class SqliteTx(KeptRows):
             ),
         ).lastrowid
         assert seq is not None
+        for value, text in draft.texts:
+            self._remember(value, text)
         return draft.event(seq)
 
     def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
@@ -231,7 +262,7 @@ class SqliteTx(KeptRows):
 
     def load_call(self, workflow_id: str, key: str) -> CallRow | None:
         r = self.conn.execute(_LOAD_CALL, (workflow_id, key)).fetchone()
-        return None if r is None else call_row(r)
+        return None if r is None else self._call(r)
 
     def load_calls(self, workflow_id: str) -> list[CallRow]:
         return [call_row(r) for r in self.conn.execute(_LOAD_CALLS, (workflow_id,))]
@@ -277,6 +308,17 @@ def _marks(columns: str) -> str:
     return ", ".join("?" for _ in columns.split(","))
 
 
+_CALL_AT = WORKFLOW_WIDTH + len(STEP_COLUMNS.split(","))
+"""Where the call row's columns start in a row of `_LOAD_CALL_STEP`."""
+_LOAD_CALL_STEP = _LOAD.replace(
+    " FROM workflows", ", " + ", ".join(f"c.{c.strip()}" for c in CALL_COLUMNS.split(","))
+    + " FROM workflows"
+).replace(
+    " WHERE w.workflow_id",
+    " LEFT JOIN calls AS c ON c.workflow_id = w.workflow_id AND c.call_key = ?"
+    " WHERE w.workflow_id",
+)
+"""`_LOAD` of one step and the call row of a key (`SqliteTx.load_call_step`)."""
 _INSERT_STEP = f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})"
 _LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? AND call_key = ?"
 _LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? ORDER BY first_seq"

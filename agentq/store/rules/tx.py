@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from agentq.errors import UnknownStepError, UnknownWorkflowError
 from agentq.events import Event, EventKind, utc
 from agentq.store.contract.children import child_of, outcome, parent_of
+from agentq.store.contract.frozen import quick_init
 from agentq.store.contract.hooks import HookRow, pending_hook
 from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
@@ -53,6 +54,7 @@ __all__ = [
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Draft:
     """An event about to be appended: everything but its sequence number.

@@ -36,6 +36,7 @@ from agentq.store.contract.rows import (
     WorkflowRow,
     WorkflowState,
 )
+from agentq.store.rules.fence import CallFence, StepLease
 from agentq.store.rules.messages import take_kept
 from agentq.store.rules.projection import Rows, is_fenced
 from agentq.store.rules.tx import (
@@ -75,19 +76,23 @@ def fenced(
     """
     ex = check_execution(execution)
     wf, steps = load_step(tx, ex.workflow_id, ex.step_index)
-    check_fence(ex, wf, steps, verb, after_cancel)
+    check_fence(ex, wf, steps[ex.step_index], verb, after_cancel)
     return ex, wf, steps
 
 
 def check_fence(
-    ex: Execution, wf: WorkflowRow, steps: dict[int, StepRow], verb: str, after_cancel: bool
+    ex: Execution,
+    wf: WorkflowRow | CallFence,
+    step: StepRow | StepLease,
+    verb: str,
+    after_cancel: bool,
 ) -> None:
-    """The check of `fenced` on rows already read (`steps` holds the execution's step).
+    """The check of `fenced` on what was read already: the workflow (or a call verb's
+    `CallFence`) and the execution's step (or its `StepLease`).
 
     Raises:
         LeaseLostError, WorkflowClosedError: As `fenced`.
     """
-    step = steps[ex.step_index]
     if step.lease_token != ex.lease_token or step.worker_id != ex.worker_id:
         where = describe_step(ex.workflow_id, ex.step_index, step.step_name)
         raise LeaseLostError(

@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentq.errors import UnknownStepError, UnknownWorkflowError
 from agentq.events import Event, EventKind, utc
 from agentq.store.contract.children import child_of, outcome, parent_of
 from agentq.store.contract.frozen import quick_init
@@ -34,6 +33,7 @@ from agentq.store.contract.hooks import HookRow, pending_hook
 from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.contract.schedules import ScheduleRow
+from agentq.store.rules.fence import CallFence, StepLease, check_known
 from agentq.store.rules.projection import TIMED_OUT_REASON, Rows, project
 
 __all__ = [
@@ -46,7 +46,6 @@ __all__ = [
     "describe_call",
     "describe_closed",
     "describe_step",
-    "known_step",
     "load_step",
     "timed_out_draft",
 ]
@@ -87,7 +86,7 @@ class Draft:
         at: float,
         data: dict[str, Any],
         *,
-        step: StepRow | None = None,
+        step: StepRow | StepLease | None = None,
         attempt: int | None = None,
         worker_id: str | None = None,
         raw: dict[str, str] | None = None,
@@ -166,11 +165,15 @@ class Tx(Protocol):
         """Insert (`new`) or replace the call row (keyed by workflow and key)."""
         ...
 
-    def load_call_step(
-        self, workflow_id: str, index: int, key: str
-    ) -> tuple[WorkflowRow | None, dict[int, StepRow], CallRow | None]:
-        """`load` of step `index` alone and `load_call` of `key`, in that order: what a call
-        verb reads (a SQL store may read it in one statement)."""
+    def load_fence(self, workflow_id: str, index: int, key: str) -> CallFence | None:
+        """What a call verb reads: `fence_of` the workflow, its step `index` and the call
+        row of `key` (None: no such workflow); read as `load` then `load_call` would."""
+        ...
+
+    def touch_workflow(self, workflow_id: str, at: float, seq: int) -> None:
+        """An event `seq` at `at` that changes no workflow or step row was appended: the
+        workflow's ``updated_at`` and ``last_seq`` follow (a store that derives them from
+        the log does nothing)."""
         ...
 
     def load_calls(self, workflow_id: str) -> list[CallRow]:
@@ -238,7 +241,7 @@ def describe_call(workflow_id: str, key: str, kind: str = "key") -> str:
     return f"{kind} {shown!r} of workflow {workflow_id!r}"
 
 
-def describe_closed(wf: WorkflowRow) -> str:
+def describe_closed(wf: WorkflowRow | CallFence) -> str:
     """Say in a message that a workflow is closed, and why."""
     return f"workflow {wf.workflow_id!r} is {wf.state}" + (
         f" ({wf.reason})" if wf.reason else ""
@@ -250,22 +253,8 @@ def load_step(
 ) -> tuple[WorkflowRow, dict[int, StepRow]]:
     """Read the workflow and its steps `first`..`index`, or raise Unknown*Error."""
     wf, steps = tx.load(workflow_id, index if first is None else first, index)
-    return known_step(workflow_id, index, wf, steps)
-
-
-def known_step(
-    workflow_id: str, index: int, wf: WorkflowRow | None, steps: dict[int, StepRow]
-) -> tuple[WorkflowRow, dict[int, StepRow]]:
-    """Return what `load_step` read (`wf` and its `steps`), or raise Unknown*Error."""
-    if wf is None:
-        raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
-    if not 0 <= index < len(wf.step_names):
-        raise UnknownStepError(
-            f"workflow {workflow_id!r} has no {describe_step(workflow_id, index)}: it has "
-            f"{len(wf.step_names)} steps {list(wf.step_names)!r}"
-        )
-    if index not in steps:  # pragma: no cover - a corrupt projection
-        raise UnknownStepError(f"{describe_step(workflow_id, index)} has no row in the projection")
+    check_known(workflow_id, index, None if wf is None else wf.step_names, index in steps)
+    assert wf is not None
     return wf, steps
 
 

@@ -18,6 +18,7 @@ from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.contract.schedules import ScheduleRow
+from agentq.store.rules.fence import CallFence, StepLease
 from agentq.store.rules.tx import Draft
 from agentq.store.sql import schedules as sql_schedules
 from agentq.store.sql.kept import KeptRows
@@ -26,10 +27,13 @@ from agentq.store.sql.rows import (
     CALL_COLUMNS,
     EVENT_TABLE_COLUMNS,
     STEP_COLUMNS,
+    STEP_STATES,
     WORKFLOW_SELECT,
+    WORKFLOW_STATES,
     WORKFLOW_WIDTH,
     call_row,
     rewrite_projection,
+    step_names,
     step_row,
     workflow_row,
 )
@@ -131,17 +135,19 @@ class SqliteTx(KeptRows):
             wf = self._rows(r, wf, steps)
         return wf, steps
 
-    def load_call_step(
-        self, workflow_id: str, index: int, key: str
-    ) -> tuple[WorkflowRow | None, dict[int, StepRow], CallRow | None]:
-        wf: WorkflowRow | None = None
-        steps: dict[int, StepRow] = {}
-        call = None
-        for r in self.conn.execute(_LOAD_CALL_STEP, (index, index, key, workflow_id)):
-            wf = self._rows(r, wf, steps)
-            if r[_CALL_AT] is not None:
-                call = self._call(r[_CALL_AT:])
-        return wf, steps, call
+    def load_fence(self, workflow_id: str, index: int, key: str) -> CallFence | None:
+        r = self.conn.execute(_LOAD_FENCE, (index, key, workflow_id)).fetchone()
+        if r is None:
+            return None
+        lease = None if r[4] is None else StepLease(
+            index, r[4], STEP_STATES[r[5]], r[6], r[7], r[8]
+        )
+        call = None if r[_FENCE_WIDTH] is None else self._call(r[_FENCE_WIDTH:])
+        return CallFence(r[0], WORKFLOW_STATES[r[1]], r[2], step_names(r[3]), lease, call)
+
+    def touch_workflow(self, workflow_id: str, at: float, seq: int) -> None:
+        """Nothing to write: a workflow's ``updated_at`` and ``last_seq`` are read from its
+        latest event (`agentq.store.sql.rows.WORKFLOW_SELECT`)."""
 
     def _rows(self, r: Any, wf: WorkflowRow | None, steps: dict[int, StepRow]) -> WorkflowRow:
         """Read one row of `_LOAD`: the workflow (if `wf` is None yet) and its step, into
@@ -150,7 +156,7 @@ class SqliteTx(KeptRows):
             wf = workflow_row(r)
             self._states[wf.workflow_id] = (wf.state, wf.reason)
         if r[WORKFLOW_WIDTH] is not None:
-            step = r[WORKFLOW_WIDTH:_CALL_AT]
+            step = r[WORKFLOW_WIDTH:]
             row = step_row(step)
             self._remember(row.output, step[8])
             self._remember(row.error, step[10])
@@ -308,17 +314,18 @@ def _marks(columns: str) -> str:
     return ", ".join("?" for _ in columns.split(","))
 
 
-_CALL_AT = WORKFLOW_WIDTH + len(STEP_COLUMNS.split(","))
-"""Where the call row's columns start in a row of `_LOAD_CALL_STEP`."""
-_LOAD_CALL_STEP = _LOAD.replace(
-    " FROM workflows", ", " + ", ".join(f"c.{c.strip()}" for c in CALL_COLUMNS.split(","))
-    + " FROM workflows"
-).replace(
-    " WHERE w.workflow_id",
+_LOAD_FENCE = (
+    "SELECT w.workflow_id, w.state, w.reason, w.step_names, s.step_name, s.state, s.worker_id,"
+    " s.lease_token, s.lease_expires_at, "
+    + ", ".join(f"c.{c.strip()}" for c in CALL_COLUMNS.split(","))
+    + " FROM workflows AS w"
+    " LEFT JOIN steps AS s ON s.workflow_id = w.workflow_id AND s.step_index = ?"
     " LEFT JOIN calls AS c ON c.workflow_id = w.workflow_id AND c.call_key = ?"
-    " WHERE w.workflow_id",
+    " WHERE w.workflow_id = ?"
 )
-"""`_LOAD` of one step and the call row of a key (`SqliteTx.load_call_step`)."""
+"""The workflow's state, its step's lease and the call row of a key (`SqliteTx.load_fence`)."""
+_FENCE_WIDTH = 9
+"""Where the call row's columns start in a row of `_LOAD_FENCE`."""
 _INSERT_STEP = f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})"
 _LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? AND call_key = ?"
 _LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? ORDER BY first_seq"

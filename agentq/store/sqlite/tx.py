@@ -37,6 +37,7 @@ from agentq.store.sql.rows import (
     step_row,
     workflow_row,
 )
+from agentq.store.sqlite.binds import Sparse
 
 __all__ = [
     "BEGIN_ATTEMPTS",
@@ -185,7 +186,7 @@ class SqliteTx(KeptRows):
                 draft.workflow_id,
                 draft.step_index,
                 draft.step_name,
-                draft.kind,
+                draft.kind._value_,  # a plain str binds at once (`binds`)
                 draft.attempt,
                 draft.worker_id,
                 draft.data_json,
@@ -202,7 +203,7 @@ class SqliteTx(KeptRows):
             if self._states.get(row.workflow_id) != state:
                 self.conn.execute(
                     "UPDATE workflows SET state = ?, reason = ? WHERE workflow_id = ?",
-                    (row.state, row.reason, row.workflow_id),
+                    (row.state._value_, row.reason, row.workflow_id),
                 )
         else:
             self.conn.execute(
@@ -211,7 +212,7 @@ class SqliteTx(KeptRows):
                 (
                     started_seq,
                     row.workflow_id,
-                    row.state,
+                    row.state._value_,
                     _JSON.encode(list(row.step_names)),
                     self._json(row.input) or "null",
                     row.reason,
@@ -234,7 +235,7 @@ class SqliteTx(KeptRows):
 
     def put_step(self, row: StepRow, new: bool) -> None:
         values = (
-            row.state,
+            row.state._value_,
             row.attempt,
             row.worker_id,
             row.lease_token,
@@ -253,18 +254,11 @@ class SqliteTx(KeptRows):
             row.wait_deadline,
         )
         if new:
-            self.conn.execute(
-                _INSERT_STEP, (row.workflow_id, row.step_index, row.step_name, *values)
+            _INSERT_STEP.execute(
+                self.conn, (row.workflow_id, row.step_index, row.step_name, *values)
             )
-            return
-        self.conn.execute(
-            "UPDATE steps SET state = ?, attempt = ?, worker_id = ?, lease_token = ?, "
-            "lease_expires_at = ?, output = ?, reason = ?, error = ?, resume_input = ?, "
-            "resumed = ?, retry_at = ?, started_at = ?, finished_at = ?, recoveries = ?, "
-            "wait_key = ?, wait_details = ?, wait_deadline = ? "
-            "WHERE workflow_id = ? AND step_index = ?",
-            (*values, row.workflow_id, row.step_index),
-        )
+        else:
+            _UPDATE_STEP.execute(self.conn, (*values, row.workflow_id, row.step_index))
 
     def load_call(self, workflow_id: str, key: str) -> CallRow | None:
         r = self.conn.execute(_LOAD_CALL, (workflow_id, key)).fetchone()
@@ -275,9 +269,9 @@ class SqliteTx(KeptRows):
 
     def put_call(self, row: CallRow, new: bool) -> None:
         values = (
-            row.kind,
+            row.kind._value_,
             row.step_index,
-            row.state,
+            row.state._value_,
             row.fingerprint,
             row.lane,
             row.attempt,
@@ -295,9 +289,9 @@ class SqliteTx(KeptRows):
             row.last_seq,
         )
         if new:
-            self.conn.execute(_INSERT_CALL, (row.workflow_id, row.key, *values, row.first_seq))
+            _INSERT_CALL.execute(self.conn, (row.workflow_id, row.key, *values, row.first_seq))
         else:
-            self.conn.execute(_UPDATE_CALL, (*values, row.first_seq))
+            _UPDATE_CALL.execute(self.conn, (*values, row.first_seq))
 
     def load_schedule(self, name: str) -> ScheduleRow | None:
         return sql_schedules.load_schedule(self.conn, DIALECT, name)
@@ -326,11 +320,18 @@ _LOAD_FENCE = (
 """The workflow's state, its step's lease and the call row of a key (`SqliteTx.load_fence`)."""
 _FENCE_WIDTH = 9
 """Where the call row's columns start in a row of `_LOAD_FENCE`."""
-_INSERT_STEP = f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})"
+_INSERT_STEP = Sparse(f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})")
+_UPDATE_STEP = Sparse(
+    "UPDATE steps SET state = ?, attempt = ?, worker_id = ?, lease_token = ?, "
+    "lease_expires_at = ?, output = ?, reason = ?, error = ?, resume_input = ?, "
+    "resumed = ?, retry_at = ?, started_at = ?, finished_at = ?, recoveries = ?, "
+    "wait_key = ?, wait_details = ?, wait_deadline = ? "
+    "WHERE workflow_id = ? AND step_index = ?"
+)
 _LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? AND call_key = ?"
 _LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? ORDER BY first_seq"
-_INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_COLUMNS)})"
-_UPDATE_CALL = (
+_INSERT_CALL = Sparse(f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_COLUMNS)})")
+_UPDATE_CALL = Sparse(
     "UPDATE calls SET "
     + ", ".join(f"{c.strip()} = ?" for c in CALL_COLUMNS.split(",")[2:-1])
     + " WHERE first_seq = ?"

@@ -4,6 +4,7 @@ No transition rule and no backend lives here; every other room of `agentq.store`
 this one. Read the modules in this order (each imports only modules above it, plus the
 foundation modules of `agentq`):
 
+    ``frozen``          `quick_init`: a cheaper ``__init__`` for the frozen, slotted rows.
     ``rows``            `WorkflowRow`, `StepRow`, `CallRow`, their states and kinds, event
                         rows (`EVENT_COLUMNS`), and `shown_call` (how a wait of a closed
                         workflow is shown).

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from agentq.events import Event, EventKind
 from agentq.outcomes import ErrorInfo
+from agentq.store.contract.frozen import quick_init
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -65,6 +66,7 @@ class WorkflowState(StrEnum):
         return self in (WorkflowState.COMPLETED, WorkflowState.FAILED, WorkflowState.CANCELLED)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class WorkflowRow:
     """A workflow as the projection holds it.
@@ -100,6 +102,7 @@ class WorkflowRow:
     deadline: float | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StepRow:
     """One row of the ``steps`` projection.
@@ -178,6 +181,7 @@ class CallState(StrEnum):
     TIMED_OUT = "timed_out"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CallRow:
     """One row of the ``calls`` projection: a durable call or wait of a workflow, by key.

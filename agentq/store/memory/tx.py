@@ -7,6 +7,7 @@ writes of the store (its dicts and counters), so that this module needs no `Memo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Protocol
 
 from agentq.events import Event
@@ -17,6 +18,7 @@ from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow
 from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.memory.rates import RateBook
 from agentq.store.memory.staging import Outbox, StagedKept
+from agentq.store.rules.fence import CallFence, fence_of
 from agentq.store.rules.tx import Draft
 
 __all__ = ["MemoryTx", "Tables"]
@@ -102,6 +104,15 @@ class MemoryTx(StagedKept):
 
     def put_call(self, row: CallRow, new: bool) -> None:
         self.new_calls[(row.workflow_id, row.key)] = row
+
+    def load_fence(self, workflow_id: str, index: int, key: str) -> CallFence | None:
+        wf, steps = self.load(workflow_id, index, index)
+        return fence_of(wf, steps, index, self.load_call(workflow_id, key))
+
+    def touch_workflow(self, workflow_id: str, at: float, seq: int) -> None:
+        wf, _ = self.load(workflow_id)
+        assert wf is not None
+        self.put_workflow(replace(wf, updated_at=at, last_seq=seq), None)
 
     def load_calls(self, workflow_id: str) -> list[CallRow]:
         rows = dict(self._store._calls.get(workflow_id, {}))

@@ -34,6 +34,7 @@ from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.contract.schedules import ScheduleRow
+from agentq.store.rules.fence import CallFence, fence_of
 from agentq.store.rules.tx import Draft, describe_step
 from agentq.store.sql import schedules as sql_schedules
 from agentq.store.sql.kept import KeptRows
@@ -250,6 +251,14 @@ class PostgresTx(KeptRows):
     def load_call(self, workflow_id: str, key_: str) -> CallRow | None:
         r = self.conn.execute(_LOAD_CALL, (key(workflow_id), key(key_))).fetchone()
         return None if r is None else call_row(r)
+
+    def load_fence(self, workflow_id: str, index: int, call_key: str) -> CallFence | None:
+        wf, steps = self.load(workflow_id, index, index)  # locks the workflow's row first
+        return fence_of(wf, steps, index, self.load_call(workflow_id, call_key))
+
+    def touch_workflow(self, workflow_id: str, at: float, seq: int) -> None:
+        """Nothing to write: a workflow's ``updated_at`` and ``last_seq`` are read from its
+        latest event (`agentq.store.sql.rows.WORKFLOW_SELECT`)."""
 
     def load_calls(self, workflow_id: str) -> list[CallRow]:
         return [call_row(r) for r in self.conn.execute(_LOAD_CALLS, (key(workflow_id),))]

@@ -4,6 +4,8 @@ A rule reads and writes through a small `Tx` and never knows the backend; a stor
 the transaction. Imports only `agentq.store.contract`. Read the modules in this order (each
 imports only modules above it):
 
+    ``fence``           `CallFence` and `StepLease`: what a durable call's verb reads of
+                        its workflow and step; `check_known` (unknown workflow or step).
     ``projection_calls``  `project_call`: the ``calls`` rows as a pure function of the log.
     ``projection_messages``  `project_message`: the ``messages`` rows, likewise.
     ``projection_steps``  `step_after`: a step row as each step event leaves it; a retry's

@@ -36,6 +36,7 @@ from agentq.store.contract.rows import (
     WorkflowRow,
     WorkflowState,
 )
+from agentq.store.rules.fence import CallFence, StepLease
 from agentq.store.rules.messages import take_kept
 from agentq.store.rules.projection import Rows, is_fenced
 from agentq.store.rules.tx import (
@@ -50,7 +51,7 @@ from agentq.store.rules.tx import (
     load_step,
 )
 
-__all__ = ["complete_step", "fail_step", "fenced", "wait_step"]
+__all__ = ["check_fence", "complete_step", "fail_step", "fenced", "wait_step"]
 
 _K = EventKind
 
@@ -75,7 +76,23 @@ def fenced(
     """
     ex = check_execution(execution)
     wf, steps = load_step(tx, ex.workflow_id, ex.step_index)
-    step = steps[ex.step_index]
+    check_fence(ex, wf, steps[ex.step_index], verb, after_cancel)
+    return ex, wf, steps
+
+
+def check_fence(
+    ex: Execution,
+    wf: WorkflowRow | CallFence,
+    step: StepRow | StepLease,
+    verb: str,
+    after_cancel: bool,
+) -> None:
+    """The check of `fenced` on what was read already: the workflow (or a call verb's
+    `CallFence`) and the execution's step (or its `StepLease`).
+
+    Raises:
+        LeaseLostError, WorkflowClosedError: As `fenced`.
+    """
     if step.lease_token != ex.lease_token or step.worker_id != ex.worker_id:
         where = describe_step(ex.workflow_id, ex.step_index, step.step_name)
         raise LeaseLostError(
@@ -87,7 +104,7 @@ def fenced(
         (wf.state is WorkflowState.CANCELLED and step.state is StepState.FAILED)
         or is_fenced(step)  # retried since, but its revoked lease still fences the step
     ):
-        return ex, wf, steps  # same token: the cancellation itself failed this attempt's step
+        return  # same token: the cancellation itself failed this attempt's step
     if wf.state.closed:
         where = describe_step(ex.workflow_id, ex.step_index, step.step_name)
         raise WorkflowClosedError(f"{verb} refused for {where}: {describe_closed(wf)}")
@@ -97,7 +114,6 @@ def fenced(
             f"{verb} refused for {where}: lease #{ex.lease_token} of worker {ex.worker_id!r} "
             f"no longer holds it (the step is {step.state})"
         )
-    return ex, wf, steps
 
 
 def complete_step(tx: Tx, execution: Execution, output: Any, now: float) -> WorkflowRow:

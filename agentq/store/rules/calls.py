@@ -38,6 +38,7 @@ from agentq.outcomes import ErrorInfo
 from agentq.store.contract.checks import (
     check_duration,
     check_error,
+    check_execution,
     check_fingerprint,
     check_now,
     check_object,
@@ -45,10 +46,11 @@ from agentq.store.contract.checks import (
     check_text,
 )
 from agentq.store.contract.claims import Execution
-from agentq.store.contract.rows import CallKind, CallRow, CallState, StepRow, WorkflowRow
-from agentq.store.rules.attempt import fenced
-from agentq.store.rules.projection import Rows
-from agentq.store.rules.tx import Draft, Tx, apply_rows, describe_call
+from agentq.store.contract.rows import CallKind, CallRow, CallState
+from agentq.store.rules.attempt import check_fence
+from agentq.store.rules.fence import StepLease, check_known
+from agentq.store.rules.projection_calls import project_call
+from agentq.store.rules.tx import Draft, Tx, describe_call
 
 __all__ = ["complete_call", "fail_call", "start_call"]
 
@@ -76,8 +78,7 @@ def start_call(
     if lane is not None:
         lane = validate_key(lane, "lane")
     label_value, label_text = check_object(label, "label")
-    ex, wf, steps = fenced(tx, execution, "start_call")
-    row = tx.load_call(ex.workflow_id, key)
+    ex, step, row = _fenced(tx, execution, key, "start_call")
     rerun = False
     if row is not None:
         where = describe_call(ex.workflow_id, key, "call key")
@@ -111,13 +112,32 @@ def start_call(
         "fingerprint": fp,
         "rerun": rerun,
     }
-    after = _record(tx, ex, wf, steps, row, _K.CALL_STARTED, at, data, {"label": label_text})
-    return after.calls[key]
+    return _record(tx, ex, step, row, _K.CALL_STARTED, at, data, {"label": label_text})
 
 
-def _started(tx: Tx, ex: Execution, key: str, verb: str) -> CallRow:
+def _fenced(
+    tx: Tx, execution: object, key: str, verb: str, after_cancel: bool = False
+) -> tuple[Execution, StepLease, CallRow | None]:
+    """`agentq.store.rules.attempt.fenced` on the `CallFence` of the execution's step (its
+    lease), and the call row of `key` (or None), read together (`Tx.load_fence`)."""
+    ex = check_execution(execution)
+    fence = tx.load_fence(ex.workflow_id, ex.step_index, key)
+    names = None if fence is None else fence.step_names
+    check_known(ex.workflow_id, ex.step_index, names, fence is not None and fence.step is not None)
+    assert fence is not None and fence.step is not None
+    check_fence(ex, fence, fence.step, verb, after_cancel)
+    return ex, fence.step, fence.call
+
+
+def _started(ex: Execution, key: str, row: CallRow | None, verb: str) -> CallRow:
     """Return the call row `verb` records an outcome for: started, by this step."""
-    row = tx.load_call(ex.workflow_id, key)
+    if (
+        row is not None
+        and row.kind is CallKind.CALL
+        and row.state is CallState.STARTED
+        and row.step_index == ex.step_index
+    ):
+        return row
     where = describe_call(ex.workflow_id, key, "call key")
     if row is None:
         raise EngineError(f"{verb} refused: {where} was never started (start_call first)")
@@ -139,26 +159,26 @@ def _started(tx: Tx, ex: Execution, key: str, verb: str) -> CallRow:
 def _record(
     tx: Tx,
     ex: Execution,
-    wf: WorkflowRow,
-    steps: dict[int, StepRow],
+    step: StepLease,
     row: CallRow | None,
     kind: EventKind,
     at: float,
     data: dict[str, Any],
     raw: dict[str, str],
-) -> Rows:
+) -> CallRow:
+    """Append the call's event and write its row as `project` would: the call row after
+    `project_call`, and the workflow's ``updated_at`` and ``last_seq`` (the event changes
+    no other row)."""
     draft = Draft.build(
-        kind,
-        ex.workflow_id,
-        at,
-        data,
-        step=steps[ex.step_index],
-        attempt=ex.attempt,
-        worker_id=ex.worker_id,
+        kind, ex.workflow_id, at, data, step=step, attempt=ex.attempt, worker_id=ex.worker_id,
         raw=raw,
     )
-    calls = {} if row is None else {row.key: row}
-    return apply_rows(tx, Rows(wf, steps, calls), [draft])
+    event = tx.append(draft)
+    key = data["key"]
+    after = project_call(event, {} if row is None else {key: row})[key]
+    tx.put_call(after, row is None)
+    tx.touch_workflow(ex.workflow_id, event.timestamp, event.seq)
+    return after
 
 
 def complete_call(
@@ -176,8 +196,8 @@ def complete_call(
     value, text = check_payload(output, "output")
     usage_value, usage_text = check_object(usage, "usage")
     seconds = check_duration(duration)
-    ex, wf, steps = fenced(tx, execution, "complete_call", after_cancel=True)
-    row = _started(tx, ex, key, "complete_call")
+    ex, step, found = _fenced(tx, execution, key, "complete_call", after_cancel=True)
+    row = _started(ex, key, found, "complete_call")
     data = {
         "key": key,
         "output": value,
@@ -188,7 +208,7 @@ def complete_call(
         "attempt": ex.attempt,
     }
     raw = {"output": text, "usage": usage_text}
-    return _record(tx, ex, wf, steps, row, _K.CALL_COMPLETED, at, data, raw).calls[key]
+    return _record(tx, ex, step, row, _K.CALL_COMPLETED, at, data, raw)
 
 
 def fail_call(
@@ -206,8 +226,8 @@ def fail_call(
     reason = check_text(reason, "reason")
     info = check_error(error)
     seconds = check_duration(duration)
-    ex, wf, steps = fenced(tx, execution, "fail_call", after_cancel=True)
-    row = _started(tx, ex, key, "fail_call")
+    ex, step, found = _fenced(tx, execution, key, "fail_call", after_cancel=True)
+    row = _started(ex, key, found, "fail_call")
     data = {
         "key": key,
         "reason": reason,
@@ -217,4 +237,4 @@ def fail_call(
         "lane": row.lane,
         "attempt": ex.attempt,
     }
-    return _record(tx, ex, wf, steps, row, _K.CALL_FAILED, at, data, {}).calls[key]
+    return _record(tx, ex, step, row, _K.CALL_FAILED, at, data, {})

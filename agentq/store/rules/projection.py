@@ -68,6 +68,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from agentq.events import Event, EventKind
+from agentq.store.contract.frozen import quick_init
 from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.projection_calls import CALL_KINDS, project_call, touches_calls
@@ -85,6 +86,7 @@ its steps that were leased or waiting then."""
 _K = EventKind
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Rows:
     """The projection of one workflow: its row and (some of) its step and call rows.

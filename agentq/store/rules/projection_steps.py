@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from agentq.events import Event, EventKind
 from agentq.store.contract.rows import StepRow, StepState
+from agentq.store.rules.fence import StepLease
 from agentq.store.rules.projection_calls import error_info
 
 __all__ = ["STEP_KINDS", "closed", "fresh", "is_fenced", "step_after"]
@@ -150,7 +151,7 @@ STEP_KINDS = frozenset(
 )
 
 
-def is_fenced(step: StepRow) -> bool:
+def is_fenced(step: StepRow | StepLease) -> bool:
     """Whether `step` is fenced by a lease a cancel revoked (see the module docstring): it is
     failed or pending with a ``lease_expires_at``, which only a cancel of its lease leaves."""
     return step.lease_expires_at is not None and step.state in (

@@ -26,13 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentq.errors import UnknownStepError, UnknownWorkflowError
 from agentq.events import Event, EventKind, utc
 from agentq.store.contract.children import child_of, outcome, parent_of
+from agentq.store.contract.frozen import quick_init
 from agentq.store.contract.hooks import HookRow, pending_hook
 from agentq.store.contract.messages import MessageRow
 from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.contract.schedules import ScheduleRow
+from agentq.store.rules.fence import CallFence, StepLease, check_known
 from agentq.store.rules.projection import TIMED_OUT_REASON, Rows, project
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Draft:
     """An event about to be appended: everything but its sequence number.
@@ -61,6 +63,8 @@ class Draft:
         at: Unix seconds (already rounded to the microsecond, as `Event.at` holds it).
         data: The kind's values (JSON, as they will read back).
         data_json: `data` as compact JSON text, what a store writes.
+        texts: ``(value, text)`` of the members of `data` that were given encoded (`build`'s
+            `raw`): a store that writes the same value into a row may reuse its text.
     """
 
     kind: EventKind
@@ -72,6 +76,7 @@ class Draft:
     worker_id: str | None
     data: dict[str, Any]
     data_json: str
+    texts: tuple[tuple[Any, str], ...] = ()
 
     @classmethod
     def build(
@@ -81,7 +86,7 @@ class Draft:
         at: float,
         data: dict[str, Any],
         *,
-        step: StepRow | None = None,
+        step: StepRow | StepLease | None = None,
         attempt: int | None = None,
         worker_id: str | None = None,
         raw: dict[str, str] | None = None,
@@ -91,10 +96,12 @@ class Draft:
         `raw` holds members of `data` already encoded by `agentq.codec` (JSON text), spliced
         into `data_json` rather than encoded twice.
         """
+        texts: tuple[tuple[Any, str], ...] = ()
         if raw:
             spliced = ",".join(f'"{k}":{t}' for k, t in raw.items())  # keys are plain names
             rest = {k: v for k, v in data.items() if k not in raw}
             text = f"{_JSON.encode(rest)[:-1]},{spliced}}}" if rest else f"{{{spliced}}}"
+            texts = tuple((data[k], t) for k, t in raw.items())
         else:
             text = _JSON.encode(data)
         return cls(
@@ -107,6 +114,7 @@ class Draft:
             worker_id,
             data,
             text,
+            texts,
         )
 
     def event(self, seq: int) -> Event:
@@ -155,6 +163,17 @@ class Tx(Protocol):
 
     def put_call(self, row: CallRow, new: bool) -> None:
         """Insert (`new`) or replace the call row (keyed by workflow and key)."""
+        ...
+
+    def load_fence(self, workflow_id: str, index: int, key: str) -> CallFence | None:
+        """What a call verb reads: `fence_of` the workflow, its step `index` and the call
+        row of `key` (None: no such workflow); read as `load` then `load_call` would."""
+        ...
+
+    def touch_workflow(self, workflow_id: str, at: float, seq: int) -> None:
+        """An event `seq` at `at` that changes no workflow or step row was appended: the
+        workflow's ``updated_at`` and ``last_seq`` follow (a store that derives them from
+        the log does nothing)."""
         ...
 
     def load_calls(self, workflow_id: str) -> list[CallRow]:
@@ -222,7 +241,7 @@ def describe_call(workflow_id: str, key: str, kind: str = "key") -> str:
     return f"{kind} {shown!r} of workflow {workflow_id!r}"
 
 
-def describe_closed(wf: WorkflowRow) -> str:
+def describe_closed(wf: WorkflowRow | CallFence) -> str:
     """Say in a message that a workflow is closed, and why."""
     return f"workflow {wf.workflow_id!r} is {wf.state}" + (
         f" ({wf.reason})" if wf.reason else ""
@@ -234,15 +253,8 @@ def load_step(
 ) -> tuple[WorkflowRow, dict[int, StepRow]]:
     """Read the workflow and its steps `first`..`index`, or raise Unknown*Error."""
     wf, steps = tx.load(workflow_id, index if first is None else first, index)
-    if wf is None:
-        raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")
-    if not 0 <= index < len(wf.step_names):
-        raise UnknownStepError(
-            f"workflow {workflow_id!r} has no {describe_step(workflow_id, index)}: it has "
-            f"{len(wf.step_names)} steps {list(wf.step_names)!r}"
-        )
-    if index not in steps:  # pragma: no cover - a corrupt projection
-        raise UnknownStepError(f"{describe_step(workflow_id, index)} has no row in the projection")
+    check_known(workflow_id, index, None if wf is None else wf.step_names, index in steps)
+    assert wf is not None
     return wf, steps
 
 

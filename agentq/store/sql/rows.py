@@ -34,10 +34,13 @@ __all__ = [
     "CALL_COLUMNS",
     "EVENT_TABLE_COLUMNS",
     "STEP_COLUMNS",
+    "STEP_STATES",
     "WORKFLOW_SELECT",
+    "WORKFLOW_STATES",
     "WORKFLOW_WIDTH",
     "call_row",
     "event_of",
+    "step_names",
     "step_row",
     "workflow_row",
 ]
@@ -65,15 +68,18 @@ WORKFLOW_SELECT = (
 WORKFLOW_WIDTH = 10
 """How many columns `WORKFLOW_SELECT` reads (the columns after them are a join's)."""
 
-_WORKFLOW_STATES = {s.value: s for s in WorkflowState}
-_STEP_STATES = {s.value: s for s in StepState}
+WORKFLOW_STATES = {s.value: s for s in WorkflowState}
+"""`WorkflowState` by its stored value."""
+STEP_STATES = {s.value: s for s in StepState}
+"""`StepState` by its stored value."""
 _CALL_KINDS = {k.value: k for k in CallKind}
 _CALL_STATES = {s.value: s for s in CallState}
 _KINDS = {k.value: k for k in EventKind}
 _NAMES: dict[str, tuple[str, ...]] = {}  # decoded step_names JSON, by text (few distinct)
 
 
-def _names(text: str) -> tuple[str, ...]:
+def step_names(text: str) -> tuple[str, ...]:
+    """The ``step_names`` column (JSON) as a tuple; decoded once per distinct text."""
     names = _NAMES.get(text)
     if names is None:
         names = tuple(json.loads(text))
@@ -86,8 +92,8 @@ def workflow_row(r: Sequence[Any]) -> WorkflowRow:
     """Build a `WorkflowRow` from a row of `WORKFLOW_SELECT`."""
     return WorkflowRow(
         r[0],
-        _WORKFLOW_STATES[r[1]],
-        _names(r[2]),
+        WORKFLOW_STATES[r[1]],
+        step_names(r[2]),
         None if r[3] == "null" else decode(r[3]),
         r[4],
         r[5],
@@ -111,7 +117,7 @@ def step_row(r: Sequence[Any]) -> StepRow:
         r[0],
         r[1],
         r[2],
-        _STEP_STATES[r[3]],
+        STEP_STATES[r[3]],
         r[4],
         r[5],
         r[6],

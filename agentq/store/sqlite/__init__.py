@@ -3,6 +3,8 @@
 Imports `agentq.store.sql`, the rules and the contract, never another backend. Read the
 modules in this order (each imports only modules above it):
 
+    ``binds``           `Sparse`: a statement run with its None parameters written as
+                        ``NULL`` (sqlite3 binds None and enum members slowly).
     ``tx``              the write lock, `SqliteTx` (the rules' `Tx`), rebuilding the
                         projection.
     ``schema``          migrations from ``schema.sql`` (in this package).

@@ -18,6 +18,7 @@ from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.contract.schedules import ScheduleRow
+from agentq.store.rules.fence import CallFence, StepLease
 from agentq.store.rules.tx import Draft
 from agentq.store.sql import schedules as sql_schedules
 from agentq.store.sql.kept import KeptRows
@@ -26,13 +27,17 @@ from agentq.store.sql.rows import (
     CALL_COLUMNS,
     EVENT_TABLE_COLUMNS,
     STEP_COLUMNS,
+    STEP_STATES,
     WORKFLOW_SELECT,
+    WORKFLOW_STATES,
     WORKFLOW_WIDTH,
     call_row,
     rewrite_projection,
+    step_names,
     step_row,
     workflow_row,
 )
+from agentq.store.sqlite.binds import Sparse
 
 __all__ = [
     "BEGIN_ATTEMPTS",
@@ -125,21 +130,52 @@ class SqliteTx(KeptRows):
     def load(
         self, workflow_id: str, first: int = 0, last: int = -1
     ) -> tuple[WorkflowRow | None, dict[int, StepRow]]:
-        wf, steps = None, {}
+        wf: WorkflowRow | None = None
+        steps: dict[int, StepRow] = {}
         for r in self.conn.execute(_LOAD, (first, last, workflow_id)):
-            if wf is None:
-                wf = workflow_row(r)
-                self._states[wf.workflow_id] = (wf.state, wf.reason)
-            step = r[WORKFLOW_WIDTH:]
-            if step[0] is None:
-                continue
-            row = step_row(step)
-            for value, text in ((row.output, step[8]), (row.error, step[10]),
-                                (row.resume_input, step[11])):
-                if text is not None and isinstance(value, dict | list | ErrorInfo):
-                    self._texts[id(value)] = (value, text)
-            steps[row.step_index] = row
+            wf = self._rows(r, wf, steps)
         return wf, steps
+
+    def load_fence(self, workflow_id: str, index: int, key: str) -> CallFence | None:
+        r = self.conn.execute(_LOAD_FENCE, (index, key, workflow_id)).fetchone()
+        if r is None:
+            return None
+        lease = None if r[4] is None else StepLease(
+            index, r[4], STEP_STATES[r[5]], r[6], r[7], r[8]
+        )
+        call = None if r[_FENCE_WIDTH] is None else self._call(r[_FENCE_WIDTH:])
+        return CallFence(r[0], WORKFLOW_STATES[r[1]], r[2], step_names(r[3]), lease, call)
+
+    def touch_workflow(self, workflow_id: str, at: float, seq: int) -> None:
+        """Nothing to write: a workflow's ``updated_at`` and ``last_seq`` are read from its
+        latest event (`agentq.store.sql.rows.WORKFLOW_SELECT`)."""
+
+    def _rows(self, r: Any, wf: WorkflowRow | None, steps: dict[int, StepRow]) -> WorkflowRow:
+        """Read one row of `_LOAD`: the workflow (if `wf` is None yet) and its step, into
+        `steps`; return the workflow's row."""
+        if wf is None:
+            wf = workflow_row(r)
+            self._states[wf.workflow_id] = (wf.state, wf.reason)
+        if r[WORKFLOW_WIDTH] is not None:
+            step = r[WORKFLOW_WIDTH:]
+            row = step_row(step)
+            self._remember(row.output, step[8])
+            self._remember(row.error, step[10])
+            self._remember(row.resume_input, step[11])
+            steps[row.step_index] = row
+        return wf
+
+    def _remember(self, value: Any, text: str | None) -> None:
+        """Keep the JSON `text` a value was read from (or written as), for `_json`."""
+        if text is not None and isinstance(value, dict | list | ErrorInfo):
+            self._texts[id(value)] = (value, text)
+
+    def _call(self, r: Any) -> CallRow:
+        row = call_row(r)
+        self._remember(row.label, r[8])
+        self._remember(row.usage, r[9])
+        self._remember(row.output, r[10])
+        return row
 
     def append(self, draft: Draft) -> Event:
         seq = self.conn.execute(
@@ -150,13 +186,15 @@ class SqliteTx(KeptRows):
                 draft.workflow_id,
                 draft.step_index,
                 draft.step_name,
-                draft.kind,
+                draft.kind._value_,  # a plain str binds at once (`binds`)
                 draft.attempt,
                 draft.worker_id,
                 draft.data_json,
             ),
         ).lastrowid
         assert seq is not None
+        for value, text in draft.texts:
+            self._remember(value, text)
         return draft.event(seq)
 
     def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
@@ -165,7 +203,7 @@ class SqliteTx(KeptRows):
             if self._states.get(row.workflow_id) != state:
                 self.conn.execute(
                     "UPDATE workflows SET state = ?, reason = ? WHERE workflow_id = ?",
-                    (row.state, row.reason, row.workflow_id),
+                    (row.state._value_, row.reason, row.workflow_id),
                 )
         else:
             self.conn.execute(
@@ -174,7 +212,7 @@ class SqliteTx(KeptRows):
                 (
                     started_seq,
                     row.workflow_id,
-                    row.state,
+                    row.state._value_,
                     _JSON.encode(list(row.step_names)),
                     self._json(row.input) or "null",
                     row.reason,
@@ -197,7 +235,7 @@ class SqliteTx(KeptRows):
 
     def put_step(self, row: StepRow, new: bool) -> None:
         values = (
-            row.state,
+            row.state._value_,
             row.attempt,
             row.worker_id,
             row.lease_token,
@@ -216,31 +254,24 @@ class SqliteTx(KeptRows):
             row.wait_deadline,
         )
         if new:
-            self.conn.execute(
-                _INSERT_STEP, (row.workflow_id, row.step_index, row.step_name, *values)
+            _INSERT_STEP.execute(
+                self.conn, (row.workflow_id, row.step_index, row.step_name, *values)
             )
-            return
-        self.conn.execute(
-            "UPDATE steps SET state = ?, attempt = ?, worker_id = ?, lease_token = ?, "
-            "lease_expires_at = ?, output = ?, reason = ?, error = ?, resume_input = ?, "
-            "resumed = ?, retry_at = ?, started_at = ?, finished_at = ?, recoveries = ?, "
-            "wait_key = ?, wait_details = ?, wait_deadline = ? "
-            "WHERE workflow_id = ? AND step_index = ?",
-            (*values, row.workflow_id, row.step_index),
-        )
+        else:
+            _UPDATE_STEP.execute(self.conn, (*values, row.workflow_id, row.step_index))
 
     def load_call(self, workflow_id: str, key: str) -> CallRow | None:
         r = self.conn.execute(_LOAD_CALL, (workflow_id, key)).fetchone()
-        return None if r is None else call_row(r)
+        return None if r is None else self._call(r)
 
     def load_calls(self, workflow_id: str) -> list[CallRow]:
         return [call_row(r) for r in self.conn.execute(_LOAD_CALLS, (workflow_id,))]
 
     def put_call(self, row: CallRow, new: bool) -> None:
         values = (
-            row.kind,
+            row.kind._value_,
             row.step_index,
-            row.state,
+            row.state._value_,
             row.fingerprint,
             row.lane,
             row.attempt,
@@ -258,9 +289,9 @@ class SqliteTx(KeptRows):
             row.last_seq,
         )
         if new:
-            self.conn.execute(_INSERT_CALL, (row.workflow_id, row.key, *values, row.first_seq))
+            _INSERT_CALL.execute(self.conn, (row.workflow_id, row.key, *values, row.first_seq))
         else:
-            self.conn.execute(_UPDATE_CALL, (*values, row.first_seq))
+            _UPDATE_CALL.execute(self.conn, (*values, row.first_seq))
 
     def load_schedule(self, name: str) -> ScheduleRow | None:
         return sql_schedules.load_schedule(self.conn, DIALECT, name)
@@ -277,11 +308,30 @@ def _marks(columns: str) -> str:
     return ", ".join("?" for _ in columns.split(","))
 
 
-_INSERT_STEP = f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})"
+_LOAD_FENCE = (
+    "SELECT w.workflow_id, w.state, w.reason, w.step_names, s.step_name, s.state, s.worker_id,"
+    " s.lease_token, s.lease_expires_at, "
+    + ", ".join(f"c.{c.strip()}" for c in CALL_COLUMNS.split(","))
+    + " FROM workflows AS w"
+    " LEFT JOIN steps AS s ON s.workflow_id = w.workflow_id AND s.step_index = ?"
+    " LEFT JOIN calls AS c ON c.workflow_id = w.workflow_id AND c.call_key = ?"
+    " WHERE w.workflow_id = ?"
+)
+"""The workflow's state, its step's lease and the call row of a key (`SqliteTx.load_fence`)."""
+_FENCE_WIDTH = 9
+"""Where the call row's columns start in a row of `_LOAD_FENCE`."""
+_INSERT_STEP = Sparse(f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})")
+_UPDATE_STEP = Sparse(
+    "UPDATE steps SET state = ?, attempt = ?, worker_id = ?, lease_token = ?, "
+    "lease_expires_at = ?, output = ?, reason = ?, error = ?, resume_input = ?, "
+    "resumed = ?, retry_at = ?, started_at = ?, finished_at = ?, recoveries = ?, "
+    "wait_key = ?, wait_details = ?, wait_deadline = ? "
+    "WHERE workflow_id = ? AND step_index = ?"
+)
 _LOAD_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? AND call_key = ?"
 _LOAD_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE workflow_id = ? ORDER BY first_seq"
-_INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_COLUMNS)})"
-_UPDATE_CALL = (
+_INSERT_CALL = Sparse(f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_COLUMNS)})")
+_UPDATE_CALL = Sparse(
     "UPDATE calls SET "
     + ", ".join(f"{c.strip()} = ?" for c in CALL_COLUMNS.split(",")[2:-1])
     + " WHERE first_seq = ?"

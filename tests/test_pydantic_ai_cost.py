@@ -108,3 +108,30 @@ async def test_the_capability_is_bound_once_while_the_agent_stays_the_same(
     run = await durable.run(child.PROMPT, run_id="new-model")
     assert run.status is RunStatus.COMPLETED and run.output == "new"
     assert capability.for_agent(agent) is rebound
+
+
+async def test_model_operations_are_bound_once_per_model_not_per_request(
+    engine: WorkflowEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = child.build_agent(tmp_path / "side.txt")
+    durable = DurableAgent(agent, engine)
+    bound = durable._step._capability.for_agent(agent)
+    binds: list[tuple[object, object]] = []
+    bind = type(bound).__mro__[1]._bind_model_operations  # pydantic-ai's own
+
+    def counted(self: Any, backend: Any, *, model_id: Any, model_name: str) -> Any:
+        binds.append((model_id, model_name))
+        return bind(self, backend, model_id=model_id, model_name=model_name)
+
+    monkeypatch.setattr(type(bound).__mro__[1], "_bind_model_operations", counted)
+    for n in range(2):
+        run = await durable.run(child.PROMPT, run_id=f"r{n}")
+        assert run.status is RunStatus.COMPLETED, run.reason
+        assert run.usage.requests >= 2  # more than one request to the same model...
+    assert len(binds) == 1, binds  # ...whose operations were bound once, for both runs
+
+    # Another model: its own operations, answering with its own responses.
+    agent.model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("new")]))
+    run = await durable.run(child.PROMPT, run_id="new-model")
+    assert run.status is RunStatus.COMPLETED and run.output == "new"
+    assert len(binds) == 2 and binds[1] != binds[0], binds

@@ -56,9 +56,28 @@ async def test_a_new_run_reads_the_store_no_more_than_the_engine_path(
     reads.clear()
     run = await durable.run(child.PROMPT, run_id="durable")
     assert run.status is RunStatus.COMPLETED, run.reason
-    # The engine path's reads, plus the report's one read of the calls (its tree, its
-    # pending waits): no read of the workflow before storing it.
-    assert reads == through_engine + Counter(calls=1), (reads, through_engine)
+    # The engine path's reads and no more: no read of the workflow before storing it, and
+    # the report's rows (its tree, its pending waits) are those the completing attempt
+    # recorded, equal to the store's.
+    assert reads == through_engine, (reads, through_engine)
+    stored = await engine.store.calls("durable")
+    assert list(run._calls) == stored and len(stored) > 1
+    assert run.tree_html == (await durable.run(child.PROMPT, run_id="durable")).tree_html
+
+
+def test_only_ended_calls_are_handed_to_the_report() -> None:
+    """A wait (an approval, an event) may change after the attempt (answered, timed out),
+    and so may a call still running: the report of a run whose log holds one reads the rows
+    from the store (`ended_calls` says None)."""
+    from agentq.integrations.pydantic_ai._step import ended_calls
+    from agentq.store import CallKind, CallRow, CallState
+
+    call = CallRow("w", "tool:0.0:a", CallKind.CALL, 0, CallState.COMPLETED, first_seq=3)
+    first = CallRow("w", "model:0", CallKind.CALL, 0, CallState.FAILED, first_seq=1)
+    assert ended_calls([call, first]) == (first, call)  # in the store's order
+    running = CallRow("w", "tool:0.1:b", CallKind.CALL, 0, CallState.STARTED, first_seq=4)
+    wait = CallRow("w", "approval:0.0:a", CallKind.WAIT, 0, CallState.ANSWERED, first_seq=5)
+    assert ended_calls([call, running]) is None and ended_calls([call, wait]) is None
 
 
 async def test_a_stored_run_is_compared_by_identity_after_the_engine_refuses_it(

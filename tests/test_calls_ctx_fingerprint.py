@@ -113,3 +113,31 @@ def test_the_fingerprint_protocol(form: str) -> None:
         broken = Broken("a", 1)
         assert take(use(broken)) == take(use(broken))
         assert take(use(broken)) != take(use(Broken("a", 1)))
+
+
+async def answer(value: object) -> object:
+    return value
+
+
+async def test_explicit_fingerprints_of_one_attempt_are_each_stored_as_their_own(
+    engine: WorkflowEngine,
+) -> None:
+    """An attempt takes an explicit text fingerprint once (`CallLog._fingerprint`): each call
+    still gets the stored fingerprint of its own value, never another call's; a tuple that
+    holds more than text (1 vs True) is taken each time and kept apart."""
+    explicit: list[Any] = [("agent", "tool", "a"), ("agent", "tool", "a"), ("agent", "tool", "b"),
+                           "text", ("n", 1), ("n", True)]
+
+    async def calls(ctx: StepContext) -> None:
+        for i, fingerprint in enumerate(explicit):
+            await ctx.call(Job(f"c{i}", lambda i=i: answer(i), fingerprint=fingerprint))
+
+    definition = WorkflowDef("explicit-fingerprints", [StepDef("s", calls)])
+    engine.register(definition)
+    await engine.start(definition, "fp", None)
+    assert (await engine.run("fp")).status is RunStatus.COMPLETED
+    rows = {row.key: row.fingerprint for row in await engine.store.calls("fp")}
+    assert [rows[f"c{i}"] for i in range(len(explicit))] == [
+        stored_fingerprint(None, fingerprint) for fingerprint in explicit
+    ]
+    assert len(set(rows.values())) == 5  # the two equal tuples alone share one

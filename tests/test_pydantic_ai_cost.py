@@ -56,9 +56,28 @@ async def test_a_new_run_reads_the_store_no_more_than_the_engine_path(
     reads.clear()
     run = await durable.run(child.PROMPT, run_id="durable")
     assert run.status is RunStatus.COMPLETED, run.reason
-    # The engine path's reads, plus the report's one read of the calls (its tree, its
-    # pending waits): no read of the workflow before storing it.
-    assert reads == through_engine + Counter(calls=1), (reads, through_engine)
+    # The engine path's reads and no more: no read of the workflow before storing it, and
+    # the report's rows (its tree, its pending waits) are those the completing attempt
+    # recorded, equal to the store's.
+    assert reads == through_engine, (reads, through_engine)
+    stored = await engine.store.calls("durable")
+    assert list(run._calls) == stored and len(stored) > 1
+    assert run.tree_html == (await durable.run(child.PROMPT, run_id="durable")).tree_html
+
+
+def test_only_ended_calls_are_handed_to_the_report() -> None:
+    """A wait (an approval, an event) may change after the attempt (answered, timed out),
+    and so may a call still running: the report of a run whose log holds one reads the rows
+    from the store (`ended_calls` says None)."""
+    from agentq.integrations.pydantic_ai._step import ended_calls
+    from agentq.store import CallKind, CallRow, CallState
+
+    call = CallRow("w", "tool:0.0:a", CallKind.CALL, 0, CallState.COMPLETED, first_seq=3)
+    first = CallRow("w", "model:0", CallKind.CALL, 0, CallState.FAILED, first_seq=1)
+    assert ended_calls([call, first]) == (first, call)  # in the store's order
+    running = CallRow("w", "tool:0.1:b", CallKind.CALL, 0, CallState.STARTED, first_seq=4)
+    wait = CallRow("w", "approval:0.0:a", CallKind.WAIT, 0, CallState.ANSWERED, first_seq=5)
+    assert ended_calls([call, running]) is None and ended_calls([call, wait]) is None
 
 
 async def test_a_stored_run_is_compared_by_identity_after_the_engine_refuses_it(
@@ -108,3 +127,30 @@ async def test_the_capability_is_bound_once_while_the_agent_stays_the_same(
     run = await durable.run(child.PROMPT, run_id="new-model")
     assert run.status is RunStatus.COMPLETED and run.output == "new"
     assert capability.for_agent(agent) is rebound
+
+
+async def test_model_operations_are_bound_once_per_model_not_per_request(
+    engine: WorkflowEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = child.build_agent(tmp_path / "side.txt")
+    durable = DurableAgent(agent, engine)
+    bound = durable._step._capability.for_agent(agent)
+    binds: list[tuple[object, object]] = []
+    bind = type(bound).__mro__[1]._bind_model_operations  # pydantic-ai's own
+
+    def counted(self: Any, backend: Any, *, model_id: Any, model_name: str) -> Any:
+        binds.append((model_id, model_name))
+        return bind(self, backend, model_id=model_id, model_name=model_name)
+
+    monkeypatch.setattr(type(bound).__mro__[1], "_bind_model_operations", counted)
+    for n in range(2):
+        run = await durable.run(child.PROMPT, run_id=f"r{n}")
+        assert run.status is RunStatus.COMPLETED, run.reason
+        assert run.usage.requests >= 2  # more than one request to the same model...
+    assert len(binds) == 1, binds  # ...whose operations were bound once, for both runs
+
+    # Another model: its own operations, answering with its own responses.
+    agent.model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("new")]))
+    run = await durable.run(child.PROMPT, run_id="new-model")
+    assert run.status is RunStatus.COMPLETED and run.output == "new"
+    assert len(binds) == 2 and binds[1] != binds[0], binds

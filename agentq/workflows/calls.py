@@ -87,6 +87,9 @@ class CallLog(KeyedLog):
         self._spawner = spawner
         self._child_runs: ChildRunner | None = None  # built at its first child run
         self._running: dict[str, asyncio.Task[Any]] = {}
+        # The stored fingerprints of the explicit ``fingerprint=`` of this attempt's calls, by
+        # value when it is text or a tuple of texts (an agent's calls share a few).
+        self._explicit: dict[str | tuple[str, ...], str] = {}
 
     # ------------------------------------------------------------------ calls
 
@@ -99,7 +102,7 @@ class CallLog(KeyedLog):
         if usage is not None and not callable(usage):
             usage = json_object(usage, f"usage of call {job.key!r}")
         key = job.key
-        fingerprint = stored_fingerprint(job.fn, job.fingerprint)
+        fingerprint = self._fingerprint(job)
         if not self._ready:
             await self._read_once()
         row = self._rows.get(key)
@@ -123,6 +126,19 @@ class CallLog(KeyedLog):
         except asyncio.CancelledError:
             self._runner().cancel_unstarted(key)  # if it never reached the world
             raise
+
+    def _fingerprint(self, job: Job) -> str:
+        """The call's stored fingerprint; an explicit one of plain text is taken once an
+        attempt (the text alone decides it: ``fn`` is not read)."""
+        explicit = job.fingerprint
+        if type(explicit) is str or (
+            type(explicit) is tuple and all(type(part) is str for part in explicit)
+        ):
+            known = self._explicit.get(explicit)
+            if known is None:
+                known = self._explicit[explicit] = stored_fingerprint(job.fn, explicit)
+            return known
+        return stored_fingerprint(job.fn, explicit)
 
     def _runner(self) -> CallRunner:
         """The attempt's `CallRunner`, built when it first runs a call (most run none)."""

@@ -48,6 +48,7 @@ from pydantic_ai.durable_exec import (
     BaseDurabilityCapability,
     CallableOperationBackend,
     DurabilityEngineSpec,
+    DurableOperationBackend,
     DurableOperationId,
     EventStreamHandlerId,
     JournalOperationNamer,
@@ -268,6 +269,9 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         self._backend = _Backend(name, model_priority, tool_priority, tool_timeout)
         # The copy bound to the agent last (`for_agent`) and what it was bound from.
         self._bound: tuple[tuple[object, ...], AbstractCapability[AgentDepsT]] | None = None
+        # A bound copy's model operations by (model id, model name): None on a copy that is
+        # not bound (`for_agent` gives each bound copy its own).
+        self._model_operations: dict[tuple[str | None, str], Any] | None = None
 
     def for_agent(self, agent: AbstractAgent[AgentDepsT, Any]) -> AbstractCapability[AgentDepsT]:
         """The capability bound to `agent`, bound once and kept while the agent's model,
@@ -286,8 +290,30 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
             return bound[1]
         self._bound = None  # not copied into the new bound copy (no chain of old ones)
         capability = super().for_agent(agent)
+        if isinstance(capability, AgentqDurability):
+            capability._model_operations = {}
         self._bound = (made_from, capability)
         return capability
+
+    def _bind_model_operations(
+        self, backend: DurableOperationBackend[Any], *, model_id: str | None, model_name: str
+    ) -> Any:
+        """The model operations of requests to `model_id`, bound once per bound copy.
+
+        pydantic-ai binds them again at each model request of a callable engine (their names
+        may depend on the request's model); they hold nothing of a request (its messages and
+        run context are their parameters), so ours are kept by model id and name.
+        """
+        memo = self._model_operations
+        if memo is None or backend is not self._backend:
+            return super()._bind_model_operations(backend, model_id=model_id, model_name=model_name)
+        operations = memo.get((model_id, model_name))
+        if operations is None:
+            operations = super()._bind_model_operations(
+                backend, model_id=model_id, model_name=model_name
+            )
+            memo[(model_id, model_name)] = operations
+        return operations
 
     @property
     def in_durable_context(self) -> bool:

@@ -142,6 +142,6 @@ class Decisions(Generic[AgentDepsT]):
                 self._step.release(run_id)
             raise
         finally:
-            messages = self._step.take(run_id)
+            finished = self._step.take(run_id)
         assert isinstance(result, RunResult)  # this engine holds the agent's definition
-        return await self._reporter.report(result, live, messages)
+        return await self._reporter.report(result, live, finished)

@@ -18,7 +18,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from agentq.integrations.pydantic_ai._options import RunOptions, output_adapter
 from agentq.integrations.pydantic_ai._results import USAGE, AgentRun, pending_with_children
-from agentq.integrations.pydantic_ai._step import AgentStep
+from agentq.integrations.pydantic_ai._step import AgentStep, Finished
 from agentq.store import DurableStore
 from agentq.workflows import RunResult, RunStatus
 
@@ -55,7 +55,7 @@ class Reporter:
         self,
         result: RunResult,
         options: RunOptions | None,
-        messages: list[ModelMessage] | None = None,
+        finished: Finished | None = None,
     ) -> AgentRun:
         """Return the `AgentRun` of `result`.
 
@@ -63,8 +63,10 @@ class Reporter:
             result: The run's workflow result.
             options: The run options given to this call (its output type, its model object
                 for the rebuild of the messages), or None.
-            messages: The messages of the attempt that completed the run in this call
-                (`AgentStep.take`), or None: a completed run's are then rebuilt from its log.
+            finished: What the attempt that completed the run in this call handed on
+                (`AgentStep.take`): its messages, and its call rows when all had ended; or
+                None: a completed run's messages are then rebuilt from its log, and the
+                rows read from the store.
 
         Returns:
             The `AgentRun`: typed output and `RunUsage` when completed.
@@ -72,6 +74,7 @@ class Reporter:
         run_id = result.workflow_id
         out = result.output if isinstance(result.output, dict) else {}
         completed = result.status is RunStatus.COMPLETED
+        messages = None if finished is None else finished.messages
         stored = out.get("messages")  # runs recorded before results left them out
         if stored is not None:
             messages = ModelMessagesTypeAdapter.validate_python(stored)
@@ -85,7 +88,8 @@ class Reporter:
                 messages = await self.messages(run_id, dict(row.input), options)
             except Exception:  # the output stands; say why the messages are missing
                 _log.warning("run %r: its messages cannot be rebuilt", run_id, exc_info=True)
-        rows = await self._store.calls(run_id)
+        known = None if finished is None or not completed else finished.calls
+        rows = list(known) if known is not None else await self._store.calls(run_id)
         pending = await pending_with_children(self._store, self._name, run_id, rows)
         return AgentRun(
             run_id,

@@ -10,7 +10,8 @@ live, never stored; it is released when the step ends completed or failed, and k
 run waits (an approval continues it). A completed run's messages are those of the attempt
 that completed it in this process when a caller asked for them beforehand (`expect` /
 `take`: held from the attempt's end until taken, never longer), else rebuilt by running the
-agent once more, read-only, over its log (`LogReader`).
+agent once more, read-only, over its log (`LogReader`); with them, the run's call rows as that
+attempt knew them (`Finished.calls`), so that its report need not read them again.
 
 `current_run_id` is the run's id inside an attempt: the same on every attempt, in every
 process, for a tool's own idempotency keys.
@@ -36,10 +37,10 @@ from agentq.integrations.pydantic_ai._live import SINK, LiveRuns
 from agentq.integrations.pydantic_ai._options import RunOptions, agent_kwargs
 from agentq.integrations.pydantic_ai._replay import LogReader
 from agentq.integrations.pydantic_ai._results import USAGE
-from agentq.store import DurableStore
+from agentq.store import CallKind, CallRow, CallState, DurableStore
 from agentq.workflows import StepContext
 
-__all__ = ["AgentStep", "current_run_id"]
+__all__ = ["AgentStep", "Finished", "current_run_id"]
 
 
 def current_run_id() -> str | None:
@@ -56,6 +57,32 @@ def current_run_id() -> str | None:
     """
     journal = CURRENT.get()
     return None if journal is None else journal.ctx.workflow_id
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """What the attempt that completed a run in this process hands to its report.
+
+    Attributes:
+        messages: The run's messages (its history included).
+        calls: The run's call rows as `DurableStore.calls` lists them (by ``first_seq``), as
+            the attempt knew them at its end, when every row is a call that has ended (then
+            nothing changes them any more); else None (the report reads them).
+    """
+
+    messages: list[ModelMessage]
+    calls: tuple[CallRow, ...] | None
+
+
+_ENDED = frozenset({CallState.COMPLETED, CallState.FAILED})
+
+
+def ended_calls(rows: list[CallRow]) -> tuple[CallRow, ...] | None:
+    """`rows` in the store's order when each is a call that has ended, else None (a wait or
+    a call still running may change after the attempt: read it from the store)."""
+    if all(row.kind is CallKind.CALL and row.state in _ENDED for row in rows):
+        return tuple(sorted(rows, key=lambda row: row.first_seq))
+    return None
 
 
 @dataclass(slots=True)
@@ -103,9 +130,9 @@ class AgentStep(Generic[AgentDepsT]):
         self._models: Mapping[str, Model] = dict(models or {})
         self._capability = capability(models=self._models)
         self._given: dict[str, _Given[AgentDepsT]] = {}
-        # run id -> the messages of the attempt that completed it (None: not yet), for the
-        # callers that `expect` them; an entry lives from `expect` to `take`
-        self._finished: dict[str, list[ModelMessage] | None] = {}
+        # run id -> what the attempt that completed it hands on (None: not yet), for the
+        # callers that `expect` it; an entry lives from `expect` to `take`
+        self._finished: dict[str, Finished | None] = {}
 
     def give(
         self, run_id: str, deps: AgentDepsT | None, options: RunOptions | None = None
@@ -132,13 +159,14 @@ class AgentStep(Generic[AgentDepsT]):
         self._given.pop(run_id, None)
 
     def expect(self, run_id: str) -> None:
-        """Keep the messages of the attempt of `run_id` that completes next in this process,
-        for `take` (which the caller must call, whatever happens, to free them)."""
+        """Keep the messages (and ended calls) of the attempt of `run_id` that completes next
+        in this process, for `take` (which the caller must call, whatever happens, to free
+        them)."""
         self._finished.setdefault(run_id, None)
 
-    def take(self, run_id: str) -> list[ModelMessage] | None:
-        """The messages kept for `run_id` since `expect`, and forget them; None when no
-        attempt completed it in this process since (a recorded result, another process)."""
+    def take(self, run_id: str) -> Finished | None:
+        """What was kept for `run_id` since `expect`, and forget it; None when no attempt
+        completed it in this process since (a recorded result, another process)."""
         return self._finished.pop(run_id, None)
 
     def sizes(self) -> dict[str, int]:
@@ -165,8 +193,10 @@ class AgentStep(Generic[AgentDepsT]):
             self.release(ctx.workflow_id)  # the run failed (a retry may give them again)
             raise
         self.release(ctx.workflow_id)  # the run completed
-        if ctx.workflow_id in self._finished:  # a caller reports this run: no rebuild
-            self._finished[ctx.workflow_id] = list(result.all_messages())
+        if ctx.workflow_id in self._finished:  # a caller reports this run: no rebuild, no read
+            self._finished[ctx.workflow_id] = Finished(
+                list(result.all_messages()), ended_calls(await ctx.recorded())
+            )
         # Not the messages: they grow with each tool return and could go over the store's
         # limit after every side effect is done (see _replay); `DurableAgent` rebuilds them.
         return {

@@ -272,7 +272,7 @@ class Streams(Generic[AgentDepsT]):
         try:
             result = await self._engine.run(run_id)
         finally:
-            messages = self._step.take(run_id)
+            finished = self._step.take(run_id)
         if result.status is RunStatus.COMPLETED:
             self._step.release(run_id)  # nothing continues a completed run
-        return await self._reporter.report(result, live, messages)
+        return await self._reporter.report(result, live, finished)

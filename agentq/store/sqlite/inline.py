@@ -25,6 +25,12 @@ returned. WAL lets that read run while this connection writes.
 If a verb of the batch raised after writing, the batch needs a SAVEPOINT per verb
 (`agentq.store.sqlite.transact.transact`): its transaction is rolled back here and the batch
 runs again on the thread.
+
+A large batch (many concurrent callers) stays here too: shipping it to the thread so that the
+loop goes on meanwhile does not use the second core, since the rules' Python on the thread
+takes the GIL from the loop and only SQLite's own C code (~8% of a durable agent run's CPU)
+runs beside it; measured, the hop costs more CPU than the overlap saves
+(``docs/performance.md``, "Concurrent runs and the second core").
 """
 
 from __future__ import annotations

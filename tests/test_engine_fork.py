@@ -104,6 +104,38 @@ async def test_fork_at_a_call_with_a_replaced_tool_result(engine: WorkflowEngine
     assert Counter({"step:calls": 1, "step:total": 1, "call-4": 1}) == RAN
 
 
+async def mail(workflow_id: str, text: str) -> str:
+    RAN[text] += 1
+    return f"{text} for {workflow_id}"
+
+
+async def sends(ctx: StepContext) -> list[str]:
+    # the workflow id is a natural value for a tool (its own idempotency key): it differs
+    # in a fork, whose copied calls must still answer from the log
+    return [
+        await ctx.call(Job("draft", functools.partial(mail, ctx.workflow_id, "draft"))),
+        await ctx.call(Job("send", functools.partial(mail, ctx.workflow_id, "send"))),
+    ]
+
+
+@pytest.mark.parametrize("replace", [None, {"draft": "edited"}])
+async def test_a_fork_answers_copied_calls_that_use_the_workflow_id(
+    engine: WorkflowEngine, replace: dict[str, Any] | None
+) -> None:
+    mails = WorkflowDef("mails", [StepDef("s", sends)])
+    engine.register(mails)
+    assert (await engine.run(mails.workflow("m"))).outputs == (["draft for m", "send for m"],)
+    RAN.clear()
+    result = await engine.fork("m", "m-fork", at=("s", "send"), replace=replace)
+    assert result.status is RunStatus.COMPLETED, result.reason
+    draft = "draft for m" if replace is None else "edited"
+    assert result.outputs == ([draft, "send for m-fork"],)
+    assert Counter({"send": 1}) == RAN  # the copy answered; only the call after it ran
+    # and the fork's own replay (a restart) answers the same way
+    rerun = await engine.run("m-fork")
+    assert rerun.outputs == result.outputs and Counter({"send": 1}) == RAN
+
+
 async def test_a_fork_of_a_fork(engine: WorkflowEngine) -> None:
     await engine.fork("p", "f", at=("calls", "call-2"),
                       replace={"call-2": {"key": "call-2", "square": 50}})

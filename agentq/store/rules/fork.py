@@ -179,7 +179,10 @@ def _copies(
             return []  # failed or in doubt: the fork runs it live
         started = {
             "key": call.key, "lane": call.lane, "attempt": None, "label": call.label,
-            "fingerprint": call.fingerprint, "rerun": False, **mark,
+            # not compared (None): the fork's own run of the step makes its calls with the
+            # fork's values (``ctx.workflow_id`` is the fork's id), and a copy is what the
+            # parent recorded, answered as it is
+            "fingerprint": None, "rerun": False, **mark,
         }
         done: dict[str, Any] = {
             "key": call.key,

@@ -153,6 +153,38 @@ def test_show_json_has_every_row_and_field(made: Path) -> None:
     assert asks["steps"][1]["wait_details"] == {"tool": "send", "args": {"to": "ops"}}
 
 
+async def _blank(value: Any) -> Any:
+    return value
+
+
+async def _blanks(ctx: StepContext) -> str:
+    for key, value in (("v-none", None), ("v-null", "null"), ("v-empty", ""), ("v-text", "hi")):
+        await ctx.call(Job(key, lambda v=value: _blank(v)))
+    return "ok"
+
+
+def test_show_prints_call_outputs_none_empty_and_the_text_null_apart(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Review finding: an output None and an output "" both showed as an empty cell."""
+    path = tmp_path / "agentq.db"
+
+    async def make() -> None:
+        async with (
+            Queue(clock=clock) as queue,
+            SqliteStore(path) as store,
+            WorkflowEngine(queue, store, clock=clock) as engine,
+        ):
+            assert (await engine.run(Workflow("odd", [StepDef("s", _blanks)]))).outputs == ("ok",)
+
+    asyncio.run(make())
+    out = run("show", str(path), "odd").stdout
+    table = out[out.index("durable calls and waits"):]
+    cells = {line.split()[1]: line.rstrip("│ ").split("│")[-1].strip()
+             for line in table.splitlines() if "v-" in line}
+    assert cells == {"v-none": "null", "v-null": '"null"', "v-empty": '""', "v-text": '"hi"'}
+
+
 def test_a_cancelled_workflows_wait_is_shown_as_ended(made: Path) -> None:
     """Finding 10: after `agentq cancel`, the wait row reads cancelled, not waiting."""
     asks = json.loads(run("show", str(made), "asks", "--json").stdout)

@@ -23,6 +23,7 @@ from agentq.cli.literal import json_line, text, visible
 from agentq.events import Event
 from agentq.store import (
     CallRow,
+    CallState,
     HookRow,
     ScheduleRow,
     StepRow,
@@ -72,13 +73,16 @@ def when(seconds: float | None) -> str:
         return repr(seconds)
 
 
-def short(value: Any, limit: int = 60) -> str:
-    """`value` as one line of at most `limit` characters (JSON for non-strings), its
-    controls and separators as escapes (`visible`: a newline, U+2028 or ``\x1c`` shows as
-    typed, never as a space); runs of spaces print as one."""
-    if value is None:
+def short(value: Any, limit: int = 60, *, as_json: bool = False) -> str:
+    """`value` as one line of at most `limit` characters (JSON for non-strings, and for
+    strings too with `as_json`: a stored ``None``, ``""`` and ``"null"`` then print apart, as
+    ``null``, ``""`` and ``"null"``), its controls and separators as escapes (`visible`: a
+    newline, U+2028 or ``\x1c`` shows as typed, never as a space); runs of spaces print as one.
+    Without `as_json`, None prints as nothing."""
+    if value is None and not as_json:
         return ""
-    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    raw = isinstance(value, str) and not as_json
+    shown = value if raw else json.dumps(value, ensure_ascii=False)
     shown = " ".join(visible(shown).split())
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
@@ -153,7 +157,8 @@ def _calls_table(wf: WorkflowRow, calls: Sequence[CallRow]) -> Table:
                  "output / reason"):
         table.add_column(name, overflow="fold")
     for row in calls:
-        note = short(row.output) if row.output is not None else short(row.reason)
+        ended = row.state in (CallState.COMPLETED, CallState.ANSWERED)
+        note = short(row.output, as_json=True) if ended else short(row.reason)
         if row.error is not None:
             note = short(str(row.error), 80)
         _row(

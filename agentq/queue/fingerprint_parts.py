@@ -134,9 +134,12 @@ def same_reads(last: tuple[Any, ...], defaults: tuple[Any, ...] | None) -> tuple
             if type(item) not in _PLAIN:
                 return None
     namespace = last[1]
-    for name, held in zip(last[2], last[3], strict=True):
-        if namespace.get(name, ABSENT) is not held:
+    raw = last[3]
+    i = 0
+    for name in last[2]:  # no zip object: this runs on every push of such a lambda
+        if namespace.get(name, ABSENT) is not raw[i]:
             return None
+        i += 1  # noqa: SIM113
     for item, code, module, qualname in last[4]:
         if (
             item.__code__ is not code

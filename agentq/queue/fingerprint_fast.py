@@ -19,6 +19,11 @@ a tuple that compares like the derived fingerprint would:
   reading another global now is another call: the rule of the derived form);
 - a function met again while it is being taken as ``("cycle",)``.
 
+With a queue's `Shared` table, a closure-less function whose code was taken before reuses
+the kept reads of that code when every name it reads still holds the very same object and
+each function among them is unchanged (`agentq.queue.fingerprint_parts.same_reads`): taking
+them again would give an equal tuple, so only the per-call parts (the defaults) are read.
+
 So two fast fingerprints are equal exactly when the derived ones are. Anything else (a
 bound method, a callable object, a float, a container, any other object, a function that
 rebinds a closure variable (``nonlocal``: its state, see `agentq.queue.fingerprint`), a value nested

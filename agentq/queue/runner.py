@@ -229,7 +229,9 @@ async def run_attempts(
                 if record.pending is None and record.outcome is None:
                     if raised is None:
                         if ledger.store is None or not job.persist:
-                            ledger.settle(record, Completed(output))
+                            done = _new(Completed)  # `Completed(output)` without its
+                            _set_output(done, output)  # frozen __init__: once per job
+                            ledger.settle(record, done)
                         else:
                             saving = True  # after this attempt's watchdog has stopped
                         break
@@ -275,6 +277,10 @@ async def run_attempts(
             ledger.keys.body_stopped(record)
         else:  # `body_stopped` with nothing to forget or wake, inline: once per job
             record.state = STOPPED
+
+
+_new = object.__new__
+_set_output: Any = Completed.__dict__["output"].__set__
 
 
 def _closed_from_outside(task: asyncio.Task[Any]) -> bool:

@@ -255,3 +255,57 @@ def test_the_flat_pass_of_a_plain_function_equals_the_general_pass() -> None:
             assert taken == (None if general is None else (_MARK, *general)), fn
             flat += _plain_function(fn, shared) is not None
         assert flat >= 8  # the common lambdas take the flat pass
+
+
+async def reads_nothing() -> None:
+    return None
+
+
+def test_the_kept_reads_of_a_code_are_used_only_while_taking_them_again_would_equal() -> None:
+    # A queue keeps, per code object, what its last fingerprint read (`Shared.last`); a
+    # later function of that code reuses those reads only while every name holds the very
+    # object it held and each function among them is unchanged. Each change below must
+    # give the fingerprint the general pass gives, not the kept one.
+    global USER, reads_nothing
+    shared = Shared()
+
+    def lam(i: int) -> Callable[[], Any]:
+        return lambda i=i: reads_nothing() if USER else send(i)  # type: ignore[misc]
+
+    def check(fn: Callable[[], Any]) -> tuple[Any, ...] | None:
+        general = _Fast(None).call(fn, 0)
+        taken = fast_fingerprint(fn, shared)
+        assert taken == (None if general is None else (_MARK, *general))
+        return taken
+
+    fast_fingerprint(reads_nothing)  # its code is known to read no value
+    first = check(lam(1))
+    assert check(lam(1)) == first and shared.last  # kept, then reused
+    assert check(lam(2)) != first  # another default
+    USER = "".join(["ali", "ce"])  # an equal str, another object: taken again, equal
+    try:
+        assert check(lam(1)) == first
+        USER = "bob"
+        assert check(lam(1)) != first
+    finally:
+        USER = "alice"
+    assert check(lam(1)) == first
+    original = reads_nothing
+    try:
+        reads_nothing.__qualname__ = "renamed"
+        assert check(lam(1)) != first
+        reads_nothing.__qualname__ = "reads_nothing"
+        assert check(lam(1)) == first
+        reads_nothing.__defaults__ = (1,)
+        assert check(lam(1)) is None or check(lam(1)) != first
+        reads_nothing.__defaults__ = None
+
+        async def replacement() -> None:
+            return None
+
+        reads_nothing = replacement  # rebound: another function object
+        assert check(lam(1)) != first
+    finally:
+        reads_nothing = original
+    assert check(lam(1)) == first
+    assert check(lambda i=1: reads_nothing() if USER else send(i)) != first  # other code

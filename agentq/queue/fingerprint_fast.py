@@ -19,6 +19,11 @@ a tuple that compares like the derived fingerprint would:
   reading another global now is another call: the rule of the derived form);
 - a function met again while it is being taken as ``("cycle",)``.
 
+With a queue's `Shared` table, a closure-less function whose code was taken before reuses
+the kept reads of that code when every name it reads still holds the very same object and
+each function among them is unchanged (`agentq.queue.fingerprint_parts.same_reads`): taking
+them again would give an equal tuple, so only the per-call parts (the defaults) are read.
+
 So two fast fingerprints are equal exactly when the derived ones are. Anything else (a
 bound method, a callable object, a float, a container, any other object, a function that
 rebinds a closure variable (``nonlocal``: its state, see `agentq.queue.fingerprint`), a value nested
@@ -32,18 +37,21 @@ value or layer of the second has a kind the first has not), so nothing is lost.
 from __future__ import annotations
 
 import functools
-from types import CodeType, FunctionType, ModuleType
+from types import FunctionType, ModuleType
 from typing import Any
 
 from agentq.queue.fingerprint import derive_fingerprint
 from agentq.queue.fingerprint_cache import code_info
+from agentq.queue.fingerprint_parts import ABSENT as _ABSENT
 from agentq.queue.fingerprint_parts import CYCLE as _CYCLE
 from agentq.queue.fingerprint_parts import MARK as _MARK
 from agentq.queue.fingerprint_parts import SIMPLE as _SIMPLE
 from agentq.queue.fingerprint_parts import TAGGED as _TAGGED
 from agentq.queue.fingerprint_parts import Fn as _Fn
 from agentq.queue.fingerprint_parts import Shared as Shared
+from agentq.queue.fingerprint_parts import describe as describe
 from agentq.queue.fingerprint_parts import remember_simple as _remember_simple
+from agentq.queue.fingerprint_parts import same_reads as _same_reads
 
 __all__ = [
     "MAX_DEPTH",
@@ -275,8 +283,15 @@ def _plain_function(fn: FunctionType, shared: Shared | None) -> tuple[Any, ...] 
     simple = _SIMPLE.get(id(code))
     if simple is not None and simple[0] is code and not defaults:  # reads no value at all
         return (_MARK, ("function", fn.__module__, fn.__qualname__, code, (), (), (), ()))
-    _, rebound, _, names = code_info(code)
     closure = fn.__closure__
+    if shared is not None and closure is None:
+        last = shared.last.get(id(code))
+        if last is not None and last[0] is code and last[1] is fn.__globals__:
+            kept = _same_reads(last, defaults)
+            if kept is not None:
+                return (_MARK, ("function", fn.__module__, fn.__qualname__, code,
+                                () if defaults is None else defaults, (), (), kept))
+    _, rebound, _, names = code_info(code)
     if len(defaults or ()) + len(closure or ()) + len(names) > MAX_VALUES // 2:
         return None
     if defaults is None:
@@ -303,10 +318,13 @@ def _plain_function(fn: FunctionType, shared: Shared | None) -> tuple[Any, ...] 
     if names:
         namespace = fn.__globals__
         forms = []
+        raw: list[Any] = []  # what each name holds (`_same_reads`)
+        functions: list[tuple[Any, ...]] = []
         for name in names:
-            if name not in namespace:
+            item = namespace.get(name, _ABSENT)
+            raw.append(item)
+            if item is _ABSENT:
                 continue
-            item = namespace[name]
             kind = type(item)
             if kind in _PLAIN:
                 forms.append((name, item))
@@ -320,18 +338,27 @@ def _plain_function(fn: FunctionType, shared: Shared | None) -> tuple[Any, ...] 
                     or item.__kwdefaults__
                 ):
                     return None
-                only = (("function", item.__module__, item.__qualname__, inner, (), (), (), ()),)
+                module, qualname = item.__module__, item.__qualname__
+                only = (("function", module, qualname, inner, (), (), (), ()),)
                 forms.append(
                     (name, _Fn(item, only) if shared is None else shared.function(item, only))
                 )
+                functions.append((item, inner, module, qualname))
             elif kind is ModuleType:
                 forms.append((name, "builtins.module", getattr(item, "__qualname__", name)))
+                functions.append(())  # a module: never taken from `last`
             else:
                 return None
         if forms:
             reads = tuple(forms)
             if shared is not None:
                 reads = shared.reads(code, reads)
+                if closure is None and () not in functions:
+                    shared.keep_last(
+                        code,
+                        (code, namespace, names, tuple(raw), tuple(functions), reads,
+                         MAX_VALUES // 2 - len(names)),
+                    )
     function = ("function", fn.__module__, fn.__qualname__, code, defaults, (), cells, reads)
     if not reads and not cells and not defaults:
         _remember_simple(function)
@@ -352,36 +379,3 @@ def call_fingerprint(fn: Any, shared: Shared | None = None, kept: Any = None) ->
         return derive_fingerprint(fn, kept)
     fast = fast_fingerprint(fn, shared)
     return derive_fingerprint(fn) if fast is None else fast
-
-
-
-
-class _Described:
-    """A call named from its fingerprint, for messages (its repr is the text)."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def describe(fp: Any) -> object:
-    """Something whose ``repr`` names the call a fingerprint was taken of, for messages
-    about a key whose job was released: ``a call of module.name with arguments (...)`` for
-    a fast or derived fingerprint (its parts hold the function's names and code), else the
-    fingerprint itself (an explicit one)."""
-    if type(fp) is not tuple:
-        return fp
-    parts = fp[1:] if fp and fp[0] is _MARK else fp
-    args = ""
-    for part in parts:
-        if type(part) is not tuple or len(part) < 3:
-            return fp
-        if part[0] == "partial" and not args:
-            args = f" with arguments {part[1]!r}"
-        elif part[0] == "function" and len(part) > 3 and isinstance(part[3], CodeType):
-            return _Described(f"a call of {part[1]}.{part[2]}{args}")
-    return fp

@@ -12,15 +12,21 @@ parts are defined here so that the readers (`agentq.queue.fingerprint_match`,
 
 from __future__ import annotations
 
+from types import CodeType
 from typing import Any
 
 from agentq.queue.fingerprint_cache import code_info
 
-__all__ = ["CYCLE", "MARK", "SIMPLE", "TAGGED", "Fn", "Shared", "remember_simple"]
+__all__ = [
+    "ABSENT", "CYCLE", "MARK", "SIMPLE", "TAGGED", "Fn", "Shared", "describe", "remember_simple",
+    "same_reads",
+]
 
 TAGGED = frozenset({bool, bytes})  # int is kept as itself: no other kind here equals an int
 MARK: Any = object()  # the first part of every fast fingerprint
 CYCLE = ("cycle",)
+ABSENT: Any = object()  # a name a function's globals do not hold
+_PLAIN = frozenset({str, int, type(None)})  # values a fast fingerprint keeps as themselves
 
 
 class Fn:
@@ -56,12 +62,23 @@ class Shared:
         size: Entries kept per table; a table is emptied when it is full.
     """
 
-    __slots__ = ("_functions", "_reads", "_size")
+    __slots__ = ("_functions", "_reads", "_size", "last")
 
     def __init__(self, size: int = 1024) -> None:
         self._size = size
         self._functions: dict[int, Fn] = {}
         self._reads: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+        # By code: what the last fast fingerprint of a closure-less function of it read
+        # (`agentq.queue.fingerprint_fast`): taken again from the very same objects, the
+        # reads are equal, and the kept tuple is used without taking them.
+        self.last: dict[int, tuple[Any, ...]] = {}
+
+    def keep_last(self, code: object, entry: tuple[Any, ...]) -> None:
+        """Keep `entry` as what the last fast fingerprint of `code` read (see `last`)."""
+        last = self.last
+        if len(last) >= self._size:
+            last.clear()
+        last[id(code)] = entry
 
     def function(self, fn: object, parts: Any) -> Fn:
         """The `Fn` of `fn` with `parts`: the kept one if equal, else a new one kept."""
@@ -102,3 +119,65 @@ def remember_simple(function: tuple[Any, ...]) -> None:
         if len(SIMPLE) >= _SIMPLE_LIMIT:
             SIMPLE.clear()
         SIMPLE[id(code)] = (code,)
+
+
+def same_reads(last: tuple[Any, ...], defaults: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    """The reads kept in `last` (`Shared.last`) for a closure-less function of its code over
+    its globals with `defaults`, if taking them again would give an equal tuple: the
+    defaults are plain values within the limit, each name still holds the very object it
+    held, and each function among them still has the code, no defaults, module and
+    qualified name its form was taken of (modules are never kept). Else None."""
+    if defaults is not None:
+        if len(defaults) > last[6]:
+            return None
+        for item in defaults:
+            if type(item) not in _PLAIN:
+                return None
+    namespace = last[1]
+    raw = last[3]
+    i = 0
+    for name in last[2]:  # no zip object: this runs on every push of such a lambda
+        if namespace.get(name, ABSENT) is not raw[i]:
+            return None
+        i += 1  # noqa: SIM113
+    for item, code, module, qualname in last[4]:
+        if (
+            item.__code__ is not code
+            or item.__defaults__ is not None
+            or item.__kwdefaults__ is not None
+            or item.__module__ is not module
+            or item.__qualname__ is not qualname
+        ):
+            return None
+    return last[5]  # type: ignore[no-any-return]
+
+
+class _Described:
+    """A call named from its fingerprint, for messages (its repr is the text)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def describe(fp: Any) -> object:
+    """Something whose ``repr`` names the call a fingerprint was taken of, for messages
+    about a key whose job was released: ``a call of module.name with arguments (...)`` for
+    a fast or derived fingerprint (its parts hold the function's names and code), else the
+    fingerprint itself (an explicit one)."""
+    if type(fp) is not tuple:
+        return fp
+    parts = fp[1:] if fp and fp[0] is MARK else fp
+    args = ""
+    for part in parts:
+        if type(part) is not tuple or len(part) < 3:
+            return fp
+        if part[0] == "partial" and not args:
+            args = f" with arguments {part[1]!r}"
+        elif part[0] == "function" and len(part) > 3 and isinstance(part[3], CodeType):
+            return _Described(f"a call of {part[1]}.{part[2]}{args}")
+    return fp

@@ -54,7 +54,7 @@ import agentq.tracing as tracing
 from agentq.errors import DeadlockError
 from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason
 from agentq.queue.jobs import Job, JobEventKind
-from agentq.queue.lane import RUNNING
+from agentq.queue.lane import LOST, RUNNING, STOPPED
 from agentq.queue.ledger import Ledger, cancelled_outcome, error_outcome
 from agentq.queue.persistence import read_before_run, save_and_settle
 from agentq.queue.rates import retry_after
@@ -229,7 +229,9 @@ async def run_attempts(
                 if record.pending is None and record.outcome is None:
                     if raised is None:
                         if ledger.store is None or not job.persist:
-                            ledger.settle(record, Completed(output))
+                            done = _new(Completed)  # `Completed(output)` without its
+                            _set_output(done, output)  # frozen __init__: once per job
+                            ledger.settle(record, done)
                         else:
                             saving = True  # after this attempt's watchdog has stopped
                         break
@@ -271,7 +273,14 @@ async def run_attempts(
     finally:
         record.task = None
         record.phase = IDLE
-        ledger.keys.body_stopped(record)
+        if ledger.keys.unstopped or record.stop_waiters is not None or record.state == LOST:
+            ledger.keys.body_stopped(record)
+        else:  # `body_stopped` with nothing to forget or wake, inline: once per job
+            record.state = STOPPED
+
+
+_new = object.__new__
+_set_output: Any = Completed.__dict__["output"].__set__
 
 
 def _closed_from_outside(task: asyncio.Task[Any]) -> bool:

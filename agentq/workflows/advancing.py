@@ -23,15 +23,13 @@ Private to `agentq.workflows.driver` and ``recording``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentq.clock import Clock
 from agentq.store import Claimed, ClaimResult, DurableStore, Execution, StepState, WorkflowRow
-from agentq.workflows.attempts import hand_back
+from agentq.workflows.attempts import cancel_safe_claim
 from agentq.workflows.model import StepDef
-from agentq.workflows.waits import finish, retrieve
 
 __all__ = ["Follow", "advance", "completed_outputs"]
 
@@ -84,30 +82,14 @@ async def advance(
         Whatever ``advance_step`` raises (`LeaseLostError`, `WorkflowClosedError`,
         `PayloadError`, `StoreError`); `asyncio.CancelledError` (the lease handed back first).
     """
-    advancing = asyncio.ensure_future(
+    return await cancel_safe_claim(
+        store,
+        clock,
         store.advance_step(
             execution, output, now, lease_ttl=lease_ttl, max_recoveries=max_recoveries
-        )
+        ),
+        lambda answer: answer[1],
     )
-    advancing.add_done_callback(retrieve)
-    try:
-        return await asyncio.shield(advancing)
-    except asyncio.CancelledError:
-        await finish(_hand_back_claim(store, clock, advancing))
-        raise
-
-
-async def _hand_back_claim(
-    store: DurableStore,
-    clock: Clock,
-    advancing: asyncio.Future[tuple[WorkflowRow, ClaimResult | None]],
-) -> None:
-    try:
-        _, claim = await advancing
-    except Exception:  # refused or failed: nothing was claimed
-        return
-    if isinstance(claim, Claimed):
-        await hand_back(store, clock, claim.execution)
 
 
 async def completed_outputs(store: DurableStore, row: WorkflowRow) -> list[Any]:

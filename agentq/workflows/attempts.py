@@ -15,8 +15,8 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from agentq.clock import Clock
 from agentq.errors import (
@@ -34,12 +34,15 @@ from agentq.workflows.model import StepDef
 from agentq.workflows.renewals import Renewals
 from agentq.workflows.waits import finish, retrieve, stop
 
+T = TypeVar("T")
+
 __all__ = [
     "IN_STEP",
     "Again",
     "Lease",
     "Retry",
     "Waiting",
+    "cancel_safe_claim",
     "claim",
     "hand_back",
     "job_key",
@@ -321,7 +324,9 @@ async def claim(
 ) -> ClaimResult:
     """`store.claim_step`, cancel-safe: if the caller is cancelled meanwhile, a lease the claim
     got all the same (it may commit after the caller stopped listening) is handed back."""
-    claiming = asyncio.ensure_future(
+    return await cancel_safe_claim(
+        store,
+        clock,
         store.claim_step(
             workflow_id,
             step_index,
@@ -329,22 +334,43 @@ async def claim(
             lease_ttl,
             clock.time(),
             max_recoveries=max_recoveries,
-        )
+        ),
+        lambda result: result,
     )
-    claiming.add_done_callback(retrieve)
+
+
+async def cancel_safe_claim(
+    store: DurableStore,
+    clock: Clock,
+    verb: Coroutine[Any, Any, T],
+    claim_of: Callable[[T], ClaimResult | None],
+) -> T:
+    """Await `verb` (a store verb that may claim a step: ``claim_step``, ``advance_step``),
+    cancel-safe: if the caller is cancelled meanwhile, the verb runs to its end all the same
+    (it may commit after the caller stopped listening) and the lease its answer holds
+    (``claim_of(answer)``, when `Claimed`) is handed back.
+
+    Raises:
+        Whatever `verb` raises; `asyncio.CancelledError` (the lease handed back first).
+    """
+    running = asyncio.ensure_future(verb)
+    running.add_done_callback(retrieve)
     try:
-        return await asyncio.shield(claiming)
+        return await asyncio.shield(running)
     except asyncio.CancelledError:
-        await finish(_hand_back_claim(store, clock, claiming))
+        await finish(_hand_back_claim(store, clock, running, claim_of))
         raise
 
 
 async def _hand_back_claim(
-    store: DurableStore, clock: Clock, claiming: asyncio.Future[ClaimResult]
+    store: DurableStore,
+    clock: Clock,
+    running: asyncio.Future[T],
+    claim_of: Callable[[T], ClaimResult | None],
 ) -> None:
     try:
-        result = await claiming
-    except Exception:  # the claim failed: nothing to hand back
+        result = claim_of(await running)
+    except Exception:  # refused or failed: nothing was claimed
         return
     if isinstance(result, Claimed):
         await hand_back(store, clock, result.execution)

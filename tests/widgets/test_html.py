@@ -474,6 +474,27 @@ def test_timeline_has_a_time_axis_with_round_ticks_and_a_now_line() -> None:
     assert 'data-agentq="now-label"' in markup
 
 
+def test_axis_labels_near_either_end_stay_inside_the_axis() -> None:
+    """A label at p% is shifted left by p% of its width: centred mid-axis, flush with the
+    right end there (a tick at 96.6% centred on its mark ran past a 1000 px dashboard)."""
+    store = ReadStore()
+    store.event(EventKind.WORKFLOW_STARTED, "w", at=T0 + 0.5)
+    store.event(EventKind.STEP_STARTED, "w", (0, "a"), attempt=1, at=T0 + 0.5)
+    store.event(EventKind.STEP_COMPLETED, "w", (0, "a"), attempt=1, at=T0 + 59.5)
+    tl = Timeline()
+    tl.apply(store.events)
+    markup = h.timeline_html(tl.recent(1), now=T0 + 59.9)
+    shifts = re.findall(
+        r'data-agentq="(?:tick|now-label)" style="position:absolute;left:([0-9.]+)%;top:[^;]+;'
+        r"transform:translateX\((-?[0-9.]+)%\)",
+        markup,
+    )
+    assert len(shifts) >= 3
+    for left, shift in shifts:
+        assert float(shift) == -float(left)  # the label's right end never passes 100%
+    assert max(float(left) for left, _ in shifts) > 95
+
+
 def test_timeline_zoom_clips_bars_to_the_window() -> None:
     tl = _two_steps()
     whole = h.timeline_html(tl.recent(1), now=T0 + 60)

@@ -100,7 +100,10 @@ def _tick_step(width: float, ticks: int = 6) -> float:
 
 
 def _axis(t0: float, width: float, now: float) -> str:
-    """The time axis: round ticks labelled in UTC clock time, and "now" when in view."""
+    """The time axis: round ticks labelled in UTC clock time, and "now" when in view.
+
+    A label at p% of the axis is shifted left by p% of its own width (centred in the middle,
+    flush with either end there), so no label reaches past the axis at any width."""
     step = _tick_step(width)
     first = (t0 // step + 1) * step
     marks: list[str] = []
@@ -114,7 +117,7 @@ def _axis(t0: float, width: float, now: float) -> str:
             label += f".{int((t % 1) * 100 + 0.5) % 100:02d}"
         marks.append(
             f'<span data-agentq="tick" style="position:absolute;left:{pct:.2f}%;top:0;'
-            f'transform:translateX(-50%);white-space:nowrap">{label}</span>'
+            f'transform:translateX(-{pct:.2f}%);white-space:nowrap">{label}</span>'
             f'<span style="position:absolute;left:{pct:.2f}%;bottom:0;height:4px;'
             f'border-left:1px solid #9ca3af"></span>'
         )
@@ -122,8 +125,8 @@ def _axis(t0: float, width: float, now: float) -> str:
         pct = 100.0 * (now - t0) / width
         marks.append(
             f'<span data-agentq="now-label" style="position:absolute;left:{pct:.2f}%;top:12px;'
-            f'transform:translateX({-100 if pct > 95 else -50}%);color:#dc2626;'
-            f'font-weight:600">now</span>'
+            f'transform:translateX(-{pct:.2f}%);color:#dc2626;'
+            f'font-weight:600;white-space:nowrap">now</span>'
         )
     return (
         f'<div data-agentq="axis" data-step="{step:g}" style="position:relative;height:26px;'

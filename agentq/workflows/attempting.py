@@ -203,9 +203,14 @@ class AttemptRunner:
             return Again(0.0)
         try:
             return await self.recorder.record(wf, step, execution, outcome, ctx, follow)
-        except LeaseLostError:
-            return Again(0.0)
-        except WorkflowClosedError:
+        except (LeaseLostError, WorkflowClosedError) as refused:
+            # The body has stopped. A lease a cancel revoked still fences the step (through
+            # a retry too): hand it back, so that the log says so (`LeaseReleased`) before
+            # this or another worker claims the step again; a lease taken over records
+            # nothing here.
+            await finish(hand_back(self.store, self.clock, execution))
+            if isinstance(refused, LeaseLostError):
+                return Again(0.0)
             return await closed_result(self.store, wf.id)
         except BaseException:  # cancelled, or the store failed: the outcome may not be
             # recorded; hand the lease back so that no live engine keeps it (a retried run,

@@ -20,7 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.errors import AgentqError, LeaseLostError, QueueClosed, WorkflowClosedError
+from agentq.errors import (
+    AgentqError,
+    LeaseLostError,
+    QueueClosed,
+    StoreClosedError,
+    WorkflowClosedError,
+)
 from agentq.outcomes import Completed
 from agentq.queue import Job, JobHandle, Priority, Queue
 from agentq.store import Claimed, DurableStore
@@ -230,6 +236,11 @@ class AttemptRunner:
         meanwhile) only the attempt's job is cancelled, and the run waits for its body to
         stop and claims the step again (it finds it held, or done, by the new owner).
         """
+        if isinstance(why, StoreClosedError):  # nothing can be recorded: stop the body; the
+            LOGGER.debug("%s: %s", step_title(workflow_id, step_name), why)  # run says so
+            if (handle := self.running.get(workflow_id)) is not None:
+                handle.cancel()
+            return
         row = None
         with contextlib.suppress(AgentqError):  # the store failed: treat it as taken over
             row = await self.store.get_workflow(workflow_id)

@@ -1,4 +1,4 @@
-"""A store closed under a live engine, as a notebook user does it: no `async with`.
+"""A store (or a queue) closed under a live engine, as a notebook user does it: no `async with`.
 
 The user builds a queue, a store and an engine in cells, starts runs in the background
 (`run_soon`), then closes the store while they are in flight; the kernel's loop goes on.
@@ -7,7 +7,8 @@ its body; every run ends with `StoreClosedError` (what a joiner gets); the engin
 line for all of them (WARNING, no traceback; the others at DEBUG), and nothing else is
 printed: no "Task exception was never retrieved", no traceback per run. What was recorded
 before the close is all in the file, and once the leases expired a new engine's `recover`
-finishes every run, its durable call answered from the log.
+finishes every run, its durable call answered from the log. A queue closed under the engine
+likewise: each run ends with `QueueClosed` after handing its lease back, in one logged line.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 from queue_helpers import until
 
 from agentq.clock import FakeClock
-from agentq.errors import StoreClosedError, StoreError
+from agentq.errors import QueueClosed, StoreClosedError, StoreError
 from agentq.queue import Job, Queue
 from agentq.store import DurableStore, MemoryStore, SqliteStore, StepState
 from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine, recover
@@ -130,3 +131,46 @@ async def test_closing_the_store_under_a_notebook_engine_is_quiet_and_loses_noth
         assert {r.status for r in results.values()} == {RunStatus.COMPLETED}
         assert body.calls == len(IDS)  # each call answered from the log
         await fresh.close()
+
+
+async def test_closing_the_queue_under_a_notebook_engine_is_quiet_and_hands_leases_back(
+    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _, context: unhandled.append(context))
+    caplog.set_level(logging.DEBUG, logger="agentq")
+    body = Body()
+    queue = Queue(clock=clock)
+    store = await SqliteStore.open(tmp_path / "nb.db")
+    engine = WorkflowEngine(queue, store, worker_id="nb", lease_ttl=TTL, clock=clock)
+    for wf in workflows(body)[1:]:
+        engine.run_soon(wf)
+    awaited = asyncio.ensure_future(engine.run(workflows(body)[0]))
+    async with asyncio.timeout(BOUND):
+        await body.all_waiting.wait()
+        await queue.close(drain=False)  # a cell closes the queue under the engine
+        with pytest.raises(QueueClosed):
+            await awaited
+        await until(lambda: not engine.tables()["runs"])
+    assert body.cancelled == len(IDS)
+    gc.collect()
+    await asyncio.sleep(0)
+    assert unhandled == []
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(loud) == 1 and loud[0].exc_info is None, [r.getMessage() for r in loud]
+    assert "stopped: its queue was closed under it" in loud[0].getMessage()
+    for wid in IDS:  # handed back, not lost: the step is pending at once, no crash counted
+        row = (await store.step_rows(wid))[0]
+        assert (row.state, row.recoveries) == (StepState.PENDING, 0)
+    body.first = False
+    async with Queue(clock=clock) as again:
+        fresh = WorkflowEngine(again, store, worker_id="nb2", lease_ttl=TTL, clock=clock)
+        for wf in workflows(body):
+            fresh.register_workflow(wf)
+        results = await (await recover(fresh)).wait()
+        assert {r.status for r in results.values()} == {RunStatus.COMPLETED}
+        assert body.calls == len(IDS)
+        await fresh.close()
+    await engine.close()
+    await store.close()

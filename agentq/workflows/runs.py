@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from agentq.errors import StoreClosedError
+from agentq.errors import AgentqError, QueueClosed, StoreClosedError
 from agentq.store import WorkflowRow
 from agentq.workflows.model import RunResult, Workflow
 from agentq.workflows.workers import LOGGER
@@ -47,7 +47,7 @@ class Runs:
         self._runs: dict[str, asyncio.Task[RunResult]] = {}
         self._continuing: dict[str, asyncio.Task[RunResult]] = {}
         self._watchers: list[Callable[[str, asyncio.Task[RunResult]], None]] = []
-        self._told_closed = False  # a background run stopped by the closed store was logged
+        self._told: set[type[AgentqError]] = set()  # causes of stopped runs logged already
 
     def watch(self, told: Callable[[str, asyncio.Task[RunResult]], None]) -> Callable[[], None]:
         """Tell `told` the workflow id and task of each run that ends from now on (after the
@@ -224,23 +224,23 @@ class Runs:
         return await asyncio.shield(task)
 
     def _log_failure(self, task: asyncio.Task[RunResult]) -> None:
-        """Log what a background run raised; a run stopped by its store closed under it
-        (`StoreClosedError`) in one line, no traceback: WARNING the first time, DEBUG after."""
+        """Log what a background run raised. A run stopped because its store or its queue was
+        closed under it (`StoreClosedError`, `QueueClosed`: an engine used without ``async
+        with``, its store or queue closed in a notebook cell) is said in one line, without a
+        traceback: at WARNING the first time for each cause, at DEBUG after."""
         if task.cancelled() or (exc := task.exception()) is None:
             return
-        if not isinstance(exc, StoreClosedError):
+        cause = next((c for c in _STOPPED if isinstance(exc, c)), None)
+        if cause is None:
             LOGGER.warning("the background run %s raised", task.get_name(), exc_info=exc)
             return
-        first, self._told_closed = not self._told_closed, True
+        first = cause not in self._told
+        self._told.add(cause)
         LOGGER.log(
             logging.WARNING if first else logging.DEBUG,
-            "the background run %s stopped: its store was closed under it (%s). What it "
-            "recorded is kept and nothing more is; a step it held stays leased until its "
-            "lease expires, then recover() or run() with an open store continues it. Close "
-            "the engine before its store (await engine.close()) to hand its leases back at "
-            "once.%s",
-            task.get_name(), exc,
-            " Other runs this closed store stops are logged at DEBUG." if first else "",
+            "the background run %s stopped: %s (%s). %s%s",
+            task.get_name(), *_STOPPED[cause][:1], exc, _STOPPED[cause][1],
+            " Other runs it stops are logged at DEBUG." if first else "",
         )
 
     def _continued(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
@@ -252,3 +252,17 @@ class Runs:
             self._ended(workflow_id, task)
 
 
+_STOPPED: dict[type[AgentqError], tuple[str, str]] = {
+    StoreClosedError: (
+        "its store was closed under it",
+        "What it recorded is kept and nothing more is; a step it held stays leased until its "
+        "lease expires, then recover() or run() with an open store continues it. Close the "
+        "engine before its store (await engine.close()) to hand its leases back at once.",
+    ),
+    QueueClosed: (
+        "its queue was closed under it",
+        "Nothing more was recorded, and the lease of the step it ran was handed back: "
+        "recover() or run() on an engine with an open queue continues it.",
+    ),
+}
+"""Why a background run stopped, by the error it ended with: what happened, what now."""

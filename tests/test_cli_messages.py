@@ -6,6 +6,8 @@ no messages section."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import sys
 import unicodedata
 from pathlib import Path
@@ -134,3 +136,22 @@ def test_stored_strings_print_literally_never_as_markup_or_controls(db: Path) ->
 
 def test_a_workflow_that_is_no_agent_run_has_no_messages_section(db: Path) -> None:
     assert "messages" not in show(db, "plain").splitlines()
+
+
+def test_the_messages_need_no_pydantic_ai(db: Path) -> None:
+    """The messages are read from the stored rows (JSON): ``agentq show`` prints them in a
+    process where pydantic-ai cannot be imported (the ``cli`` extra alone)."""
+    code = (
+        "import sys\n"
+        "sys.modules['pydantic_ai'] = None  # import pydantic_ai raises ImportError\n"
+        "from agentq.cli import main\n"
+        f"sys.argv = ['agentq', 'show', {str(db)!r}, 'r-wait']\n"
+        "main()\n"
+    )
+    env = {**os.environ, "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    got = messages(done.stdout)
+    assert got[1] == "  user: add 1+2 and 3+4, then multiply 3 by 7"
+    assert '    tool call mul [m1] {"a": 3, "b": 7}' in got

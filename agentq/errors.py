@@ -20,6 +20,7 @@ faults end in ``Error``; errors about misused arguments also derive from `ValueE
     ├── WaitForInput              signal: a step waits for outside input (not a fault)
     ├── NonRetryable              signal: fail at once, never retried (a job or a step)
     ├── StoreError                the durable store's backend failed (__cause__ is the original)
+    │   ├── StoreClosedError      the store was closed: the verb did nothing
     │   ├── LeaseLostError        fencing: the worker's lease was taken over
     │   └── SchemaError           the database file has an unknown schema version
     └── EngineError               a workflow operation is not possible in the current state
@@ -61,6 +62,7 @@ __all__ = [
     "QueueFull",
     "SchemaError",
     "StepContextError",
+    "StoreClosedError",
     "StoreError",
     "UnknownStepError",
     "UnknownWorkflowError",
@@ -198,6 +200,11 @@ class PayloadError(AgentqError, ValueError):
 
 class StoreError(AgentqError):
     """The durable store's backend failed; the original exception is ``__cause__``."""
+
+
+class StoreClosedError(StoreError):
+    """The store was closed (``await store.close()``): the verb did nothing. A run of an
+    engine whose store is closed under it ends with this error (see `WorkflowEngine`)."""
 
 
 class LeaseLostError(StoreError):

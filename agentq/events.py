@@ -80,7 +80,9 @@ is recorded by the worker that took the lease over (its ``worker_id``), or with 
 A cancel revokes the lease of the step that was running, but the attempt's body may still run
 until its worker notices (its next renewal): the revoked lease fences the step, failed and
 then pending again after a retry, from every other worker until `LeaseReleased` (recorded
-by `release_dead` once the body stopped) or until ``fenced_until`` has passed. Logs written
+by `release_dead` once the body stopped) or until ``fenced_until`` has passed (the claim
+that then starts the step records `LeaseReleased` first, as does a claim by the fence's own
+worker: every lease ends in the log). Logs written
 before fences existed have no ``fenced_until``: their cancelled steps are not fenced.
 
 Durable calls and waits (``ctx.call``, ``ctx.wait_for_input``) are step events too: each

@@ -20,6 +20,8 @@ Reading order (each module imports only the ones below it):
 - ``actions``: approve / reject / cancel / retry, each recorded through the store's verb;
 - ``members``: ``ls --group``: a run group's members and its summary line;
 - ``pages``: the pages of ``ls`` and ``events`` and the line naming the next one;
+- ``conversation``: ``show``'s messages section: an agent run's conversation as a transcript
+  (read by `agentq.widgets.load_conversation`, the notebook's reader);
 - ``views``: the rich tables the commands print (pure functions of rows);
 - ``params``: option types whose errors name the value (whole numbers, JSON);
 - ``target``: opening STORE (a SQLite path, never created, or a PostgreSQL DSN) and

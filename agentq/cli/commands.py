@@ -18,6 +18,7 @@ import click
 from click.core import ParameterSource
 
 from agentq.cli import actions, views
+from agentq.cli.conversation import messages_view
 from agentq.cli.export import check_html_target, export_parquet, export_static_html
 from agentq.cli.group import STORE, WORKFLOW, Settings, cli, run_on, say, settings
 from agentq.cli.lanes import resume_lane
@@ -31,6 +32,7 @@ from agentq.cli.sweep import sweep
 from agentq.cli.target import DSN_PREFIXES, is_dsn
 from agentq.events import EventKind
 from agentq.store import DurableStore, WorkflowState
+from agentq.widgets import is_agent_run, load_conversation
 
 __all__ = ["Settings", "cli", "main", "store_title"]
 
@@ -133,7 +135,8 @@ def ls(
 @click.pass_context
 def show(ctx: click.Context, store: str, workflow_id: str, as_json: bool) -> None:
     """Show one workflow: its steps, the waits with their details, its durable calls, its
-    parent and child runs, whether its end-of-run hooks were delivered."""
+    parent and child runs, whether its end-of-run hooks were delivered; an agent run's
+    messages (prompt, model text, tool calls with their arguments and returns)."""
 
     async def work(s: DurableStore) -> None:
         wf = await actions.find_workflow(s, workflow_id)
@@ -149,7 +152,10 @@ def show(ctx: click.Context, store: str, workflow_id: str, as_json: bool) -> Non
         first = await s.load_events(wf.workflow_id, limit=2)  # a fork's 2nd: WorkflowForked
         forked = next((e.data for e in first if e.kind is EventKind.WORKFLOW_FORKED), None)
         view = views.workflow_view(wf, steps, calls, parent, forked, hooks)
-        settings(ctx).console().print(view)
+        console = settings(ctx).console()
+        console.print(view)
+        if is_agent_run(wf):  # a DurableAgent run: its conversation, as the notebook reads it
+            console.print(messages_view(await load_conversation(s, wf.workflow_id, depth=0)))
 
     run_on(store, work)
 

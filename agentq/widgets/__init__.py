@@ -34,6 +34,9 @@ times a second only when something changed, and re-raises the refresher's errors
                    reasons, tokens and cost so far, the time left; `follow_group` draws the
                    same as one line on a console (scripts; rich)
 `run_tree_html`    a workflow's tree (workflow → steps → calls) as pure HTML, from its rows
+`load_conversation` an agent run read and folded into a `Conversation` (its `Turn` s, their
+                   `ToolCard` s, `ChildRun` s); `is_agent_run` tells one from its row. No
+                   ipywidgets and no pydantic-ai: ``agentq show`` prints it as a transcript
 =================  ==========================================================================
 
 Three rooms hold what the widgets are built from, so a module's folder says what it is:
@@ -92,7 +95,15 @@ if TYPE_CHECKING:
         answer_waits,
         pending_waits,
     )
+    from agentq.widgets.models.conversation import (
+        ChildRun,
+        Conversation,
+        ToolCard,
+        Turn,
+        is_agent_run,
+    )
     from agentq.widgets.models.prices import Price
+    from agentq.widgets.models.runs import load_conversation
     from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
     from agentq.widgets.runview import RunView
 
@@ -100,6 +111,8 @@ __all__ = [
     "ApprovalPanel",
     "BulkOutcome",
     "BulkReport",
+    "ChildRun",
+    "Conversation",
     "Dashboard",
     "EventTimeline",
     "GroupMonitor",
@@ -107,6 +120,8 @@ __all__ = [
     "Price",
     "RunView",
     "StepTable",
+    "ToolCard",
+    "Turn",
     "WaitFilter",
     "answer_waits",
     "check_export_path",
@@ -114,6 +129,8 @@ __all__ = [
     "dashboard_html",
     "export_html",
     "follow_group",
+    "is_agent_run",
+    "load_conversation",
     "pending_waits",
     "run_tree_html",
 ]
@@ -138,6 +155,12 @@ _HOMES = {
     "dashboard_html": "agentq.widgets.export",
     "export_html": "agentq.widgets.export",
     "run_tree_html": "agentq.widgets.html.tree",
+    "ChildRun": "agentq.widgets.models.conversation",
+    "Conversation": "agentq.widgets.models.conversation",
+    "ToolCard": "agentq.widgets.models.conversation",
+    "Turn": "agentq.widgets.models.conversation",
+    "is_agent_run": "agentq.widgets.models.conversation",
+    "load_conversation": "agentq.widgets.models.runs",
 }
 
 

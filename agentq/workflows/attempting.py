@@ -20,7 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from agentq.clock import Clock
-from agentq.errors import AgentqError, LeaseLostError, QueueClosed, WorkflowClosedError
+from agentq.errors import (
+    AgentqError,
+    LeaseLostError,
+    QueueClosed,
+    StoreClosedError,
+    WorkflowClosedError,
+)
 from agentq.outcomes import Completed
 from agentq.queue import Job, JobHandle, Priority, Queue
 from agentq.store import Claimed, DurableStore
@@ -203,9 +209,14 @@ class AttemptRunner:
             return Again(0.0)
         try:
             return await self.recorder.record(wf, step, execution, outcome, ctx, follow)
-        except LeaseLostError:
-            return Again(0.0)
-        except WorkflowClosedError:
+        except (LeaseLostError, WorkflowClosedError) as refused:
+            # The body has stopped. A lease a cancel revoked still fences the step (through
+            # a retry too): hand it back, so that the log says so (`LeaseReleased`) before
+            # this or another worker claims the step again; a lease taken over records
+            # nothing here.
+            await finish(hand_back(self.store, self.clock, execution))
+            if isinstance(refused, LeaseLostError):
+                return Again(0.0)
             return await closed_result(self.store, wf.id)
         except BaseException:  # cancelled, or the store failed: the outcome may not be
             # recorded; hand the lease back so that no live engine keeps it (a retried run,
@@ -225,6 +236,11 @@ class AttemptRunner:
         meanwhile) only the attempt's job is cancelled, and the run waits for its body to
         stop and claims the step again (it finds it held, or done, by the new owner).
         """
+        if isinstance(why, StoreClosedError):  # nothing can be recorded: stop the body; the
+            LOGGER.debug("%s: %s", step_title(workflow_id, step_name), why)  # run says so
+            if (handle := self.running.get(workflow_id)) is not None:
+                handle.cancel()
+            return
         row = None
         with contextlib.suppress(AgentqError):  # the store failed: treat it as taken over
             row = await self.store.get_workflow(workflow_id)

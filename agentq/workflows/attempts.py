@@ -22,6 +22,7 @@ from agentq.clock import Clock
 from agentq.errors import (
     AgentqError,
     LeaseLostError,
+    StoreClosedError,
     WaitForInput,
     WorkflowClosedError,
 )
@@ -190,7 +191,8 @@ class Lease:
     has really stopped, then hand the lease back (never while the body still runs).
 
     A renewal the store refuses (`LeaseLostError`: another worker took the step over, or the
-    lease was released; `WorkflowClosedError`) ends the renewals, sets `lost` and
+    lease was released; `WorkflowClosedError`; `StoreClosedError`: the store was closed under
+    the attempt, so nothing it does can be recorded) ends the renewals, sets `lost` and
     `lost_because`, and awaits `on_lost` (the driver interrupts the attempt's body there).
     A renewal that finds the lease revoked by a cancel (from any process: the execution the
     store returns says ``revoked``) does the same once, but the renewals go on: they keep
@@ -272,7 +274,7 @@ class Lease:
             self.execution = await self._store.renew_lease(
                 self.execution, self._ttl, self._clock.time()
             )
-        except (LeaseLostError, WorkflowClosedError) as exc:
+        except (LeaseLostError, WorkflowClosedError, StoreClosedError) as exc:
             await self._lose(exc, cancelled=False)
             return
         if self.execution.revoked and not self.lost:  # renew the fence until `stop`

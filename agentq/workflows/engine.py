@@ -193,6 +193,9 @@ class WorkflowEngine(Endings):
             PayloadError: The workflow input is not JSON or too large.
             QueueClosed: The queue closed before or while a step ran (see `close`).
             StoreError: The store failed; the run can be retried (or recovered) later.
+                `StoreClosedError` (a `StoreError`): the store was closed under the run;
+                its attempt's body was interrupted within a lease renewal (a background
+                run stopped so is logged in one line, see `run_soon`).
         """
         stored: WorkflowRow | None = None  # the row an instance found by id was built from
         if isinstance(workflow, str):
@@ -228,7 +231,10 @@ class WorkflowEngine(Endings):
         about to). The run goes on with nobody awaiting it: ``await engine.run(workflow)``
         joins it for its `RunResult`, `cancel` stops the workflow, `close` the run. An
         exception the run raises (a store failure) goes to whoever joins it, and is logged
-        through ``logging.getLogger("agentq")``. `agentq.recover` starts its runs this way.
+        through ``logging.getLogger("agentq")``; a run stopped because its store or its queue
+        was closed under it (`StoreClosedError`, `QueueClosed`: a notebook cell closed one)
+        in one line without a traceback, at WARNING for the first such run of this engine
+        and at DEBUG after. `agentq.recover` starts its runs this way.
 
         Args:
             workflow: A `Workflow` (registered on the way), the id of a registered one, or

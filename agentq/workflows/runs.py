@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from agentq.errors import AgentqError, QueueClosed, StoreClosedError
 from agentq.store import WorkflowRow
 from agentq.workflows.model import RunResult, Workflow
 from agentq.workflows.workers import LOGGER
@@ -45,6 +47,7 @@ class Runs:
         self._runs: dict[str, asyncio.Task[RunResult]] = {}
         self._continuing: dict[str, asyncio.Task[RunResult]] = {}
         self._watchers: list[Callable[[str, asyncio.Task[RunResult]], None]] = []
+        self._told: set[type[AgentqError]] = set()  # causes of stopped runs logged already
 
     def watch(self, told: Callable[[str, asyncio.Task[RunResult]], None]) -> Callable[[], None]:
         """Tell `told` the workflow id and task of each run that ends from now on (after the
@@ -128,7 +131,7 @@ class Runs:
         if wf.id in self._runs or wf.id in self._continuing:
             return None
         task = self.start(wf)
-        task.add_done_callback(_log_failure)
+        task.add_done_callback(self._log_failure)
         return task
 
     def start_soon_by(
@@ -157,7 +160,7 @@ class Runs:
         task = asyncio.get_running_loop().create_task(resolved(), name=f"agentq.run:{workflow_id}")
         self._runs[workflow_id] = task
         task.add_done_callback(functools.partial(self._forget, workflow_id))
-        task.add_done_callback(_log_failure)
+        task.add_done_callback(self._log_failure)
         return task
 
     async def join(self, wf: Workflow, row: WorkflowRow | None = None) -> RunResult:
@@ -220,6 +223,26 @@ class Runs:
         task.add_done_callback(functools.partial(self._continued, wf.id))
         return await asyncio.shield(task)
 
+    def _log_failure(self, task: asyncio.Task[RunResult]) -> None:
+        """Log what a background run raised. A run stopped because its store or its queue was
+        closed under it (`StoreClosedError`, `QueueClosed`: an engine used without ``async
+        with``, its store or queue closed in a notebook cell) is said in one line, without a
+        traceback: at WARNING the first time for each cause, at DEBUG after."""
+        if task.cancelled() or (exc := task.exception()) is None:
+            return
+        cause = next((c for c in _STOPPED if isinstance(exc, c)), None)
+        if cause is None:
+            LOGGER.warning("the background run %s raised", task.get_name(), exc_info=exc)
+            return
+        first = cause not in self._told
+        self._told.add(cause)
+        LOGGER.log(
+            logging.WARNING if first else logging.DEBUG,
+            "the background run %s stopped: %s (%s). %s%s",
+            task.get_name(), *_STOPPED[cause][:1], exc, _STOPPED[cause][1],
+            " Other runs it stops are logged at DEBUG." if first else "",
+        )
+
     def _continued(self, workflow_id: str, task: asyncio.Task[RunResult]) -> None:
         if self._continuing.get(workflow_id) is task:
             del self._continuing[workflow_id]
@@ -229,6 +252,17 @@ class Runs:
             self._ended(workflow_id, task)
 
 
-def _log_failure(task: asyncio.Task[RunResult]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        LOGGER.warning("the background run %s raised", task.get_name(), exc_info=task.exception())
+_STOPPED: dict[type[AgentqError], tuple[str, str]] = {
+    StoreClosedError: (
+        "its store was closed under it",
+        "What it recorded is kept and nothing more is; a step it held stays leased until its "
+        "lease expires, then recover() or run() with an open store continues it. Close the "
+        "engine before its store (await engine.close()) to hand its leases back at once.",
+    ),
+    QueueClosed: (
+        "its queue was closed under it",
+        "Nothing more was recorded, and the lease of the step it ran was handed back: "
+        "recover() or run() on an engine with an open queue continues it.",
+    ),
+}
+"""Why a background run stopped, by the error it ended with: what happened, what now."""

@@ -25,6 +25,7 @@ from agentq.store import (
     StepState,
     WorkflowState,
 )
+from agentq.store.rules.lease import EXPIRED_REASON
 from agentq.store.rules.projection import replay
 
 from .conftest import T0, claim, kinds
@@ -90,6 +91,11 @@ async def test_a_lease_a_cancel_revoked_fences_a_retried_step_from_other_workers
     got = await store.claim_step("wf", 0, "w2", 10.0, now)
     assert isinstance(got, Claimed) and (got.execution.worker_id, got.recoveries) == ("w2", 0)
     assert "WorkerRecovered" not in await kinds(store)
+    events = await store.load_events("wf")
+    assert [str(e.kind) for e in events].count("LeaseReleased") == 1  # lease #1 ends once
+    if lifted_by == "expiry":  # the claim ends the expired fence in the log
+        assert [str(e.kind) for e in events[-2:]] == ["LeaseReleased", "StepStarted"]
+        assert events[-2].data == {"lease_token": ex.lease_token, "reason": EXPIRED_REASON}
     with pytest.raises(LeaseLostError):  # the revoked lease stays revoked
         await store.complete_step(ex, "late", now)
     await assert_a_replay(store)
@@ -154,7 +160,13 @@ async def test_only_the_revoked_lease_lifts_its_fence(store: DurableStore) -> No
     got = await store.claim_step("wf", 0, "w1", 10.0, T0 + 3)
     assert isinstance(got, Claimed) and got.execution.lease_token == ex.lease_token + 1
     assert not await store.release_dead(ex, T0 + 4, HANDED_BACK_REASON)  # no longer a fence
-    assert "LeaseReleased" not in await kinds(store)
+    # the claim ended the revoked lease in the log first: its worker claims only once its
+    # old body has stopped
+    assert (await kinds(store))[-2:] == ["LeaseReleased", "StepStarted"]
+    released = (await store.load_events("wf"))[-2]
+    assert released.data == {"lease_token": ex.lease_token, "reason": CANCEL_HANDED_BACK_REASON}
+    assert released.worker_id == "w1"
+    await assert_a_replay(store)
     await assert_a_replay(store)
 
 

@@ -248,6 +248,8 @@ class StoreMachine(RuleBasedStateMachine):
             return multiple()
         result = self.run(call)
         takeover = int(s.state is StepState.LEASED)
+        # a claim past a fence (by its own worker, or once expired) ends it: `LeaseReleased`
+        released = int(s.fence is not None and s.state is StepState.PENDING)
         if s.state is StepState.COMPLETED:
             assert result == AlreadyCompleted(s.output)
         elif wf.state.closed:
@@ -263,13 +265,13 @@ class StoreMachine(RuleBasedStateMachine):
         elif s.recoveries + takeover > limit:  # lost to crashes too many times: fails
             assert result == WorkflowClosed(WorkflowState.FAILED, result.reason), result
             assert "crash" in (result.reason or "")
-            self.events += 2 + takeover
-            s.state, s.expires = StepState.FAILED, None
+            self.events += 2 + takeover + released
+            s.state, s.expires, s.fence = StepState.FAILED, None, None
             s.attempt, s.recoveries = max(s.attempt - takeover, 0), s.recoveries + takeover
             wf.state = WorkflowState.FAILED
         else:
             assert isinstance(result, Claimed), result
-            self.events += 1 + takeover
+            self.events += 1 + takeover + released
             # a lost attempt (taken over) is re-admitted under its own number
             s.attempt = max(s.attempt - takeover, 0) + 1
             s.recoveries += takeover

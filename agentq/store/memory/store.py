@@ -15,7 +15,7 @@ import bisect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from agentq.errors import StoreError
+from agentq.errors import StoreClosedError
 from agentq.events import Event
 from agentq.keys import validate_key
 from agentq.queue import StoredJob
@@ -102,7 +102,7 @@ class MemoryStore(RuleStore):
 
     def _check(self) -> None:
         if self._closed:
-            raise StoreError("the MemoryStore is closed")
+            raise StoreClosedError("the MemoryStore is closed")
 
     async def _write(self, rule: Callable[..., T], *args: Any) -> T:
         """Run ``rule(MemoryTx, *args)``: staged, committed only if it returns; a detached copy of

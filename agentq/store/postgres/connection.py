@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentq.errors import StoreError
+from agentq.errors import StoreClosedError, StoreError
 from agentq.extras import require
 from agentq.store.postgres.schema import migrate
 
@@ -175,7 +175,7 @@ class Connections:
     def _pool(self) -> psycopg_pool.ConnectionPool[Any]:
         pool = self.pool
         if pool is None:
-            raise StoreError(f"the PostgresStore on {self.name} is closed")
+            raise StoreClosedError(f"the PostgresStore on {self.name} is closed")
         return pool
 
     def transact(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import agentq.store.postgres.jobs as postgres_jobs
 import agentq.store.sql.groups as sql_groups
-from agentq.errors import StoreError
+from agentq.errors import StoreClosedError
 from agentq.store.contract.checks import check_number
 from agentq.store.contract.groups import GroupManifest
 from agentq.store.postgres.connection import Connections, describe_dsn
@@ -203,7 +203,7 @@ class PostgresStore(SqlStore):
             return executor
         async with self._opening:
             if self._closed:
-                raise StoreError(f"{self!r} is closed")
+                raise StoreClosedError(f"{self!r} is closed")
             if self._executor is None:
                 await asyncio.to_thread(self._connections.open)
                 self._executor = ThreadPoolExecutor(
@@ -230,14 +230,14 @@ class PostgresStore(SqlStore):
 
     async def _call(self, fn: Callable[[], T], write: bool = True) -> T:
         if self._closed:
-            raise StoreError(f"{self!r} is closed")
+            raise StoreClosedError(f"{self!r} is closed")
         executor = await self._connect()
         if not write and self._writes:
             await asyncio.wait(list(self._writes))
         try:
             future = asyncio.get_running_loop().run_in_executor(executor, fn)
         except RuntimeError as exc:  # the executor was shut down by close()
-            raise StoreError(f"{self!r} is closed") from exc
+            raise StoreClosedError(f"{self!r} is closed") from exc
         if write:
             self._writes.add(future)
             future.add_done_callback(self._writes.discard)
@@ -290,6 +290,6 @@ class PostgresStore(SqlStore):
         if seconds < 0:
             raise ValueError(f"timeout must be seconds >= 0, got {timeout!r}")
         if self._closed:
-            raise StoreError(f"{self!r} is closed")
+            raise StoreClosedError(f"{self!r} is closed")
         await self._connect()
         return await self._listener.wait(seconds)

@@ -135,7 +135,10 @@ def claim_step(
     A lease is live while ``now <= expires_at``, so it is never taken over at the tick it
     expires. A step can be claimed only once every earlier step has completed, and not before
     its stored ``retry_at``. A claim that would re-admit more than `max_recoveries` lost
-    attempts fails the step and the workflow (`StepFailed`, `WorkflowFailed`) instead.
+    attempts fails the step and the workflow (`StepFailed`, `WorkflowFailed`) instead. A
+    claim of a step still fenced by a lease a cancel revoked (by that lease's own worker, or
+    once the fence has expired) records `LeaseReleased` for it first (reason
+    `CANCEL_HANDED_BACK_REASON` or `EXPIRED_REASON`), so that every lease ends in the log.
     """
     workflow_id = validate_key(workflow_id, "workflow id")
     index = check_index(step_index)
@@ -182,6 +185,9 @@ def claim_step(
         return HeldByOther(step.worker_id or "", step.lease_expires_at)
     elif step.retry_at is not None and now < step.retry_at:
         return NotBefore(step.retry_at)
+    if is_fenced(step):  # the revoked lease ends here, in the log too: its body has stopped
+        mine = step.worker_id == worker_id  # (its worker claims only then), or its fence ran out
+        drafts.append(_released(step, at, CANCEL_HANDED_BACK_REASON if mine else EXPIRED_REASON))
     if lost > limit:
         reason = crash_reason(step.step_name, lost, limit)
         drafts.append(
@@ -283,20 +289,24 @@ def release_dead(tx: Tx, execution: Execution, now: float, reason: str) -> bool:
     if _revoked(step, ex):
         if reason == HANDED_BACK_REASON:  # its worker's own: the cancel interrupted it
             reason = CANCEL_HANDED_BACK_REASON
-        released = Draft.build(
-            _K.LEASE_RELEASED,
-            step.workflow_id,
-            at,
-            {"lease_token": step.lease_token, "reason": reason},
-            step=step,
-            worker_id=step.worker_id,
-        )
-        apply(tx, Rows(wf, steps), [released])
+        apply(tx, Rows(wf, steps), [_released(step, at, reason)])
         return True
     if not _holds(step, ex):
         return False
     apply(tx, Rows(wf, steps), [_recovered(step, at, reason, None)])
     return True
+
+
+def _released(step: StepRow, at: float, reason: str) -> Draft:
+    """`LeaseReleased` of the lease a cancel revoked that fences `step` (by its worker)."""
+    return Draft.build(
+        _K.LEASE_RELEASED,
+        step.workflow_id,
+        at,
+        {"lease_token": step.lease_token, "reason": reason},
+        step=step,
+        worker_id=step.worker_id,
+    )
 
 
 def _revoked(step: StepRow, ex: Execution) -> bool:

@@ -51,8 +51,9 @@ MessageSent            only a message row (see `projection_messages`; a `StepRes
 A *fence* is a failed or pending step whose ``lease_expires_at`` is set: the lease a cancel
 revoked, whose body may still run until its worker notices. `agentq.store.rules.lease.claim_step`
 lets no other worker claim the step before `LeaseReleased` (its worker handed it back once the
-body stopped, or is gone) or before the fence's expiry has passed; ready-work queries skip it
-likewise. The fence's expiry is the one the cancel recorded (``fenced_until``: a renewal is not
+body stopped, or is gone) or before the fence's expiry has passed (a claim then, or one by
+the fence's own worker, records `LeaseReleased` first); ready-work queries skip it likewise.
+The fence's expiry is the one the cancel recorded (``fenced_until``: a renewal is not
 logged, so the live lease's expiry is written into the event), so a replay fences alike.
 
 Events of durable calls and keyed waits also change the workflow's ``calls`` rows, through

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import agentq.store.sqlite.transact as sqlite_transact
-from agentq.errors import StoreError
+from agentq.errors import StoreClosedError, StoreError
 from agentq.store.sqlite.connection import on_thread
 from agentq.store.sqlite.inline import Inline, checkpoint
 
@@ -182,11 +182,11 @@ class GroupCommit:
         return bool(self._waiting)
 
     def close(self, message: str) -> None:
-        """Give every op still waiting (not yet taken) a `StoreError` with `message`."""
+        """Give every op still waiting (not yet taken) a `StoreClosedError` with `message`."""
         for op in list(self._waiting):
             if not op.signal.done():
                 self._waiting.remove(op)
-                op.outcome = (False, StoreError(message))
+                op.outcome = (False, StoreClosedError(message))
                 op.signal.set_result(DONE)
 
     async def submit(self, fn: Callable[[Any], T], read: bool, light: bool = False) -> T:
@@ -241,7 +241,7 @@ class GroupCommit:
         batch = Batch(ops)
         db = self._connection()
         if db is None:
-            batch.fail(StoreError(f"{self._name()} is closed"))
+            batch.fail(StoreClosedError(f"{self._name()} is closed"))
             self._finish(batch)
             return
         if self._run_inline(batch):

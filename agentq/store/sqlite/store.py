@@ -27,7 +27,7 @@ import agentq.store.sql.messages as sql_messages
 import agentq.store.sql.reads as sql_reads
 import agentq.store.sqlite.jobs as sqlite_jobs
 import agentq.store.sqlite.tx as sqlite_tx
-from agentq.errors import StoreError
+from agentq.errors import StoreClosedError, StoreError
 from agentq.store.contract.groups import GroupManifest
 from agentq.store.rules.fork import fork_workflow
 from agentq.store.rules.sweep import SweepBatch, Sweeper
@@ -226,7 +226,7 @@ class SqliteStore(SqlStore):
             return db
         async with self._opening:
             if self._closed:
-                raise StoreError(f"{self!r} is closed")
+                raise StoreClosedError(f"{self!r} is closed")
             if self._db is None:
                 db, self.journal_mode = await connect(
                     self.path, self.busy_timeout, self.synchronous
@@ -293,7 +293,7 @@ class SqliteStore(SqlStore):
             raise StoreError(f"SQLite failed: {exc}") from exc
         except ValueError as exc:
             if self._closed:
-                raise StoreError(f"{self!r} is closed") from exc
+                raise StoreClosedError(f"{self!r} is closed") from exc
             raise
 
     async def _submit(self, fn: Callable[[Any], T], read: bool) -> T:

@@ -1,0 +1,120 @@
+"""``agentq show``'s messages section: an agent run's conversation as terminal text. Pure.
+
+A `DurableAgent` run records its conversation as durable calls (a model request ``model:<n>``,
+a tool call ``tool:<n>.<i>:<id>``, an approval wait); `agentq.widgets.load_conversation`, the
+reader the notebook's conversation view uses, folds them into a `Conversation` (no
+pydantic-ai needed: the rows are JSON). `messages_view` prints it as a transcript: the user's
+prompt, each model request with its text, the tool calls its response asked for with their
+arguments, their returns or errors and approvals, child runs, the answer or the error.
+
+Every stored string goes through `agentq.cli.literal.visible` (a model's text line by line:
+the line breaks are ours, any other control shows as its escape) inside a `rich.text.Text`,
+so nothing a model or a tool wrote is parsed as markup or acted on by the terminal.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+
+from agentq.cli.views import short
+from agentq.literal import visible
+
+if TYPE_CHECKING:
+    from agentq.widgets import ChildRun, Conversation, ToolCard, Turn
+
+__all__ = ["VALUE_CHARS", "messages_view"]
+
+VALUE_CHARS = 300
+"""Tool arguments, tool returns and JSON prompts or answers longer than this are shortened
+with '…' (``show --json`` and ``agentq events --json`` give the whole values)."""
+
+_STYLES = {"completed": "green", "answered": "green", "failed": "red", "denied": "red",
+           "waiting": "yellow", "started": "cyan", "timed_out": "red"}
+
+
+def _lines(out: Text, label: str, value: Any, indent: str, style: str = "") -> None:
+    """``indent label: value``: a str line by line (each line `visible`), else short JSON."""
+    out.append(f"\n{indent}{label}: ", style="bold")
+    if not isinstance(value, str):
+        out.append(short(value, VALUE_CHARS, as_json=True), style=style)
+        return
+    for n, line in enumerate(value.split("\n")):
+        out.append(("" if n == 0 else f"\n{indent}  ") + visible(line), style=style)
+
+
+def _turn_head(turn: Turn) -> str:
+    facts = [visible(turn.model)] if turn.model else []
+    if turn.state != "completed":
+        facts.append(turn.state)
+    if turn.input_tokens or turn.output_tokens:
+        facts.append(f"{turn.input_tokens} in / {turn.output_tokens} out tokens")
+    if turn.duration is not None:
+        facts.append(f"{turn.duration * 1000:.0f} ms" if turn.duration < 1
+                     else f"{turn.duration:.1f} s")
+    return f"model #{turn.number}" + (f" ({', '.join(facts)})" if facts else "")
+
+
+def _child(out: Text, child: ChildRun, indent: str) -> None:
+    out.append(f"\n{indent}child run {visible(child.workflow_id)}: ")
+    out.append(visible(child.state), style=_STYLES.get(child.state, ""))
+    if child.output is not None:
+        out.append(f" {short(child.output, VALUE_CHARS, as_json=True)}")
+
+
+def _tool(out: Text, card: ToolCard, indent: str) -> None:
+    out.append(f"\n{indent}tool call ", style="bold")
+    out.append(visible(card.tool), style="bold")
+    out.append(f" [{visible(card.tool_call_id)}] ")
+    out.append(short(card.args, VALUE_CHARS, as_json=True))
+    inner = indent + "  "
+    for ask in card.approvals:
+        decision = "" if ask.approved is None else (" approved" if ask.approved else " denied")
+        out.append(f"\n{inner}approval {visible(ask.key)}: ")
+        out.append(visible(ask.state) + decision, style=_STYLES.get(ask.state, ""))
+        if ask.note:
+            out.append(f" (note: {visible(ask.note)})")
+        if ask.override_args is not None:
+            out.append(f" with args {short(ask.override_args, VALUE_CHARS, as_json=True)}")
+    if card.state == "completed":
+        _lines(out, "returned", card.result, inner, "green")
+    elif card.error is not None:
+        _lines(out, card.state, card.error, inner, "red")
+    elif card.state != "waiting":
+        out.append(f"\n{inner}{visible(card.state)}", style=_STYLES.get(card.state, "dim"))
+    for child in card.children:
+        _child(out, child, inner)
+
+
+def messages_view(conv: Conversation) -> Text:
+    """The conversation of an agent run as a transcript (see the module docstring).
+
+    Args:
+        conv: The run folded by `agentq.widgets.load_conversation`.
+
+    Returns:
+        A `rich.text.Text` starting with the line ``messages``; every stored string in it
+        printed literally.
+    """
+    out = Text("messages", style="bold")
+    _lines(out, "user", conv.prompt, "  ")
+    if conv.options:
+        out.append(f"\n  options: {short(dict(conv.options), VALUE_CHARS, as_json=True)}")
+    for turn in conv.turns:
+        out.append(f"\n  {_turn_head(turn)}", style="bold cyan")
+        if turn.text:
+            _lines(out, "text", turn.text, "    ")
+        if turn.error is not None:
+            _lines(out, "error", turn.error, "    ", "red")
+        for card in turn.tools:
+            _tool(out, card, "    ")
+    for child in conv.children:
+        _child(out, child, "  ")
+    if conv.output is not None:
+        _lines(out, "answer", conv.output, "  ", "green")
+    if conv.error is not None:
+        _lines(out, "error", conv.error, "  ", "red")
+    if not conv.turns and conv.output is None and conv.error is None:
+        out.append("\n  (no model request recorded yet)", style="dim")
+    return out

@@ -1,0 +1,157 @@
+"""``agentq show`` of a `DurableAgent` run prints its messages: the prompt, each model
+request's text, the tool calls with their arguments, their returns and approvals, the answer;
+every stored string literally (never markup, never a terminal control). Other workflows show
+no messages section."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from agentq.cli import cli
+from agentq.cli.commands import Settings
+from agentq.clock import FakeClock
+from agentq.integrations.pydantic_ai import DurableAgent
+from agentq.queue import Queue
+from agentq.store import SqliteStore
+from agentq.workflows import StepDef, Workflow, WorkflowEngine
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+try:
+    import agent_crash_child as child
+finally:
+    sys.path.remove(str(HERE))
+
+pytestmark = pytest.mark.timeout(60)
+
+LINK = "[link=https://evil.example]click[/link]"
+CONTROLS = "\x1b[2J\x1b]0;pwned\x07\x9b31m\x7f\u202e\u2066\u2069\u200b\u2028\x00"
+HOSTILE = f"{LINK}{CONTROLS}[bold]b[/bold]"
+"""What a model or a tool may write: Rich markup, ESC/OSC/CSI, DEL, C1, bidi, NUL."""
+
+
+def hostile_agent() -> Agent[None, str]:
+    """One request asks for ``echo(text=HOSTILE)``, the next answers in two lines."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if sum(isinstance(m, ModelResponse) for m in messages) == 0:
+            return ModelResponse(parts=[TextPart(f"calling {HOSTILE}"),
+                                        ToolCallPart("echo", {"text": HOSTILE}, "e1")])
+        return ModelResponse(parts=[TextPart(f"first line\nsecond {HOSTILE}")])
+
+    agent = Agent(FunctionModel(respond), name="hostile")
+
+    @agent.tool_plain
+    def echo(text: str) -> str:
+        return f"echoed {text}"
+
+    return agent
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A file with a waiting agent run, a completed one, a hostile one and a plain workflow."""
+    path = tmp_path_factory.mktemp("messages") / "agents.db"
+
+    async def make() -> None:
+        async with Queue() as queue, SqliteStore(path) as store, WorkflowEngine(
+            queue, store
+        ) as engine:
+            side = path.parent / "side"
+            waiting = DurableAgent(child.build_agent(side, approval=True), engine)
+            assert (await waiting.run(child.PROMPT, run_id="r-wait")).status.value == "waiting"
+            done = DurableAgent(child.build_agent(side), engine)
+            assert (await done.run(child.PROMPT, run_id="r-done")).status.value == "completed"
+            bad = DurableAgent(hostile_agent(), engine)
+            assert (await bad.run(f"user {HOSTILE}", run_id="r-bad")).status.value == "completed"
+            await engine.run(Workflow("plain", [StepDef("s", lambda ctx: "out")]))
+
+    asyncio.run(make())
+    return path
+
+
+def show(db: Path, workflow_id: str) -> str:
+    result: Result = CliRunner().invoke(
+        cli, ["show", str(db), workflow_id], obj=Settings(clock=FakeClock(), width=400))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def messages(output: str) -> list[str]:
+    """The lines of the messages section, right-stripped."""
+    lines = output.splitlines()
+    return [line.rstrip() for line in lines[lines.index("messages"):]]
+
+
+def test_a_waiting_run_shows_its_prompt_tool_calls_returns_and_the_approval(db: Path) -> None:
+    got = messages(show(db, "r-wait"))
+    assert got[1] == "  user: add 1+2 and 3+4, then multiply 3 by 7"
+    assert got[2].startswith("  model #0 (function:respond:, ")
+    assert got[3:7] == [
+        '    tool call add [a1] {"a": 1, "b": 2}',
+        "      returned: 3",
+        '    tool call add [a2] {"a": 3, "b": 4}',
+        "      returned: 7",
+    ]
+    assert got[8:10] == ['    tool call mul [m1] {"a": 3, "b": 7}', "      returned: 21"]
+    assert got[-2:] == ['    tool call send [s1] {"to": "bob"}',
+                        "      approval approval:2.0:s1: waiting"]
+    assert not any(line.startswith("  answer") for line in got)
+
+
+def test_a_completed_run_shows_the_models_text_and_the_answer(db: Path) -> None:
+    got = messages(show(db, "r-done"))
+    assert got[-3].startswith("  model #2 (function:respond:, ")
+    assert got[-2:] == ["    text: done after 2 requests", "  answer: done after 2 requests"]
+
+
+def test_stored_strings_print_literally_never_as_markup_or_controls(db: Path) -> None:
+    output = show(db, "r-bad")
+    assert [c for c in output if c != "\n" and unicodedata.category(c)
+            in {"Cc", "Cf", "Cs", "Co", "Zl", "Zp"}] == []
+    escaped = (f"{LINK}\\x1b[2J\\x1b]0;pwned\\x07\\x9b31m\\x7f\\u202e\\u2066\\u2069\\u200b"
+               "\\u2028\\x00[bold]b[/bold]")
+    got = messages(output)
+    assert got[1] == f"  user: user {escaped}"
+    assert got[3] == f"    text: calling {escaped}"
+    args = escaped.replace("\\x1b", "\\u001b").replace("\\x07", "\\u0007").replace(
+        "\\x00", "\\u0000")  # JSON spells these C0 controls as \u escapes
+    assert got[4] == f'    tool call echo [e1] {{"text": "{args}"}}'
+    assert got[5] == f"      returned: echoed {escaped}"
+    # a model's text keeps its own line breaks; each line is printed literally
+    assert got[-4:] == ["    text: first line", f"      second {escaped}",
+                        "  answer: first line", f"    second {escaped}"]
+
+
+def test_a_workflow_that_is_no_agent_run_has_no_messages_section(db: Path) -> None:
+    assert "messages" not in show(db, "plain").splitlines()
+
+
+def test_the_messages_need_no_pydantic_ai(db: Path) -> None:
+    """The messages are read from the stored rows (JSON): ``agentq show`` prints them in a
+    process where pydantic-ai cannot be imported (the ``cli`` extra alone)."""
+    code = (
+        "import sys\n"
+        "sys.modules['pydantic_ai'] = None  # import pydantic_ai raises ImportError\n"
+        "from agentq.cli import main\n"
+        f"sys.argv = ['agentq', 'show', {str(db)!r}, 'r-wait']\n"
+        "main()\n"
+    )
+    env = {**os.environ, "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    got = messages(done.stdout)
+    assert got[1] == "  user: add 1+2 and 3+4, then multiply 3 by 7"
+    assert '    tool call mul [m1] {"a": 3, "b": 7}' in got

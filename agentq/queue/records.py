@@ -47,6 +47,7 @@ class Record:
         "attempt",
         "first",
         "fp",
+        "fp_args",
         "job",
         "key",
         "lane",
@@ -60,6 +61,7 @@ class Record:
         "waiters",
     )
 
+    fp_args: tuple[Any, ...] | None  # a slot, set with a `Deferred` fingerprint only
     prev: Record | None = None
     cancels: int = 0
     pending: Failed | None = None
@@ -98,7 +100,9 @@ class Record:
         self.attempt = 0
         self.task: asyncio.Task[Any] | None = None
         self.phase = IDLE
-        self.fp = fp  # the fingerprint of the call, taken when the key was claimed
+        # The fingerprint of the call, taken when the key was claimed; or its `Deferred`
+        # part, with the function's defaults in `fp_args` (`KeyTable.fingerprint` builds it).
+        self.fp = fp
         self.root: Record = self
         trace = capture()
         if trace is not None:

@@ -1,0 +1,158 @@
+"""A claim keeps its fingerprint unbuilt (`Deferred`) and builds exactly the one it took."""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agentq.errors import KeyConflictError
+from agentq.queue import Job, Queue
+from agentq.queue.fingerprint_deferred import Deferred, defer
+from agentq.queue.fingerprint_fast import Shared, fast_fingerprint
+from agentq.queue.keytable import KeyTable
+
+TARGET = "alice"
+
+
+async def work(*args: Any) -> Any:
+    return args
+
+
+async def other(*args: Any) -> Any:
+    return ("other", *args)
+
+
+async def reads_nothing() -> None:
+    return None
+
+
+def lam(i: Any) -> Callable[[], Any]:
+    return lambda i=i: work(i, TARGET)  # type: ignore[misc]
+
+
+def lam_closure(i: Any) -> Callable[[], Any]:
+    return lambda: work(i)
+
+
+def lam_kw(i: Any) -> Callable[..., Any]:
+    def fn(*, i: Any = i) -> Any:
+        return work(i)
+
+    return fn
+
+
+def calls() -> list[Callable[..., Any]]:
+    return [
+        lam(1), lam(1), lam(2), lam("a"), lam(None), lam(True), lam(1.5), lam([1]),
+        lam_closure(1), lam_kw(1), reads_nothing, work, lambda: reads_nothing(),
+        lambda: work(TARGET), lambda n=3: work(n), functools.partial(work, 1),
+    ]
+
+
+def check_all(shared: Shared) -> int:
+    """Every part `defer` gives expands to `fast_fingerprint`'s tuple, taken now."""
+    deferred = 0
+    for fn in calls():
+        if not isinstance(fn, types.FunctionType):
+            continue
+        part = defer(fn, shared)
+        taken = fast_fingerprint(fn, shared)
+        if part is not None:
+            deferred += 1
+            assert part.expand(fn.__defaults__) == taken, fn
+    return deferred
+
+
+def test_a_deferred_part_expands_to_the_fast_fingerprint() -> None:
+    shared = Shared()
+    check_all(shared)  # the kept reads of each code are taken once
+    assert check_all(shared) >= 8  # the common lambdas and async defs are deferred
+    part = defer(lam(1), shared)
+    assert part is not None and part is defer(lam(2), shared)  # one part per code
+    assert defer(lam_closure(1), shared) is None and defer(lam_kw(1), shared) is None
+    assert defer(lam(1.5), shared) is None  # a default with no flat form
+    assert "lam" in repr(part)
+
+
+def test_a_deferred_part_is_given_only_while_taking_the_reads_again_would_equal() -> None:
+    global TARGET, work
+    shared = Shared()
+    check_all(shared)
+    first = defer(lam(1), shared)
+    assert first is not None
+    TARGET = "bob"  # the global the lambda reads now holds another object
+    try:
+        assert defer(lam(1), shared) is None  # taken again by the caller
+        assert check_all(shared) >= 1
+    finally:
+        TARGET = "alice"
+    original = work
+    try:
+
+        async def replacement(*args: Any) -> Any:
+            return args
+
+        work = replacement
+        assert defer(lam(1), shared) is None
+    finally:
+        work = original
+    fast_fingerprint(lam(1), shared)  # the reads of the original objects, kept again
+    again = defer(lam(1), shared)
+    assert again is not None and again.expand((1,)) == fast_fingerprint(lam(1), shared)
+
+
+async def test_a_claimed_key_keeps_its_call_as_it_was_when_pushed() -> None:
+    global TARGET
+    async with Queue() as queue:
+        await queue.push_and_wait(Job("warm", lam(0)))  # the code's reads are kept
+        fn = lam(1)
+        await queue.push_and_wait(Job("k", fn))
+        record = queue._keys["k"]
+        assert type(record.fp) is Deferred  # kept unbuilt
+        assert await queue.push_and_wait(Job("k", lam(1))) == (1, "alice")  # same call
+        assert type(record.fp) is tuple  # built once for the comparison
+        fn2 = lam(2)
+        await queue.push_and_wait(Job("k2", fn2))
+        fn2.__defaults__ = (3,)  # the function changes after the claim
+        with pytest.raises(KeyConflictError, match="differs in"):
+            await queue.push_and_wait(Job("k2", fn2))
+        await queue.push_and_wait(Job("k3", lam(3)))
+        TARGET = "bob"  # the global it read changes after the claim
+        try:
+            with pytest.raises(KeyConflictError, match="'k3'"):
+                await queue.push_and_wait(Job("k3", lam(3)))
+        finally:
+            TARGET = "alice"
+        assert await queue.push_and_wait(Job("k3", lam(3))) == (3, "alice")
+
+
+async def test_a_deferred_claim_is_compared_while_the_job_is_in_flight() -> None:
+    async with Queue() as queue:
+        await queue.push_and_wait(Job("warm", lam(0)))
+        accepted = await queue.push(Job("k", lam(1)))
+        handle = accepted.handle  # type: ignore[union-attr]
+        with pytest.raises(KeyConflictError):
+            await queue.push(Job("k", lam(2)))
+        joined = await queue.push(Job("k", lam(1)))
+        assert joined.handle is not handle  # type: ignore[union-attr]
+        assert (await handle).output == (1, "alice")  # type: ignore[union-attr]
+
+
+def test_the_table_builds_a_deferred_fingerprint_once() -> None:
+    shared = Shared()
+    fast_fingerprint(lam(5), shared)
+    part = defer(lam(5), shared)
+    assert part is not None
+
+    class Rec:
+        fp: Any = part
+        fp_args: Any = (5,)
+
+    rec: Any = Rec()
+    built = KeyTable.fingerprint(rec)
+    assert built == fast_fingerprint(lam(5), shared) and rec.fp is built
+    assert KeyTable.fingerprint(rec) is built and rec.fp_args is None

@@ -229,8 +229,11 @@ async def run_attempts(
                 if record.pending is None and record.outcome is None:
                     if raised is None:
                         if ledger.store is None or not job.persist:
-                            done = _new(Completed)  # `Completed(output)` without its
-                            _set_output(done, output)  # frozen __init__: once per job
+                            if output is None:  # outcomes are immutable: one for every
+                                done = _COMPLETED_NONE  # job that returns None
+                            else:
+                                done = _new(Completed)  # `Completed(output)` without its
+                                _set_output(done, output)  # frozen __init__: once per job
                             ledger.settle(record, done)
                         else:
                             saving = True  # after this attempt's watchdog has stopped
@@ -281,6 +284,7 @@ async def run_attempts(
 
 _new = object.__new__
 _set_output: Any = Completed.__dict__["output"].__set__
+_COMPLETED_NONE = Completed(None)
 
 
 def _closed_from_outside(task: asyncio.Task[Any]) -> bool:

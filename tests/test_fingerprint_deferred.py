@@ -156,3 +156,44 @@ def test_the_table_builds_a_deferred_fingerprint_once() -> None:
     built = KeyTable.fingerprint(rec)
     assert built == fast_fingerprint(lam(5), shared) and rec.fp is built
     assert KeyTable.fingerprint(rec) is built and rec.fp_args is None
+
+
+def partials() -> list[functools.partial[Any]]:
+    return [
+        functools.partial(reads_nothing), functools.partial(work, 1), functools.partial(work, 1),
+        functools.partial(work, "a", None), functools.partial(work, True),
+        functools.partial(work, 1.5), functools.partial(work, x=1),
+        functools.partial(lam, 1), functools.partial(functools.partial(work, 1), 2),
+    ]
+
+
+def test_a_deferred_partial_expands_to_the_fast_fingerprint() -> None:
+    from agentq.queue.fingerprint_deferred import defer_partial
+
+    shared = Shared()
+    fast_fingerprint(work, shared)  # its code is known to read no value
+    fast_fingerprint(reads_nothing, shared)
+    deferred = 0
+    for fn in partials():
+        part = defer_partial(fn, shared)
+        if part is not None:
+            deferred += 1
+            assert part.expand(fn.args) == fast_fingerprint(fn, shared), fn
+    assert deferred == 5  # str, int, None arguments (a partial of a partial is flattened)
+    part = defer_partial(functools.partial(work, 7), shared)
+    assert part is not None and part is defer_partial(functools.partial(work, 8), shared)
+    assert "work" in repr(part)
+
+
+async def test_a_claimed_partial_keeps_its_arguments_as_they_were() -> None:
+    async with Queue() as queue:
+        await queue.push_and_wait(Job("warm", functools.partial(work, 0)))
+        await queue.push_and_wait(Job("p", functools.partial(work, 1)))
+        assert type(queue._keys["p"].fp).__name__ == "DeferredPartial"
+        assert await queue.push_and_wait(Job("p", functools.partial(work, 1))) == (1,)
+        with pytest.raises(KeyConflictError, match="differs in"):
+            await queue.push_and_wait(Job("p", functools.partial(work, 2)))
+        with pytest.raises(KeyConflictError):
+            await queue.push_and_wait(Job("p", functools.partial(work, True)))
+        with pytest.raises(KeyConflictError):
+            await queue.push_and_wait(Job("p", functools.partial(other, 1)))

@@ -15,7 +15,10 @@ key keeps it with the function's defaults tuple; `Deferred.expand` builds the ve
   with no defaults: an ``async def`` pushed as itself;
 - a closure-less function whose code's reads were kept (`Shared.last`) and would be taken
   again equal (`agentq.queue.fingerprint_parts.same_reads`: every global it reads holds the
-  very same object, its defaults are str, int or None): ``lambda i=i: work(i)``.
+  very same object, its defaults are str, int or None): ``lambda i=i: work(i)``;
+- a `functools.partial` without keywords, of such a function that reads no value and has
+  no defaults, over str, int or None arguments (`defer_partial`): ``partial(work, i)``,
+  kept with the partial's arguments tuple.
 
 Exact: everything the expanded tuple holds is read at the claim (the code, the module and
 qualified names, the defaults tuple, the kept reads, checked then as `fast_fingerprint`
@@ -26,12 +29,15 @@ and the caller takes the fingerprint as before.
 
 from __future__ import annotations
 
+import functools
 from types import CodeType, FunctionType
 from typing import Any
 
 from agentq.queue.fingerprint_parts import MARK, SIMPLE, Shared, same_reads
 
-__all__ = ["Deferred", "defer"]
+__all__ = ["Deferred", "DeferredPartial", "defer", "defer_partial"]
+
+_MAX_ARGS = 64  # `agentq.queue.fingerprint_fast.MAX_VALUES`: more take the general pass
 
 
 class Deferred:
@@ -97,4 +103,53 @@ def defer(fn: FunctionType, shared: Shared) -> Deferred | None:
         return kept  # type: ignore[no-any-return]
     made = Deferred(code, module, qualname, reads)
     shared.keep_deferred(code, made)
+    return made
+
+
+class DeferredPartial:
+    """The part of a partial's fast fingerprint shared by the partials of one function's
+    code (all but the arguments), kept per queue in its `Shared` table."""
+
+    __slots__ = ("function",)
+
+    def __init__(self, code: CodeType, module: str, qualname: str) -> None:
+        self.function = ("function", module, qualname, code, (), (), (), ())
+
+    def expand(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The fast fingerprint of a partial of this part's function over `args` (its
+        ``args`` when `defer_partial` gave this part)."""
+        return (MARK, ("partial", args, ()), self.function)
+
+    def __repr__(self) -> str:
+        return f"<Deferred fingerprint of partial({self.function[1]}.{self.function[2]}, ...)>"
+
+
+def defer_partial(fn: functools.partial[Any], shared: Shared) -> DeferredPartial | None:
+    """The shared part of the partial `fn`'s fast fingerprint, if ``part.expand(fn.args)``
+    equals ``fast_fingerprint(fn, shared)`` now (the form of the module); else None."""
+    if fn.keywords:
+        return None
+    func = fn.func
+    if type(func) is not FunctionType or func.__defaults__ or func.__kwdefaults__:
+        return None
+    code = func.__code__
+    simple = SIMPLE.get(id(code))
+    if simple is None or simple[0] is not code:  # reads a value: not this form
+        return None
+    args = fn.args
+    if len(args) >= _MAX_ARGS:
+        return None
+    for arg in args:
+        kind = type(arg)
+        if not (kind is str or arg is None or kind is int):
+            return None
+    kept = shared.deferred_partials.get(id(code))
+    module = func.__module__
+    qualname = func.__qualname__
+    if kept is not None:
+        function = kept.function
+        if function[3] is code and function[1] is module and function[2] is qualname:
+            return kept  # type: ignore[no-any-return]
+    made = DeferredPartial(code, module, qualname)
+    shared.keep_deferred(code, made, partial=True)
     return made

@@ -62,7 +62,7 @@ class Shared:
         size: Entries kept per table; a table is emptied when it is full.
     """
 
-    __slots__ = ("_functions", "_reads", "_size", "deferred", "last")
+    __slots__ = ("_functions", "_reads", "_size", "deferred", "deferred_partials", "last")
 
     def __init__(self, size: int = 1024) -> None:
         self._size = size
@@ -75,10 +75,12 @@ class Shared:
         # By code: the shared part of its functions' claim fingerprints
         # (`agentq.queue.fingerprint_deferred.Deferred`; each keeps its code object).
         self.deferred: dict[int, Any] = {}
+        self.deferred_partials: dict[int, Any] = {}  # the same for partials of them
 
-    def keep_deferred(self, code: object, part: Any) -> None:
-        """Keep `part` as the `Deferred` part of `code`'s functions (see `deferred`)."""
-        deferred = self.deferred
+    def keep_deferred(self, code: object, part: Any, *, partial: bool = False) -> None:
+        """Keep `part` as the `Deferred` part of `code`'s functions (see `deferred`), or with
+        `partial` as the `DeferredPartial` part of partials of them."""
+        deferred = self.deferred_partials if partial else self.deferred
         if len(deferred) >= self._size:
             deferred.clear()
         deferred[id(code)] = part

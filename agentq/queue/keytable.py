@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict
 from collections.abc import Callable
 from types import FunctionType
@@ -30,7 +31,7 @@ from agentq.clock import Clock
 from agentq.errors import KeyConflictError
 from agentq.outcomes import Completed
 from agentq.queue.fingerprint import derive_fingerprint
-from agentq.queue.fingerprint_deferred import Deferred, defer
+from agentq.queue.fingerprint_deferred import Deferred, DeferredPartial, defer, defer_partial
 from agentq.queue.fingerprint_diff import difference
 from agentq.queue.fingerprint_fast import Shared, call_fingerprint, describe, fast_fingerprint
 from agentq.queue.fingerprint_match import matches_fast
@@ -106,11 +107,18 @@ class KeyTable:
         records = self._records
         if fp is None:
             fn = job.fn
-            if type(fn) is FunctionType:
-                part = defer(fn, self._shared)
-                if part is not None:  # kept unbuilt until a comparison needs it
+            kind = type(fn)
+            if kind is FunctionType or kind is functools.partial:
+                # Kept unbuilt until a comparison needs it (`fingerprint_deferred`).
+                part: Deferred | DeferredPartial | None
+                call: Any = fn
+                if kind is FunctionType:
+                    part, args = defer(call, self._shared), call.__defaults__
+                else:
+                    part, args = defer_partial(call, self._shared), call.args
+                if part is not None:
                     rec = Record(owner, job, lane, records.get(key), part)
-                    rec.fp_args = fn.__defaults__
+                    rec.fp_args = args
                     records[key] = rec
                     return rec
             fp = fast_fingerprint(fn, self._shared)
@@ -125,7 +133,8 @@ class KeyTable:
         """The fingerprint `rec` took when it claimed its key (built now, once, if it was
         kept as a `Deferred` part)."""
         fp = rec.fp
-        if type(fp) is Deferred:
+        kind = type(fp)
+        if kind is Deferred or kind is DeferredPartial:
             fp = rec.fp = fp.expand(rec.fp_args)
             rec.fp_args = None
         return fp
@@ -163,7 +172,7 @@ class KeyTable:
             KeyConflictError: As `check_same_call`.
         """
         kept = rec.fp
-        if type(kept) is Deferred:
+        if type(kept) is Deferred or type(kept) is DeferredPartial:
             kept = self.fingerprint(rec)
         mine = job.fingerprint
         if mine is None:

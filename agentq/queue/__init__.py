@@ -44,21 +44,23 @@ each imports only modules that come before it in the list, never one after it.
     output before it settles, forget.
 21. ``threads`` - running a plain callable in a worker thread for a job's body (what it
     raised comes back as a value; a thread is waited for, never cancelled).
-22. ``runner`` - running one record in the current task: attempts, timeouts, threads,
+22. ``attempt`` - what ends an attempt (`failure_of`: the interrupt rules), shared by the
+    runner and the lane worker that awaits a plain async job's one attempt itself.
+23. ``runner`` - running one record in the current task: attempts, timeouts, threads,
     retries (and the lane pause a rate-limit failure asks for), interrupts.
-23. ``budgets`` - `SharedBudgets`: a shared lane's asks to the store (a charge granted
+24. ``budgets`` - `SharedBudgets`: a shared lane's asks to the store (a charge granted
     before a job starts, a pause stored, tokens settled), in tasks of their own.
-24. ``arbitration`` - `Arbiter`: which waiting job of which gated lane gets the next permit
+25. ``arbitration`` - `Arbiter`: which waiting job of which gated lane gets the next permit
     (rate and token budgets, pauses, ``total_permits`` shared by priority with aging).
-25. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
+26. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
     taking records.
-26. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
-27. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
+27. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
+28. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
     (`answer`, for a known key).
-28. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
-29. ``rate_verbs`` - `RateVerbs`, `Queue`'s base: the verbs of the lanes' budgets and
+29. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
+30. ``rate_verbs`` - `RateVerbs`, `Queue`'s base: the verbs of the lanes' budgets and
     pauses (``share_budgets``, ``settle_tokens``, ``resume_lane``).
-30. ``queue`` - `Queue`, the public face: small methods over the modules above.
+31. ``queue`` - `Queue`, the public face: small methods over the modules above.
 
 ``docs/queue-internals.md`` follows one push through these modules.
 """

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import re
 import types
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentq.errors import KeyConflictError
 from agentq.queue import Job, Queue
@@ -197,3 +201,67 @@ async def test_a_claimed_partial_keeps_its_arguments_as_they_were() -> None:
             await queue.push_and_wait(Job("p", functools.partial(work, True)))
         with pytest.raises(KeyConflictError):
             await queue.push_and_wait(Job("p", functools.partial(other, 1)))
+
+
+FORMS = ("lambda", "partial", "async")
+
+
+def job_for(key: str, form: str, arg: Any) -> Job:
+    if form == "lambda":
+        return Job(key, lam(arg))
+    if form == "partial":
+        return Job(key, functools.partial(work, arg))
+    return Job(key, reads_nothing if arg == 0 else other)  # type: ignore[arg-type]
+
+
+async def answers(
+    queue: Queue, ops: list[tuple[str, str, Any, str]]
+) -> list[object]:
+    global TARGET
+    seen: list[object] = []
+    try:
+        for key, form, arg, target in ops:
+            TARGET = target  # the global the lambdas read, rebound between pushes
+            try:
+                seen.append(await queue.push_and_wait(job_for(key, form, arg)))
+            except KeyConflictError as exc:
+                seen.append(("conflict", re.sub(r" at 0x[0-9a-f]+", "", str(exc))))
+    finally:
+        TARGET = "alice"
+    return seen
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["k1", "k2", "k3"]),
+            st.sampled_from(FORMS),
+            st.sampled_from([0, 1, "a", None, True, 2.5]),
+            st.sampled_from(["alice", "bob"]),
+        ),
+        max_size=12,
+    )
+)
+def test_a_queue_answers_every_push_as_it_would_with_every_fingerprint_built(
+    ops: list[tuple[str, str, Any, str]],
+) -> None:
+    # The same pushes against a queue that keeps claim fingerprints unbuilt and one that
+    # builds them at once (`defer` and `defer_partial` refused): the same outputs, the same
+    # conflicts with the same messages.
+    import agentq.queue.keytable as keytable
+
+    async def both() -> tuple[list[object], list[object]]:
+        async with Queue() as deferring:
+            got = await answers(deferring, ops)
+        saved = keytable.defer, keytable.defer_partial
+        keytable.defer = keytable.defer_partial = lambda fn, shared: None  # type: ignore[assignment]
+        try:
+            async with Queue() as building:
+                want = await answers(building, ops)
+        finally:
+            keytable.defer, keytable.defer_partial = saved
+        return got, want
+
+    got, want = asyncio.run(both())
+    assert got == want

@@ -91,6 +91,7 @@ class _Api:
 
 @functools.cache
 def _api() -> _Api | None:
+    global _OFF_UNLESS_SET  # a cache of the import, as `_api` itself is (see below)
     try:
         trace = importlib.import_module("opentelemetry.trace")
         context = importlib.import_module("opentelemetry.context")
@@ -98,7 +99,16 @@ def _api() -> _Api | None:
         status = importlib.import_module("opentelemetry.trace.status")
     except ImportError:
         return None
-    return _Api(trace, context, w3c.TraceContextTextMapPropagator(), status)
+    api = _Api(trace, context, w3c.TraceContextTextMapPropagator(), status)
+    if not api.from_environment and hasattr(trace, "_TRACER_PROVIDER"):
+        _OFF_UNLESS_SET = trace
+    return api
+
+
+# The API's ``opentelemetry.trace`` module once `_api` has imported it, when no provider can
+# come from the environment: `capture` is then off at the cost of one attribute read while
+# its ``_TRACER_PROVIDER`` is None (no provider was ever set). None: ask `_api`.
+_OFF_UNLESS_SET: Any = None
 
 
 def active() -> bool:
@@ -241,11 +251,14 @@ def span(
 def capture() -> Any:
     """The current OpenTelemetry context, to start a span under it later in another task
     (``span(parent=...)``); None when tracing is off."""
+    # No provider was ever set (the API's global says so): off, without calling `_api` or
+    # `tracer` (the queue captures the context of every push).
+    trace = _OFF_UNLESS_SET
+    if trace is not None and trace._TRACER_PROVIDER is None:
+        return None
     api = _api()
     if api is None:
         return None
-    # No provider was ever set (the API's global says so): off, without calling `tracer`
-    # (a record captures the context of every push).
     if getattr(api.trace, "_TRACER_PROVIDER", _UNKNOWN) is None and not api.from_environment:
         return None
     if api.tracer() is None:

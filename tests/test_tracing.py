@@ -4,6 +4,7 @@ parent/child structure, attributes (GenAI for tool calls), error status, links a
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -406,3 +407,27 @@ def test_links_to_ignores_what_is_not_a_trace_context(spans: Any) -> None:
     good = {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
     (link,) = tracing.links_to(good, "why")
     assert link.attributes["agentq.link"] == "why"
+
+
+async def test_a_provider_set_after_pushes_without_one_traces_the_next_job() -> None:
+    # `capture` answers "off" from one attribute read while no provider was ever set; a
+    # provider set later must still give the next pushed job its span, under the pusher's.
+    _reset_global_provider()
+    async with Queue() as queue:
+        await queue.push_and_wait(Job("before", functools.partial(_lookup, "Oslo")))
+        assert tracing.capture() is None
+        exporter = in_memory.InMemorySpanExporter()
+        provider = sdk_trace.TracerProvider()
+        provider.add_span_processor(export.SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        try:
+            assert tracing.capture() is not None
+            with provider.get_tracer("test").start_as_current_span("caller"):
+                await queue.push_and_wait(Job("after", functools.partial(_lookup, "Lima")))
+            (job,) = _by_name(exporter, tracing.JOB)
+            assert job.attributes["agentq.job.key"] == "after"
+            assert _parent(exporter, job).name == "caller"
+        finally:
+            provider.shutdown()
+            _reset_global_provider()
+    assert tracing.capture() is None

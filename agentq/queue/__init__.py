@@ -17,46 +17,50 @@ each imports only modules that come before it in the list, never one after it.
 7. ``fingerprint_match`` - whether a call has a kept fast fingerprint, decided without
    taking it.
 8. ``fingerprint_diff`` - what differs between two fingerprints of one key, for messages.
-9. ``builders`` - `Builders`: which lambdas only build a coroutine (read from their code),
+9. ``fingerprint_deferred`` - `Deferred`: the claim fingerprint of the common functions
+   kept unbuilt (one part per code object and the defaults), built when a push compares.
+10. ``builders`` - `Builders`: which lambdas only build a coroutine (read from their code),
    which a queue then calls on the loop instead of in a thread.
-10. ``rates`` - `Rate` and the sliding-window budget that enforces one; how long a failure
+11. ``rates`` - `Rate` and the sliding-window budget that enforces one; how long a failure
    asks to wait (``retry_after``); the tokens an output reports.
-11. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
+12. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
    `QueueStats`.
-12. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
-13. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
+13. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
+14. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
     keys across restarts (`Queue(store=...)`), and `StoredJob`.
-14. ``rate_ledger`` - `RateLedger`, the protocol a store implements to share the lanes'
+15. ``rate_ledger`` - `RateLedger`, the protocol a store implements to share the lanes'
     rate and token budgets and pauses between processes, and `BudgetGrant`.
-15. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, its
+16. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, its
     budgets and pause, and the states a record goes through in it.
-16. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
+17. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
     its attempt, interrupts, its waits on other jobs); `CURRENT`, the job a context runs.
-17. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
+18. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
     finished keys' expiry and eviction, the runs whose body has not stopped yet, the keys
     whose stored outcome is being read.
-18. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
+19. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
     subscribers, store) and the transitions of the books: answer a known key (and the
     cache-hit fast path), claim, settle.
-19. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
+20. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
     output before it settles, forget.
-20. ``threads`` - running a plain callable in a worker thread for a job's body (what it
+21. ``threads`` - running a plain callable in a worker thread for a job's body (what it
     raised comes back as a value; a thread is waited for, never cancelled).
-21. ``runner`` - running one record in the current task: attempts, timeouts, threads,
+22. ``attempt`` - what ends an attempt (`failure_of`: the interrupt rules), shared by the
+    runner and the lane worker that awaits a plain async job's one attempt itself.
+23. ``runner`` - running one record in the current task: attempts, timeouts, threads,
     retries (and the lane pause a rate-limit failure asks for), interrupts.
-22. ``budgets`` - `SharedBudgets`: a shared lane's asks to the store (a charge granted
+24. ``budgets`` - `SharedBudgets`: a shared lane's asks to the store (a charge granted
     before a job starts, a pause stored, tokens settled), in tasks of their own.
-23. ``arbitration`` - `Arbiter`: which waiting job of which gated lane gets the next permit
+25. ``arbitration`` - `Arbiter`: which waiting job of which gated lane gets the next permit
     (rate and token budgets, pauses, ``total_permits`` shared by priority with aging).
-24. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
+26. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
     taking records.
-25. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
-26. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
+27. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
+28. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
     (`answer`, for a known key).
-27. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
-28. ``rate_verbs`` - `RateVerbs`, `Queue`'s base: the verbs of the lanes' budgets and
+29. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
+30. ``rate_verbs`` - `RateVerbs`, `Queue`'s base: the verbs of the lanes' budgets and
     pauses (``share_budgets``, ``settle_tokens``, ``resume_lane``).
-29. ``queue`` - `Queue`, the public face: small methods over the modules above.
+31. ``queue`` - `Queue`, the public face: small methods over the modules above.
 
 ``docs/queue-internals.md`` follows one push through these modules.
 """

@@ -18,15 +18,19 @@ records wait.
 from __future__ import annotations
 
 import asyncio
+from inspect import CO_COROUTINE
+from types import FunctionType
 
 from agentq.errors import JobLost, WrongLoopError
 from agentq.outcomes import ErrorInfo, Failed, FailureReason
 from agentq.queue.arbitration import Arbiter
+from agentq.queue.attempt import completed, raised
 from agentq.queue.jobs import JobEventKind
 from agentq.queue.lane import CLAIMED, LOST, QUEUED, RUNNING, STOPPED, Lane
 from agentq.queue.ledger import Ledger, cancelled_outcome
-from agentq.queue.records import SAVING, Record
+from agentq.queue.records import ASYNC_BODY, CURRENT, IDLE, SAVING, Record
 from agentq.queue.runner import run_attempts, run_record
+from agentq.queue.threads import discard
 
 _FAIRNESS = 64  # a worker yields to the loop after this many jobs in a row
 
@@ -116,11 +120,50 @@ class Dispatcher:
                         raise
                 try:
                     job = rec.job
-                    if job is not None:  # else settled before it ran: nothing to do
-                        if rec.trace is None:  # untraced: no span around the attempts
-                            await run_attempts(ledger, rec, job, task)
-                        else:
-                            await run_record(ledger, rec, task)
+                    fn = None if job is None else job.fn  # None: settled before it ran
+                    if job is None:
+                        pass
+                    elif rec.trace is not None:  # traced: in a span
+                        await run_record(ledger, rec, task)
+                    elif (  # one attempt of an async body, awaited here (`agentq.queue.attempt`)
+                        type(fn) is FunctionType
+                        and job.timeout is None
+                        and job.retry is None
+                        and not ledger.subscribers
+                        and not ledger.keys.unstopped
+                        and not rec.unread
+                        and (ledger.store is None or not job.persist)
+                        and (
+                            fn.__code__.co_flags & CO_COROUTINE
+                            or ledger.builders.builds_coroutine(fn)
+                        )
+                    ):
+                        rec.state = RUNNING
+                        rec.task = task
+                        rec.attempt += 1
+                        rec.phase = ASYNC_BODY
+                        token = CURRENT.set(rec)
+                        base = task.cancelling()
+                        try:
+                            output = await fn()
+                        except BaseException as exc:
+                            raised(ledger, rec, task, token, base, exc)  # or propagates
+                        else:  # as `run_attempts` when the body returns
+                            rec.phase = IDLE
+                            CURRENT.reset(token)
+                            if rec.cancels:
+                                rec.uncancel(task)
+                            if rec.outcome is None:  # (no timeout: nothing is pending)
+                                ledger.settle(rec, completed(output))
+                            else:  # cancelled meanwhile: the output is discarded
+                                discard(output)
+                            rec.task = None  # as `attempt.finish`, inline: once per job
+                            if ledger.keys.unstopped or rec.stop_waiters is not None:
+                                ledger.keys.body_stopped(rec)
+                            else:
+                                rec.state = STOPPED
+                    else:
+                        await run_attempts(ledger, rec, job, task)
                 except asyncio.CancelledError:  # from outside (the loop shutting down): stop
                     lane.release_permit(rec)
                     rec.mark_stopped()

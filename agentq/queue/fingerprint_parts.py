@@ -62,7 +62,7 @@ class Shared:
         size: Entries kept per table; a table is emptied when it is full.
     """
 
-    __slots__ = ("_functions", "_reads", "_size", "last")
+    __slots__ = ("_functions", "_reads", "_size", "deferred", "deferred_partials", "last")
 
     def __init__(self, size: int = 1024) -> None:
         self._size = size
@@ -72,6 +72,18 @@ class Shared:
         # (`agentq.queue.fingerprint_fast`): taken again from the very same objects, the
         # reads are equal, and the kept tuple is used without taking them.
         self.last: dict[int, tuple[Any, ...]] = {}
+        # By code: the shared part of its functions' claim fingerprints
+        # (`agentq.queue.fingerprint_deferred.Deferred`; each keeps its code object).
+        self.deferred: dict[int, Any] = {}
+        self.deferred_partials: dict[int, Any] = {}  # the same for partials of them
+
+    def keep_deferred(self, code: object, part: Any, *, partial: bool = False) -> None:
+        """Keep `part` as the `Deferred` part of `code`'s functions (see `deferred`), or with
+        `partial` as the `DeferredPartial` part of partials of them."""
+        deferred = self.deferred_partials if partial else self.deferred
+        if len(deferred) >= self._size:
+            deferred.clear()
+        deferred[id(code)] = part
 
     def keep_last(self, code: object, entry: tuple[Any, ...]) -> None:
         """Keep `entry` as what the last fast fingerprint of `code` read (see `last`)."""

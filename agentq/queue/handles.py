@@ -16,6 +16,7 @@ from inside a job of the same queue follows the nesting rules (`agentq.queue.nes
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ from agentq.queue import nesting
 from agentq.queue.dispatch import Dispatcher
 from agentq.queue.jobs import Job
 from agentq.queue.ledger import HIT_CACHED, HIT_JOINED
-from agentq.queue.records import Record
+from agentq.queue.records import CURRENT, Record
 
 __all__ = [
     "Accepted",
@@ -113,6 +114,18 @@ class JobHandle:
         outcome = record.outcome
         if outcome is not None:
             return outcome
+        ledger = self._dispatch.ledger
+        loop = asyncio.get_running_loop()
+        parent = CURRENT.get()
+        if loop is ledger.loop and (parent is None or parent.owner is not ledger):
+            # Neither another loop nor a job of this queue awaits it: `Record.wait`, with
+            # no coroutine (`nesting.await_record` tells those cases apart).
+            fut = record.add_waiter(loop)
+            try:
+                return (yield from fut)
+            except asyncio.CancelledError:
+                record.drop_waiter(fut)
+                raise
         return (yield from nesting.await_record(self._dispatch, record).__await__())
 
     def __repr__(self) -> str:

@@ -21,13 +21,17 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict
 from collections.abc import Callable
+from types import FunctionType
+from typing import Any
 
 from agentq.clock import Clock
 from agentq.errors import KeyConflictError
 from agentq.outcomes import Completed
 from agentq.queue.fingerprint import derive_fingerprint
+from agentq.queue.fingerprint_deferred import Deferred, DeferredPartial, defer, defer_partial
 from agentq.queue.fingerprint_diff import difference
 from agentq.queue.fingerprint_fast import Shared, call_fingerprint, describe, fast_fingerprint
 from agentq.queue.fingerprint_match import matches_fast
@@ -100,14 +104,40 @@ class KeyTable:
         """
         key = job.key
         fp = job.fingerprint
-        if fp is None:
-            fp = fast_fingerprint(job.fn, self._shared)
-            if fp is None:
-                fp = derive_fingerprint(job.fn)
         records = self._records
+        if fp is None:
+            fn = job.fn
+            kind = type(fn)
+            if kind is FunctionType or kind is functools.partial:
+                # Kept unbuilt until a comparison needs it (`fingerprint_deferred`).
+                part: Deferred | DeferredPartial | None
+                call: Any = fn
+                if kind is FunctionType:
+                    part, args = defer(call, self._shared), call.__defaults__
+                else:
+                    part, args = defer_partial(call, self._shared), call.args
+                if part is not None:
+                    rec = Record(owner, job, lane, records.get(key), part)
+                    rec.fp_args = args
+                    records[key] = rec
+                    return rec
+            fp = fast_fingerprint(fn, self._shared)
+            if fp is None:
+                fp = derive_fingerprint(fn)
         rec = Record(owner, job, lane, records.get(key), fp)
         records[key] = rec
         return rec
+
+    @staticmethod
+    def fingerprint(rec: Record) -> Any:
+        """The fingerprint `rec` took when it claimed its key (built now, once, if it was
+        kept as a `Deferred` part)."""
+        fp = rec.fp
+        kind = type(fp)
+        if kind is Deferred or kind is DeferredPartial:
+            fp = rec.fp = fp.expand(rec.fp_args)
+            rec.fp_args = None
+        return fp
 
     def release(self, rec: Record) -> None:
         """Release the key of a record abandoned before it ran: it goes back to its earlier
@@ -141,22 +171,25 @@ class KeyTable:
         Raises:
             KeyConflictError: As `check_same_call`.
         """
+        kept = rec.fp
+        if type(kept) is Deferred or type(kept) is DeferredPartial:
+            kept = self.fingerprint(rec)
         mine = job.fingerprint
         if mine is None:
-            if matches_fast(job.fn, rec.fp):  # the same call, known without taking it
+            if matches_fast(job.fn, kept):  # the same call, known without taking it
                 return
-            mine = call_fingerprint(job.fn, self._shared, rec.fp)
-        if mine != rec.fp:
+            mine = call_fingerprint(job.fn, self._shared, kept)
+        if mine != kept:
             first = rec.job if rec.first is None else rec.first()
             if first is None:  # released (settled): what the fingerprint says of the call
-                was: object = describe(rec.fp)
+                was: object = describe(kept)
                 now: object = job.fn if job.fingerprint is None else job.fingerprint
             elif first.fingerprint is not None or job.fingerprint is not None:
                 was, now = first.fingerprint, job.fingerprint
             else:
                 was, now = first.fn, job.fn
             what = f"{short_repr(was, 80)}, now {short_repr(now, 80)}"
-            differs = difference(rec.fp, mine)
+            differs = difference(kept, mine)
             if differs is not None:
                 what += f"; differs in {differs}"
             raise KeyConflictError(

@@ -47,6 +47,7 @@ class Record:
         "attempt",
         "first",
         "fp",
+        "fp_args",
         "job",
         "key",
         "lane",
@@ -60,6 +61,7 @@ class Record:
         "waiters",
     )
 
+    fp_args: tuple[Any, ...] | None  # a slot, set with a `Deferred` fingerprint only
     prev: Record | None = None
     cancels: int = 0
     pending: Failed | None = None
@@ -98,7 +100,9 @@ class Record:
         self.attempt = 0
         self.task: asyncio.Task[Any] | None = None
         self.phase = IDLE
-        self.fp = fp  # the fingerprint of the call, taken when the key was claimed
+        # The fingerprint of the call, taken when the key was claimed; or its `Deferred`
+        # part, with the function's defaults in `fp_args` (`KeyTable.fingerprint` builds it).
+        self.fp = fp
         self.root: Record = self
         trace = capture()
         if trace is not None:
@@ -126,17 +130,28 @@ class Record:
 
     async def wait(self) -> Outcome:
         """Wait for the outcome; cancelling the wait leaves the job alone."""
-        fut: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        fut = self.add_waiter(asyncio.get_running_loop())
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            self.drop_waiter(fut)
+            raise
+
+    def add_waiter(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Outcome]:
+        """A future of `loop` (the running one) resolved with the outcome; a waiter that
+        stops waiting gives it back (`drop_waiter`)."""
+        fut: asyncio.Future[Outcome] = loop.create_future()
         waiters = self.waiters
         if waiters is None:
             self.waiters = waiters = []
         waiters.append(fut)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            if fut in waiters:
-                waiters.remove(fut)
-            raise
+        return fut
+
+    def drop_waiter(self, fut: asyncio.Future[Outcome]) -> None:
+        """Forget a future of `add_waiter` (its wait was cancelled)."""
+        waiters = self.waiters
+        if waiters is not None and fut in waiters:
+            waiters.remove(fut)
 
     @property
     def title(self) -> str:

@@ -52,12 +52,12 @@ from typing import Any
 
 import agentq.tracing as tracing
 from agentq.errors import DeadlockError
-from agentq.outcomes import Completed, ErrorInfo, Failed, FailureReason
+from agentq.outcomes import ErrorInfo, Failed, FailureReason
+from agentq.queue.attempt import closed_from_outside, completed, failure_of, pause_for
 from agentq.queue.jobs import Job, JobEventKind
 from agentq.queue.lane import LOST, RUNNING, STOPPED
 from agentq.queue.ledger import Ledger, cancelled_outcome, error_outcome
 from agentq.queue.persistence import read_before_run, save_and_settle
-from agentq.queue.rates import retry_after
 from agentq.queue.records import (
     ASYNC_BODY,
     BACKOFF,
@@ -200,38 +200,15 @@ async def run_attempts(
                             output = await output
                         elif inspect.isasyncgen(output):
                             raised = _async_generator_returned(record, output)
-            except asyncio.CancelledError as exc:
-                record.uncancel(task)
-                if task.cancelling() > base:  # cancelled from outside: propagate
-                    message = f"{record.title} was cancelled"
-                    ledger.settle(record, cancelled_outcome(message, exc))
-                    raise
-                if record.pending is None and record.outcome is None:
-                    # The body raised CancelledError although nobody cancelled this task.
-                    message = f"{record.title} raised CancelledError"
-                    failure = cancelled_outcome(message, exc)
-                else:
-                    failure = record.take_pending()
-            except BaseException as exc:  # anything else the body raised fails this attempt
-                if type(exc) is GeneratorExit and _closed_from_outside(task):
-                    raise
-                record.uncancel(task)
-                if isinstance(exc, KeyboardInterrupt):  # Ctrl-C: record it, let it stop us
-                    ledger.settle(record, error_outcome(exc))
-                    raise
-                if record.pending is None and record.outcome is None:
-                    failure = error_outcome(exc)
-                else:
-                    failure = record.take_pending()
+            except BaseException as exc:  # anything the body raised fails this attempt
+                failure = failure_of(ledger, record, task, base, exc)  # or propagates
             else:
                 if record.cancels:
                     record.uncancel(task)
                 if record.pending is None and record.outcome is None:
                     if raised is None:
                         if ledger.store is None or not job.persist:
-                            done = _new(Completed)  # `Completed(output)` without its
-                            _set_output(done, output)  # frozen __init__: once per job
-                            ledger.settle(record, done)
+                            ledger.settle(record, completed(output))
                         else:
                             saving = True  # after this attempt's watchdog has stopped
                         break
@@ -247,9 +224,7 @@ async def run_attempts(
                     watchdog.cancel()
             if failure is None or record.outcome is not None:
                 break
-            pause = retry_after(failure.exception, str(record.lane.priority))
-            if pause is not None:  # a rate limit: pause the whole lane, not only this job
-                record.lane.pause(ledger.clock.time() + pause)
+            pause_for(ledger, record, failure)  # a rate limit: the whole lane waits
             if (
                 policy is None
                 or not policy.should_retry(attempt)
@@ -266,7 +241,7 @@ async def run_attempts(
             await save_and_settle(ledger, record, output)
     except BaseException as exc:
         if record.outcome is None and not (
-            type(exc) is GeneratorExit and _closed_from_outside(task)
+            type(exc) is GeneratorExit and closed_from_outside(task)
         ):  # a fault outside the body: still one terminal state
             ledger.settle(record, error_outcome(exc))
         raise
@@ -279,14 +254,6 @@ async def run_attempts(
             record.state = STOPPED
 
 
-_new = object.__new__
-_set_output: Any = Completed.__dict__["output"].__set__
-
-
-def _closed_from_outside(task: asyncio.Task[Any]) -> bool:
-    """Whether a GeneratorExit was thrown in by ``coroutine.close()`` (the garbage collector
-    finalizing an abandoned task), not raised by a body running in `task`'s own step."""
-    return asyncio.current_task(task.get_loop()) is not task
 
 
 async def _after_previous(

@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentq.codec import MAX_TEXT_CHARS, decode, encode, storable_text
+from agentq.codec import MAX_TEXT_CHARS, encode_copy, storable_text
 from agentq.events import utc
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
@@ -119,10 +119,7 @@ def check_payload(value: Any, field: str) -> tuple[Any, str]:
     """Encode a JSON value; return it as it will read back (tuples become lists) and its text."""
     if value is None:
         return None, "null"
-    text = encode(value, field)
-    if type(value) in (str, int, float, bool) or value is None:
-        return value, text
-    return decode(text), text
+    return encode_copy(value, field)
 
 
 def check_object(value: Any, field: str) -> tuple[dict[str, Any] | None, str]:

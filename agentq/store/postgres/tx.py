@@ -26,9 +26,9 @@ Keys (ids, names, call keys) are sent as UTF-8 ``bytea`` (they may hold NUL) and
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
+from agentq.codec import dumps
 from agentq.errors import LeaseLostError
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
@@ -56,7 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DIALECT", "PostgresTx", "key", "rebuild"]
 
-_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def key(value: str | None) -> bytes | None:
@@ -73,8 +72,8 @@ def _json(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, ErrorInfo):
-        return _JSON.encode(value.to_dict())
-    return _JSON.encode(value)
+        return dumps(value.to_dict())
+    return dumps(value)
 
 
 DIALECT = Dialect(
@@ -201,7 +200,7 @@ class PostgresTx(KeptRows):
                 started_seq,
                 key(row.workflow_id),
                 str(row.state),
-                _JSON.encode(list(row.step_names)),
+                dumps(list(row.step_names)),
                 _json(row.input) or "null",
                 row.reason,
                 row.created_at,

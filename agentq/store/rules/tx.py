@@ -21,11 +21,11 @@ Every rule works in the same order:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentq.codec import dumps
 from agentq.events import Event, EventKind, utc
 from agentq.store.contract.children import child_of, outcome, parent_of
 from agentq.store.contract.frozen import quick_init
@@ -50,7 +50,6 @@ __all__ = [
     "timed_out_draft",
 ]
 
-_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 @quick_init
@@ -100,10 +99,10 @@ class Draft:
         if raw:
             spliced = ",".join(f'"{k}":{t}' for k, t in raw.items())  # keys are plain names
             rest = {k: v for k, v in data.items() if k not in raw}
-            text = f"{_JSON.encode(rest)[:-1]},{spliced}}}" if rest else f"{{{spliced}}}"
+            text = f"{dumps(rest)[:-1]},{spliced}}}" if rest else f"{{{spliced}}}"
             texts = tuple((data[k], t) for k, t in raw.items())
         else:
-            text = _JSON.encode(data)
+            text = dumps(data)
         return cls(
             kind,
             workflow_id,

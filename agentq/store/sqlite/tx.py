@@ -10,10 +10,10 @@ transaction around the rules is `agentq.store.sqlite.transact`.
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 from typing import Any
 
+from agentq.codec import dumps
 from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
@@ -49,7 +49,6 @@ __all__ = [
     "rollback",
 ]
 
-_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _MESSAGES = Dialect("?")
 """The dialect of the ``messages`` and ``end_hooks`` statements (`agentq.store.sql.messages`,
 `agentq.store.sql.hooks`)."""
@@ -213,7 +212,7 @@ class SqliteTx(KeptRows):
                     started_seq,
                     row.workflow_id,
                     row.state._value_,
-                    _JSON.encode(list(row.step_names)),
+                    dumps(list(row.step_names)),
                     self._json(row.input) or "null",
                     row.reason,
                     row.created_at,
@@ -230,8 +229,8 @@ class SqliteTx(KeptRows):
         if known is not None and known[0] is value:
             return known[1]
         if isinstance(value, ErrorInfo):
-            return _JSON.encode(value.to_dict())
-        return _JSON.encode(value)
+            return dumps(value.to_dict())
+        return dumps(value)
 
     def put_step(self, row: StepRow, new: bool) -> None:
         values = (

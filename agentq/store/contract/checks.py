@@ -52,9 +52,18 @@ def check_number(value: object, what: str) -> float:
     return result
 
 
+_LAST_SECOND = 253_402_300_799
+"""9999-12-31T23:59:59Z, the last whole second a `datetime` holds."""
+
+
 def check_now(value: object) -> tuple[float, float]:
-    """Return ``(now, at)``: the time as given, and rounded to the microsecond for events."""
+    """Return ``(now, at)``: the time as given, and rounded to the microsecond for events
+    (``utc(now).timestamp()``, computed as `datetime` computes it: the fraction's
+    microseconds rounded half to even, then whole microseconds over 10**6)."""
     now = check_number(value, "now")
+    if 0.0 <= now <= _LAST_SECOND:
+        fraction, whole = math.modf(now)
+        return now, (int(whole) * 1_000_000 + round(fraction * 1e6)) / 1_000_000
     try:
         at = utc(now).timestamp()
     except (OverflowError, OSError, ValueError):

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from agentq.codec import dumps
 from agentq.errors import LeaseLostError
-from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.contract.schedules import ScheduleRow
@@ -164,7 +163,7 @@ class PostgresTx(KeptRows):
                 self._tokens[(workflow_id, row.step_index)] = row.lease_token
         return wf, steps
 
-    def append(self, draft: Draft) -> Event:
+    def append(self, draft: Draft) -> int:
         r = self.conn.execute(
             _APPEND,
             (
@@ -179,7 +178,7 @@ class PostgresTx(KeptRows):
             ),
         ).fetchone()
         assert r is not None
-        return draft.event(int(r[0]))
+        return int(r[0])
 
     def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
         state = (row.state, row.reason)

@@ -14,7 +14,6 @@ import sqlite3
 from typing import Any
 
 from agentq.codec import dumps
-from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.contract.schedules import ScheduleRow
@@ -178,7 +177,7 @@ class SqliteTx(KeptRows):
         self._remember(row.output, r[10])
         return row
 
-    def append(self, draft: Draft) -> Event:
+    def append(self, draft: Draft) -> int:
         seq = self.conn.execute(
             "INSERT INTO events (at, workflow_id, step_index, step_name, kind, attempt, "
             "worker_id, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -196,7 +195,7 @@ class SqliteTx(KeptRows):
         assert seq is not None
         for value, text in draft.texts:
             self._remember(value, text)
-        return draft.event(seq)
+        return seq
 
     def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
         state = (row.state, row.reason)

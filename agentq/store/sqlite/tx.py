@@ -172,9 +172,12 @@ class SqliteTx(KeptRows):
 
     def _call(self, r: Any) -> CallRow:
         row = call_row(r)
-        self._remember(row.label, r[8])
-        self._remember(row.usage, r[9])
-        self._remember(row.output, r[10])
+        if r[8] is not None:
+            self._remember(row.label, r[8])
+        if r[9] is not None:
+            self._remember(row.usage, r[9])
+        if r[10] is not None:
+            self._remember(row.output, r[10])
         return row
 
     def append(self, draft: Draft) -> int:
@@ -268,6 +271,10 @@ class SqliteTx(KeptRows):
         return [call_row(r) for r in self.conn.execute(_LOAD_CALLS, (workflow_id,))]
 
     def put_call(self, row: CallRow, new: bool) -> None:
+        json_text = self._json  # each JSON column: None (NULL) without a call
+        label, usage, output, error, details = (
+            row.label, row.usage, row.output, row.error, row.details
+        )
         values = (
             row.kind._value_,
             row.step_index,
@@ -275,12 +282,12 @@ class SqliteTx(KeptRows):
             row.fingerprint,
             row.lane,
             row.attempt,
-            self._json(row.label),
-            self._json(row.usage),
-            self._json(row.output),
+            None if label is None else json_text(label),
+            None if usage is None else json_text(usage),
+            None if output is None else json_text(output),
             row.reason,
-            self._json(row.error),
-            self._json(row.details),
+            None if error is None else json_text(error),
+            None if details is None else json_text(details),
             row.deadline,
             row.started_at,
             row.finished_at,

@@ -140,11 +140,15 @@ class SqliteTx(KeptRows):
         r = self.conn.execute(_LOAD_FENCE, (index, key, workflow_id)).fetchone()
         if r is None:
             return None
-        lease = None if r[4] is None else StepLease(
-            index, r[4], STEP_STATES[r[5]], r[6], r[7], r[8]
+        lease = None if r[3] is None else StepLease(
+            index, r[3], STEP_STATES[r[4]], r[5], r[6], r[7]
         )
-        call = None if r[_FENCE_WIDTH] is None else self._call(r[_FENCE_WIDTH:])
-        return CallFence(r[0], WORKFLOW_STATES[r[1]], r[2], step_names(r[3]), lease, call)
+        # The ids matched the arguments exactly (binary collation): not read back.
+        call = (
+            None if r[_FENCE_WIDTH] is None
+            else self._call((workflow_id, key, *r[_FENCE_WIDTH:]))
+        )
+        return CallFence(workflow_id, WORKFLOW_STATES[r[0]], r[1], step_names(r[2]), lease, call)
 
     def touch_workflow(self, workflow_id: str, at: float, seq: int) -> None:
         """Nothing to write: a workflow's ``updated_at`` and ``last_seq`` are read from its
@@ -316,17 +320,18 @@ def _marks(columns: str) -> str:
 
 
 _LOAD_FENCE = (
-    "SELECT w.workflow_id, w.state, w.reason, w.step_names, s.step_name, s.state, s.worker_id,"
+    "SELECT w.state, w.reason, w.step_names, s.step_name, s.state, s.worker_id,"
     " s.lease_token, s.lease_expires_at, "
-    + ", ".join(f"c.{c.strip()}" for c in CALL_COLUMNS.split(","))
+    + ", ".join(f"c.{c.strip()}" for c in CALL_COLUMNS.split(",")[2:])
     + " FROM workflows AS w"
     " LEFT JOIN steps AS s ON s.workflow_id = w.workflow_id AND s.step_index = ?"
     " LEFT JOIN calls AS c ON c.workflow_id = w.workflow_id AND c.call_key = ?"
     " WHERE w.workflow_id = ?"
 )
 """The workflow's state, its step's lease and the call row of a key (`SqliteTx.load_fence`)."""
-_FENCE_WIDTH = 9
-"""Where the call row's columns start in a row of `_LOAD_FENCE`."""
+_FENCE_WIDTH = 8
+"""Where the call row's columns (after its workflow id and key) start in a row of
+`_LOAD_FENCE`."""
 _INSERT_STEP = Sparse(f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})")
 _UPDATE_STEP = Sparse(
     "UPDATE steps SET state = ?, attempt = ?, worker_id = ?, lease_token = ?, "

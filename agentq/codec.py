@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from agentq.errors import PayloadError
@@ -34,7 +35,9 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "MAX_TEXT_CHARS",
     "decode",
+    "dumps",
     "encode",
+    "encode_copy",
     "first_difference",
     "storable_text",
 ]
@@ -49,6 +52,32 @@ MAX_TEXT_CHARS = 65_536
 """Longest reason, error message or traceback kept, in characters; longer text is cut."""
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _one_shot() -> Callable[[Any], str]:
+    """`_ENCODER.encode` without its per-call cost: `json.JSONEncoder.encode` builds a new C
+    encoder (and a dict for cycle checks) for every value; this one is built once and kept.
+    Without the cycle check, a value that contains itself raises `RecursionError` (as deep
+    nesting does), which every caller treats as a refusal. The same text, byte for byte."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - a Python without the C accelerator
+        return _ENCODER.encode
+    chunks = make(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False,
+        False,
+    )
+    join = "".join
+
+    def dumps(value: Any) -> str:
+        return join(chunks(value, 0))
+
+    return dumps
+
+
+dumps: Callable[[Any], str] = _one_shot()
+"""Compact JSON text of `value`, as `encode` writes it, without `encode`'s checks (for values
+checked already). Raises `ValueError` (NaN, infinities), `TypeError` (not JSON) or
+`RecursionError` (a cycle, deep nesting)."""
 
 
 MAX_DEPTH = 200
@@ -146,7 +175,7 @@ def encode(value: Any, field: str = "value") -> str:
     it names (3-5x cheaper than walking every value with its path first: docs/performance.md).
     """
     try:
-        text = _ENCODER.encode(value)  # refuses NaN, cycles and what is not JSON at all
+        text = dumps(value)  # refuses NaN, cycles and what is not JSON at all
     except (ValueError, TypeError, RecursionError):
         text = None
     if text is None or not _fits(value, 0) or not _utf8(text):
@@ -160,13 +189,89 @@ def encode(value: Any, field: str = "value") -> str:
                 text = _ENCODER.encode(value)
             except (ValueError, TypeError, RecursionError) as exc:
                 raise PayloadError(f"{field} cannot be encoded as JSON: {exc}", field) from exc
+    _check_size(text, field)
+    return text
+
+
+def _check_size(text: str, field: str) -> None:
     if len(text) > MAX_PAYLOAD_BYTES // 4 and len(text.encode("utf-8")) > MAX_PAYLOAD_BYTES:
         raise PayloadError(
             f"{field} is {len(text.encode('utf-8'))} bytes of JSON; the limit is "
             f"{MAX_PAYLOAD_BYTES} bytes",
             field,
         )
-    return text
+
+
+def encode_copy(value: Any, field: str = "value") -> tuple[Any, str]:
+    """`encode` `value`, and return it as it reads back with its text: ``(decode(text), text)``.
+
+    Args:
+        value: The value to encode.
+        field: Name used in error messages, e.g. ``"output"``.
+
+    Returns:
+        A copy that shares no dict or list with `value` (a str, number, bool or None is
+        itself), equal to ``decode(text)`` in value and type (tuples become lists), and the
+        JSON text.
+
+    Raises:
+        PayloadError: As `encode`.
+
+    A value made only of dicts, lists, str, int, float, bool and None (the usual case) is
+    copied in the walk that checks it, rather than decoded from its text (2-3x cheaper);
+    anything else (a tuple, a subclass) takes `encode` and `decode`.
+    """
+    kind = type(value)
+    if kind is str or kind is float or kind is bool or value is None:
+        return value, encode(value, field)
+    try:
+        text: str | None = dumps(value)
+    except (ValueError, TypeError, RecursionError):
+        text = None
+    copy = _NOT_PLAIN if text is None else _plain_copy(value, 0)
+    if copy is _NOT_PLAIN or text is None or not _utf8(text):
+        text = encode(value, field)  # raises, naming the value, if it is refused
+        return (value if type(value) is int else decode(text)), text
+    _check_size(text, field)
+    return copy, text
+
+
+_NOT_PLAIN = object()
+
+
+def _plain_copy(value: Any, depth: int) -> Any:
+    """A copy of a value the encoder accepted, if it is plain JSON that `_fits` (dicts with
+    str keys, lists, str, int, float, bool, None, exactly those types); else `_NOT_PLAIN`."""
+    kind = type(value)
+    if kind is str or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            return _NOT_PLAIN
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                return _NOT_PLAIN
+            if type(item) is not str:
+                item = _plain_copy(item, depth + 1)
+                if item is _NOT_PLAIN:
+                    return _NOT_PLAIN
+            out[key] = item
+        return out
+    if kind is list:
+        if depth >= MAX_DEPTH:
+            return _NOT_PLAIN
+        items = []
+        for item in value:
+            if type(item) is not str:
+                item = _plain_copy(item, depth + 1)
+                if item is _NOT_PLAIN:
+                    return _NOT_PLAIN
+            items.append(item)
+        return items
+    if kind is int and value.bit_length() <= _MAX_INT_BITS:
+        return value
+    return _NOT_PLAIN
 
 
 def _fits(value: Any, depth: int) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentq.codec import _MAX_INT_BITS, MAX_DEPTH, _find_problem, encode
+from agentq.codec import _MAX_INT_BITS, MAX_DEPTH, _find_problem, decode, encode, encode_copy
 from agentq.errors import PayloadError
 
 
@@ -64,6 +64,47 @@ def test_encode_refuses_and_names_exactly_what_the_walk_does(value: Any) -> None
         assert str(info.value) == str(expected)
     else:
         assert encode(value, "output") == expected
+
+
+def _shape(value: Any) -> Any:
+    """`value` with every type made visible (``1`` and ``True``, ``1.0`` differ)."""
+    if isinstance(value, dict):
+        return ("dict", [(type(k), k, _shape(v)) for k, v in value.items()])
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [_shape(v) for v in value])
+    return (type(value), value if value == value else "nan")
+
+
+def _containers(value: Any) -> list[int]:
+    if isinstance(value, dict):
+        return [id(value)] + [i for v in value.values() for i in _containers(v)]
+    if isinstance(value, list | tuple):
+        return [id(value)] + [i for v in value for i in _containers(v)]
+    return []
+
+
+@settings(max_examples=400, deadline=None)
+@given(_values)
+def test_encode_copy_is_the_decoded_text_and_shares_no_container(value: Any) -> None:
+    try:
+        expected = _reference(value)
+    except PayloadError as error:
+        with pytest.raises(PayloadError) as info:
+            encode_copy(value, "output")
+        assert str(info.value) == str(error)
+        return
+    copy, text = encode_copy(value, "output")
+    assert text == expected
+    assert _shape(copy) == _shape(decode(text))  # tuples, IntEnum members: as read back
+    assert not set(_containers(copy)) & set(_containers(value))
+
+
+def test_encode_copy_of_a_shared_list_copies_each_occurrence() -> None:
+    shared = [1, {"a": [2.5, None]}]
+    copy, text = encode_copy({"x": shared, "y": shared}, "output")
+    assert text == '{"x":[1,{"a":[2.5,null]}],"y":[1,{"a":[2.5,null]}]}'
+    assert copy == {"x": shared, "y": shared}
+    assert copy["x"] is not copy["y"] and copy["x"][1] is not shared[1]
 
 
 def test_what_the_json_encoder_takes_but_agentq_refuses_is_named() -> None:

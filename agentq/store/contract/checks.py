@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentq.codec import MAX_TEXT_CHARS, decode, encode, storable_text
+from agentq.codec import MAX_TEXT_CHARS, encode_copy, storable_text
 from agentq.events import utc
 from agentq.keys import validate_key
 from agentq.outcomes import ErrorInfo
@@ -52,9 +52,18 @@ def check_number(value: object, what: str) -> float:
     return result
 
 
+_LAST_SECOND = 253_402_300_799
+"""9999-12-31T23:59:59Z, the last whole second a `datetime` holds."""
+
+
 def check_now(value: object) -> tuple[float, float]:
-    """Return ``(now, at)``: the time as given, and rounded to the microsecond for events."""
+    """Return ``(now, at)``: the time as given, and rounded to the microsecond for events
+    (``utc(now).timestamp()``, computed as `datetime` computes it: the fraction's
+    microseconds rounded half to even, then whole microseconds over 10**6)."""
     now = check_number(value, "now")
+    if 0.0 <= now <= _LAST_SECOND:
+        fraction, whole = math.modf(now)
+        return now, (int(whole) * 1_000_000 + round(fraction * 1e6)) / 1_000_000
     try:
         at = utc(now).timestamp()
     except (OverflowError, OSError, ValueError):
@@ -119,10 +128,7 @@ def check_payload(value: Any, field: str) -> tuple[Any, str]:
     """Encode a JSON value; return it as it will read back (tuples become lists) and its text."""
     if value is None:
         return None, "null"
-    text = encode(value, field)
-    if type(value) in (str, int, float, bool) or value is None:
-        return value, text
-    return decode(text), text
+    return encode_copy(value, field)
 
 
 def check_object(value: Any, field: str) -> tuple[dict[str, Any] | None, str]:

@@ -9,11 +9,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from agentq.codec import dumps
 from agentq.events import Event, EventKind
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.frozen import quick_init
@@ -38,7 +38,6 @@ __all__ = [
 ]
 
 _K = EventKind
-_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 class StepState(StrEnum):
@@ -340,9 +339,9 @@ def event_row(event: Event) -> tuple[Any, ...]:
         event.attempt,
         event.worker_id,
         data.get("reason") if kind in REASON_KINDS else None,
-        _JSON.encode(data.get("output")) if kind in OUTPUT_KINDS else None,
-        _JSON.encode(data.get("input")) if kind in INPUT_KINDS else None,
+        dumps(data.get("output")) if kind in OUTPUT_KINDS else None,
+        dumps(data.get("input")) if kind in INPUT_KINDS else None,
         data.get("key") if kind in KEY_KINDS else None,
-        None if label is None else _JSON.encode(label),
+        None if label is None else dumps(label),
         data.get("forked_from", data.get("parent") if kind is _K.WORKFLOW_FORKED else None),
     )

@@ -84,10 +84,10 @@ class MemoryTx(StagedKept):
             steps[index] = staged_step if staged_step is not None else rows[index]
         return wf, steps
 
-    def append(self, draft: Draft) -> Event:
+    def append(self, draft: Draft) -> int:
         event = draft.event(self._store._last_seq + len(self.new_events) + 1)
         self.new_events.append(event)
-        return event
+        return event.seq
 
     def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
         staged = self.new_workflows.get(row.workflow_id)

@@ -26,11 +26,10 @@ Keys (ids, names, call keys) are sent as UTF-8 ``bytea`` (they may hold NUL) and
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
+from agentq.codec import dumps
 from agentq.errors import LeaseLostError
-from agentq.events import Event
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.contract.schedules import ScheduleRow
@@ -56,7 +55,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DIALECT", "PostgresTx", "key", "rebuild"]
 
-_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def key(value: str | None) -> bytes | None:
@@ -73,8 +71,8 @@ def _json(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, ErrorInfo):
-        return _JSON.encode(value.to_dict())
-    return _JSON.encode(value)
+        return dumps(value.to_dict())
+    return dumps(value)
 
 
 DIALECT = Dialect(
@@ -165,7 +163,7 @@ class PostgresTx(KeptRows):
                 self._tokens[(workflow_id, row.step_index)] = row.lease_token
         return wf, steps
 
-    def append(self, draft: Draft) -> Event:
+    def append(self, draft: Draft) -> int:
         r = self.conn.execute(
             _APPEND,
             (
@@ -180,7 +178,7 @@ class PostgresTx(KeptRows):
             ),
         ).fetchone()
         assert r is not None
-        return draft.event(int(r[0]))
+        return int(r[0])
 
     def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
         state = (row.state, row.reason)
@@ -201,7 +199,7 @@ class PostgresTx(KeptRows):
                 started_seq,
                 key(row.workflow_id),
                 str(row.state),
-                _JSON.encode(list(row.step_names)),
+                dumps(list(row.step_names)),
                 _json(row.input) or "null",
                 row.reason,
                 row.created_at,

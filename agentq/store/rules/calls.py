@@ -173,11 +173,11 @@ def _record(
         kind, ex.workflow_id, at, data, step=step, attempt=ex.attempt, worker_id=ex.worker_id,
         raw=raw,
     )
-    event = tx.append(draft)
+    seq = tx.append(draft)
     key = data["key"]
-    after = project_call(event, {} if row is None else {key: row})[key]
+    after = project_call(draft.logged(seq), {} if row is None else {key: row})[key]
     tx.put_call(after, row is None)
-    tx.touch_workflow(ex.workflow_id, event.timestamp, event.seq)
+    tx.touch_workflow(ex.workflow_id, at, seq)
     return after
 
 

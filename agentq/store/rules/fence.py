@@ -78,6 +78,8 @@ def check_known(
         UnknownStepError: `index` is outside its steps, or (a corrupt projection) its step
             has no row (`found` false).
     """
+    if step_names is not None and 0 <= index < len(step_names) and found:
+        return
     where = f"step #{index} of workflow {workflow_id!r}"
     if step_names is None:
         raise UnknownWorkflowError(f"workflow {workflow_id!r} is not in the store")

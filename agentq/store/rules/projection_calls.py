@@ -33,13 +33,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentq.events import Event, EventKind
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallKind, CallRow, CallState
 
-__all__ = ["CALL_KINDS", "error_info", "project_call", "touches_calls"]
+__all__ = ["CALL_KINDS", "Logged", "error_info", "project_call", "touches_calls"]
 
 _K = EventKind
 
@@ -47,6 +47,19 @@ CALL_KINDS = frozenset(
     {_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED, _K.WAIT_TIMED_OUT, _K.CHILD_STARTED}
 )
 """Kinds that concern only a call row (`WaitTimedOut` also moves its step on)."""
+
+
+class Logged(NamedTuple):
+    """What `project_call` reads of an `Event`, without its `datetime`: a call verb's rule
+    projects the event it just appended (`agentq.store.rules.tx.Draft.logged`)."""
+
+    seq: int
+    kind: EventKind
+    workflow_id: str
+    step_index: int | None
+    attempt: int | None
+    data: dict[str, Any]
+    timestamp: float
 
 
 def error_info(value: Any) -> ErrorInfo | None:
@@ -72,7 +85,9 @@ def _number(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _existing(event: Event, calls: Mapping[str, CallRow], key: str, kind: CallKind) -> CallRow:
+def _existing(
+    event: Event | Logged, calls: Mapping[str, CallRow], key: str, kind: CallKind
+) -> CallRow:
     row = calls.get(key)
     if row is None or row.kind is not kind:
         raise ValueError(
@@ -82,7 +97,7 @@ def _existing(event: Event, calls: Mapping[str, CallRow], key: str, kind: CallKi
     return row
 
 
-def _started(event: Event, row: CallRow | None, key: str, at: float) -> CallRow:
+def _started(event: Event | Logged, row: CallRow | None, key: str, at: float) -> CallRow:
     data = event.data
     index = event.step_index if event.step_index is not None else -1
     fingerprint = data.get("fingerprint")
@@ -129,7 +144,7 @@ def _started(event: Event, row: CallRow | None, key: str, at: float) -> CallRow:
     )
 
 
-def _waiting(event: Event, row: CallRow | None, key: str, at: float) -> CallRow:
+def _waiting(event: Event | Logged, row: CallRow | None, key: str, at: float) -> CallRow:
     data = event.data
     index = event.step_index if event.step_index is not None else -1
     topic = data.get("topic")
@@ -167,7 +182,7 @@ def _waiting(event: Event, row: CallRow | None, key: str, at: float) -> CallRow:
     )
 
 
-def _ended(event: Event, row: CallRow, at: float) -> CallRow:
+def _ended(event: Event | Logged, row: CallRow, at: float) -> CallRow:
     """The row of a call after its `CallCompleted` or `CallFailed`: built field by field, not
     by dataclasses.replace (3x the cost; this runs for every call)."""
     data = event.data
@@ -197,7 +212,7 @@ def _ended(event: Event, row: CallRow, at: float) -> CallRow:
     )
 
 
-def project_call(event: Event, calls: Mapping[str, CallRow]) -> Mapping[str, CallRow]:
+def project_call(event: Event | Logged, calls: Mapping[str, CallRow]) -> Mapping[str, CallRow]:
     """Apply one event to a workflow's call rows; pure (returns a new mapping).
 
     Args:

@@ -21,11 +21,11 @@ Every rule works in the same order:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentq.codec import dumps
 from agentq.events import Event, EventKind, utc
 from agentq.store.contract.children import child_of, outcome, parent_of
 from agentq.store.contract.frozen import quick_init
@@ -35,6 +35,7 @@ from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow,
 from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.rules.fence import CallFence, StepLease, check_known
 from agentq.store.rules.projection import TIMED_OUT_REASON, Rows, project
+from agentq.store.rules.projection_calls import Logged
 
 __all__ = [
     "Draft",
@@ -50,7 +51,6 @@ __all__ = [
     "timed_out_draft",
 ]
 
-_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 @quick_init
@@ -96,25 +96,38 @@ class Draft:
         `raw` holds members of `data` already encoded by `agentq.codec` (JSON text), spliced
         into `data_json` rather than encoded twice.
         """
-        texts: tuple[tuple[Any, str], ...] = ()
         if raw:
-            spliced = ",".join(f'"{k}":{t}' for k, t in raw.items())  # keys are plain names
-            rest = {k: v for k, v in data.items() if k not in raw}
-            text = f"{_JSON.encode(rest)[:-1]},{spliced}}}" if rest else f"{{{spliced}}}"
-            texts = tuple((data[k], t) for k, t in raw.items())
+            rest = data.copy()  # the members not given encoded, in the order of `data`
+            pieces = []
+            kept = []
+            for k, t in raw.items():
+                kept.append((rest.pop(k), t))
+                pieces.append(f'"{k}":{t}')  # keys are plain names
+            spliced = ",".join(pieces)
+            text = f"{dumps(rest)[:-1]},{spliced}}}" if rest else f"{{{spliced}}}"
+            texts: tuple[tuple[Any, str], ...] = tuple(kept)
         else:
-            text = _JSON.encode(data)
+            text, texts = dumps(data), ()
+        if step is None:
+            return cls(kind, workflow_id, at, None, None, attempt, worker_id, data, text, texts)
         return cls(
             kind,
             workflow_id,
             at,
-            None if step is None else step.step_index,
-            None if step is None else step.step_name,
+            step.step_index,
+            step.step_name,
             attempt,
             worker_id,
             data,
             text,
             texts,
+        )
+
+    def logged(self, seq: int) -> Logged:
+        """What `agentq.store.rules.projection_calls.project_call` reads of the event this
+        draft becomes once the store gave it `seq` (no `datetime` made: `Draft.event`)."""
+        return Logged(
+            seq, self.kind, self.workflow_id, self.step_index, self.attempt, self.data, self.at
         )
 
     def event(self, seq: int) -> Event:
@@ -141,8 +154,9 @@ class Tx(Protocol):
         """Return the workflow's row (or None) and its step rows ``first``..``last``."""
         ...
 
-    def append(self, draft: Draft) -> Event:
-        """Append an event; return it with the next sequence number of the log."""
+    def append(self, draft: Draft) -> int:
+        """Append an event; return its sequence number (the next of the log): the event is
+        ``draft.event(seq)``."""
         ...
 
     def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
@@ -273,7 +287,7 @@ def apply_rows(tx: Tx, rows: Rows, drafts: Sequence[Draft]) -> Rows:
     """`apply`, returning all the rows after the events (`Rows.workflow` is set)."""
     after = rows
     for draft in drafts:
-        after = project(tx.append(draft), after)
+        after = project(draft.event(tx.append(draft)), after)
     wf = after.workflow
     assert wf is not None
     if rows.workflow is None:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agentq.codec import dumps
 from agentq.store.contract.messages import MessageRow
 from agentq.store.sql.reads import Connection, Dialect
 
@@ -28,7 +29,6 @@ __all__ = [
 MESSAGE_COLUMNS = "workflow_id, seq, topic, msg_key, payload, sent_at, consumed_by, consumed_at"
 """The ``messages`` columns, in `MessageRow` order."""
 
-_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def _text(value: Any) -> str | None:
@@ -85,7 +85,7 @@ def put_message(conn: Connection, d: Dialect, row: MessageRow, new: bool) -> Non
                 row.seq,
                 d.key(row.topic),
                 d.key(row.key),
-                _JSON.encode(row.payload),
+                dumps(row.payload),
                 row.sent_at,
                 d.key(row.consumed_by),
                 row.consumed_at,

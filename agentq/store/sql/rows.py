@@ -143,6 +143,8 @@ def _json(text: str | None) -> Any:
 
 def call_row(r: Sequence[Any]) -> CallRow:
     """Build a `CallRow` from a row of `CALL_COLUMNS`."""
+    loads = json.loads  # each JSON column: NULL (None) without a call
+    label, usage, output, error, details = r[8], r[9], r[10], r[12], r[13]
     return CallRow(
         r[0],
         r[1],
@@ -152,12 +154,12 @@ def call_row(r: Sequence[Any]) -> CallRow:
         r[5],
         r[6],
         r[7],
-        _json(r[8]),
-        _json(r[9]),
-        _json(r[10]),
+        None if label is None else loads(label),
+        None if usage is None else loads(usage),
+        None if output is None else loads(output),
         r[11],
-        _error(r[12]),
-        _json(r[13]),
+        None if error is None else _error(error),
+        None if details is None else loads(details),
         r[14],
         r[15],
         r[16],

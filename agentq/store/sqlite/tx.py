@@ -10,11 +10,10 @@ transaction around the rules is `agentq.store.sqlite.transact`.
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 from typing import Any
 
-from agentq.events import Event
+from agentq.codec import dumps
 from agentq.outcomes import ErrorInfo
 from agentq.store.contract.rows import CallRow, StepRow, WorkflowRow, WorkflowState
 from agentq.store.contract.schedules import ScheduleRow
@@ -49,7 +48,6 @@ __all__ = [
     "rollback",
 ]
 
-_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _MESSAGES = Dialect("?")
 """The dialect of the ``messages`` and ``end_hooks`` statements (`agentq.store.sql.messages`,
 `agentq.store.sql.hooks`)."""
@@ -105,6 +103,8 @@ def rollback(conn: sqlite3.Connection) -> None:
 
 # ---------------------------------------------------------------- the rules' Tx
 
+_KEPT_TYPES = (dict, list, ErrorInfo)  # a tuple: isinstance of a union costs ~3x in 3.11
+
 _LOAD = (
     WORKFLOW_SELECT.replace(" FROM workflows", ", "
     + ", ".join(f"s.{c.strip()}" for c in STEP_COLUMNS.split(",")) + " FROM workflows")
@@ -140,11 +140,15 @@ class SqliteTx(KeptRows):
         r = self.conn.execute(_LOAD_FENCE, (index, key, workflow_id)).fetchone()
         if r is None:
             return None
-        lease = None if r[4] is None else StepLease(
-            index, r[4], STEP_STATES[r[5]], r[6], r[7], r[8]
+        lease = None if r[3] is None else StepLease(
+            index, r[3], STEP_STATES[r[4]], r[5], r[6], r[7]
         )
-        call = None if r[_FENCE_WIDTH] is None else self._call(r[_FENCE_WIDTH:])
-        return CallFence(r[0], WORKFLOW_STATES[r[1]], r[2], step_names(r[3]), lease, call)
+        # The ids matched the arguments exactly (binary collation): not read back.
+        call = (
+            None if r[_FENCE_WIDTH] is None
+            else self._call((workflow_id, key, *r[_FENCE_WIDTH:]))
+        )
+        return CallFence(workflow_id, WORKFLOW_STATES[r[0]], r[1], step_names(r[2]), lease, call)
 
     def touch_workflow(self, workflow_id: str, at: float, seq: int) -> None:
         """Nothing to write: a workflow's ``updated_at`` and ``last_seq`` are read from its
@@ -167,17 +171,20 @@ class SqliteTx(KeptRows):
 
     def _remember(self, value: Any, text: str | None) -> None:
         """Keep the JSON `text` a value was read from (or written as), for `_json`."""
-        if text is not None and isinstance(value, dict | list | ErrorInfo):
+        if text is not None and isinstance(value, _KEPT_TYPES):
             self._texts[id(value)] = (value, text)
 
     def _call(self, r: Any) -> CallRow:
         row = call_row(r)
-        self._remember(row.label, r[8])
-        self._remember(row.usage, r[9])
-        self._remember(row.output, r[10])
+        if r[8] is not None:
+            self._remember(row.label, r[8])
+        if r[9] is not None:
+            self._remember(row.usage, r[9])
+        if r[10] is not None:
+            self._remember(row.output, r[10])
         return row
 
-    def append(self, draft: Draft) -> Event:
+    def append(self, draft: Draft) -> int:
         seq = self.conn.execute(
             "INSERT INTO events (at, workflow_id, step_index, step_name, kind, attempt, "
             "worker_id, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -195,7 +202,7 @@ class SqliteTx(KeptRows):
         assert seq is not None
         for value, text in draft.texts:
             self._remember(value, text)
-        return draft.event(seq)
+        return seq
 
     def put_workflow(self, row: WorkflowRow, started_seq: int | None) -> None:
         state = (row.state, row.reason)
@@ -213,7 +220,7 @@ class SqliteTx(KeptRows):
                     started_seq,
                     row.workflow_id,
                     row.state._value_,
-                    _JSON.encode(list(row.step_names)),
+                    dumps(list(row.step_names)),
                     self._json(row.input) or "null",
                     row.reason,
                     row.created_at,
@@ -230,8 +237,8 @@ class SqliteTx(KeptRows):
         if known is not None and known[0] is value:
             return known[1]
         if isinstance(value, ErrorInfo):
-            return _JSON.encode(value.to_dict())
-        return _JSON.encode(value)
+            return dumps(value.to_dict())
+        return dumps(value)
 
     def put_step(self, row: StepRow, new: bool) -> None:
         values = (
@@ -268,6 +275,10 @@ class SqliteTx(KeptRows):
         return [call_row(r) for r in self.conn.execute(_LOAD_CALLS, (workflow_id,))]
 
     def put_call(self, row: CallRow, new: bool) -> None:
+        json_text = self._json  # each JSON column: None (NULL) without a call
+        label, usage, output, error, details = (
+            row.label, row.usage, row.output, row.error, row.details
+        )
         values = (
             row.kind._value_,
             row.step_index,
@@ -275,12 +286,12 @@ class SqliteTx(KeptRows):
             row.fingerprint,
             row.lane,
             row.attempt,
-            self._json(row.label),
-            self._json(row.usage),
-            self._json(row.output),
+            None if label is None else json_text(label),
+            None if usage is None else json_text(usage),
+            None if output is None else json_text(output),
             row.reason,
-            self._json(row.error),
-            self._json(row.details),
+            None if error is None else json_text(error),
+            None if details is None else json_text(details),
             row.deadline,
             row.started_at,
             row.finished_at,
@@ -309,17 +320,18 @@ def _marks(columns: str) -> str:
 
 
 _LOAD_FENCE = (
-    "SELECT w.workflow_id, w.state, w.reason, w.step_names, s.step_name, s.state, s.worker_id,"
+    "SELECT w.state, w.reason, w.step_names, s.step_name, s.state, s.worker_id,"
     " s.lease_token, s.lease_expires_at, "
-    + ", ".join(f"c.{c.strip()}" for c in CALL_COLUMNS.split(","))
+    + ", ".join(f"c.{c.strip()}" for c in CALL_COLUMNS.split(",")[2:])
     + " FROM workflows AS w"
     " LEFT JOIN steps AS s ON s.workflow_id = w.workflow_id AND s.step_index = ?"
     " LEFT JOIN calls AS c ON c.workflow_id = w.workflow_id AND c.call_key = ?"
     " WHERE w.workflow_id = ?"
 )
 """The workflow's state, its step's lease and the call row of a key (`SqliteTx.load_fence`)."""
-_FENCE_WIDTH = 9
-"""Where the call row's columns start in a row of `_LOAD_FENCE`."""
+_FENCE_WIDTH = 8
+"""Where the call row's columns (after its workflow id and key) start in a row of
+`_LOAD_FENCE`."""
 _INSERT_STEP = Sparse(f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(STEP_COLUMNS)})")
 _UPDATE_STEP = Sparse(
     "UPDATE steps SET state = ?, attempt = ?, worker_id = ?, lease_token = ?, "

@@ -5,7 +5,9 @@ Usage: python tests/engine_race_worker.py DB MARKS NAME N_WORKFLOWS
 Opens two `SqliteStore` connections on DB, each behind its own `WorkflowEngine` and `Queue`,
 prints ``ready``, waits for a line on stdin (so both processes start together), then runs the
 same N three-step workflows on both engines at once. Every step body appends
-"<workflow> <step> <NAME>" to MARKS. Exits 0 when every run completed.
+"<workflow> <step> <NAME>" to MARKS; step "b" of ``race-0`` then waits until the file
+MARKS + ".read" exists (the test creates it once it has read the log twice meanwhile, so the
+reads overlap the race however fast the store is). Exits 0 when every run completed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from agentq import Queue, RunStatus, SqliteStore, StepContext, StepDef, Workflow
 
 
 def workflows(marks: Path, name: str, n: int) -> list[Workflow]:
+    read = Path(f"{marks}.read")
+
     def step(step_name: str) -> StepDef:
         async def body(ctx: StepContext) -> str:
             line = f"{ctx.workflow_id} {step_name} {name}\n".encode()
@@ -28,6 +32,10 @@ def workflows(marks: Path, name: str, n: int) -> list[Workflow]:
             finally:
                 os.close(fd)
             await asyncio.sleep(0.002)  # a little real work, so the racers interleave
+            if (ctx.workflow_id, step_name) == ("race-0", "b"):
+                # another process signals (a file): no asyncio.Event can carry it
+                while not await asyncio.to_thread(read.exists):  # noqa: ASYNC110
+                    await asyncio.sleep(0.005)
             return step_name
 
         return StepDef(step_name, body)

@@ -101,7 +101,7 @@ class Ledger:
         self.lanes: dict[Priority, Lane[Record]] = {
             p: Lane(p, configs.get(p, LaneConfig())) for p in LANE_ORDER
         }
-        self.keys = KeyTable(key_ttl, max_keys, clock)
+        self.keys = KeyTable(key_ttl, max_keys, clock, stores=store is not None and key_ttl != 0)
         self.clock: Clock = clock
         self.loop: asyncio.AbstractEventLoop | None = None
         self.subscribers: tuple[Callable[[JobEvent], object], ...] = ()

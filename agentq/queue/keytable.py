@@ -204,12 +204,15 @@ class KeyTable:
                 was, now = first.fingerprint, job.fingerprint
             else:
                 was, now = first.fn, job.fn
-            what = f"{short_repr(was, 80)}, now {short_repr(now, 80)}"
             differs = difference(kept, mine)
+            if was is now or short_repr(was, 80) == short_repr(now, 80):  # one object (F10)
+                what = f"{short_repr(now, 80)} both times, with other values it reads"
+            else:
+                what = f"first {short_repr(was, 80)}, now {short_repr(now, 80)}"
             if differs is not None:
                 what += f"; differs in {differs}"
             raise KeyConflictError(
-                f"idempotency key {job.key!r} is already used for another call (first {what});"
+                f"idempotency key {job.key!r} is already used for another call ({what});"
                 " use another key, forget() this one, or give both jobs the same fingerprint="
             )
 

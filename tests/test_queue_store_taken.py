@@ -7,12 +7,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
+from typing import Any
+
 import pytest
 
 from agentq.errors import KeyConflictError
 from agentq.outcomes import Completed
-from agentq.queue import Cached, Job, Queue, Queued
-from agentq.store import MemoryStore
+from agentq.queue import Cached, Job, JobOutcomeStore, Queue, Queued
+from agentq.store import DurableStore, MemoryStore
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -57,3 +62,35 @@ async def test_the_stored_call_is_the_one_pushed_not_the_globals_at_completion(
             await restarted.push(greet())  # another call: never alice's answer
         user = "alice"
         assert await restarted.push(greet()) == Cached("sent to alice")
+
+
+async def test_a_store_closed_under_the_queue_costs_one_line_and_waiters_get_outputs(
+    store: DurableStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    reported: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: reported.append(ctx))
+    caplog.set_level(logging.DEBUG, logger="agentq")
+    gate, all_running = asyncio.Event(), asyncio.Event()
+    running: list[int] = []
+
+    async def work(i: int) -> int:
+        running.append(i)
+        if len(running) == 3:
+            all_running.set()
+        await gate.wait()
+        return i
+
+    assert isinstance(store, JobOutcomeStore)
+    async with Queue(store=store) as queue:
+        pushes = [asyncio.ensure_future(queue.push_and_wait(Job(f"j{i}", functools.partial(
+            work, i)))) for i in range(3)]
+        await all_running.wait()  # every job is past its store read, in its body
+        await store.close()  # a notebook cell closes the store under the queue
+        gate.set()
+        assert await asyncio.gather(*pushes) == [0, 1, 2]  # kept in memory
+        assert await queue.push(Job("j0", functools.partial(work, 0))) == Cached(0)
+    assert reported == []  # no traceback through the loop's exception handler
+    lines = [r for r in caplog.records if "was not saved" in r.getMessage()]
+    assert [r.levelno for r in lines] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+    assert all(r.exc_info is None and r.name == "agentq" for r in lines)
+    assert "store was closed" in lines[0].getMessage()

@@ -63,7 +63,9 @@ def error_outcome(exc: BaseException) -> Failed:
 class Ledger:
     """The books of one queue: keys, lanes, clock, loop and subscribers (see the module doc)."""
 
-    __slots__ = ("builders", "clock", "keys", "lanes", "loop", "store", "subscribers")
+    __slots__ = (
+        "builders", "clock", "keys", "lanes", "loop", "store", "subscribers", "told_closed",
+    )
 
     def __init__(
         self,
@@ -106,6 +108,9 @@ class Ledger:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.subscribers: tuple[Callable[[JobEvent], object], ...] = ()
         self.store = store
+        # Whether a save already said the store was closed under the queue (at WARNING; the
+        # next ones are said at DEBUG: `agentq.queue.persistence`).
+        self.told_closed = False
         # Lambdas that only build a coroutine: called on the loop (`agentq.queue.builders`).
         self.builders = Builders()
 

@@ -20,7 +20,9 @@ and for a job pushed with ``Job(persist=False)``, none of this runs: memory only
   restart. The save is not interrupted: a ``cancel`` meanwhile finds the job finished.
   An output that is not JSON fails the job with `PayloadError` (no retry; nothing is
   stored). A store that fails (`StoreError`) leaves the job `Completed` in memory (it ran:
-  running it again would pay twice) and reports the error to the loop's exception handler.
+  running it again would pay twice) and reports the error to the loop's exception handler;
+  a store closed under the queue (`StoreClosedError`) is said in one line on the ``agentq``
+  logger instead, WARNING the first time, DEBUG after (finding F6).
   Failed jobs are not saved.
 - **Forget** removes a finished key from memory and from the store (`forget`).
 """
@@ -28,11 +30,12 @@ and for a job pushed with ``Job(persist=False)``, none of this runs: memory only
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from agentq.errors import KeyConflictError, PayloadError
+from agentq.errors import KeyConflictError, PayloadError, StoreClosedError
 from agentq.events import utc
 from agentq.outcomes import Completed
 from agentq.queue.fingerprint_stored import same_stored, stored_fingerprint
@@ -42,6 +45,8 @@ from agentq.queue.outcome_store import JobOutcomeStore, StoredJob
 from agentq.queue.records import IDLE, READING, SAVING, Record
 
 __all__ = ["answer", "forget", "read_before_run", "save_and_settle"]
+
+_LOGGER = logging.getLogger("agentq")
 
 
 def _store(ledger: Ledger) -> JobOutcomeStore:
@@ -170,6 +175,20 @@ def _taken(record: Record, job: Job) -> str:
     return taken if taken is not None else stored_fingerprint(job.fn, job.fingerprint)
 
 
+def _tell_closed(ledger: Ledger, key: str, exc: StoreClosedError) -> None:
+    """Say that `key`'s output was not saved because the store was closed under the queue:
+    one line on the ``agentq`` logger, no traceback (a store closed in a notebook cell stops
+    every job in flight alike), at WARNING the first time for this queue, at DEBUG after."""
+    first = not ledger.told_closed
+    ledger.told_closed = True
+    _LOGGER.log(
+        logging.WARNING if first else logging.DEBUG,
+        "the output of job %r was not saved: the queue's store was closed under it (%s); it "
+        "is kept in memory only.%s", key, exc,
+        " Other jobs it stops saving are logged at DEBUG." if first else "",
+    )
+
+
 async def save_and_settle(ledger: Ledger, record: Record, output: Any) -> None:
     """Save the output of `record`'s body that returned, then settle it `Completed`.
 
@@ -205,6 +224,8 @@ async def save_and_settle(ledger: Ledger, record: Record, output: Any) -> None:
             failure.__cause__ = exc
             ledger.settle(record, error_outcome(failure))
             return
+        except StoreClosedError as exc:
+            _tell_closed(ledger, job.key, exc)
         except Exception as exc:
             ledger.running_loop().call_exception_handler({
                 "message": f"agentq: the output of job {job.key!r} could not be saved to the "

@@ -3,6 +3,7 @@ alice, rebinds what the call reads, then pushes for bob, in the order a user mee
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 from collections.abc import Callable
@@ -12,7 +13,8 @@ from typing import Any
 import pytest
 
 from agentq.errors import KeyConflictError
-from agentq.queue import Job, Queue
+from agentq.outcomes import Completed
+from agentq.queue import Job, Queue, Queued
 from agentq.queue.fingerprint import derive_fingerprint
 
 
@@ -199,3 +201,21 @@ async def test_the_same_object_mutated_between_pushes_is_the_same_call() -> None
         says = "argument 1: \"User(name='alice')\" != \"User(name='carol')\""
         with pytest.raises(KeyConflictError, match=re.escape(says)):
             await queue.push_and_wait(Job("k", functools.partial(send, User("carol"))))
+
+
+async def test_an_in_flight_conflict_of_one_function_names_it_once_and_what_differs() -> None:
+    namespace = notebook()
+    cell("user = 'alice'\nasync def slow(): await gate.wait(); return await send(user)\n",
+         namespace)
+    gate = namespace["gate"] = asyncio.Event()
+    slow = namespace["slow"]
+    async with Queue() as queue:
+        first = await queue.push(Job("k9", slow))  # in flight: the gate is closed
+        cell("user = 'bob'", namespace)
+        with pytest.raises(KeyConflictError) as caught:
+            await queue.push(Job("k9", slow))  # a new Job of the very same function
+        gate.set()
+        assert isinstance(first, Queued) and await first.handle == Completed("sent to bob")
+    message = str(caught.value)
+    assert message.count(repr(slow)) == 1, message
+    assert "both times" in message and "differs in global user: 'alice' != 'bob'" in message

@@ -20,8 +20,8 @@ the store too. What cannot cross a process, or is a function's state, counts by 
   (a factory-built tool's cache); in the closure of the function given (a lambda) it counts
   by value. Pass what identifies a call as an argument or give ``fingerprint=``;
 - a closure variable or a global a function assigns itself (``nonlocal n; n += 1``,
-  ``global client; client = ...``) is its state and is left out: the text is taken when the
-  job completes, after such a write;
+  ``global client; client = ...``) is its state and is left out (the text is taken when the
+  push claims the key, `agentq.queue.keytable.KeyTable.claim`, as memory's fingerprint is);
 - a function's code object becomes the names and the literal constants its code uses (with
   those of the functions defined inside it), not its bytecode, which changes between Python
   versions. An edited function body that reads the same names and constants is the same

@@ -35,6 +35,7 @@ from agentq.queue.fingerprint_deferred import Deferred, DeferredPartial, defer, 
 from agentq.queue.fingerprint_diff import difference
 from agentq.queue.fingerprint_fast import Shared, call_fingerprint, describe, fast_fingerprint
 from agentq.queue.fingerprint_match import matches_fast
+from agentq.queue.fingerprint_stored import stored_fingerprint
 from agentq.queue.jobs import Job, short_repr
 from agentq.queue.lane import STOPPED, Lane
 from agentq.queue.records import Record
@@ -61,12 +62,18 @@ class KeyTable:
         "get",
         "limited",
         "max_keys",
+        "stores",
         "ttl",
         "unstopped",
     )
 
-    def __init__(self, ttl: float | None, max_keys: int | None, clock: Clock) -> None:
+    def __init__(
+        self, ttl: float | None, max_keys: int | None, clock: Clock, stores: bool = False
+    ) -> None:
         self.ttl = ttl
+        # Whether completed keys are saved to a store (``Queue(store=...)``, ``key_ttl`` not
+        # 0): a claim then also takes the call's stored fingerprint (`Record.stored_fp`).
+        self.stores = stores
         self.max_keys = max_keys
         # Whether finished keys are kept in finishing order (for `ttl` or `max_keys`); without
         # either, a finished key stays until it is forgotten and needs no order.
@@ -100,8 +107,17 @@ class KeyTable:
 
         The fingerprint of the call is taken now (`job.fingerprint`, else derived from
         `job.fn`), so that it describes the call as it is when the key is claimed, whatever
-        the values it reads become later.
+        the values it reads become later. With a store (`stores`), so is the text saved with
+        its output (`Record.stored_fp`), for a ``persist=True`` job: the stored form
+        describes the same call as the in-memory one (finding F8).
         """
+        rec = self._claim(owner, job, lane)
+        if self.stores and job.persist:
+            rec.stored_fp = stored_fingerprint(job.fn, job.fingerprint)
+        return rec
+
+    def _claim(self, owner: object, job: Job, lane: Lane[Record]) -> Record:
+        """`claim` without the stored fingerprint."""
         key = job.key
         fp = job.fingerprint
         records = self._records
@@ -188,12 +204,15 @@ class KeyTable:
                 was, now = first.fingerprint, job.fingerprint
             else:
                 was, now = first.fn, job.fn
-            what = f"{short_repr(was, 80)}, now {short_repr(now, 80)}"
             differs = difference(kept, mine)
+            if was is now or short_repr(was, 80) == short_repr(now, 80):  # one object (F10)
+                what = f"{short_repr(now, 80)} both times, with other values it reads"
+            else:
+                what = f"first {short_repr(was, 80)}, now {short_repr(now, 80)}"
             if differs is not None:
                 what += f"; differs in {differs}"
             raise KeyConflictError(
-                f"idempotency key {job.key!r} is already used for another call (first {what});"
+                f"idempotency key {job.key!r} is already used for another call ({what});"
                 " use another key, forget() this one, or give both jobs the same fingerprint="
             )
 

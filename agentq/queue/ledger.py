@@ -63,7 +63,9 @@ def error_outcome(exc: BaseException) -> Failed:
 class Ledger:
     """The books of one queue: keys, lanes, clock, loop and subscribers (see the module doc)."""
 
-    __slots__ = ("builders", "clock", "keys", "lanes", "loop", "store", "subscribers")
+    __slots__ = (
+        "builders", "clock", "keys", "lanes", "loop", "store", "subscribers", "told_closed",
+    )
 
     def __init__(
         self,
@@ -101,11 +103,14 @@ class Ledger:
         self.lanes: dict[Priority, Lane[Record]] = {
             p: Lane(p, configs.get(p, LaneConfig())) for p in LANE_ORDER
         }
-        self.keys = KeyTable(key_ttl, max_keys, clock)
+        self.keys = KeyTable(key_ttl, max_keys, clock, stores=store is not None and key_ttl != 0)
         self.clock: Clock = clock
         self.loop: asyncio.AbstractEventLoop | None = None
         self.subscribers: tuple[Callable[[JobEvent], object], ...] = ()
         self.store = store
+        # Whether a save already said the store was closed under the queue (at WARNING; the
+        # next ones are said at DEBUG: `agentq.queue.persistence`).
+        self.told_closed = False
         # Lambdas that only build a coroutine: called on the loop (`agentq.queue.builders`).
         self.builders = Builders()
 

@@ -14,12 +14,15 @@ and for a job pushed with ``Job(persist=False)``, none of this runs: memory only
   a read: its record reads the store in its worker before its first attempt
   (`read_before_run`).
 - **Save on completion.** A body that returned has its output saved, with the call's
-  fingerprint (`agentq.queue.fingerprint.stored_fingerprint`), before the job is settled
+  fingerprint (`agentq.queue.fingerprint_stored.stored_fingerprint`) as taken when the push
+  claimed the key (`Record.stored_fp`: the call memory compares), before the job is settled
   `Completed` (`save_and_settle`): once ``push_and_wait`` returns, the output survives a
   restart. The save is not interrupted: a ``cancel`` meanwhile finds the job finished.
   An output that is not JSON fails the job with `PayloadError` (no retry; nothing is
   stored). A store that fails (`StoreError`) leaves the job `Completed` in memory (it ran:
-  running it again would pay twice) and reports the error to the loop's exception handler.
+  running it again would pay twice) and reports the error to the loop's exception handler;
+  a store closed under the queue (`StoreClosedError`) is said in one line on the ``agentq``
+  logger instead, WARNING the first time, DEBUG after (finding F6).
   Failed jobs are not saved.
 - **Forget** removes a finished key from memory and from the store (`forget`).
 """
@@ -27,11 +30,12 @@ and for a job pushed with ``Job(persist=False)``, none of this runs: memory only
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from agentq.errors import KeyConflictError, PayloadError
+from agentq.errors import KeyConflictError, PayloadError, StoreClosedError
 from agentq.events import utc
 from agentq.outcomes import Completed
 from agentq.queue.fingerprint_stored import same_stored, stored_fingerprint
@@ -41,6 +45,8 @@ from agentq.queue.outcome_store import JobOutcomeStore, StoredJob
 from agentq.queue.records import IDLE, READING, SAVING, Record
 
 __all__ = ["answer", "forget", "read_before_run", "save_and_settle"]
+
+_LOGGER = logging.getLogger("agentq")
 
 
 def _store(ledger: Ledger) -> JobOutcomeStore:
@@ -108,13 +114,18 @@ async def _consult(ledger: Ledger, job: Job) -> Record | bool:
         keys.open_gate(key, gate)
 
 
-def check_stored(job: Job, stored: StoredJob) -> None:
+def check_stored(job: Job, stored: StoredJob, taken: str | None = None) -> None:
     """Refuse `job` if its key was stored by another call.
+
+    Args:
+        job: The job pushed.
+        stored: Its key's stored outcome.
+        taken: `job`'s stored fingerprint if already taken (at its claim), else None.
 
     Raises:
         KeyConflictError: The stored fingerprint differs; the message names the pushed call.
     """
-    if same_stored(stored.fingerprint, job.fn, job.fingerprint):  # a v1 row as v1 was
+    if same_stored(stored.fingerprint, job.fn, job.fingerprint, taken):  # a v1 row as v1 was
         return
     now = job.fingerprint if job.fingerprint is not None else job.fn
     raise KeyConflictError(
@@ -142,7 +153,7 @@ async def read_before_run(ledger: Ledger, record: Record) -> bool:
         stored = await _store(ledger).load_job(record.key, ledger.clock.time())
         job = record.job
         if stored is not None and job is not None and record.outcome is None:
-            check_stored(job, stored)
+            check_stored(job, stored, record.stored_fp)
             ledger.answer_stored(record, stored)
     except asyncio.CancelledError as exc:
         ledger.settle(record, cancelled_outcome(f"{record.title} was cancelled", exc))
@@ -155,6 +166,27 @@ async def read_before_run(ledger: Ledger, record: Record) -> bool:
 
 
 # ------------------------------------------------------------------ saving
+
+
+def _taken(record: Record, job: Job) -> str:
+    """The stored fingerprint of `record`'s call as taken when it claimed its key, not now:
+    a global its body rebinds while it runs does not change which call it was (F8)."""
+    taken = record.stored_fp
+    return taken if taken is not None else stored_fingerprint(job.fn, job.fingerprint)
+
+
+def _tell_closed(ledger: Ledger, key: str, exc: StoreClosedError) -> None:
+    """Say that `key`'s output was not saved because the store was closed under the queue:
+    one line on the ``agentq`` logger, no traceback (a store closed in a notebook cell stops
+    every job in flight alike), at WARNING the first time for this queue, at DEBUG after."""
+    first = not ledger.told_closed
+    ledger.told_closed = True
+    _LOGGER.log(
+        logging.WARNING if first else logging.DEBUG,
+        "the output of job %r was not saved: the queue's store was closed under it (%s); it "
+        "is kept in memory only.%s", key, exc,
+        " Other jobs it stops saving are logged at DEBUG." if first else "",
+    )
 
 
 async def save_and_settle(ledger: Ledger, record: Record, output: Any) -> None:
@@ -178,7 +210,7 @@ async def save_and_settle(ledger: Ledger, record: Record, output: Any) -> None:
             now = clock.time()
             await _store(ledger).save_job(
                 job.key,
-                fingerprint=stored_fingerprint(job.fn, job.fingerprint),
+                fingerprint=_taken(record, job),
                 output=output,
                 completed_at=now,
                 expires_at=None if ttl is None else now + ttl,
@@ -192,6 +224,8 @@ async def save_and_settle(ledger: Ledger, record: Record, output: Any) -> None:
             failure.__cause__ = exc
             ledger.settle(record, error_outcome(failure))
             return
+        except StoreClosedError as exc:
+            _tell_closed(ledger, job.key, exc)
         except Exception as exc:
             ledger.running_loop().call_exception_handler({
                 "message": f"agentq: the output of job {job.key!r} could not be saved to the "

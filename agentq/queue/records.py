@@ -71,6 +71,8 @@ class Record:
     blocked: list[Lane[Record]] | None = None
     lend: asyncio.Lock | None = None
     stop_waiters: list[asyncio.Future[None]] | None = None
+    stored_fp: str | None = None
+    """The call's stored fingerprint, taken at the claim with a store (`KeyTable.claim`)."""
     unread: bool = False
     """Claimed without reading the queue's store (push_nowait): read it before running."""
     admitted_at: float = 0.0

@@ -98,10 +98,16 @@ class CallLog(KeyedLog):
         self._check_open("call")
         if not isinstance(job, Job):
             raise TypeError(f"ctx.call expects an agentq.Job, got {job!r:.200}")
-        label_obj = json_object(label, f"label of call {job.key!r}")
-        if usage is not None and not callable(usage):
-            usage = json_object(usage, f"usage of call {job.key!r}")
         key = job.key
+        # A label's JSON is checked by the store as it records the call's start, before
+        # anything is written or run (`CallRunner.run`); here only its type and keys, and its
+        # JSON only for a call answered from the log (the store never sees it then).
+        label_obj = (
+            None if label is None
+            else json_object(label, f"label of call {key!r}", encoded=False)
+        )
+        if usage is not None and not callable(usage):
+            usage = json_object(usage, f"usage of call {key!r}")
         fingerprint = self._fingerprint(job)
         if not self._ready:
             await self._read_once()
@@ -111,6 +117,8 @@ class CallLog(KeyedLog):
             if row.fingerprint is not None:
                 fingerprint = row.fingerprint  # the same call: a rerun keeps the row's format
             if row.state == "completed":
+                if label_obj is not None:
+                    json_object(label_obj, f"label of call {key!r}")
                 self.answered += 1
                 return copy_json(row.output)  # each answer its own (the caller may mutate it)
         running = self._running.get(key)
@@ -121,6 +129,8 @@ class CallLog(KeyedLog):
             )
             self._running[key] = running
             running.add_done_callback(functools.partial(self._ran, key))
+        elif label_obj is not None:  # joins the call running: the store never sees this one
+            json_object(label_obj, f"label of call {key!r}")
         try:
             return await asyncio.shield(running)
         except asyncio.CancelledError:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentq.clock import FakeClock
-from agentq.errors import PayloadError
+from agentq.errors import JobFailed, PayloadError
 from agentq.queue import Job, LaneConfig, Priority, Queue
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store import CallRow, DurableStore
@@ -234,3 +234,31 @@ async def test_a_usage_function_is_given_a_stored_form_output_itself_no_copy(
     assert len(given) == 1 and given[0] is made
     [row] = await engine.store.calls("wf-usage-same")
     assert row.usage == {"total_tokens": 5} and row.output == made
+
+
+async def test_a_failed_call_tried_again_at_once_with_its_key_runs_again(
+    engine: WorkflowEngine,
+) -> None:
+    """The first caller is answered as its call ends, before the call's task is done
+    (issue 25: no shield around it); the key has left the running calls by then, so the
+    same key called again at once runs a new call instead of joining the failed one."""
+    tries: list[int] = []
+
+    async def flaky() -> str:
+        tries.append(1)
+        if len(tries) == 1:
+            raise ConnectionError("first try fails")
+        return "ok"
+
+    async def body(ctx: StepContext) -> Any:
+        try:
+            await ctx.call(Job("f", flaky, fingerprint="f"))
+        except JobFailed as failed:
+            assert isinstance(failed.__cause__, ConnectionError)
+        return await ctx.call(Job("f", flaky, fingerprint="f"))
+
+    result = await engine.run(Workflow("wf-again", [StepDef("s", body)]))
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.outputs == ("ok",) and len(tries) == 2
+    [row] = await engine.store.calls("wf-again")
+    assert row.state == "completed" and row.runs == 2

@@ -157,7 +157,7 @@ class CallRunner:
         self._record(key, row)
         queue_key = call_queue_key(self._workflow_id, key)
         started = clock.time()
-        # This runs in the call's own task (`CallLog.call` starts it and shields it), so a
+        # This runs in the call's own task (`CallLog.call` starts it, `_run_call`), so a
         # cancelled step can stop a call that has not started yet (`cancel_unstarted`
         # cancels this task while the job waits for its lane) and lets one that has
         # started run on and be recorded. The job's fingerprint is the call's stored one

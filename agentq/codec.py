@@ -39,6 +39,7 @@ __all__ = [
     "encode",
     "encode_copy",
     "first_difference",
+    "is_decoded",
     "storable_text",
 ]
 
@@ -352,6 +353,41 @@ def copy_json(value: Any) -> Any:
     if isinstance(value, list):
         return [copy_json(v) for v in value]
     return value
+
+
+def is_decoded(value: Any) -> bool:
+    """Whether `value` is JSON exactly as `decode` would build it back from `encode`'s text.
+
+    Dicts (the type itself) with str keys, lists, str, int, finite float, bool and None, at
+    most `MAX_DEPTH` levels deep: ``decode(encode(value))`` would be equal to it, so a
+    caller that wants a value as stored may take it as it is. A walk that builds nothing
+    (cheaper than the round trip). False means only that the round trip could change it
+    (a tuple becomes a list, a subclass its base type) or refuse it; True does not promise
+    that a store takes it (text with a lone surrogate, or too large, is refused then).
+    """
+    return _decoded(value, 0)
+
+
+def _decoded(value: Any, depth: int) -> bool:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            return False
+        for key, item in value.items():
+            if type(key) is not str or (type(item) is not str and not _decoded(item, depth + 1)):
+                return False
+        return True
+    if kind is list:
+        return depth < MAX_DEPTH and all(
+            type(item) is str or _decoded(item, depth + 1) for item in value
+        )
+    if kind is int:
+        return bool(value.bit_length() <= _MAX_INT_BITS)
+    if kind is float:
+        return math.isfinite(value)
+    return False
 
 
 def first_difference(a: Any, b: Any, path: str = "value") -> str | None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agentq.clock import FakeClock
+from agentq.errors import JobFailed, PayloadError
 from agentq.queue import Job, LaneConfig, Priority, Queue
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store import CallRow, DurableStore
@@ -158,3 +159,106 @@ async def test_a_caller_mutating_a_calls_output_changes_no_later_answer_of_its_k
     assert result.outputs[-1] == {"v": [1]}
     [row] = await engine.store.calls("wf-mutate")
     assert row.output == {"v": [1]}
+
+
+async def test_a_label_that_is_not_json_is_refused_naming_the_call_before_it_starts(
+    engine: WorkflowEngine, clock: FakeClock
+) -> None:
+    """The store alone encodes a label that goes to `start_call` (checked once, issue 25):
+    a bad one is still refused before anything is recorded or run, named as ``ctx.call``
+    names it; a call answered from the log, or joining the same key running, checks it
+    here (the store never sees that label)."""
+    ran: list[str] = []
+    errors: list[str] = []
+    gate, running = asyncio.Event(), asyncio.Event()
+
+    async def tool() -> str:
+        ran.append("t")
+        running.set()
+        await gate.wait()
+        return "ok"
+
+    async def body(ctx: StepContext) -> Any:
+        bad = {"to": {1, 2}}
+        try:
+            await ctx.call(Job("new", tool, fingerprint="n"), label=bad)
+        except PayloadError as exc:
+            errors.append(str(exc))
+        first = asyncio.ensure_future(ctx.call(Job("t", tool, fingerprint="t")))
+        await running.wait()
+        try:
+            await ctx.call(Job("t", tool, fingerprint="t"), label=bad)  # joins "t"
+        except PayloadError as exc:
+            errors.append(str(exc))
+        gate.set()
+        await first
+        try:
+            await ctx.call(Job("t", tool, fingerprint="t"), label=bad)  # from the log
+        except PayloadError as exc:
+            errors.append(str(exc))
+        return await ctx.call(Job("t", tool, fingerprint="t"), label={"kind": "tool"})
+
+    result = await engine.run(Workflow("wf-label", [StepDef("s", body)]))
+    assert result.status is RunStatus.COMPLETED, result
+    assert len(errors) == 3 and all(
+        e.startswith("label of call ") and "['to'] is a set" in e for e in errors
+    ), errors
+    assert "label of call 'new'" in errors[0] and "label of call 't'" in errors[2]
+    assert ran == ["t"]
+    assert [row.key for row in await engine.store.calls("wf-label")] == ["t"]
+
+
+async def test_a_usage_function_is_given_a_stored_form_output_itself_no_copy(
+    engine: WorkflowEngine,
+) -> None:
+    """An output already as stored (what a JSON codec hands back: a model response) goes to
+    the usage function as it is, not through a JSON round trip (issue 25); the caller still
+    gets a copy of its own, equal to the row."""
+    made: dict[str, Any] = {"usage": {"total_tokens": 5}, "parts": [{"text": "hi"}]}
+    given: list[Any] = []
+
+    async def tool() -> dict[str, Any]:
+        return made
+
+    def usage(out: Any) -> dict[str, Any]:
+        given.append(out)
+        return dict(out["usage"])
+
+    async def body(ctx: StepContext) -> Any:
+        out = await ctx.call(Job("m", tool, fingerprint="m"), usage=usage)
+        assert out == made and out is not made and out["parts"] is not made["parts"]
+        return out
+
+    result = await engine.run(Workflow("wf-usage-same", [StepDef("s", body)]))
+    assert result.status is RunStatus.COMPLETED, result
+    assert len(given) == 1 and given[0] is made
+    [row] = await engine.store.calls("wf-usage-same")
+    assert row.usage == {"total_tokens": 5} and row.output == made
+
+
+async def test_a_failed_call_tried_again_at_once_with_its_key_runs_again(
+    engine: WorkflowEngine,
+) -> None:
+    """The first caller is answered as its call ends, before the call's task is done
+    (issue 25: no shield around it); the key has left the running calls by then, so the
+    same key called again at once runs a new call instead of joining the failed one."""
+    tries: list[int] = []
+
+    async def flaky() -> str:
+        tries.append(1)
+        if len(tries) == 1:
+            raise ConnectionError("first try fails")
+        return "ok"
+
+    async def body(ctx: StepContext) -> Any:
+        try:
+            await ctx.call(Job("f", flaky, fingerprint="f"))
+        except JobFailed as failed:
+            assert isinstance(failed.__cause__, ConnectionError)
+        return await ctx.call(Job("f", flaky, fingerprint="f"))
+
+    result = await engine.run(Workflow("wf-again", [StepDef("s", body)]))
+    assert result.status is RunStatus.COMPLETED, result
+    assert result.outputs == ("ok",) and len(tries) == 2
+    [row] = await engine.store.calls("wf-again")
+    assert row.state == "completed" and row.runs == 2

@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentq.codec import _MAX_INT_BITS, MAX_DEPTH, _find_problem, decode, encode, encode_copy
+from agentq.codec import (
+    _MAX_INT_BITS,
+    MAX_DEPTH,
+    _find_problem,
+    decode,
+    encode,
+    encode_copy,
+    is_decoded,
+)
 from agentq.errors import PayloadError
 
 
@@ -172,3 +180,32 @@ def test_first_difference_is_none_exactly_for_equal_json(a: Any, b: Any) -> None
 
     same = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     assert (first_difference(a, b) is None) == same
+
+
+@settings(max_examples=400, deadline=None)
+@given(_values)
+def test_is_decoded_holds_exactly_for_what_a_round_trip_leaves_as_it_is(value: Any) -> None:
+    """`is_decoded` lets a caller skip ``decode(encode(value))`` (a durable call's usage
+    function): it must never say so for a value the round trip changes or refuses for its
+    types, and must say so for everything `decode` builds."""
+    try:
+        text = encode(value, "output")
+    except PayloadError:
+        # only text the store refuses (a lone surrogate) may pass the walk
+        assert not is_decoded(value) or "lone surrogate" in str(_find_problem(value, "output"))
+        return
+    back = decode(text)
+    assert is_decoded(back)
+    if is_decoded(value):
+        assert back == value and encode(back) == text
+
+
+def test_is_decoded_refuses_what_the_round_trip_would_change() -> None:
+    assert is_decoded({"a": [1, 2.5, "x", None, True, {"b": []}]})
+    for changed in ((1, 2), {"a": (1,)}, {1: "x"}, Colour.RED, float("nan"), [float("inf")],
+                    1 << (_MAX_INT_BITS + 1), {"a": {1, 2}}, b"x"):
+        assert not is_decoded(changed), changed
+    deep: Any = 0
+    for _ in range(MAX_DEPTH):
+        deep = [deep]
+    assert is_decoded(deep) and not is_decoded([deep])

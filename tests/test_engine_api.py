@@ -33,6 +33,7 @@ from agentq.workflows import (
     WorkflowEngine,
     recover,
 )
+from agentq.workflows.model import _plainly_takes_one
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -145,6 +146,41 @@ def test_a_step_function_that_cannot_take_ctx_is_refused_at_construction(
 )
 def test_step_functions_that_take_ctx_are_accepted(fn: Any) -> None:
     assert StepDef("fetch", fn).fn is fn
+
+
+@pytest.mark.parametrize(
+    "params",
+    ["", "a", "a, b", "a, b=1", "a=1, b=2", "*a", "a, *b", "*, a", "*, a=1", "a, *, b",
+     "a, *, b=1", "a, /", "a, b, /", "a, /, b=1", "**k", "a, **k", "*a, **k", "a=1",
+     "a, b=1, /, c=2, *d, e=3, **f"],
+)
+def test_the_code_reading_of_a_step_function_agrees_with_inspect(params: str) -> None:
+    """`StepDef` reads a plain function's parameters off its code (issue 25: `inspect.
+    signature` cost ~15 µs a step built); it must accept exactly what `inspect` binds."""
+    scope: dict[str, Any] = {}
+    exec(f"def fn({params}): return None", scope)
+    fn = scope["fn"]
+    try:
+        inspect.signature(fn).bind(None)
+        binds = True
+    except TypeError:
+        binds = False
+    assert _plainly_takes_one(fn) == binds
+    if binds:
+        assert StepDef("s", fn).fn is fn
+    else:
+        with pytest.raises(TypeError, match="exactly one positional argument"):
+            StepDef("s", fn)
+
+
+def test_a_wrapper_is_judged_by_the_function_it_wraps_as_inspect_does() -> None:
+    @functools.wraps(two)
+    def wrapper(*args: Any) -> Any:
+        return two(*args)
+
+    assert not _plainly_takes_one(wrapper)  # asks inspect, which follows __wrapped__
+    with pytest.raises(TypeError, match="exactly one positional argument"):
+        StepDef("s", wrapper)
 
 
 # ------------------------------------------------------------------ closing from inside

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 import agentq.tracing as tracing
 from agentq.clock import Clock
-from agentq.codec import copy_json, decode, encode
+from agentq.codec import copy_json, decode, encode, is_decoded
 from agentq.errors import AgentqError, JobFailed, JobLost, PayloadError
 from agentq.keys import call_queue_key
 from agentq.outcomes import ErrorInfo, Failed, FailureReason, Pending
@@ -36,12 +36,14 @@ Usage = Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None
 """What ``ctx.call(usage=...)`` takes: figures to record, or a function of the output."""
 
 
-def json_object(value: object, what: str) -> dict[str, Any] | None:
+def json_object(value: object, what: str, *, encoded: bool = True) -> dict[str, Any] | None:
     """`value` checked as a stored JSON object: a shallow copy of it, or None.
 
     Checked (encoded once), not normalised: the store checks and copies it again as it
     records it (`DurableStore.start_call` and ``wait_step`` keep their own decoded copy, tuples
-    made lists), so decoding it here too would only be thrown away.
+    made lists), so decoding it here too would only be thrown away. With ``encoded=False``
+    only its type and keys are checked here: for a value the store is about to check anyway
+    before it writes anything (a call's label, `CallRunner.run`).
 
     Raises:
         TypeError: Not a dict with str keys (nor None).
@@ -53,7 +55,8 @@ def json_object(value: object, what: str) -> dict[str, Any] | None:
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise TypeError(f"{what} must be a dict with str keys or None, got {value!r:.200}")
     stored = dict(value)
-    encode(stored, what)
+    if encoded:
+        encode(stored, what)
     return stored
 
 
@@ -101,7 +104,8 @@ class CallRunner:
         Args:
             job: The call's job (its key is the call's key in the workflow).
             fingerprint: The call's stored fingerprint (`agentq.queue.stored_fingerprint`).
-            label: The call's label, checked (`json_object`), or None.
+            label: The call's label, its type and keys checked (`json_object` with
+                ``encoded=False``: the store encodes it as it records the start), or None.
             usage: Figures to record with its output, checked, or a function of the output.
 
         Returns:
@@ -136,18 +140,24 @@ class CallRunner:
     ) -> tuple[Any, CallRow]:
         key = job.key
         store, clock = self._store, self._clock
-        row = await store.start_call(
-            self._execution(),
-            key,
-            fingerprint=fingerprint,
-            lane=str(job.priority),
-            label=label,
-            now=clock.time(),
-        )
+        try:
+            row = await store.start_call(
+                self._execution(),
+                key,
+                fingerprint=fingerprint,
+                lane=str(job.priority),
+                label=label,
+                now=clock.time(),
+            )
+        except PayloadError:
+            # The label is checked (encoded) by the store alone, before it writes anything;
+            # a refused one is named here as ``ctx.call`` names it (``label of call 'k'...``).
+            json_object(label, f"label of call {key!r}")
+            raise
         self._record(key, row)
         queue_key = call_queue_key(self._workflow_id, key)
         started = clock.time()
-        # This runs in the call's own task (`CallLog.call` starts it and shields it), so a
+        # This runs in the call's own task (`CallLog.call` starts it, `_run_call`), so a
         # cancelled step can stop a call that has not started yet (`cancel_unstarted`
         # cancels this task while the job waits for its lane) and lets one that has
         # started run on and be recorded. The job's fingerprint is the call's stored one
@@ -196,7 +206,10 @@ class CallRunner:
         duration = max(0.0, clock.time() - started)
         recorded = None
         if usage is not None:
-            if callable(usage):  # it is given the output as stored (tuples made lists)
+            # A usage function is given the output as stored (tuples made lists): the output
+            # itself when it is so already (a JSON codec's output, a model response), else
+            # its round trip through JSON.
+            if callable(usage) and not is_decoded(output):
                 try:
                     output = decode(encode(output, f"output of call {key!r}"))
                 except PayloadError as bad:

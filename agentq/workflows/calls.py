@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from agentq.clock import Clock
@@ -98,10 +98,16 @@ class CallLog(KeyedLog):
         self._check_open("call")
         if not isinstance(job, Job):
             raise TypeError(f"ctx.call expects an agentq.Job, got {job!r:.200}")
-        label_obj = json_object(label, f"label of call {job.key!r}")
-        if usage is not None and not callable(usage):
-            usage = json_object(usage, f"usage of call {job.key!r}")
         key = job.key
+        # A label's JSON is checked by the store as it records the call's start, before
+        # anything is written or run (`CallRunner.run`); here only its type and keys, and its
+        # JSON only for a call answered from the log (the store never sees it then).
+        label_obj = (
+            None if label is None
+            else json_object(label, f"label of call {key!r}", encoded=False)
+        )
+        if usage is not None and not callable(usage):
+            usage = json_object(usage, f"usage of call {key!r}")
         fingerprint = self._fingerprint(job)
         if not self._ready:
             await self._read_once()
@@ -111,18 +117,29 @@ class CallLog(KeyedLog):
             if row.fingerprint is not None:
                 fingerprint = row.fingerprint  # the same call: a rerun keeps the row's format
             if row.state == "completed":
+                if label_obj is not None:
+                    json_object(label_obj, f"label of call {key!r}")
                 self.answered += 1
                 return copy_json(row.output)  # each answer its own (the caller may mutate it)
         running = self._running.get(key)
+        awaited: asyncio.Future[Any]
         if running is None:
-            running = asyncio.get_running_loop().create_task(
-                self._runner().run(job, fingerprint, label_obj, usage),
+            loop = asyncio.get_running_loop()
+            awaited = loop.create_future()  # the first caller's answer, cancelled with it
+            running = loop.create_task(
+                self._run_call(
+                    awaited, key, self._runner().run(job, fingerprint, label_obj, usage)
+                ),
                 name=f"agentq.call:{self._workflow_id}:{key}",
             )
             self._running[key] = running
             running.add_done_callback(functools.partial(self._ran, key))
+        else:  # joins the call running
+            if label_obj is not None:  # the store never sees this one
+                json_object(label_obj, f"label of call {key!r}")
+            awaited = asyncio.shield(running)
         try:
-            return await asyncio.shield(running)
+            return await awaited
         except asyncio.CancelledError:
             self._runner().cancel_unstarted(key)  # if it never reached the world
             raise
@@ -159,6 +176,36 @@ class CallLog(KeyedLog):
                 spawner=self._spawner,
             )
         return self._child_runs
+
+    async def _run_call(
+        self, waiter: asyncio.Future[Any], key: str, run: Coroutine[Any, Any, Any]
+    ) -> Any:
+        """Run a call in its own task (a cancel of its step does not reach it) and answer
+        its first caller through `waiter` once it is recorded.
+
+        What `asyncio.shield` of the task would do, minus a future and a loop turn a call:
+        the caller wakes as the call ends, not after the task's done callbacks. The key
+        leaves `_running` first, so that a caller that goes on at once with the same key
+        (after a failure: it runs again) starts a new call instead of joining this one.
+        """
+        try:
+            output = await run
+        except BaseException as exc:
+            self._finished(key)
+            if not waiter.done():  # else its caller was cancelled: `_ran` retrieves it
+                if isinstance(exc, asyncio.CancelledError):
+                    waiter.cancel()
+                else:
+                    waiter.set_exception(exc)
+            raise
+        self._finished(key)
+        if not waiter.done():
+            waiter.set_result(output)
+        return output
+
+    def _finished(self, key: str) -> None:
+        if self._running.get(key) is asyncio.current_task():
+            del self._running[key]
 
     def _ran(self, key: str, task: asyncio.Task[Any]) -> None:
         if self._running.get(key) is task:

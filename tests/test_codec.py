@@ -148,7 +148,7 @@ def test_a_cycle_is_named_not_a_recursion_error() -> None:
 
 
 def test_first_difference_names_the_path_and_short_excerpts() -> None:
-    from agentq.codec import first_difference
+    from agentq.difference import first_difference
 
     long = "x" * 5000
     assert first_difference({"a": 1, "b": [1, 2]}, {"a": 1, "b": [1, 2]}) is None
@@ -176,7 +176,7 @@ _json = st.recursive(
 @given(_json, _json)
 @settings(max_examples=200)
 def test_first_difference_is_none_exactly_for_equal_json(a: Any, b: Any) -> None:
-    from agentq.codec import first_difference
+    from agentq.difference import first_difference
 
     same = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     assert (first_difference(a, b) is None) == same

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentq.codec import decode, encode, first_difference
+from agentq.codec import decode, encode
+from agentq.difference import first_difference
 from agentq.errors import (
     PayloadError,
     UnknownStepError,

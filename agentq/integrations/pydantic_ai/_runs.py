@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from agentq.codec import first_difference
+from agentq.difference import first_difference
 from agentq.errors import WorkflowMismatchError
 from agentq.store import WorkflowRow
 from agentq.workflows import RunResult, StepContext, StepDef, WorkflowDef, WorkflowEngine

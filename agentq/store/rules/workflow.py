@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentq.codec import first_difference
+from agentq.difference import first_difference
 from agentq.errors import (
     NotRetryableError,
     NotWaitingError,

@@ -34,6 +34,7 @@ from agentq.store import (
     shown_call,
     waited_child,
 )
+from agentq.widgets import parked_on
 
 __all__ = [
     "event_json",
@@ -159,10 +160,14 @@ def _calls_table(wf: WorkflowRow, calls: Sequence[CallRow]) -> Table:
     for row in calls:
         ended = row.state in (CallState.COMPLETED, CallState.ANSWERED)
         note = short(row.output, as_json=True) if ended else short(row.reason)
-        if row.error is not None:
+        state = shown_call(wf, row).state
+        if (parked := parked_on(row)) is not None:  # not finished: runs again once answered
+            state = wf.state.value if wf.state.closed else "waiting"
+            note = short(f"waiting for {parked}", 80)
+        elif row.error is not None:
             note = short(str(row.error), 80)
         _row(
-            table, row.key, row.kind.value, row.step_index, _state(shown_call(wf, row).state),
+            table, row.key, row.kind.value, row.step_index, _state(state),
             short(row.label, 60), str(row.runs), _seconds(row.duration), note,
         )
     return table
@@ -237,7 +242,8 @@ def workflow_view(
             f"{visible(child)} ({shown_call(wf, row).state})" for child, row in children
         )
         head.append(f"\nchild runs: {listed}")
-    if hooks:
+    if hooks and (hooks[-1].attempts > 0 or hooks[-1].delivered_at is not None):
+        # an end no engine ever claimed: most often no hook exists for it (nothing to say)
         head.append(f"\non_end hooks: {visible(hook_note(hooks[-1]))}")
     parts: list[Any] = [head, _steps_table(steps)]
     waits = _waits_table(steps)

@@ -209,6 +209,7 @@ def test_each_child_run_sits_under_the_call_its_wait_names_with_its_own_state(
         "      returned: plain",
     ]
     assert "InputRequested" not in out and "failed" not in out
+    assert "child runs: dw/tool:0.0:d1 (completed), dw/tool:0.1:d2 (waiting)" in out
     [row] = [line for line in out.splitlines() if "│ tool:0.1:d2" in line]
     assert "│ waiting " in row and "waiting for child run 'dw/tool:0.1:d2'" in row
 

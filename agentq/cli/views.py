@@ -207,9 +207,11 @@ def workflow_view(
     parent: str | None = None,
     forked: Mapping[str, Any] | None = None,
     hooks: Sequence[HookRow] = (),
+    child_states: Mapping[str, str] | None = None,
 ) -> Group:
     """One workflow in full: its header (with its parent, if it is a child run, and its
-    child runs; given the data of its `WorkflowForked` event, the run it was forked from;
+    child runs, each with its state from `child_states` (child id -> its workflow state), else
+    its wait's; given the data of its `WorkflowForked` event, the run it was forked from;
     given its end-hook outbox rows, whether the last end's hooks were delivered), steps,
     waits (with details) and durable calls."""
     head = Text()
@@ -239,7 +241,8 @@ def workflow_view(
     children = [(child, row) for row in calls if (child := child_of(row)) is not None]
     if children:
         listed = ", ".join(
-            f"{visible(child)} ({shown_call(wf, row).state})" for child, row in children
+            f"{visible(child)} ({(child_states or {}).get(child) or shown_call(wf, row).state})"
+            for child, row in children
         )
         head.append(f"\nchild runs: {listed}")
     if hooks and (hooks[-1].attempts > 0 or hooks[-1].delivered_at is not None):

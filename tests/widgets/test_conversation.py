@@ -156,7 +156,6 @@ async def test_a_child_run_nests_under_the_tool_call_that_started_it(
     wf = await store.get_workflow("r1")
     assert wf is not None
     calls = list(await store.calls("r1"))
-    mul = next(r for r in calls if r.key == "tool:1.0:m1")
     kid = CallRow("r1", "child:tool:1.0:m1", CallKind.WAIT, 0, CallState.ANSWERED,
                   output={"total": 1}, details={"child": "r1/sub"}, first_seq=0)
     loose = replace(kid, key="child:top", details={"child": "r1/top"}, first_seq=0)

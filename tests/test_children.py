@@ -339,7 +339,7 @@ def test_agentq_show_names_the_parent_of_a_child_run(tmp_path: Path) -> None:
         return result.stdout
 
     assert "child run of: fam" in show("fam/c")
-    assert "child runs: fam/c (answered)" in show("fam")
+    assert "child runs: fam/c (completed)" in show("fam")  # the child run's state
     assert json.loads(show("fam/c", "--json"))["parent"] == "fam"
     assert json.loads(show("fam", "--json"))["parent"] is None
 

@@ -14,22 +14,25 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentq.cli import cli
 from agentq.cli.commands import Settings
+from agentq.cli.conversation import messages_view
 from agentq.clock import FakeClock
 from agentq.integrations.pydantic_ai import DurableAgent
 from agentq.queue import Queue
 from agentq.store import SqliteStore
+from agentq.widgets import load_conversation
 from agentq.workflows import StepDef, Workflow, WorkflowEngine
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 try:
     import agent_crash_child as child
+    import agent_delegates
 finally:
     sys.path.remove(str(HERE))
 
@@ -59,6 +62,29 @@ def hostile_agent() -> Agent[None, str]:
     return agent
 
 
+def big_agent() -> Agent[None, str]:
+    """One request asks for ``big`` (a 5,000-character return of two lines) and ``retry`` (a
+    `ModelRetry` of 5,000 characters), the next answers with 100,000 characters."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if sum(isinstance(m, ModelResponse) for m in messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("big", {"s": "A" * 1000}, "b1"),
+                                        ToolCallPart("retry", {}, "b2")])
+        return ModelResponse(parts=[TextPart("Z" * 100_000)])
+
+    agent = Agent(FunctionModel(respond), name="big", retries=0)
+
+    @agent.tool_plain
+    def big(s: str) -> str:
+        return "R" * 5000 + "\nsecond line"
+
+    @agent.tool_plain(retries=2)
+    def retry() -> str:
+        raise ModelRetry("E" * 5000)
+
+    return agent
+
+
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A file with a waiting agent run, a completed one, a hostile one and a plain workflow."""
@@ -76,6 +102,13 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
             bad = DurableAgent(hostile_agent(), engine)
             assert (await bad.run(f"user {HOSTILE}", run_id="r-bad")).status.value == "completed"
             await engine.run(Workflow("plain", [StepDef("s", lambda ctx: "out")]))
+            boss, helper = agent_delegates.build(engine)
+            assert (await boss.run("go", run_id="dw")).status.value == "waiting"
+            assert (await boss.run("go", run_id="dc")).status.value == "waiting"
+            assert (await helper.approve("dc/tool:0.1:d2")).status.value == "completed"
+            assert (await boss.run("go", run_id="dc")).status.value == "completed"
+            big = DurableAgent(big_agent(), engine)
+            assert (await big.run("B" * 3000, run_id="big")).status.value == "completed"
 
     asyncio.run(make())
     return path
@@ -155,3 +188,64 @@ def test_the_messages_need_no_pydantic_ai(db: Path) -> None:
     got = messages(done.stdout)
     assert got[1] == "  user: add 1+2 and 3+4, then multiply 3 by 7"
     assert '    tool call mul [m1] {"a": 3, "b": 7}' in got
+
+
+def test_each_child_run_sits_under_the_call_its_wait_names_with_its_own_state(
+    db: Path,
+) -> None:
+    """Two ``delegate`` calls and a plain one in one response: each child under its own call,
+    ``d1``'s completed child as completed (its wait row stays open), ``d2``'s as waiting for
+    its approval; the call parked on it reads as waiting for it, not failed."""
+    out = show(db, "dw")
+    got = messages(out)
+    assert got[3:11] == [
+        '    tool call delegate [d1] {"task": "A"}',
+        "      returned: helper done",
+        "      child run dw/tool:0.0:d1: completed",
+        '    tool call delegate [d2] {"task": "B approve"}',
+        "      waiting for child run 'dw/tool:0.1:d2' (helper)",
+        "      child run dw/tool:0.1:d2: waiting",
+        "    tool call plain [p1] {}",
+        "      returned: plain",
+    ]
+    assert "InputRequested" not in out and "failed" not in out
+    assert "child runs: dw/tool:0.0:d1 (completed), dw/tool:0.1:d2 (waiting)" in out
+    [row] = [line for line in out.splitlines() if "│ tool:0.1:d2" in line]
+    assert "│ waiting " in row and "waiting for child run 'dw/tool:0.1:d2'" in row
+
+
+def test_after_the_approval_every_child_shows_completed(db: Path) -> None:
+    got = messages(show(db, "dc"))
+    assert got[8].startswith('      child run dc/tool:0.1:d2: completed {"child": ')  # + outcome
+    assert got[3:8] + got[9:11] == [
+        '    tool call delegate [d1] {"task": "A"}',
+        "      returned: helper done",
+        "      child run dc/tool:0.0:d1: completed",
+        '    tool call delegate [d2] {"task": "B approve"}',
+        "      returned: helper done",
+        "    tool call plain [p1] {}",
+        "      returned: plain",
+    ]
+    assert got[-1] == "  answer: final"
+
+
+def test_long_values_are_shortened_and_a_model_retry_reads_as_one(db: Path) -> None:
+    async def read() -> list[str]:
+        async with SqliteStore(db) as store:
+            return messages_view(await load_conversation(store, "big")).plain.splitlines()
+
+    got = asyncio.run(read())  # unwrapped: `show` wraps at the terminal's width
+    assert len(show(db, "big")) < 12_000
+    user = "  user: "
+    assert got[1] == user + "B" * 1999 + "…"  # a text: TEXT_CHARS
+    [returned] = [line for line in got if line.startswith("      returned: ")]
+    assert returned == "      returned: " + "R" * 299 + "…"  # the line break past the cut
+    [retry] = [line for line in got if "asked the model" in line]
+    assert retry == "      asked the model to retry: " + "E" * 299 + "…"
+    assert not any(line.startswith("      returned: {") for line in got)
+    assert got[-1] == "  answer: " + "Z" * 1999 + "…"
+    assert max(len(line) for line in got) < 2100
+
+
+def test_a_plain_workflow_without_hooks_shows_no_hooks_line(db: Path) -> None:
+    assert "on_end hooks" not in show(db, "plain")

@@ -31,7 +31,7 @@ from agentq.cli.serve import serve
 from agentq.cli.sweep import sweep
 from agentq.cli.target import DSN_PREFIXES, is_dsn
 from agentq.events import EventKind
-from agentq.store import DurableStore, WorkflowState
+from agentq.store import DurableStore, WorkflowState, child_of
 from agentq.widgets import is_agent_run, load_conversation
 
 __all__ = ["Settings", "cli", "main", "store_title"]
@@ -151,7 +151,9 @@ def show(ctx: click.Context, store: str, workflow_id: str, as_json: bool) -> Non
             return
         first = await s.load_events(wf.workflow_id, limit=2)  # a fork's 2nd: WorkflowForked
         forked = next((e.data for e in first if e.kind is EventKind.WORKFLOW_FORKED), None)
-        view = views.workflow_view(wf, steps, calls, parent, forked, hooks)
+        kids = [await s.get_workflow(c) for r in calls if (c := child_of(r)) is not None]
+        states = {k.workflow_id: k.state.value for k in kids if k is not None}
+        view = views.workflow_view(wf, steps, calls, parent, forked, hooks, states)
         console = settings(ctx).console()
         console.print(view)
         if is_agent_run(wf):  # a DurableAgent run: its conversation, as the notebook reads it

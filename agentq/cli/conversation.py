@@ -24,22 +24,30 @@ from agentq.literal import visible
 if TYPE_CHECKING:
     from agentq.widgets import ChildRun, Conversation, ToolCard, Turn
 
-__all__ = ["VALUE_CHARS", "messages_view"]
+__all__ = ["TEXT_CHARS", "VALUE_CHARS", "messages_view"]
 
 VALUE_CHARS = 300
 """Tool arguments, tool returns and JSON prompts or answers longer than this are shortened
 with '…' (``show --json`` and ``agentq events --json`` give the whole values)."""
 
+TEXT_CHARS = 2000
+"""The prompt, a model's text and the answer are shortened with '…' past this many characters
+(their line breaks kept)."""
+
 _STYLES = {"completed": "green", "answered": "green", "failed": "red", "denied": "red",
            "waiting": "yellow", "started": "cyan", "timed_out": "red"}
 
 
-def _lines(out: Text, label: str, value: Any, indent: str, style: str = "") -> None:
-    """``indent label: value``: a str line by line (each line `visible`), else short JSON."""
+def _lines(out: Text, label: str, value: Any, indent: str, style: str = "",
+           limit: int = VALUE_CHARS) -> None:
+    """``indent label: value``: a str line by line (each line `visible`), else short JSON;
+    either shortened with '…' past `limit` characters."""
     out.append(f"\n{indent}{label}: ", style="bold")
     if not isinstance(value, str):
-        out.append(short(value, VALUE_CHARS, as_json=True), style=style)
+        out.append(short(value, limit, as_json=True), style=style)
         return
+    if len(value) > limit:
+        value = value[:limit - 1] + "…"
     for n, line in enumerate(value.split("\n")):
         out.append(("" if n == 0 else f"\n{indent}  ") + visible(line), style=style)
 
@@ -79,6 +87,10 @@ def _tool(out: Text, card: ToolCard, indent: str) -> None:
             out.append(f" with args {short(ask.override_args, VALUE_CHARS, as_json=True)}")
     if card.state == "completed":
         _lines(out, "returned", card.result, inner, "green")
+    elif card.waiting_on is not None:
+        out.append(f"\n{inner}waiting for {visible(card.waiting_on)}", style="yellow")
+    elif card.state == "retry" and card.error is not None:
+        _lines(out, "asked the model to retry", card.error, inner, "yellow")
     elif card.error is not None:
         _lines(out, card.state, card.error, inner, "red")
     elif card.state != "waiting":
@@ -98,13 +110,13 @@ def messages_view(conv: Conversation) -> Text:
         printed literally.
     """
     out = Text("messages", style="bold")
-    _lines(out, "user", conv.prompt, "  ")
+    _lines(out, "user", conv.prompt, "  ", limit=TEXT_CHARS)
     if conv.options:
         out.append(f"\n  options: {short(dict(conv.options), VALUE_CHARS, as_json=True)}")
     for turn in conv.turns:
         out.append(f"\n  {_turn_head(turn)}", style="bold cyan")
         if turn.text:
-            _lines(out, "text", turn.text, "    ")
+            _lines(out, "text", turn.text, "    ", limit=TEXT_CHARS)
         if turn.error is not None:
             _lines(out, "error", turn.error, "    ", "red")
         for card in turn.tools:
@@ -112,7 +124,7 @@ def messages_view(conv: Conversation) -> Text:
     for child in conv.children:
         _child(out, child, "  ")
     if conv.output is not None:
-        _lines(out, "answer", conv.output, "  ", "green")
+        _lines(out, "answer", conv.output, "  ", "green", TEXT_CHARS)
     if conv.error is not None:
         _lines(out, "error", conv.error, "  ", "red")
     if not conv.turns and conv.output is None and conv.error is None:

@@ -34,6 +34,7 @@ from agentq.store import (
     shown_call,
     waited_child,
 )
+from agentq.widgets import parked_on
 
 __all__ = [
     "event_json",
@@ -159,10 +160,14 @@ def _calls_table(wf: WorkflowRow, calls: Sequence[CallRow]) -> Table:
     for row in calls:
         ended = row.state in (CallState.COMPLETED, CallState.ANSWERED)
         note = short(row.output, as_json=True) if ended else short(row.reason)
-        if row.error is not None:
+        state = shown_call(wf, row).state
+        if (parked := parked_on(row)) is not None:  # not finished: runs again once answered
+            state = wf.state.value if wf.state.closed else "waiting"
+            note = short(f"waiting for {parked}", 80)
+        elif row.error is not None:
             note = short(str(row.error), 80)
         _row(
-            table, row.key, row.kind.value, row.step_index, _state(shown_call(wf, row).state),
+            table, row.key, row.kind.value, row.step_index, _state(state),
             short(row.label, 60), str(row.runs), _seconds(row.duration), note,
         )
     return table
@@ -202,9 +207,11 @@ def workflow_view(
     parent: str | None = None,
     forked: Mapping[str, Any] | None = None,
     hooks: Sequence[HookRow] = (),
+    child_states: Mapping[str, str] | None = None,
 ) -> Group:
     """One workflow in full: its header (with its parent, if it is a child run, and its
-    child runs; given the data of its `WorkflowForked` event, the run it was forked from;
+    child runs, each with its state from `child_states` (child id -> its workflow state), else
+    its wait's; given the data of its `WorkflowForked` event, the run it was forked from;
     given its end-hook outbox rows, whether the last end's hooks were delivered), steps,
     waits (with details) and durable calls."""
     head = Text()
@@ -234,10 +241,12 @@ def workflow_view(
     children = [(child, row) for row in calls if (child := child_of(row)) is not None]
     if children:
         listed = ", ".join(
-            f"{visible(child)} ({shown_call(wf, row).state})" for child, row in children
+            f"{visible(child)} ({(child_states or {}).get(child) or shown_call(wf, row).state})"
+            for child, row in children
         )
         head.append(f"\nchild runs: {listed}")
-    if hooks:
+    if hooks and (hooks[-1].attempts > 0 or hooks[-1].delivered_at is not None):
+        # an end no engine ever claimed: most often no hook exists for it (nothing to say)
         head.append(f"\non_end hooks: {visible(hook_note(hooks[-1]))}")
     parts: list[Any] = [head, _steps_table(steps)]
     waits = _waits_table(steps)

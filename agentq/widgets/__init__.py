@@ -102,6 +102,7 @@ if TYPE_CHECKING:
         Turn,
         is_agent_run,
     )
+    from agentq.widgets.models.folding import parked_on
     from agentq.widgets.models.prices import Price
     from agentq.widgets.models.runs import load_conversation
     from agentq.widgets.monitor import EventTimeline, LaneMonitor, StepTable
@@ -131,6 +132,7 @@ __all__ = [
     "follow_group",
     "is_agent_run",
     "load_conversation",
+    "parked_on",
     "pending_waits",
     "run_tree_html",
 ]
@@ -161,6 +163,7 @@ _HOMES = {
     "Turn": "agentq.widgets.models.conversation",
     "is_agent_run": "agentq.widgets.models.conversation",
     "load_conversation": "agentq.widgets.models.runs",
+    "parked_on": "agentq.widgets.models.folding",
 }
 
 

@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 try:
     import agent_crash_child as child
+    import agent_delegates
 finally:
     sys.path.remove(str(HERE))
 
@@ -155,21 +156,53 @@ async def test_a_child_run_nests_under_the_tool_call_that_started_it(
     wf = await store.get_workflow("r1")
     assert wf is not None
     calls = list(await store.calls("r1"))
-    mul = next(r for r in calls if r.key == "tool:1.0:m1")
-    kid = CallRow("r1", "child:sub", CallKind.WAIT, 0, CallState.ANSWERED,
-                  output={"total": 1}, details={"child": "r1/sub"},
-                  first_seq=mul.first_seq + 1)
-    at = calls.index(mul) + 1
+    kid = CallRow("r1", "child:tool:1.0:m1", CallKind.WAIT, 0, CallState.ANSWERED,
+                  output={"total": 1}, details={"child": "r1/sub"}, first_seq=0)
     loose = replace(kid, key="child:top", details={"child": "r1/top"}, first_seq=0)
-    conv = fold_conversation(wf, await store.step_rows("r1"),
-                             [loose, *calls[:at], kid, *calls[at:]])
+    conv = fold_conversation(wf, await store.step_rows("r1"), [loose, kid, *calls],
+                             child_states={"r1/sub": "completed"})
     [mul_card] = conv.turns[1].tools
-    assert [c.workflow_id for c in mul_card.children] == ["r1/sub"]
+    assert [c.workflow_id for c in mul_card.children] == ["r1/sub"]  # recorded before it
     assert mul_card.children[0].output == {"total": 1}
-    assert [c.workflow_id for c in conv.children] == ["r1/top"]  # before any tool call
+    assert mul_card.children[0].state == "completed"
+    assert [c.workflow_id for c in conv.children] == ["r1/top"]  # names no tool call
     html = conversation_html(conv)
     card = html[html.index('data-call-id="m1"'):]
     assert card.index('data-workflow="r1/sub"') < card.index('data-agentq="tool-card"')
+
+
+async def test_each_child_run_sits_under_its_own_call_with_the_child_runs_state(
+    engine: WorkflowEngine,
+) -> None:
+    """One response calls ``delegate`` twice and ``plain``: each child run under the call its
+    wait names (``child:<call key>``), not under the last call recorded; ``d1``'s child
+    completed (its wait row stays open), ``d2``'s waits for an approval and its call with it
+    (recorded ended by the parking signal: shown waiting for the child, not failed)."""
+    boss, helper = agent_delegates.build(engine)
+    assert (await boss.run("go", run_id="b")).status.value == "waiting"
+    conv = await load_conversation(engine.store, "b")
+    d1, d2, p1 = conv.turns[0].tools
+    assert [(c.workflow_id, c.state) for c in d1.children] == [("b/tool:0.0:d1", "completed")]
+    assert [(c.workflow_id, c.state) for c in d2.children] == [("b/tool:0.1:d2", "waiting")]
+    assert p1.children == () and conv.children == ()
+    assert (d2.state, d2.error, d2.waiting_on) == ("waiting", None,
+                                                  "child run 'b/tool:0.1:d2' (helper)")
+    assert d1.children[0].conversation is not None
+    html = conversation_html(conv)
+    at = [html.index(f'data-call-id="{i}"') for i in ("d1", "d2", "p1")]
+    d1_html, d2_html, p1_html = html[at[0]:at[1]], html[at[1]:at[2]], html[at[2]:]
+    assert d1_html.count('data-agentq="child-run"') == 1
+    assert 'data-workflow="b/tool:0.0:d1"' in d1_html
+    assert d2_html.count('data-agentq="child-run"') == 1
+    assert 'data-workflow="b/tool:0.1:d2"' in d2_html and "InputRequested" not in html
+    assert "waits for child run 'b/tool:0.1:d2' (helper)" in shown(d2_html).replace("&#x27;", "'")
+    assert 'data-agentq="child-run"' not in p1_html
+    assert (await helper.approve("b/tool:0.1:d2")).status.value == "completed"
+    assert (await boss.run("go", run_id="b")).status.value == "completed"
+    done = await load_conversation(engine.store, "b")
+    d1, d2, p1 = done.turns[0].tools
+    assert [c.state for c in (*d1.children, *d2.children)] == ["completed", "completed"]
+    assert (d2.state, d2.result, p1.children) == ("completed", "helper done", ())
 
 
 async def test_every_user_string_is_escaped_and_isolated_per_value(

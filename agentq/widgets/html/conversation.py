@@ -200,6 +200,9 @@ def tool_html(card: ToolCard, *, details: bool = False) -> str:
     if card.state == "completed":
         result = (f'<div data-agentq="tool-result"><span style="{MUTED};font-size:11px">result'
                   f"</span>{json_html(card.result)}</div>")
+    elif card.waiting_on is not None:
+        result = (f'<div data-agentq="tool-waiting" style="{MUTED}">'
+                  f"waits for {esc_text(card.waiting_on)}</div>")
     elif card.error:
         result = (f'<div data-agentq="tool-error" style="color:#991b1b;{_TEXT}">'
                   f"{esc_text(card.error)}</div>")

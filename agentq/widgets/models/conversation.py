@@ -81,7 +81,9 @@ class ChildRun:
 
     Attributes:
         workflow_id: The child's id.
-        state: Its wait's state (``waiting`` while the child runs, ``answered`` once ended).
+        state: The child run's own state (``running``, ``waiting``, ``completed``...) when it
+            was read, else its wait's (``waiting`` while the child runs, ``answered`` once
+            ended).
         output: Its outcome as the parent received it (JSON), else None.
         conversation: The child's own conversation when it is an agent run and was read.
     """
@@ -101,7 +103,8 @@ class ToolCard:
         tool_call_id: The model's id for the call.
         args: The arguments the model gave (JSON), else None.
         state: ``asked`` (not started), ``started``, ``completed``, ``failed``, ``waiting``
-            (an approval), ``denied``.
+            (an approval, or a wait inside the call: `waiting_on`), ``denied``, ``retry``
+            (the tool asked the model to try again: `error` is its message).
         key: The key of the call as the log records it (the run of an approved call when
             there is one): the fork point of "Fork from here"; None before it ran.
         result: The tool's return value (JSON), when completed.
@@ -111,6 +114,8 @@ class ToolCard:
         children: Child runs it started.
         details: The keys of its rows (for the "details" toggle).
         edited: Whether this run is a fork that replaced the call's recorded result.
+        waiting_on: What the call is parked on, in words (``child run 'x' (helper)``), when
+            a wait inside it (not its own approval) holds it; it runs again once answered.
     """
 
     tool: str
@@ -125,6 +130,7 @@ class ToolCard:
     children: tuple[ChildRun, ...] = ()
     details: tuple[Detail, ...] = ()
     edited: bool = False
+    waiting_on: str | None = None
 
     @property
     def waiting(self) -> ApprovalAsk | None:

@@ -13,8 +13,11 @@ as the store returns them; no I/O here) into a `Conversation`:
   ``tool-call`` parts), the result (the recorded ``{"result": ..., "kind": "tool_return"}``),
   the error, and the approvals asked for it (``approval:<n>.<i>:<id>``, ``…#1`` when asked
   again); the run of an approved call (``tool:<n>.<i>:<id>:approved``) is the card's result;
-- child runs (a ``child:<key>`` wait) nested under the tool call that started them (the
-  latest tool call recorded before them), else at the run's level;
+- child runs (a ``child:<key>`` wait) nested under the tool call named by ``<key>``, else at
+  the run's level, each with the child run's own state when the caller read it (``child_states``);
+  a tool call parked on a wait (its row ended by `InputRequested`, e.g. a child run's approval)
+  is ``waiting`` (``waiting_on`` says for what), not failed; a recorded ``ModelRetry`` (or
+  argument validation error) is a ``retry`` with its message, a ``ToolFailed`` a failure;
 - the final answer (the completed step's ``output``) and the run's error.
 
 Keys, fingerprints, lanes, attempts and leases are kept on the values (``key``, `Detail`)
@@ -24,6 +27,7 @@ for the "details" toggle; the renderer shows them only there. Strings are raw: t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,8 +42,26 @@ from agentq.widgets.models.conversation import (
     Turn,
 )
 from agentq.widgets.models.prices import PriceTable, cost_of, tokens_of
+from agentq.workflows.parking import InputRequested
 
-__all__ = ["fold_conversation"]
+__all__ = ["fold_conversation", "parked_on"]
+
+_PARKED = f"{InputRequested.__module__}.{InputRequested.__qualname__}"
+
+_RETRIES = {"model_retry": "retry", "validation_error": "retry", "tool_failed": "failed"}
+"""A recorded tool outcome's ``kind`` -> the card's state (pydantic-ai's control signals)."""
+
+
+def parked_on(row: CallRow) -> str | None:
+    """What a call parked on a wait waits for (``child run 'x' (helper)``), else None.
+
+    A call whose body raised `InputRequested` (a wait inside it, e.g. a child run's approval)
+    is stored as failed with that signal as its error; it is not finished: it runs again
+    once the wait is answered.
+    """
+    if row.error is not None and row.error.type == _PARKED:
+        return row.error.message
+    return None
 
 
 def _error(row: CallRow) -> str | None:
@@ -69,10 +91,15 @@ def _response_parts(output: Any) -> tuple[str, list[tuple[str, str, Any]]]:
     return "\n".join(texts), calls
 
 
-def _tool_result(output: Any) -> Any:
-    if isinstance(output, dict) and output.get("kind") == "tool_return" and "result" in output:
-        return output["result"]
-    return output
+def _tool_result(output: Any) -> tuple[str, Any]:
+    """The card's state and result (or error text) of a completed tool call's output."""
+    kind = output.get("kind") if isinstance(output, dict) else None
+    if kind in ("tool_return", "tool_content_result") and "result" in output:
+        return "completed", output["result"]
+    if isinstance(kind, str) and kind in _RETRIES:
+        said = output.get("message", output.get("errors"))
+        return _RETRIES[kind], said if isinstance(said, str) else json.dumps(said, default=str)
+    return "completed", output
 
 
 def _answer(row: CallRow) -> ApprovalAsk:
@@ -104,10 +131,16 @@ class _Card:
         runs = [r for r in self.rows if r.kind is CallKind.CALL]
         run = runs[-1] if runs else None
         state, result, error, duration, key = "asked", None, None, None, None
+        waiting_on = None
         if run is not None:
             state, key, duration = run.state.value, run.key, run.duration
-            if state == "completed":
-                result = _tool_result(run.output)
+            waiting_on = parked_on(run)
+            if waiting_on is not None:
+                state, duration = "waiting", None
+            elif state == "completed":
+                state, result = _tool_result(run.output)
+                if state != "completed":
+                    result, error = None, result
             elif state == "failed":
                 error = _error(run)
         last = self.approvals[-1] if self.approvals else None
@@ -119,7 +152,7 @@ class _Card:
         return ToolCard(self.tool, self.call_id, self.args, state, key, result, error,
                         duration, tuple(self.approvals), tuple(self.children),
                         tuple(_detail(r) for r in self.rows),
-                        any(r.key in edited for r in self.rows))
+                        any(r.key in edited for r in self.rows), waiting_on)
 
 
 def _seq(rows: Sequence[CallRow], key: str) -> int:
@@ -135,6 +168,25 @@ def _call_id_of(row: CallRow) -> str | None:
     return None
 
 
+def _place_children(waits: Sequence[tuple[str, ChildRun]],
+                    turns: Sequence[tuple[CallRow, list[_Card]]]) -> list[ChildRun]:
+    """Put each child run under the tool call its wait key names (``child:tool:<n>.<i>:<id>``);
+    return those that name no tool call of the run (they sit at the run's level)."""
+    by_key = {r.key: card for _, cards in turns for card in cards for r in card.rows}
+    loose: list[ChildRun] = []
+    for key, node in waits:
+        named = key.split(":", 1)[1]
+        card = by_key.get(named)
+        if card is None and named.startswith("tool:"):  # the call has no row of its own yet
+            place, _, call_id = named[5:].partition(":")
+            n, _, i = place.partition(".")
+            cards = turns[int(n)][1] if n.isdigit() and int(n) < len(turns) else []
+            at = int(i) if i.isdigit() else len(cards)
+            card = cards[at] if at < len(cards) and cards[at].call_id == call_id else None
+        (card.children if card is not None else loose).append(node)
+    return loose
+
+
 def fold_conversation(
     workflow: WorkflowRow,
     steps: Sequence[StepRow],
@@ -144,6 +196,7 @@ def fold_conversation(
     partial: Mapping[str, str] | None = None,
     forked_from: Lineage | None = None,
     children: Mapping[str, Conversation] | None = None,
+    child_states: Mapping[str, str] | None = None,
 ) -> Conversation:
     """Fold one agent run's rows into a `Conversation` (see the module docstring).
 
@@ -155,6 +208,8 @@ def fold_conversation(
         partial: Call key -> text streamed so far, for requests that run now.
         forked_from: The `Lineage` when the run is a fork (read from its log).
         children: Child workflow id -> its conversation (agent children that were read).
+        child_states: Child workflow id -> its workflow state (``completed``...); a child
+            not in it shows its conversation's state, else its wait's.
 
     Returns:
         The `Conversation`. Rows it does not know (other durable calls) are skipped.
@@ -162,8 +217,7 @@ def fold_conversation(
     table = prices or {}
     turns: list[tuple[CallRow, list[_Card]]] = []
     by_id: dict[str, _Card] = {}
-    loose: list[ChildRun] = []
-    last_tool: _Card | None = None
+    waits: list[tuple[str, ChildRun]] = []
     for row in calls:
         kind = (row.label or {}).get("kind")
         child = child_of(row)
@@ -175,8 +229,8 @@ def fold_conversation(
         elif child is not None:
             conv = (children or {}).get(child)
             output = row.output if row.state.value == "answered" else None
-            node = ChildRun(child, row.state.value, output, conv)
-            (last_tool.children if last_tool is not None else loose).append(node)
+            state = (child_states or {}).get(child) or (conv.state if conv else row.state.value)
+            waits.append((row.key, ChildRun(child, state, output, conv)))
         else:
             call_id = _call_id_of(row)
             card = by_id.get(call_id) if call_id is not None else None
@@ -185,8 +239,7 @@ def fold_conversation(
             card.rows.append(row)
             if row.kind is CallKind.WAIT and row.key.startswith("approval:"):
                 card.approvals.append(_answer(row))
-            else:
-                last_tool = card
+    loose = _place_children(waits, turns)
     edited = frozenset(forked_from.edited if forked_from is not None else ())
     frozen: list[Turn] = []
     for row, cards in turns:

@@ -74,7 +74,8 @@ async def load_conversation(
         run_id: The run (its workflow id).
         prices: Model name -> `Price`, for the costs.
         partial: Call key -> text streamed so far (requests running in this process).
-        depth: How many levels of agent child runs are read and nested (0: none).
+        depth: How many levels of agent child runs are read and nested (0: none; the child
+            runs' states are read at every depth).
 
     Raises:
         UnknownWorkflowError: `run_id` is not stored.
@@ -86,18 +87,19 @@ async def load_conversation(
     steps = await store.step_rows(run_id)
     calls = await store.calls(run_id)
     children: dict[str, Conversation] = {}
-    if depth > 0:
-        for row in calls:
-            child = child_of(row)
-            if child is None:
-                continue
-            child_row = await store.get_workflow(child)
-            if child_row is not None and is_agent_run(child_row):
-                children[child] = await load_conversation(
-                    store, child, prices=prices, partial=partial, depth=depth - 1)
+    states: dict[str, str] = {}
+    for row in calls:
+        child = child_of(row)
+        child_row = None if child is None else await store.get_workflow(child)
+        if child is None or child_row is None:
+            continue
+        states[child] = child_row.state.value
+        if depth > 0 and is_agent_run(child_row):
+            children[child] = await load_conversation(
+                store, child, prices=prices, partial=partial, depth=depth - 1)
     return fold_conversation(
         workflow, steps, calls, prices=prices, partial=partial,
-        forked_from=await lineage_of(store, run_id), children=children,
+        forked_from=await lineage_of(store, run_id), children=children, child_states=states,
     )
 
 

@@ -174,3 +174,25 @@ async def test_closing_the_queue_under_a_notebook_engine_is_quiet_and_hands_leas
         await fresh.close()
     await engine.close()
     await store.close()
+
+
+@pytest.mark.parametrize("pause", [0, 1, 2, 3])
+async def test_a_verb_the_close_overtakes_raises_store_closed_error(
+    tmp_path: Path, pause: int
+) -> None:
+    """A read (or write) started just before `close` whose connection closes under it raises
+    `StoreClosedError`, not `StoreError("SQLite failed: ... closed database")` (review F4:
+    `run_soon`, then closing the store, logged a traceback)."""
+    store = await SqliteStore.open(tmp_path / "s.db")
+    await store.start_workflow("w", ["a"], None, 0.0)
+    reads = [asyncio.ensure_future(store.get_workflow("w")) for _ in range(3)]
+    reads += [asyncio.ensure_future(store.start_workflow(f"w{i}", ["a"], None, 0.0))
+              for i in range(3)]  # and writes
+    for _ in range(pause):
+        await asyncio.sleep(0)
+    await store.close()
+    for read in reads:
+        try:
+            assert (await read) is not None  # done before the close
+        except StoreError as exc:
+            assert isinstance(exc, StoreClosedError), exc

@@ -25,7 +25,15 @@ from agentq.clock import FakeClock
 from agentq.errors import QueueClosed, StoreClosedError, StoreError
 from agentq.queue import Job, Queue
 from agentq.store import DurableStore, MemoryStore, SqliteStore, StepState
-from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine, recover
+from agentq.workflows import (
+    RunStatus,
+    StepContext,
+    StepDef,
+    Workflow,
+    WorkflowDef,
+    WorkflowEngine,
+    recover,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -174,3 +182,55 @@ async def test_closing_the_queue_under_a_notebook_engine_is_quiet_and_hands_leas
         await fresh.close()
     await engine.close()
     await store.close()
+
+
+@pytest.mark.parametrize("pause", [0, 1, 2, 3])
+async def test_a_verb_the_close_overtakes_raises_store_closed_error(
+    tmp_path: Path, pause: int
+) -> None:
+    """A read (or write) started just before `close` whose connection closes under it raises
+    `StoreClosedError`, not `StoreError("SQLite failed: ... closed database")` (review F4:
+    `run_soon`, then closing the store, logged a traceback)."""
+    store = await SqliteStore.open(tmp_path / "s.db")
+    await store.start_workflow("w", ["a"], None, 0.0)
+    reads = [asyncio.ensure_future(store.get_workflow("w")) for _ in range(3)]
+    reads += [asyncio.ensure_future(store.start_workflow(f"w{i}", ["a"], None, 0.0))
+              for i in range(3)]  # and writes
+    for _ in range(pause):
+        await asyncio.sleep(0)
+    await store.close()
+    for read in reads:
+        try:
+            assert (await read) is not None  # done before the close
+        except StoreError as exc:
+            assert isinstance(exc, StoreClosedError), exc
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_serve_ends_with_store_closed_error_when_its_store_is_closed(
+    kind: str, tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A closed store is not a transient failure: `serve` ends with `StoreClosedError` at
+    its next poll instead of logging a failed read per poll forever (review F5)."""
+    caplog.set_level(logging.WARNING, logger="agentq")
+    body = Body()
+    store: DurableStore = (
+        MemoryStore() if kind == "memory" else await SqliteStore.open(tmp_path / "s.db")
+    )
+    async with Queue(clock=clock) as queue:
+        engine = WorkflowEngine(queue, store, worker_id="nb", lease_ttl=TTL, clock=clock)
+        definition = WorkflowDef("d", [StepDef("a", body), StepDef("b", lambda ctx: "b")])
+        engine.register(definition)
+        for wid in IDS:
+            await engine.start(definition, wid)
+        serving = asyncio.ensure_future(engine.serve(poll_interval=1.0))
+        async with asyncio.timeout(BOUND):
+            await body.all_waiting.wait()
+            await store.close()  # a cell closes the store under the serving engine
+            while not serving.done():
+                await clock.advance(1.0)
+            with pytest.raises(StoreClosedError, match=r"serve\(\) stops"):
+                await serving
+    assert body.cancelled == len(IDS)  # the runs were interrupted: the engine closed
+    failed = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert failed == []

@@ -8,6 +8,7 @@ waited for, and the wait is logged once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -27,11 +28,19 @@ from agentq import (
     StepContext,
     StepDef,
     Workflow,
+    WorkflowDef,
     WorkflowEngine,
     recover,
 )
 from agentq.events import EventKind
-from agentq.store import DurableStore, SqliteStore, StepState
+from agentq.store import (
+    Claimed,
+    DurableStore,
+    MemoryStore,
+    SqliteStore,
+    StepState,
+    WorkflowState,
+)
 from agentq.workflows.workers import (
     default_worker_id,
     gone_reason,
@@ -243,3 +252,32 @@ def test_a_body_that_kills_its_process_runs_1_plus_3_times_then_fails(tmp_path: 
     assert result["reason"].startswith("step 'boom' was lost to 4 crashes (max_recoveries=3)")
     runs = [line.rsplit(" ", 1)[0] for line in marks.read_text().splitlines()]
     assert runs == [f"boom attempt=1 recoveries={n}" for n in range(4)]  # never counted
+
+
+async def test_serve_lifts_a_gone_holders_fence_on_a_retried_step_at_once() -> None:
+    """Review F7: a cancel revoked a lease of a process of this host that is gone now, and a
+    retry made the step pending again, fenced until the lease's expiry (an hour here); a
+    serving engine lifts the fence (`LeaseReleased`) and runs the step at once, as `run`
+    and `recover` do, instead of waiting the hour out."""
+    clock = FakeClock()
+    dead = f"{HOST}:{_dead_pid()}:0123abcd"
+    definition = WorkflowDef("d", [StepDef("s1", lambda ctx: "done")])
+    async with Queue(clock=clock) as queue, MemoryStore() as store:
+        engine = WorkflowEngine(queue, store, lease_ttl=3600.0, clock=clock)
+        engine.register(definition)
+        await engine.start(definition, "wf")
+        now = clock.time()
+        assert isinstance(await store.claim_step("wf", 0, dead, 3600.0, now), Claimed)
+        assert await store.cancel_workflow("wf", "stop", now)
+        await store.retry_workflow("wf", None, now)
+        serving = asyncio.ensure_future(engine.serve(poll_interval=1.0))
+        try:
+            async with asyncio.timeout(20):
+                while (await store.get_workflow("wf")).state is not WorkflowState.COMPLETED:
+                    await clock.advance(1.0)
+        finally:
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+        kinds = [e.kind for e in await store.load_events("wf")]
+    assert EventKind.LEASE_RELEASED in kinds and clock.time() - now < 60

@@ -351,6 +351,8 @@ class Registrations:
             EngineError: This engine is serving already.
             QueueClosed: The engine's queue closed (nothing claimed could run); checked
                 before each poll.
+            StoreClosedError: The engine's store was closed under it (nothing could be
+                read or claimed again), found by a poll; the engine is closed as above.
             asyncio.CancelledError: When cancelled (it never returns otherwise).
 
         Example:

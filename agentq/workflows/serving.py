@@ -47,7 +47,8 @@ them to end; the engine's ``serve`` then closes the engine (interrupting what is
 handing its leases back) and reopens it.
 
 A store failure while reading or claiming is logged and tried again at the next poll. A
-closed queue ends the loop (`QueueClosed`): nothing claimed could run. An
+closed queue ends the loop (`QueueClosed`): nothing claimed could run; so does a closed store
+(`StoreClosedError`): nothing could be read or claimed again. An
 instance whose registered definition has other step names than the stored ones is not
 listed; one whose definition was registered again with other steps after the read is
 skipped (logged once). Private to `agentq.workflows.engine`.
@@ -59,7 +60,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from agentq.errors import AgentqError, QueueClosed, WorkflowMismatchError
+from agentq.errors import AgentqError, QueueClosed, StoreClosedError, WorkflowMismatchError
 from agentq.store import Claimed, ReadyWork, StepState, WorkNotifier
 from agentq.workflows.attempts import claim
 from agentq.workflows.driver import Driver
@@ -115,12 +116,14 @@ class Server:
                 try:
                     wake = (await self._ticker.fire_due())[1]
                 except AgentqError as exc:  # the store failed: said, and tried again
+                    _stop_if_closed(exc)
                     LOGGER.warning("serve(): reading the schedules failed: %s", exc)
                 try:
                     await self.take_up()
                     if self.on_poll is not None:
                         self.on_poll()
                 except AgentqError as exc:  # the store failed: said, and tried again
+                    _stop_if_closed(exc)
                     LOGGER.warning("serve(): reading or claiming ready work failed: %s", exc)
                 if sweeps is not None:
                     sweeps.poll()
@@ -238,6 +241,7 @@ class Server:
             try:
                 await store.wait_for_work(0)
             except AgentqError as exc:  # said; each wait tries again
+                _stop_if_closed(exc)
                 LOGGER.warning("serve(): wait_for_work failed: %s", exc)
 
     async def _idle(self, seconds: float, stop: asyncio.Event, wake: float | None) -> None:
@@ -266,9 +270,12 @@ class Server:
                 waiting.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
         self._ended.clear()
-        if notified is not None and not notified.cancelled() and notified.exception():
+        failed = None if notified is None or notified.cancelled() else notified.exception()
+        if failed is not None:
+            if isinstance(failed, AgentqError):
+                _stop_if_closed(failed)
             # A broken hook must not make the loop spin: poll on the clock this time.
-            LOGGER.warning("serve(): wait_for_work failed: %s", notified.exception())
+            LOGGER.warning("serve(): wait_for_work failed: %s", failed)
             polled = clock.time() + seconds
             await self._until(polled if wake is None else min(wake, polled))
 
@@ -277,6 +284,13 @@ class Server:
         starts (a clock moved meanwhile is not overslept)."""
         clock = self._driver.clock
         await clock.sleep(max(0.0, when - clock.time()))
+
+
+def _stop_if_closed(exc: AgentqError) -> None:
+    """Raise `StoreClosedError` (from `exc`) if `exc` says the store is closed: not a
+    transient failure, so the loop ends (as a closed queue ends it) instead of retrying."""
+    if isinstance(exc, StoreClosedError):
+        raise StoreClosedError(f"the engine's store is closed ({exc}): serve() stops") from exc
 
 
 def _count(count: int, noun: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from agentq.errors import EngineError, LeaseLostError
+from agentq.events import EventKind
 from agentq.store import (
     CANCEL_HANDED_BACK_REASON,
     HANDED_BACK_REASON,
@@ -234,3 +235,23 @@ async def test_its_worker_renews_a_fence_until_it_hands_it_back(store: DurableSt
         await store.renew_lease(fence, 10.0, T0 + 31)
     assert isinstance(await store.claim_step("wf", 0, "w2", 10.0, T0 + 31), Claimed)
     await assert_a_replay(store)
+
+
+async def test_live_leases_lists_the_fence_of_a_retried_step_until_it_is_lifted(
+    store: DurableStore,
+) -> None:
+    """A serving engine reads the fences too, to lift a gone holder's at once (review F7)."""
+    stale = await cancelled_and_retried(store)
+    _, created = await store.start_workflow("kept", ["a"], None, T0)  # cancelled, not retried
+    assert created
+    await claim(store, "kept", 0, "w1:2")
+    await store.cancel_workflow("kept", "stop", T0 + 1)
+    [fence] = await store.live_leases(T0 + 3, "w1")
+    assert (fence.workflow_id, fence.lease_token, fence.worker_id, fence.revoked) == (
+        "wf", stale.lease_token, "w1", True)
+    assert fence.attempt == 1 and fence.expires_at >= T0 + 3  # "kept" is cancelled: not listed
+    assert await store.live_leases(T0 + 3, "w2") == []
+    assert await store.release_dead(fence, T0 + 4, "gone")  # LeaseReleased lifts it
+    assert (await store.load_events("wf"))[-1].kind is EventKind.LEASE_RELEASED
+    assert await store.live_leases(T0 + 4, "w1") == []
+    assert isinstance(await store.claim_step("wf", 0, "w2", 10.0, T0 + 4), Claimed)

@@ -9,7 +9,7 @@ read a lease off a leased `StepRow`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from agentq.store.contract.rows import StepRow, StepState, WorkflowState
@@ -25,6 +25,7 @@ __all__ = [
     "WorkflowClosed",
     "execution_of",
     "is_expired",
+    "lease_of",
 ]
 
 
@@ -149,6 +150,16 @@ def execution_of(row: StepRow) -> Execution:
         row.attempt,
         row.lease_expires_at if row.lease_expires_at is not None else math.inf,
     )
+
+
+def lease_of(row: StepRow) -> Execution:
+    """Return the lease a step row is under (`DurableStore.live_leases`): `execution_of` a
+    leased row; for a pending or failed row fenced by a lease a cancel revoked, that lease
+    with ``revoked=True`` (and an attempt of at least 1: a retry resets the row's)."""
+    execution = execution_of(row)
+    if row.state is StepState.LEASED:
+        return execution
+    return replace(execution, attempt=max(execution.attempt, 1), revoked=True)
 
 
 def is_expired(row: StepRow, now: float) -> bool:

@@ -36,7 +36,8 @@ class DurableReads(Protocol):
 
     async def live_leases(self, now: float, worker_prefix: str) -> list[Execution]:
         """Return the leases live at `now` (``now <= expires_at``) whose holder's worker id
-        starts with `worker_prefix`.
+        starts with `worker_prefix`, and the fences of leases a cancel revoked on the pending
+        steps of running workflows (a retry before the old body stopped; ``revoked=True``).
 
         A serving engine reads those of its own host (``"{host}:"``, see
         ``agentq.workflows.workers``) to take back at once the leases of a sibling process

@@ -28,7 +28,7 @@ from agentq.store.contract.checks import (
     check_seq,
     check_state,
 )
-from agentq.store.contract.claims import Execution, execution_of, is_expired
+from agentq.store.contract.claims import Execution, execution_of, is_expired, lease_of
 from agentq.store.contract.groups import GroupManifest
 from agentq.store.contract.hooks import HookRow
 from agentq.store.contract.messages import MessageRow
@@ -175,12 +175,16 @@ class MemoryStore(RuleStore):
         self._check()
         now, prefix = check_now(now)[0], check_prefix(worker_prefix)
         rows = [
-            r for steps in self._steps.values() for r in steps
-            if r.state is StepState.LEASED and r.lease_expires_at is not None
-            and now <= r.lease_expires_at and (r.worker_id or "").startswith(prefix)
+            r for wid, steps in self._steps.items() for r in steps
+            if r.lease_expires_at is not None and now <= r.lease_expires_at
+            and (r.worker_id or "").startswith(prefix)
+            and (r.state is StepState.LEASED or (  # or the fence of a revoked lease
+                r.state is StepState.PENDING
+                and self._workflows[wid].state is WorkflowState.RUNNING
+            ))
         ]
         rows.sort(key=lambda r: (r.lease_expires_at, r.workflow_id, r.step_index))
-        return [execution_of(r) for r in rows]
+        return [lease_of(r) for r in rows]
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRow | None:
         """See `DurableStore.get_workflow`."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentq.events import Event, EventKind
-from agentq.store.contract.claims import Execution, execution_of
+from agentq.store.contract.claims import Execution, execution_of, lease_of
 from agentq.store.contract.ready import ReadyWork
 from agentq.store.contract.rows import (
     INPUT_KINDS,
@@ -167,16 +167,27 @@ def expired_leases(conn: Connection, d: Dialect, now: float) -> list[Execution]:
     return [execution_of(step_row(r)) for r in conn.execute(sql, (now,))]
 
 
+_S_COLUMNS = ", ".join(f"s.{c.strip()}" for c in STEP_COLUMNS.split(","))
+
+# The leases, then the fences of revoked leases on the pending steps of running workflows
+# (``steps_by_lease_expiry`` and ``workflows_by_state``: no scan of the steps).
+_LIVE = (
+    f"SELECT {STEP_COLUMNS} FROM steps WHERE state = 'leased' AND lease_expires_at >= ? "
+    "AND substr(worker_id, 1, length(?)) = ? UNION ALL "
+    f"SELECT {_S_COLUMNS} FROM workflows AS w JOIN steps AS s USING (workflow_id) "
+    "WHERE w.state = 'running' AND s.state = 'pending' AND s.lease_expires_at >= ? "
+    "AND substr(s.worker_id, 1, length(?)) = ? "
+    "ORDER BY lease_expires_at, workflow_id, step_index"
+)
+
+
 def live_leases(conn: Connection, d: Dialect, now: float, prefix: str) -> list[Execution]:
-    """Return the leases with ``now <= expires_at`` whose worker id starts with `prefix`,
-    by expiry (``substr``, not ``LIKE``: a host name's ``_`` is no wildcard)."""
-    sql = d.sql(
-        f"SELECT {STEP_COLUMNS} FROM steps WHERE state = 'leased' AND lease_expires_at >= ? "
-        "AND substr(worker_id, 1, length(?)) = ? "
-        "ORDER BY lease_expires_at, workflow_id, step_index"
-    )
+    """Return the leases with ``now <= expires_at`` whose worker id starts with `prefix`, and
+    the fences of revoked leases on pending steps of running workflows (`lease_of`), by
+    expiry (``substr``, not ``LIKE``: a host name's ``_`` is no wildcard)."""
     key = d.key(prefix)
-    return [execution_of(step_row(r)) for r in conn.execute(sql, (now, key, key))]
+    cursor = conn.execute(d.sql(_LIVE), (now, key, key, now, key, key))
+    return [lease_of(step_row(r)) for r in cursor]
 
 
 def _where(d: Dialect, workflow_id: str | None, after_seq: int) -> tuple[str, tuple[Any, ...]]:

@@ -267,7 +267,10 @@ class GroupCommit:
                 self._finish(batch)
             raise
         except Exception as exc:  # never queued: the connection closed under us
-            batch.fail(StoreError(f"{self._name()}: {exc}"))
+            batch.fail(
+                StoreClosedError(f"{self._name()} is closed") if self._connection() is None
+                else StoreError(f"{self._name()}: {exc}")
+            )
         self._finish(batch)
 
     def _run_inline(self, batch: Batch) -> bool:

@@ -278,9 +278,9 @@ class SqliteStore(SqlStore):
                     return fn(inline.conn, *args)
                 except sqlite3.OperationalError as exc:
                     if not sqlite_tx.is_busy(exc):  # busy (rare in WAL): the thread waits
-                        raise StoreError(f"SQLite failed: {exc}") from exc
+                        raise self._failed(exc) from exc
                 except sqlite3.Error as exc:
-                    raise StoreError(f"SQLite failed: {exc}") from exc
+                    raise self._failed(exc) from exc
 
         def query(conn: sqlite3.Connection) -> T:
             return fn(conn, *args)
@@ -290,11 +290,18 @@ class SqliteStore(SqlStore):
         try:  # else the thread's queue keeps the order: after the batch in flight, if any
             return await self._on_thread(db, query)
         except sqlite3.Error as exc:
-            raise StoreError(f"SQLite failed: {exc}") from exc
+            raise self._failed(exc) from exc
         except ValueError as exc:
             if self._closed:
                 raise StoreClosedError(f"{self!r} is closed") from exc
             raise
+
+    def _failed(self, exc: sqlite3.Error) -> StoreError:
+        """What a read that failed raises: `StoreClosedError` if the store was closed while
+        it waited (its connection closed under it), else `StoreError`."""
+        if self._closed:
+            return StoreClosedError(f"{self!r} is closed")
+        return StoreError(f"SQLite failed: {exc}")
 
     async def _submit(self, fn: Callable[[Any], T], read: bool) -> T:
         await self._connect()

@@ -59,16 +59,12 @@ from pydantic_ai.durable_exec import (
     conversation_id_from_run_id,
     external_event_scope,
 )
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelResponse,
-    ToolCallPart,
-)
+from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic_core import PydanticSerializationError
 
 from agentq.errors import JobFailed, PayloadError
 from agentq.integrations.pydantic_ai._approval import ArgsProblem, ask, in_call_order
@@ -76,12 +72,12 @@ from agentq.integrations.pydantic_ai._journal import (
     CURRENT,
     Operation,
     RunJournal,
-    args_digest,
     label_of,
     model_usage,
 )
 from agentq.integrations.pydantic_ai._live import SINK, UNIT, Handler
 from agentq.integrations.pydantic_ai._parent import in_call
+from agentq.integrations.pydantic_ai._units import call_args, guarded, place_of
 from agentq.integrations.pydantic_ai._waits import EventWaiter
 from agentq.queue import Job, Priority
 
@@ -90,34 +86,6 @@ __all__ = ["AgentqDurability"]
 
 _CALL: ContextVar[ToolCallPart | None] = ContextVar("agentq_pydantic_ai_call", default=None)
 """The tool call part whose execution runs in this task (set by `wrap_tool_execute`)."""
-
-
-def place_of(messages: list[ModelMessage], call: ToolCallPart | None, tool_call_id: str) -> int:
-    """The position of a tool call among the parts of the latest model response, or -1.
-
-    The part itself when pydantic-ai hands it over (`wrap_tool_execute`, an approval), else
-    (edited arguments make a copy) the first part of the same tool and ``tool_call_id``.
-    """
-    response = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
-    if response is None:
-        return -1
-    parts = response.parts
-    for i, part in enumerate(parts):
-        if part is call:
-            return i
-    for i, part in enumerate(parts):
-        if (
-            isinstance(part, ToolCallPart)
-            and part.tool_call_id == tool_call_id
-            and (call is None or part.tool_name == call.tool_name)
-        ):
-            return i
-    return -1
-
-
-def call_args(args: object) -> str:
-    """The digest of a call's validated arguments (`args_digest` of their JSON form)."""
-    return args_digest(to_jsonable_python(args, fallback=lambda v: type(v).__qualname__))
 
 
 class _Backend(CallableOperationBackend[None]):
@@ -329,6 +297,12 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         """Return the backend that makes each operation a durable call (one per capability:
         it holds no run's state; the current run is the task's `RunJournal`)."""
         return self._backend
+
+    def _durable_run_context(self, ctx: RunContext[AgentDepsT]) -> RunContext[AgentDepsT]:
+        """The run context user code gets inside a durable call: pydantic-ai's guarded copy
+        (``enqueue``/``cancel`` raise), made without `dataclasses.replace` (`_units.guarded`)."""
+        copy = guarded(ctx, self.durable_unit_noun, self.durable_container_noun)
+        return super()._durable_run_context(ctx) if copy is None else copy
 
     def _model_stream_event_handler(self) -> Handler | None:
         """Inside a streamed model request of a streaming run, the handler that hands its

@@ -13,10 +13,12 @@ agent step (``ctx.call``), keyed by its place in the run (see `_journal`):
 ``n`` is the number of the model response the call came from, ``i`` the call's position
 among its parts. Argument validation and the event-stream handler run inline (no outside
 effect); a streamed request hands its live events to the run's listeners and handler
-(`_live`). Values cross as JSON (pydantic-ai's JSON codec), so the log stays JSON; a tool
-return the codec cannot make JSON fails its call with a `PayloadError` naming the tool and
-the type, and the run at once. The tool calls of one model response run concurrently
-(``parallel_ordered_events``: results and events in the model's order), each its own call.
+(`_live`). Values are stored as JSON (pydantic-ai's JSON codec), so the log stays JSON; a
+tool return the codec cannot make JSON fails its call with a `PayloadError` naming the tool
+and the type, and the run at once. A tool call that ran in this attempt hands pydantic-ai the
+value its body returned where its JSON would rebuild the same (`_units.LiveCodec`). The tool calls
+of one model response run concurrently (``parallel_ordered_events``: results and events in the
+model's order), each its own call.
 
 In a run that streams (`_live`), a model request streams inside its durable call: its live
 events go to the run's listeners through `_model_stream_event_handler` (pydantic-ai's hook
@@ -77,7 +79,7 @@ from agentq.integrations.pydantic_ai._journal import (
 )
 from agentq.integrations.pydantic_ai._live import SINK, UNIT, Handler
 from agentq.integrations.pydantic_ai._parent import in_call
-from agentq.integrations.pydantic_ai._units import call_args, guarded, place_of
+from agentq.integrations.pydantic_ai._units import Live, LiveCodec, call_args, guarded, place_of
 from agentq.integrations.pydantic_ai._waits import EventWaiter
 from agentq.queue import Job, Priority
 
@@ -155,26 +157,29 @@ async def _call(
 ) -> object:
     # The fingerprint names the operation, not pydantic-ai's closure: the key already says
     # which call of the run it is, and the journal checks kind and tool against the log.
+    ran: list[Live] = []  # the body's result, if it ran in this attempt
     job = Job(
-        op.key, partial(_stored, op, body), priority,
+        op.key, partial(_stored, op, body, ran), priority,
         fingerprint=("pydantic-ai", op.kind, op.tool), timeout=timeout,
     )
     try:
-        return await journal.ctx.call(job, label=label, usage=usage)
+        stored = await journal.ctx.call(job, label=label, usage=usage)
     except JobFailed as exc:
         # pydantic-ai's own errors (a provider's HTTP error, an unexpected model behaviour)
         # must reach it as themselves: its fallbacks and retries match on their types.
         if isinstance(exc.__cause__, Exception):
             raise exc.__cause__ from None
         raise
+    return ran[-1] if ran else stored  # the value itself, else its JSON from the log
 
 
-async def _stored(op: Operation, body: Callable[[], Awaitable[object]]) -> object:
-    """Run `body` (it ends with the codec making its value JSON): a value the codec cannot
-    make JSON fails with a final `PayloadError` naming the operation and the type, since
-    running it again could only fail the same way."""
+async def _stored(op: Operation, body: Callable[[], Awaitable[object]], ran: list[Live]) -> object:
+    """Run `body` (it ends with the codec making its value JSON, or a `Live` of both) and give
+    the queue the JSON, noting a `Live` in `ran`: a value the codec cannot make JSON fails with
+    a final `PayloadError` naming the operation and the type, since running it again could
+    only fail the same way."""
     try:
-        return await body()
+        result = await body()
     except PydanticSerializationError as exc:
         error = PayloadError(
             f"{op.describe()} returned a value that cannot be stored as JSON: {exc}",
@@ -182,6 +187,10 @@ async def _stored(op: Operation, body: Callable[[], Awaitable[object]]) -> objec
         )
         setattr(error, "retryable", False)  # noqa: B010 (final: see agentq.retry.classify)
         raise error from exc
+    if type(result) is Live:
+        ran.append(result)
+        return result.json
+    return result
 
 
 @dataclass(init=False)
@@ -297,6 +306,12 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         """Return the backend that makes each operation a durable call (one per capability:
         it holds no run's state; the current run is the task's `RunJournal`)."""
         return self._backend
+
+    def _typed_result_codec(self, result_type: object) -> Any:
+        """pydantic-ai's JSON codec of `result_type`, handing back a result that ran in this
+        attempt as it is where its JSON would rebuild the same (`_units.LiveCodec`)."""
+        codec = super()._typed_result_codec(result_type)
+        return LiveCodec(codec.dump, codec.load)
 
     def _durable_run_context(self, ctx: RunContext[AgentDepsT]) -> RunContext[AgentDepsT]:
         """The run context user code gets inside a durable call: pydantic-ai's guarded copy

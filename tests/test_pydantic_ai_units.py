@@ -6,6 +6,7 @@ log holds pydantic-ai's JSON, as before, and a run recorded before resumes)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import enum
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.durable_exec import JSON_CODEC, BaseDurabilityCapability, CallToolResult
-from pydantic_ai.durable_exec._toolset import guard_run_context
+from pydantic_ai.durable_exec._toolset import guard_run_context, wrap_tool_call_result
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
@@ -111,6 +112,7 @@ RETURNS: dict[str, Any] = {
     "when": datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC),
     "colour": Colour.RED,
     "nested_pair": {"a": (1,)},
+    "file_shaped": [{"kind": "binary", "data": "aGk=", "media_type": "image/png"}],
 }
 
 
@@ -142,7 +144,7 @@ def test_a_result_is_handed_back_as_it_is_only_where_its_json_rebuilds_it() -> N
         json = payload.json if isinstance(payload, Live) else payload
         assert json == JSON_CODEC.dump(CallToolResult, rebuilt), name  # the log's JSON
         loaded = codec.load(payload)
-        if name in {"point", "pair", "when", "colour", "nested_pair"}:
+        if name in {"point", "pair", "when", "colour", "nested_pair", "file_shaped"}:
             assert not isinstance(payload, Live), name  # rebuilt from its JSON, as before
             assert loaded == JSON_CODEC.load(CallToolResult, json), name
         else:
@@ -174,6 +176,7 @@ async def test_a_live_run_sees_the_values_its_rebuild_from_the_log_sees(
     assert len(live) == len(RETURNS)
     assert live["give_point"] == {"x": 1} and live["give_pair"] == [1, 2]
     assert live["give_when"] == "2024-05-01T12:00:00Z" and live["give_colour"] == "red"
+    assert type(live["give_file_shaped"][0]).__name__ == "BinaryImage"  # loaded as a file
     rebuilt = contents(await durable.messages("lv"))
     assert rebuilt == live
     assert {k: type(v) for k, v in rebuilt.items()} == {k: type(v) for k, v in live.items()}
@@ -187,7 +190,7 @@ async def test_the_log_holds_pydantic_ais_json_of_each_result(engine: WorkflowEn
     assert run.status is RunStatus.COMPLETED, run.reason
     rows = {r.key: r.output for r in await engine.store.calls("js")}
     for i, (name, value) in enumerate(RETURNS.items()):
-        result = JSON_CODEC.load(CallToolResult, {"result": value, "kind": "tool_return"})
+        result = await wrap_tool_call_result(asyncio.sleep(0, value))  # as pydantic-ai wraps it
         assert rows[f"tool:0.{i}:c{i}"] == JSON_CODEC.dump(CallToolResult, result), name
     first = JSON_CODEC.load(ModelResponse, rows["model:0"])
     assert [p.tool_name for p in first.parts] == [f"give_{n}" for n in RETURNS]  # type: ignore[union-attr]

@@ -14,8 +14,9 @@ the copy against pydantic-ai's own, field for field).
 would rebuild the same. pydantic-ai's JSON codec makes each result JSON inside the call (what
 the log stores) and rebuilds it from that JSON outside it. When the call's body ran in this
 attempt and its result's JSON form holds the very values the result holds (str, int, float,
-bool, None, lists and dicts of them, in the fields of pydantic-ai's result wrapper: a tool that
-returned such a value), that result is handed back instead of one rebuilt. Anything else is
+bool, None, lists and dicts of them, no dict with a ``"kind"`` key, which pydantic-ai may load
+as a file or a part, in the fields of pydantic-ai's result wrapper: a tool that returned such a
+value), that result is handed back instead of one rebuilt. Anything else is
 rebuilt from its JSON as before, so a live run and a recovered one see the same values: a tool
 that returns a dataclass, a datetime or a tuple, and every model response (its JSON form does
 not rebuild every response exactly: a provider's ``provider_details`` may hold a datetime that
@@ -149,8 +150,8 @@ def _json_equal(value: Any, json: Any) -> bool:
         return type(json) is list and len(json) == len(value) and all(
             _json_equal(v, j) for v, j in zip(value, json, strict=True)
         )
-    if kind is dict:
-        return type(json) is dict and json.keys() == value.keys() and all(
+    if kind is dict:  # one with a "kind" may load as a file or a part (``{"kind": "binary"}``)
+        return "kind" not in value and type(json) is dict and json.keys() == value.keys() and all(
             type(k) is str and _json_equal(v, json[k]) for k, v in value.items()
         )
     return False

@@ -34,6 +34,8 @@ In reading order (each module imports only the ones below it):
 ``_capability``   `AgentqDurability`: pydantic-ai's durability capability whose operation
                   backend makes each model request and tool call a durable call, and whose
                   approvals and external events are durable waits
+``_units``        each durable call of a run: its place among the response's parts, its
+                  arguments' digest, the guarded run context its body gets (made cheaper)
 ``_waits``        `EventWaiter`: ``RequestInput`` / ``wait_for_external_event`` as durable
                   waits (``event:<name>:<n>``)
 ``_parent``       `ParentCall`: the durable call a sub-agent run made in it hangs on (a

@@ -13,10 +13,12 @@ agent step (``ctx.call``), keyed by its place in the run (see `_journal`):
 ``n`` is the number of the model response the call came from, ``i`` the call's position
 among its parts. Argument validation and the event-stream handler run inline (no outside
 effect); a streamed request hands its live events to the run's listeners and handler
-(`_live`). Values cross as JSON (pydantic-ai's JSON codec), so the log stays JSON; a tool
-return the codec cannot make JSON fails its call with a `PayloadError` naming the tool and
-the type, and the run at once. The tool calls of one model response run concurrently
-(``parallel_ordered_events``: results and events in the model's order), each its own call.
+(`_live`). Values are stored as JSON (pydantic-ai's JSON codec), so the log stays JSON; a
+tool return the codec cannot make JSON fails its call with a `PayloadError` naming the tool
+and the type, and the run at once. A tool call that ran in this attempt hands pydantic-ai the
+value its body returned where its JSON would rebuild the same (`_units.LiveCodec`). The tool calls
+of one model response run concurrently (``parallel_ordered_events``: results and events in the
+model's order), each its own call.
 
 In a run that streams (`_live`), a model request streams inside its durable call: its live
 events go to the run's listeners through `_model_stream_event_handler` (pydantic-ai's hook
@@ -59,16 +61,12 @@ from pydantic_ai.durable_exec import (
     conversation_id_from_run_id,
     external_event_scope,
 )
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelResponse,
-    ToolCallPart,
-)
+from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic_core import PydanticSerializationError
 
 from agentq.errors import JobFailed, PayloadError
 from agentq.integrations.pydantic_ai._approval import ArgsProblem, ask, in_call_order
@@ -76,12 +74,12 @@ from agentq.integrations.pydantic_ai._journal import (
     CURRENT,
     Operation,
     RunJournal,
-    args_digest,
     label_of,
     model_usage,
 )
 from agentq.integrations.pydantic_ai._live import SINK, UNIT, Handler
 from agentq.integrations.pydantic_ai._parent import in_call
+from agentq.integrations.pydantic_ai._units import Live, LiveCodec, call_args, guarded, place_of
 from agentq.integrations.pydantic_ai._waits import EventWaiter
 from agentq.queue import Job, Priority
 
@@ -90,34 +88,6 @@ __all__ = ["AgentqDurability"]
 
 _CALL: ContextVar[ToolCallPart | None] = ContextVar("agentq_pydantic_ai_call", default=None)
 """The tool call part whose execution runs in this task (set by `wrap_tool_execute`)."""
-
-
-def place_of(messages: list[ModelMessage], call: ToolCallPart | None, tool_call_id: str) -> int:
-    """The position of a tool call among the parts of the latest model response, or -1.
-
-    The part itself when pydantic-ai hands it over (`wrap_tool_execute`, an approval), else
-    (edited arguments make a copy) the first part of the same tool and ``tool_call_id``.
-    """
-    response = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
-    if response is None:
-        return -1
-    parts = response.parts
-    for i, part in enumerate(parts):
-        if part is call:
-            return i
-    for i, part in enumerate(parts):
-        if (
-            isinstance(part, ToolCallPart)
-            and part.tool_call_id == tool_call_id
-            and (call is None or part.tool_name == call.tool_name)
-        ):
-            return i
-    return -1
-
-
-def call_args(args: object) -> str:
-    """The digest of a call's validated arguments (`args_digest` of their JSON form)."""
-    return args_digest(to_jsonable_python(args, fallback=lambda v: type(v).__qualname__))
 
 
 class _Backend(CallableOperationBackend[None]):
@@ -187,26 +157,29 @@ async def _call(
 ) -> object:
     # The fingerprint names the operation, not pydantic-ai's closure: the key already says
     # which call of the run it is, and the journal checks kind and tool against the log.
+    ran: list[Live] = []  # the body's result, if it ran in this attempt
     job = Job(
-        op.key, partial(_stored, op, body), priority,
+        op.key, partial(_stored, op, body, ran), priority,
         fingerprint=("pydantic-ai", op.kind, op.tool), timeout=timeout,
     )
     try:
-        return await journal.ctx.call(job, label=label, usage=usage)
+        stored = await journal.ctx.call(job, label=label, usage=usage)
     except JobFailed as exc:
         # pydantic-ai's own errors (a provider's HTTP error, an unexpected model behaviour)
         # must reach it as themselves: its fallbacks and retries match on their types.
         if isinstance(exc.__cause__, Exception):
             raise exc.__cause__ from None
         raise
+    return ran[-1] if ran else stored  # the value itself, else its JSON from the log
 
 
-async def _stored(op: Operation, body: Callable[[], Awaitable[object]]) -> object:
-    """Run `body` (it ends with the codec making its value JSON): a value the codec cannot
-    make JSON fails with a final `PayloadError` naming the operation and the type, since
-    running it again could only fail the same way."""
+async def _stored(op: Operation, body: Callable[[], Awaitable[object]], ran: list[Live]) -> object:
+    """Run `body` (it ends with the codec making its value JSON, or a `Live` of both) and give
+    the queue the JSON, noting a `Live` in `ran`: a value the codec cannot make JSON fails with
+    a final `PayloadError` naming the operation and the type, since running it again could
+    only fail the same way."""
     try:
-        return await body()
+        result = await body()
     except PydanticSerializationError as exc:
         error = PayloadError(
             f"{op.describe()} returned a value that cannot be stored as JSON: {exc}",
@@ -214,6 +187,10 @@ async def _stored(op: Operation, body: Callable[[], Awaitable[object]]) -> objec
         )
         setattr(error, "retryable", False)  # noqa: B010 (final: see agentq.retry.classify)
         raise error from exc
+    if type(result) is Live:
+        ran.append(result)
+        return result.json
+    return result
 
 
 @dataclass(init=False)
@@ -329,6 +306,18 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         """Return the backend that makes each operation a durable call (one per capability:
         it holds no run's state; the current run is the task's `RunJournal`)."""
         return self._backend
+
+    def _typed_result_codec(self, result_type: object) -> Any:
+        """pydantic-ai's JSON codec of `result_type`, handing back a result that ran in this
+        attempt as it is where its JSON would rebuild the same (`_units.LiveCodec`)."""
+        codec = super()._typed_result_codec(result_type)
+        return LiveCodec(codec.dump, codec.load)
+
+    def _durable_run_context(self, ctx: RunContext[AgentDepsT]) -> RunContext[AgentDepsT]:
+        """The run context user code gets inside a durable call: pydantic-ai's guarded copy
+        (``enqueue``/``cancel`` raise), made without `dataclasses.replace` (`_units.guarded`)."""
+        copy = guarded(ctx, self.durable_unit_noun, self.durable_container_noun)
+        return super()._durable_run_context(ctx) if copy is None else copy
 
     def _model_stream_event_handler(self) -> Handler | None:
         """Inside a streamed model request of a streaming run, the handler that hands its

@@ -17,11 +17,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from conftest import open_postgres
 
 from agentq.clock import FakeClock
 from agentq.queue import Job, Queue
 from agentq.store import CANCEL_HANDED_BACK_REASON, DurableStore, MemoryStore, SqliteStore
+from agentq.store.postgres.store import PostgresStore
 from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
 
 pytestmark = pytest.mark.timeout(60)
@@ -47,7 +47,9 @@ async def stores(
         first: DurableStore = await SqliteStore.open(tmp_path / "shared.db")
         second: DurableStore = await SqliteStore.open(tmp_path / "shared.db")
     else:
-        first, second = await open_postgres(request), await open_postgres(request)
+        target = request.getfixturevalue("pg_target")  # one schema, two handles
+        first = await PostgresStore.open(target.dsn, schema=target.schema)
+        second = await PostgresStore.open(target.dsn, schema=target.schema)
     try:
         yield first, second
     finally:

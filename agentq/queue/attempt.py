@@ -33,6 +33,7 @@ __all__ = [
     "finish",
     "pause_for",
     "raised",
+    "settle_fault",
 ]
 
 COMPLETED_NONE = Completed(None)
@@ -55,6 +56,18 @@ def closed_from_outside(task: asyncio.Task[Any]) -> bool:
     """Whether a GeneratorExit was thrown in by ``coroutine.close()`` (the garbage collector
     finalizing an abandoned task), not raised by a body running in `task`'s own step."""
     return asyncio.current_task(task.get_loop()) is not task
+
+
+def settle_fault(
+    ledger: Ledger, record: Record, task: asyncio.Task[Any], fault: BaseException
+) -> None:
+    """Settle `record` with `fault`, raised outside its body (the queue's own code), unless it
+    already has an outcome or `fault` is the GeneratorExit of `task` closed from outside:
+    whatever goes wrong, a record still ends in one terminal state."""
+    if record.outcome is None and not (
+        type(fault) is GeneratorExit and closed_from_outside(task)
+    ):
+        ledger.settle(record, error_outcome(fault))
 
 
 def failure_of(
@@ -133,10 +146,7 @@ def raised(
             pause_for(ledger, record, failure)
             ledger.settle(record, failure)
     except BaseException as fault:
-        if record.outcome is None and not (
-            type(fault) is GeneratorExit and closed_from_outside(task)
-        ):  # a fault outside the body: still one terminal state
-            ledger.settle(record, error_outcome(fault))
+        settle_fault(ledger, record, task, fault)
         raise
     finally:
         finish(ledger, record)

@@ -53,7 +53,12 @@ from typing import Any
 import agentq.tracing as tracing
 from agentq.errors import DeadlockError
 from agentq.outcomes import ErrorInfo, Failed, FailureReason
-from agentq.queue.attempt import closed_from_outside, completed, failure_of, pause_for
+from agentq.queue.attempt import (
+    completed,
+    failure_of,
+    pause_for,
+    settle_fault,
+)
 from agentq.queue.jobs import Job, JobEventKind
 from agentq.queue.lane import LOST, RUNNING, STOPPED
 from agentq.queue.ledger import Ledger, cancelled_outcome, error_outcome
@@ -240,10 +245,7 @@ async def run_attempts(
         if saving:
             await save_and_settle(ledger, record, output)
     except BaseException as exc:
-        if record.outcome is None and not (
-            type(exc) is GeneratorExit and closed_from_outside(task)
-        ):  # a fault outside the body: still one terminal state
-            ledger.settle(record, error_outcome(exc))
+        settle_fault(ledger, record, task, exc)
         raise
     finally:
         record.task = None

@@ -199,11 +199,13 @@ class ApprovalPanel(Live):
 
     def tick(self) -> bool:
         """Count the deadlines of the waits shown down (no I/O; whole seconds, so the page
-        hears of it once a second at most)."""
+        hears of it once a second at most); while the bulk bar is filtered, have it read its
+        list again every `REREAD_SECONDS` (`BulkBar.tick`: a task, one read)."""
         now = self.clock.time()
         changed = False
         for slot in self.slots:
             changed = slot.tick(now) or changed
+        self.bulk.tick(now)  # while filtered, the list is read again now and then
         return changed
 
     def _click(self, slot: ApprovalSlot, approved: bool) -> None:

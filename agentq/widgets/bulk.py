@@ -49,6 +49,10 @@ _WAIT_KINDS = frozenset({
 })
 """Events that start or end a wait (the kind is ``row[5]`` of an event row)."""
 
+REREAD_SECONDS = 5.0
+"""While a filter is set, the list is also read again this often (clock seconds): a wait's
+deadline passes without an event, and a read that raced an answer is mended."""
+
 
 class BulkBar:
     """The filter, the matching waits, and Approve / Deny all matching (with a confirmation).
@@ -130,6 +134,7 @@ class BulkBar:
         self.active = False  # a filter was used: keep the list current
         self._reading = False
         self._again = False
+        self._read_at: float | None = None  # clock time of the last timed re-read
         self._spawner = Spawner()
         for box_ in (self.workflow, self.tool, self.text):
             box_.observe(lambda _change: self.stale(), names="value")
@@ -157,6 +162,15 @@ class BulkBar:
         while a filter is set (others, such as a running agent's calls, do not)."""
         self._spawner.bind()
         if self.active and any(row[5] in _WAIT_KINDS for row in rows):
+            self.stale()
+
+    def tick(self, now: float) -> None:
+        """An idle tick of the panel at clock time `now` (Unix seconds): while a filter is set,
+        read the list again once `REREAD_SECONDS` passed since the last such read."""
+        if not self.active:
+            return
+        if self._read_at is None or now - self._read_at >= REREAD_SECONDS:
+            self._read_at = now
             self.stale()
 
     def stale(self) -> None:

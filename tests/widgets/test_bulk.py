@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from agentq.clock import FakeClock
 from agentq.errors import NotWaitingError, PayloadError
 from agentq.store import StepRow, StepState
 from agentq.widgets import ApprovalPanel, WaitFilter, answer_waits, pending_waits
@@ -261,4 +262,36 @@ async def test_the_panels_join_waits_for_the_bulk_bars_work_too(real: WorkflowEn
     await panel.join()
     assert [r.workflow_id for r in panel.bulk.matching] == ["j-1"]
     assert "1 wait matches" in panel.bulk.matches.value
+    await panel.stop()
+
+
+async def test_a_filtered_list_is_read_again_on_idle_ticks_when_no_event_says_so(
+    real: WorkflowEngine,
+) -> None:
+    """A wait whose deadline passes ends without an event until an engine records it: the
+    filtered list drops it at the first idle tick `REREAD_SECONDS` later (and a read that
+    raced an answer is mended the same way)."""
+    async def ask(ctx: StepContext) -> Any:
+        return await ctx.wait_for_input("approval:refund", "refund?", timeout=3.0,
+                                        details={"tool": "refund", "args": {}})
+
+    result = await real.run(Workflow("d-1", [StepDef("agent", ask)]))
+    assert result.status == RunStatus.WAITING
+    panel = ApprovalPanel(real)
+    await panel.refresh()
+    panel.bulk.tool.value = "refund"
+    await panel.bulk.join()
+    assert [r.workflow_id for r in panel.bulk.matching] == ["d-1"]
+    panel.tick()  # the first timed read starts the count
+    await panel.bulk.join()
+    clock = real.clock
+    assert isinstance(clock, FakeClock)
+    await clock.advance(4.0)  # the deadline passed; no event yet, and no tick is due
+    panel.tick()
+    await panel.bulk.join()
+    assert [r.workflow_id for r in panel.bulk.matching] == ["d-1"]
+    await clock.advance(1.0)  # 5 s since the last timed read
+    panel.tick()
+    await panel.bulk.join()
+    assert panel.bulk.matching == () and "0 waits match" in panel.bulk.matches.value
     await panel.stop()

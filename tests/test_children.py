@@ -30,7 +30,7 @@ from agentq import (
 )
 from agentq.errors import KeyConflictError, NotWaitingError, UnknownWorkflowError
 from agentq.events import EventKind
-from agentq.store import DurableStore, SqliteStore, StepState, WorkflowState
+from agentq.store import CallState, DurableStore, SqliteStore, StepState, WorkflowState
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -398,15 +398,19 @@ async def test_start_child_starts_once_without_parking_and_child_reads_its_end(
         seen.append((child_id, again))
         waited = await engine.run(child_id)  # the caller awaits it while the step runs
         seen.append(waited.status)
-        # Ended, its wait not read yet: the step parks and is answered at once; the
-        # step's next run reads the output.
+        # Ended: its end answered the wait (the step ran): ctx.child reads the output
+        # without parking the step.
         return await ctx.child(child, 4, key="c")
 
     await engine.start(WorkflowDef("starter", [StepDef("go", body)]), "s1")
     result = await engine.run("s1")
     assert result.status is RunStatus.COMPLETED and result.outputs == (8,)
-    assert seen == [("s1/c", "s1/c"), RunStatus.COMPLETED] * 2  # two runs of the step
+    assert seen == [("s1/c", "s1/c"), RunStatus.COMPLETED]  # one run of the step
     assert runs == Counter({"s1/c": 1})  # one child, run once
+    [wait] = await engine.store.calls("s1")
+    assert wait.state is CallState.ANSWERED and wait.output["output"] == 8
+    kinds = [str(e.kind) for e in await engine.store.load_events("s1")]
+    assert "ChildEnded" in kinds and "StepWaiting" not in kinds
     started = (await engine.store.load_events("s1/c"))[0]
     assert started.data["parent"] == {"workflow_id": "s1", "step": 0, "key": "child:c"}
 

@@ -194,10 +194,14 @@ def test_each_child_run_sits_under_the_call_its_wait_names_with_its_own_state(
     db: Path,
 ) -> None:
     """Two ``delegate`` calls and a plain one in one response: each child under its own call,
-    ``d1``'s completed child as completed (its wait row stays open), ``d2``'s as waiting for
+    ``d1``'s completed child as completed (its wait row answered), ``d2``'s as waiting for
     its approval; the call parked on it reads as waiting for it, not failed."""
     out = show(db, "dw")
     got = messages(out)
+    # d1's end answered its wait row (ChildEnded): its outcome follows, as for any answered
+    # child wait
+    assert got[5].startswith('      child run dw/tool:0.0:d1: completed {"child": ')
+    got[5] = got[5].split(" {", 1)[0]
     assert got[3:11] == [
         '    tool call delegate [d1] {"task": "A"}',
         "      returned: helper done",
@@ -212,11 +216,16 @@ def test_each_child_run_sits_under_the_call_its_wait_names_with_its_own_state(
     assert "child runs: dw/tool:0.0:d1 (completed), dw/tool:0.1:d2 (waiting)" in out
     [row] = [line for line in out.splitlines() if "│ tool:0.1:d2" in line]
     assert "│ waiting " in row and "waiting for child run 'dw/tool:0.1:d2'" in row
+    # d1's end answered its wait row while the run goes on (it read `waiting` before)
+    [d1] = [line for line in out.splitlines() if "│ child:tool:0.0:d1 " in line]
+    assert "│ answered " in d1 and '{"child": "dw/tool:0.0:d1", "state": "completed"' in d1
 
 
 def test_after_the_approval_every_child_shows_completed(db: Path) -> None:
     got = messages(show(db, "dc"))
     assert got[8].startswith('      child run dc/tool:0.1:d2: completed {"child": ')  # + outcome
+    assert got[5].startswith('      child run dc/tool:0.0:d1: completed {"child": ')
+    got[5] = got[5].split(" {", 1)[0]
     assert got[3:8] + got[9:11] == [
         '    tool call delegate [d1] {"task": "A"}',
         "      returned: helper done",

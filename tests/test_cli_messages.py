@@ -116,9 +116,11 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def show(db: Path, workflow_id: str) -> str:
+def show(db: Path, workflow_id: str, *options: str) -> str:
+    """``agentq show DB WORKFLOW_ID [options]``'s output (400 columns wide); exit code 0."""
     result: Result = CliRunner().invoke(
-        cli, ["show", str(db), workflow_id], obj=Settings(clock=FakeClock(), width=400))
+        cli, ["show", str(db), workflow_id, *options],
+        obj=Settings(clock=FakeClock(), width=400))
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -263,10 +265,8 @@ def test_a_plain_workflow_without_hooks_shows_no_hooks_line(db: Path) -> None:
 
 
 def show_json(db: Path, workflow_id: str) -> dict[str, Any]:
-    result: Result = CliRunner().invoke(
-        cli, ["show", str(db), workflow_id, "--json"], obj=Settings(clock=FakeClock()))
-    assert result.exit_code == 0, result.output
-    [line] = result.output.splitlines()
+    """``agentq show DB WORKFLOW_ID --json``: its one line, decoded."""
+    [line] = show(db, workflow_id, "--json").splitlines()
     value: dict[str, Any] = json.loads(line)
     return value
 
@@ -294,12 +294,10 @@ def test_show_json_lists_an_agent_runs_messages(db: Path) -> None:
 def test_show_json_messages_hold_the_strings_as_stored(db: Path) -> None:
     """Nothing shortened, nothing escaped but by JSON: each string decodes to what was
     stored (markup, controls, bidi and NUL included; the line has no raw control)."""
-    result = CliRunner().invoke(cli, ["show", str(db), "r-bad", "--json"],
-                                obj=Settings(clock=FakeClock()))
-    assert result.exit_code == 0, result.output
-    assert [c for c in result.output.rstrip("\n") if unicodedata.category(c)
+    output = show(db, "r-bad", "--json")
+    assert [c for c in output.rstrip("\n") if unicodedata.category(c)
             in {"Cc", "Cf", "Cs", "Co", "Zl", "Zp"}] == []
-    got = json.loads(result.output)["messages"]
+    got = json.loads(output)["messages"]
     assert got[0]["prompt"] == f"user {HOSTILE}"
     assert got[1]["text"] == f"calling {HOSTILE}"
     [echo] = got[1]["tool_calls"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 
 from agentq import (
     ChildFailed,
@@ -28,6 +29,8 @@ from agentq import (
     WorkflowDef,
     WorkflowEngine,
 )
+from agentq.cli import cli
+from agentq.cli.commands import Settings
 from agentq.errors import KeyConflictError, NotWaitingError, UnknownWorkflowError
 from agentq.events import EventKind
 from agentq.store import CallState, DurableStore, SqliteStore, StepState, WorkflowState
@@ -317,24 +320,29 @@ async def test_show_and_frames_give_the_parent_child_link(
     assert await load_detail(store, "p12") is not None  # the notebook view reads it too
 
 
-def test_agentq_show_names_the_parent_of_a_child_run(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from agentq.cli import cli
-    from agentq.cli.commands import Settings
+def run_on_file(db: Path, definition: WorkflowDef, workflow_id: str, until: RunStatus) -> None:
+    """Start `definition` as `workflow_id` on the SQLite file `db` and run it (in a loop of
+    its own, as a program before the command line reads the file) until `until`."""
 
     async def make() -> None:
-        async with Queue() as queue, await SqliteStore.open(tmp_path / "a.db") as store:
+        async with Queue() as queue, await SqliteStore.open(db) as store:
             engine = WorkflowEngine(queue, store, worker_id="w1")
-            await engine.start(parent_of_one(doubler(), 3, []), "fam")
-            assert (await engine.run("fam")).status is RunStatus.COMPLETED
+            await engine.start(definition, workflow_id)
+            assert (await engine.run(workflow_id)).status is until
 
     asyncio.run(make())
 
+
+def agentq(db: Path, command: str, *args: str) -> Result:
+    """``agentq COMMAND DB ARGS...`` (200 columns wide)."""
+    return CliRunner().invoke(cli, [command, str(db), *args], obj=Settings(width=200))
+
+
+def test_agentq_show_names_the_parent_of_a_child_run(tmp_path: Path) -> None:
+    run_on_file(tmp_path / "a.db", parent_of_one(doubler(), 3, []), "fam", RunStatus.COMPLETED)
+
     def show(*args: str) -> str:
-        result = CliRunner().invoke(
-            cli, ["show", str(tmp_path / "a.db"), *args], obj=Settings(width=200)
-        )
+        result = agentq(tmp_path / "a.db", "show", *args)
         assert result.exit_code == 0, result.output
         return result.stdout
 
@@ -461,26 +469,14 @@ async def test_a_resume_of_the_parents_child_wait_is_refused_naming_the_child(
 
 
 def test_agentq_show_and_approve_point_a_child_wait_to_the_child_run(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from agentq.cli import cli
-    from agentq.cli.commands import Settings
-
     async def ask(ctx: StepContext) -> Any:
         return await ctx.wait_for_input("ok", "go on?")
 
-    async def make() -> None:
-        async with Queue() as queue, await SqliteStore.open(tmp_path / "a.db") as store:
-            engine = WorkflowEngine(queue, store, worker_id="w1")
-            await engine.start(parent_of_one(WorkflowDef("asker", [StepDef("ask", ask)]), 0,
-                                             []), "fam")
-            assert (await engine.run("fam")).status is RunStatus.WAITING
+    asker = WorkflowDef("asker", [StepDef("ask", ask)])
+    run_on_file(tmp_path / "a.db", parent_of_one(asker, 0, []), "fam", RunStatus.WAITING)
 
-    asyncio.run(make())
-
-    def invoke(*args: str) -> Any:
-        return CliRunner().invoke(cli, [args[0], str(tmp_path / "a.db"), *args[1:]],
-                                  obj=Settings(width=200))
+    def invoke(command: str, *args: str) -> Result:
+        return agentq(tmp_path / "a.db", command, *args)
 
     shown = invoke("show", "fam")
     assert shown.exit_code == 0, shown.output

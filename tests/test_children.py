@@ -279,6 +279,45 @@ async def test_children_with_a_limit_never_run_more_at_once(engine: WorkflowEngi
         assert row is not None and row.state is WorkflowState.COMPLETED
 
 
+async def test_children_that_end_while_the_step_waits_on_another_cost_no_replay(
+    engine: WorkflowEngine,
+) -> None:
+    """The step parks on the first child; the others end meanwhile: each end answers its
+    wait row (`ChildEnded`, the step waits on another key), so the step's next run reads
+    every output at once: two runs of the body (four before: a park per ended child)."""
+    others_done = asyncio.Event()
+    ended: list[str] = []
+
+    async def work(ctx: StepContext) -> Any:
+        if ctx.workflow_id.endswith("/a"):
+            await others_done.wait()
+        ended.append(ctx.workflow_id)
+        if len(ended) == 2:
+            others_done.set()
+        return ctx.input * 10
+
+    child = WorkflowDef("gated", [StepDef("w", work)])
+    runs = 0
+
+    async def body(ctx: StepContext) -> Any:
+        nonlocal runs
+        runs += 1
+        return await ctx.children(child, {"a": 1, "b": 2, "c": 3})
+
+    await engine.start(WorkflowDef("fan3", [StepDef("s", body)]), "p16")
+    result = await engine.run("p16")
+    assert result.status is RunStatus.COMPLETED
+    assert result.outputs == ({"a": 10, "b": 20, "c": 30},)
+    assert ended[-1] == "p16/a" and runs == 2
+    events = [(str(e.kind), e.data.get("key")) for e in await engine.store.load_events("p16")]
+    assert ("ChildEnded", "child:b") in events and ("ChildEnded", "child:c") in events
+    assert ("StepResumed", "child:a") in events
+    assert {r.key: r.state for r in await engine.store.calls("p16")} == {
+        "child:a": CallState.ANSWERED, "child:b": CallState.ANSWERED,
+        "child:c": CallState.ANSWERED,
+    }
+
+
 async def test_children_without_a_limit_and_a_failure(engine: WorkflowEngine) -> None:
     async def body(ctx: StepContext) -> Any:
         try:

@@ -61,6 +61,11 @@ WorkflowForked         parent (the workflow it was forked from), at {step (0-bas
 ChildStarted           key (the parent's wait key ``child:<key>``), child (the child
                        workflow's id), definition, reason (what the wait row shows);
                        in the parent's log, made by the attempt that started the child
+ChildEnded             key (the parent's wait key ``child:<key>``), input (the child's
+                       outcome, which names it, as a `StepResumed` of that wait carries
+                       it); in the parent's log, written by the transaction that ends the
+                       child while the parent's step does not wait on it (a durable call
+                       awaits it): the wait row is answered, the step is not touched
 MessageSent            topic (null: an input kept for the keyed wait ``key``, sent by an
                        early ``resume``), key (the sender's key, or null), payload; a
                        workflow-level event, kept until a `StepResumed` delivers it
@@ -89,9 +94,10 @@ Durable calls and waits (``ctx.call``, ``ctx.wait_for_input``) are step events t
 names its workflow and step. Call events carry the step attempt that made the call and its
 worker (``attempt`` in ``data`` is the same number as `Event.attempt`); a call's ``label``
 and ``lane`` are repeated on each of its events so that any one of them can be read alone.
-`StepResumed` and `WaitTimedOut` are not made by an attempt: their attempt and worker are
-None. A `StepWaiting` or `StepResumed` without a ``key`` member (written by the step-level
-``raise WaitForInput``, or before durable waits existed) is about the step-level wait.
+`StepResumed`, `WaitTimedOut` and `ChildEnded` are not made by an attempt: their attempt and
+worker are None. A `StepWaiting` or `StepResumed` without a ``key`` member (written by the
+step-level ``raise WaitForInput``, or before durable waits existed) is about the step-level
+wait.
 """
 
 from __future__ import annotations
@@ -127,6 +133,7 @@ class EventKind(StrEnum):
     WORKFLOW_FORKED = "WorkflowForked"
     CHILD_STARTED = "ChildStarted"
     MESSAGE_SENT = "MessageSent"
+    CHILD_ENDED = "ChildEnded"
 
 
 @dataclass(frozen=True, slots=True)

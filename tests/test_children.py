@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 
 from agentq import (
     ChildFailed,
@@ -28,9 +29,11 @@ from agentq import (
     WorkflowDef,
     WorkflowEngine,
 )
+from agentq.cli import cli
+from agentq.cli.commands import Settings
 from agentq.errors import KeyConflictError, NotWaitingError, UnknownWorkflowError
 from agentq.events import EventKind
-from agentq.store import DurableStore, SqliteStore, StepState, WorkflowState
+from agentq.store import CallState, DurableStore, SqliteStore, StepState, WorkflowState
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -276,6 +279,45 @@ async def test_children_with_a_limit_never_run_more_at_once(engine: WorkflowEngi
         assert row is not None and row.state is WorkflowState.COMPLETED
 
 
+async def test_children_that_end_while_the_step_waits_on_another_cost_no_replay(
+    engine: WorkflowEngine,
+) -> None:
+    """The step parks on the first child; the others end meanwhile: each end answers its
+    wait row (`ChildEnded`, the step waits on another key), so the step's next run reads
+    every output at once: two runs of the body (four before: a park per ended child)."""
+    others_done = asyncio.Event()
+    ended: list[str] = []
+
+    async def work(ctx: StepContext) -> Any:
+        if ctx.workflow_id.endswith("/a"):
+            await others_done.wait()
+        ended.append(ctx.workflow_id)
+        if len(ended) == 2:
+            others_done.set()
+        return ctx.input * 10
+
+    child = WorkflowDef("gated", [StepDef("w", work)])
+    runs = 0
+
+    async def body(ctx: StepContext) -> Any:
+        nonlocal runs
+        runs += 1
+        return await ctx.children(child, {"a": 1, "b": 2, "c": 3})
+
+    await engine.start(WorkflowDef("fan3", [StepDef("s", body)]), "p16")
+    result = await engine.run("p16")
+    assert result.status is RunStatus.COMPLETED
+    assert result.outputs == ({"a": 10, "b": 20, "c": 30},)
+    assert ended[-1] == "p16/a" and runs == 2
+    events = [(str(e.kind), e.data.get("key")) for e in await engine.store.load_events("p16")]
+    assert ("ChildEnded", "child:b") in events and ("ChildEnded", "child:c") in events
+    assert ("StepResumed", "child:a") in events
+    assert {r.key: r.state for r in await engine.store.calls("p16")} == {
+        "child:a": CallState.ANSWERED, "child:b": CallState.ANSWERED,
+        "child:c": CallState.ANSWERED,
+    }
+
+
 async def test_children_without_a_limit_and_a_failure(engine: WorkflowEngine) -> None:
     async def body(ctx: StepContext) -> Any:
         try:
@@ -317,24 +359,29 @@ async def test_show_and_frames_give_the_parent_child_link(
     assert await load_detail(store, "p12") is not None  # the notebook view reads it too
 
 
-def test_agentq_show_names_the_parent_of_a_child_run(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from agentq.cli import cli
-    from agentq.cli.commands import Settings
+def run_on_file(db: Path, definition: WorkflowDef, workflow_id: str, until: RunStatus) -> None:
+    """Start `definition` as `workflow_id` on the SQLite file `db` and run it (in a loop of
+    its own, as a program before the command line reads the file) until `until`."""
 
     async def make() -> None:
-        async with Queue() as queue, await SqliteStore.open(tmp_path / "a.db") as store:
+        async with Queue() as queue, await SqliteStore.open(db) as store:
             engine = WorkflowEngine(queue, store, worker_id="w1")
-            await engine.start(parent_of_one(doubler(), 3, []), "fam")
-            assert (await engine.run("fam")).status is RunStatus.COMPLETED
+            await engine.start(definition, workflow_id)
+            assert (await engine.run(workflow_id)).status is until
 
     asyncio.run(make())
 
+
+def agentq(db: Path, command: str, *args: str) -> Result:
+    """``agentq COMMAND DB ARGS...`` (200 columns wide)."""
+    return CliRunner().invoke(cli, [command, str(db), *args], obj=Settings(width=200))
+
+
+def test_agentq_show_names_the_parent_of_a_child_run(tmp_path: Path) -> None:
+    run_on_file(tmp_path / "a.db", parent_of_one(doubler(), 3, []), "fam", RunStatus.COMPLETED)
+
     def show(*args: str) -> str:
-        result = CliRunner().invoke(
-            cli, ["show", str(tmp_path / "a.db"), *args], obj=Settings(width=200)
-        )
+        result = agentq(tmp_path / "a.db", "show", *args)
         assert result.exit_code == 0, result.output
         return result.stdout
 
@@ -398,15 +445,19 @@ async def test_start_child_starts_once_without_parking_and_child_reads_its_end(
         seen.append((child_id, again))
         waited = await engine.run(child_id)  # the caller awaits it while the step runs
         seen.append(waited.status)
-        # Ended, its wait not read yet: the step parks and is answered at once; the
-        # step's next run reads the output.
+        # Ended: its end answered the wait (the step ran): ctx.child reads the output
+        # without parking the step.
         return await ctx.child(child, 4, key="c")
 
     await engine.start(WorkflowDef("starter", [StepDef("go", body)]), "s1")
     result = await engine.run("s1")
     assert result.status is RunStatus.COMPLETED and result.outputs == (8,)
-    assert seen == [("s1/c", "s1/c"), RunStatus.COMPLETED] * 2  # two runs of the step
+    assert seen == [("s1/c", "s1/c"), RunStatus.COMPLETED]  # one run of the step
     assert runs == Counter({"s1/c": 1})  # one child, run once
+    [wait] = await engine.store.calls("s1")
+    assert wait.state is CallState.ANSWERED and wait.output["output"] == 8
+    kinds = [str(e.kind) for e in await engine.store.load_events("s1")]
+    assert "ChildEnded" in kinds and "StepWaiting" not in kinds
     started = (await engine.store.load_events("s1/c"))[0]
     assert started.data["parent"] == {"workflow_id": "s1", "step": 0, "key": "child:c"}
 
@@ -457,26 +508,14 @@ async def test_a_resume_of_the_parents_child_wait_is_refused_naming_the_child(
 
 
 def test_agentq_show_and_approve_point_a_child_wait_to_the_child_run(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from agentq.cli import cli
-    from agentq.cli.commands import Settings
-
     async def ask(ctx: StepContext) -> Any:
         return await ctx.wait_for_input("ok", "go on?")
 
-    async def make() -> None:
-        async with Queue() as queue, await SqliteStore.open(tmp_path / "a.db") as store:
-            engine = WorkflowEngine(queue, store, worker_id="w1")
-            await engine.start(parent_of_one(WorkflowDef("asker", [StepDef("ask", ask)]), 0,
-                                             []), "fam")
-            assert (await engine.run("fam")).status is RunStatus.WAITING
+    asker = WorkflowDef("asker", [StepDef("ask", ask)])
+    run_on_file(tmp_path / "a.db", parent_of_one(asker, 0, []), "fam", RunStatus.WAITING)
 
-    asyncio.run(make())
-
-    def invoke(*args: str) -> Any:
-        return CliRunner().invoke(cli, [args[0], str(tmp_path / "a.db"), *args[1:]],
-                                  obj=Settings(width=200))
+    def invoke(command: str, *args: str) -> Result:
+        return agentq(tmp_path / "a.db", command, *args)
 
     shown = invoke("show", "fam")
     assert shown.exit_code == 0, shown.output

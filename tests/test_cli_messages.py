@@ -1,16 +1,18 @@
 """``agentq show`` of a `DurableAgent` run prints its messages: the prompt, each model
 request's text, the tool calls with their arguments, their returns and approvals, the answer;
-every stored string literally (never markup, never a terminal control). Other workflows show
-no messages section."""
+every stored string literally (never markup, never a terminal control); ``show --json`` holds
+them whole, as stored, in ``messages``. Other workflows show no messages section."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -114,9 +116,11 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def show(db: Path, workflow_id: str) -> str:
+def show(db: Path, workflow_id: str, *options: str) -> str:
+    """``agentq show DB WORKFLOW_ID [options]``'s output (400 columns wide); exit code 0."""
     result: Result = CliRunner().invoke(
-        cli, ["show", str(db), workflow_id], obj=Settings(clock=FakeClock(), width=400))
+        cli, ["show", str(db), workflow_id, *options],
+        obj=Settings(clock=FakeClock(), width=400))
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -194,10 +198,14 @@ def test_each_child_run_sits_under_the_call_its_wait_names_with_its_own_state(
     db: Path,
 ) -> None:
     """Two ``delegate`` calls and a plain one in one response: each child under its own call,
-    ``d1``'s completed child as completed (its wait row stays open), ``d2``'s as waiting for
+    ``d1``'s completed child as completed (its wait row answered), ``d2``'s as waiting for
     its approval; the call parked on it reads as waiting for it, not failed."""
     out = show(db, "dw")
     got = messages(out)
+    # d1's end answered its wait row (ChildEnded): its outcome follows, as for any answered
+    # child wait
+    assert got[5].startswith('      child run dw/tool:0.0:d1: completed {"child": ')
+    got[5] = got[5].split(" {", 1)[0]
     assert got[3:11] == [
         '    tool call delegate [d1] {"task": "A"}',
         "      returned: helper done",
@@ -212,11 +220,16 @@ def test_each_child_run_sits_under_the_call_its_wait_names_with_its_own_state(
     assert "child runs: dw/tool:0.0:d1 (completed), dw/tool:0.1:d2 (waiting)" in out
     [row] = [line for line in out.splitlines() if "│ tool:0.1:d2" in line]
     assert "│ waiting " in row and "waiting for child run 'dw/tool:0.1:d2'" in row
+    # d1's end answered its wait row while the run goes on (it read `waiting` before)
+    [d1] = [line for line in out.splitlines() if "│ child:tool:0.0:d1 " in line]
+    assert "│ answered " in d1 and '{"child": "dw/tool:0.0:d1", "state": "completed"' in d1
 
 
 def test_after_the_approval_every_child_shows_completed(db: Path) -> None:
     got = messages(show(db, "dc"))
     assert got[8].startswith('      child run dc/tool:0.1:d2: completed {"child": ')  # + outcome
+    assert got[5].startswith('      child run dc/tool:0.0:d1: completed {"child": ')
+    got[5] = got[5].split(" {", 1)[0]
     assert got[3:8] + got[9:11] == [
         '    tool call delegate [d1] {"task": "A"}',
         "      returned: helper done",
@@ -249,3 +262,69 @@ def test_long_values_are_shortened_and_a_model_retry_reads_as_one(db: Path) -> N
 
 def test_a_plain_workflow_without_hooks_shows_no_hooks_line(db: Path) -> None:
     assert "on_end hooks" not in show(db, "plain")
+
+
+def show_json(db: Path, workflow_id: str) -> dict[str, Any]:
+    """``agentq show DB WORKFLOW_ID --json``: its one line, decoded."""
+    [line] = show(db, workflow_id, "--json").splitlines()
+    value: dict[str, Any] = json.loads(line)
+    return value
+
+
+def test_show_json_lists_an_agent_runs_messages(db: Path) -> None:
+    got = show_json(db, "r-wait")["messages"]
+    assert [m["role"] for m in got] == ["user", "model", "model", "model"]
+    assert got[0]["prompt"] == "add 1+2 and 3+4, then multiply 3 by 7"
+    assert [m["key"] for m in got[1:]] == ["model:0", "model:1", "model:2"]
+    assert got[1]["state"] == "completed" and got[1]["input_tokens"] > 0
+    calls = [(c["tool"], c["tool_call_id"], c["args"], c["state"], c["result"])
+             for m in got[1:3] for c in m["tool_calls"]]
+    assert calls == [("add", "a1", {"a": 1, "b": 2}, "completed", 3),
+                     ("add", "a2", {"a": 3, "b": 4}, "completed", 7),
+                     ("mul", "m1", {"a": 3, "b": 7}, "completed", 21)]
+    [send] = got[3]["tool_calls"]
+    assert (send["tool"], send["args"], send["result"]) == ("send", {"to": "bob"}, None)
+    [ask] = send["approvals"]
+    assert (ask["key"], ask["state"], ask["approved"]) == ("approval:2.0:s1", "waiting", None)
+    done = show_json(db, "r-done")["messages"]
+    assert done[-1] == {"role": "answer", "output": "done after 2 requests"}
+    assert done[-2]["text"] == "done after 2 requests"
+
+
+def test_show_json_messages_hold_the_strings_as_stored(db: Path) -> None:
+    """Nothing shortened, nothing escaped but by JSON: each string decodes to what was
+    stored (markup, controls, bidi and NUL included; the line has no raw control)."""
+    output = show(db, "r-bad", "--json")
+    assert [c for c in output.rstrip("\n") if unicodedata.category(c)
+            in {"Cc", "Cf", "Cs", "Co", "Zl", "Zp"}] == []
+    got = json.loads(output)["messages"]
+    assert got[0]["prompt"] == f"user {HOSTILE}"
+    assert got[1]["text"] == f"calling {HOSTILE}"
+    [echo] = got[1]["tool_calls"]
+    assert echo["args"] == {"text": HOSTILE} and echo["result"] == f"echoed {HOSTILE}"
+    assert got[-1] == {"role": "answer", "output": f"first line\nsecond {HOSTILE}"}
+    big = show_json(db, "big")["messages"]
+    assert big[0]["prompt"] == "B" * 3000
+    [ret, retry] = big[1]["tool_calls"]
+    assert ret["result"] == "R" * 5000 + "\nsecond line"
+    assert retry["state"] == "retry" and "E" * 5000 in retry["error"]
+    assert big[-1] == {"role": "answer", "output": "Z" * 100_000}
+
+
+def test_show_json_messages_nest_child_runs_under_their_call(db: Path) -> None:
+    got = show_json(db, "dw")
+    [d1, d2, plain] = got["messages"][1]["tool_calls"]
+    [kid] = d1["child_runs"]
+    assert (kid["workflow_id"], kid["state"], kid["messages"]) == (
+        "dw/tool:0.0:d1", "completed", None)
+    assert kid["output"]["state"] == "completed"  # the outcome its wait was answered with
+    assert d2["state"] == "waiting" and d2["waiting_on"] == "child run 'dw/tool:0.1:d2' (helper)"
+    assert [(k["workflow_id"], k["state"], k["output"]) for k in d2["child_runs"]] == [
+        ("dw/tool:0.1:d2", "waiting", None)]
+    assert (plain["tool"], plain["result"], plain["child_runs"]) == ("plain", "plain", [])
+    assert {c["key"]: c["state"] for c in got["calls"]}["child:tool:0.0:d1"] == "answered"
+
+
+def test_show_json_of_a_workflow_that_is_no_agent_run_has_no_messages(db: Path) -> None:
+    got = show_json(db, "plain")
+    assert got["messages"] is None and got["steps"][0]["output"] == "out"

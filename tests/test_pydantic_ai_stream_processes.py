@@ -27,7 +27,7 @@ from pydantic_ai.messages import (
 from agentq import Queue, RunStatus, WorkflowEngine
 from agentq.clock import FakeClock
 from agentq.integrations.pydantic_ai import DurableAgent, DurableRunResultEvent
-from agentq.store import CallKind, SqliteStore
+from agentq.store import CallKind, CallState, SqliteStore
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -107,7 +107,11 @@ async def test_sigkill_inside_a_sub_agent_joins_the_same_child_in_a_new_process(
         workflows = [w.workflow_id for w in await store.workflows()]
         child_rows = {r.key: r.runs for r in await store.calls(child_id)
                       if r.kind is CallKind.CALL}
+    async with SqliteStore(db) as store:  # as the file holds it
+        [wait] = [r for r in await store.calls("job") if r.key == "child:tool:0.0:d1"]
     assert run.status is RunStatus.COMPLETED, run.reason
+    # The child's end in the new process answered the parent's wait on it (`ChildEnded`).
+    assert wait.state is CallState.ANSWERED and wait.output["state"] == "completed"
     # The parent's call ran again and joined the same child: no second child run.
     assert run.output == f"boss: {child_id}=helped"
     assert sorted(workflows) == ["job", child_id]

@@ -21,6 +21,7 @@ from agentq.errors import EngineError, NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai import DurableAgent, current_run_id
 from agentq.integrations.pydantic_ai._parent import ParentCall, run_child
 from agentq.integrations.pydantic_ai.tree import run_tree
+from agentq.store import CallState
 from agentq.widgets import ApprovalPanel
 from agentq.widgets.models.bulk import pending_waits
 from agentq.widgets.models.tree import build_tree
@@ -173,9 +174,11 @@ async def test_the_tree_nests_the_child_run_under_the_tool_call(engine: Workflow
     html = await run_tree(engine.store, "job")
     assert html.count('data-agentq="agent-child"') == 1
     assert 'data-run="job/tool:0.0:d1"' in html
-    # The run completed: its child's wait row, still `waiting` in the log (the call, not the
-    # step, awaited the child), is drawn with the run's state, as every view shows it.
-    assert 'data-node="c:child:tool:0.0:d1" data-kind="child" data-state="completed"' in html
+    # The child's end answered its wait row (`ChildEnded`: the call, not the step, awaited
+    # the child), so it is drawn answered, not waiting.
+    assert 'data-node="c:child:tool:0.0:d1" data-kind="child" data-state="answered"' in html
+    [wait] = [r for r in await engine.store.calls("job") if r.key.startswith("child:")]
+    assert wait.state is CallState.ANSWERED and wait.output["state"] == "completed"
     assert 'data-state="waiting"' not in html
     # A child run started by a step itself (ctx.child) stays among the step's calls.
     plain = build_tree("p", (), [r for r in await engine.store.calls("job")

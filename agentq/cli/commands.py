@@ -18,7 +18,7 @@ import click
 from click.core import ParameterSource
 
 from agentq.cli import actions, views
-from agentq.cli.conversation import messages_view
+from agentq.cli.conversation import messages_json, messages_view
 from agentq.cli.export import check_html_target, export_parquet, export_static_html
 from agentq.cli.group import STORE, WORKFLOW, Settings, cli, run_on, say, settings
 from agentq.cli.lanes import resume_lane
@@ -131,7 +131,8 @@ def ls(
 @STORE
 @WORKFLOW
 @click.option("--json", "as_json", is_flag=True,
-              help="One JSON object: the workflow, step and call rows, every field.")
+              help="One JSON object: the workflow, step and call rows, every field, and an "
+              "agent run's messages.")
 @click.pass_context
 def show(ctx: click.Context, store: str, workflow_id: str, as_json: bool) -> None:
     """Show one workflow: its steps, the waits with their details, its durable calls, its
@@ -147,7 +148,9 @@ def show(ctx: click.Context, store: str, workflow_id: str, as_json: bool) -> Non
         link = started[0].data.get("parent") if started else None
         parent = link.get("workflow_id") if isinstance(link, dict) else None
         if as_json:
-            click.echo(views.workflow_json(wf, steps, calls, parent, hooks))
+            messages = (messages_json(await load_conversation(s, wf.workflow_id, depth=0))
+                        if is_agent_run(wf) else None)
+            click.echo(views.workflow_json(wf, steps, calls, parent, hooks, messages))
             return
         first = await s.load_events(wf.workflow_id, limit=2)  # a fork's 2nd: WorkflowForked
         forked = next((e.data for e in first if e.kind is EventKind.WORKFLOW_FORKED), None)

@@ -1,4 +1,5 @@
-"""``agentq show``'s messages section: an agent run's conversation as terminal text. Pure.
+"""``agentq show``'s messages section: an agent run's conversation as terminal text, and as
+the ``messages`` list of ``show --json`` (`messages_json`). Pure.
 
 A `DurableAgent` run records its conversation as durable calls (a model request ``model:<n>``,
 a tool call ``tool:<n>.<i>:<id>``, an approval wait); `agentq.widgets.load_conversation`, the
@@ -10,6 +11,7 @@ arguments, their returns or errors and approvals, child runs, the answer or the 
 Every stored string goes through `agentq.cli.literal.visible` (a model's text line by line:
 the line breaks are ours, any other control shows as its escape) inside a `rich.text.Text`,
 so nothing a model or a tool wrote is parsed as markup or acted on by the terminal.
+`messages_json` holds the same values whole, strings as stored (``json_line`` escapes them).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from agentq.literal import visible
 if TYPE_CHECKING:
     from agentq.widgets import ChildRun, Conversation, ToolCard, Turn
 
-__all__ = ["TEXT_CHARS", "VALUE_CHARS", "messages_view"]
+__all__ = ["TEXT_CHARS", "VALUE_CHARS", "messages_json", "messages_view"]
 
 VALUE_CHARS = 300
 """Tool arguments, tool returns and JSON prompts or answers longer than this are shortened
@@ -129,4 +131,63 @@ def messages_view(conv: Conversation) -> Text:
         _lines(out, "error", conv.error, "  ", "red")
     if not conv.turns and conv.output is None and conv.error is None:
         out.append("\n  (no model request recorded yet)", style="dim")
+    return out
+
+
+def _child_json(child: ChildRun) -> dict[str, Any]:
+    conv = child.conversation
+    return {"workflow_id": child.workflow_id, "state": child.state, "output": child.output,
+            "messages": None if conv is None else messages_json(conv)}
+
+
+def _tool_json(card: ToolCard) -> dict[str, Any]:
+    return {
+        "tool": card.tool, "tool_call_id": card.tool_call_id, "key": card.key,
+        "state": card.state, "args": card.args, "result": card.result, "error": card.error,
+        "duration": card.duration, "waiting_on": card.waiting_on,
+        "approvals": [
+            {"key": a.key, "state": a.state, "approved": a.approved, "note": a.note,
+             "override_args": a.override_args, "reason": a.reason}
+            for a in card.approvals
+        ],
+        "child_runs": [_child_json(child) for child in card.children],
+    }
+
+
+def messages_json(conv: Conversation) -> list[dict[str, Any]]:
+    """The conversation of an agent run as JSON values, in the transcript's order, nothing
+    shortened and every string as stored (``show --json``'s ``messages``).
+
+    Args:
+        conv: The run folded by `agentq.widgets.load_conversation`.
+
+    Returns:
+        A list of objects, each with a ``role``: first ``{"role": "user", "prompt",
+        "options"}`` (the prompt as stored: a str or a list of user content); then one
+        ``{"role": "model", "key", "number", "state", "model", "text", "error",
+        "input_tokens", "output_tokens", "cost", "duration", "tool_calls"}`` per model
+        request, each tool call ``{"tool", "tool_call_id", "key", "state", "args",
+        "result", "error", "duration", "waiting_on", "approvals", "child_runs"}`` (an
+        approval ``{"key", "state", "approved", "note", "override_args", "reason"}``, a
+        child run ``{"workflow_id", "state", "output", "messages"}``: its own list when its
+        conversation was read, else null); then ``{"role": "child_run", ...}`` for each
+        child run started outside a tool call; last ``{"role": "answer", "output"}`` or
+        ``{"role": "error", "error"}`` once the run has one.
+    """
+    out: list[dict[str, Any]] = [
+        {"role": "user", "prompt": conv.prompt, "options": dict(conv.options)}
+    ]
+    for turn in conv.turns:
+        out.append({
+            "role": "model", "key": turn.key, "number": turn.number, "state": turn.state,
+            "model": turn.model, "text": turn.text, "error": turn.error,
+            "input_tokens": turn.input_tokens, "output_tokens": turn.output_tokens,
+            "cost": turn.cost, "duration": turn.duration,
+            "tool_calls": [_tool_json(card) for card in turn.tools],
+        })
+    out.extend({"role": "child_run", **_child_json(child)} for child in conv.children)
+    if conv.output is not None:
+        out.append({"role": "answer", "output": conv.output})
+    if conv.error is not None:
+        out.append({"role": "error", "error": conv.error})
     return out

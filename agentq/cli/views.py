@@ -308,12 +308,14 @@ def workflow_json(
     calls: Sequence[CallRow],
     parent: str | None = None,
     hooks: Sequence[HookRow] = (),
+    messages: list[dict[str, Any]] | None = None,
 ) -> str:
     """One workflow as one JSON object: ``workflow`` (its row), ``parent`` (the parent's id
     of a child run, else null), ``steps`` and ``calls`` (their rows, every field; errors as
     ``{type, message, traceback}``; a wait of a closed workflow with the state `shown_call`
-    gives; a child run's wait has its id in ``details.child``) and ``hooks`` (its end-hook
-    outbox rows, one per end, every field)."""
+    gives; a child run's wait has its id in ``details.child``), ``hooks`` (its end-hook
+    outbox rows, one per end, every field) and ``messages`` (an agent run's conversation,
+    ``agentq.cli.conversation.messages_json``; null for other workflows)."""
     return json_line(
         {
             "workflow": dataclasses.asdict(wf),
@@ -323,6 +325,7 @@ def workflow_json(
                 {**dataclasses.asdict(row), "state": shown_call(wf, row).state} for row in calls
             ],
             "hooks": [dataclasses.asdict(row) for row in hooks],
+            "messages": messages,
         }
     )
 

@@ -111,6 +111,8 @@ class ChildRunner:
         if row is not None and row.state is CallState.ANSWERED:
             return _output(key, row.output)
         start = await self._start(found, key, input, rows)
+        if start.wait.state is CallState.ANSWERED:  # it ended while a call awaited it
+            return _output(key, start.wait.output)
         self._wait(found, child_id, start)
 
     async def start(self, definition: Definition | str, input: Any, key: str) -> str:
@@ -148,6 +150,9 @@ class ChildRunner:
                 outputs[key] = _output(key, row.output)  # raises on the first failure
             else:
                 start = await self._start(found, key, inputs[key], rows)
+                if start.wait.state is CallState.ANSWERED:  # ended while a call awaited it
+                    outputs[key] = _output(key, start.wait.output)
+                    continue
                 if start.outcome is not None:  # ended, not read yet: read it now
                     self._wait(found, child_id, start)
                 running += 1

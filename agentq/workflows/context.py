@@ -315,9 +315,9 @@ class StepContext:
         workflow as `child` links it (cancelling this workflow cancels it; its id is
         ``<this workflow's id>/<key>``), and the engine runs it in the background when it
         holds the definition. A replay finds the same child (started again only if it has
-        not ended). ``await ctx.child(definition, input, key=key)`` later parks the step on
-        it (its wait ``child:<key>`` stays waiting until then; answered when the child
-        ends, at once if it has ended) and, in the step's next run, returns its output.
+        not ended). Its end answers the wait ``child:<key>`` (`ChildEnded`), so a later
+        ``await ctx.child(definition, input, key=key)`` returns its output at once if it
+        has ended, else parks the step on it and returns its output in the step's next run.
 
         Returns:
             The child's workflow id.

@@ -95,14 +95,82 @@ async def test_a_wait_after_the_child_ended_is_answered_at_once(store: DurableSt
     await spawn(store, ex)
     kid = await claim(store, "p/kid")
     await store.fail_step(kid, "broken", None, T0 + 1, None)
-    assert (await kinds(store, "p"))[-1] == "ChildStarted"  # not waiting yet: no answer
+    assert (await kinds(store, "p"))[-1] == "ChildEnded"  # not waiting: the row answered
+    seq = await store.last_seq()
     again = await spawn(store, ex)
+    assert await store.last_seq() == seq  # answered already: nothing appended
     assert again.outcome == {"child": "p/kid", "state": "failed", "reason": "broken"}
-    row = await park(store, ex, again)
+    assert again.wait.state is CallState.ANSWERED and again.wait.output == again.outcome
+    row = await park(store, ex, again)  # a step that parks on it anyway: answered at once
     assert row.state is WorkflowState.RUNNING
     assert (await kinds(store, "p"))[-2:] == ["StepWaiting", "StepResumed"]
     [wait] = await store.calls("p")
     assert wait.state is CallState.ANSWERED and wait.output == again.outcome
+    assert wait.runs == 2
+    step = (await store.step_rows("p"))[0]
+    assert step.state is StepState.PENDING and step.resume_input == again.outcome
+    before = await store.calls("p")
+    await store.rebuild_projection()
+    assert await store.calls("p") == before
+
+
+async def test_a_child_that_ends_while_a_call_awaits_it_ends_the_wait_row(
+    store: DurableStore,
+) -> None:
+    """The parent's step runs (a durable call awaits the child, `ctx.start_child`): the
+    transaction that ends the child answers the parent's wait row with a `ChildEnded`, and
+    leaves the step (leased) and the parent (running) alone; no listing shows it waiting."""
+    await start(store, "p", ("s",))
+    ex = await claim(store, "p")
+    await spawn(store, ex)
+    await store.complete_step(await claim(store, "p/kid"), {"sum": 3}, T0 + 2)
+    events = await store.load_events()
+    assert [(e.workflow_id, str(e.kind)) for e in events[-3:]] == [
+        ("p/kid", "StepCompleted"), ("p/kid", "WorkflowCompleted"), ("p", "ChildEnded")
+    ]
+    answer = {"child": "p/kid", "state": "completed", "output": {"sum": 3}}
+    ended = events[-1]
+    assert ended.data == {"input": answer, "key": "child:kid"}
+    assert (ended.step_index, ended.attempt, ended.worker_id) == (0, None, None)
+    [wait] = await store.calls("p")
+    assert wait.state is CallState.ANSWERED and wait.output == answer
+    assert wait.finished_at == T0 + 2 and wait.duration == 2.0
+    step = (await store.step_rows("p"))[0]
+    assert step.state is StepState.LEASED and step.lease_token == ex.lease_token
+    parent = await store.get_workflow("p")
+    assert parent is not None and parent.state is WorkflowState.RUNNING
+    rows = {r[5]: r for r in await store.event_rows("p")}
+    assert rows["ChildEnded"][10] == '{"child":"p/kid","state":"completed","output":{"sum":3}}'
+    assert rows["ChildEnded"][11] == "child:kid"
+    await store.complete_step(ex, "done", T0 + 3)  # the attempt still holds its lease
+    before = await store.calls("p")
+    await store.rebuild_projection()
+    assert await store.calls("p") == before
+
+
+async def test_a_child_wait_left_waiting_is_answered_by_the_next_start(
+    store: DurableStore,
+) -> None:
+    """A parent cancelled with its child keeps the child's wait row waiting (the parent is
+    closed); retried, its step's start of the same child finds it ended and answers the row
+    (`ChildEnded`), as it does for a log written before the end of a child answered it."""
+    await start(store, "p", ("s",))
+    await spawn(store, await claim(store, "p"))
+    assert await store.cancel_workflow("p", "enough", T0 + 1)
+    [wait] = await store.calls("p")
+    assert wait.state is CallState.WAITING
+    await store.retry_workflow("p", None, T0 + 20)
+    ex = await claim(store, "p", now=T0 + 21)
+    again = await spawn(store, ex, now=T0 + 22)
+    cancelled = {"child": "p/kid", "state": "cancelled",
+                 "reason": "its parent workflow 'p' was cancelled"}
+    assert again.outcome == cancelled
+    assert again.wait.state is CallState.ANSWERED and again.wait.output == cancelled
+    assert (await kinds(store, "p"))[-1] == "ChildEnded"
+    assert await store.calls("p") == [again.wait]
+    seq = await store.last_seq()
+    assert (await spawn(store, ex, now=T0 + 23)).wait == again.wait
+    assert await store.last_seq() == seq
 
 
 async def test_a_cancel_goes_down_to_the_open_children(store: DurableStore) -> None:

@@ -44,13 +44,17 @@ class DurableCalls(Protocol):
         recording ``parent``: the parent's workflow id, step and wait key), and the parent's
         log records `ChildStarted` (its wait row ``child:<key>``, state waiting, details
         {child, definition}). Called again for the same key (a replay), it appends nothing
-        and returns what is stored, with the child's outcome once it has ended.
+        and returns what is stored, with the child's outcome once it has ended (if the
+        child has ended and its wait row is still waiting, it appends `ChildEnded`, which
+        answers the row).
 
         From then on the store keeps the link: when the child ends (completed, failed,
-        cancelled), the transaction that ends it also answers the parent's wait
-        (`StepResumed` with the outcome) if the parent's step waits on ``child:<key>``
-        (`wait_step` with that key and the wait row's reason); a `wait_step` on it after the
-        child ended is answered at once, in its own transaction. Cancelling a workflow
+        cancelled), the transaction that ends it also answers the parent's wait if the
+        parent is open: `StepResumed` with the outcome if the parent's step waits on
+        ``child:<key>`` (`wait_step` with that key and the wait row's reason), else
+        `ChildEnded` (the wait row answered, the step untouched: a call of it awaits the
+        child); a `wait_step` on it after the child ended is answered at once, in its own
+        transaction (re-opening a row `ChildEnded` answered). Cancelling a workflow
         cancels its open child runs in the same transaction (and theirs, down the tree).
 
         Args:

@@ -113,10 +113,11 @@ class DurableReads(Protocol):
 
         ``reason`` is set for StepFailed, StepWaiting, WorkflowFailed, WorkflowCancelled and
         CallFailed; ``output`` (JSON text) for StepCompleted and CallCompleted; ``input``
-        (JSON text) for WorkflowStarted and StepResumed; ``key`` (text) for the call events,
-        WaitTimedOut, and a keyed wait's StepWaiting and StepResumed; ``label`` (JSON text)
-        for the call events of a call that has a label; ``forked_from`` (text) the parent's
-        id on a fork's WorkflowForked and on the copies of its parent's history; else None.
+        (JSON text) for WorkflowStarted, StepResumed and ChildEnded; ``key`` (text) for the
+        call events, WaitTimedOut, ChildStarted, ChildEnded, and a keyed wait's StepWaiting
+        and StepResumed; ``label`` (JSON text) for the call events of a call that has a
+        label; ``forked_from`` (text) the parent's id on a fork's WorkflowForked and on the
+        copies of its parent's history; else None.
         """
         ...
 

@@ -313,13 +313,13 @@ REASON_KINDS = frozenset(
 """Kinds whose ``data`` has a ``reason`` (the ``reason`` column of `DurableStore.event_rows`)."""
 OUTPUT_KINDS = frozenset({_K.STEP_COMPLETED, _K.CALL_COMPLETED})
 """Kinds whose ``data`` has an ``output`` (the ``output`` column of `DurableStore.event_rows`)."""
-INPUT_KINDS = frozenset({_K.WORKFLOW_STARTED, _K.STEP_RESUMED})
+INPUT_KINDS = frozenset({_K.WORKFLOW_STARTED, _K.STEP_RESUMED, _K.CHILD_ENDED})
 """Kinds whose ``data`` has an ``input`` (the ``input`` column of `DurableStore.event_rows`)."""
 LABEL_KINDS = frozenset({_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED})
 """Kinds whose ``data`` has a call's ``label`` (the ``label`` column of `DurableStore.event_rows`;
 None there when the call has no label)."""
 KEY_KINDS = LABEL_KINDS | {
-    _K.WAIT_TIMED_OUT, _K.STEP_WAITING, _K.STEP_RESUMED, _K.CHILD_STARTED
+    _K.WAIT_TIMED_OUT, _K.STEP_WAITING, _K.STEP_RESUMED, _K.CHILD_STARTED, _K.CHILD_ENDED
 }
 """Kinds whose ``data`` may have a durable call's or wait's ``key`` (the ``key`` column of
 `DurableStore.event_rows`; a step-level wait's `StepWaiting` and `StepResumed` have none)."""

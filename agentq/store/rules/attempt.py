@@ -193,9 +193,11 @@ def _check_wait_key(workflow_id: str, key: str, reason: str, row: CallRow | None
     One exception: a wait still unanswered (state waiting) while its step holds a lease.
     Only a cancellation leaves a wait so (it ends the step, not the wait), so the step runs
     again after `retry_workflow` and asks the same question again: the row is re-opened.
-    With another reason it is another question under the same key, and refused.
+    With another reason it is another question under the same key, and refused. A child
+    run's wait is re-opened too once answered (its `ChildEnded`, while a call of the step
+    awaited the child): the step parks on it and is answered at once.
     """
-    if row is None:
+    if row is None or (row.state is CallState.ANSWERED and child_of(row) is not None):
         return
     where = describe_call(workflow_id, key, "key")
     if row.kind is not CallKind.WAIT:

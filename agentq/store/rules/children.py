@@ -4,9 +4,10 @@ A parent's step attempt starts a child run: in one transaction the child's `Work
 (recording its parent: workflow id, step, wait key) and the parent's `ChildStarted` (the wait
 row ``child:<key>`` whose details name the child). Starting it again (a replay of the step,
 a retry, another process after a crash) appends nothing and returns what is stored, with
-the child's outcome once it has ended. The end of a child answers its parent's wait in the
-transaction that ends it (``agentq.store.rules.tx``); a parent that starts waiting after the
-child ended is answered at once (the ``wait_step`` rule).
+the child's outcome once it has ended (and answers the wait with a `ChildEnded` if a log
+written before the end of a child did so left it waiting). The end of a child answers its
+parent's wait in the transaction that ends it (``agentq.store.rules.tx``); a parent that
+starts waiting after the child ended is answered at once (the ``wait_step`` rule).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from agentq.store.contract.children import (
     child_reason,
     child_workflow_id,
 )
+from agentq.store.contract.rows import CallRow, CallState, WorkflowRow
 from agentq.store.rules.attempt import fenced
 from agentq.store.rules.projection import Rows
 from agentq.store.rules.tx import Draft, Tx, apply_rows, child_outcome, describe_call
@@ -68,7 +70,10 @@ def start_child(
                 "wait; a child run's key needs a wait key of its own"
             )
         child, created = start_workflow(tx, child_id, step_names, input, now, definition)
-        return ChildStart(child, created, row, child_outcome(tx, child_id))
+        answer = child_outcome(tx, child_id)
+        if answer is not None and row.state is CallState.WAITING:
+            row = _mend(tx, wf, row, answer, at)
+        return ChildStart(child, created, row, answer)
     existing, _ = tx.load(child_id, 0, -1)
     if existing is not None:
         raise WorkflowMismatchError(
@@ -96,3 +101,14 @@ def start_child(
     )
     after = apply_rows(tx, Rows(wf, steps, {}), [draft])
     return ChildStart(child, created, after.calls[wait_key], None)
+
+
+def _mend(tx: Tx, wf: WorkflowRow, row: CallRow, answer: dict[str, Any], at: float) -> CallRow:
+    """Answer the wait `row` of a child run that has ended (`answer`, its outcome) and left
+    it waiting: a `ChildEnded` (a log written before the end of a child answered it so)."""
+    _, steps = tx.load(wf.workflow_id, row.step_index, row.step_index)
+    draft = Draft.build(
+        EventKind.CHILD_ENDED, wf.workflow_id, at, {"input": answer, "key": row.key},
+        step=steps[row.step_index],
+    )
+    return apply_rows(tx, Rows(wf, steps, {row.key: row}), [draft]).calls[row.key]

@@ -43,7 +43,8 @@ WorkflowRetried        workflow running again, reason cleared; the steps from ``
                        before keep their outputs
 WorkflowForked         nothing but ``updated_at`` and ``last_seq`` (the lineage is read
                        from the event)
-CallStarted, …         call events change only the call row (see `projection_calls`)
+CallStarted, …         call events change only the call row (see `projection_calls`),
+                       as do `ChildStarted` and `ChildEnded`
 MessageSent            only a message row (see `projection_messages`; a `StepResumed`
                        that delivers a message also consumes its row)
 =====================  =================================================================

@@ -22,6 +22,9 @@ ChildStarted           creates the wait row of a child run (kind wait, key ``chi
                        state waiting, its reason, details {child, definition}; the
                        step's `StepWaiting` on it later re-opens it, its `StepResumed`
                        (the child ended) answers it with the child's outcome
+ChildEnded             wait answered with the child's outcome (the child ended while its
+                       step did not wait on it); a `StepWaiting` of the step on it later
+                       re-opens it (then answered at once by a `StepResumed`)
 =====================  =================================================================
 
 A `StepWaiting` or `StepResumed` without a key (the step-level wait) changes no call row.
@@ -37,6 +40,7 @@ from typing import Any, NamedTuple
 
 from agentq.events import Event, EventKind
 from agentq.outcomes import ErrorInfo
+from agentq.store.contract.children import child_of
 from agentq.store.contract.rows import CallKind, CallRow, CallState
 
 __all__ = ["CALL_KINDS", "Logged", "error_info", "project_call", "touches_calls"]
@@ -44,7 +48,10 @@ __all__ = ["CALL_KINDS", "Logged", "error_info", "project_call", "touches_calls"
 _K = EventKind
 
 CALL_KINDS = frozenset(
-    {_K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED, _K.WAIT_TIMED_OUT, _K.CHILD_STARTED}
+    {
+        _K.CALL_STARTED, _K.CALL_COMPLETED, _K.CALL_FAILED, _K.WAIT_TIMED_OUT, _K.CHILD_STARTED,
+        _K.CHILD_ENDED,
+    }
 )
 """Kinds that concern only a call row (`WaitTimedOut` also moves its step on)."""
 
@@ -144,13 +151,21 @@ def _started(event: Event | Logged, row: CallRow | None, key: str, at: float) ->
     )
 
 
+def _child_answered(row: CallRow) -> bool:
+    """Whether `row` is a child run's wait answered by its `ChildEnded` (its details name
+    the child): the step may still park on it, which re-opens it."""
+    return row.state is CallState.ANSWERED and child_of(row) is not None
+
+
 def _waiting(event: Event | Logged, row: CallRow | None, key: str, at: float) -> CallRow:
     data = event.data
     index = event.step_index if event.step_index is not None else -1
     topic = data.get("topic")
     label = None if topic is None else {"topic": topic}
     if row is not None:
-        if row.kind is not CallKind.WAIT or row.state is not CallState.WAITING:
+        if row.kind is not CallKind.WAIT or (
+            row.state is not CallState.WAITING and not _child_answered(row)
+        ):
             raise ValueError(f"event #{event.seq} waits on key {key!r}, recorded before")
         return replace(  # asked again after a retry: the same wait, re-opened
             row,
@@ -243,9 +258,9 @@ def project_call(event: Event | Logged, calls: Mapping[str, CallRow]) -> Mapping
         )
     elif kind is _K.CALL_COMPLETED or kind is _K.CALL_FAILED:
         row = _ended(event, _existing(event, calls, key, CallKind.CALL), at)
-    elif kind in (_K.STEP_RESUMED, _K.WAIT_TIMED_OUT):
+    elif kind in (_K.STEP_RESUMED, _K.WAIT_TIMED_OUT, _K.CHILD_ENDED):
         wait = _existing(event, calls, key, CallKind.WAIT)
-        answered = kind is _K.STEP_RESUMED
+        answered = kind is not _K.WAIT_TIMED_OUT
         row = replace(
             wait,
             state=CallState.ANSWERED if answered else CallState.TIMED_OUT,

@@ -31,7 +31,14 @@ from agentq.store.contract.children import child_of, outcome, parent_of
 from agentq.store.contract.frozen import quick_init
 from agentq.store.contract.hooks import HookRow, pending_hook
 from agentq.store.contract.messages import MessageRow
-from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store.contract.rows import (
+    CallRow,
+    CallState,
+    StepRow,
+    StepState,
+    WorkflowRow,
+    WorkflowState,
+)
 from agentq.store.contract.schedules import ScheduleRow
 from agentq.store.rules.fence import CallFence, StepLease, check_known
 from agentq.store.rules.projection import TIMED_OUT_REASON, Rows, project
@@ -50,7 +57,6 @@ __all__ = [
     "load_step",
     "timed_out_draft",
 ]
-
 
 
 @quick_init
@@ -352,13 +358,14 @@ def child_outcome(tx: Tx, child_id: str) -> dict[str, Any] | None:
 
 
 def _ended(tx: Tx, wf: WorkflowRow, timed_out: bool) -> None:
-    """A workflow just ended, in this transaction: answer its parent's wait on it (if the
-    parent's step waits on it now), and, if it was cancelled or `timed_out` (failed by its
-    deadline), cancel its open children.
+    """A workflow just ended, in this transaction: answer its open parent's wait on it, and,
+    if it was cancelled or `timed_out` (failed by its deadline), cancel its open children.
 
     The same transaction that ends a child answers its parent, so no crash can lose the
-    wake-up; a parent that does not wait on it yet finds it ended when it does (the
-    ``wait_step`` rule). Each child cancelled ends in turn, so a cancel goes down the tree.
+    wake-up: a `StepResumed` if the parent's step waits on it now, else a `ChildEnded`
+    (a durable call of the running step awaits it; the step is not touched, and a later
+    wait on it is answered at once: the ``wait_step`` rule). Each child cancelled ends in
+    turn, so a cancel goes down the tree.
     """
     if wf.state is WorkflowState.CANCELLED or timed_out:
         why = "timed out (its deadline passed)" if timed_out else "was cancelled"
@@ -383,17 +390,10 @@ def _ended(tx: Tx, wf: WorkflowRow, timed_out: bool) -> None:
         return  # not a child run: a workflow whose id only has a '/'
     pwf, psteps = tx.load(parent_id, row.step_index, row.step_index)
     step = psteps.get(row.step_index)
-    if (
-        pwf is None
-        or pwf.state.closed
-        or step is None
-        or step.state is not StepState.WAITING
-        or step.wait_key != wait_key
-    ):
-        return  # the parent reads the outcome when it waits (or never: it ended)
-    answer = child_outcome(tx, wf.workflow_id)
-    draft = Draft.build(
-        EventKind.STEP_RESUMED, parent_id, wf.updated_at, {"input": answer, "key": wait_key},
-        step=step,
-    )
+    if pwf is None or step is None or row.state is not CallState.WAITING:
+        return  # answered already (a retried child ended again): the first end stands
+    waits = step.state is StepState.WAITING and step.wait_key == wait_key
+    kind = EventKind.STEP_RESUMED if waits else EventKind.CHILD_ENDED  # a call awaits it
+    data = {"input": child_outcome(tx, wf.workflow_id), "key": wait_key}
+    draft = Draft.build(kind, parent_id, wf.updated_at, data, step=step)
     apply_rows(tx, Rows(pwf, psteps, {wait_key: row}), [draft])

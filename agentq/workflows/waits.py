@@ -12,8 +12,9 @@ recorded, so that a later run of the workflow in this engine starts its next att
 it (one body per step at a time), and the engine's close waits for it (`Wakers.drain`): a
 call that started keeps its outcome even when the workflow was cancelled.
 
-Private to `agentq.workflows.driver`; ``until``, ``stop`` and ``finish`` are the small
-asyncio helpers the driver's waits and shutdown are built from.
+Private to `agentq.workflows.driver`; ``until``, ``stop``, ``finish`` and ``committed`` (a
+task no cancel stops: the cancel-safe claims) are the small asyncio helpers the driver's
+waits and shutdown are built from.
 """
 
 from __future__ import annotations

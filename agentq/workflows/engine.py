@@ -355,8 +355,9 @@ class WorkflowEngine(Endings):
         return self._runs.running(workflow_id)
 
     def tables(self) -> dict[str, int]:
-        """How many entries each per-workflow table holds: registrations, runs, deliveries
-        and the driver's (attempts, wake-ups, bodies left running). For tests and leaks."""
+        """How many entries each per-workflow table holds: registrations, rows kept from
+        `start` for the next run, runs, deliveries and the driver's (attempts, wake-ups, bodies
+        left running). For tests and leaks."""
         return {
             "registered": len(self._registry),
             "started": self._registry.kept_started(),

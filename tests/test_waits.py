@@ -1,5 +1,6 @@
 """The run's waits (agentq.workflows.waits): `until` is cut short by a waker and by nothing
-else; an outside cancel always propagates; `finish` runs its work to the end."""
+else; an outside cancel always propagates; `finish` runs its work to the end; `committed` work
+outlives a cancel of its awaiter."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 
 import pytest
 
-from agentq.workflows.waits import finish, until
+from agentq.workflows.waits import committed, finish, until
 
 
 async def test_until_returns_true_when_the_wait_ends() -> None:
@@ -84,3 +85,46 @@ async def test_finish_runs_its_work_to_the_end_then_raises_the_cancel() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert done == ["work"]
+
+
+async def test_committed_work_outlives_a_cancel_of_its_awaiter() -> None:
+    """A cancel of the awaiter waits for the work, then raises at the await; the answer is
+    in the task, and the task itself refuses every cancel."""
+    loop = asyncio.get_running_loop()
+    gate: asyncio.Future[None] = loop.create_future()
+    seen: list[object] = []
+
+    async def work() -> str:
+        await gate
+        return "answer"
+
+    async def caller() -> None:
+        running = committed(work())
+        try:
+            await running
+        except asyncio.CancelledError:
+            seen.append(running.result())
+            raise
+
+    task = asyncio.ensure_future(caller())
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.sleep(0)
+    assert not task.done()  # it waits for the work's answer
+    gate.set_result(None)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert seen == ["answer"]
+    assert task.cancelled()
+
+
+async def test_committed_work_refuses_a_cancel_and_passes_its_error() -> None:
+    async def failing() -> None:
+        await asyncio.sleep(0)
+        raise ValueError("bad")
+
+    running = committed(failing())
+    assert running.cancel() is False
+    with pytest.raises(ValueError, match="bad"):
+        await running

@@ -33,7 +33,7 @@ from agentq.workflows.calls import CallLog, InputRequested
 from agentq.workflows.context import StepContext
 from agentq.workflows.model import StepDef
 from agentq.workflows.renewals import Renewals
-from agentq.workflows.waits import finish, retrieve, stop
+from agentq.workflows.waits import committed, finish, stop
 
 T = TypeVar("T")
 
@@ -355,10 +355,9 @@ async def cancel_safe_claim(
     Raises:
         Whatever `verb` raises; `asyncio.CancelledError` (the lease handed back first).
     """
-    running = asyncio.ensure_future(verb)
-    running.add_done_callback(retrieve)
+    running = committed(verb)  # a cancel of the caller waits for the verb's answer
     try:
-        return await asyncio.shield(running)
+        return await running
     except asyncio.CancelledError:
         await finish(_hand_back_claim(store, clock, running, claim_of))
         raise

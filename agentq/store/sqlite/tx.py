@@ -302,7 +302,7 @@ class SqliteTx(KeptRows):
         if new:
             _INSERT_CALL.execute(self.conn, (row.workflow_id, row.key, *values, row.first_seq))
         else:
-            _UPDATE_CALL.execute(self.conn, (*values, row.first_seq))
+            _UPDATE_CALL.execute(self.conn, (*values, row.workflow_id, row.key))
 
     def load_schedule(self, name: str) -> ScheduleRow | None:
         return sql_schedules.load_schedule(self.conn, DIALECT, name)
@@ -346,8 +346,9 @@ _INSERT_CALL = Sparse(f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_
 _UPDATE_CALL = Sparse(
     "UPDATE calls SET "
     + ", ".join(f"{c.strip()} = ?" for c in CALL_COLUMNS.split(",")[2:-1])
-    + " WHERE first_seq = ?"
+    + " WHERE workflow_id = ? AND call_key = ?"
 )
+"""A call row's update, by its primary key (``first_seq`` never changes)."""
 
 
 def rebuild(tx: SqliteTx) -> None:

@@ -226,21 +226,22 @@ class GroupCommit:
         loop = asyncio.get_running_loop()
         op = Op(fn, read, loop.create_future(), light)
         self._waiting.append(op)
-        if not self._busy:
-            self._busy = True
-            op.signal.set_result(LEAD)
+        lead = not self._busy  # nothing in flight: this caller leads at once
+        self._busy = True
         while True:
-            try:
-                signal = await op.signal
-            except asyncio.CancelledError:
-                self._abandon(op)
-                raise
-            if signal == DONE:
-                ok, value = op.outcome
-                if ok:
-                    return cast(T, value)
-                raise value
-            op.signal = loop.create_future()
+            if not lead:
+                try:
+                    signal = await op.signal
+                except asyncio.CancelledError:
+                    self._abandon(op)
+                    raise
+                if signal == DONE:
+                    ok, value = op.outcome
+                    if ok:
+                        return cast(T, value)
+                    raise value
+                op.signal = loop.create_future()  # told to lead: its outcome comes on this
+            lead = False
             if self._lone < LONE_LEADS and nothing_ready(loop):
                 self._lone += 1  # a yield would resume this caller first: nobody could join
             else:

@@ -337,9 +337,25 @@ def storable_text(text: str) -> str:
     return text
 
 
+_SCAN: Callable[[str, int], tuple[Any, int]] = vars(json.JSONDecoder())["scan_once"]
+"""The C scanner `json.loads` ends in (for a default decoder), called without the Python
+around it (two whitespace regex matches, ~850 ns of the ~1.1 µs of a small value)."""
+
+
 def decode(text: str | None) -> Any:
-    """Decode JSON text written by `encode`; ``None`` decodes to ``None``."""
-    return None if text is None else json.loads(text)
+    """Decode JSON text written by `encode`; ``None`` decodes to ``None``.
+
+    The same value `json.loads` returns: `encode`'s text has no whitespace around its value,
+    so the scanner reads it whole; any other text (whitespace around it, an error) goes
+    through `json.loads`, which raises its usual `json.JSONDecodeError`.
+    """
+    if text is None:
+        return None
+    try:
+        value, end = _SCAN(text, 0)
+    except (StopIteration, ValueError):
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 def copy_json(value: Any) -> Any:

@@ -337,9 +337,20 @@ def storable_text(text: str) -> str:
     return text
 
 
+# The C scanner json.loads ends in, without its Python (~850 of ~1,100 ns a small value).
+_SCAN: Callable[[str, int], tuple[Any, int]] = vars(json.JSONDecoder())["scan_once"]
+
+
 def decode(text: str | None) -> Any:
-    """Decode JSON text written by `encode`; ``None`` decodes to ``None``."""
-    return None if text is None else json.loads(text)
+    """Decode JSON text written by `encode` (as `json.loads`: other text, with whitespace
+    around its value or an error, goes through it); ``None`` decodes to ``None``."""
+    if text is None:
+        return None
+    try:
+        value, end = _SCAN(text, 0)
+    except (StopIteration, ValueError):
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 def copy_json(value: Any) -> Any:

@@ -209,3 +209,24 @@ def test_is_decoded_refuses_what_the_round_trip_would_change() -> None:
     for _ in range(MAX_DEPTH):
         deep = [deep]
     assert is_decoded(deep) and not is_decoded([deep])
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+        max_leaves=20,
+    )
+)
+def test_decode_reads_what_json_loads_reads(value: object) -> None:
+    text = encode(value) if is_decoded(value) else json.dumps(value)
+    assert decode(text) == json.loads(text)
+    for other in (f" {text}", f"{text} ", f"{text}x", text[:-1] or "[", ""):
+        try:
+            expected = json.loads(other)
+        except json.JSONDecodeError as exc:
+            with pytest.raises(json.JSONDecodeError) as raised:
+                decode(other)
+            assert str(raised.value) == str(exc)
+        else:
+            assert decode(other) == expected

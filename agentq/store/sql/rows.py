@@ -10,7 +10,6 @@ which name them alike.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -82,7 +81,7 @@ def step_names(text: str) -> tuple[str, ...]:
     """The ``step_names`` column (JSON) as a tuple; decoded once per distinct text."""
     names = _NAMES.get(text)
     if names is None:
-        names = tuple(json.loads(text))
+        names = tuple(decode(text))
         if len(_NAMES) < 1024:
             _NAMES[text] = names
     return names
@@ -107,7 +106,7 @@ def workflow_row(r: Sequence[Any]) -> WorkflowRow:
 def _error(text: str | None) -> ErrorInfo | None:
     if text is None:
         return None
-    value = json.loads(text)
+    value = decode(text)
     return ErrorInfo(value["type"], value["message"], value["traceback"])
 
 
@@ -122,28 +121,24 @@ def step_row(r: Sequence[Any]) -> StepRow:
         r[5],
         r[6],
         r[7],
-        None if r[8] is None else json.loads(r[8]),
+        decode(r[8]),
         r[9],
         _error(r[10]),
-        None if r[11] is None else json.loads(r[11]),
+        decode(r[11]),
         bool(r[12]),
         r[13],
         r[14],
         r[15],
         r[16],
         r[17],
-        _json(r[18]),
+        decode(r[18]),
         r[19],
     )
 
 
-def _json(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
 def call_row(r: Sequence[Any]) -> CallRow:
     """Build a `CallRow` from a row of `CALL_COLUMNS`."""
-    loads = json.loads  # each JSON column: NULL (None) without a call
+    loads = decode  # each JSON column: NULL (None) without a call
     label, usage, output, error, details = r[8], r[9], r[10], r[12], r[13]
     return CallRow(
         r[0],
@@ -172,7 +167,7 @@ def call_row(r: Sequence[Any]) -> CallRow:
 
 def event_of(r: Sequence[Any]) -> Event:
     """Build an `Event` from a row of `EVENT_TABLE_COLUMNS`."""
-    return Event(r[0], utc(r[1]), _KINDS[r[5]], r[2], r[3], r[4], r[6], r[7], json.loads(r[8]))
+    return Event(r[0], utc(r[1]), _KINDS[r[5]], r[2], r[3], r[4], r[6], r[7], decode(r[8]))
 
 
 def rewrite_projection(execute: Callable[[str], Any], rows: Iterable[Any], tx: Tx) -> None:

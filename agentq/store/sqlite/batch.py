@@ -10,7 +10,9 @@ How a write travels through `SqliteStore` (see ``docs/store.md``):
 - Group commit: verbs that arrive while a transaction is in flight wait (an `Op` each), and the
   first of them leads the next transaction with all of them (a `Batch`), each in its own
   SAVEPOINT (a refused verb is rolled back alone). No background task: the waiting callers
-  take turns leading.
+  take turns leading. A leader lingers a loop turn or more for verbs to join it, unless
+  nothing else is ready to run on the loop (`nothing_ready`): then no verb could join, and it
+  leads at once (at most `LONE_LEADS` times in a row).
 - Cancel safety: a caller cancelled before its verb was taken leaves the queue; once taken,
   the transaction completes and the other callers get their results.
 - Reads run on the same thread, after every write submitted before them: straight onto the
@@ -40,7 +42,16 @@ from agentq.store.sqlite.inline import Inline, checkpoint
 if TYPE_CHECKING:
     import aiosqlite
 
-__all__ = ["DONE", "LEAD", "LINGER_YIELDS", "Batch", "GroupCommit", "Op"]
+__all__ = [
+    "DONE",
+    "LEAD",
+    "LINGER_YIELDS",
+    "LONE_LEADS",
+    "Batch",
+    "GroupCommit",
+    "Op",
+    "nothing_ready",
+]
 
 T = TypeVar("T")
 
@@ -50,6 +61,23 @@ DONE = "done"
 """`Op.signal` result: the op's outcome is in `Op.outcome`."""
 LINGER_YIELDS = 4
 """Most loop turns a leader waits for more verbs before taking the batch (`_linger`)."""
+LONE_LEADS = 16
+"""Most batches in a row a leader takes without a loop turn because nothing else was ready to
+run (`nothing_ready`): then the next leader yields anyway, so that a caller making verb after
+verb still lets the loop poll its I/O and run its timers."""
+
+
+def nothing_ready(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether `loop` has no callback ready to run: a task yielding now (``sleep(0)``) would be
+    the first to run again, before any I/O or timer callback of that loop turn, so nothing
+    could submit a verb meanwhile.
+
+    Reads asyncio's private ``BaseEventLoop._ready`` (the deque of ready handles, there since
+    Python 3.4); a loop without it (uvloop) answers False: the leader yields as before.
+    ``tests/store/test_sqlite_lone.py`` fails loudly if asyncio changes it.
+    """
+    ready = getattr(loop, "_ready", None)
+    return isinstance(ready, deque) and not ready
 
 
 class Op:
@@ -169,6 +197,7 @@ class GroupCommit:
         self._inline = inline
         self._waiting: deque[Op] = deque()
         self._busy = False
+        self._lone = 0  # batches led in a row without a loop turn (`LONE_LEADS`)
 
     @property
     def idle(self) -> bool:
@@ -197,29 +226,36 @@ class GroupCommit:
         loop = asyncio.get_running_loop()
         op = Op(fn, read, loop.create_future(), light)
         self._waiting.append(op)
-        if not self._busy:
-            self._busy = True
-            op.signal.set_result(LEAD)
+        lead = not self._busy  # nothing in flight: this caller leads at once
+        self._busy = True
         while True:
-            try:
-                signal = await op.signal
-            except asyncio.CancelledError:
-                self._abandon(op)
-                raise
-            if signal == DONE:
-                ok, value = op.outcome
-                if ok:
-                    return cast(T, value)
-                raise value
-            op.signal = loop.create_future()
-            try:
-                await self._linger()
-            except asyncio.CancelledError:  # still this caller's turn: withdraw, pass it on
-                with contextlib.suppress(ValueError):
-                    self._waiting.remove(op)
-                self._handoff()
-                raise
-            await self._lead(loop)  # if cancelled here, the batch still completes: see _finish
+            if not lead:
+                try:
+                    signal = await op.signal
+                except asyncio.CancelledError:
+                    self._abandon(op)
+                    raise
+                if signal == DONE:
+                    ok, value = op.outcome
+                    if ok:
+                        return cast(T, value)
+                    raise value
+                op.signal = loop.create_future()  # told to lead: its outcome comes on this
+            lead = False
+            if self._lone < LONE_LEADS and nothing_ready(loop):
+                self._lone += 1  # a yield would resume this caller first: nobody could join
+            else:
+                self._lone = 0
+                try:
+                    await self._linger()
+                except asyncio.CancelledError:  # still this caller's turn: withdraw, pass it on
+                    with contextlib.suppress(ValueError):
+                        self._waiting.remove(op)
+                    self._handoff()
+                    raise
+            batch = self._take()
+            if batch is not None:  # else it ran here, or failed: delivered
+                await self._ship(batch, loop)  # if cancelled, it still completes: _finish
 
     async def _linger(self) -> None:
         """Before leading, yield to the loop while that brings more verbs (at most
@@ -232,21 +268,26 @@ class GroupCommit:
             if len(self._waiting) == waiting:
                 return
 
-    async def _lead(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Take every waiting op and run them as one transaction on the connection thread."""
+    def _take(self) -> Batch | None:
+        """Take every waiting op as the next batch and run it on this (the loop's) thread if
+        `_run_inline` allows, or fail it if the store is closed: then deliver it and return
+        None. Else return it, for `_ship`."""
         ops = [op for op in self._waiting if not op.signal.cancelled()]
         self._waiting.clear()
         for op in ops:
             op.taken = True
         batch = Batch(ops)
-        db = self._connection()
-        if db is None:
+        if self._connection() is None:
             batch.fail(StoreClosedError(f"{self._name()} is closed"))
-            self._finish(batch)
-            return
-        if self._run_inline(batch):
-            self._finish(batch)
-            return
+        elif not self._run_inline(batch):
+            return batch
+        self._finish(batch)
+        return None
+
+    async def _ship(self, batch: Batch, loop: asyncio.AbstractEventLoop) -> None:
+        """Run `batch` as one transaction on the connection's thread; deliver it."""
+        db = self._connection()
+        assert db is not None  # `_take` checked it, and nothing ran since
 
         # Runs on the connection thread, which keeps the last call it ran (this closure)
         # until the next one arrives: a weak reference (the queue holds its store), so that

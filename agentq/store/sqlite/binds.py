@@ -36,8 +36,11 @@ class Sparse:
         self._parts = sql.split("?")
         self._texts: dict[tuple[bool, ...], str] = {}
 
-    def execute(self, conn: sqlite3.Connection, values: Sequence[Any]) -> sqlite3.Cursor:
-        """Run the statement on `conn` with `values` (one per placeholder, in order).
+    def execute(
+        self, conn: sqlite3.Connection | sqlite3.Cursor, values: Sequence[Any]
+    ) -> sqlite3.Cursor:
+        """Run the statement on `conn` (a connection, or a cursor to reuse) with `values`
+        (one per placeholder, in order).
 
         Raises:
             ValueError: `values` has not one value per placeholder.

@@ -273,3 +273,43 @@ CREATE TABLE end_hooks (
 -- claim_hooks: the pending rows, by seq (delivered rows leave the index).
 CREATE INDEX end_hooks_pending ON end_hooks (seq) WHERE delivered_at IS NULL;
 CREATE INDEX end_hooks_by_workflow ON end_hooks (workflow_id, seq);
+
+-- migration 15
+-- The calls projection keyed by (workflow_id, call_key), WITHOUT ROWID: a call verb finds its
+-- row in one b-tree seek and a new key writes one b-tree, where the rowid table (keyed by
+-- first_seq) and its two indexes were three (two WAL frames more a start_call, issue 25).
+-- first_seq stays a column, unique as the seq of the key's first event: DurableStore.calls
+-- orders by it (a workflow's few rows sorted, not read in index order). Copied as it is: the
+-- rows do not change.
+CREATE TABLE calls_by_key_table (
+    first_seq   INTEGER NOT NULL,       -- seq of the key's first event
+    workflow_id TEXT    NOT NULL,
+    call_key    TEXT    NOT NULL,
+    kind        TEXT    NOT NULL,       -- call | wait
+    step_index  INTEGER NOT NULL,
+    state       TEXT    NOT NULL,       -- started completed failed | waiting answered timed_out
+    fingerprint TEXT,
+    lane        TEXT,
+    attempt     INTEGER NOT NULL,
+    label       TEXT,                   -- JSON object
+    usage       TEXT,                   -- JSON object
+    output      TEXT,                   -- JSON (a wait: the input that answered it)
+    reason      TEXT,
+    error       TEXT,                   -- JSON {type, message, traceback}
+    details     TEXT,                   -- JSON object
+    deadline    REAL,
+    started_at  REAL,
+    finished_at REAL,
+    duration    REAL,
+    runs        INTEGER NOT NULL,
+    last_seq    INTEGER NOT NULL,
+    PRIMARY KEY (workflow_id, call_key)
+) WITHOUT ROWID;
+INSERT INTO calls_by_key_table (first_seq, workflow_id, call_key, kind, step_index, state,
+    fingerprint, lane, attempt, label, usage, output, reason, error, details, deadline,
+    started_at, finished_at, duration, runs, last_seq)
+SELECT first_seq, workflow_id, call_key, kind, step_index, state, fingerprint, lane, attempt,
+    label, usage, output, reason, error, details, deadline, started_at, finished_at, duration,
+    runs, last_seq FROM calls;
+DROP TABLE calls;
+ALTER TABLE calls_by_key_table RENAME TO calls;

@@ -261,7 +261,8 @@ class SqliteStore(SqlStore):
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(SqliteTx, *args)`` in the next group-commit transaction; return its result."""
-        await self._connect()
+        if self._db is None:
+            await self._connect()
         return await self._commit.submit(lambda tx: fn(tx, *args), False, fn not in _HEAVY)
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:

@@ -49,9 +49,9 @@ def transact(
     (rules are functions of the transaction's rows and their arguments: running one again
     gives the same result); `savepoints` starts with that run (the batch ran once already).
     """
-    outcomes = None if savepoints else _run(conn, fns, savepoints=False, begun=False)
+    outcomes = None if savepoints else _run(conn, fns, savepoints=False)
     if outcomes is None:
-        outcomes = _run(conn, fns, savepoints=True, begun=False)
+        outcomes = _run(conn, fns, savepoints=True)
         assert outcomes is not None  # with savepoints, a verb is rolled back alone
     return outcomes
 
@@ -67,30 +67,36 @@ def try_transact(
         the write lock (nothing ran), ``"savepoints"`` if a verb raised after writing (rolled
         back: run the batch again with ``transact(conn, fns, savepoints=True)``).
     """
+    cur = conn.cursor()  # one for the batch's own statements and its verbs' (`SqliteTx`)
     try:
-        began = begin(conn, wait=False)
+        began = begin(cur, wait=False)
     except sqlite3.Error as exc:
         return _failed(conn, [], len(fns), exc)
     if not began:
         return "busy"
-    outcomes = _run(conn, fns, savepoints=False, begun=True)
+    outcomes = _run(conn, fns, savepoints=False, begun=cur)
     return "savepoints" if outcomes is None else outcomes
 
 
 def _run(
-    conn: sqlite3.Connection, fns: Sequence[Verb], savepoints: bool, begun: bool
+    conn: sqlite3.Connection,
+    fns: Sequence[Verb],
+    savepoints: bool,
+    begun: sqlite3.Cursor | None = None,
 ) -> list[Outcome] | None:
-    """`transact` with or without a SAVEPOINT per verb, the transaction `begun` already or
-    not; None (rolled back) when, without savepoints, a verb of a batch raised after writing."""
+    """`transact` with or without a SAVEPOINT per verb, the transaction begun already (on
+    the cursor `begun`) or not; None (rolled back) when, without savepoints, a verb of a
+    batch raised after writing. One cursor runs the batch's statements and its verbs'."""
     outcomes: list[Outcome] = []
     single = len(fns) == 1
+    cur = conn.cursor() if begun is None else begun
     try:
-        if not begun:
-            begin(conn)
+        if begun is None:
+            begin(cur)
         for fn in fns:
-            tx = SqliteTx(conn)
+            tx = SqliteTx(conn, cur)
             if savepoints:
-                conn.execute("SAVEPOINT agentq_verb")
+                cur.execute("SAVEPOINT agentq_verb")
             changes = conn.total_changes
             try:
                 value = fn(tx)
@@ -99,7 +105,7 @@ def _run(
                     rollback(conn)
                     return [(False, store_error(exc))]
                 if savepoints:
-                    conn.execute("ROLLBACK TO agentq_verb")
+                    cur.execute("ROLLBACK TO agentq_verb")
                 elif conn.total_changes != changes:
                     rollback(conn)
                     return None
@@ -107,8 +113,8 @@ def _run(
             else:
                 outcomes.append((True, value))
             if savepoints:
-                conn.execute("RELEASE agentq_verb")
-        conn.execute("COMMIT")
+                cur.execute("RELEASE agentq_verb")
+        cur.execute("COMMIT")
         return outcomes
     except BaseException as exc:
         return _failed(conn, outcomes, len(fns), exc)

@@ -72,7 +72,7 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-def begin(conn: sqlite3.Connection, wait: bool = True) -> bool:
+def begin(conn: sqlite3.Connection | sqlite3.Cursor, wait: bool = True) -> bool:
     """``BEGIN IMMEDIATE`` (take the write lock now), retried while the database is busy.
 
     Each try already waits up to the connection's busy timeout; a writer that holds the lock
@@ -119,8 +119,11 @@ class SqliteTx(KeptRows):
 
     kept_dialect = _MESSAGES
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, cur: sqlite3.Cursor | None = None) -> None:
         self.conn: sqlite3.Connection = conn
+        # One cursor for the statements whose rows are read at once (each `execute` resets
+        # the last): a cursor made and freed per statement costs ~1k instructions.
+        self.cur: sqlite3.Cursor = conn.cursor() if cur is None else cur
         # JSON text of the values read in this transaction, by id(value): a row written back
         # unchanged does not encode its (possibly large) output again.
         self._texts: dict[int, tuple[Any, str]] = {}
@@ -132,12 +135,12 @@ class SqliteTx(KeptRows):
     ) -> tuple[WorkflowRow | None, dict[int, StepRow]]:
         wf: WorkflowRow | None = None
         steps: dict[int, StepRow] = {}
-        for r in self.conn.execute(_LOAD, (first, last, workflow_id)):
+        for r in self.cur.execute(_LOAD, (first, last, workflow_id)):
             wf = self._rows(r, wf, steps)
         return wf, steps
 
     def load_fence(self, workflow_id: str, index: int, key: str) -> CallFence | None:
-        r = self.conn.execute(_LOAD_FENCE, (index, key, workflow_id)).fetchone()
+        r = self.cur.execute(_LOAD_FENCE, (index, key, workflow_id)).fetchone()
         if r is None:
             return None
         lease = None if r[3] is None else StepLease(
@@ -185,7 +188,7 @@ class SqliteTx(KeptRows):
         return row
 
     def append(self, draft: Draft) -> int:
-        seq = self.conn.execute(
+        seq = self.cur.execute(
             "INSERT INTO events (at, workflow_id, step_index, step_name, kind, attempt, "
             "worker_id, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -208,12 +211,12 @@ class SqliteTx(KeptRows):
         state = (row.state, row.reason)
         if started_seq is None:
             if self._states.get(row.workflow_id) != state:
-                self.conn.execute(
+                self.cur.execute(
                     "UPDATE workflows SET state = ?, reason = ? WHERE workflow_id = ?",
                     (row.state._value_, row.reason, row.workflow_id),
                 )
         else:
-            self.conn.execute(
+            self.cur.execute(
                 "INSERT INTO workflows (started_seq, workflow_id, state, step_names, input, "
                 "reason, created_at, definition, deadline) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -262,13 +265,13 @@ class SqliteTx(KeptRows):
         )
         if new:
             _INSERT_STEP.execute(
-                self.conn, (row.workflow_id, row.step_index, row.step_name, *values)
+                self.cur, (row.workflow_id, row.step_index, row.step_name, *values)
             )
         else:
-            _UPDATE_STEP.execute(self.conn, (*values, row.workflow_id, row.step_index))
+            _UPDATE_STEP.execute(self.cur, (*values, row.workflow_id, row.step_index))
 
     def load_call(self, workflow_id: str, key: str) -> CallRow | None:
-        r = self.conn.execute(_LOAD_CALL, (workflow_id, key)).fetchone()
+        r = self.cur.execute(_LOAD_CALL, (workflow_id, key)).fetchone()
         return None if r is None else self._call(r)
 
     def load_calls(self, workflow_id: str) -> list[CallRow]:
@@ -300,9 +303,9 @@ class SqliteTx(KeptRows):
             row.last_seq,
         )
         if new:
-            _INSERT_CALL.execute(self.conn, (row.workflow_id, row.key, *values, row.first_seq))
+            _INSERT_CALL.execute(self.cur, (row.workflow_id, row.key, *values, row.first_seq))
         else:
-            _UPDATE_CALL.execute(self.conn, (*values, row.first_seq))
+            _UPDATE_CALL.execute(self.cur, (*values, row.workflow_id, row.key))
 
     def load_schedule(self, name: str) -> ScheduleRow | None:
         return sql_schedules.load_schedule(self.conn, DIALECT, name)
@@ -346,8 +349,9 @@ _INSERT_CALL = Sparse(f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({_marks(CALL_
 _UPDATE_CALL = Sparse(
     "UPDATE calls SET "
     + ", ".join(f"{c.strip()} = ?" for c in CALL_COLUMNS.split(",")[2:-1])
-    + " WHERE first_seq = ?"
+    + " WHERE workflow_id = ? AND call_key = ?"
 )
+"""A call row's update, by its primary key (``first_seq`` never changes)."""
 
 
 def rebuild(tx: SqliteTx) -> None:

@@ -28,8 +28,16 @@ from agentq.retry import RetryPolicy
 __all__ = ["Job", "JobEvent", "JobEventKind"]
 
 
-@dataclass(frozen=True, slots=True, init=False, weakref_slot=True)
-class Job:
+class _Weak:
+    """Jobs are weakly referenced (`agentq.queue.records.Record.first`): the ``__weakref__``
+    slot is inherited, so that `Job` and its `_Draft` add the same slots to the same base
+    (``__class__`` assignment refuses a ``__weakref__`` slot added beside others)."""
+
+    __slots__ = ("__weakref__",)
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Job(_Weak):
     """One call to run at most once per idempotency key.
 
     Args:
@@ -115,8 +123,8 @@ class Job:
     persist: bool = field(default=True, kw_only=True)
     tokens: int | None = field(default=None, kw_only=True)
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         key: str,
         fn: Callable[[], Any],
         priority: Priority = Priority.MEDIUM,
@@ -127,19 +135,37 @@ class Job:
         name: str | None = None,
         persist: bool = True,
         tokens: int | None = None,
-    ) -> None:
-        # Written by hand, through the slots' own setters: the generated __init__ of a frozen
-        # dataclass goes through object.__setattr__ per field, twice as slow (building a Job
-        # is on every push, a cache hit included).
-        _set_key(self, key)
-        _set_fn(self, fn)
-        _set_priority(self, priority)
-        _set_timeout(self, timeout)
-        _set_retry(self, retry)
-        _set_fingerprint(self, fingerprint)
-        _set_name(self, name)
-        _set_persist(self, persist)
-        _set_tokens(self, tokens)
+    ) -> Job:
+        # Built in `__new__`, with no `__init__` (building a Job is on every push, a cache
+        # hit included). A frozen class refuses attribute assignment, so the generated
+        # __init__ goes through object.__setattr__ per field, and even each slot's own
+        # setter is a call with an argument tuple (issue 25: ~3,000 instructions a Job).
+        # A Job is made as a `_Draft` (the same slots, assignable: plain stores), then
+        # given its class: one check that the layouts match instead of nine calls.
+        self: Any
+        if cls is Job:
+            self = _new_draft(_Draft)
+            self.key = key
+            self.fn = fn
+            self.priority = priority
+            self.timeout = timeout
+            self.retry = retry
+            self.fingerprint = fingerprint
+            self.name = name
+            self.persist = persist
+            self.tokens = tokens
+            self.__class__ = Job
+        else:  # a subclass: its layout may differ
+            self = object.__new__(cls)
+            _set_key(self, key)
+            _set_fn(self, fn)
+            _set_priority(self, priority)
+            _set_timeout(self, timeout)
+            _set_retry(self, retry)
+            _set_fingerprint(self, fingerprint)
+            _set_name(self, name)
+            _set_persist(self, persist)
+            _set_tokens(self, tokens)
         # The common job is checked inline (building a Job is on the cache-hit path): an
         # ASCII key, a Priority member, no options, and a plain function or a partial of one
         # binding exactly its positional parameters. Anything else: the full `_validate`.
@@ -165,15 +191,27 @@ class Job:
                         and not fn.keywords  # type: ignore[attr-defined]
                         and not code.co_flags & CO_ASYNC_GENERATOR
                     ):
-                        return
+                        return self  # type: ignore[no-any-return]
             elif kind is FunctionType:
                 code = fn.__code__
                 if (
                     not code.co_argcount
                     or code.co_argcount <= len(fn.__defaults__ or ())
                 ) and not (code.co_kwonlyargcount or code.co_flags & CO_ASYNC_GENERATOR):
-                    return
+                    return self  # type: ignore[no-any-return]
         self._validate()
+        return self  # type: ignore[no-any-return]
+
+    def __getnewargs_ex__(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments `copy` and `pickle` build a copy with (there is no bare `__new__`)."""
+        return (self.key, self.fn, self.priority), {
+            "timeout": self.timeout,
+            "retry": self.retry,
+            "fingerprint": self.fingerprint,
+            "name": self.name,
+            "persist": self.persist,
+            "tokens": self.tokens,
+        }
 
     def _validate(self) -> None:
         validate_key(self.key)
@@ -232,6 +270,10 @@ class Job:
 
 
 _slots: Any = Job.__dict__
+_Draft: Any = type("_JobDraft", (_Weak,), {"__slots__": Job.__slots__})  # Job's layout, assignable
+"""What `Job.__new__` fills in before it becomes a `Job` (``__class__`` assignment checks
+that the two layouts are the same)."""
+_new_draft = object.__new__
 _set_key = _slots["key"].__set__
 _set_fn = _slots["fn"].__set__
 _set_priority = _slots["priority"].__set__

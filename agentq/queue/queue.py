@@ -161,8 +161,13 @@ class Queue(RateVerbs):
         Cancelling a push that waits for room releases its claimed key (its earlier Failed
         state comes back); pushes that joined it meanwhile get `JobLost`.
         """
-        self._enter(job, nested=False)
         dispatch = self._dispatch
+        if (  # `_enter`'s checks, inline for the common push (`_enter` raises the errors)
+            type(job) is not Job
+            or dispatch.closing
+            or asyncio.get_running_loop() is not self._ledger.loop
+        ):
+            self._enter(job, nested=False)
         if self._ledger.store is None:  # an unknown key is the common push: no call
             known = None if self._keys.get(job.key) is None else answer_known(dispatch, job)
         else:

@@ -9,23 +9,27 @@ the kinds that end a job. What a push answers (`Queued`, `InFlight`, `Cached`) a
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import inspect
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from inspect import CO_ASYNC_GENERATOR, CO_VARARGS
-from types import FunctionType, MethodType
+from inspect import CO_ASYNC_GENERATOR
+from types import FunctionType
 from typing import Any
 
 from agentq.keys import MAX_KEY_BYTES, validate_key
 from agentq.outcomes import Outcome
+from agentq.queue.job_checks import (
+    check_no_arguments,
+    check_seconds,
+    is_async_generator,
+    positive_seconds,
+    short_repr,
+)
 from agentq.queue.lanes import Priority, as_priority
 from agentq.retry import RetryPolicy
 
-__all__ = ["Job", "JobEvent", "JobEventKind"]
+__all__ = ["Job", "JobEvent", "JobEventKind", "check_seconds", "short_repr"]
 
 
 class _Weak:
@@ -224,7 +228,7 @@ class Job(_Weak):
             if code.co_kwonlyargcount or (
                 code.co_argcount and code.co_argcount > len(fn.__defaults__ or ())
             ):  # a parameter without a default (``lambda i=i: ...`` has one with)
-                _check_no_arguments(self.key, fn)
+                check_no_arguments(self.key, fn)
         elif kind is functools.partial and type(fn.func) is FunctionType:  # type: ignore[attr-defined]
             code = fn.func.__code__  # type: ignore[attr-defined]
             async_generator = bool(code.co_flags & CO_ASYNC_GENERATOR)
@@ -233,12 +237,12 @@ class Job(_Weak):
                 or code.co_kwonlyargcount
                 or fn.keywords  # type: ignore[attr-defined]
             ):
-                _check_no_arguments(self.key, fn)
+                check_no_arguments(self.key, fn)
         elif not callable(fn):
             raise TypeError(f"job {self.key!r}: fn must be callable, got {fn!r}")
         else:
-            async_generator = _is_async_generator(fn)
-            _check_no_arguments(self.key, fn)
+            async_generator = is_async_generator(fn)
+            check_no_arguments(self.key, fn)
         if async_generator:
             raise TypeError(
                 f"job {self.key!r}: fn is an async generator function ({self.fn!r}), which "
@@ -249,7 +253,7 @@ class Job(_Weak):
             what = f"job {self.key!r}: unknown priority"
             _set_priority(self, as_priority(self.priority, what))
         timeout = self.timeout
-        if timeout is not None and not _positive_seconds(timeout):
+        if timeout is not None and not positive_seconds(timeout):
             raise ValueError(
                 f"job {self.key!r}: timeout must be a positive, finite number of seconds or "
                 f"None, got {timeout!r}"
@@ -283,104 +287,6 @@ _set_fingerprint = _slots["fingerprint"].__set__
 _set_name = _slots["name"].__set__
 _set_persist = _slots["persist"].__set__
 _set_tokens = _slots["tokens"].__set__
-
-
-def _positive_seconds(value: object) -> bool:
-    """Whether `value` is a positive, finite int or float (ints too large for a float: no)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(value) and value > 0
-    except OverflowError:  # an int beyond the float range
-        return False
-
-
-def check_seconds(name: str, value: object) -> None:
-    """Check that `value` is a finite number of seconds >= 0, or None.
-
-    Raises:
-        TypeError: Not a number (bools are not accepted).
-        ValueError: Negative, infinite or NaN; the message names `name`.
-    """
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds or None, got {value!r}")
-    try:
-        valid = math.isfinite(value) and value >= 0
-    except OverflowError:  # an int beyond the float range
-        valid = False
-    if not valid:
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-
-
-def _check_no_arguments(key: str, fn: Callable[..., Any]) -> None:
-    """Raise `TypeError` if ``fn()`` would fail for want (or excess) of arguments.
-
-    Checked when the `Job` is built, so that a wrong callable fails at once, naming the job,
-    instead of failing every attempt when it runs. A callable without a signature (some
-    builtins) is not checked.
-    """
-    if not _needs_arguments(fn):
-        return
-    try:
-        signature = str(inspect.signature(fn))
-    except (TypeError, ValueError):  # a partial binding too many arguments, say
-        signature = "(...)"
-        if type(fn) is functools.partial:
-            with contextlib.suppress(TypeError, ValueError):
-                signature = (
-                    f"{inspect.signature(fn.func)} with {len(fn.args)} positional "
-                    "argument(s) bound"
-                )
-    raise TypeError(
-        f"job {key!r}: fn must be callable with no arguments, but {short_repr(fn, 80)} has "
-        f"the signature {signature}; bind the arguments, e.g. functools.partial(fn, ...) or "
-        "lambda: fn(...)"
-    )
-
-
-def _needs_arguments(fn: Callable[..., Any]) -> bool:
-    """Whether calling `fn` with no arguments fails for its signature (False if unknown)."""
-    func: Any = fn
-    given = 0  # positional arguments already bound
-    if type(fn) is functools.partial and not fn.keywords:
-        func, given = fn.func, len(fn.args)
-    elif type(fn) is MethodType:
-        func, given = fn.__func__, 1
-    if type(func) is FunctionType:  # read the code object: no inspect needed
-        code = func.__code__
-        positional = code.co_argcount
-        if given > positional and not code.co_flags & CO_VARARGS:
-            return True  # too many
-        defaults = func.__defaults__
-        if positional - (len(defaults) if defaults else 0) > given:
-            return True  # a required positional parameter is missing
-        keyword_only = code.co_varnames[positional : positional + code.co_kwonlyargcount]
-        kwdefaults = func.__kwdefaults__ or {}
-        return any(name not in kwdefaults for name in keyword_only)
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):  # no signature available: not checked
-        return False
-    try:
-        signature.bind()
-    except TypeError:
-        return True
-    return False
-
-
-def _is_async_generator(fn: object) -> bool:
-    """Whether calling `fn` returns an async generator (through partials, methods, __call__)."""
-    while type(fn) is functools.partial:
-        fn = fn.func
-    if type(fn) is MethodType:
-        fn = fn.__func__
-    if type(fn) is FunctionType:  # the common case, without inspect's unwrapping
-        return bool(fn.__code__.co_flags & CO_ASYNC_GENERATOR)
-    return inspect.isasyncgenfunction(fn) or inspect.isasyncgenfunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - callable objects
-    )
 
 
 class JobEventKind(StrEnum):
@@ -430,9 +336,3 @@ class JobEvent:
     at: float
     attempt: int | None = None
     outcome: Outcome | None = None
-
-
-def short_repr(value: object, limit: int = 120) -> str:
-    """`repr(value)`, cut to `limit` characters (for error messages)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"

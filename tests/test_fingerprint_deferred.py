@@ -265,3 +265,31 @@ def test_a_queue_answers_every_push_as_it_would_with_every_fingerprint_built(
 
     got, want = asyncio.run(both())
     assert got == want
+
+
+def test_a_kept_part_is_given_again_only_to_the_same_names_over_the_same_reads() -> None:
+    # `defer` answers a function of a kept code with one lookup (issue 25): each check of
+    # `_defer` still holds, against the reads the kept part was taken over.
+    global TARGET
+    shared = Shared()
+    check_all(shared)
+    part = defer(lam(1), shared)
+    assert part is not None and defer(lam(2), shared) is part
+    renamed = lam(1)
+    renamed.__qualname__ = "renamed"
+    other_part = defer(renamed, shared)
+    assert other_part is not part
+    assert other_part is None or other_part.expand((1,)) == fast_fingerprint(renamed, shared)
+    TARGET = "bob"
+    try:
+        fast_fingerprint(lam(1), shared)  # the code's kept reads move to the new object
+        moved = defer(lam(1), shared)
+        assert moved is not None and moved is not part
+        assert moved.expand((1,)) == fast_fingerprint(lam(1), shared)
+    finally:
+        TARGET = "alice"
+    back = defer(lam(3), shared)  # the reads of the first part's objects again
+    assert back is None or back.expand((3,)) == fast_fingerprint(lam(3), shared)
+    with_kw = lam(1)
+    with_kw.__kwdefaults__ = {"x": 1}
+    assert defer(with_kw, shared) is None

@@ -29,7 +29,7 @@ def test_a_job_has_defaults_and_keyword_only_options() -> None:
         Priority.MEDIUM, None, None, None
     )
     with pytest.raises(TypeError):
-        Job("k", work, Priority.HIGH, 5)  # type: ignore[misc]
+        Job("k", work, Priority.HIGH, 5)  # type: ignore[call-arg]
     policy = RetryPolicy(max_attempts=2)
     job = Job("k", work, Priority.LOW, timeout=2, retry=policy, fingerprint="f")
     assert (job.timeout, job.retry, job.fingerprint) == (2, policy, "f")
@@ -268,3 +268,47 @@ def test_a_huge_but_finite_timeout_is_accepted() -> None:
 def test_an_unknown_priority_names_the_allowed_values(priority: object) -> None:
     with pytest.raises(ValueError, match=f"priority {priority!r}: .*'low', 'medium', 'high'"):
         Job("k", work, priority)  # type: ignore[arg-type]
+
+
+def _values(job: Job) -> tuple[object, ...]:
+    return tuple(getattr(job, f.name) for f in dataclasses.fields(job))
+
+
+def test_a_job_built_through_its_draft_is_a_plain_frozen_job() -> None:
+    # `Job.__new__` fills a draft of the same layout, then gives it its class (issue 25).
+    policy = RetryPolicy(max_attempts=2)
+    job = Job("k", work, Priority.HIGH, timeout=2, retry=policy, fingerprint="f", name="n",
+              persist=False, tokens=3)
+    assert type(job) is Job
+    assert _values(job) == ("k", work, Priority.HIGH, 2, policy, "f", "n", False, 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.tokens = 4  # type: ignore[misc]
+    with pytest.raises(TypeError, match="key"):
+        Job()  # type: ignore[call-arg]
+
+
+def test_a_job_copies_pickles_and_replaces_as_a_dataclass() -> None:
+    import copy
+    import pickle
+
+    job = Job("k", functools.partial(work), Priority.LOW, timeout=2, name="n", tokens=3)
+    for twin in (copy.copy(job), copy.deepcopy(job), pickle.loads(pickle.dumps(job))):
+        assert type(twin) is Job
+        assert _values(twin)[2:] == _values(job)[2:]
+        assert twin.fn.func is work  # type: ignore[attr-defined]
+    assert copy.copy(job) == job  # the very same partial: equal
+    changed = dataclasses.replace(job, tokens=5)
+    assert (type(changed), changed.tokens, changed.key, changed.name) == (Job, 5, "k", "n")
+    with pytest.raises(ValueError, match="tokens"):
+        dataclasses.replace(job, tokens=-1)  # checked as any Job
+
+
+async def test_a_subclass_of_job_is_built_and_runs() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True, init=False)
+    class Tagged(Job):
+        pass
+
+    job = Tagged("k", work, timeout=1)
+    assert type(job) is Tagged and (job.key, job.timeout) == ("k", 1)
+    async with Queue() as queue:
+        assert await queue.push_and_wait(job) == "done"

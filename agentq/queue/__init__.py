@@ -25,42 +25,44 @@ each imports only modules that come before it in the list, never one after it.
    asks to wait (``retry_after``); the tokens an output reports.
 12. ``lanes`` - the lane vocabulary users see: `Priority`, `LaneConfig`, `LaneStats`,
    `QueueStats`.
-13. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
-14. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
+13. ``job_checks`` - what building a `Job` checks of its callable and seconds;
+    `short_repr` for messages.
+14. ``jobs`` - `Job` (validated when built), `JobEventKind`, `JobEvent`.
+15. ``outcome_store`` - `JobOutcomeStore`, the protocol a store implements to keep completed
     keys across restarts (`Queue(store=...)`), and `StoredJob`.
-15. ``rate_ledger`` - `RateLedger`, the protocol a store implements to share the lanes'
+16. ``rate_ledger`` - `RateLedger`, the protocol a store implements to share the lanes'
     rate and token budgets and pauses between processes, and `BudgetGrant`.
-16. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, its
+17. ``lane`` - `Lane`: one lane's permits, waiting area, workers and room waiters, its
     budgets and pause, and the states a record goes through in it.
-17. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
+18. ``records`` - `Record`: the bookkeeping of one job (outcome and its waiters, the phase of
     its attempt, interrupts, its waits on other jobs); `CURRENT`, the job a context runs.
-18. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
+19. ``keytable`` - `KeyTable`: the record of every known key, the same-call check, the
     finished keys' expiry and eviction, the runs whose body has not stopped yet, the keys
     whose stored outcome is being read.
-19. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
+20. ``ledger`` - `Ledger`: the state every mechanism shares (keys, lanes, clock, loop,
     subscribers, store) and the transitions of the books: answer a known key (and the
     cache-hit fast path), claim, settle.
-20. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
+21. ``persistence`` - the store rules: read a key's stored outcome before it runs, save an
     output before it settles, forget.
-21. ``threads`` - running a plain callable in a worker thread for a job's body (what it
+22. ``threads`` - running a plain callable in a worker thread for a job's body (what it
     raised comes back as a value; a thread is waited for, never cancelled).
-22. ``attempt`` - what ends an attempt (`failure_of`: the interrupt rules), shared by the
+23. ``attempt`` - what ends an attempt (`failure_of`: the interrupt rules), shared by the
     runner and the lane worker that awaits a plain async job's one attempt itself.
-23. ``runner`` - running one record in the current task: attempts, timeouts, threads,
+24. ``runner`` - running one record in the current task: attempts, timeouts, threads,
     retries (and the lane pause a rate-limit failure asks for), interrupts.
-24. ``budgets`` - `SharedBudgets`: a shared lane's asks to the store (a charge granted
+25. ``budgets`` - `SharedBudgets`: a shared lane's asks to the store (a charge granted
     before a job starts, a pause stored, tokens settled), in tasks of their own.
-25. ``arbitration`` - `Arbiter`: which waiting job of which gated lane gets the next permit
+26. ``arbitration`` - `Arbiter`: which waiting job of which gated lane gets the next permit
     (rate and token budgets, pauses, ``total_permits`` shared by priority with aging).
-26. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
+27. ``dispatch`` - `Dispatcher`: the lane workers; admitting, abandoning, cancelling and
     taking records.
-27. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
-28. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
+28. ``nesting`` - waiting for room, and jobs waiting for jobs: the deadlock rules.
+29. ``handles`` - `JobHandle` and what a push answers: `Queued`, `InFlight`, `Cached`
     (`answer`, for a known key).
-29. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
-30. ``rate_verbs`` - `RateVerbs`, `Queue`'s base: the verbs of the lanes' budgets and
+30. ``shutdown`` - `Shutdown` and `CloseReport`: closing, draining, abandoning.
+31. ``rate_verbs`` - `RateVerbs`, `Queue`'s base: the verbs of the lanes' budgets and
     pauses (``share_budgets``, ``settle_tokens``, ``resume_lane``).
-31. ``queue`` - `Queue`, the public face: small methods over the modules above.
+32. ``queue`` - `Queue`, the public face: small methods over the modules above.
 
 ``docs/queue-internals.md`` follows one push through these modules.
 """

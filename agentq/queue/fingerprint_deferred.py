@@ -44,13 +44,24 @@ class Deferred:
     """The part of a fast fingerprint shared by the functions of one code object (all but
     the defaults), kept per queue in its `Shared` table."""
 
-    __slots__ = ("code", "module", "qualname", "reads")
+    __slots__ = ("code", "last", "module", "qualname", "reads")
 
-    def __init__(self, code: CodeType, module: str, qualname: str, reads: tuple[Any, ...]) -> None:
+    def __init__(
+        self,
+        code: CodeType,
+        module: str,
+        qualname: str,
+        reads: tuple[Any, ...],
+        last: tuple[Any, ...] | None = None,
+    ) -> None:
         self.code = code
         self.module = module
         self.qualname = qualname
         self.reads = reads
+        # The `Shared.last` entry `reads` was checked against (None: the code reads no
+        # value): a later function of the code whose reads are the same objects as this
+        # entry's gets this very part, with one lookup (`defer`).
+        self.last = last
 
     def expand(self, defaults: tuple[Any, ...] | None) -> tuple[Any, ...]:
         """The fast fingerprint of a function of this part with `defaults` (its
@@ -73,12 +84,36 @@ def defer(fn: FunctionType, shared: Shared) -> Deferred | None:
         fn: A plain function (``type(fn) is FunctionType``).
         shared: The queue's table of kept parts (the `Deferred` parts are kept there too).
     """
+    # The common push: a function of a code whose part is kept, with the same names, over
+    # the same reads (this runs on every push of a ``lambda i=i: work(i)``).
+    code = fn.__code__
+    kept = shared.deferred.get(id(code))
+    if (
+        kept is not None
+        and kept.code is code
+        and fn.__closure__ is None
+        and not fn.__kwdefaults__
+        and fn.__module__ is kept.module
+        and fn.__qualname__ is kept.qualname
+    ):
+        last = kept.last
+        if last is None:  # the code reads no value
+            if not fn.__defaults__:
+                return kept  # type: ignore[no-any-return]
+        elif last[1] is fn.__globals__ and same_reads(last, fn.__defaults__) is kept.reads:
+            return kept  # type: ignore[no-any-return]
+    return _defer(fn, shared)
+
+
+def _defer(fn: FunctionType, shared: Shared) -> Deferred | None:
+    """`defer` without its kept part: found, checked as `fast_fingerprint` checks, and kept."""
     if fn.__kwdefaults__:
         return None
     code = fn.__code__
     defaults = fn.__defaults__
     simple = SIMPLE.get(id(code))
     reads: tuple[Any, ...] | None
+    last: tuple[Any, ...] | None = None
     if simple is not None and simple[0] is code and not defaults:  # reads no value at all
         reads = ()
     elif fn.__closure__ is None:
@@ -97,11 +132,12 @@ def defer(fn: FunctionType, shared: Shared) -> Deferred | None:
         kept is not None
         and kept.code is code
         and kept.reads is reads
+        and kept.last is last
         and kept.module is module
         and kept.qualname is qualname
     ):
         return kept  # type: ignore[no-any-return]
-    made = Deferred(code, module, qualname, reads)
+    made = Deferred(code, module, qualname, reads, last)
     shared.keep_deferred(code, made)
     return made
 

@@ -38,6 +38,7 @@ __all__ = [
     "answer",
     "answer_known",
     "output_of",
+    "queued",
 ]
 
 
@@ -147,6 +148,19 @@ class Queued:
 
 
 _set_handle: Any = Queued.__dict__["handle"].__set__
+_new: Any = object.__new__
+
+
+def queued(dispatch: Dispatcher, record: Record, job: Job) -> Queued:
+    """``Queued(JobHandle(dispatch, record, job))``, what a push that admitted `job` answers,
+    built without the two classes' ``__init__`` calls (one per job pushed; issue 25)."""
+    handle = _new(JobHandle)
+    handle._dispatch = dispatch
+    handle._record = record
+    handle._job = job
+    accepted = _new(Queued)
+    _set_handle(accepted, handle)
+    return accepted  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,27 +9,39 @@ the kinds that end a job. What a push answers (`Queued`, `InFlight`, `Cached`) a
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import inspect
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from inspect import CO_ASYNC_GENERATOR, CO_VARARGS
-from types import FunctionType, MethodType
+from inspect import CO_ASYNC_GENERATOR
+from types import FunctionType
 from typing import Any
 
 from agentq.keys import MAX_KEY_BYTES, validate_key
 from agentq.outcomes import Outcome
+from agentq.queue.job_checks import (
+    check_no_arguments,
+    check_seconds,
+    is_async_generator,
+    positive_seconds,
+    short_repr,
+)
 from agentq.queue.lanes import Priority, as_priority
 from agentq.retry import RetryPolicy
 
-__all__ = ["Job", "JobEvent", "JobEventKind"]
+__all__ = ["Job", "JobEvent", "JobEventKind", "check_seconds", "short_repr"]
 
 
-@dataclass(frozen=True, slots=True, init=False, weakref_slot=True)
-class Job:
+class _Weak:
+    """Jobs are weakly referenced (`agentq.queue.records.Record.first`): the ``__weakref__``
+    slot is inherited, so that `Job` and its `_Draft` add the same slots to the same base
+    (``__class__`` assignment refuses a ``__weakref__`` slot added beside others)."""
+
+    __slots__ = ("__weakref__",)
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Job(_Weak):
     """One call to run at most once per idempotency key.
 
     Args:
@@ -115,8 +127,8 @@ class Job:
     persist: bool = field(default=True, kw_only=True)
     tokens: int | None = field(default=None, kw_only=True)
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         key: str,
         fn: Callable[[], Any],
         priority: Priority = Priority.MEDIUM,
@@ -127,19 +139,37 @@ class Job:
         name: str | None = None,
         persist: bool = True,
         tokens: int | None = None,
-    ) -> None:
-        # Written by hand, through the slots' own setters: the generated __init__ of a frozen
-        # dataclass goes through object.__setattr__ per field, twice as slow (building a Job
-        # is on every push, a cache hit included).
-        _set_key(self, key)
-        _set_fn(self, fn)
-        _set_priority(self, priority)
-        _set_timeout(self, timeout)
-        _set_retry(self, retry)
-        _set_fingerprint(self, fingerprint)
-        _set_name(self, name)
-        _set_persist(self, persist)
-        _set_tokens(self, tokens)
+    ) -> Job:
+        # Built in `__new__`, with no `__init__` (building a Job is on every push, a cache
+        # hit included). A frozen class refuses attribute assignment, so the generated
+        # __init__ goes through object.__setattr__ per field, and even each slot's own
+        # setter is a call with an argument tuple (issue 25: ~3,000 instructions a Job).
+        # A Job is made as a `_Draft` (the same slots, assignable: plain stores), then
+        # given its class: one check that the layouts match instead of nine calls.
+        self: Any
+        if cls is Job:
+            self = _new_draft(_Draft)
+            self.key = key
+            self.fn = fn
+            self.priority = priority
+            self.timeout = timeout
+            self.retry = retry
+            self.fingerprint = fingerprint
+            self.name = name
+            self.persist = persist
+            self.tokens = tokens
+            self.__class__ = Job
+        else:  # a subclass: its layout may differ
+            self = object.__new__(cls)
+            _set_key(self, key)
+            _set_fn(self, fn)
+            _set_priority(self, priority)
+            _set_timeout(self, timeout)
+            _set_retry(self, retry)
+            _set_fingerprint(self, fingerprint)
+            _set_name(self, name)
+            _set_persist(self, persist)
+            _set_tokens(self, tokens)
         # The common job is checked inline (building a Job is on the cache-hit path): an
         # ASCII key, a Priority member, no options, and a plain function or a partial of one
         # binding exactly its positional parameters. Anything else: the full `_validate`.
@@ -165,15 +195,27 @@ class Job:
                         and not fn.keywords  # type: ignore[attr-defined]
                         and not code.co_flags & CO_ASYNC_GENERATOR
                     ):
-                        return
+                        return self  # type: ignore[no-any-return]
             elif kind is FunctionType:
                 code = fn.__code__
                 if (
                     not code.co_argcount
                     or code.co_argcount <= len(fn.__defaults__ or ())
                 ) and not (code.co_kwonlyargcount or code.co_flags & CO_ASYNC_GENERATOR):
-                    return
+                    return self  # type: ignore[no-any-return]
         self._validate()
+        return self  # type: ignore[no-any-return]
+
+    def __getnewargs_ex__(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments `copy` and `pickle` build a copy with (there is no bare `__new__`)."""
+        return (self.key, self.fn, self.priority), {
+            "timeout": self.timeout,
+            "retry": self.retry,
+            "fingerprint": self.fingerprint,
+            "name": self.name,
+            "persist": self.persist,
+            "tokens": self.tokens,
+        }
 
     def _validate(self) -> None:
         validate_key(self.key)
@@ -186,7 +228,7 @@ class Job:
             if code.co_kwonlyargcount or (
                 code.co_argcount and code.co_argcount > len(fn.__defaults__ or ())
             ):  # a parameter without a default (``lambda i=i: ...`` has one with)
-                _check_no_arguments(self.key, fn)
+                check_no_arguments(self.key, fn)
         elif kind is functools.partial and type(fn.func) is FunctionType:  # type: ignore[attr-defined]
             code = fn.func.__code__  # type: ignore[attr-defined]
             async_generator = bool(code.co_flags & CO_ASYNC_GENERATOR)
@@ -195,12 +237,12 @@ class Job:
                 or code.co_kwonlyargcount
                 or fn.keywords  # type: ignore[attr-defined]
             ):
-                _check_no_arguments(self.key, fn)
+                check_no_arguments(self.key, fn)
         elif not callable(fn):
             raise TypeError(f"job {self.key!r}: fn must be callable, got {fn!r}")
         else:
-            async_generator = _is_async_generator(fn)
-            _check_no_arguments(self.key, fn)
+            async_generator = is_async_generator(fn)
+            check_no_arguments(self.key, fn)
         if async_generator:
             raise TypeError(
                 f"job {self.key!r}: fn is an async generator function ({self.fn!r}), which "
@@ -211,7 +253,7 @@ class Job:
             what = f"job {self.key!r}: unknown priority"
             _set_priority(self, as_priority(self.priority, what))
         timeout = self.timeout
-        if timeout is not None and not _positive_seconds(timeout):
+        if timeout is not None and not positive_seconds(timeout):
             raise ValueError(
                 f"job {self.key!r}: timeout must be a positive, finite number of seconds or "
                 f"None, got {timeout!r}"
@@ -232,6 +274,10 @@ class Job:
 
 
 _slots: Any = Job.__dict__
+_Draft: Any = type("_JobDraft", (_Weak,), {"__slots__": Job.__slots__})  # Job's layout, assignable
+"""What `Job.__new__` fills in before it becomes a `Job` (``__class__`` assignment checks
+that the two layouts are the same)."""
+_new_draft = object.__new__
 _set_key = _slots["key"].__set__
 _set_fn = _slots["fn"].__set__
 _set_priority = _slots["priority"].__set__
@@ -241,104 +287,6 @@ _set_fingerprint = _slots["fingerprint"].__set__
 _set_name = _slots["name"].__set__
 _set_persist = _slots["persist"].__set__
 _set_tokens = _slots["tokens"].__set__
-
-
-def _positive_seconds(value: object) -> bool:
-    """Whether `value` is a positive, finite int or float (ints too large for a float: no)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(value) and value > 0
-    except OverflowError:  # an int beyond the float range
-        return False
-
-
-def check_seconds(name: str, value: object) -> None:
-    """Check that `value` is a finite number of seconds >= 0, or None.
-
-    Raises:
-        TypeError: Not a number (bools are not accepted).
-        ValueError: Negative, infinite or NaN; the message names `name`.
-    """
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds or None, got {value!r}")
-    try:
-        valid = math.isfinite(value) and value >= 0
-    except OverflowError:  # an int beyond the float range
-        valid = False
-    if not valid:
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-
-
-def _check_no_arguments(key: str, fn: Callable[..., Any]) -> None:
-    """Raise `TypeError` if ``fn()`` would fail for want (or excess) of arguments.
-
-    Checked when the `Job` is built, so that a wrong callable fails at once, naming the job,
-    instead of failing every attempt when it runs. A callable without a signature (some
-    builtins) is not checked.
-    """
-    if not _needs_arguments(fn):
-        return
-    try:
-        signature = str(inspect.signature(fn))
-    except (TypeError, ValueError):  # a partial binding too many arguments, say
-        signature = "(...)"
-        if type(fn) is functools.partial:
-            with contextlib.suppress(TypeError, ValueError):
-                signature = (
-                    f"{inspect.signature(fn.func)} with {len(fn.args)} positional "
-                    "argument(s) bound"
-                )
-    raise TypeError(
-        f"job {key!r}: fn must be callable with no arguments, but {short_repr(fn, 80)} has "
-        f"the signature {signature}; bind the arguments, e.g. functools.partial(fn, ...) or "
-        "lambda: fn(...)"
-    )
-
-
-def _needs_arguments(fn: Callable[..., Any]) -> bool:
-    """Whether calling `fn` with no arguments fails for its signature (False if unknown)."""
-    func: Any = fn
-    given = 0  # positional arguments already bound
-    if type(fn) is functools.partial and not fn.keywords:
-        func, given = fn.func, len(fn.args)
-    elif type(fn) is MethodType:
-        func, given = fn.__func__, 1
-    if type(func) is FunctionType:  # read the code object: no inspect needed
-        code = func.__code__
-        positional = code.co_argcount
-        if given > positional and not code.co_flags & CO_VARARGS:
-            return True  # too many
-        defaults = func.__defaults__
-        if positional - (len(defaults) if defaults else 0) > given:
-            return True  # a required positional parameter is missing
-        keyword_only = code.co_varnames[positional : positional + code.co_kwonlyargcount]
-        kwdefaults = func.__kwdefaults__ or {}
-        return any(name not in kwdefaults for name in keyword_only)
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):  # no signature available: not checked
-        return False
-    try:
-        signature.bind()
-    except TypeError:
-        return True
-    return False
-
-
-def _is_async_generator(fn: object) -> bool:
-    """Whether calling `fn` returns an async generator (through partials, methods, __call__)."""
-    while type(fn) is functools.partial:
-        fn = fn.func
-    if type(fn) is MethodType:
-        fn = fn.__func__
-    if type(fn) is FunctionType:  # the common case, without inspect's unwrapping
-        return bool(fn.__code__.co_flags & CO_ASYNC_GENERATOR)
-    return inspect.isasyncgenfunction(fn) or inspect.isasyncgenfunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - callable objects
-    )
 
 
 class JobEventKind(StrEnum):
@@ -388,9 +336,3 @@ class JobEvent:
     at: float
     attempt: int | None = None
     outcome: Outcome | None = None
-
-
-def short_repr(value: object, limit: int = 120) -> str:
-    """`repr(value)`, cut to `limit` characters (for error messages)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"

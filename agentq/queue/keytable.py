@@ -111,37 +111,32 @@ class KeyTable:
         its output (`Record.stored_fp`), for a ``persist=True`` job: the stored form
         describes the same call as the in-memory one (finding F8).
         """
-        rec = self._claim(owner, job, lane)
-        if self.stores and job.persist:
-            rec.stored_fp = stored_fingerprint(job.fn, job.fingerprint)
-        return rec
-
-    def _claim(self, owner: object, job: Job, lane: Lane[Record]) -> Record:
-        """`claim` without the stored fingerprint."""
+        # One function (no helper call): this runs once per job that must run.
         key = job.key
         fp = job.fingerprint
         records = self._records
+        deferred = False
         if fp is None:
             fn = job.fn
             kind = type(fn)
             if kind is FunctionType or kind is functools.partial:
                 # Kept unbuilt until a comparison needs it (`fingerprint_deferred`).
-                part: Deferred | DeferredPartial | None
                 call: Any = fn
                 if kind is FunctionType:
-                    part, args = defer(call, self._shared), call.__defaults__
+                    fp, args = defer(call, self._shared), call.__defaults__
                 else:
-                    part, args = defer_partial(call, self._shared), call.args
-                if part is not None:
-                    rec = Record(owner, job, lane, records.get(key), part)
-                    rec.fp_args = args
-                    records[key] = rec
-                    return rec
-            fp = fast_fingerprint(fn, self._shared)
+                    fp, args = defer_partial(call, self._shared), call.args
+                deferred = fp is not None
             if fp is None:
-                fp = derive_fingerprint(fn)
+                fp = fast_fingerprint(fn, self._shared)
+                if fp is None:
+                    fp = derive_fingerprint(fn)
         rec = Record(owner, job, lane, records.get(key), fp)
+        if deferred:
+            rec.fp_args = args
         records[key] = rec
+        if self.stores and job.persist:
+            rec.stored_fp = stored_fingerprint(job.fn, job.fingerprint)
         return rec
 
     @staticmethod

@@ -47,6 +47,12 @@ HIT_CACHED = 1
 HIT_JOINED = 2
 
 
+# Read once per job by `Ledger.settle`: a module global is a cheap load, an enum member
+# an attribute of its class (not specialised by the interpreter).
+_COMPLETED = JobEventKind.COMPLETED
+_FAILED = JobEventKind.FAILED
+
+
 def cancelled_outcome(message: str, exc: BaseException | None = None) -> Failed:
     """A `Failed(cancelled)`; with `exc` (a CancelledError) its traceback is kept as text."""
     if exc is not None:
@@ -270,14 +276,14 @@ class Ledger:
         lane = rec.lane
         if type(outcome) is Completed:
             lane.completed += 1
-            kind = JobEventKind.COMPLETED
+            kind = _COMPLETED
         else:
             lane.failed += 1
-            kind = JobEventKind.FAILED
+            kind = _FAILED
         keys = self.keys
         if keys.limited:
             keys.remember(rec)
-        if kind is JobEventKind.FAILED and rec.in_body:
+        if kind is _FAILED and rec.in_body:
             keys.add_unstopped(rec)  # until its body stops: the key's next run waits
         rec.resolve(outcome)  # as `resolve`, inline: once per job
         if self.subscribers:

@@ -19,7 +19,7 @@ from agentq.outcomes import Completed, State
 from agentq.queue import nesting, persistence
 from agentq.queue.arbitration import Arbiter
 from agentq.queue.dispatch import Dispatcher
-from agentq.queue.handles import Accepted, JobHandle, Queued, answer, answer_known, output_of
+from agentq.queue.handles import Accepted, answer, answer_known, output_of, queued
 from agentq.queue.jobs import Job, JobEvent, check_seconds, short_repr
 from agentq.queue.lane import CLAIMED, QUEUED
 from agentq.queue.lanes import LANE_ORDER, LaneConfig, Priority, QueueStats, lane_configs
@@ -161,8 +161,13 @@ class Queue(RateVerbs):
         Cancelling a push that waits for room releases its claimed key (its earlier Failed
         state comes back); pushes that joined it meanwhile get `JobLost`.
         """
-        self._enter(job, nested=False)
         dispatch = self._dispatch
+        if (  # `_enter`'s checks, inline for the common push (`_enter` raises the errors)
+            type(job) is not Job
+            or dispatch.closing
+            or asyncio.get_running_loop() is not self._ledger.loop
+        ):
+            self._enter(job, nested=False)
         if self._ledger.store is None:  # an unknown key is the common push: no call
             known = None if self._keys.get(job.key) is None else answer_known(dispatch, job)
         else:
@@ -172,7 +177,7 @@ class Queue(RateVerbs):
         rec = nesting.claim_and_admit(dispatch, job)
         if rec.state == CLAIMED:  # the lane is full: wait for room
             await nesting.wait_for_room(dispatch, rec)
-        return Queued(JobHandle(dispatch, rec, job))
+        return queued(dispatch, rec, job)
 
     def push_nowait(self, job: Job) -> Accepted:
         """Submit `job` without waiting; must be called on the queue's loop.
@@ -203,7 +208,7 @@ class Queue(RateVerbs):
         if job.persist and self._ledger.store is not None:
             rec.unread = True
         self._dispatch.admit(rec)
-        return Queued(JobHandle(self._dispatch, rec, job))
+        return queued(self._dispatch, rec, job)
 
     async def push_and_wait(self, job: Job) -> Any:
         """Submit `job` and return its output (cached, joined or freshly run).

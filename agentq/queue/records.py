@@ -42,9 +42,13 @@ class Record:
     # instance (in its ``__dict__``, made on the first such write) only by the jobs that
     # need them: a record is smaller, and the garbage collector, which visits every slot
     # of every live record, has fewer to visit (issue 25).
+    # Read on every job's path, so slots too (an attribute of the class read through an
+    # instance is not specialised by the interpreter: a generic lookup each time):
+    # `cancels`, `prev`, `stop_waiters`, `trace`, `unread`.
     __slots__ = (
         "__dict__",
         "attempt",
+        "cancels",
         "first",
         "fp",
         "fp_args",
@@ -55,30 +59,27 @@ class Record:
         "outcome",
         "owner",
         "phase",
+        "prev",
         "root",
         "state",
+        "stop_waiters",
         "task",
+        "trace",
+        "unread",
         "waiters",
     )
 
     fp_args: tuple[Any, ...] | None  # a slot, set with a `Deferred` fingerprint only
-    prev: Record | None = None
-    cancels: int = 0
     pending: Failed | None = None
     retried: int = 0
     finished_at: float = 0.0
     waiting_on: list[Record] | None = None
     blocked: list[Lane[Record]] | None = None
     lend: asyncio.Lock | None = None
-    stop_waiters: list[asyncio.Future[None]] | None = None
     stored_fp: str | None = None
     """The call's stored fingerprint, taken at the claim with a store (`KeyTable.claim`)."""
-    unread: bool = False
-    """Claimed without reading the queue's store (push_nowait): read it before running."""
     admitted_at: float = 0.0
     """Clock time it entered a gated lane's waiting area (the arbiter's aging), else 0.0."""
-    trace: Any = None
-    """The OpenTelemetry context of the push (the job's span starts under it), or None."""
 
     def __init__(
         self, owner: object, job: Job, lane: Lane[Record], prev: Record | None, fp: Any
@@ -94,8 +95,7 @@ class Record:
         self.key = job.key
         self.name = job.name
         self.lane = lane
-        if prev is not None:
-            self.prev = prev
+        self.prev: Record | None = prev
         self.state = CLAIMED
         self.outcome: Outcome | None = None
         self.waiters: list[asyncio.Future[Outcome]] | None = None
@@ -106,9 +106,12 @@ class Record:
         # part, with the function's defaults in `fp_args` (`KeyTable.fingerprint` builds it).
         self.fp = fp
         self.root: Record = self
-        trace = capture()
-        if trace is not None:
-            self.trace = trace
+        # The OpenTelemetry context of the push (the job's span starts under it), or None.
+        self.trace: Any = capture()
+        # Claimed without reading the queue's store (push_nowait): read it before running.
+        self.unread = False
+        self.cancels = 0
+        self.stop_waiters: list[asyncio.Future[None]] | None = None
 
     # ------------------------------------------------------------ outcome
 

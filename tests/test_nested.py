@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 
 import pytest
 from queue_helpers import BOUND, Gate, until
@@ -15,6 +16,7 @@ from agentq.queue.handles import Queued
 from agentq.queue.jobs import Job
 from agentq.queue.lanes import LaneConfig, Priority
 from agentq.queue.queue import Queue
+from agentq.queue.records import Record
 
 TIGHT = {Priority.HIGH: LaneConfig(capacity=1, permits=1)}
 
@@ -350,3 +352,36 @@ async def test_a_timed_out_body_pushing_its_own_key_into_another_lane_is_refused
             await first.handle.stopped()
         state = queue.state("k")
         assert isinstance(state, Failed) and isinstance(state.exception, DeadlockError)
+
+
+async def test_jobs_run_on_lane_workers_and_inline_leave_no_reference_cycle() -> None:
+    """Session 10: a record named itself as its root (the permit it runs on), a reference
+    cycle that only the garbage collector frees: every job run on a lane worker (a durable
+    agent's model requests, its steps) outlived its use until a collection, and piled up in
+    the oldest generation. A root record now names none; one run inline names its root."""
+    async def child() -> int:
+        return 1
+
+    async def inline() -> int:
+        return 2
+
+    async def parent() -> int:
+        other = await queue.push_and_wait(Job("child", child, Priority.HIGH))  # a worker
+        same = await queue.push_and_wait(Job("inline", inline))  # inline, on parent's permit
+        return int(other) + int(same)
+
+    gc.collect()
+    gc.disable()
+    try:
+        async with Queue() as queue:
+            assert await queue.push_and_wait(Job("parent", parent)) == 3
+            for key in ("parent", "child", "inline"):
+                assert await queue.forget(key)
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            cyclic = [o for o in gc.garbage if type(o) is Record]
+            gc.garbage.clear()
+    finally:
+        gc.set_debug(0)
+        gc.enable()
+    assert cyclic == []

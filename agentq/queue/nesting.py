@@ -75,7 +75,7 @@ async def wait_for_room(dispatch: Dispatcher, rec: Record) -> None:
     parent = CURRENT.get()
     root = None
     if parent is not None and parent.owner is ledger and parent.in_body:
-        root = parent.root
+        root = parent.root or parent
         root.block(lane)
         if _stuck(ledger.lanes.values(), lane):
             root.unblock(lane)
@@ -140,7 +140,7 @@ async def push_and_wait(dispatch: Dispatcher, job: Job, parent: Record) -> Outco
         assert rec is not None
         return await join(dispatch, rec, parent)
     target = ledger.lanes[job.priority]
-    root = parent.root
+    root = parent.root or parent
     if target is not root.lane and not _would_block_forever(ledger.lanes.values(), target, root):
         return await _through_lane(dispatch, job, parent)
     rec = ledger.claim(job)
@@ -178,7 +178,7 @@ async def _through_lane(dispatch: Dispatcher, job: Job, parent: Record) -> Outco
     """A nested call into another lane: admitted there, run on one of its permits."""
     rec = await enqueue(dispatch, job)
     lane = rec.lane
-    root = parent.root
+    root = parent.root or parent
     root.block(lane)
     parent.wait_on(rec)
     try:
@@ -230,7 +230,7 @@ async def _run_inline(dispatch: Dispatcher, rec: Record, parent: Record) -> None
         async with parent.lend_lock():
             if rec.outcome is None and (rec.state == CLAIMED or rec.state == QUEUED):
                 dispatch.take(rec)
-                rec.root = parent.root
+                rec.root = parent.root or parent
                 task = asyncio.current_task()
                 assert task is not None
                 await run_record(dispatch.ledger, rec, task)

@@ -105,7 +105,10 @@ class Record:
         # The fingerprint of the call, taken when the key was claimed; or its `Deferred`
         # part, with the function's defaults in `fp_args` (`KeyTable.fingerprint` builds it).
         self.fp = fp
-        self.root: Record = self
+        # The record holding the permit this one runs on, when it runs inline on another's
+        # (`nesting`); None: its own (a record naming itself would be a reference cycle,
+        # freed only by the garbage collector: one a job that ran on a lane worker).
+        self.root: Record | None = None
         # The OpenTelemetry context of the push (the job's span starts under it), or None.
         self.trace: Any = capture()
         # Claimed without reading the queue's store (push_nowait): read it before running.

@@ -25,7 +25,7 @@ from agentq.codec import copy_json, decode, encode, is_decoded
 from agentq.errors import AgentqError, JobFailed, JobLost, PayloadError
 from agentq.keys import call_queue_key
 from agentq.outcomes import ErrorInfo, Failed, FailureReason, Pending
-from agentq.queue import Job, Queue, usage_tokens
+from agentq.queue import Job, Queue, rekeyed, usage_tokens
 from agentq.store import CallRow, DurableStore, Execution
 
 __all__ = ["CallRunner", "Usage", "call_queue_key", "json_object"]
@@ -168,17 +168,7 @@ class CallRunner:
         self._inner[key] = (task, queue_key)
         try:
             output = await self._queue.push_and_wait(
-                Job(
-                    queue_key,
-                    job.fn,
-                    job.priority,
-                    timeout=job.timeout,
-                    retry=job.retry,
-                    fingerprint=fingerprint if job.fingerprint is None else job.fingerprint,
-                    name=job.name,
-                    persist=False,
-                    tokens=job.tokens,
-                )
+                rekeyed(job, queue_key, fingerprint if job.fingerprint is None else job.fingerprint)
             )
         except asyncio.CancelledError:
             failure = Failed(

@@ -12,7 +12,6 @@ import datetime
 import enum
 import hashlib
 import json
-from collections.abc import AsyncIterable, AsyncIterator
 from functools import partial
 from typing import Any
 
@@ -20,14 +19,7 @@ import pytest
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.durable_exec import JSON_CODEC, BaseDurabilityCapability, CallToolResult
 from pydantic_ai.durable_exec._toolset import guard_run_context, wrap_tool_call_result
-from pydantic_ai.messages import (
-    AgentStreamEvent,
-    ModelMessage,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
@@ -36,7 +28,6 @@ from agentq import MemoryStore, Queue, RunStatus, WorkflowEngine
 from agentq.integrations.pydantic_ai import AgentqDurability, DurableAgent
 from agentq.integrations.pydantic_ai._journal import args_digest
 from agentq.integrations.pydantic_ai._units import Live, LiveCodec, guarded
-from agentq.queue import Priority
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -242,44 +233,6 @@ async def test_a_run_recorded_with_pydantic_ais_own_codec_resumes_under_this_one
             if r.key in recorded} == recorded  # answered from the log, not run again
     assert contents(done.messages) == contents(await durable.messages("old"))
     assert contents(done.messages)["give_point"] == {"x": 1}
-
-
-async def test_the_capability_hands_a_runs_events_on_as_they_come() -> None:
-    """`AgentqDurability` has no event handler of its own (a run's handler and listeners are
-    the run's): it hands the node's event stream on as it comes, with no wrapper, and a run's
-    handler sees the same events with the capability as without it."""
-    cap: AgentqDurability[None] = AgentqDurability(
-        name="events", model_priority=Priority.HIGH, tool_priority=Priority.MEDIUM
-    )
-
-    async def nothing() -> AsyncIterator[AgentStreamEvent]:
-        return
-        yield
-
-    stream = nothing()
-    ctx: RunContext[None] = RunContext(deps=None, model=TestModel(), usage=RunUsage())
-    assert cap.wrap_run_event_stream(ctx, stream=stream) is stream
-    await stream.aclose()
-
-    seen: dict[str, list[str]] = {}
-    for name, capabilities in (("plain", []), ("durable", [cap])):
-        events: list[str] = []
-
-        async def handler(
-            ctx: RunContext[None], stream: AsyncIterable[AgentStreamEvent], into: list[str] = events
-        ) -> None:
-            async for event in stream:
-                into.append(type(event).__name__)
-
-        agent: Agent[None, str] = Agent(TestModel(), name="events", capabilities=capabilities)
-
-        @agent.tool_plain
-        def add(a: int, b: int) -> int:
-            return a + b
-
-        await agent.run("go", event_stream_handler=handler)
-        seen[name] = events
-    assert "FunctionToolCallEvent" in seen["plain"] and seen["durable"] == seen["plain"]
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ Before each model request the tool returns it carries are put in the order of th
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
@@ -61,7 +61,7 @@ from pydantic_ai.durable_exec import (
     conversation_id_from_run_id,
     external_event_scope,
 )
-from pydantic_ai.messages import AgentStreamEvent, ToolCallPart
+from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tool_manager import ToolManager
@@ -324,17 +324,6 @@ class AgentqDurability(BaseDurabilityCapability[AgentDepsT]):
         live events to the run's listeners and handler (`_live`); else pydantic-ai's."""
         unit = UNIT.get()
         return super()._model_stream_event_handler() if unit is None else unit[0].unit
-
-    def wrap_run_event_stream(
-        self, ctx: RunContext[AgentDepsT], *, stream: AsyncIterable[AgentStreamEvent]
-    ) -> AsyncIterable[AgentStreamEvent]:
-        """The node's event stream as it comes when this capability has no handler of its own
-        (ours never has: a run's handler and listeners are the run's, `_live`), else
-        pydantic-ai's wrapper. Its wrapper then only hands each event on: one async
-        generator step fewer per event of the run."""
-        if self._effective_event_stream_handler() is None:
-            return stream
-        return super().wrap_run_event_stream(ctx, stream=stream)
 
     async def wrap_run(
         self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler

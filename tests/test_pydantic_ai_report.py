@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentq import RunStatus, WorkflowEngine
 from agentq.integrations.pydantic_ai import DurableAgent
@@ -140,3 +147,41 @@ async def test_many_runs_leave_nothing_behind(engine: WorkflowEngine, tmp_path: 
     assert durable._step.sizes() == {"given": 0, "finished": 0}
     assert len(engine.queue._keys) == 0
     assert set(engine.tables().values()) == {0}
+
+
+@pytest.mark.parametrize("store", ["memory"], indirect=True)
+async def test_the_output_validator_is_built_once_for_the_same_output_type(
+    engine: WorkflowEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each report validates the output as the run's output type; the validator of a class
+    or a union is kept while the next report's type is the same object, one of a list (it
+    could change in place) is built for each report."""
+    import agentq.integrations.pydantic_ai._report as report
+
+    builds: list[object] = []
+
+    def counting(spec: object) -> Any:
+        builds.append(spec)
+        return output_adapter(spec)
+
+    output_adapter = report.output_adapter
+    monkeypatch.setattr(report, "output_adapter", counting)
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if info.allow_text_output:
+            return ModelResponse(parts=[TextPart("7")])
+        out = info.output_tools[0]
+        return ModelResponse(parts=[ToolCallPart(out.name, {"response": 7})])
+
+    agent: Agent[None, int] = Agent(FunctionModel(respond), name="typed-once", output_type=int)
+    durable = DurableAgent(agent, engine)
+    outputs = [(await durable.run("n?", run_id=f"int-{i}")).output for i in range(3)]
+    assert outputs == [7, 7, 7] and builds == [int]
+    as_text = await durable.run("n?", run_id="str", output_type=str)
+    assert as_text.output == "7" and builds == [int, str]
+    listed = [int]
+    for i in range(2):
+        run = await durable.run("n?", run_id=f"list-{i}", output_type=listed)
+        assert run.output == 7
+    assert builds == [int, str, listed, listed]
+    assert (await durable.run("n?", run_id="int-3")).output == 7 and builds[-1] is int

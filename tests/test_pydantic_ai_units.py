@@ -10,6 +10,8 @@ import asyncio
 import dataclasses
 import datetime
 import enum
+import hashlib
+import json
 from functools import partial
 from typing import Any
 
@@ -24,6 +26,7 @@ from pydantic_ai.usage import RunUsage
 
 from agentq import MemoryStore, Queue, RunStatus, WorkflowEngine
 from agentq.integrations.pydantic_ai import AgentqDurability, DurableAgent
+from agentq.integrations.pydantic_ai._journal import args_digest
 from agentq.integrations.pydantic_ai._units import Live, LiveCodec, guarded
 
 pytestmark = pytest.mark.timeout(60)
@@ -230,3 +233,22 @@ async def test_a_run_recorded_with_pydantic_ais_own_codec_resumes_under_this_one
             if r.key in recorded} == recorded  # answered from the log, not run again
     assert contents(done.messages) == contents(await durable.messages("old"))
     assert contents(done.messages)["give_point"] == {"x": 1}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"i": 3},
+        {"b": [1, 2.5, None, True], "a": {"z": "é", "y": ("t", 1)}},
+        {"when": datetime.date(2026, 1, 2), "n": float("inf")},
+        "text",
+        None,
+    ],
+)
+def test_the_args_digest_is_the_one_logs_recorded(args: object) -> None:
+    """A log's digests of tool arguments were ``json.dumps`` with these options: the digest
+    made now (one encoder kept) is the same text's, so a recorded log still compares."""
+    text = json.dumps(
+        args, sort_keys=True, separators=(",", ":"), default=lambda v: type(v).__qualname__
+    )
+    assert args_digest(args) == hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -133,12 +133,18 @@ class Operation:
         return f"{noun}{name} ({self.key})"
 
 
+def _type_name(value: object) -> str:
+    return type(value).__qualname__
+
+
+_ARGS_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_type_name)
+"""The arguments' JSON text as ``json.dumps`` with these options gives it (it holds no state;
+``json.dumps`` would build an encoder like it at each call)."""
+
+
 def args_digest(args: object) -> str:
     """Return a short digest of a tool call's arguments (JSON; non-JSON values by type)."""
-    text = json.dumps(
-        args, sort_keys=True, separators=(",", ":"), default=lambda v: type(v).__qualname__
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(_ARGS_JSON.encode(args).encode()).hexdigest()[:16]
 
 
 def _recorded(row: CallRow) -> Operation | None:

@@ -2,7 +2,11 @@
 
 The recorded result is JSON (the agent's output and its usage); the report gives them as
 pydantic-ai does: the output validated again as the output type (the run's ``output_type``
-given to this call, else the agent's), the usage as a `RunUsage`. The run's messages are not
+given to this call, else the agent's), the usage as a `RunUsage`. The validator of the output
+type reported last is kept (building one is a pydantic schema build, ~16 µs for ``str``, at
+every report otherwise) while the next report's type is the very same hashable object (a
+class, a union: immutable); a list or an output marker, which could change in place, gets a
+new one each time. The run's messages are not
 stored with its result (see `_replay`): those of the attempt that completed the run in this
 call when there was one (`AgentStep.take`), else rebuilt read-only from its log: the same
 parts either way. The tree is HTML built when read (`AgentRun.tree_html`).
@@ -13,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from pydantic import TypeAdapter
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
@@ -44,6 +49,8 @@ class Reporter:
         self._name = name
         self._step = step
         self._store = store
+        # The output type reported last and its validator (see the module's docstring).
+        self._adapter: tuple[Any, TypeAdapter[Any]] | None = None
 
     async def messages(
         self, run_id: str, run_input: dict[str, Any], options: RunOptions | None = None
@@ -107,7 +114,7 @@ class Reporter:
         """The recorded output validated as the output type; its JSON if it does not fit."""
         given = None if options is None else options.output_type
         spec = self._agent.output_type if given is None else given
-        adapter = output_adapter(spec)
+        adapter = self._adapter_of(spec)
         if adapter is None:
             return recorded
         try:
@@ -118,3 +125,19 @@ class Reporter:
                 run_id, spec, exc_info=True,
             )
             return recorded
+
+    def _adapter_of(self, spec: Any) -> TypeAdapter[Any] | None:
+        """The validator of the output type `spec` (`output_adapter`), the one kept when `spec`
+        is the very hashable object reported last, else a new one (kept if `spec` is hashable
+        and one was built)."""
+        kept = self._adapter
+        if kept is not None and kept[0] is spec:
+            return kept[1]
+        adapter = output_adapter(spec)
+        try:
+            hash(spec)
+        except TypeError:  # a list, an output marker: may change in place, so not kept
+            return adapter
+        if adapter is not None:  # none built (a forward reference) may build later
+            self._adapter = (spec, adapter)
+        return adapter

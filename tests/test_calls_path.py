@@ -5,6 +5,7 @@ cancelled (the call runs in its own task, with no second task around its job).""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from agentq.queue import Job, LaneConfig, Priority, Queue
 from agentq.retry import Backoff, RetryPolicy
 from agentq.store import CallRow, DurableStore
 from agentq.workflows import RunStatus, StepContext, StepDef, Workflow, WorkflowEngine
+from agentq.workflows.calling import rekeyed
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -262,3 +264,25 @@ async def test_a_failed_call_tried_again_at_once_with_its_key_runs_again(
     assert result.outputs == ("ok",) and len(tries) == 2
     [row] = await engine.store.calls("wf-again")
     assert row.state == "completed" and row.runs == 2
+
+
+def test_a_rekeyed_job_keeps_every_field_but_its_key_fingerprint_and_persist() -> None:
+    """The job a durable call runs under its queue key is a copy of the checked one through
+    its slots (session 10): every field is the job's but those three."""
+    policy = RetryPolicy(max_attempts=2)
+
+    async def work() -> str:
+        return "done"
+
+    job = Job(
+        "call", work, Priority.HIGH, timeout=3, retry=policy, fingerprint="f", name="n",
+        tokens=7,
+    )
+    new = rekeyed(job, "agentq.call:0123", ("x", "y"))
+    expected = dataclasses.replace(
+        job, key="agentq.call:0123", fingerprint=("x", "y"), persist=False
+    )
+    assert new == expected and new is not job
+    assert job.key == "call" and job.persist is True  # the original is unchanged
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        new.key = "other"  # type: ignore[misc]

@@ -13,7 +13,7 @@ from agentq.errors import InvalidKeyError, JobFailed
 from agentq.keys import MAX_KEY_BYTES
 from agentq.outcomes import Completed
 from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued
-from agentq.queue.jobs import Job, JobEvent, JobEventKind, rekeyed
+from agentq.queue.jobs import Job, JobEvent, JobEventKind
 from agentq.queue.lanes import Priority
 from agentq.queue.queue import Queue
 from agentq.retry import RetryPolicy
@@ -33,22 +33,6 @@ def test_a_job_has_defaults_and_keyword_only_options() -> None:
     policy = RetryPolicy(max_attempts=2)
     job = Job("k", work, Priority.LOW, timeout=2, retry=policy, fingerprint="f")
     assert (job.timeout, job.retry, job.fingerprint) == (2, policy, "f")
-
-
-def test_a_rekeyed_job_keeps_every_field_but_its_key_fingerprint_and_persist() -> None:
-    policy = RetryPolicy(max_attempts=2)
-    job = Job(
-        "call", work, Priority.HIGH, timeout=3, retry=policy, fingerprint="f", name="n",
-        tokens=7,
-    )
-    new = rekeyed(job, "agentq.call:0123", ("x", "y"))
-    expected = dataclasses.replace(
-        job, key="agentq.call:0123", fingerprint=("x", "y"), persist=False
-    )
-    assert new == expected and new is not job
-    assert job.key == "call" and job.persist is True  # the original is unchanged
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        new.key = "other"  # type: ignore[misc]
 
 
 def test_a_job_is_frozen() -> None:

@@ -71,7 +71,6 @@ from agentq.queue.fingerprint_stored import same_stored as same_stored
 from agentq.queue.fingerprint_stored import stored_fingerprint as stored_fingerprint
 from agentq.queue.handles import Accepted, Cached, InFlight, JobHandle, Queued
 from agentq.queue.jobs import Job, JobEvent, JobEventKind
-from agentq.queue.jobs import rekeyed as rekeyed
 from agentq.queue.lanes import LANE_ORDER as LANE_ORDER
 from agentq.queue.lanes import LaneConfig, LaneStats, Priority, QueueStats
 from agentq.queue.outcome_store import JobOutcomeStore, StoredJob

@@ -29,7 +29,7 @@ from agentq.queue.job_checks import (
 from agentq.queue.lanes import Priority, as_priority
 from agentq.retry import RetryPolicy
 
-__all__ = ["Job", "JobEvent", "JobEventKind", "check_seconds", "rekeyed", "short_repr"]
+__all__ = ["Job", "JobEvent", "JobEventKind", "check_seconds", "short_repr"]
 
 
 class _Weak:
@@ -287,32 +287,6 @@ _set_fingerprint = _slots["fingerprint"].__set__
 _set_name = _slots["name"].__set__
 _set_persist = _slots["persist"].__set__
 _set_tokens = _slots["tokens"].__set__
-
-
-def rekeyed(job: Job, key: str, fingerprint: Any) -> Job:
-    """`job` under another `key` and `fingerprint`, with ``persist=False``: a durable call's
-    job, run under its own queue key (`agentq.keys.call_queue_key`; the call's log answers it,
-    so the queue never persists it).
-
-    Args:
-        job: A built (so checked) `Job`; every other field is taken from it as it is.
-        key: The new key, valid by construction (the caller builds it; not checked again).
-        fingerprint: The new job's fingerprint (any value `Job` takes).
-
-    Returns:
-        A new `Job`, built without running `Job`'s checks again (a copy of a checked job).
-    """
-    new: Job = object.__new__(Job)
-    _set_key(new, key)
-    _set_fn(new, job.fn)
-    _set_priority(new, job.priority)
-    _set_timeout(new, job.timeout)
-    _set_retry(new, job.retry)
-    _set_fingerprint(new, fingerprint)
-    _set_name(new, job.name)
-    _set_persist(new, False)
-    _set_tokens(new, job.tokens)
-    return new
 
 
 class JobEventKind(StrEnum):

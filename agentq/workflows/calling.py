@@ -25,15 +25,41 @@ from agentq.codec import copy_json, decode, encode, is_decoded
 from agentq.errors import AgentqError, JobFailed, JobLost, PayloadError
 from agentq.keys import call_queue_key
 from agentq.outcomes import ErrorInfo, Failed, FailureReason, Pending
-from agentq.queue import Job, Queue, rekeyed, usage_tokens
+from agentq.queue import Job, Queue, usage_tokens
 from agentq.store import CallRow, DurableStore, Execution
 
-__all__ = ["CallRunner", "Usage", "call_queue_key", "json_object"]
+__all__ = ["CallRunner", "Usage", "call_queue_key", "json_object", "rekeyed"]
 
 LOGGER = logging.getLogger("agentq")
 
 Usage = Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None
 """What ``ctx.call(usage=...)`` takes: figures to record, or a function of the output."""
+
+
+_JOB_FIELDS: Any = Job.__dict__  # a frozen dataclass with slots: each field's slot setter
+_SETTERS = tuple(
+    _JOB_FIELDS[name].__set__
+    for name in ("key", "fn", "priority", "timeout", "retry", "fingerprint", "name", "persist",
+                 "tokens")
+)
+
+
+def rekeyed(job: Job, key: str, fingerprint: Any) -> Job:
+    """`job` under the queue key `key` (`call_queue_key`) and `fingerprint`, not persisted by
+    the queue (the call's log answers it): a copy of a checked `Job` through its slots, not a
+    new `Job` checked again (a third of the cost). `key` is valid by construction."""
+    new: Job = object.__new__(Job)
+    key_, fn, priority, timeout, retry, fingerprint_, name, persist, tokens = _SETTERS
+    key_(new, key)
+    fn(new, job.fn)
+    priority(new, job.priority)
+    timeout(new, job.timeout)
+    retry(new, job.retry)
+    fingerprint_(new, fingerprint)
+    name(new, job.name)
+    persist(new, False)
+    tokens(new, job.tokens)
+    return new
 
 
 def json_object(value: object, what: str, *, encoded: bool = True) -> dict[str, Any] | None:

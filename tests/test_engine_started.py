@@ -83,3 +83,18 @@ def _count_reads(store: DurableStore) -> list[str]:
 
     store.get_workflow = get_workflow  # type: ignore[method-assign]
     return asked
+
+
+async def test_an_instance_started_here_and_ended_elsewhere_is_answered_from_the_store(
+    engine: WorkflowEngine,
+) -> None:
+    # A coordinator starts instances, drops the definition and lets workers run them
+    # (examples/bfcl_replay/workers.py): the row start kept says "running" and names a
+    # definition this engine no longer has, so the run reads the row again, as before.
+    flow = WorkflowDef("flow", [StepDef("a", echo)])
+    await engine.start(flow, "wf-elsewhere", 1)
+    engine.unregister("flow")
+    assert await engine.store.cancel_workflow("wf-elsewhere", "done elsewhere", engine.clock.time())
+    result = await engine.run("wf-elsewhere")
+    assert result.status is RunStatus.CANCELLED
+    assert engine.tables()["started"] == 0

@@ -200,11 +200,14 @@ class WorkflowEngine(Endings):
         stored: WorkflowRow | None = None  # the row an instance found by id was built from
         if isinstance(workflow, str):
             kept = self._registry.started(workflow)  # stored by `start` just before
-            found, stored = (
-                (self._registry.resolve(workflow, kept), kept)
-                if kept is not None
-                else await self._find_stored(workflow)
-            )
+            found: Workflow | WorkflowRow | None = None
+            if kept is not None:
+                try:
+                    found, stored = self._registry.resolve(workflow, kept), kept
+                except (UnknownWorkflowError, WorkflowMismatchError):
+                    kept = None  # started here to be run elsewhere: read what it is now
+            if kept is None:
+                found, stored = await self._find_stored(workflow)
             if found is None:  # stored and ended: its stored result, nothing appended
                 assert stored is not None
                 self._end_hooks.soon(workflow)  # its end-of-run hooks, if still due

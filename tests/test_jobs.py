@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -288,7 +289,6 @@ def test_a_job_built_through_its_draft_is_a_plain_frozen_job() -> None:
 
 
 def test_a_job_copies_pickles_and_replaces_as_a_dataclass() -> None:
-    import copy
     import pickle
 
     job = Job("k", functools.partial(work), Priority.LOW, timeout=2, name="n", tokens=3)
@@ -312,3 +312,40 @@ async def test_a_subclass_of_job_is_built_and_runs() -> None:
     assert type(job) is Tagged and (job.key, job.timeout) == ("k", 1)
     async with Queue() as queue:
         assert await queue.push_and_wait(job) == "done"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tagged(Job):
+    tag: str = "t"
+
+
+class _Numbered(Job):
+    def __init__(self, n: int) -> None:
+        super().__init__(f"numbered-{n}", functools.partial(_echo, n))  # type: ignore[call-arg]
+
+
+async def _echo(value: int) -> int:
+    return value
+
+
+async def test_subclasses_with_their_own_fields_or_init_are_built_copied_and_run() -> None:
+    tagged = _Tagged("tg", functools.partial(_echo, 1), tag="x")
+    numbered = _Numbered(3)
+    assert (tagged.key, tagged.tag, numbered.key) == ("tg", "x", "numbered-3")
+    replaced = dataclasses.replace(tagged, tag="y")
+    assert (type(replaced), replaced.key, replaced.tag) == (_Tagged, "tg", "y")
+    twin = copy.copy(numbered)
+    assert (type(twin), twin.key, twin.fn) == (_Numbered, "numbered-3", numbered.fn)
+    async with Queue() as queue:
+        assert await queue.push_and_wait(tagged) == 1
+        assert await queue.push_and_wait(numbered) == 3
+        assert await queue.push_and_wait(replaced) == 1  # the same key: cached
+
+
+def test_a_subclass_built_through_job_init_is_checked_as_a_job() -> None:
+    class Bad(Job):
+        def __init__(self) -> None:
+            super().__init__("", functools.partial(_echo, 1))  # type: ignore[call-arg]
+
+    with pytest.raises(ValueError, match="key"):
+        Bad()

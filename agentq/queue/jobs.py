@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from inspect import CO_ASYNC_GENERATOR
 from types import FunctionType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.keys import MAX_KEY_BYTES, validate_key
 from agentq.outcomes import Outcome
@@ -159,17 +159,9 @@ class Job(_Weak):
             self.persist = persist
             self.tokens = tokens
             self.__class__ = Job
-        else:  # a subclass: its layout may differ
+        else:  # Job.__new__ called by a subclass's own __new__: as Job's __init__ builds it
             self = object.__new__(cls)
-            _set_key(self, key)
-            _set_fn(self, fn)
-            _set_priority(self, priority)
-            _set_timeout(self, timeout)
-            _set_retry(self, retry)
-            _set_fingerprint(self, fingerprint)
-            _set_name(self, name)
-            _set_persist(self, persist)
-            _set_tokens(self, tokens)
+            _fill(self, key, fn, priority, timeout, retry, fingerprint, name, persist, tokens)
         # The common job is checked inline (building a Job is on the cache-hit path): an
         # ASCII key, a Priority member, no options, and a plain function or a partial of one
         # binding exactly its positional parameters. Anything else: the full `_validate`.
@@ -205,6 +197,23 @@ class Job(_Weak):
                     return self  # type: ignore[no-any-return]
         self._validate()
         return self  # type: ignore[no-any-return]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A subclass is built the ordinary way: its arguments (its own fields, its own
+        # __init__'s) reach its __init__ — its own, a dataclass's, or Job's below — and not
+        # the fixed signature of Job's __new__.
+        super(Job, cls).__init_subclass__(**kwargs)  # (slots=True made a new class: no bare super)
+        if "__new__" not in cls.__dict__:
+            cls.__new__ = staticmethod(_bare_new)  # type: ignore[method-assign]
+
+    if not TYPE_CHECKING:  # type checkers read Job's arguments off __new__
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            # A Job is built whole by __new__ (this is called after it, with nothing to
+            # do); a subclass without an __init__ of its own, or whose __init__ calls
+            # ``super().__init__(key, fn, ...)``, is built and checked here, as a Job.
+            if type(self) is not Job:
+                _init_subclassed(self, *args, **kwargs)
 
     def __getnewargs_ex__(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The arguments `copy` and `pickle` build a copy with (there is no bare `__new__`)."""
@@ -287,6 +296,43 @@ _set_fingerprint = _slots["fingerprint"].__set__
 _set_name = _slots["name"].__set__
 _set_persist = _slots["persist"].__set__
 _set_tokens = _slots["tokens"].__set__
+
+
+def _fill(self: Any, key: Any, fn: Any, priority: Any, timeout: Any, retry: Any,
+          fingerprint: Any, name: Any, persist: Any, tokens: Any) -> None:
+    """Set a (subclass's) instance's Job fields through the slots' own setters."""
+    _set_key(self, key)
+    _set_fn(self, fn)
+    _set_priority(self, priority)
+    _set_timeout(self, timeout)
+    _set_retry(self, retry)
+    _set_fingerprint(self, fingerprint)
+    _set_name(self, name)
+    _set_persist(self, persist)
+    _set_tokens(self, tokens)
+
+
+def _bare_new(cls: type[Job], *args: Any, **kwargs: Any) -> Job:
+    """A `Job` subclass's `__new__`: an empty instance, filled in by its `__init__`."""
+    return object.__new__(cls)
+
+
+def _init_subclassed(
+    self: Job,
+    key: str,
+    fn: Callable[[], Any],
+    priority: Priority = Priority.MEDIUM,
+    *,
+    timeout: float | None = None,
+    retry: RetryPolicy | None = None,
+    fingerprint: Any = None,
+    name: str | None = None,
+    persist: bool = True,
+    tokens: int | None = None,
+) -> None:
+    """`Job.__init__` for a subclass's instance: the fields set, then checked as a Job's."""
+    _fill(self, key, fn, priority, timeout, retry, fingerprint, name, persist, tokens)
+    self._validate()
 
 
 class JobEventKind(StrEnum):

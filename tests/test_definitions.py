@@ -189,8 +189,8 @@ class CountingStore(MemoryStore):
 
 
 async def test_an_instance_run_by_id_is_stored_once_and_read_once(clock: FakeClock) -> None:
-    """`start` stores it; `run(id)` runs the row `start` got, neither reading nor storing it
-    again; the run of an ended instance reads it once for its recorded result."""
+    """`start` stores it; `run(id)` reads it and runs it without storing it again; the run of
+    an ended instance reads it once for its recorded result."""
     store = CountingStore()
     async with Queue(clock=clock) as queue:
         engine = WorkflowEngine(queue, store, worker_id="w1", clock=clock)
@@ -199,9 +199,9 @@ async def test_an_instance_run_by_id_is_stored_once_and_read_once(clock: FakeClo
         assert (store.starts, store.reads) == (1, 0)
         result = await engine.run("o-1")
         assert result.status is RunStatus.COMPLETED
-        assert (store.starts, store.reads) == (1, 0)
-        assert await engine.run("o-1") == result
         assert (store.starts, store.reads) == (1, 1)
+        assert await engine.run("o-1") == result
+        assert (store.starts, store.reads) == (1, 2)
         assert await kinds(store, "o-1") == [
             EventKind.WORKFLOW_STARTED, *[EventKind.STEP_STARTED, EventKind.STEP_COMPLETED] * 2,
             EventKind.WORKFLOW_COMPLETED,

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.timeout(120)
 
 EMPTY = {
     "registered": 0, "runs": 0, "delivering": 0, "attempts": 0, "offered": 0, "admitted": 0,
-    "wakers": 0, "lingering": 0, "children": 0, "watchers": 0, "started": 0,
+    "wakers": 0, "lingering": 0, "children": 0, "watchers": 0,
 }
 
 

@@ -1,7 +1,7 @@
 """How often a `DurableAgent` run reads the store: its attempt reads the recorded calls once
 (the read its durable calls share); the report takes the rows the completing attempt ended
-with (a recorded run's report reads them); a new run's row is never read: `engine.run` runs
-the row `engine.start` stored."""
+with (a recorded run's report reads them); a new run's row is stored without being read first
+(only `engine.run` reads it)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ async def test_a_run_reads_its_recorded_calls_once_in_its_attempt() -> None:
         assert run.status is RunStatus.COMPLETED, run.reason
         assert run.usage.requests == 2 and run.usage.tool_calls == 1
         assert store.reads == 1  # the attempt's one read; the report takes its rows
-        assert store.rows == 0  # engine.run runs the row engine.start stored: no read
+        assert store.rows == 1  # engine.run's: the new run was stored without a read
         again = await durable.run("Add.", run_id="r1")  # recorded: no attempt
         assert again.output == run.output
         assert store.reads == 3  # a recorded run: the rebuild of its messages, its report

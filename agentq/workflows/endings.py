@@ -53,7 +53,6 @@ class Endings(Scheduling):
         if task.result().status in _ENDED:
             self._ends.cancel(workflow_id)  # its deadline no longer matters
             self._end_hooks.soon(workflow_id)
-            self._registry.started(workflow_id)  # a row `start` kept is stale now: drop it
         if task.result().status in _ENDED and not self._runs.busy(workflow_id):
             self._registry.remove(workflow_id)  # the store keeps the record
 

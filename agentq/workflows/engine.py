@@ -199,15 +199,7 @@ class WorkflowEngine(Endings):
         """
         stored: WorkflowRow | None = None  # the row an instance found by id was built from
         if isinstance(workflow, str):
-            kept = self._registry.started(workflow)  # stored by `start` just before
-            found: Workflow | WorkflowRow | None = None
-            if kept is not None:
-                try:
-                    found, stored = self._registry.resolve(workflow, kept), kept
-                except (UnknownWorkflowError, WorkflowMismatchError):
-                    kept = None  # started here to be run elsewhere: read what it is now
-            if kept is None:
-                found, stored = await self._find_stored(workflow)
+            found, stored = await self._find_stored(workflow)
             if found is None:  # stored and ended: its stored result, nothing appended
                 assert stored is not None
                 self._end_hooks.soon(workflow)  # its end-of-run hooks, if still due
@@ -358,12 +350,10 @@ class WorkflowEngine(Endings):
         return self._runs.running(workflow_id)
 
     def tables(self) -> dict[str, int]:
-        """How many entries each per-workflow table holds: registrations, rows kept from
-        `start` for the next run, runs, deliveries and the driver's (attempts, wake-ups, bodies
-        left running). For tests and leaks."""
+        """How many entries each per-workflow table holds: registrations, runs, deliveries
+        and the driver's (attempts, wake-ups, bodies left running). For tests and leaks."""
         return {
             "registered": len(self._registry),
-            "started": self._registry.kept_started(),
             **self._runs.sizes(),
             **self._driver.tables(),
             **self._links.sizes(),

@@ -224,10 +224,9 @@ class Registrations:
         trace = tracing.carrier()  # the caller's span: the runs that serve it link to it
         if trace is not None:
             extra["trace"] = trace
-        row, created = await self.store.start_workflow(
+        _, created = await self.store.start_workflow(
             wf.id, wf.step_names, wf.input, now, definition=definition.name, **extra
         )
-        self._registry.keep_started(row)  # the next run(workflow_id) reads it no more
         return created
 
     async def _find(self, workflow_id: str) -> Workflow | WorkflowRow | None:

@@ -32,10 +32,7 @@ from agentq.errors import (
 from agentq.store import WorkflowRow
 from agentq.workflows.model import Workflow, WorkflowDef
 
-__all__ = ["STARTED_KEPT", "Registry", "instance_of", "step_index"]
-
-STARTED_KEPT = 64
-"""Most rows `Registry.keep_started` keeps for the next run of their ids (oldest dropped)."""
+__all__ = ["Registry", "instance_of", "step_index"]
 
 
 def _same_json(a: Any, b: Any) -> bool:
@@ -70,7 +67,6 @@ class Registry:
         self._workflows: dict[str, Workflow] = {}
         self._definitions: dict[str, WorkflowDef] = {}
         self._ending: dict[str, None] = {}  # names of the definitions that have an on_end
-        self._started: dict[str, WorkflowRow] = {}  # rows ``start`` stored, for the next run
 
     # ------------------------------------------------------------ plain workflows
 
@@ -142,33 +138,6 @@ class Registry:
                 "or call register_workflow() first"
             )
         return found
-
-    # ------------------------------------------------------------ rows just started
-
-    def keep_started(self, row: WorkflowRow) -> None:
-        """Keep `row`, which ``start`` has just stored (or found stored), for the next ``run``
-        of its id (`started`), which then reads no row from the store: a `DurableAgent` run
-        is a ``start`` and a ``run`` of one id. At most `STARTED_KEPT` rows are kept, the
-        oldest dropped first (instances started for a serving engine are never run here)."""
-        kept = self._started
-        kept.pop(row.workflow_id, None)
-        kept[row.workflow_id] = row
-        if len(kept) > STARTED_KEPT:
-            del kept[next(iter(kept))]
-
-    def started(self, workflow_id: str) -> WorkflowRow | None:
-        """The row `keep_started` kept for `workflow_id`, forgotten now; None if there is none,
-        if it has ended, or if a plain workflow is registered under the id (those runs look
-        their id up as before). The row may be behind the store (a cancel since, from any
-        process), as any row read before a run may: the run's claims read the state again."""
-        row = self._started.pop(workflow_id, None)
-        if row is None or row.state.closed or workflow_id in self._workflows:
-            return None
-        return row
-
-    def kept_started(self) -> int:
-        """How many rows `keep_started` keeps (for tests and leaks)."""
-        return len(self._started)
 
     # ------------------------------------------------------------ definitions
 

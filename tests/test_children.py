@@ -525,3 +525,19 @@ def test_agentq_show_and_approve_point_a_child_wait_to_the_child_run(tmp_path: P
     assert refused.exit_code != 0
     assert "child run 'fam/c'; answer that run" in refused.output
     assert "waiting for input" in invoke("show", "fam/c").stdout
+
+
+async def test_a_resume_of_an_answered_child_wait_says_it_is_answered(
+    engine: WorkflowEngine,
+) -> None:
+    async def kid(ctx: StepContext) -> Any:
+        return {"kid": ctx.input}
+
+    flow = parent_of_one(WorkflowDef("kid", [StepDef("k", kid)]), 5, [])
+    await engine.start(flow, "p21")
+    assert (await engine.run("p21")).status is RunStatus.COMPLETED
+    before = await engine.store.load_events()
+    with pytest.raises(NotWaitingError, match=r"'child:c': it is answered, not waiting \(its "
+                       r"child run 'p21/c' ended\)"):
+        await engine.resume("p21", "ask", {"fake": 1}, key="child:c")
+    assert await engine.store.load_events() == before  # nothing stored

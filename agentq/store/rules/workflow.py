@@ -225,6 +225,11 @@ def _refuse_child_wait(tx: Tx, step: StepRow, where: str, key: str | None) -> No
         return  # a plain wait whose key happens to start with the prefix
     if child is None:
         child = waited_child(step.workflow_id, wait_key)
+    elif row is not None and row.state != "waiting":  # the child ended: nothing to answer
+        raise NotWaitingError(
+            f"cannot resume {where} with wait key {wait_key!r}: it is {row.state}, not "
+            f"waiting (its child run {child!r} ended)"
+        )
     raise NotWaitingError(
         f"cannot resume {where} with wait key {wait_key!r}: it waits for its child run "
         f"{child!r}; answer that run (its end answers this wait)"

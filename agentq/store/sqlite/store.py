@@ -248,7 +248,7 @@ class SqliteStore(SqlStore):
         if self._closed:
             return
         self._closed = True
-        self._commit.close(f"{self!r} was closed before this write")
+        self._commit.close(f"{self!r} was closed before this call")
         async with self._opening:
             db, self._db = self._db, None
             inline, self._inline = self._inline, None

@@ -317,22 +317,12 @@ def _bare_new(cls: type[Job], *args: Any, **kwargs: Any) -> Job:
     return object.__new__(cls)
 
 
-def _init_subclassed(
-    self: Job,
-    key: str,
-    fn: Callable[[], Any],
-    priority: Priority = Priority.MEDIUM,
-    *,
-    timeout: float | None = None,
-    retry: RetryPolicy | None = None,
-    fingerprint: Any = None,
-    name: str | None = None,
-    persist: bool = True,
-    tokens: int | None = None,
-) -> None:
-    """`Job.__init__` for a subclass's instance: the fields set, then checked as a Job's."""
-    _fill(self, key, fn, priority, timeout, retry, fingerprint, name, persist, tokens)
-    self._validate()
+def _init_subclassed(self: Job, *args: Any, **kwargs: Any) -> None:
+    """`Job.__init__` for a subclass's instance: a `Job` of the same arguments is built (so
+    checked, its priority normalised) and its fields are taken."""
+    job = Job(*args, **kwargs)
+    _fill(self, job.key, job.fn, job.priority, job.timeout, job.retry, job.fingerprint,
+          job.name, job.persist, job.tokens)
 
 
 class JobEventKind(StrEnum):

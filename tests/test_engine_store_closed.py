@@ -71,6 +71,15 @@ class Body:
         return value
 
 
+def _unhandled_and_logs(caplog: pytest.LogCaptureFixture) -> list[dict[str, object]]:
+    """Collect what the running loop's exception handler gets (a "Task exception was never
+    retrieved" among them) in the returned list, and capture agentq's logs from DEBUG."""
+    unhandled: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, context: unhandled.append(context))
+    caplog.set_level(logging.DEBUG, logger="agentq")
+    return unhandled
+
+
 def workflows(body: Body) -> list[Workflow]:
     return [Workflow(wid, [StepDef("a", body), StepDef("b", lambda ctx: "b")]) for wid in IDS]
 
@@ -80,10 +89,7 @@ async def test_closing_the_store_under_a_notebook_engine_is_quiet_and_loses_noth
     kind: str, tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     db = tmp_path / "nb.db"
-    loop = asyncio.get_running_loop()
-    unhandled: list[dict[str, object]] = []
-    loop.set_exception_handler(lambda _, context: unhandled.append(context))
-    caplog.set_level(logging.DEBUG, logger="agentq")
+    unhandled = _unhandled_and_logs(caplog)
     body = Body()
     # cell 1: no `async with` anywhere
     queue = Queue(clock=clock)
@@ -144,10 +150,7 @@ async def test_closing_the_store_under_a_notebook_engine_is_quiet_and_loses_noth
 async def test_closing_the_queue_under_a_notebook_engine_is_quiet_and_hands_leases_back(
     tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    loop = asyncio.get_running_loop()
-    unhandled: list[dict[str, object]] = []
-    loop.set_exception_handler(lambda _, context: unhandled.append(context))
-    caplog.set_level(logging.DEBUG, logger="agentq")
+    unhandled = _unhandled_and_logs(caplog)
     body = Body()
     queue = Queue(clock=clock)
     store = await SqliteStore.open(tmp_path / "nb.db")

@@ -190,10 +190,10 @@ class Job(_Weak):
                         return self  # type: ignore[no-any-return]
             elif kind is FunctionType:
                 code = fn.__code__
-                if (
-                    not code.co_argcount
-                    or code.co_argcount <= len(fn.__defaults__ or ())
-                ) and not (code.co_kwonlyargcount or code.co_flags & CO_ASYNC_GENERATOR):
+                argcount = code.co_argcount  # (a code's attributes are generic lookups)
+                if (not argcount or argcount <= len(fn.__defaults__ or ())) and not (
+                    code.co_kwonlyargcount or code.co_flags & CO_ASYNC_GENERATOR
+                ):
                     return self  # type: ignore[no-any-return]
         self._validate()
         return self  # type: ignore[no-any-return]

@@ -1,7 +1,8 @@
 """End-of-run hooks (issue 24): ``WorkflowDef(on_end=)`` and ``engine.on_end``, delivered at
 least once from the outbox row the end writes, on a fake clock: once per end in every end
 state, retried after the engine's hook backoff, left for an engine that knows the
-definition, and (with two serving engines on one store) delivered once.
+definition, (with two serving engines on one store, the clock still) delivered once, and
+delivered again by another engine when a claim expires while its hooks still run.
 `test_end_hooks_processes.py` kills a process between the end and its hook."""
 
 from __future__ import annotations
@@ -251,6 +252,9 @@ async def test_without_hooks_nothing_is_delivered_and_the_rows_wait(
 async def test_two_serving_engines_deliver_each_hook_once(
     queue: Queue, store: DurableStore, clock: FakeClock
 ) -> None:
+    """No time passes (no autojump: under load it jumped past lease_ttl while a delivery
+    waited on PostgreSQL, which is the at-least-once repeat of the next test), so no claim
+    can expire: a second call of a hook here is two engines delivering one end at once."""
     hook = Hook()
     job = WorkflowDef("job", [StepDef("s", ok)], on_end=hook)
     engines = [engine_on(queue, store, clock, f"w{i}") for i in range(2)]
@@ -258,19 +262,57 @@ async def test_two_serving_engines_deliver_each_hook_once(
         engine.register(job)
     for i in range(12):
         await engines[0].start(job, f"j{i}")
+    start = clock.time()
     servers = [asyncio.ensure_future(e.serve(poll_interval=1.0)) for e in engines]
-    try:
-        async with clock.autojump():
-            await hook.called(12)
+    try:  # the clock stands still: no claim can expire, so a second call is a real double
+        await hook.called(12)
     finally:
         for server in servers:
             server.cancel()
         await asyncio.gather(*servers, return_exceptions=True)
         for engine in engines:
             await engine.close()
+    assert clock.time() == start
     assert hook.by_id() == {f"j{i}": 1 for i in range(12)}
     rows = [(await store.hooks(f"j{i}"))[0] for i in range(12)]
     assert all(r.delivered and r.attempts == 1 for r in rows)
+    assert {r.worker_id for r in rows} == {"w0", "w1"}  # both engines delivered: they raced
+
+
+async def test_a_claim_that_expires_while_the_hooks_run_is_delivered_again(
+    queue: Queue, store: DurableStore, clock: FakeClock
+) -> None:
+    """At least once: the first engine's hook outlives its claim (lease_ttl, 30 s); another
+    engine claims the end again and calls the hooks too; the first mark of delivery stays."""
+    started, release = asyncio.Event(), asyncio.Event()
+    calls: list[str] = []
+
+    async def slow(result: RunResult) -> None:
+        calls.append(result.workflow_id)
+        started.set()
+        await release.wait()
+
+    hook = Hook()
+    again = WorkflowDef("job", [StepDef("s", ok)], on_end=hook)
+    async with engine_on(queue, store, clock, "first") as first:
+        job = WorkflowDef("job", [StepDef("s", ok)], on_end=slow)
+        first.register(job)
+        await first.run(job.workflow("j"))
+        async with asyncio.timeout(10):
+            await started.wait()
+        async with engine_on(queue, store, clock, "second") as second:
+            second.register(again)
+            await second.run("j")  # the claim holds: nothing
+        assert hook.results == []
+        await clock.advance(30.0)
+        async with engine_on(queue, store, clock, "second") as second:
+            second.register(again)
+            await second.run("j")  # expired: claimed again, delivered
+        assert hook.by_id() == {"j": 1} and calls == ["j"]
+        [row] = await store.hooks("j")
+        assert row.delivered and (row.worker_id, row.attempts) == ("second", 2)
+        release.set()  # the first delivery ends (the block settles it): its mark is a no-op
+    assert calls == ["j"] and await store.hooks("j") == [row]
 
 
 def test_bad_hooks_are_refused(queue: Queue, store: DurableStore, clock: FakeClock) -> None:

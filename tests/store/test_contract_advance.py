@@ -151,13 +151,13 @@ async def test_an_advance_that_fails_after_the_completion_wrote_keeps_neither(
     await start(store)
     ex = await claim(store)
     before = await kinds(store, "wf")
-    claim_rule = rules_lease.claim_step
+    claim_rule = rules_lease.claim_loaded
 
     def claim_then_fail(*args: Any) -> Any:
         claim_rule(*args)  # writes StepStarted of the next step, then the process "dies"
         raise RuntimeError("lost between the halves")
 
-    monkeypatch.setattr("agentq.store.rules.advance.claim_step", claim_then_fail)
+    monkeypatch.setattr("agentq.store.rules.advance.claim_loaded", claim_then_fail)
     with pytest.raises(RuntimeError, match="between the halves"):
         await store.advance_step(ex, "a", T0 + 1, lease_ttl=10.0)
     monkeypatch.undo()

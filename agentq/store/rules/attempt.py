@@ -155,7 +155,9 @@ def completed(
     ]
     last = len(wf.step_names) - 1
     if ex.step_index == last:
-        _, steps = tx.load(ex.workflow_id, 0, last)
+        if not all(i in steps for i in range(last)):  # the earlier steps' rows (outputs)
+            _, earlier = tx.load(ex.workflow_id, 0, last - 1)  # (a one-step workflow: none)
+            steps = {**earlier, **steps}
         outputs = [steps[i].output for i in range(last)] + [value]
         drafts.append(
             Draft.build(_K.WORKFLOW_COMPLETED, ex.workflow_id, at, {"outputs": outputs})

@@ -141,3 +141,35 @@ async def test_explicit_fingerprints_of_one_attempt_are_each_stored_as_their_own
         stored_fingerprint(None, fingerprint) for fingerprint in explicit
     ]
     assert len(set(rows.values())) == 5  # the two equal tuples alone share one
+
+
+async def test_an_explicit_fingerprint_of_texts_and_none_is_computed_once_an_attempt(
+    engine: WorkflowEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `DurableAgent`'s model requests share ``("pydantic-ai", "model", None)``: the attempt
+    computes its stored fingerprint once, and each row holds the value's own."""
+    from agentq.workflows import calls as calls_module
+
+    real = calls_module.stored_fingerprint
+    computed: list[Any] = []
+
+    def counted(fn: Any, explicit: Any = None) -> str:
+        computed.append(explicit)
+        return real(fn, explicit)
+
+    monkeypatch.setattr(calls_module, "stored_fingerprint", counted)
+    explicit: list[Any] = [("pydantic-ai", "model", None)] * 3 + [("pydantic-ai", None, "t")]
+
+    async def calls(ctx: StepContext) -> None:
+        for i, fingerprint in enumerate(explicit):
+            await ctx.call(Job(f"c{i}", lambda i=i: answer(i), fingerprint=fingerprint))
+
+    definition = WorkflowDef("explicit-none", [StepDef("s", calls)])
+    engine.register(definition)
+    await engine.start(definition, "fp-none", None)
+    assert (await engine.run("fp-none")).status is RunStatus.COMPLETED
+    assert computed == [("pydantic-ai", "model", None), ("pydantic-ai", None, "t")]
+    rows = {row.key: row.fingerprint for row in await engine.store.calls("fp-none")}
+    assert [rows[f"c{i}"] for i in range(len(explicit))] == [
+        real(None, fingerprint) for fingerprint in explicit
+    ]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import calls_crash_child as child
+import child_runs
 import pytest
 
 from agentq import Queue, StepStatus, WorkflowEngine, recover
@@ -25,13 +26,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "calls_crash_child.py"
-
-sys.path.insert(0, str(HERE))
-try:
-    import calls_crash_child as child
-    import child_runs
-finally:
-    sys.path.remove(str(HERE))
 
 
 async def run_child(mode: str, db: Path, side: Path, **env: str) -> tuple[int, str, str]:

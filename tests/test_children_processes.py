@@ -5,11 +5,12 @@ run once (`children_crash_child.py` is the dying process)."""
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+import child_runs
+import children_crash_child as family
 import pytest
 
 from agentq import Queue, RunStatus, WorkflowEngine, recover
@@ -21,13 +22,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "children_crash_child.py"
-
-sys.path.insert(0, str(HERE))
-try:
-    import child_runs
-    import children_crash_child as family
-finally:
-    sys.path.remove(str(HERE))
 
 
 async def test_sigkill_inside_the_child_then_recover_finishes_both(tmp_path: Path) -> None:

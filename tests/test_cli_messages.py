@@ -14,6 +14,8 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
+import agent_crash_child as child
+import agent_delegates
 import pytest
 from click.testing import CliRunner, Result
 from pydantic_ai import Agent, ModelRetry
@@ -29,14 +31,6 @@ from agentq.queue import Queue
 from agentq.store import SqliteStore
 from agentq.widgets import load_conversation
 from agentq.workflows import StepDef, Workflow, WorkflowEngine
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-try:
-    import agent_crash_child as child
-    import agent_delegates
-finally:
-    sys.path.remove(str(HERE))
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+import child_runs
+import definitions_child as child
 import pytest
 
 from agentq import Queue, RunResult, RunStatus, StepStatus, WorkflowEngine, recover
@@ -25,13 +26,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "definitions_child.py"
-
-sys.path.insert(0, str(HERE))
-try:
-    import child_runs
-    import definitions_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 
 async def run_child(mode: str, db: Path, side: Path, **env: str) -> tuple[int, str, str]:

@@ -1,7 +1,9 @@
 """End-of-run hooks (issue 24): ``WorkflowDef(on_end=)`` and ``engine.on_end``, delivered at
 least once from the outbox row the end writes, on a fake clock: once per end in every end
 state, retried after the engine's hook backoff, left for an engine that knows the
-definition, and (with two serving engines on one store) delivered once.
+definition, (with two serving engines on one store, the clock still) delivered once, and
+kept claimed by an engine whose hook runs longer than lease_ttl (delivered again by
+another engine once its renewals fail and the claim expires).
 `test_end_hooks_processes.py` kills a process between the end and its hook."""
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 
 from agentq import Backoff
 from agentq.clock import FakeClock
+from agentq.errors import StoreError
 from agentq.queue import LaneConfig, Priority, Queue
 from agentq.store import DurableStore
 from agentq.workflows import (
@@ -67,6 +70,17 @@ async def settled(store: DurableStore, workflow_id: str, attempts: int) -> None:
         while True:
             [row] = await store.hooks(workflow_id)
             if row.attempts >= attempts and row.lease_expires_at is None:
+                return
+            await asyncio.sleep(0)
+
+
+async def lease_until(store: DurableStore, workflow_id: str, until: float) -> None:
+    """Wait (bounded, yielding to the loop and the stores' threads) until the workflow's
+    outbox row is claimed until `until` (a renewal was written)."""
+    async with asyncio.timeout(10):
+        while True:
+            [row] = await store.hooks(workflow_id)
+            if row.lease_expires_at == until:
                 return
             await asyncio.sleep(0)
 
@@ -251,6 +265,9 @@ async def test_without_hooks_nothing_is_delivered_and_the_rows_wait(
 async def test_two_serving_engines_deliver_each_hook_once(
     queue: Queue, store: DurableStore, clock: FakeClock
 ) -> None:
+    """No time passes (no autojump: under load it jumped past lease_ttl while a delivery
+    waited on PostgreSQL, before any renewal was written: an at-least-once repeat), so no
+    claim can expire: a second call of a hook here is two engines delivering one end."""
     hook = Hook()
     job = WorkflowDef("job", [StepDef("s", ok)], on_end=hook)
     engines = [engine_on(queue, store, clock, f"w{i}") for i in range(2)]
@@ -258,19 +275,143 @@ async def test_two_serving_engines_deliver_each_hook_once(
         engine.register(job)
     for i in range(12):
         await engines[0].start(job, f"j{i}")
+    start = clock.time()
     servers = [asyncio.ensure_future(e.serve(poll_interval=1.0)) for e in engines]
-    try:
-        async with clock.autojump():
-            await hook.called(12)
+    try:  # the clock stands still: no claim can expire, so a second call is a real double
+        await hook.called(12)
     finally:
         for server in servers:
             server.cancel()
         await asyncio.gather(*servers, return_exceptions=True)
         for engine in engines:
             await engine.close()
+    assert clock.time() == start
     assert hook.by_id() == {f"j{i}": 1 for i in range(12)}
     rows = [(await store.hooks(f"j{i}"))[0] for i in range(12)]
     assert all(r.delivered and r.attempts == 1 for r in rows)
+    assert {r.worker_id for r in rows} == {"w0", "w1"}  # both engines delivered: they raced
+
+
+async def test_a_claim_is_renewed_while_the_hooks_run_past_lease_ttl(
+    queue: Queue, store: DurableStore, clock: FakeClock
+) -> None:
+    """A live engine keeps its claim while its hook runs longer than lease_ttl (renewed every
+    lease_ttl / 3): another engine does not take the end, the hook is called once."""
+    started, release = asyncio.Event(), asyncio.Event()
+    calls: list[str] = []
+
+    async def slow(result: RunResult) -> None:
+        calls.append(result.workflow_id)
+        started.set()
+        await release.wait()
+
+    hook = Hook()
+    again = WorkflowDef("job", [StepDef("s", ok)], on_end=hook)
+    async with engine_on(queue, store, clock, "first") as first:
+        job = WorkflowDef("job", [StepDef("s", ok)], on_end=slow)
+        first.register(job)
+        await first.run(job.workflow("j"))
+        async with asyncio.timeout(10):
+            await started.wait()
+        claimed = clock.time()
+        for n in (1, 2, 3):  # renewed at +10, +20, +30: each time until 30 s later
+            await clock.advance(10.0)
+            await lease_until(store, "j", claimed + 10.0 * n + 30.0)
+        await clock.advance(5.0)  # 35 s after the claim, past the first lease
+        async with engine_on(queue, store, clock, "second") as second:
+            second.register(again)
+            await second.run("j")  # held by "first": nothing
+        assert hook.results == [] and calls == ["j"]
+        release.set()  # the block settles the delivery
+    [row] = await store.hooks("j")
+    assert row.delivered and (row.worker_id, row.attempts) == ("first", 1)
+    assert calls == ["j"] and hook.results == []
+
+
+async def test_the_rows_of_a_claim_waiting_for_their_turn_keep_their_claim(
+    queue: Queue, store: DurableStore, clock: FakeClock
+) -> None:
+    """One claim takes both ends; while the first's hook runs past lease_ttl, the second
+    row waits for its turn still claimed (renewed), so no other engine delivers it."""
+    release = asyncio.Event()
+    calls: list[str] = []
+
+    async def slow(result: RunResult) -> None:
+        calls.append(result.workflow_id)
+        await release.wait()
+
+    plain = WorkflowDef("job", [StepDef("s", ok)])
+    async with engine_on(queue, store, clock, "ender") as ender:  # no hooks: rows wait
+        ender.register(plain)
+        for wid in ("j1", "j2"):
+            await ender.run(plain.workflow(wid))
+    hook = Hook()
+    async with engine_on(queue, store, clock, "first") as first:
+        first.register(WorkflowDef("job", [StepDef("s", ok)], on_end=slow))
+        server = asyncio.ensure_future(first.serve(poll_interval=1000.0))
+        try:
+            await lease_until(store, "j2", clock.time() + 30.0)  # claimed with j1
+            claimed = clock.time()
+            for n in (1, 2, 3):
+                await clock.advance(10.0)
+                await lease_until(store, "j2", claimed + 10.0 * n + 30.0)
+            await clock.advance(5.0)
+            async with engine_on(queue, store, clock, "second") as second:
+                second.register(WorkflowDef("job", [StepDef("s", ok)], on_end=hook))
+                await second.run("j2")  # held by "first": nothing
+            assert hook.results == [] and calls == ["j1"]
+            release.set()
+            await settled(store, "j2", 1)
+        finally:
+            server.cancel()
+            await asyncio.gather(server, return_exceptions=True)
+    assert calls == ["j1", "j2"] and hook.results == []
+    rows = [(await store.hooks(w))[0] for w in ("j1", "j2")]
+    assert all(r.delivered and (r.worker_id, r.attempts) == ("first", 1) for r in rows)
+
+
+async def test_a_claim_whose_renewals_fail_expires_and_another_engine_delivers(
+    queue: Queue,
+    store: DurableStore,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """At least once: the store refuses the first engine's renewals (said each time), its
+    claim expires while its hook runs, a second engine delivers the end too; the first
+    engine's late mark is a no-op."""
+    started, release = asyncio.Event(), asyncio.Event()
+    calls: list[str] = []
+
+    async def slow(result: RunResult) -> None:
+        calls.append(result.workflow_id)
+        started.set()
+        await release.wait()
+
+    async def down(*args: Any, **kwargs: Any) -> bool:
+        raise StoreError("the store is down")
+
+    hook = Hook()
+    again = WorkflowDef("job", [StepDef("s", ok)], on_end=hook)
+    async with engine_on(queue, store, clock, "first") as first:
+        job = WorkflowDef("job", [StepDef("s", ok)], on_end=slow)
+        first.register(job)
+        await first.run(job.workflow("j"))
+        async with asyncio.timeout(10):
+            await started.wait()
+        monkeypatch.setattr(store, "renew_hook", down)
+        await clock.advance(30.0)  # renewals at +10, +20, +30 all refused
+        async with engine_on(queue, store, clock, "second") as second:
+            second.register(again)
+            await second.run("j")  # expired: claimed again, delivered
+        monkeypatch.undo()
+        assert hook.by_id() == {"j": 1} and calls == ["j"]
+        [row] = await store.hooks("j")
+        assert row.delivered and (row.worker_id, row.attempts) == ("second", 2)
+        release.set()  # the first delivery ends (the block settles it): its mark is a no-op
+    assert calls == ["j"] and await store.hooks("j") == [row]
+    assert "renewing the claim of workflow 'j'" in caplog.text
+    assert "the store is down" in caplog.text
 
 
 def test_bad_hooks_are_refused(queue: Queue, store: DurableStore, clock: FakeClock) -> None:

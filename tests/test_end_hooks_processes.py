@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+import end_hooks_child as child
 import pytest
 
 from agentq import Queue, RunStatus, WorkflowEngine
@@ -18,12 +19,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "end_hooks_child.py"
-
-sys.path.insert(0, str(HERE))
-try:
-    import end_hooks_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 
 async def test_a_hook_is_delivered_by_another_engine_after_the_ender_was_killed(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from pathlib import Path
 
+import child_runs
+import fork_crash_child as child
 import pytest
 
 from agentq import Queue, WorkflowEngine, recover
@@ -17,13 +18,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "fork_crash_child.py"
-
-sys.path.insert(0, str(HERE))
-try:
-    import child_runs
-    import fork_crash_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 
 async def test_sigkill_in_the_forks_live_part_then_recover(tmp_path: Path) -> None:

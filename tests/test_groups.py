@@ -124,6 +124,62 @@ async def test_results_read_each_ended_member_not_the_whole_group_at_each_end(
     assert engine.tables()["watchers"] == 0
 
 
+async def test_results_read_no_steps_of_members_a_run_here_completed(
+    engine: WorkflowEngine, store: DurableStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 25 (session 11): each member yielded read all its step rows for its last output;
+    # a member completed by a run of this engine comes with that run's outputs. One that
+    # ended otherwise (failed here, or before the iteration) is still read.
+    runs: Counter[str] = Counter()
+    group = engine.group("steps")
+    await group.submit(square(runs), {"a": 2, "b": 3, "boom": "boom"})
+    read: list[str] = []
+    step_rows = store.step_rows
+
+    def counted(workflow_id: str | None = None) -> Any:
+        read.append(str(workflow_id))
+        return step_rows(workflow_id)
+
+    monkeypatch.setattr(store, "step_rows", counted)
+    members = {m.key: m async for m in group.results()}
+    assert {k: (m.status, m.output) for k, m in members.items()} == {
+        "a": ("completed", 4), "b": ("completed", 9), "boom": ("failed", None),
+    }
+    assert members["boom"].reason == "boom refuses boom"
+    assert read == ["steps/boom"]  # the completed ones' outputs came from their runs
+    again = {m.key: m for m in await drain(engine, "steps")}  # ended before: read, the same
+    assert {k: m.output for k, m in again.items()} == {k: m.output for k, m in members.items()}
+    assert sorted(read) == ["steps/a", "steps/b", "steps/boom", "steps/boom"]
+
+
+async def test_a_member_output_from_its_run_is_the_callers_own(
+    engine: WorkflowEngine, store: DurableStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate, looked_up = asyncio.Event(), asyncio.Event()
+    get_workflow = store.get_workflow
+
+    async def lookup(workflow_id: str) -> Any:
+        row = await get_workflow(workflow_id)
+        looked_up.set()  # the joiner goes on to join the run in this same task step
+        return row
+
+    monkeypatch.setattr(store, "get_workflow", lookup)
+
+    async def body(ctx: StepContext) -> Any:
+        await gate.wait()
+        return {"items": [ctx.input]}
+
+    group = engine.group("own")
+    await group.submit(WorkflowDef("listing", [StepDef("list", body)]), {"a": 1})
+    joined = asyncio.create_task(engine.run("own/a"))  # shares the run in progress
+    await looked_up.wait()
+    gate.set()
+    [member] = [m async for m in group.results()]
+    assert member.output == {"items": [1]}
+    member.output["items"].append(2)  # the caller's copy: the run's result is unchanged
+    assert (await joined).output == {"items": [1]}
+
+
 async def test_results_see_a_member_ended_without_a_run_here_at_the_next_poll(
     engine: WorkflowEngine, store: DurableStore, clock: FakeClock
 ) -> None:

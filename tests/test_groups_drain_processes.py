@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import group_drain_child as child
 import pytest
 
 from agentq.store import PostgresStore, SqliteStore, WorkflowState
@@ -23,12 +24,6 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "group_drain_child.py"
-
-sys.path.insert(0, str(HERE))
-try:
-    import group_drain_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 
 def most_in_any_window(times: list[float], per: float) -> int:

@@ -6,9 +6,10 @@ that completed before the crash having run its body exactly once
 from __future__ import annotations
 
 import signal
-import sys
 from pathlib import Path
 
+import child_runs
+import group_crash_child as batch
 import pytest
 
 from agentq import GroupStatus, Queue, WorkflowEngine
@@ -18,13 +19,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "group_crash_child.py"
-
-sys.path.insert(0, str(HERE))
-try:
-    import child_runs
-    import group_crash_child as batch
-finally:
-    sys.path.remove(str(HERE))
 
 
 @pytest.mark.parametrize("again", ["submit", "resume"])

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
+import agent_crash_child as child
 import pytest
 from pydantic_ai import Agent, ApprovalRequired
 from pydantic_ai.models.test import TestModel
@@ -23,13 +23,6 @@ from agentq.clock import FakeClock
 from agentq.errors import UnknownWorkflowError, WorkflowMismatchError
 from agentq.integrations.pydantic_ai import DurableAgent, approval_input
 from agentq.store import CallKind, DurableStore, SqliteStore
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-try:
-    import agent_crash_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 
 def ran(side: Path) -> Counter[str]:

@@ -5,12 +5,12 @@ than the same run through ``engine.start`` + ``engine.run``).
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import agent_crash_child as child
 import pytest
 from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import FunctionModel
@@ -18,13 +18,6 @@ from pydantic_ai.models.function import FunctionModel
 from agentq import RunStatus, WorkflowEngine
 from agentq.errors import WorkflowMismatchError
 from agentq.integrations.pydantic_ai import DurableAgent
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-try:
-    import agent_crash_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 _READS = ("get_workflow", "calls")
 

@@ -6,10 +6,10 @@ file, so the counts say what really ran again in the fork.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from pathlib import Path
 
+import agent_crash_child as child
 import pytest
 from pydantic_ai.messages import ModelResponse, TextPart, ToolReturnPart
 
@@ -17,13 +17,6 @@ from agentq import RunStatus, WorkflowEngine
 from agentq.errors import WorkflowMismatchError
 from agentq.events import EventKind
 from agentq.integrations.pydantic_ai import DurableAgent
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-try:
-    import agent_crash_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import agent_crash_child as child
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability
@@ -28,13 +28,6 @@ from agentq.clock import FakeClock
 from agentq.integrations.pydantic_ai import DurableAgent
 from agentq.queue import LaneConfig, Priority
 from agentq.store import CallState, SqliteStore
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-try:
-    import agent_crash_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 Script = Sequence[Sequence[ToolCallPart]]
 

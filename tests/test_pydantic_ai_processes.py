@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+import agent_crash_child as child
+import child_runs
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -27,13 +28,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "agent_crash_child.py"
-
-sys.path.insert(0, str(HERE))
-try:
-    import agent_crash_child as child
-    import child_runs
-finally:
-    sys.path.remove(str(HERE))
 
 
 async def run_child(mode: str, db: Path, side: Path, **env: str) -> tuple[int, str, str]:

@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import child_runs
+import provider_crash_child as child
 import pytest
 from provider_shapes import openai_stream_replies
 from provider_stub import ProviderStub
@@ -29,12 +31,6 @@ from agentq.store import CallKind, SqliteStore
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-try:
-    import child_runs
-    import provider_crash_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 
 async def test_sigkill_mid_stream_then_the_run_continues_from_the_log(tmp_path: Path) -> None:

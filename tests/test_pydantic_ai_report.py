@@ -5,10 +5,10 @@ rebuild from the log gives; the tree built when read; nothing kept per run after
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
+import agent_crash_child as child
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -22,13 +22,6 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentq import RunStatus, WorkflowEngine
 from agentq.integrations.pydantic_ai import DurableAgent
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-try:
-    import agent_crash_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 
 def _strip(value: Any) -> Any:

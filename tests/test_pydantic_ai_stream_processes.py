@@ -9,12 +9,13 @@ provider and the world.
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import agent_stream_child as child
+import child_runs
 import pytest
 from pydantic_ai.messages import (
     PartDeltaEvent,
@@ -33,13 +34,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "agent_stream_child.py"
-
-sys.path.insert(0, str(HERE))
-try:
-    import agent_stream_child as child
-    import child_runs
-finally:
-    sys.path.remove(str(HERE))
 
 
 async def test_sigkill_while_a_request_streams_then_a_new_process_finishes(

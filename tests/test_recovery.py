@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crash_child import open_store, workflows
 
 from agentq import (
     Backoff,
@@ -382,12 +383,6 @@ async def test_sigkill_mid_step_then_recover_in_a_new_process_bh05(
         if proc.stderr:
             proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
-
-    sys.path.insert(0, str(HERE))
-    try:
-        from crash_child import open_store, workflows
-    finally:
-        sys.path.remove(str(HERE))
 
     clock = FakeClock(start=time.time() + 60)  # well past the dead worker's 5 s lease
     async with Queue(clock=clock) as queue, open_store(db, *schema) as store:

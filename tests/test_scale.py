@@ -10,22 +10,15 @@ appends ``"<workflow> <step> <pid>"`` to a side file, so the counts are what rea
 from __future__ import annotations
 
 import signal
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import serve_child as child
+from test_serving_processes import Db, all_completed, bodies_ran, ran, servers
 
 from agentq import Queue, WorkflowEngine
 from agentq.events import EventKind
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-try:
-    import serve_child as child
-    from test_serving_processes import Db, all_completed, bodies_ran, ran, servers
-finally:
-    sys.path.remove(str(HERE))
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import serve_child as child
 
 from agentq import Queue, Recorded, WorkflowEngine
 from agentq.events import EventKind
@@ -30,12 +31,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "serve_child.py"
 N = 50
-
-sys.path.insert(0, str(HERE))
-try:
-    import serve_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+import sleep_child as child
 
 from agentq import Queue, WorkflowEngine
 from agentq.events import EventKind
@@ -22,12 +23,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "sleep_child.py"
-
-sys.path.insert(0, str(HERE))
-try:
-    import sleep_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 
 @asynccontextmanager

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from lease_child import held_workflow
 
 from agentq import (
     FakeClock,
@@ -189,11 +190,6 @@ def _kill_while_b_runs(db: Path, marks: Path) -> int:
 @pytest.mark.slow
 async def test_a_run_takes_a_killed_processs_lease_at_once(tmp_path: Path) -> None:
     """Item 9: a SIGKILLed child held b's lease for an hour; run here does not wait it out."""
-    sys.path.insert(0, str(HERE))
-    try:
-        from lease_child import held_workflow
-    finally:
-        sys.path.remove(str(HERE))
     db, marks = tmp_path / "held.db", tmp_path / "marks.txt"
     pid = _kill_while_b_runs(db, marks)
     async with Queue() as queue, SqliteStore(db) as store:
@@ -213,11 +209,6 @@ async def test_a_run_takes_a_killed_processs_lease_at_once(tmp_path: Path) -> No
 
 @pytest.mark.slow
 async def test_recover_takes_a_killed_processs_lease_at_once(tmp_path: Path) -> None:
-    sys.path.insert(0, str(HERE))
-    try:
-        from lease_child import held_workflow
-    finally:
-        sys.path.remove(str(HERE))
     db, marks = tmp_path / "held.db", tmp_path / "marks.txt"
     _kill_while_b_runs(db, marks)
     async with Queue() as queue, SqliteStore(db) as store:

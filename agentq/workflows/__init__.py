@@ -61,7 +61,8 @@ modules, `agentq.queue` and `agentq.store`; nothing here imports the notebook la
 ``serving``        `Server`: the loop of ``serve`` (schedules' ticks, sweeps, end-of-run hooks,
                    free permits, ready work, claims)
 ``hooks``          `EndHooks`: the end-of-run hooks (``WorkflowDef(on_end=)``,
-                   ``engine.on_end``) delivered from the store's outbox, with backoff
+                   ``engine.on_end``) delivered from the store's outbox, with backoff;
+                   the claims renewed while delivering
 ``registrations``  the engine's registration verbs: register (a `WorkflowDef`),
                    register_workflow, unregister, start (an instance, not run), serve;
                    finding what to run for an id

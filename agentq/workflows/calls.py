@@ -88,8 +88,8 @@ class CallLog(KeyedLog):
         self._child_runs: ChildRunner | None = None  # built at its first child run
         self._running: dict[str, asyncio.Task[Any]] = {}
         # The stored fingerprints of the explicit ``fingerprint=`` of this attempt's calls, by
-        # value when it is text or a tuple of texts (an agent's calls share a few).
-        self._explicit: dict[str | tuple[str, ...], str] = {}
+        # value when it is text or a tuple of texts and None (an agent's calls share a few).
+        self._explicit: dict[str | tuple[str | None, ...], str] = {}
 
     # ------------------------------------------------------------------ calls
 
@@ -145,11 +145,13 @@ class CallLog(KeyedLog):
             raise
 
     def _fingerprint(self, job: Job) -> str:
-        """The call's stored fingerprint; an explicit one of plain text is taken once an
-        attempt (the text alone decides it: ``fn`` is not read)."""
+        """The call's stored fingerprint; an explicit one of plain text (a str, or a tuple of
+        str and None, as a `DurableAgent`'s model requests have) is taken once an attempt
+        (its value alone decides it: ``fn`` is not read)."""
         explicit = job.fingerprint
         if type(explicit) is str or (
-            type(explicit) is tuple and all(type(part) is str for part in explicit)
+            type(explicit) is tuple
+            and all(type(part) is str or part is None for part in explicit)
         ):
             known = self._explicit.get(explicit)
             if known is None:

@@ -7,7 +7,8 @@ run of this engine tells: members run by another process, or ended with no run h
 cancel from elsewhere). Following N members that end one after another thus costs about N
 reads of one row, plus one read of the group per poll interval; reading the group again at
 each end (as `results` did before) cost N reads of N rows (issue 25: 40,000 rows decoded
-for the 200 tasks of the BFCL replay).
+for the 200 tasks of the BFCL replay). A member whose run here completed it comes with that
+run's step outputs, so that `RunGroup.results` need not read its steps again.
 
 Private to `agentq.workflows.groups`.
 """
@@ -16,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
+from typing import Any
 
 from agentq.clock import Clock
-from agentq.store import WorkflowRow
+from agentq.store import WorkflowRow, WorkflowState
 from agentq.workflows.model import RunResult, RunStatus
 from agentq.workflows.waits import until
 
@@ -38,8 +40,11 @@ async def ended_rows(
     watch: Watch,
     clock: Clock,
     poll_interval: float,
-) -> AsyncGenerator[tuple[str, WorkflowRow], None]:
-    """Yield ``(key, row)`` for each member once it has ended, until every key has been.
+) -> AsyncGenerator[tuple[str, WorkflowRow, tuple[Any, ...] | None], None]:
+    """Yield ``(key, row, outputs)`` for each member once it has ended, until every key has
+    been: `outputs` are the step outputs of the run of this engine that completed the member
+    (its `RunResult.outputs`, as stored), or None when no such run was told (ended
+    elsewhere, before, or otherwise than completed).
 
     Args:
         group_id: The group's id; member ``k`` is the workflow ``<group_id>/k``.
@@ -57,6 +62,7 @@ async def ended_rows(
     members = frozenset(keys)
     left = set(members)
     told: list[str] = []  # ids of members whose run ended since the last read, as told
+    completed: dict[str, tuple[Any, ...]] = {}  # outputs of the runs told completing a member
     news: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def tell(workflow_id: str, run: asyncio.Task[RunResult]) -> None:
@@ -64,6 +70,9 @@ async def ended_rows(
             return
         if _waits(run):
             return  # it waits (for input, a child run): its member has not ended
+        result = _completed(run)
+        if result is not None:
+            completed[workflow_id] = result.outputs
         told.append(workflow_id)
         if not news.done():
             news.set_result(None)
@@ -80,7 +89,8 @@ async def ended_rows(
             for row in ended:
                 key = row.workflow_id[len(prefix):]
                 left.discard(key)
-                yield key, row
+                outputs = completed.pop(row.workflow_id, None)
+                yield key, row, outputs if row.state is WorkflowState.COMPLETED else None
             if not left:
                 return
             wait = polled + poll_interval - clock.time()
@@ -102,6 +112,14 @@ async def ended_rows(
                     rows[workflow_id[len(prefix):]] = found
     finally:
         unwatch()
+
+
+def _completed(run: asyncio.Task[RunResult]) -> RunResult | None:
+    """The result of a run that ended completed, else None."""
+    if run.cancelled() or run.exception() is not None:
+        return None
+    result = run.result()
+    return result if result.status is RunStatus.COMPLETED else None
 
 
 def _waits(run: asyncio.Task[RunResult]) -> bool:

@@ -26,7 +26,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from agentq.clock import Clock
-from agentq.codec import encode
+from agentq.codec import copy_json, encode
 from agentq.errors import KeyConflictError, NotRetryableError, UnknownWorkflowError
 from agentq.keys import validate_key
 from agentq.store import (
@@ -234,8 +234,8 @@ class RunGroup:
             poll_interval=self._engine.poll_interval,
         )
         async with contextlib.aclosing(ends):
-            async for key, row in ends:
-                yield await self._member(key, row)
+            async for key, row, outputs in ends:
+                yield await self._member(key, row, outputs)
 
     async def cancel(self, reason: str = "cancelled") -> int:
         """Cancel every member that has not ended (see `WorkflowEngine.cancel`).
@@ -365,16 +365,25 @@ class RunGroup:
             engine.run_soon(wid)
         return count
 
-    async def _member(self, key: str, row: WorkflowRow) -> GroupMember:
-        steps = await self._engine.store.step_rows(row.workflow_id)
-        done = [s.output for s in steps if s.state is StepState.COMPLETED]
-        calls = await self._engine.store.calls(row.workflow_id)
+    async def _member(
+        self, key: str, row: WorkflowRow, outputs: tuple[Any, ...] | None
+    ) -> GroupMember:
+        """The member of `row`; `outputs` are those of the run here that completed it, if
+        any (its steps are then not read again: a completed step's output never changes)."""
         completed = row.state is WorkflowState.COMPLETED
+        if outputs is not None and completed:
+            steps: list[Any] = []
+            output = copy_json(outputs[-1]) if outputs else None  # the caller's own copy
+        else:
+            steps = await self._engine.store.step_rows(row.workflow_id)
+            done = [s.output for s in steps if s.state is StepState.COMPLETED]
+            output = done[-1] if completed and done else None
+        calls = await self._engine.store.calls(row.workflow_id)
         return GroupMember(
             key,
             row.workflow_id,
             row.state.value,
-            done[-1] if completed and done else None,
+            output,
             None if completed else row.reason or _failed_reason(steps),
             summed_usage([c.usage for c in calls]),
             row.updated_at,

@@ -5,12 +5,15 @@ crash between the end and the hook can lose it. An engine delivers the rows it h
 for: those of the definitions it registered with ``WorkflowDef(on_end=)``, and, once it has
 hooks of its own (``engine.on_end``), those of every definition it registered and of plain
 workflows. Delivering a row is: claim it (`DurableStore.claim_hooks`: a lease of the
-engine's ``lease_ttl``, so that two engines do not deliver it at once), read the workflow's
-final `RunResult` from the store, call the definition's hook then the engine's hooks, in
-order; then mark it delivered, or, if a hook raised, due again after the engine's hook
-backoff (the n-th failed delivery waits ``backoff.delay(n)``), when this engine's timer (or
-any engine's next delivery) tries again. A hook may run more than once (a crash after it
-returned, a lease that expired while it ran): hooks must tolerate a repeat.
+engine's ``lease_ttl``, so that two engines do not deliver it at once, renewed every
+``lease_ttl / 3`` seconds (`DurableStore.renew_hook`, one `Renewals` timer for all the rows
+of this engine's claims) until its delivery ends), read the workflow's final `RunResult`
+from the store, call the definition's hook then the engine's hooks, in order; then mark it
+delivered, or, if a hook raised, due again after the engine's hook backoff (the n-th failed
+delivery waits ``backoff.delay(n)``), when this engine's timer (or any engine's next
+delivery) tries again. A hook may run more than once (a crash after it returned, an engine
+closed while it ran, a claim lost because its renewals failed or came too late): hooks must
+tolerate a repeat.
 
 Deliveries start when a run of this engine ends, when ``run`` finds a workflow ended, after
 ``cancel`` and a deadline's time-out, at each poll of ``serve``, and at the retry timers.
@@ -24,12 +27,14 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agentq.errors import AgentqError
 from agentq.retry import Backoff
 from agentq.store import HookRow
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
 from agentq.workflows.model import RunResult, RunStatus
 from agentq.workflows.registry import Registry
+from agentq.workflows.renewals import Renewals
 from agentq.workflows.results import stored_result
 from agentq.workflows.workers import LOGGER
 
@@ -43,6 +48,58 @@ DEFAULT_HOOK_BACKOFF = Backoff.exponential(1.0, 300.0)
 
 BATCH = 16
 """How many rows one claim takes."""
+
+
+class _Claim:
+    """This engine's claim on one outbox row, renewed (through `Renewals`) until `end`.
+
+    Args:
+        driver: The engine's driver (store, clock, worker id, lease_ttl).
+        renewals: The renewal times of the claims of this engine's `EndHooks`.
+        tasks: The set of renewals in progress that `EndHooks.stop` waits for.
+        row: The claimed row.
+    """
+
+    def __init__(
+        self, driver: Driver, renewals: Renewals, tasks: set[asyncio.Task[None]], row: HookRow
+    ) -> None:
+        self._driver, self._renewals, self._tasks = driver, renewals, tasks
+        self.row = row
+        self._over = False
+        renewals.add(self)
+
+    def renew_due(self) -> None:
+        """Start renewing the claim (`Renewable`); it is added again once renewed."""
+        task = asyncio.get_running_loop().create_task(
+            self._renew(), name=f"agentq.on_end.renew:{self.row.workflow_id}"
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _renew(self) -> None:
+        driver = self._driver
+        try:
+            held = await driver.store.renew_hook(
+                self.row.seq, driver.worker_id, driver.clock.time(), driver.lease_ttl
+            )
+        except AgentqError as exc:  # said; tried again at the next renewal time
+            LOGGER.warning("on_end: renewing the claim of workflow %r's end failed: %s",
+                           self.row.workflow_id, exc)
+            held = True
+        if self._over:
+            return
+        if held:
+            self._renewals.add(self)
+        else:
+            LOGGER.warning(
+                "on_end: the claim of workflow %r's end expired while its delivery was in "
+                "progress: another engine may call its hooks too", self.row.workflow_id,
+            )
+
+    def end(self) -> None:
+        """The delivery is over (or about to write its outcome): renew no more. Idempotent."""
+        self._over = True
+        self._renewals.discard(self)
 
 
 class EndHooks:
@@ -65,6 +122,8 @@ class EndHooks:
         self._tasks: set[asyncio.Task[int]] = set()
         self._recording: set[asyncio.Task[Any] | None] = set()
         self._sweep: asyncio.Task[int] | None = None
+        self._renewals = Renewals(driver.clock, driver.lease_ttl)
+        self._renewing: set[asyncio.Task[None]] = set()
 
     def add(self, fn: EndHook) -> None:
         """Add an engine-wide hook (`WorkflowEngine.on_end`)."""
@@ -124,15 +183,21 @@ class EndHooks:
                 driver.worker_id, driver.clock.time(), driver.lease_ttl,
                 definitions=names, plain=plain, workflow_id=workflow_id, limit=BATCH,
             )
-            for row in rows:
-                delivered += await self._deliver(row)
+            claims = [_Claim(driver, self._renewals, self._renewing, row) for row in rows]
+            try:  # the rows waiting for their turn keep their claims too
+                for claim in claims:
+                    delivered += await self._deliver(claim)
+            finally:
+                for claim in claims:
+                    claim.end()
             if len(rows) < BATCH:
                 return delivered
 
-    async def _deliver(self, row: HookRow) -> bool:
-        store, clock = self._driver.store, self._driver.clock
+    async def _deliver(self, claim: _Claim) -> bool:
+        store, clock, row = self._driver.store, self._driver.clock, claim.row
         hooks = self._hooks_of(row)
         if hooks is None:  # unregistered since the claim: due again at once, for others
+            claim.end()
             await store.retry_hook(
                 row.seq, self._driver.worker_id, clock.time(), "no hook here", clock.time()
             )
@@ -149,6 +214,7 @@ class EndHooks:
                 if inspect.isawaitable(out):
                     await out
         except Exception as exc:  # retried after the backoff; said once per failure
+            claim.end()
             due = clock.time() + self.backoff.delay(row.attempts)
             error = f"{type(exc).__name__}: {exc}"
             LOGGER.warning(
@@ -160,6 +226,7 @@ class EndHooks:
             return False
         # The hooks returned: recorded even if the engine closes meanwhile (`stop` lets this
         # write end), else the next engine would call them again.
+        claim.end()
         task = asyncio.current_task()
         self._recording.add(task)
         try:
@@ -181,8 +248,9 @@ class EndHooks:
 
     async def stop(self) -> None:
         """Cancel the retry timers and the deliveries in progress (the engine closes), and
-        wait for them: a row whose hooks were interrupted keeps its claim, which expires, and
-        is delivered again; one whose hooks all returned is recorded as delivered first."""
+        wait for them and for the renewals in progress: a row whose hooks were interrupted
+        keeps its claim, renewed no more, which expires, and is delivered again; one whose
+        hooks all returned is recorded as delivered first."""
         self._timers.cancel_all()
         tasks = list(self._tasks)
         for task in tasks:
@@ -190,3 +258,5 @@ class EndHooks:
                 task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+        if self._renewing:
+            await asyncio.wait(set(self._renewing))

@@ -76,8 +76,11 @@ class Recorder:
         if isinstance(outcome, Completed):
             try:
                 # Later steps see the output exactly as a reload from the store would give it
-                # (tuples as lists, float subclasses as float), live or after a restart.
-                output = decode(encode(outcome.output, "output"))
+                # (tuples as lists, float subclasses as float), live or after a restart;
+                # None (a step that returns nothing) is its own reload.
+                output = outcome.output
+                if output is not None:
+                    output = decode(encode(output, "output"))
                 if follow is None or follow.max_recoveries is None or not follow.allowed():
                     await self.store.complete_step(execution, output, now)
                 else:

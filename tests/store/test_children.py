@@ -22,6 +22,7 @@ from agentq.store import (
     StepState,
     WorkflowClosed,
     WorkflowState,
+    shown_call,
 )
 
 from .conftest import T0, claim, kinds, start
@@ -274,3 +275,30 @@ async def test_a_failure_without_deadline_leaves_the_children_running(store: Dur
     await store.fail_step(ex, "broken", None, T0 + 1, None)
     states = {w.workflow_id: w.state for w in await store.workflows()}
     assert states == {"p": WorkflowState.FAILED, "p/a": WorkflowState.RUNNING}
+
+
+async def test_a_child_that_ends_after_its_parent_closed_leaves_the_parent_alone(
+    store: DurableStore,
+) -> None:
+    """A closed workflow's log ends with its end (an ended workflow receives nothing): the
+    child that completes after its parent failed appends nothing to the parent; the parent's
+    wait row stays waiting and is shown with the parent's state. A retry of the parent then
+    answers it with the child's outcome, at the next start of the same child."""
+    await start(store, "p", ("s",))
+    ex = await claim(store, "p")
+    await spawn(store, ex)
+    await store.fail_step(ex, "broken", None, T0 + 1, None)
+    parent_log, [wait] = await kinds(store, "p"), await store.calls("p")
+    parent = await store.get_workflow("p")
+    kid = await claim(store, "p/kid", now=T0 + 2)
+    await store.complete_step(kid, {"sum": 3}, T0 + 3)
+    assert await kinds(store, "p") == parent_log and parent_log[-1] == "WorkflowFailed"
+    assert await store.calls("p") == [wait] and wait.state is CallState.WAITING
+    assert await store.get_workflow("p") == parent and parent is not None
+    assert shown_call(parent, wait) == ("failed", parent.updated_at)
+    await store.retry_workflow("p", None, T0 + 20)
+    again = await spawn(store, await claim(store, "p", now=T0 + 21), now=T0 + 22)
+    answer = {"child": "p/kid", "state": "completed", "output": {"sum": 3}}
+    assert again.outcome == answer and again.wait.output == answer
+    assert again.wait.state is CallState.ANSWERED
+    assert (await kinds(store, "p"))[-1] == "ChildEnded"

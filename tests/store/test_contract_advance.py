@@ -18,10 +18,12 @@ from agentq.store import (
     Claimed,
     DurableStore,
     Execution,
+    MemoryStore,
     StepState,
     WorkflowClosed,
     WorkflowState,
 )
+from agentq.store.memory.tx import MemoryTx
 
 from .conftest import T0, claim, kinds, start
 
@@ -151,16 +153,51 @@ async def test_an_advance_that_fails_after_the_completion_wrote_keeps_neither(
     await start(store)
     ex = await claim(store)
     before = await kinds(store, "wf")
-    claim_rule = rules_lease.claim_step
+    claim_rule = rules_lease.claim_loaded
 
     def claim_then_fail(*args: Any) -> Any:
         claim_rule(*args)  # writes StepStarted of the next step, then the process "dies"
         raise RuntimeError("lost between the halves")
 
-    monkeypatch.setattr("agentq.store.rules.advance.claim_step", claim_then_fail)
+    monkeypatch.setattr("agentq.store.rules.advance.claim_loaded", claim_then_fail)
     with pytest.raises(RuntimeError, match="between the halves"):
         await store.advance_step(ex, "a", T0 + 1, lease_ttl=10.0)
     monkeypatch.undo()
     await assert_nothing_recorded(store, ex, before)
     _, claimed = await store.advance_step(ex, "a", T0 + 2, lease_ttl=10.0)
     assert isinstance(claimed, Claimed) and claimed.execution.lease_token == 1
+
+
+async def test_each_verb_reads_its_rows_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An advance reads the workflow and both steps in one load (the claim's half works on
+    the rows the completion left, not a second read of them); the completion of a one-step
+    workflow reads nothing more for `WorkflowCompleted`'s outputs; the last step of a longer
+    one reads only the steps before it. The rules are every store's: counted on memory."""
+    loads: list[tuple[int, int]] = []
+    load = MemoryTx.load
+
+    def counted(self: MemoryTx, workflow_id: str, first: int = 0, last: int = -1) -> Any:
+        loads.append((first, last))
+        return load(self, workflow_id, first, last)
+
+    monkeypatch.setattr(MemoryTx, "load", counted)
+    store = MemoryStore()
+    await start(store, "three")
+    ex = await claim(store, "three")
+    loads.clear()
+    _, next_claim = await store.advance_step(ex, 1, T0 + 1, lease_ttl=10.0)
+    assert loads == [(0, 1)]
+    assert isinstance(next_claim, Claimed)
+    _, last_claim = await store.advance_step(next_claim.execution, 2, T0 + 2, lease_ttl=10.0)
+    assert isinstance(last_claim, Claimed)
+    loads.clear()
+    row = await store.complete_step(last_claim.execution, 3, T0 + 3)
+    assert loads == [(2, 2), (0, 1)]
+    assert row.state is WorkflowState.COMPLETED
+    assert (await store.load_events("three"))[-1].data["outputs"] == [1, 2, 3]
+    await start(store, "one", ["only"])
+    ex = await claim(store, "one")
+    loads.clear()
+    row = await store.complete_step(ex, "out", T0 + 4)
+    assert loads == [(0, 0)]
+    assert (await store.load_events("one"))[-1].data["outputs"] == ["out"]

@@ -95,6 +95,31 @@ async def test_finish_marks_delivered_once_and_retry_makes_it_due_later(
     assert await store.hooks("wf") == [row]  # not a projection: kept as it is
 
 
+async def test_renew_extends_only_the_renewers_live_claim(store: DurableStore) -> None:
+    seq = await ended(store, "wf")
+    await store.claim_hooks("w1", T0 + 1, 10.0, definitions=["d"])
+    assert not await store.renew_hook(seq, "w2", T0 + 5, 10.0)  # not its claim
+    assert await store.renew_hook(seq, "w1", T0 + 5, 10.0)
+    [row] = await store.hooks("wf")
+    assert (row.worker_id, row.attempts, row.lease_expires_at) == ("w1", 1, T0 + 15)
+    assert await store.claim_hooks("w2", T0 + 12, 10.0, definitions=["d"]) == []  # held
+    assert not await store.renew_hook(seq, "w1", T0 + 15, 10.0)  # expired: lost
+    [row] = await store.claim_hooks("w2", T0 + 16, 10.0, definitions=["d"])
+    assert not await store.renew_hook(seq, "w1", T0 + 17, 10.0)  # taken over
+    assert await store.retry_hook(seq, "w2", T0 + 30, "ValueError: boom", T0 + 17)
+    assert not await store.renew_hook(seq, "w2", T0 + 18, 10.0)  # no claim left
+    [row] = await store.claim_hooks("w2", T0 + 30, 10.0, definitions=["d"])
+    assert await store.finish_hook(seq, T0 + 31)
+    assert not await store.renew_hook(seq, "w2", T0 + 32, 10.0)  # delivered
+    assert not await store.renew_hook(99, "w2", T0 + 32, 10.0)
+    [row] = await store.hooks("wf")
+    assert (row.delivered_at, row.lease_expires_at, row.attempts) == (T0 + 31, None, 3)
+    with pytest.raises(ValueError):
+        await store.renew_hook(seq, "w2", T0 + 32, 0.0)
+    with pytest.raises(InvalidKeyError):
+        await store.renew_hook(seq, "", T0 + 32, 10.0)
+
+
 async def test_a_retried_workflow_that_ends_again_has_a_row_per_end(store: DurableStore) -> None:
     await store.start_workflow("wf", ["a"], None, T0, definition="d")
     assert await store.cancel_workflow("wf", "stop", T0 + 1)

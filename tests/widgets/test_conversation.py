@@ -4,12 +4,13 @@ tool cards, prices and costs, a child run nested, a fork's lineage, a comparison
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
+import agent_crash_child as child
+import agent_delegates
 import pytest
 
 from agentq import Queue, WorkflowEngine
@@ -21,14 +22,6 @@ from agentq.widgets.html.conversation import conversation_html, cost_text, event
 from agentq.widgets.models.folding import fold_conversation
 from agentq.widgets.models.prices import cost_of, price_table
 from agentq.widgets.models.runs import event_page, load_conversation
-
-HERE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(HERE))
-try:
-    import agent_crash_child as child
-    import agent_delegates
-finally:
-    sys.path.remove(str(HERE))
 
 pytestmark = pytest.mark.timeout(60)
 MODEL = "function:respond:"

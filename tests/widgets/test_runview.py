@@ -6,24 +6,17 @@ the selected agent run as a conversation."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import agent_crash_child as child
 import pytest
 
 from agentq import Queue, WorkflowEngine
 from agentq.integrations.pydantic_ai import DurableAgent
 from agentq.store import MemoryStore
 from agentq.widgets import Dashboard, RunView
-
-HERE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(HERE))
-try:
-    import agent_crash_child as child
-finally:
-    sys.path.remove(str(HERE))
 
 pytestmark = pytest.mark.timeout(60)
 

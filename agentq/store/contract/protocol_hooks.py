@@ -51,6 +51,26 @@ class DurableHooks(Protocol):
         """
         ...
 
+    async def renew_hook(self, seq: int, worker_id: str, now: float, lease_ttl: float) -> bool:
+        """Extend `worker_id`'s live claim on the outbox row `seq` to ``now + lease_ttl``
+        (the claimer still delivers it), atomically.
+
+        Args:
+            seq: The row's seq.
+            worker_id: The claimer's worker id.
+            now: Unix seconds.
+            lease_ttl: Seconds the claim holds from `now` (> 0).
+
+        Returns:
+            False (nothing changed) when the row is gone or delivered, is claimed by another
+            worker, or its claim was dropped (`retry_hook`) or has expired (``<= now``:
+            another engine may have taken it; the claimer has lost it).
+
+        Raises:
+            ValueError / TypeError: A bad number; InvalidKeyError: a bad worker id.
+        """
+        ...
+
     async def finish_hook(self, seq: int, now: float) -> bool:
         """Mark the outbox row `seq` delivered at `now` (its hooks returned).
 

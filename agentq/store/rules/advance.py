@@ -12,6 +12,9 @@ completion would; after it, the state is the one the two verbs leave.
 
 Every argument is checked before anything is read or written (the rules' order, see
 `agentq.store.rules.tx`), so the claim's half never refuses after the completion wrote.
+Both halves read their rows in one load: the workflow, the step and the next one (the
+claim's half works on the rows as the completion left them: `attempt.completed`,
+`lease.claim_loaded`), not a second read of what this transaction has just written.
 """
 
 from __future__ import annotations
@@ -19,11 +22,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agentq.store.contract.checks import check_count, check_execution, check_now, check_ttl
+from agentq.store.contract.checks import (
+    check_count,
+    check_execution,
+    check_now,
+    check_payload,
+    check_ttl,
+)
 from agentq.store.contract.claims import ClaimResult, Execution
 from agentq.store.contract.rows import WorkflowRow
-from agentq.store.rules.attempt import complete_step
-from agentq.store.rules.lease import DEFAULT_MAX_RECOVERIES, claim_step
+from agentq.store.rules.attempt import check_fence, completed
+from agentq.store.rules.fence import check_known
+from agentq.store.rules.lease import DEFAULT_MAX_RECOVERIES, claim_loaded
 from agentq.store.rules.tx import Tx
 
 __all__ = ["advance_step"]
@@ -46,14 +56,26 @@ def advance_step(
     """
     ex = check_execution(execution)
     ttl = check_ttl(lease_ttl)
-    check_count(max_recoveries, "max_recoveries")
-    checked, _ = check_now(now)
+    limit = check_count(max_recoveries, "max_recoveries")
+    checked, at = check_now(now)
     if not math.isfinite(checked + ttl):
         raise ValueError(f"now + lease_ttl overflows: {now!r} + {ttl!r}")
-    row = complete_step(tx, ex, output, now)
-    if ex.step_index >= len(row.step_names) - 1:
-        return row, None
-    claim = claim_step(
-        tx, ex.workflow_id, ex.step_index + 1, ex.worker_id, ttl, now, max_recoveries
+    value, text = check_payload(output, "output")
+    index = ex.step_index
+    wf, steps = tx.load(ex.workflow_id, index, index + 1)  # complete_step's `fenced`, and
+    check_known(  # the next step's row for the claim
+        ex.workflow_id, index, None if wf is None else wf.step_names, index in steps
     )
-    return row, claim
+    assert wf is not None
+    check_fence(ex, wf, steps[index], "complete_step", False)
+    after = completed(tx, ex, value, text, at, wf, steps)
+    row = after.workflow
+    assert row is not None
+    nxt = index + 1
+    if nxt >= len(row.step_names):
+        return row, None
+    check_known(ex.workflow_id, nxt, row.step_names, nxt in steps)
+    rows = {index: after.steps[index], nxt: steps[nxt]}
+    return row, claim_loaded(
+        tx, row, rows, nxt, ex.worker_id, checked, at, checked + ttl, limit
+    )

@@ -10,6 +10,7 @@ rule of the `DurableStore` verb of the same name, run by a store inside one tran
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from agentq.errors import KeyConflictError, LeaseLostError, WorkflowClosedError
@@ -51,7 +52,7 @@ from agentq.store.rules.tx import (
     load_step,
 )
 
-__all__ = ["check_fence", "complete_step", "fail_step", "fenced", "wait_step"]
+__all__ = ["check_fence", "complete_step", "completed", "fail_step", "fenced", "wait_step"]
 
 _K = EventKind
 
@@ -122,6 +123,23 @@ def complete_step(tx: Tx, execution: Execution, output: Any, now: float) -> Work
     now, at = check_now(now)
     value, text = check_payload(output, "output")
     ex, wf, steps = fenced(tx, execution, "complete_step")
+    after = completed(tx, ex, value, text, at, wf, steps)
+    assert after.workflow is not None
+    return after.workflow
+
+
+def completed(
+    tx: Tx,
+    ex: Execution,
+    value: Any,
+    text: str,
+    at: float,
+    wf: WorkflowRow,
+    steps: Mapping[int, StepRow],
+) -> Rows:
+    """The writes of `complete_step` once its arguments are checked (`value` and its JSON
+    `text`, `at` the event time) and its rows read and fenced (`wf`, `steps` holding at least
+    the execution's step): all the rows after the events."""
     step = steps[ex.step_index]
     drafts = [
         Draft.build(
@@ -137,12 +155,14 @@ def complete_step(tx: Tx, execution: Execution, output: Any, now: float) -> Work
     ]
     last = len(wf.step_names) - 1
     if ex.step_index == last:
-        _, steps = tx.load(ex.workflow_id, 0, last)
+        if not all(i in steps for i in range(last)):  # the earlier steps' rows (outputs)
+            _, earlier = tx.load(ex.workflow_id, 0, last - 1)  # (a one-step workflow: none)
+            steps = {**earlier, **steps}
         outputs = [steps[i].output for i in range(last)] + [value]
         drafts.append(
             Draft.build(_K.WORKFLOW_COMPLETED, ex.workflow_id, at, {"outputs": outputs})
         )
-    return apply(tx, Rows(wf, steps), drafts)
+    return apply_rows(tx, Rows(wf, steps), drafts)
 
 
 def fail_step(

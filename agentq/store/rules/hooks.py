@@ -2,8 +2,8 @@
 
 The rows themselves are written by `agentq.store.rules.tx.apply_rows` in the transaction
 that ends a workflow (`agentq.store.contract.hooks.pending_hook`); these rules only move a
-row along: claimed (a lease, one more attempt), then delivered, or due again after a failed
-delivery. None of them appends an event.
+row along: claimed (a lease, one more attempt, renewed while the claimer delivers), then
+delivered, or due again after a failed delivery. None of them appends an event.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agentq.store.contract.checks import check_now, check_number, check_text, ch
 from agentq.store.contract.hooks import MAX_HOOK_ERROR_CHARS, HookRow
 from agentq.store.rules.tx import Tx
 
-__all__ = ["claim_hooks", "finish_hook", "retry_hook"]
+__all__ = ["claim_hooks", "finish_hook", "renew_hook", "retry_hook"]
 
 
 def _check_seq(seq: int) -> int:
@@ -58,6 +58,21 @@ def claim_hooks(
         tx.put_hook(row, False)
         claimed.append(row)
     return claimed
+
+
+def renew_hook(tx: Tx, seq: int, worker_id: str, now: float, lease_ttl: float) -> bool:
+    """Rule of `DurableStore.renew_hook`."""
+    seq, (now, _) = _check_seq(seq), check_now(now)
+    worker_id = validate_key(worker_id, "worker id")
+    ttl = check_ttl(lease_ttl)
+    row = tx.load_hook(seq)
+    if (
+        row is None or row.delivered or row.worker_id != worker_id
+        or row.lease_expires_at is None or row.lease_expires_at <= now
+    ):
+        return False
+    tx.put_hook(replace(row, lease_expires_at=now + ttl), False)
+    return True
 
 
 def finish_hook(tx: Tx, seq: int, now: float) -> bool:

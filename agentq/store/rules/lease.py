@@ -20,6 +20,7 @@ the rule of the `DurableStore` verb of the same name, run by a store inside one 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -44,7 +45,7 @@ from agentq.store.contract.claims import (
     NotBefore,
     WorkflowClosed,
 )
-from agentq.store.contract.rows import StepRow, StepState, WorkflowState
+from agentq.store.contract.rows import StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.projection import Rows, is_fenced
 from agentq.store.rules.tx import (
     Draft,
@@ -61,6 +62,7 @@ __all__ = [
     "DEFAULT_MAX_RECOVERIES",
     "EXPIRED_REASON",
     "HANDED_BACK_REASON",
+    "claim_loaded",
     "claim_step",
     "crash_reason",
     "release_dead",
@@ -150,6 +152,25 @@ def claim_step(
     if not math.isfinite(expires_at):
         raise ValueError(f"now + lease_ttl overflows: {now!r} + {ttl!r}")
     wf, steps = load_step(tx, workflow_id, index, first=max(index - 1, 0))
+    return claim_loaded(tx, wf, steps, index, worker_id, now, at, expires_at, limit)
+
+
+def claim_loaded(
+    tx: Tx,
+    wf: WorkflowRow,
+    steps: Mapping[int, StepRow],
+    index: int,
+    worker_id: str,
+    now: float,
+    at: float,
+    expires_at: float,
+    limit: int,
+) -> ClaimResult:
+    """The rest of `claim_step` once its arguments are checked (`at`, ``check_now``'s event
+    time of `now`; `expires_at` the new lease's end; `limit` the ``max_recoveries``) and its
+    rows read: `wf` and `steps`, holding step `index` (known: `check_known`) and, when
+    `index` > 0, the step before it, as they stand in this transaction."""
+    workflow_id = wf.workflow_id
     step = steps[index]
     if step.state is StepState.COMPLETED:
         return AlreadyCompleted(step.output)

@@ -151,6 +151,10 @@ class RuleStore(OwnVerbs):
             limit,
         )
 
+    async def renew_hook(self, seq: int, worker_id: str, now: float, lease_ttl: float) -> bool:
+        """See `DurableStore.renew_hook`."""
+        return await self._write(rules_hooks.renew_hook, seq, worker_id, now, lease_ttl)
+
     async def finish_hook(self, seq: int, now: float) -> bool:
         """See `DurableStore.finish_hook`."""
         return await self._write(rules_hooks.finish_hook, seq, now)

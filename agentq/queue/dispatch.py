@@ -24,7 +24,7 @@ from types import FunctionType
 from agentq.errors import JobLost, WrongLoopError
 from agentq.outcomes import ErrorInfo, Failed, FailureReason
 from agentq.queue.arbitration import Arbiter
-from agentq.queue.attempt import completed, raised
+from agentq.queue.attempt import COMPLETED_NONE, completed, raised
 from agentq.queue.jobs import JobEventKind
 from agentq.queue.lane import CLAIMED, LOST, QUEUED, RUNNING, STOPPED, Lane
 from agentq.queue.ledger import Ledger, cancelled_outcome
@@ -154,7 +154,9 @@ class Dispatcher:
                             if rec.cancels:
                                 rec.uncancel(task)
                             if rec.outcome is None:  # (no timeout: nothing is pending)
-                                ledger.settle(rec, completed(output))
+                                ledger.settle(  # `completed`, whose common case is inline
+                                    rec, COMPLETED_NONE if output is None else completed(output)
+                                )
                             else:  # cancelled meanwhile: the output is discarded
                                 discard(output)
                             rec.task = None  # as `attempt.finish`, inline: once per job

@@ -87,7 +87,9 @@ def defer(fn: FunctionType, shared: Shared) -> Deferred | None:
     # The common push: a function of a code whose part is kept, with the same names, over
     # the same reads (this runs on every push of a ``lambda i=i: work(i)``).
     code = fn.__code__
-    kept = shared.deferred.get(id(code))
+    kept = shared.recent
+    if kept is None or kept.code is not code:
+        kept = shared.deferred.get(id(code))
     if (
         kept is not None
         and kept.code is code
@@ -99,10 +101,15 @@ def defer(fn: FunctionType, shared: Shared) -> Deferred | None:
         last = kept.last
         if last is None:  # the code reads no value
             if not fn.__defaults__:
+                shared.recent = kept
                 return kept  # type: ignore[no-any-return]
         elif last[1] is fn.__globals__ and same_reads(last, fn.__defaults__) is kept.reads:
+            shared.recent = kept
             return kept  # type: ignore[no-any-return]
-    return _defer(fn, shared)
+    made = _defer(fn, shared)
+    if made is not None:
+        shared.recent = made
+    return made
 
 
 def _defer(fn: FunctionType, shared: Shared) -> Deferred | None:

@@ -62,7 +62,9 @@ class Shared:
         size: Entries kept per table; a table is emptied when it is full.
     """
 
-    __slots__ = ("_functions", "_reads", "_size", "deferred", "deferred_partials", "last")
+    __slots__ = (
+        "_functions", "_reads", "_size", "deferred", "deferred_partials", "last", "recent",
+    )
 
     def __init__(self, size: int = 1024) -> None:
         self._size = size
@@ -76,6 +78,9 @@ class Shared:
         # (`agentq.queue.fingerprint_deferred.Deferred`; each keeps its code object).
         self.deferred: dict[int, Any] = {}
         self.deferred_partials: dict[int, Any] = {}  # the same for partials of them
+        # The `Deferred` part `defer` gave last (a burst of pushes shares one code): found
+        # by identity, with no ``id()`` call (an audited builtin) and no dict lookup.
+        self.recent: Any = None
 
     def keep_deferred(self, code: object, part: Any, *, partial: bool = False) -> None:
         """Keep `part` as the `Deferred` part of `code`'s functions (see `deferred`), or with

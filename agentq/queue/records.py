@@ -60,7 +60,6 @@ class Record:
         "owner",
         "phase",
         "prev",
-        "root",
         "state",
         "stop_waiters",
         "task",
@@ -80,6 +79,10 @@ class Record:
     """The call's stored fingerprint, taken at the claim with a store (`KeyTable.claim`)."""
     admitted_at: float = 0.0
     """Clock time it entered a gated lane's waiting area (the arbiter's aging), else 0.0."""
+    root: Record | None = None
+    """The record holding the permit this one runs on, when it runs inline on another's
+    (`agentq.queue.nesting`); None: its own (a record naming itself would be a reference
+    cycle, freed only by the garbage collector: one a job that ran on a lane worker)."""
 
     def __init__(
         self, owner: object, job: Job, lane: Lane[Record], prev: Record | None, fp: Any
@@ -105,10 +108,6 @@ class Record:
         # The fingerprint of the call, taken when the key was claimed; or its `Deferred`
         # part, with the function's defaults in `fp_args` (`KeyTable.fingerprint` builds it).
         self.fp = fp
-        # The record holding the permit this one runs on, when it runs inline on another's
-        # (`nesting`); None: its own (a record naming itself would be a reference cycle,
-        # freed only by the garbage collector: one a job that ran on a lane worker).
-        self.root: Record | None = None
         # The OpenTelemetry context of the push (the job's span starts under it), or None.
         self.trace: Any = capture()
         # Claimed without reading the queue's store (push_nowait): read it before running.

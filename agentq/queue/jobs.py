@@ -159,7 +159,7 @@ class Job(_Weak):
             self.persist = persist
             self.tokens = tokens
             self.__class__ = Job
-        else:  # Job.__new__ called by a subclass's own __new__: as `_Subclassed.__init__` builds it
+        else:  # Job.__new__ called by a subclass's own __new__: as Job's __init__ builds it
             self = object.__new__(cls)
             _fill(self, key, fn, priority, timeout, retry, fingerprint, name, persist, tokens)
         # The common job is checked inline (building a Job is on the cache-hit path): an
@@ -200,20 +200,20 @@ class Job(_Weak):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # A subclass is built the ordinary way: its arguments (its own fields, its own
-        # __init__'s) reach its __init__ — its own, a dataclass's, or `_Subclassed`'s — and
-        # not the fixed signature of Job's __new__. Job itself has no __init__ (its
-        # instances are built whole by __new__; a Python __init__ would be one more call
-        # per Job, about 1,100 instructions): a direct subclass gets `_Subclassed` as its
-        # base in Job's place, whose __init__ builds and checks it as a Job, for a subclass
-        # without an __init__ of its own or whose __init__ calls ``super().__init__(key,
-        # fn, ...)``.
+        # __init__'s) reach its __init__ — its own, a dataclass's, or Job's below — and not
+        # the fixed signature of Job's __new__.
         super(Job, cls).__init_subclass__(**kwargs)  # (slots=True made a new class: no bare super)
-        if _SUBCLASSED is None:  # `_Subclassed` itself, being made
-            return
         if "__new__" not in cls.__dict__:
             cls.__new__ = staticmethod(_bare_new)  # type: ignore[method-assign]
-        if Job in cls.__bases__:
-            cls.__bases__ = tuple(_SUBCLASSED if b is Job else b for b in cls.__bases__)
+
+    if not TYPE_CHECKING:  # type checkers read Job's arguments off __new__
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            # A Job is built whole by __new__ (this is called after it, with nothing to
+            # do); a subclass without an __init__ of its own, or whose __init__ calls
+            # ``super().__init__(key, fn, ...)``, is built and checked here, as a Job.
+            if type(self) is not Job:
+                _init_subclassed(self, *args, **kwargs)
 
     def __getnewargs_ex__(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The arguments `copy` and `pickle` build a copy with (there is no bare `__new__`)."""
@@ -317,26 +317,12 @@ def _bare_new(cls: type[Job], *args: Any, **kwargs: Any) -> Job:
     return object.__new__(cls)
 
 
-_SUBCLASSED: Any = None
-
-
-class _Subclassed(Job):
-    """The base a subclass of `Job` gets in Job's place (`Job.__init_subclass__`): the same
-    layout, and the __init__ that builds a subclass's instance as a `Job`."""
-
-    __slots__ = ()
-
-    if not TYPE_CHECKING:  # type checkers read Job's arguments off __new__
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            # A `Job` of the same arguments is built (so checked, its priority normalised)
-            # and its fields are taken.
-            job = Job(*args, **kwargs)
-            _fill(self, job.key, job.fn, job.priority, job.timeout, job.retry,
-                  job.fingerprint, job.name, job.persist, job.tokens)
-
-
-_SUBCLASSED = _Subclassed
+def _init_subclassed(self: Job, *args: Any, **kwargs: Any) -> None:
+    """`Job.__init__` for a subclass's instance: a `Job` of the same arguments is built (so
+    checked, its priority normalised) and its fields are taken."""
+    job = Job(*args, **kwargs)
+    _fill(self, job.key, job.fn, job.priority, job.timeout, job.retry, job.fingerprint,
+          job.name, job.persist, job.tokens)
 
 
 class JobEventKind(StrEnum):

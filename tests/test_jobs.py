@@ -349,3 +349,33 @@ def test_a_subclass_built_through_job_init_is_checked_as_a_job() -> None:
 
     with pytest.raises(ValueError, match="key"):
         Bad()
+
+
+class _Mixin:
+    __slots__ = ()
+
+    def describe(self) -> str:
+        return f"mixed {self.key}"  # type: ignore[attr-defined]
+
+
+class _Mixed(_Mixin, Job):
+    pass
+
+
+class _Renumbered(_Numbered):
+    def __init__(self, n: int) -> None:
+        super().__init__(n + 1)
+
+
+async def test_a_subclass_beside_a_mixin_or_of_a_subclass_is_built_as_a_job() -> None:
+    mixed = _Mixed("m", functools.partial(_echo, 4))
+    renumbered = _Renumbered(1)
+    assert (mixed.describe(), renumbered.key) == ("mixed m", "numbered-2")
+    assert isinstance(mixed, Job) and isinstance(renumbered, _Numbered)
+    with pytest.raises(TypeError, match="callable"):
+        _Mixed("m", 3)  # type: ignore[arg-type]  # checked as a Job
+    twin = copy.copy(mixed)
+    assert (type(twin), twin.key, twin.fn) == (_Mixed, "m", mixed.fn)
+    async with Queue() as queue:
+        assert await queue.push_and_wait(mixed) == 4
+        assert await queue.push_and_wait(renumbered) == 2

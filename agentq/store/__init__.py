@@ -73,6 +73,7 @@ from agentq.store.contract.sweep import SweepReport
 from agentq.store.memory.store import MemoryStore
 from agentq.store.postgres.store import PostgresStore
 from agentq.store.rules.lease import CANCEL_HANDED_BACK_REASON, HANDED_BACK_REASON
+from agentq.store.rules.projection import replay
 from agentq.store.rules.projection_calls import project_call, touches_calls
 from agentq.store.sqlite.store import SqliteStore
 
@@ -117,6 +118,7 @@ __all__ = [
     "instance_id",
     "parent_of",
     "project_call",
+    "replay",
     "shown_call",
     "summed_usage",
     "touches_calls",

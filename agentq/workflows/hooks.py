@@ -7,13 +7,13 @@ hooks of its own (``engine.on_end``), those of every definition it registered an
 workflows. Delivering a row is: claim it (`DurableStore.claim_hooks`: a lease of the
 engine's ``lease_ttl``, so that two engines do not deliver it at once, renewed every
 ``lease_ttl / 3`` seconds (`DurableStore.renew_hook`, one `Renewals` timer for all the rows
-of this engine's claims) until its delivery ends), read the workflow's final `RunResult`
-from the store, call the definition's hook then the engine's hooks, in order; then mark it
-delivered, or, if a hook raised, due again after the engine's hook backoff (the n-th failed
-delivery waits ``backoff.delay(n)``), when this engine's timer (or any engine's next
-delivery) tries again. A hook may run more than once (a crash after it returned, an engine
-closed while it ran, a claim lost because its renewals failed or came too late): hooks must
-tolerate a repeat.
+of this engine's claims) until its delivery ends), read the `RunResult` of the end the row
+stands for (`end_result`: as of that end, even if the workflow was retried since), call the
+definition's hook then the engine's hooks, in order; then mark it delivered, or, if a hook
+raised, due again after the engine's hook backoff (the n-th failed delivery waits
+``backoff.delay(n)``), when this engine's timer (or any engine's next delivery) tries again.
+A hook may run more than once (a crash after it returned, an engine closed while it ran, a
+claim lost because its renewals failed or came too late): hooks must tolerate a repeat.
 
 Deliveries start when a run of this engine ends, when ``run`` finds a workflow ended, after
 ``cancel`` and a deadline's time-out, at each poll of ``serve``, and at the retry timers.
@@ -32,10 +32,10 @@ from agentq.retry import Backoff
 from agentq.store import HookRow
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
-from agentq.workflows.model import RunResult, RunStatus
+from agentq.workflows.model import RunResult
 from agentq.workflows.registry import Registry
 from agentq.workflows.renewals import Renewals
-from agentq.workflows.results import stored_result
+from agentq.workflows.results import end_result
 from agentq.workflows.workers import LOGGER
 
 __all__ = ["DEFAULT_HOOK_BACKOFF", "EndHook", "EndHooks"]
@@ -202,12 +202,7 @@ class EndHooks:
                 row.seq, self._driver.worker_id, clock.time(), "no hook here", clock.time()
             )
             return False
-        wf = await store.get_workflow(row.workflow_id)
-        result = (  # swept since, or retried (open again, or ended otherwise): this end's
-            RunResult(row.workflow_id, RunStatus(row.state))
-            if wf is None or not wf.state.closed or wf.state.value != row.state
-            else await stored_result(store, wf)
-        )
+        result = await end_result(store, row)  # as of this end, even after a retry
         try:
             for fn in hooks:
                 out = fn(result)

@@ -52,7 +52,7 @@ from agentq.store.contract.groups import (
     member_id,
     summed_usage,
 )
-from agentq.store.contract.hooks import HookRow
+from agentq.store.contract.hooks import MAX_HOOK_ERROR_CHARS, HookRow
 from agentq.store.contract.protocol import DurableStore
 from agentq.store.contract.ready import ReadyWork, WorkNotifier
 from agentq.store.contract.rows import (
@@ -82,6 +82,7 @@ __all__ = [
     "CHILD_WAIT_PREFIX",
     "EVENT_COLUMNS",
     "HANDED_BACK_REASON",
+    "MAX_HOOK_ERROR_CHARS",
     "AlreadyCompleted",
     "AlreadyWaiting",
     "CallKind",

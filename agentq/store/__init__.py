@@ -52,7 +52,7 @@ from agentq.store.contract.groups import (
     member_id,
     summed_usage,
 )
-from agentq.store.contract.hooks import HookRow
+from agentq.store.contract.hooks import MAX_HOOK_ERROR_CHARS, HookRow
 from agentq.store.contract.protocol import DurableStore
 from agentq.store.contract.ready import ReadyWork, WorkNotifier
 from agentq.store.contract.rows import (
@@ -73,6 +73,7 @@ from agentq.store.contract.sweep import SweepReport
 from agentq.store.memory.store import MemoryStore
 from agentq.store.postgres.store import PostgresStore
 from agentq.store.rules.lease import CANCEL_HANDED_BACK_REASON, HANDED_BACK_REASON
+from agentq.store.rules.projection import replay
 from agentq.store.rules.projection_calls import project_call, touches_calls
 from agentq.store.sqlite.store import SqliteStore
 
@@ -81,6 +82,7 @@ __all__ = [
     "CHILD_WAIT_PREFIX",
     "EVENT_COLUMNS",
     "HANDED_BACK_REASON",
+    "MAX_HOOK_ERROR_CHARS",
     "AlreadyCompleted",
     "AlreadyWaiting",
     "CallKind",
@@ -117,6 +119,7 @@ __all__ = [
     "instance_id",
     "parent_of",
     "project_call",
+    "replay",
     "shown_call",
     "summed_usage",
     "touches_calls",

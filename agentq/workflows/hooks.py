@@ -7,13 +7,13 @@ hooks of its own (``engine.on_end``), those of every definition it registered an
 workflows. Delivering a row is: claim it (`DurableStore.claim_hooks`: a lease of the
 engine's ``lease_ttl``, so that two engines do not deliver it at once, renewed every
 ``lease_ttl / 3`` seconds (`DurableStore.renew_hook`, one `Renewals` timer for all the rows
-of this engine's claims) until its delivery ends), read the workflow's final `RunResult`
-from the store, call the definition's hook then the engine's hooks, in order; then mark it
-delivered, or, if a hook raised, due again after the engine's hook backoff (the n-th failed
-delivery waits ``backoff.delay(n)``), when this engine's timer (or any engine's next
-delivery) tries again. A hook may run more than once (a crash after it returned, an engine
-closed while it ran, a claim lost because its renewals failed or came too late): hooks must
-tolerate a repeat.
+of this engine's claims) until its delivery ends), read the `RunResult` of the end the row
+stands for (`end_result`: as of that end, even if the workflow was retried since), call the
+definition's hook then the engine's hooks, in order; then mark it delivered, or, if a hook
+raised, due again after the engine's hook backoff (the n-th failed delivery waits
+``backoff.delay(n)``), when this engine's timer (or any engine's next delivery) tries again.
+A hook may run more than once (a crash after it returned, an engine closed while it ran, a
+claim lost because its renewals failed or came too late): hooks must tolerate a repeat.
 
 Deliveries start when a run of this engine ends, when ``run`` finds a workflow ended, after
 ``cancel`` and a deadline's time-out, at each poll of ``serve``, and at the retry timers.
@@ -28,14 +28,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentq.errors import AgentqError
+from agentq.literal import visible
 from agentq.retry import Backoff
-from agentq.store import HookRow
+from agentq.store import MAX_HOOK_ERROR_CHARS, HookRow
 from agentq.workflows.deadlines import Deadlines
 from agentq.workflows.driver import Driver
-from agentq.workflows.model import RunResult, RunStatus
+from agentq.workflows.model import RunResult
 from agentq.workflows.registry import Registry
 from agentq.workflows.renewals import Renewals
-from agentq.workflows.results import stored_result
+from agentq.workflows.results import end_result
 from agentq.workflows.workers import LOGGER
 
 __all__ = ["DEFAULT_HOOK_BACKOFF", "EndHook", "EndHooks"]
@@ -66,6 +67,8 @@ class _Claim:
         self._driver, self._renewals, self._tasks = driver, renewals, tasks
         self.row = row
         self._over = False
+        self.settled = False
+        """Its outcome is written (delivered, or due again): nothing to hand back."""
         renewals.add(self)
 
     def renew_due(self) -> None:
@@ -90,11 +93,43 @@ class _Claim:
             return
         if held:
             self._renewals.add(self)
-        else:
-            LOGGER.warning(
-                "on_end: the claim of workflow %r's end expired while its delivery was in "
-                "progress: another engine may call its hooks too", self.row.workflow_id,
+            return
+        why = await self._lost()
+        if not self._over:  # else this engine's own delivery ended meanwhile
+            LOGGER.warning("on_end: workflow %r's end: %s", self.row.workflow_id, why)
+
+    async def _lost(self) -> str:
+        """Why the claim could not be renewed, from the row as it is now."""
+        driver, seq = self._driver, self.row.seq
+        try:
+            rows = await driver.store.hooks(self.row.workflow_id)
+        except AgentqError:
+            rows = None
+        if rows is None:  # the store failed: a wording true in every case
+            return (
+                "its claim could not be renewed while its delivery was in progress (expired, "
+                "or the end delivered or claimed elsewhere): its hooks may run more than once"
             )
+        row = next((r for r in rows if r.seq == seq), None)
+        if row is None:
+            return "it was removed from the store (swept) while its delivery was in progress"
+        by = "this engine" if row.worker_id == driver.worker_id else f"engine {row.worker_id!r}"
+        if row.delivered:
+            return (
+                f"it was marked delivered by {by} while this delivery was in progress (the "
+                "claim had expired and was taken again): its hooks ran more than once"
+            )
+        if row.worker_id != driver.worker_id:
+            return (
+                f"the claim expired while its delivery was in progress and {by} claimed it "
+                "since: it calls the hooks too"
+            )
+        if row.lease_expires_at is None:
+            return "its claim was dropped while its delivery was in progress (due again)"
+        return (
+            "the claim expired while its delivery was in progress (taken again since by this "
+            "engine, or free to take): its hooks may run more than once"
+        )
 
     def end(self) -> None:
         """The delivery is over (or about to write its outcome): renew no more. Idempotent."""
@@ -124,6 +159,7 @@ class EndHooks:
         self._sweep: asyncio.Task[int] | None = None
         self._renewals = Renewals(driver.clock, driver.lease_ttl)
         self._renewing: set[asyncio.Task[None]] = set()
+        self._stopping = False
 
     def add(self, fn: EndHook) -> None:
         """Add an engine-wide hook (`WorkflowEngine.on_end`)."""
@@ -170,28 +206,64 @@ class EndHooks:
         """Claim the due rows this engine holds hooks for and deliver them; return how many
         were delivered (their hooks all returned).
 
+        Cancelled (the engine stops), or on a store failure, the rows of its claims not
+        delivered (the interrupted one, those waiting for their turn) are handed back
+        (`DurableStore.release_hook`): due again at once, for any engine.
+
         Raises:
-            StoreError: The store failed (the rows stay due; a claim expires).
+            StoreError: The store failed (the rows stay due; a claim not handed back expires).
         """
         names, plain = self._claimable()
         if not names and not plain:
             return 0
-        driver = self._driver
         delivered = 0
-        while True:
-            rows = await driver.store.claim_hooks(
-                driver.worker_id, driver.clock.time(), driver.lease_ttl,
-                definitions=names, plain=plain, workflow_id=workflow_id, limit=BATCH,
-            )
-            claims = [_Claim(driver, self._renewals, self._renewing, row) for row in rows]
+        while not self._stopping:
+            rows = await self._claim(names, plain, workflow_id)
+            claims = [_Claim(self._driver, self._renewals, self._renewing, row) for row in rows]
             try:  # the rows waiting for their turn keep their claims too
                 for claim in claims:
+                    if self._stopping:  # a delivery that was recording when `stop` came
+                        break
                     delivered += await self._deliver(claim)
             finally:
                 for claim in claims:
                     claim.end()
+                await self._hand_back([claim.row for claim in claims if not claim.settled])
             if len(rows) < BATCH:
-                return delivered
+                break
+        return delivered
+
+    async def _claim(self, names: list[str], plain: bool, workflow_id: str | None) -> list[HookRow]:
+        """Claim a batch of due rows; cancelled meanwhile, hand back what the claim took
+        once its answer arrives (it may have committed), then stop."""
+        driver = self._driver
+        claiming = asyncio.ensure_future(driver.store.claim_hooks(
+            driver.worker_id, driver.clock.time(), driver.lease_ttl,
+            definitions=names, plain=plain, workflow_id=workflow_id, limit=BATCH,
+        ))
+        try:
+            return await asyncio.shield(claiming)
+        except asyncio.CancelledError:
+            try:
+                rows = await claiming
+            except AgentqError:  # the claim failed: nothing was taken
+                rows = []
+            await self._hand_back(rows)
+            raise
+
+    async def _hand_back(self, rows: list[HookRow]) -> None:
+        """Release this engine's claims on `rows` (delivery not ended): due again at once; a
+        failure is logged (the claims then expire after lease_ttl)."""
+        driver = self._driver
+        for row in rows:
+            try:
+                await driver.store.release_hook(row.seq, driver.worker_id, driver.clock.time())
+            except AgentqError as exc:  # the store fails: the other claims expire too
+                LOGGER.warning(
+                    "on_end: handing back the claims of %d end(s) failed (they expire after "
+                    "lease_ttl): %s", len(rows), exc,
+                )
+                return
 
     async def _deliver(self, claim: _Claim) -> bool:
         store, clock, row = self._driver.store, self._driver.clock, claim.row
@@ -201,13 +273,9 @@ class EndHooks:
             await store.retry_hook(
                 row.seq, self._driver.worker_id, clock.time(), "no hook here", clock.time()
             )
+            claim.settled = True
             return False
-        wf = await store.get_workflow(row.workflow_id)
-        result = (  # swept since, or retried (open again, or ended otherwise): this end's
-            RunResult(row.workflow_id, RunStatus(row.state))
-            if wf is None or not wf.state.closed or wf.state.value != row.state
-            else await stored_result(store, wf)
-        )
+        result = await end_result(store, row)  # as of this end, even after a retry
         try:
             for fn in hooks:
                 out = fn(result)
@@ -216,12 +284,14 @@ class EndHooks:
         except Exception as exc:  # retried after the backoff; said once per failure
             claim.end()
             due = clock.time() + self.backoff.delay(row.attempts)
-            error = f"{type(exc).__name__}: {exc}"
+            error = f"{type(exc).__name__}: {exc}"[:MAX_HOOK_ERROR_CHARS]  # as stored
             LOGGER.warning(
                 "on_end: a hook of workflow %r raised (attempt %d), trying again in %g s: %s",
-                row.workflow_id, row.attempts, due - clock.time(), error,
+                row.workflow_id, row.attempts, due - clock.time(), visible(error),
             )
-            if await store.retry_hook(row.seq, self._driver.worker_id, due, error, clock.time()):
+            held = await store.retry_hook(row.seq, self._driver.worker_id, due, error, clock.time())
+            claim.settled = True
+            if held:
                 self._timers.set(row.workflow_id, due)
             return False
         # The hooks returned: recorded even if the engine closes meanwhile (`stop` lets this
@@ -231,6 +301,7 @@ class EndHooks:
         self._recording.add(task)
         try:
             await store.finish_hook(row.seq, clock.time())
+            claim.settled = True
         finally:
             self._recording.discard(task)
         return True
@@ -248,15 +319,21 @@ class EndHooks:
 
     async def stop(self) -> None:
         """Cancel the retry timers and the deliveries in progress (the engine closes), and
-        wait for them and for the renewals in progress: a row whose hooks were interrupted
-        keeps its claim, renewed no more, which expires, and is delivered again; one whose
-        hooks all returned is recorded as delivered first."""
-        self._timers.cancel_all()
-        tasks = list(self._tasks)
-        for task in tasks:
-            if task not in self._recording:
-                task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-        if self._renewing:
-            await asyncio.wait(set(self._renewing))
+        wait for them and for the renewals in progress. A row whose hooks all returned is
+        recorded as delivered first; the other rows of the claims (the one whose hooks were
+        interrupted, those waiting for their turn) are handed back, due again at once for
+        any engine (an interrupted hook is called again: at least once). The engine can
+        deliver again afterwards."""
+        self._stopping = True
+        try:
+            self._timers.cancel_all()
+            tasks = list(self._tasks)
+            for task in tasks:
+                if task not in self._recording:
+                    task.cancel()
+            if tasks:
+                await asyncio.wait(tasks)
+            if self._renewing:
+                await asyncio.wait(set(self._renewing))
+        finally:
+            self._stopping = False

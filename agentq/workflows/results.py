@@ -2,19 +2,37 @@
 
 Used by `WorkflowEngine.status` and by the driver when the workflow it runs has already ended
 (a run of a finished workflow returns its stored result and appends nothing), and by `run` and
-`resume` of an ended workflow whose registration was dropped: they answer from the store.
+`resume` of an ended workflow whose registration was dropped: they answer from the store; and
+by the end-of-run hooks, which report each end as of that end (`end_result`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from agentq.errors import UnknownWorkflowError
-from agentq.store import DurableStore, StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store import (
+    DurableStore,
+    HookRow,
+    StepRow,
+    StepState,
+    WorkflowRow,
+    WorkflowState,
+    replay,
+)
 from agentq.workflows.model import RunResult, RunStatus, StepStatus
 from agentq.workflows.registry import step_index
 
-__all__ = ["closed_result", "ended_result", "refuse_resume", "status_of", "stored_result"]
+__all__ = [
+    "closed_result",
+    "end_result",
+    "ended_result",
+    "refuse_resume",
+    "result_of",
+    "status_of",
+    "stored_result",
+]
 
 RUN_STATUS = {
     WorkflowState.COMPLETED: RunStatus.COMPLETED,
@@ -44,7 +62,32 @@ def status_of(row: StepRow) -> StepStatus:
 
 async def stored_result(store: DurableStore, row: WorkflowRow) -> RunResult:
     """The `RunResult` a stored workflow row (and its steps) stands for."""
-    steps = await store.step_rows(row.workflow_id)
+    return result_of(row, await store.step_rows(row.workflow_id))
+
+
+async def end_result(store: DurableStore, end: HookRow) -> RunResult:
+    """The `RunResult` of the end an outbox row stands for, as of that end.
+
+    The row's ``seq`` is the event that ended the workflow. While that event is still the
+    workflow's last, the stored rows are that end's; after a later change (a ``retry``,
+    whatever its outcome), the rows as of that end are replayed from the workflow's log up
+    to it. A workflow swept from the store since gives the row's status alone.
+    """
+    wf = await store.get_workflow(end.workflow_id)
+    if wf is None:
+        return RunResult(end.workflow_id, RunStatus(end.state))
+    if wf.last_seq == end.seq:
+        return await stored_result(store, wf)
+    events = [e for e in await store.load_events(end.workflow_id) if e.seq <= end.seq]
+    replayed = replay(events)
+    then = replayed[0][1] if replayed else None
+    if then is None or then.workflow is None or then.workflow.state.value != end.state:
+        return RunResult(end.workflow_id, RunStatus(end.state))
+    return result_of(then.workflow, [then.steps[i] for i in sorted(then.steps)])
+
+
+def result_of(row: WorkflowRow, steps: Sequence[StepRow]) -> RunResult:
+    """The `RunResult` a workflow row and its step rows (by step index) stand for."""
     outputs = tuple(s.output for s in steps if s.state is StepState.COMPLETED)
     status = RUN_STATUS.get(row.state, RunStatus.WAITING)
     focus = next(

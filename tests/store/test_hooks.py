@@ -120,6 +120,32 @@ async def test_renew_extends_only_the_renewers_live_claim(store: DurableStore) -
         await store.renew_hook(seq, "", T0 + 32, 10.0)
 
 
+async def test_release_hands_back_only_the_releasers_claim_due_at_once(
+    store: DurableStore,
+) -> None:
+    seq = await ended(store, "wf")
+    await store.claim_hooks("w1", T0 + 1, 10.0, definitions=["d"])
+    assert await store.retry_hook(seq, "w1", T0 + 3, "ValueError: boom", T0 + 2)
+    assert not await store.release_hook(seq, "w1", T0 + 2)  # no claim left: nothing
+    await store.claim_hooks("w1", T0 + 3, 10.0, definitions=["d"])
+    assert not await store.release_hook(seq, "w2", T0 + 4)  # not its claim
+    assert await store.release_hook(seq, "w1", T0 + 4)
+    [row] = await store.hooks("wf")
+    assert (row.worker_id, row.attempts, row.lease_expires_at, row.due_at, row.error) == (
+        "w1", 2, None, T0 + 3, "ValueError: boom")  # no backoff; the count and error kept
+    assert not await store.release_hook(seq, "w1", T0 + 4)  # once
+    [row] = await store.claim_hooks("w2", T0 + 4, 10.0, definitions=["d"])  # at once
+    assert (row.worker_id, row.attempts) == ("w2", 3)
+    assert not await store.release_hook(seq, "w1", T0 + 5)  # taken over
+    assert await store.finish_hook(seq, T0 + 6)
+    assert not await store.release_hook(seq, "w2", T0 + 7)  # delivered
+    assert not await store.release_hook(99, "w2", T0 + 7)
+    with pytest.raises(ValueError):
+        await store.release_hook(0, "w2", T0 + 7)
+    with pytest.raises(InvalidKeyError):
+        await store.release_hook(seq, "", T0 + 7)
+
+
 async def test_a_retried_workflow_that_ends_again_has_a_row_per_end(store: DurableStore) -> None:
     await store.start_workflow("wf", ["a"], None, T0, definition="d")
     assert await store.cancel_workflow("wf", "stop", T0 + 1)

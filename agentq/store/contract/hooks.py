@@ -32,7 +32,8 @@ class HookRow:
         definition: Its definition's name, or None for a plain `Workflow`.
         state: How it ended: ``"completed"``, ``"failed"`` or ``"cancelled"``.
         ended_at: When it ended (Unix seconds).
-        attempts: Deliveries started so far (claims), the current one included.
+        attempts: Claims so far (each a delivery started, unless the engine stopped and
+            handed the claim back before its turn), the current one included.
         due_at: When the next delivery may start (Unix seconds): the end, then the time a
             retry's backoff gives.
         worker_id: The engine that claimed it last, or None before any claim.

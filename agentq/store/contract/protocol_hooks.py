@@ -63,8 +63,8 @@ class DurableHooks(Protocol):
 
         Returns:
             False (nothing changed) when the row is gone or delivered, is claimed by another
-            worker, or its claim was dropped (`retry_hook`) or has expired (``<= now``:
-            another engine may have taken it; the claimer has lost it).
+            worker, or its claim was dropped (`retry_hook`, `release_hook`) or has expired
+            (``<= now``: another engine may have taken it; the claimer has lost it).
 
         Raises:
             ValueError / TypeError: A bad number; InvalidKeyError: a bad worker id.
@@ -88,6 +88,29 @@ class DurableHooks(Protocol):
         Returns:
             False (nothing changed) when the row is gone, delivered, or claimed by another
             worker since.
+        """
+        ...
+
+    async def release_hook(self, seq: int, worker_id: str, now: float) -> bool:
+        """Hand back `worker_id`'s claim on the outbox row `seq` (its engine stops before the
+        delivery ended, or before it started): the claim dropped, the row due again at once
+        (no backoff: ``due_at`` at most `now`), its ``attempts`` and ``error`` kept.
+
+        An engine that stops (``close``, ``serve(stop=)``) hands back the rows of its claims
+        that it did not deliver, so that another engine delivers them without waiting for the
+        claim to expire; a hook it interrupted is called again (at least once).
+
+        Args:
+            seq: The row's seq.
+            worker_id: The claimer's worker id.
+            now: Unix seconds.
+
+        Returns:
+            False (nothing changed) when the row is gone or delivered, is claimed by another
+            worker, or holds no claim (dropped already by `retry_hook` or `release_hook`).
+
+        Raises:
+            ValueError / TypeError: A bad number; InvalidKeyError: a bad worker id.
         """
         ...
 

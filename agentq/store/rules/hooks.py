@@ -3,7 +3,8 @@
 The rows themselves are written by `agentq.store.rules.tx.apply_rows` in the transaction
 that ends a workflow (`agentq.store.contract.hooks.pending_hook`); these rules only move a
 row along: claimed (a lease, one more attempt, renewed while the claimer delivers), then
-delivered, or due again after a failed delivery. None of them appends an event.
+delivered, or due again after a failed delivery, or handed back by a claimer that stops. None
+of them appends an event.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from agentq.store.contract.checks import check_now, check_number, check_text, ch
 from agentq.store.contract.hooks import MAX_HOOK_ERROR_CHARS, HookRow
 from agentq.store.rules.tx import Tx
 
-__all__ = ["claim_hooks", "finish_hook", "renew_hook", "retry_hook"]
+__all__ = ["claim_hooks", "finish_hook", "release_hook", "renew_hook", "retry_hook"]
 
 
 def _check_seq(seq: int) -> int:
@@ -95,4 +96,18 @@ def retry_hook(tx: Tx, seq: int, worker_id: str, due_at: float, error: str, now:
     if row is None or row.delivered or row.worker_id != worker_id:
         return False
     tx.put_hook(replace(row, due_at=due, lease_expires_at=None, error=text), False)
+    return True
+
+
+def release_hook(tx: Tx, seq: int, worker_id: str, now: float) -> bool:
+    """Rule of `DurableStore.release_hook`."""
+    seq, (now, _) = _check_seq(seq), check_now(now)
+    worker_id = validate_key(worker_id, "worker id")
+    row = tx.load_hook(seq)
+    if (
+        row is None or row.delivered or row.worker_id != worker_id
+        or row.lease_expires_at is None
+    ):
+        return False
+    tx.put_hook(replace(row, lease_expires_at=None, due_at=min(row.due_at, now)), False)
     return True

@@ -165,6 +165,10 @@ class RuleStore(OwnVerbs):
         """See `DurableStore.retry_hook`."""
         return await self._write(rules_hooks.retry_hook, seq, worker_id, due_at, error, now)
 
+    async def release_hook(self, seq: int, worker_id: str, now: float) -> bool:
+        """See `DurableStore.release_hook`."""
+        return await self._write(rules_hooks.release_hook, seq, worker_id, now)
+
     async def resume_step(
         self,
         workflow_id: str,

@@ -193,7 +193,31 @@ async def test_a_retried_parent_retries_the_child_cancelled_with_it(
     assert child is not None and child.state == "completed"
     rows = {r.key: r for r in await engine.store.calls("job")}
     assert rows["tool:0.0:d1"].state is CallState.COMPLETED
-    assert rows["child:tool:0.0:d1"].state is CallState.ANSWERED
+    wait = rows["child:tool:0.0:d1"]  # re-opened by the child's retry, answered by its end
+    assert wait.state is CallState.ANSWERED and wait.output["state"] == "completed"
+    assert wait.runs == 2
+
+
+async def test_a_child_waiting_for_an_approval_cancelled_with_its_parent_waits_again(
+    engine: WorkflowEngine,
+) -> None:
+    """The parent waits on its child's approval when it is cancelled (the child with it);
+    retried, the parent's call retries the child, which asks again: the parent waits on it
+    again, and the approval completes both."""
+    team = Team(engine, approval=True)
+    assert (await team.boss.run("go", run_id="job")).status is RunStatus.WAITING
+    child_id = "job/tool:0.0:d1"
+    await engine.cancel("job", "stop")
+    retried = await engine.retry("job")
+    assert retried.status is RunStatus.WAITING
+    [pending] = await team.boss.pending_approvals("job")
+    assert pending.run_id == child_id
+    [wait] = [r for r in await engine.store.calls("job") if r.key == "child:tool:0.0:d1"]
+    assert wait.state is CallState.WAITING  # waiting on the retried child again
+    assert (await team.helper.approve(child_id)).status is RunStatus.COMPLETED
+    parent = await team.boss.run("go", run_id="job")
+    assert parent.status is RunStatus.COMPLETED, parent.reason
+    assert parent.output == "boss: completed:helped" and team.calls["pay"] == 1
 
 
 async def test_a_child_cancelled_on_its_own_reaches_the_tool(engine: WorkflowEngine) -> None:

@@ -318,3 +318,42 @@ async def test_a_child_that_ends_after_its_parent_closed_leaves_the_parent_alone
     answer = {"child": "p/kid", "state": "completed", "output": {"sum": 3}}
     assert again.outcome == answer and again.wait.output == answer
     assert again.wait.state is CallState.ANSWERED and again.wait.finished_at == T0 + 20
+
+
+async def test_a_retried_child_reopens_its_open_parents_answered_row(
+    store: DurableStore,
+) -> None:
+    """A child retried while its parent is open re-opens the parent's answered wait row on
+    it (`ChildStarted` again), so the child's next end answers the parent again; the rows
+    rebuild from the log. A closed parent is left alone."""
+    await start(store, "p", ("s",))
+    ex = await claim(store, "p")
+    await spawn(store, ex)
+    kid = await claim(store, "p/kid")
+    await store.fail_step(kid, "broken", None, T0 + 1, None)
+    [first] = await store.calls("p")
+    assert first.state is CallState.ANSWERED and first.output["state"] == "failed"
+    seq = await store.last_seq()
+    await store.retry_workflow("p/kid", None, T0 + 2)
+    added = [(e.workflow_id, str(e.kind)) for e in await store.load_events() if e.seq > seq]
+    assert added == [("p/kid", "WorkflowRetried"), ("p", "ChildStarted")]
+    [wait] = await store.calls("p")
+    assert (wait.state, wait.output, wait.finished_at) == (CallState.WAITING, None, None)
+    assert wait.details == first.details and wait.runs == 2 and wait.started_at == T0 + 2
+    assert (await store.get_workflow("p")).state is WorkflowState.RUNNING  # type: ignore[union-attr]
+    again = await spawn(store, ex, now=T0 + 3)  # the parent's attempt joins it: still open
+    assert again.outcome is None and again.wait == wait
+    await store.complete_step(await claim(store, "p/kid", now=T0 + 4), 9, T0 + 5)
+    [done] = await store.calls("p")
+    assert done.state is CallState.ANSWERED and done.output["output"] == 9
+    assert (await kinds(store, "p"))[-1] == "ChildEnded"
+    before = await store.calls("p")
+    await store.rebuild_projection()
+    assert await store.calls("p") == before
+    await start(store, "q", ("s",))
+    qx = await claim(store, "q")
+    await spawn(store, qx)
+    assert await store.cancel_workflow("q", "stop", T0 + 8)
+    parent_log = await kinds(store, "q")
+    await store.retry_workflow("q/kid", None, T0 + 9)  # its parent is closed
+    assert await kinds(store, "q") == parent_log

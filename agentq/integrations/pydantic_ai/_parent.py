@@ -160,7 +160,8 @@ async def run_child(
     if _with_parent(child_id, run):
         row = await engine.store.get_workflow(parent.run_id)
         if row is not None and not row.state.closed:  # the parent was retried since
-            await engine.retry(child_id)
+            await engine.retry(child_id)  # which re-opens the parent's wait row on it
+            await parent.ctx.start_child(definition, stored, key=key)  # the attempt reads it
             run = await complete()
         if _with_parent(child_id, run):
             raise ChildCancelledWithParent(child_id, str(run.status), run.reason)

@@ -37,12 +37,12 @@ from agentq.store.contract.children import (
 )
 from agentq.store.contract.rows import (
     CallRow,
-    CallState,
     StepRow,
     StepState,
     WorkflowRow,
     WorkflowState,
 )
+from agentq.store.rules.links import ended_children, relink
 from agentq.store.rules.messages import keep_input
 from agentq.store.rules.projection import Rows
 from agentq.store.rules.tx import (
@@ -50,7 +50,6 @@ from agentq.store.rules.tx import (
     Tx,
     apply,
     cancel_draft,
-    child_outcome,
     describe_closed,
     describe_step,
     load_step,
@@ -330,7 +329,8 @@ def retry_workflow(tx: Tx, workflow_id: str, from_step: int | None, now: float) 
     worker's write is still refused). Each ``child:`` wait row still waiting on a child that
     has ended (a parent cancelled with its child, a child that ended after its parent
     closed) is answered with the child's outcome (`ChildEnded`, as the end of a child answers
-    an open parent), whether or not the retried steps start that child again.
+    an open parent), whether or not the retried steps start that child again; a retried
+    child re-opens its open parent's wait row on it (`agentq.store.rules.links`).
 
     Raises:
         UnknownWorkflowError / UnknownStepError: No such workflow or step.
@@ -375,25 +375,7 @@ def retry_workflow(tx: Tx, workflow_id: str, from_step: int | None, now: float) 
         {"from_step": first, "previous_state": str(wf.state), "previous_reason": wf.reason},
         step=steps[first],
     )
-    rows, ended = _ended_children(tx, workflow_id, steps, at)
-    return apply(tx, Rows(wf, steps, rows), [draft, *ended])
-
-
-def _ended_children(
-    tx: Tx, workflow_id: str, steps: Mapping[int, StepRow], at: float
-) -> tuple[dict[str, CallRow], list[Draft]]:
-    """The ``child:`` wait rows of `workflow_id` left waiting on a child that has ended, and
-    the `ChildEnded` answering each with the child's outcome."""
-    rows: dict[str, CallRow] = {}
-    drafts: list[Draft] = []
-    for row in tx.load_calls(workflow_id):
-        child = child_of(row)
-        if child is None or row.state is not CallState.WAITING:
-            continue
-        answer = child_outcome(tx, child)
-        if answer is not None:
-            rows[row.key] = row
-            data = {"input": answer, "key": row.key}
-            drafts.append(Draft.build(_K.CHILD_ENDED, workflow_id, at, data,
-                                      step=steps[row.step_index]))
-    return rows, drafts
+    rows, ended = ended_children(tx, workflow_id, steps, at)
+    after = apply(tx, Rows(wf, steps, rows), [draft, *ended])
+    relink(tx, workflow_id, at)
+    return after

@@ -19,6 +19,7 @@ from click.testing import CliRunner, Result
 
 from agentq import (
     ChildFailed,
+    Job,
     NonRetryable,
     Queue,
     RetryPolicy,
@@ -541,3 +542,36 @@ async def test_a_resume_of_an_answered_child_wait_says_it_is_answered(
                        r"child run 'p21/c' ended\)"):
         await engine.resume("p21", "ask", {"fake": 1}, key="child:c")
     assert await engine.store.load_events() == before  # nothing stored
+
+
+async def test_a_retry_answers_the_wait_of_a_child_a_call_awaited_when_cancelled(
+    engine: WorkflowEngine,
+) -> None:
+    """A durable call starts a child and awaits it; the parent is cancelled while the child
+    runs (cancelling it), and the call completes with the child's cancelled end. A retry of
+    the parent answers the call from the log (the child is not started again) and answers
+    the child's wait row with the child's outcome: no row waits in a completed workflow."""
+    gate, started = asyncio.Event(), asyncio.Event()
+    kid = gated(gate, started)
+
+    async def body(ctx: StepContext) -> Any:
+        async def delegate() -> str:
+            child_id = await ctx.start_child(kid, 1, key="sub")
+            return (await engine.run(child_id)).status.value
+
+        return await ctx.call(Job("delegate", delegate))
+
+    await engine.start(WorkflowDef("par", [StepDef("p", body)]), "P")
+    run = asyncio.ensure_future(engine.run("P"))
+    await started.wait()
+    assert await engine.cancel("P", reason="stop")
+    assert (await run).status is RunStatus.CANCELLED
+    gate.set()
+    result = await engine.retry("P")
+    assert result.status is RunStatus.COMPLETED and result.outputs == ("cancelled",)
+    rows = {c.key: (c.state, c.output) for c in await engine.store.calls("P")}
+    why = "its parent workflow 'P' was cancelled"
+    assert rows == {
+        "delegate": (CallState.COMPLETED, "cancelled"),
+        "child:sub": (CallState.ANSWERED, {"child": "P/sub", "state": "cancelled", "reason": why}),
+    }

@@ -161,6 +161,79 @@ async def test_cancelling_the_parent_cancels_its_child(engine: WorkflowEngine) -
     assert team.calls["boss 1"] == 0
 
 
+async def test_a_retried_parent_retries_the_child_cancelled_with_it(
+    engine: WorkflowEngine,
+) -> None:
+    """The child cancelled with its parent has no answer: the parent's tool call is recorded
+    failed (`ChildCancelledWithParent`), not completed with an empty output; a retry of the
+    parent runs the call again, which retries the same child and gets its real output."""
+    gate = asyncio.Event()
+    team = Team(engine, helper_gate=gate)
+    task = asyncio.create_task(team.boss.run("go", run_id="job"))
+    await team.helper_started.wait()
+    await engine.cancel("job", "stop")
+    gate.set()
+    assert (await task).status is RunStatus.CANCELLED
+    rows = {r.key: r for r in await engine.store.calls("job")}
+    tool = rows["tool:0.0:d1"]
+    assert tool.state is CallState.FAILED and tool.error is not None
+    assert "ChildCancelledWithParent" in tool.error.type
+    assert "child run 'job/tool:0.0:d1' is cancelled" in tool.error.message
+    assert team.helper_ids == []  # the tool never got a run
+    result = await engine.retry("job")
+    assert result.status is RunStatus.COMPLETED
+    run = await team.boss.run("go", run_id="job")
+    assert run.output == "boss: completed:helped"
+    assert team.helper_ids == ["job/tool:0.0:d1"]  # the same child, retried
+    # the child's request ran on through the cancel and was recorded: its retry reads it
+    assert team.calls["helper 0"] == 1 and team.calls["boss 0"] == 1
+    kinds = [str(e.kind) for e in await engine.store.load_events("job/tool:0.0:d1")]
+    assert kinds.count("WorkflowRetried") == 1 and kinds[-1] == "WorkflowCompleted"
+    child = await engine.store.get_workflow("job/tool:0.0:d1")
+    assert child is not None and child.state == "completed"
+    rows = {r.key: r for r in await engine.store.calls("job")}
+    assert rows["tool:0.0:d1"].state is CallState.COMPLETED
+    wait = rows["child:tool:0.0:d1"]  # re-opened by the child's retry, answered by its end
+    assert wait.state is CallState.ANSWERED and wait.output["state"] == "completed"
+    assert wait.runs == 2
+
+
+async def test_a_child_waiting_for_an_approval_cancelled_with_its_parent_waits_again(
+    engine: WorkflowEngine,
+) -> None:
+    """The parent waits on its child's approval when it is cancelled (the child with it);
+    retried, the parent's call retries the child, which asks again: the parent waits on it
+    again, and the approval completes both."""
+    team = Team(engine, approval=True)
+    assert (await team.boss.run("go", run_id="job")).status is RunStatus.WAITING
+    child_id = "job/tool:0.0:d1"
+    await engine.cancel("job", "stop")
+    retried = await engine.retry("job")
+    assert retried.status is RunStatus.WAITING
+    [pending] = await team.boss.pending_approvals("job")
+    assert pending.run_id == child_id
+    [wait] = [r for r in await engine.store.calls("job") if r.key == "child:tool:0.0:d1"]
+    assert wait.state is CallState.WAITING  # waiting on the retried child again
+    assert (await team.helper.approve(child_id)).status is RunStatus.COMPLETED
+    parent = await team.boss.run("go", run_id="job")
+    assert parent.status is RunStatus.COMPLETED, parent.reason
+    assert parent.output == "boss: completed:helped" and team.calls["pay"] == 1
+
+
+async def test_a_child_cancelled_on_its_own_reaches_the_tool(engine: WorkflowEngine) -> None:
+    """Only a cancel that came down from the parent withholds the child's run: a child
+    cancelled by itself (as one that failed) is the tool's result, with its status."""
+    gate = asyncio.Event()
+    team = Team(engine, helper_gate=gate)
+    task = asyncio.create_task(team.boss.run("go", run_id="job"))
+    await team.helper_started.wait()
+    await engine.cancel("job/tool:0.0:d1", "not needed")
+    gate.set()
+    run = await task
+    assert run.status is RunStatus.COMPLETED and run.output == "boss: cancelled:None"
+    assert team.calls["helper 0"] == 1
+
+
 async def test_the_tree_nests_the_child_run_under_the_tool_call(engine: WorkflowEngine) -> None:
     team = Team(engine)
     run = await team.boss.run("go", run_id="job")
@@ -249,4 +322,6 @@ async def test_run_child_never_gives_a_run_that_still_waits() -> None:
 
     definition = WorkflowDef("helper", [StepDef("agent", step)])
     with pytest.raises(EngineError, match="child run job/k still waits"):
-        await run_child(parent, "k", definition, stored(), lambda: None, complete)
+        await run_child(
+            parent, "k", definition, None, stored(), lambda: None, complete  # type: ignore[arg-type]
+        )

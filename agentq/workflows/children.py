@@ -36,6 +36,7 @@ from agentq.store import (
     StepState,
     child_of,
     child_workflow_id,
+    closed_with_parent,
 )
 from agentq.workflows.model import WorkflowDef
 from agentq.workflows.recorder import Definition
@@ -117,12 +118,13 @@ class ChildRunner:
 
     async def start(self, definition: Definition | str, input: Any, key: str) -> str:
         """Start (once) child run `key` without waiting for it; its id. See
-        `StepContext.start_child`."""
+        `StepContext.start_child`. A row this attempt read answered by a cancel that came
+        down from this workflow is read again: a retry of the child re-opens it."""
         found = self._definition(definition)
         child_id = child_workflow_id(self._workflow_id, key)
         rows = await self._rows()
         row = self._check(rows.get(CHILD_WAIT_PREFIX + key), child_id)
-        if row is None or row.state is not CallState.ANSWERED:
+        if row is None or row.state is not CallState.ANSWERED or _with_parent(row.output):
             await self._start(found, key, input, rows)  # stored once; run unless it ended
         return child_id
 
@@ -226,4 +228,13 @@ def _output(key: str, outcome: Any) -> Any:
         return outcome.get("output")
     raise ChildFailed(
         str(outcome.get("child")), key, str(outcome.get("state")), outcome.get("reason")
+    )
+
+
+def _with_parent(outcome: Any) -> bool:
+    """Whether a child's recorded `outcome` is a cancel that came down from its parent."""
+    return (
+        isinstance(outcome, dict)
+        and outcome.get("state") == "cancelled"
+        and closed_with_parent(str(outcome.get("child")), outcome.get("reason"))
     )

@@ -149,29 +149,45 @@ async def test_a_child_that_ends_while_a_call_awaits_it_ends_the_wait_row(
     assert await store.calls("p") == before
 
 
-async def test_a_child_wait_left_waiting_is_answered_by_the_next_start(
+async def test_a_retry_answers_the_wait_rows_left_by_children_that_ended(
     store: DurableStore,
 ) -> None:
     """A parent cancelled with its child keeps the child's wait row waiting (the parent is
-    closed); retried, its step's start of the same child finds it ended and answers the row
-    (`ChildEnded`), as it does for a log written before the end of a child answered it."""
+    closed); its retry answers the row with the child's outcome (`ChildEnded`, in the retry's
+    transaction) whether or not the retried step starts the child again, and a later start of
+    the same child appends nothing. A child still open keeps its row waiting."""
     await start(store, "p", ("s",))
-    await spawn(store, await claim(store, "p"))
+    ex = await claim(store, "p")
+    await spawn(store, ex)
+    await spawn(store, ex, "open")
     assert await store.cancel_workflow("p", "enough", T0 + 1)
-    [wait] = await store.calls("p")
-    assert wait.state is CallState.WAITING
+    await store.retry_workflow("p/open", None, T0 + 2)  # retried alone: open again
+    assert {w.key: w.state for w in await store.calls("p")} == {
+        "child:kid": CallState.WAITING, "child:open": CallState.WAITING
+    }
+    seq = await store.last_seq()
     await store.retry_workflow("p", None, T0 + 20)
-    ex = await claim(store, "p", now=T0 + 21)
-    again = await spawn(store, ex, now=T0 + 22)
     cancelled = {"child": "p/kid", "state": "cancelled",
                  "reason": "its parent workflow 'p' was cancelled"}
-    assert again.outcome == cancelled
-    assert again.wait.state is CallState.ANSWERED and again.wait.output == cancelled
-    assert (await kinds(store, "p"))[-1] == "ChildEnded"
-    assert await store.calls("p") == [again.wait]
+    events = [e for e in await store.load_events("p") if e.seq > seq]
+    assert [str(e.kind) for e in events] == ["WorkflowRetried", "ChildEnded"]
+    assert events[1].data == {"input": cancelled, "key": "child:kid"}
+    assert (events[1].step_index, events[1].attempt, events[1].worker_id) == (0, None, None)
+    wait, still = await store.calls("p")
+    assert (wait.key, wait.state, wait.output) == ("child:kid", CallState.ANSWERED, cancelled)
+    assert wait.finished_at == T0 + 20
+    assert (still.key, still.state) == ("child:open", CallState.WAITING)
+    parent = await store.get_workflow("p")
+    assert parent is not None and parent.state is WorkflowState.RUNNING
+    assert shown_call(parent, wait) == ("answered", wait.finished_at)
+    before = await store.calls("p")
+    await store.rebuild_projection()
+    assert await store.calls("p") == before
+    ex = await claim(store, "p", now=T0 + 21)
     seq = await store.last_seq()
-    assert (await spawn(store, ex, now=T0 + 23)).wait == again.wait
-    assert await store.last_seq() == seq
+    again = await spawn(store, ex, now=T0 + 22)
+    assert again.outcome == cancelled and again.wait == wait
+    assert await store.last_seq() == seq  # nothing appended
 
 
 async def test_a_cancel_goes_down_to_the_open_children(store: DurableStore) -> None:
@@ -283,7 +299,7 @@ async def test_a_child_that_ends_after_its_parent_closed_leaves_the_parent_alone
     """A closed workflow's log ends with its end (an ended workflow receives nothing): the
     child that completes after its parent failed appends nothing to the parent; the parent's
     wait row stays waiting and is shown with the parent's state. A retry of the parent then
-    answers it with the child's outcome, at the next start of the same child."""
+    answers it with the child's outcome (`ChildEnded` in the retry's transaction)."""
     await start(store, "p", ("s",))
     ex = await claim(store, "p")
     await spawn(store, ex)
@@ -297,8 +313,47 @@ async def test_a_child_that_ends_after_its_parent_closed_leaves_the_parent_alone
     assert await store.get_workflow("p") == parent and parent is not None
     assert shown_call(parent, wait) == ("failed", parent.updated_at)
     await store.retry_workflow("p", None, T0 + 20)
+    assert (await kinds(store, "p"))[-2:] == ["WorkflowRetried", "ChildEnded"]
     again = await spawn(store, await claim(store, "p", now=T0 + 21), now=T0 + 22)
     answer = {"child": "p/kid", "state": "completed", "output": {"sum": 3}}
     assert again.outcome == answer and again.wait.output == answer
-    assert again.wait.state is CallState.ANSWERED
+    assert again.wait.state is CallState.ANSWERED and again.wait.finished_at == T0 + 20
+
+
+async def test_a_retried_child_reopens_its_open_parents_answered_row(
+    store: DurableStore,
+) -> None:
+    """A child retried while its parent is open re-opens the parent's answered wait row on
+    it (`ChildStarted` again), so the child's next end answers the parent again; the rows
+    rebuild from the log. A closed parent is left alone."""
+    await start(store, "p", ("s",))
+    ex = await claim(store, "p")
+    await spawn(store, ex)
+    kid = await claim(store, "p/kid")
+    await store.fail_step(kid, "broken", None, T0 + 1, None)
+    [first] = await store.calls("p")
+    assert first.state is CallState.ANSWERED and first.output["state"] == "failed"
+    seq = await store.last_seq()
+    await store.retry_workflow("p/kid", None, T0 + 2)
+    added = [(e.workflow_id, str(e.kind)) for e in await store.load_events() if e.seq > seq]
+    assert added == [("p/kid", "WorkflowRetried"), ("p", "ChildStarted")]
+    [wait] = await store.calls("p")
+    assert (wait.state, wait.output, wait.finished_at) == (CallState.WAITING, None, None)
+    assert wait.details == first.details and wait.runs == 2 and wait.started_at == T0 + 2
+    assert (await store.get_workflow("p")).state is WorkflowState.RUNNING  # type: ignore[union-attr]
+    again = await spawn(store, ex, now=T0 + 3)  # the parent's attempt joins it: still open
+    assert again.outcome is None and again.wait == wait
+    await store.complete_step(await claim(store, "p/kid", now=T0 + 4), 9, T0 + 5)
+    [done] = await store.calls("p")
+    assert done.state is CallState.ANSWERED and done.output["output"] == 9
     assert (await kinds(store, "p"))[-1] == "ChildEnded"
+    before = await store.calls("p")
+    await store.rebuild_projection()
+    assert await store.calls("p") == before
+    await start(store, "q", ("s",))
+    qx = await claim(store, "q")
+    await spawn(store, qx)
+    assert await store.cancel_workflow("q", "stop", T0 + 8)
+    parent_log = await kinds(store, "q")
+    await store.retry_workflow("q/kid", None, T0 + 9)  # its parent is closed
+    assert await kinds(store, "q") == parent_log

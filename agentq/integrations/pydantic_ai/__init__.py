@@ -39,7 +39,7 @@ In reading order (each module imports only the ones below it):
 ``_waits``        `EventWaiter`: ``RequestInput`` / ``wait_for_external_event`` as durable
                   waits (``event:<name>:<n>``)
 ``_parent``       `ParentCall`: the durable call a sub-agent run made in it hangs on (a
-                  child run's id derived from it)
+                  child run's id derived from it); `ChildCancelledWithParent`
 ``_live``         `LiveRuns`: the listeners of the runs streaming in this process; each
                   attempt's `Sink` (live model deltas inside the call, the rest outside)
 ``_approval``     the resume input of an approval, checked, as pydantic-ai's decision; the
@@ -64,6 +64,7 @@ from agentq.integrations.pydantic_ai._approval import approval_input  # noqa: E4
 from agentq.integrations.pydantic_ai._capability import AgentqDurability  # noqa: E402
 from agentq.integrations.pydantic_ai._journal import ReplayDivergenceError  # noqa: E402
 from agentq.integrations.pydantic_ai._options import RunOptionsKwargs  # noqa: E402
+from agentq.integrations.pydantic_ai._parent import ChildCancelledWithParent  # noqa: E402
 from agentq.integrations.pydantic_ai._replay import MessagesUnavailableError  # noqa: E402
 from agentq.integrations.pydantic_ai._step import current_run_id  # noqa: E402
 from agentq.integrations.pydantic_ai._streams import (  # noqa: E402
@@ -74,6 +75,7 @@ from agentq.integrations.pydantic_ai._streams import (  # noqa: E402
 __all__ = [
     "AgentRun",
     "AgentqDurability",
+    "ChildCancelledWithParent",
     "DurableAgent",
     "DurableRunResultEvent",
     "DurableStream",

@@ -248,7 +248,7 @@ class DurableAgent(Streams[AgentDepsT], Decisions[AgentDepsT]):
         if parent is not None and key is not None:
             child_id, given = f"{parent.run_id}/{key}", RunOptions(**options)
             return await run_child(
-                parent, key, self._runs.definition,
+                parent, key, self._runs.definition, self._engine,
                 self._turns.input(prompt, child_id, message_history, continue_from, given),
                 lambda: self._step.give(child_id, deps, given),
                 lambda: self._complete(child_id),

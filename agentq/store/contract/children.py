@@ -25,6 +25,8 @@ __all__ = [
     "child_of",
     "child_reason",
     "child_workflow_id",
+    "closed_by_parent",
+    "closed_with_parent",
     "engine_wait",
     "outcome",
     "parent_of",
@@ -120,6 +122,19 @@ def child_of(row: CallRow) -> str | None:
         return None
     child = (row.details or {}).get("child")
     return child if isinstance(child, str) else None
+
+
+def closed_by_parent(parent_id: str, why: str) -> str:
+    """The reason of a child run cancelled because its parent `parent_id` closed (`why`:
+    ``"was cancelled"``, ``"timed out (its deadline passed)"``)."""
+    return f"its parent workflow {parent_id!r} {why}"
+
+
+def closed_with_parent(child_id: str, reason: str | None) -> bool:
+    """Whether child run `child_id`, with its end's `reason`, was cancelled because its
+    parent closed (`closed_by_parent`), rather than ended on its own."""
+    parent = parent_of(child_id)
+    return parent is not None and (reason or "").startswith(closed_by_parent(parent[0], ""))
 
 
 def child_reason(child_id: str, definition: str) -> str:

@@ -295,6 +295,8 @@ class DurableStore(
         first step that did not complete — the failed or cancelled one) the steps are pending
         as if never run: attempt and recovery counters at 0, outputs, errors and resume input
         cleared. Their fencing tokens keep increasing, so a stale worker is still refused.
+        Each ``child:`` wait row still waiting on a child that has ended is answered in the
+        same transaction (`ChildEnded` with the child's outcome, after `WorkflowRetried`).
         Atomic: two concurrent retries append one `WorkflowRetried`; the other is refused.
 
         Raises:

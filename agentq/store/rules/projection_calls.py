@@ -169,6 +169,10 @@ def _waiting(event: Event | Logged, row: CallRow | None, key: str, at: float) ->
             raise ValueError(f"event #{event.seq} waits on key {key!r}, recorded before")
         return replace(  # asked again after a retry: the same wait, re-opened
             row,
+            state=CallState.WAITING,
+            output=None,
+            finished_at=None,
+            duration=None,
             step_index=index,
             attempt=event.attempt or 0,
             label=label,
@@ -250,10 +254,13 @@ def project_call(event: Event | Logged, calls: Mapping[str, CallRow]) -> Mapping
     elif kind is _K.STEP_WAITING:
         row = _waiting(event, calls.get(key), key, at)
     elif kind is _K.CHILD_STARTED:
-        if key in calls:
+        known = calls.get(key)  # the same child's answered row: the child was retried
+        if known is not None and (
+            child_of(known) != data.get("child") or not _child_answered(known)
+        ):
             raise ValueError(f"event #{event.seq} starts child key {key!r}, recorded before")
         row = replace(
-            _waiting(event, None, key, at),
+            _waiting(event, known, key, at),
             details={"child": data.get("child"), "definition": data.get("definition")},
         )
     elif kind is _K.CALL_COMPLETED or kind is _K.CALL_FAILED:

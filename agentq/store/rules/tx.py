@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from agentq.codec import dumps
 from agentq.events import Event, EventKind, utc
-from agentq.store.contract.children import child_of, outcome, parent_of
+from agentq.store.contract.children import child_of, closed_by_parent, outcome, parent_of
 from agentq.store.contract.frozen import quick_init
 from agentq.store.contract.hooks import HookRow, pending_hook
 from agentq.store.contract.messages import MessageRow
@@ -376,7 +376,7 @@ def _ended(tx: Tx, wf: WorkflowRow, timed_out: bool) -> None:
             cwf, csteps = tx.load(child, 0, 1 << 30)
             if cwf is None or cwf.state.closed:
                 continue
-            reason = f"its parent workflow {wf.workflow_id!r} {why}"
+            reason = closed_by_parent(wf.workflow_id, why)
             apply_rows(tx, Rows(cwf, csteps), [cancel_draft(child, csteps, reason, wf.updated_at)])
     link = parent_of(wf.workflow_id)
     if link is None:

@@ -35,7 +35,14 @@ from agentq.store.contract.children import (
     engine_wait,
     waited_child,
 )
-from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
+from agentq.store.contract.rows import (
+    CallRow,
+    StepRow,
+    StepState,
+    WorkflowRow,
+    WorkflowState,
+)
+from agentq.store.rules.links import ended_children, relink
 from agentq.store.rules.messages import keep_input
 from agentq.store.rules.projection import Rows
 from agentq.store.rules.tx import (
@@ -319,7 +326,11 @@ def retry_workflow(tx: Tx, workflow_id: str, from_step: int | None, now: float) 
 
     The steps before `from_step` must have completed; they keep their outputs. The steps from
     `from_step` on become pending as if never run, their fencing tokens kept (so a stale
-    worker's write is still refused).
+    worker's write is still refused). Each ``child:`` wait row still waiting on a child that
+    has ended (a parent cancelled with its child, a child that ended after its parent
+    closed) is answered with the child's outcome (`ChildEnded`, as the end of a child answers
+    an open parent), whether or not the retried steps start that child again; a retried
+    child re-opens its open parent's wait row on it (`agentq.store.rules.links`).
 
     Raises:
         UnknownWorkflowError / UnknownStepError: No such workflow or step.
@@ -364,4 +375,7 @@ def retry_workflow(tx: Tx, workflow_id: str, from_step: int | None, now: float) 
         {"from_step": first, "previous_state": str(wf.state), "previous_reason": wf.reason},
         step=steps[first],
     )
-    return apply(tx, Rows(wf, steps), [draft])
+    rows, ended = ended_children(tx, workflow_id, steps, at)
+    after = apply(tx, Rows(wf, steps, rows), [draft, *ended])
+    relink(tx, workflow_id, at)
+    return after

@@ -177,7 +177,7 @@ async def test_a_retried_parent_retries_the_child_cancelled_with_it(
     rows = {r.key: r for r in await engine.store.calls("job")}
     tool = rows["tool:0.0:d1"]
     assert tool.state is CallState.FAILED and tool.error is not None
-    assert "ChildCancelledWithParent" in tool.error.type
+    assert tool.error.type == "agentq.integrations.pydantic_ai.ChildCancelledWithParent"
     assert "child run 'job/tool:0.0:d1' is cancelled" in tool.error.message
     assert team.helper_ids == []  # the tool never got a run
     result = await engine.retry("job")

@@ -119,7 +119,8 @@ class ChildRunner:
     async def start(self, definition: Definition | str, input: Any, key: str) -> str:
         """Start (once) child run `key` without waiting for it; its id. See
         `StepContext.start_child`. A row this attempt read answered by a cancel that came
-        down from this workflow is read again: a retry of the child re-opens it."""
+        down from this workflow goes to the store: if the child was retried since, the store
+        re-opens it (this attempt joins the child again)."""
         found = self._definition(definition)
         child_id = child_workflow_id(self._workflow_id, key)
         rows = await self._rows()

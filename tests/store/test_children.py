@@ -86,6 +86,7 @@ async def test_the_end_of_the_child_answers_the_waiting_parent(store: DurableSto
     assert step.state is StepState.PENDING and step.resume_input == answer
     [wait] = await store.calls("p")
     assert wait.state is CallState.ANSWERED and wait.output == answer
+    assert wait.runs == 1  # one start: the step parking on it is no run of it
     parent = await store.get_workflow("p")
     assert parent is not None and parent.state is WorkflowState.RUNNING
 
@@ -107,7 +108,7 @@ async def test_a_wait_after_the_child_ended_is_answered_at_once(store: DurableSt
     assert (await kinds(store, "p"))[-2:] == ["StepWaiting", "StepResumed"]
     [wait] = await store.calls("p")
     assert wait.state is CallState.ANSWERED and wait.output == again.outcome
-    assert wait.runs == 2
+    assert wait.runs == 1  # parking on it (re-opened, answered at once) is no run of it
     step = (await store.step_rows("p"))[0]
     assert step.state is StepState.PENDING and step.resume_input == again.outcome
     before = await store.calls("p")
@@ -320,12 +321,13 @@ async def test_a_child_that_ends_after_its_parent_closed_leaves_the_parent_alone
     assert again.wait.state is CallState.ANSWERED and again.wait.finished_at == T0 + 20
 
 
-async def test_a_retried_child_reopens_its_open_parents_answered_row(
+async def test_a_retried_child_is_rejoined_only_by_its_parents_attempt(
     store: DurableStore,
 ) -> None:
-    """A child retried while its parent is open re-opens the parent's answered wait row on
-    it (`ChildStarted` again), so the child's next end answers the parent again; the rows
-    rebuild from the log. A closed parent is left alone."""
+    """A child retried while its parent is open leaves the parent's answered wait row alone
+    (the parent may have read the answer and moved on); the parent's attempt that starts
+    the child again re-opens it (`ChildStarted` again, in that attempt's transaction), so
+    the child's next end answers the parent again; the rows rebuild from the log."""
     await start(store, "p", ("s",))
     ex = await claim(store, "p")
     await spawn(store, ex)
@@ -333,16 +335,20 @@ async def test_a_retried_child_reopens_its_open_parents_answered_row(
     await store.fail_step(kid, "broken", None, T0 + 1, None)
     [first] = await store.calls("p")
     assert first.state is CallState.ANSWERED and first.output["state"] == "failed"
-    seq = await store.last_seq()
+    parent_log = await kinds(store, "p")
     await store.retry_workflow("p/kid", None, T0 + 2)
-    added = [(e.workflow_id, str(e.kind)) for e in await store.load_events() if e.seq > seq]
-    assert added == [("p/kid", "WorkflowRetried"), ("p", "ChildStarted")]
+    assert await kinds(store, "p") == parent_log  # the retry alone re-opens nothing
+    assert await store.calls("p") == [first]
+    seq = await store.last_seq()
+    again = await spawn(store, ex, now=T0 + 3)  # the parent's attempt joins it: still open
+    added = [(e.workflow_id, str(e.kind), e.attempt) for e in await store.load_events()
+             if e.seq > seq]
+    assert added == [("p", "ChildStarted", ex.attempt)]
     [wait] = await store.calls("p")
     assert (wait.state, wait.output, wait.finished_at) == (CallState.WAITING, None, None)
-    assert wait.details == first.details and wait.runs == 2 and wait.started_at == T0 + 2
-    assert (await store.get_workflow("p")).state is WorkflowState.RUNNING  # type: ignore[union-attr]
-    again = await spawn(store, ex, now=T0 + 3)  # the parent's attempt joins it: still open
-    assert again.outcome is None and again.wait == wait
+    assert wait.details == first.details and wait.runs == 2 and wait.started_at == T0 + 3
+    assert again.outcome is None and again.wait == wait and not again.created
+    assert (await spawn(store, ex, now=T0 + 4)).wait == wait  # once: it waits now
     await store.complete_step(await claim(store, "p/kid", now=T0 + 4), 9, T0 + 5)
     [done] = await store.calls("p")
     assert done.state is CallState.ANSWERED and done.output["output"] == 9
@@ -350,10 +356,53 @@ async def test_a_retried_child_reopens_its_open_parents_answered_row(
     before = await store.calls("p")
     await store.rebuild_projection()
     assert await store.calls("p") == before
-    await start(store, "q", ("s",))
-    qx = await claim(store, "q")
-    await spawn(store, qx)
-    assert await store.cancel_workflow("q", "stop", T0 + 8)
-    parent_log = await kinds(store, "q")
-    await store.retry_workflow("q/kid", None, T0 + 9)  # its parent is closed
-    assert await kinds(store, "q") == parent_log
+
+
+async def test_a_child_retried_after_its_parent_moved_on_leaves_it_alone(
+    store: DurableStore,
+) -> None:
+    """The parent's first step read its child's failure and moved on; a retry of the child
+    while the parent's next step runs, and the child's end, append nothing to the parent,
+    whose row stays answered: it completes with no row waiting."""
+    await start(store, "p", ("s", "t"))
+    ex = await claim(store, "p")
+    await spawn(store, ex)
+    await store.fail_step(await claim(store, "p/kid"), "broken", None, T0 + 1, None)
+    await store.complete_step(ex, "gave up", T0 + 2)
+    nxt = await claim(store, "p", 1, now=T0 + 2)
+    parent_log = await kinds(store, "p")
+    [row] = await store.calls("p")
+    await store.retry_workflow("p/kid", None, T0 + 3)
+    assert await store.calls("p") == [row] and row.state is CallState.ANSWERED
+    await store.complete_step(await claim(store, "p/kid", now=T0 + 4), 9, T0 + 5)
+    await store.complete_step(nxt, "done", T0 + 6)
+    assert await kinds(store, "p") == [*parent_log, "StepCompleted", "WorkflowCompleted"]
+    assert await store.calls("p") == [row]
+    assert (await store.get_workflow("p")).state is WorkflowState.COMPLETED  # type: ignore[union-attr]
+
+
+async def test_a_child_retried_and_ended_again_answers_the_parent_that_rejoins_it(
+    store: DurableStore,
+) -> None:
+    """A child whose end answered its parent is retried and ends again before the parent's
+    attempt starts it again: that `start_child` re-opens the row and answers it with the
+    child's new outcome in one transaction (`ChildStarted`, `ChildEnded`)."""
+    await start(store, "p", ("s",))
+    ex = await claim(store, "p")
+    await spawn(store, ex)
+    await store.fail_step(await claim(store, "p/kid"), "broken", None, T0 + 1, None)
+    await store.retry_workflow("p/kid", None, T0 + 2)
+    await store.complete_step(await claim(store, "p/kid", now=T0 + 3), 9, T0 + 4)
+    seq = await store.last_seq()
+    again = await spawn(store, ex, now=T0 + 5)
+    added = [str(e.kind) for e in await store.load_events("p") if e.seq > seq]
+    assert added == ["ChildStarted", "ChildEnded"]
+    answer = {"child": "p/kid", "state": "completed", "output": 9}
+    assert again.outcome == answer and again.wait.output == answer
+    assert again.wait.state is CallState.ANSWERED and again.wait.runs == 2
+    seq = await store.last_seq()
+    assert (await spawn(store, ex, now=T0 + 6)).wait == again.wait
+    assert await store.last_seq() == seq  # answered with what it has: nothing appended
+    before = await store.calls("p")
+    await store.rebuild_projection()
+    assert await store.calls("p") == before

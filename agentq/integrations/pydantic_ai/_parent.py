@@ -40,6 +40,7 @@ class ChildCancelledWithParent(AgentqError):
         reason: Why it was cancelled, as its workflow records it.
     """
 
+    __module__ = "agentq.integrations.pydantic_ai"  # its public path, as errors are shown
     retryable = False  # agentq.retry.classify: final (the parent is closed)
 
     def __init__(self, run_id: str, status: str, reason: str | None) -> None:
@@ -160,8 +161,8 @@ async def run_child(
     if _with_parent(child_id, run):
         row = await engine.store.get_workflow(parent.run_id)
         if row is not None and not row.state.closed:  # the parent was retried since
-            await engine.retry(child_id)  # which re-opens the parent's wait row on it
-            await parent.ctx.start_child(definition, stored, key=key)  # the attempt reads it
+            await engine.retry(child_id)
+            await parent.ctx.start_child(definition, stored, key=key)  # re-opens its row
             run = await complete()
         if _with_parent(child_id, run):
             raise ChildCancelledWithParent(child_id, str(run.status), run.reason)

@@ -16,7 +16,7 @@ imports only modules above it):
     ``messages``        send a message; a wait taking a kept message; an early resume's
                         input kept for its wait.
     ``links``           a retry and the child links: a retried parent's rows on ended
-                        children answered, a retried child's parent row re-opened.
+                        children answered, a re-joined retried child's row re-opened.
     ``workflow``        start a workflow, resume a waiting step, time a wait out, cancel,
                         retry.
     ``lease``           claim a step, renew its lease, release an expired lease or a dead

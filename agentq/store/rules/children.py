@@ -5,7 +5,10 @@ A parent's step attempt starts a child run: in one transaction the child's `Work
 row ``child:<key>`` whose details name the child). Starting it again (a replay of the step,
 a retry, another process after a crash) appends nothing and returns what is stored, with
 the child's outcome once it has ended (and answers the wait with a `ChildEnded` if a log
-written before the end of a child did so left it waiting). The end of a child answers its
+written before the end of a child did so left it waiting). A wait answered by an end of
+the child that was retried since (open again, or ended otherwise) is re-opened by this
+attempt (`ChildStarted` again, ``agentq.store.rules.links.rejoin``), and answered at once
+with the child's new outcome if it has ended again. The end of a child answers its
 parent's wait in the transaction that ends it (``agentq.store.rules.tx``); a parent that
 starts waiting after the child ended is answered at once (the ``wait_step`` rule).
 """
@@ -28,6 +31,7 @@ from agentq.store.contract.children import (
 )
 from agentq.store.contract.rows import CallRow, CallState, WorkflowRow
 from agentq.store.rules.attempt import fenced
+from agentq.store.rules.links import rejoin
 from agentq.store.rules.projection import Rows
 from agentq.store.rules.tx import Draft, Tx, apply_rows, child_outcome, describe_call
 from agentq.store.rules.workflow import start_workflow
@@ -71,6 +75,8 @@ def start_child(
             )
         child, created = start_workflow(tx, child_id, step_names, input, now, definition)
         answer = child_outcome(tx, child_id)
+        if row.state is CallState.ANSWERED and answer != row.output:  # retried since then
+            wf, row = rejoin(tx, ex, Rows(wf, steps, {}), row, at)
         if answer is not None and row.state is CallState.WAITING:
             row = _mend(tx, wf, row, answer, at)
         return ChildStart(child, created, row, answer)

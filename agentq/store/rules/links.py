@@ -2,23 +2,26 @@
 
 A retried parent answers each ``child:`` wait row still waiting on a child that has ended
 (`ended_children`): its log closed before the child's end could answer it (a parent cancelled
-with its child). A retried child re-opens its open parent's answered wait row on it
-(`relink`, a `ChildStarted` again in the parent's log), so the child's next end answers the
-parent again (a `ChildEnded`, or a `StepResumed` if the parent's step parks on it) instead of
-the first end standing.
+with its child). A retried child leaves its parent alone: the parent's attempt that starts
+it again (`start_child`) re-opens its answered wait row on it (`rejoin`, a `ChildStarted`
+again in the parent's log, in that attempt's transaction), so the child's next end answers
+the parent again (a `ChildEnded`, or a `StepResumed` if the parent's step parks on it). A
+parent that read the answer and moved on is never re-opened.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from agentq.events import EventKind
-from agentq.store.contract.children import child_of, parent_of
-from agentq.store.contract.rows import CallRow, CallState, StepRow
+from agentq.store.contract.children import child_of
+from agentq.store.contract.claims import Execution
+from agentq.store.contract.rows import CallRow, CallState, StepRow, WorkflowRow
 from agentq.store.rules.projection import Rows
 from agentq.store.rules.tx import Draft, Tx, apply_rows, child_outcome
 
-__all__ = ["ended_children", "relink"]
+__all__ = ["ended_children", "rejoin"]
 
 
 def ended_children(
@@ -42,26 +45,21 @@ def ended_children(
     return rows, drafts
 
 
-def relink(tx: Tx, child_id: str, at: float) -> None:
-    """Child run `child_id` was just retried: if its parent is open and its wait row on the
-    child answered (by the child's earlier end), re-open that row (`ChildStarted` again,
-    with the row's child, definition and reason). A closed parent is left alone."""
-    link = parent_of(child_id)
-    if link is None:
-        return
-    parent_id, key = link
-    pwf, _ = tx.load(parent_id, 0, -1)  # first: a store that locks rows locks the parent's
-    if pwf is None or pwf.state.closed:
-        return
-    row = tx.load_call(parent_id, key)
-    if row is None or child_of(row) != child_id or row.state is not CallState.ANSWERED:
-        return
-    pwf, psteps = tx.load(parent_id, row.step_index, row.step_index)
-    step = psteps.get(row.step_index)
-    if pwf is None or step is None:  # pragma: no cover - a row's step is stored
-        return
+def rejoin(
+    tx: Tx, ex: Execution, rows: Rows, row: CallRow, at: float
+) -> tuple[WorkflowRow, CallRow]:
+    """The attempt `ex` of the parent (`rows`: its workflow and steps) starts its child
+    again (`start_child`) and finds its wait row `row` answered with an outcome the child no
+    longer has (it was retried since): re-open the row (`ChildStarted` again, by this
+    attempt, with the row's child, definition and reason), so the child's end answers it
+    again. Only the parent re-opens it: a parent that read the answer and moved on never
+    does. Returns the parent's workflow row and the wait row, as re-opened."""
     details = row.details or {}
-    data = {"key": key, "child": child_id, "definition": details.get("definition"),
+    data = {"key": row.key, "child": child_of(row), "definition": details.get("definition"),
             "reason": row.reason}
-    draft = Draft.build(EventKind.CHILD_STARTED, parent_id, at, data, step=step)
-    apply_rows(tx, Rows(pwf, psteps, {key: row}), [draft])
+    draft = Draft.build(EventKind.CHILD_STARTED, ex.workflow_id, at, data,
+                        step=rows.steps[ex.step_index], attempt=ex.attempt,
+                        worker_id=ex.worker_id)
+    after = apply_rows(tx, replace(rows, calls={row.key: row}), [draft])
+    assert after.workflow is not None  # a started workflow's row
+    return after.workflow, after.calls[row.key]

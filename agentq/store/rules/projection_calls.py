@@ -157,6 +157,12 @@ def _child_answered(row: CallRow) -> bool:
     return row.state is CallState.ANSWERED and child_of(row) is not None
 
 
+def _parks_on_child(event: Event | Logged, row: CallRow) -> bool:
+    """Whether `event` is a step parking on its child run's wait `row`: not a run of the
+    row (a child's wait row counts its `ChildStarted` events: the starts and re-joins)."""
+    return event.kind is _K.STEP_WAITING and child_of(row) is not None
+
+
 def _waiting(event: Event | Logged, row: CallRow | None, key: str, at: float) -> CallRow:
     data = event.data
     index = event.step_index if event.step_index is not None else -1
@@ -180,7 +186,7 @@ def _waiting(event: Event | Logged, row: CallRow | None, key: str, at: float) ->
             details=data.get("details"),
             deadline=_number(data.get("deadline")),
             started_at=at,
-            runs=row.runs + 1,
+            runs=row.runs + (0 if _parks_on_child(event, row) else 1),
             last_seq=event.seq,
         )
     return CallRow(

@@ -42,7 +42,7 @@ from agentq.store.contract.rows import (
     WorkflowRow,
     WorkflowState,
 )
-from agentq.store.rules.links import ended_children, relink
+from agentq.store.rules.links import ended_children
 from agentq.store.rules.messages import keep_input
 from agentq.store.rules.projection import Rows
 from agentq.store.rules.tx import (
@@ -329,8 +329,9 @@ def retry_workflow(tx: Tx, workflow_id: str, from_step: int | None, now: float) 
     worker's write is still refused). Each ``child:`` wait row still waiting on a child that
     has ended (a parent cancelled with its child, a child that ended after its parent
     closed) is answered with the child's outcome (`ChildEnded`, as the end of a child answers
-    an open parent), whether or not the retried steps start that child again; a retried
-    child re-opens its open parent's wait row on it (`agentq.store.rules.links`).
+    an open parent), whether or not the retried steps start that child again. A retried
+    child leaves its parent alone: the parent's attempt that starts it again re-opens its
+    wait row on it (`agentq.store.rules.links.rejoin`).
 
     Raises:
         UnknownWorkflowError / UnknownStepError: No such workflow or step.
@@ -376,6 +377,4 @@ def retry_workflow(tx: Tx, workflow_id: str, from_step: int | None, now: float) 
         step=steps[first],
     )
     rows, ended = ended_children(tx, workflow_id, steps, at)
-    after = apply(tx, Rows(wf, steps, rows), [draft, *ended])
-    relink(tx, workflow_id, at)
-    return after
+    return apply(tx, Rows(wf, steps, rows), [draft, *ended])

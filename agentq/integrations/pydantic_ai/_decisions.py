@@ -11,7 +11,7 @@ from typing import Any, Generic, Unpack
 
 from pydantic_ai.tools import AgentDepsT
 
-from agentq.errors import NotWaitingError
+from agentq.errors import NotWaitingError, WorkflowClosedError
 from agentq.integrations.pydantic_ai._approval import approval_input
 from agentq.integrations.pydantic_ai._inputs import ArgsChecker
 from agentq.integrations.pydantic_ai._options import RunOptions, RunOptionsKwargs
@@ -137,9 +137,11 @@ class Decisions(Generic[AgentDepsT]):
         self._step.expect(run_id)
         try:
             result = await self._engine.resume(run_id, STEP, answer, key=chosen.key)
-        except NotWaitingError:
+        except (NotWaitingError, WorkflowClosedError) as exc:
             if deps is not None or given:
                 self._step.release(run_id)
+            if isinstance(exc, WorkflowClosedError):  # it closed since `waiting_call` read it
+                raise NotWaitingError(f"run {run_id!r}: {exc}") from exc
             raise
         finally:
             finished = self._step.take(run_id)

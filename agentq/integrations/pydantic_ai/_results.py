@@ -15,7 +15,7 @@ from pydantic_ai.usage import RunUsage
 from agentq.errors import NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._runs import STEP
 from agentq.integrations.pydantic_ai.tree import run_tree_html
-from agentq.store import CallKind, CallRow, CallState, DurableStore, child_of
+from agentq.store import CallKind, CallRow, CallState, DurableStore, WorkflowRow, child_of
 from agentq.workflows import RunResult, RunStatus
 
 __all__ = [
@@ -122,12 +122,32 @@ async def pending_with_children(
 ) -> list[PendingApproval]:
     """The waits of `run_id` (None: of every run of the agent `agent_name`), then those of
     their open child runs (sub-agents, of any agent), down the tree, each with its run id.
-    `rows`: the call rows of `run_id` when read already (else they are read here)."""
+    `rows`: the call rows of `run_id` when read already (else they are read here).
+
+    Only the waits of open runs (running, waiting) are listed: a wait a cancelled or failed
+    run left ``waiting`` in its log has ended (`agentq.store.shown_call`'s rule); a retry of
+    the run re-opens it. The workflow row of a run is read only when it has such a row."""
     if rows is None:
         rows = await store.calls(run_id)
-    out = [p for p in (pending_of(r, agent_name) for r in rows) if p is not None]
-    seen = {(p.run_id, p.key) for p in out}
-    parents: dict[str, bool] = {}  # workflow id -> whether it is a run of the agent
+    workflows: dict[str, WorkflowRow | None] = {}
+
+    async def workflow(workflow_id: str) -> WorkflowRow | None:
+        if workflow_id not in workflows:
+            workflows[workflow_id] = await store.get_workflow(workflow_id)
+        return workflows[workflow_id]
+
+    async def open_waits(found: Sequence[CallRow], agent: str | None) -> None:
+        for p in (pending_of(r, agent) for r in found):
+            if p is None or (p.run_id, p.key) in seen:
+                continue
+            wf = await workflow(p.run_id)
+            if wf is not None and not wf.state.closed:
+                seen.add((p.run_id, p.key))
+                out.append(p)
+
+    out: list[PendingApproval] = []
+    seen: set[tuple[str, str]] = set()
+    await open_waits(rows, agent_name)
     todo = [(r, run_id is not None) for r in rows]
     while todo:
         row, ours = todo.pop(0)
@@ -135,16 +155,11 @@ async def pending_with_children(
         if child is None or row.state is not CallState.WAITING:
             continue
         if not ours:
-            if row.workflow_id not in parents:
-                wf = await store.get_workflow(row.workflow_id)
-                parents[row.workflow_id] = wf is not None and wf.definition == agent_name
-            if not parents[row.workflow_id]:
+            wf = await workflow(row.workflow_id)
+            if wf is None or wf.definition != agent_name:
                 continue
         child_rows = await store.calls(child)
-        for p in (pending_of(r, None) for r in child_rows):
-            if p is not None and (p.run_id, p.key) not in seen:
-                seen.add((p.run_id, p.key))
-                out.append(p)
+        await open_waits(child_rows, None)
         todo.extend((r, True) for r in child_rows)
     return out
 
@@ -190,7 +205,8 @@ async def waiting_call(
     Raises:
         UnknownWorkflowError: No run `run_id` of the agent in the store.
         NotWaitingError: The run waits for no approval (its state, or its event waits, named;
-            when only its child runs wait for approvals, those runs named).
+            when only its child runs wait for approvals, those runs named), e.g. it was
+            cancelled or failed while an approval waited (its state and reason named).
         LookupError: It waits for others than `tool_call_id` (or several, and no id given).
     """
     row = await store.get_workflow(run_id)
@@ -198,6 +214,13 @@ async def waiting_call(
         raise UnknownWorkflowError(
             f"no run {run_id!r} of agent {agent_name!r} in the store"
             + ("" if row is None else f" (it is a run of {row.definition!r})")
+        )
+    state = getattr(row.state, "value", row.state)
+    if row.state.closed:  # its waits ended with it (`pending_with_children`)
+        raise NotWaitingError(
+            f"run {run_id!r} is {state}"
+            + (f" ({row.reason})" if row.reason else "")
+            + ": nothing waits for an approval"
         )
     waits = [p for p in (pending_of(r, agent_name) for r in await store.calls(run_id)) if p]
     pending = [p for p in waits if p.kind == "approval"]
@@ -209,7 +232,6 @@ async def waiting_call(
                 f"run {run_id!r} waits for its child run(s) {children}, not for an approval "
                 "of its own: answer those runs (their agent's approve / deny with their run id)"
             )
-        state = getattr(row.state, "value", row.state)
         events = [p.key for p in waits]
         what = f"waits for {events} (answer with engine.resume)" if events else f"is {state}"
         raise NotWaitingError(f"run {run_id!r} {what}: nothing waits for an approval")

@@ -18,6 +18,9 @@ as the store returns them; no I/O here) into a `Conversation`:
   a tool call parked on a wait (its row ended by `InputRequested`, e.g. a child run's approval)
   is ``waiting`` (``waiting_on`` says for what), not failed; a recorded ``ModelRetry`` (or
   argument validation error) is a ``retry`` with its message, a ``ToolFailed`` a failure;
+  in a run that closed (cancelled, failed), a card or approval left ``waiting`` shows the
+  run's state (`agentq.store.shown_call`'s rule, as the calls table; `Detail` keeps the
+  stored state);
 - the final answer (the completed step's ``output``) and the run's error.
 
 Keys, fingerprints, lanes, attempts and leases are kept on the values (``key``, `Detail`)
@@ -31,7 +34,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentq.store import CallKind, CallRow, StepRow, WorkflowRow, child_of
+from agentq.store import CallKind, CallRow, StepRow, WorkflowRow, child_of, shown_call
 from agentq.widgets.models.conversation import (
     ApprovalAsk,
     ChildRun,
@@ -102,7 +105,7 @@ def _tool_result(output: Any) -> tuple[str, Any]:
     return "completed", output
 
 
-def _answer(row: CallRow) -> ApprovalAsk:
+def _answer(workflow: WorkflowRow, row: CallRow) -> ApprovalAsk:
     value = row.output
     approved: bool | None = None
     note, override = "", None
@@ -115,7 +118,8 @@ def _answer(row: CallRow) -> ApprovalAsk:
         note = said if isinstance(said, str) else ""
         over = value.get("override_args")
         override = over if isinstance(over, dict) else None
-    return ApprovalAsk(row.key, row.state.value, approved, note or "", override, row.reason or "")
+    state = shown_call(workflow, row).state
+    return ApprovalAsk(row.key, state, approved, note or "", override, row.reason or "")
 
 
 class _Card:
@@ -127,7 +131,8 @@ class _Card:
         self.approvals: list[ApprovalAsk] = []
         self.children: list[ChildRun] = []
 
-    def freeze(self, edited: frozenset[str]) -> ToolCard:
+    def freeze(self, edited: frozenset[str], ended: str | None) -> ToolCard:
+        """The card; `ended`: the state of the closed run (a card left waiting shows it)."""
         runs = [r for r in self.rows if r.kind is CallKind.CALL]
         run = runs[-1] if runs else None
         state, result, error, duration, key = "asked", None, None, None, None
@@ -144,11 +149,13 @@ class _Card:
             elif state == "failed":
                 error = _error(run)
         last = self.approvals[-1] if self.approvals else None
-        if last is not None and last.state == "waiting":
+        if last is not None and last.state in ("waiting", ended):  # ended: shown so, was waiting
             state = "waiting"
         elif last is not None and last.approved is False and (run is None or run.first_seq
                                                                < _seq(self.rows, last.key)):
             state = "denied"
+        if state == "waiting" and ended is not None:  # `shown_call`'s rule
+            state, waiting_on = ended, None
         return ToolCard(self.tool, self.call_id, self.args, state, key, result, error,
                         duration, tuple(self.approvals), tuple(self.children),
                         tuple(_detail(r) for r in self.rows),
@@ -229,7 +236,8 @@ def fold_conversation(
         elif child is not None:
             conv = (children or {}).get(child)
             output = row.output if row.state.value == "answered" else None
-            state = (child_states or {}).get(child) or (conv.state if conv else row.state.value)
+            state = (child_states or {}).get(child) or (
+                conv.state if conv else shown_call(workflow, row).state)
             waits.append((row.key, ChildRun(child, state, output, conv)))
         else:
             call_id = _call_id_of(row)
@@ -238,9 +246,10 @@ def fold_conversation(
                 continue
             card.rows.append(row)
             if row.kind is CallKind.WAIT and row.key.startswith("approval:"):
-                card.approvals.append(_answer(row))
+                card.approvals.append(_answer(workflow, row))
     loose = _place_children(waits, turns)
     edited = frozenset(forked_from.edited if forked_from is not None else ())
+    ended = workflow.state.value if workflow.state.closed else None
     frozen: list[Turn] = []
     for row, cards in turns:
         text, _ = _response_parts(row.output)
@@ -257,7 +266,7 @@ def fold_conversation(
             cost_of(model, usage, table) if state == "completed" else None,
             row.duration, row.started_at,
             _error(row) if state == "failed" else None,
-            tuple(c.freeze(edited) for c in cards), (_detail(row),), row.key in edited,
+            tuple(c.freeze(edited, ended) for c in cards), (_detail(row),), row.key in edited,
         ))
     data = workflow.input if isinstance(workflow.input, dict) else {}
     options = data.get("options")

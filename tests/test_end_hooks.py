@@ -64,6 +64,29 @@ class Hook:
         return Counter(r.workflow_id for r in self.results)
 
 
+class Slow:
+    """A hook that records the ids it is called for and blocks until `release` is set."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self, result: RunResult) -> None:
+        self.calls.append(result.workflow_id)
+        self.started.set()
+        await self.release.wait()
+
+
+async def delivering(engine: WorkflowEngine, slow: Slow) -> None:
+    """Run workflow "j" of definition "job" (hook `slow`) on `engine`; return once its hook
+    has started."""
+    job = WorkflowDef("job", [StepDef("s", ok)], on_end=slow)
+    engine.register(job)
+    await engine.run(job.workflow("j"))
+    async with asyncio.timeout(10):
+        await slow.started.wait()
+
+
 async def settled(store: DurableStore, workflow_id: str, attempts: int) -> None:
     """Wait (bounded, yielding to the loop and SQLite's thread) until the workflow's outbox
     row has had `attempts` deliveries, the last one over (no claim held)."""
@@ -296,22 +319,10 @@ async def test_a_claim_is_renewed_while_the_hooks_run_past_lease_ttl(
 ) -> None:
     """A live engine keeps its claim while its hook runs longer than lease_ttl (renewed every
     lease_ttl / 3): another engine does not take the end, the hook is called once."""
-    started, release = asyncio.Event(), asyncio.Event()
-    calls: list[str] = []
-
-    async def slow(result: RunResult) -> None:
-        calls.append(result.workflow_id)
-        started.set()
-        await release.wait()
-
-    hook = Hook()
+    slow, hook = Slow(), Hook()
     again = WorkflowDef("job", [StepDef("s", ok)], on_end=hook)
     async with engine_on(queue, store, clock, "first") as first:
-        job = WorkflowDef("job", [StepDef("s", ok)], on_end=slow)
-        first.register(job)
-        await first.run(job.workflow("j"))
-        async with asyncio.timeout(10):
-            await started.wait()
+        await delivering(first, slow)
         claimed = clock.time()
         for n in (1, 2, 3):  # renewed at +10, +20, +30: each time until 30 s later
             await clock.advance(10.0)
@@ -320,11 +331,11 @@ async def test_a_claim_is_renewed_while_the_hooks_run_past_lease_ttl(
         async with engine_on(queue, store, clock, "second") as second:
             second.register(again)
             await second.run("j")  # held by "first": nothing
-        assert hook.results == [] and calls == ["j"]
-        release.set()  # the block settles the delivery
+        assert hook.results == [] and slow.calls == ["j"]
+        slow.release.set()  # the block settles the delivery
     [row] = await store.hooks("j")
     assert row.delivered and (row.worker_id, row.attempts) == ("first", 1)
-    assert calls == ["j"] and hook.results == []
+    assert slow.calls == ["j"] and hook.results == []
 
 
 async def test_the_rows_of_a_claim_waiting_for_their_turn_keep_their_claim(
@@ -332,13 +343,7 @@ async def test_the_rows_of_a_claim_waiting_for_their_turn_keep_their_claim(
 ) -> None:
     """One claim takes both ends; while the first's hook runs past lease_ttl, the second
     row waits for its turn still claimed (renewed), so no other engine delivers it."""
-    release = asyncio.Event()
-    calls: list[str] = []
-
-    async def slow(result: RunResult) -> None:
-        calls.append(result.workflow_id)
-        await release.wait()
-
+    slow = Slow()
     plain = WorkflowDef("job", [StepDef("s", ok)])
     async with engine_on(queue, store, clock, "ender") as ender:  # no hooks: rows wait
         ender.register(plain)
@@ -358,13 +363,13 @@ async def test_the_rows_of_a_claim_waiting_for_their_turn_keep_their_claim(
             async with engine_on(queue, store, clock, "second") as second:
                 second.register(WorkflowDef("job", [StepDef("s", ok)], on_end=hook))
                 await second.run("j2")  # held by "first": nothing
-            assert hook.results == [] and calls == ["j1"]
-            release.set()
+            assert hook.results == [] and slow.calls == ["j1"]
+            slow.release.set()
             await settled(store, "j2", 1)
         finally:
             server.cancel()
             await asyncio.gather(server, return_exceptions=True)
-    assert calls == ["j1", "j2"] and hook.results == []
+    assert slow.calls == ["j1", "j2"] and hook.results == []
     rows = [(await store.hooks(w))[0] for w in ("j1", "j2")]
     assert all(r.delivered and (r.worker_id, r.attempts) == ("first", 1) for r in rows)
 
@@ -379,36 +384,24 @@ async def test_a_claim_whose_renewals_fail_expires_and_another_engine_delivers(
     """At least once: the store refuses the first engine's renewals (said each time), its
     claim expires while its hook runs, a second engine delivers the end too; the first
     engine's late mark is a no-op."""
-    started, release = asyncio.Event(), asyncio.Event()
-    calls: list[str] = []
-
-    async def slow(result: RunResult) -> None:
-        calls.append(result.workflow_id)
-        started.set()
-        await release.wait()
-
     async def down(*args: Any, **kwargs: Any) -> bool:
         raise StoreError("the store is down")
 
-    hook = Hook()
+    slow, hook = Slow(), Hook()
     again = WorkflowDef("job", [StepDef("s", ok)], on_end=hook)
     async with engine_on(queue, store, clock, "first") as first:
-        job = WorkflowDef("job", [StepDef("s", ok)], on_end=slow)
-        first.register(job)
-        await first.run(job.workflow("j"))
-        async with asyncio.timeout(10):
-            await started.wait()
+        await delivering(first, slow)
         monkeypatch.setattr(store, "renew_hook", down)
         await clock.advance(30.0)  # renewals at +10, +20, +30 all refused
         async with engine_on(queue, store, clock, "second") as second:
             second.register(again)
             await second.run("j")  # expired: claimed again, delivered
         monkeypatch.undo()
-        assert hook.by_id() == {"j": 1} and calls == ["j"]
+        assert hook.by_id() == {"j": 1} and slow.calls == ["j"]
         [row] = await store.hooks("j")
         assert row.delivered and (row.worker_id, row.attempts) == ("second", 2)
-        release.set()  # the first delivery ends (the block settles it): its mark is a no-op
-    assert calls == ["j"] and await store.hooks("j") == [row]
+        slow.release.set()  # the first delivery ends (the block settles it): its mark is a no-op
+    assert slow.calls == ["j"] and await store.hooks("j") == [row]
     assert "renewing the claim of workflow 'j'" in caplog.text
     assert "the store is down" in caplog.text
 

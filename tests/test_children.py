@@ -575,3 +575,39 @@ async def test_a_retry_answers_the_wait_of_a_child_a_call_awaited_when_cancelled
         "delegate": (CallState.COMPLETED, "cancelled"),
         "child:sub": (CallState.ANSWERED, {"child": "P/sub", "state": "cancelled", "reason": why}),
     }
+
+
+async def test_a_call_run_again_rejoins_a_child_retried_by_hand(engine: WorkflowEngine) -> None:
+    """A durable call starts a child and awaits it; the child fails on its own and the call
+    raises (the parent fails). The child, retried by hand, completes; the parent's retry
+    runs the call again, whose `start_child` re-joins the child: the wait row answered with
+    the failure is re-opened and answered with the outcome the call now reads."""
+    fail = {"on": True}
+
+    async def work(ctx: StepContext) -> Any:
+        if fail["on"]:
+            raise NonRetryable("kid boom")
+        return "kid ok"
+
+    kid = WorkflowDef("kid", [StepDef("work", work)])
+
+    async def body(ctx: StepContext) -> Any:
+        async def delegate() -> str:
+            run = await engine.run(await ctx.start_child(kid, 1, key="sub"))
+            if run.status is not RunStatus.COMPLETED:
+                raise NonRetryable(f"kid ended {run.status.value}")
+            return str(run.outputs[-1])
+
+        return await ctx.call(Job("delegate", delegate))
+
+    await engine.start(WorkflowDef("par", [StepDef("p", body)]), "P")
+    assert (await engine.run("P")).status is RunStatus.FAILED
+    fail["on"] = False
+    assert (await engine.retry("P/sub")).status is RunStatus.COMPLETED
+    [wait] = [c for c in await engine.store.calls("P") if c.key == "child:sub"]
+    assert wait.runs == 1 and wait.output["state"] == "failed"  # the retry alone: untouched
+    result = await engine.retry("P")
+    assert result.status is RunStatus.COMPLETED and result.outputs == ("kid ok",)
+    [wait] = [c for c in await engine.store.calls("P") if c.key == "child:sub"]
+    assert wait.state is CallState.ANSWERED and wait.runs == 2
+    assert wait.output == {"child": "P/sub", "state": "completed", "output": "kid ok"}

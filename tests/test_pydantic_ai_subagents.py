@@ -38,6 +38,8 @@ class Team:
         self.helper_ids: list[str | None] = []
         self.gate = helper_gate
         self.helper_started = asyncio.Event()
+        self.helper_fails = False  # the helper's model raises (the child fails on its own)
+        self.strict = False  # the boss's tool raises on a child that did not complete
 
         def boss_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
             n = sum(isinstance(m, ModelResponse) for m in messages)
@@ -52,6 +54,8 @@ class Team:
             n = sum(isinstance(m, ModelResponse) for m in messages)
             self.calls[f"helper {n}"] += 1
             self.helper_started.set()
+            if self.helper_fails:
+                raise ValueError("helper down")
             if self.gate is not None:
                 await self.gate.wait()
             if n == 0 and approval:
@@ -72,6 +76,8 @@ class Team:
             for _ in range(runs_per_call):
                 run = await self.helper.run(task)
                 self.helper_ids.append(run.run_id)
+                if self.strict and run.status is not RunStatus.COMPLETED:
+                    raise RuntimeError(f"helper ended {run.status.value}")
                 assert current_run_id() == "job"  # the parent's, outside the child run
                 outputs.append(f"{run.status.value}:{run.output}")
             return " ".join(outputs)
@@ -218,6 +224,54 @@ async def test_a_child_waiting_for_an_approval_cancelled_with_its_parent_waits_a
     parent = await team.boss.run("go", run_id="job")
     assert parent.status is RunStatus.COMPLETED, parent.reason
     assert parent.output == "boss: completed:helped" and team.calls["pay"] == 1
+
+
+async def test_a_child_retried_by_hand_is_joined_again_by_the_parents_call(
+    engine: WorkflowEngine,
+) -> None:
+    """The child fails on its own and the boss's tool raises (the boss fails). The child,
+    retried by hand, now waits for an approval; the boss's retry runs the call again, which
+    joins the retried child: the parent's wait row, answered with the old failure, is
+    re-opened (the boss waits on the child) and answered with the child's new end."""
+    team = Team(engine, approval=True)
+    team.helper_fails = team.strict = True
+    first = await team.boss.run("go", run_id="job")
+    assert first.status is RunStatus.FAILED and "helper ended failed" in str(first.reason)
+    child_id = "job/tool:0.0:d1"
+    team.helper_fails = team.strict = False
+    assert (await engine.retry(child_id)).status is RunStatus.WAITING  # asks for an approval
+    retried = await engine.retry("job")
+    assert retried.status is RunStatus.WAITING, retried.reason  # on its child, not failed
+    [pending] = await team.boss.pending_approvals("job")
+    assert pending.run_id == child_id
+    rows = {r.key: r for r in await engine.store.calls("job")}
+    assert rows["child:tool:0.0:d1"].state is CallState.WAITING
+    assert rows["child:tool:0.0:d1"].runs == 2
+    assert (await team.helper.approve(child_id)).status is RunStatus.COMPLETED
+    parent = await team.boss.run("go", run_id="job")
+    assert parent.status is RunStatus.COMPLETED, parent.reason
+    assert parent.output == "boss: completed:helped" and team.calls["pay"] == 1
+    wait = {r.key: r for r in await engine.store.calls("job")}["child:tool:0.0:d1"]
+    assert wait.state is CallState.ANSWERED and wait.runs == 2
+    assert wait.output["state"] == "completed"  # the outcome the call used, not the failure
+
+
+async def test_a_child_retried_by_hand_after_ending_answers_the_parents_call_again(
+    engine: WorkflowEngine,
+) -> None:
+    """As above, with the child retried to its end before the boss is: the boss's call uses
+    the child's new output, and the parent's wait row holds it (not the old failure)."""
+    team = Team(engine)
+    team.helper_fails = team.strict = True
+    assert (await team.boss.run("go", run_id="job")).status is RunStatus.FAILED
+    team.helper_fails = team.strict = False
+    assert (await engine.retry("job/tool:0.0:d1")).status is RunStatus.COMPLETED
+    parent = await engine.retry("job")
+    assert parent.status is RunStatus.COMPLETED, parent.reason
+    assert (await team.boss.run("go", run_id="job")).output == "boss: completed:helped"
+    wait = {r.key: r for r in await engine.store.calls("job")}["child:tool:0.0:d1"]
+    assert wait.state is CallState.ANSWERED and wait.runs == 2
+    assert wait.output["state"] == "completed"
 
 
 async def test_a_child_cancelled_on_its_own_reaches_the_tool(engine: WorkflowEngine) -> None:

@@ -36,7 +36,6 @@ from agentq.store import (
     StepState,
     child_of,
     child_workflow_id,
-    closed_with_parent,
 )
 from agentq.workflows.model import WorkflowDef
 from agentq.workflows.recorder import Definition
@@ -118,15 +117,15 @@ class ChildRunner:
 
     async def start(self, definition: Definition | str, input: Any, key: str) -> str:
         """Start (once) child run `key` without waiting for it; its id. See
-        `StepContext.start_child`. A row this attempt read answered by a cancel that came
-        down from this workflow goes to the store: if the child was retried since, the store
-        re-opens it (this attempt joins the child again)."""
+        `StepContext.start_child`. Always goes to the store, a row this attempt read answered
+        included: its caller reads the child itself, not the recorded answer, so if the child
+        was retried since (its outcome is no longer the row's), the store re-opens the row
+        (this attempt joins the child again, and the child's next end answers it)."""
         found = self._definition(definition)
         child_id = child_workflow_id(self._workflow_id, key)
         rows = await self._rows()
-        row = self._check(rows.get(CHILD_WAIT_PREFIX + key), child_id)
-        if row is None or row.state is not CallState.ANSWERED or _with_parent(row.output):
-            await self._start(found, key, input, rows)  # stored once; run unless it ended
+        self._check(rows.get(CHILD_WAIT_PREFIX + key), child_id)
+        await self._start(found, key, input, rows)  # stored once; run unless it ended
         return child_id
 
     async def children(
@@ -231,11 +230,3 @@ def _output(key: str, outcome: Any) -> Any:
         str(outcome.get("child")), key, str(outcome.get("state")), outcome.get("reason")
     )
 
-
-def _with_parent(outcome: Any) -> bool:
-    """Whether a child's recorded `outcome` is a cancel that came down from its parent."""
-    return (
-        isinstance(outcome, dict)
-        and outcome.get("state") == "cancelled"
-        and closed_with_parent(str(outcome.get("child")), outcome.get("reason"))
-    )

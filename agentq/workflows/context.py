@@ -315,7 +315,9 @@ class StepContext:
         workflow as `child` links it (cancelling this workflow cancels it; its id is
         ``<this workflow's id>/<key>``), and the engine runs it in the background when it
         holds the definition. A replay finds the same child (started again only if it has
-        not ended). Its end answers the wait ``child:<key>`` (`ChildEnded`), so a later
+        not ended); a wait row answered with an outcome the child no longer has (it was
+        retried since) is re-opened, so the child's next end answers it. Its end answers
+        the wait ``child:<key>`` (`ChildEnded`), so a later
         ``await ctx.child(definition, input, key=key)`` returns its output at once if it
         has ended, else parks the step on it and returns its output in the step's next run.
 

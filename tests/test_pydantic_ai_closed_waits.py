@@ -21,11 +21,13 @@ import agentq.integrations.pydantic_ai._decisions as decisions
 from agentq.cli import cli
 from agentq.cli.commands import Settings
 from agentq.clock import FakeClock
-from agentq.errors import NotWaitingError
+from agentq.errors import NotWaitingError, WorkflowClosedError
 from agentq.integrations.pydantic_ai import DurableAgent, PendingApproval
 from agentq.queue import Queue
 from agentq.store import SqliteStore
 from agentq.widgets import pending_waits
+from agentq.widgets.html.conversation import conversation_html
+from agentq.widgets.models.runs import load_conversation
 from agentq.workflows import WorkflowEngine
 
 pytestmark = pytest.mark.timeout(60)
@@ -154,3 +156,59 @@ def test_show_prints_a_cancelled_runs_approval_with_the_runs_state_everywhere(
     [card] = got["messages"][1]["tool_calls"]
     assert (card["state"], card["waiting_on"]) == ("cancelled", None)
     assert [a["state"] for a in card["approvals"]] == ["cancelled"]
+
+
+async def test_a_cancelled_runs_approval_card_says_cancelled_not_asked_again(
+    tmp_path: Path,
+) -> None:
+    async with Queue() as queue, SqliteStore(tmp_path / "v.db") as store, WorkflowEngine(
+        queue, store
+    ) as engine:
+        durable = DurableAgent(pay_agent(), engine)
+        assert (await durable.run("pay", run_id="solo")).status.value == "waiting"
+        await engine.cancel("solo", "nope")
+        html = conversation_html(await load_conversation(store, "solo"))
+    assert 'data-agentq="approval-ask"' in html and 'data-state="cancelled"' in html
+    assert "approval cancelled" in html
+    assert "asked again" not in html
+
+
+async def test_a_stored_cancel_reason_is_escaped_in_not_waiting_messages(
+    tmp_path: Path,
+) -> None:
+    reason = "\x1b[31mRED\x1b[0m \u202eevil"
+    async with Queue() as queue, SqliteStore(tmp_path / "r.db") as store, WorkflowEngine(
+        queue, store
+    ) as engine:
+        durable = DurableAgent(pay_agent(), engine)
+        assert (await durable.run("pay", run_id="solo")).status.value == "waiting"
+        await engine.cancel("solo", reason)
+        for verb in (durable.approve, durable.deny):
+            with pytest.raises(NotWaitingError) as caught:
+                await verb("solo")
+            message = str(caught.value)
+            assert "\x1b" not in message and "\u202e" not in message
+            assert r"(\x1b[31mRED\x1b[0m \u202eevil)" in message
+        with pytest.raises(WorkflowClosedError) as closed:  # the store's own message too
+            await engine.resume("solo", "agent", {"approved": True}, key="approval:0.0:p1")
+        assert "\x1b" not in str(closed.value) and r"\u202eevil" in str(closed.value)
+
+
+def test_show_shortens_a_long_approval_note_like_arguments(tmp_path: Path) -> None:
+    db = tmp_path / "n.db"
+    note = "why " * 25_000
+
+    async def make() -> None:
+        async with Queue() as queue, SqliteStore(db) as store, WorkflowEngine(
+            queue, store
+        ) as engine:
+            durable = DurableAgent(pay_agent(), engine)
+            assert (await durable.run("pay", run_id="solo")).status.value == "waiting"
+            await durable.deny("solo", note=note)
+
+    asyncio.run(make())
+    text = show(db)
+    [line] = [line.strip() for line in text.splitlines() if "(note: " in line]
+    assert line.startswith("approval approval:0.0:p1: answered denied (note: why why")
+    assert "why…)" in text and text.count("why") < 100  # 300 characters, as arguments
+    assert len(text) < 20_000

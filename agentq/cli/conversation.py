@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["TEXT_CHARS", "VALUE_CHARS", "messages_json", "messages_view"]
 
 VALUE_CHARS = 300
-"""Tool arguments, tool returns and JSON prompts or answers longer than this are shortened
-with '…' (``show --json`` and ``agentq events --json`` give the whole values)."""
+"""Tool arguments, tool returns, approval notes and JSON prompts or answers longer than this
+are shortened with '…' (``show --json`` and ``agentq events --json`` give the whole values)."""
 
 TEXT_CHARS = 2000
 """The prompt, a model's text and the answer are shortened with '…' past this many characters
@@ -84,7 +84,7 @@ def _tool(out: Text, card: ToolCard, indent: str) -> None:
         out.append(f"\n{inner}approval {visible(ask.key)}: ")
         out.append(visible(ask.state) + decision, style=_STYLES.get(ask.state, ""))
         if ask.note:
-            out.append(f" (note: {visible(ask.note)})")
+            out.append(f" (note: {short(ask.note, VALUE_CHARS)})")
         if ask.override_args is not None:
             out.append(f" with args {short(ask.override_args, VALUE_CHARS, as_json=True)}")
     if card.state == "completed":

@@ -15,6 +15,7 @@ from pydantic_ai.usage import RunUsage
 from agentq.errors import NotWaitingError, UnknownWorkflowError
 from agentq.integrations.pydantic_ai._runs import STEP
 from agentq.integrations.pydantic_ai.tree import run_tree_html
+from agentq.literal import visible
 from agentq.store import CallKind, CallRow, CallState, DurableStore, WorkflowRow, child_of
 from agentq.workflows import RunResult, RunStatus
 
@@ -219,7 +220,7 @@ async def waiting_call(
     if row.state.closed:  # its waits ended with it (`pending_with_children`)
         raise NotWaitingError(
             f"run {run_id!r} is {state}"
-            + (f" ({row.reason})" if row.reason else "")
+            + (f" ({visible(row.reason)})" if row.reason else "")  # stored: escaped
             + ": nothing waits for an approval"
         )
     waits = [p for p in (pending_of(r, agent_name) for r in await store.calls(run_id)) if p]

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from agentq.codec import dumps
 from agentq.events import Event, EventKind, utc
+from agentq.literal import visible
 from agentq.store.contract.children import child_of, closed_by_parent, outcome, parent_of
 from agentq.store.contract.frozen import quick_init
 from agentq.store.contract.hooks import HookRow, pending_hook
@@ -262,9 +263,9 @@ def describe_call(workflow_id: str, key: str, kind: str = "key") -> str:
 
 
 def describe_closed(wf: WorkflowRow | CallFence) -> str:
-    """Say in a message that a workflow is closed, and why."""
+    """Say in a message that a workflow is closed, and why (the stored reason `visible`)."""
     return f"workflow {wf.workflow_id!r} is {wf.state}" + (
-        f" ({wf.reason})" if wf.reason else ""
+        f" ({visible(wf.reason)})" if wf.reason else ""
     )
 
 

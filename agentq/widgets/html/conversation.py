@@ -162,6 +162,8 @@ def _ask_html(ask: ApprovalAsk) -> str:
         text = "waits for approval"
     elif ask.state == "timed_out":
         text = "approval timed out"
+    elif ask.state in ("cancelled", "failed"):  # the run closed while it waited (`shown_call`)
+        text = f"approval {ask.state}"
     elif ask.approved is None:
         text = "answer not understood: asked again"
     else:

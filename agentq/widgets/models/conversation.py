@@ -60,7 +60,8 @@ class ApprovalAsk:
 
     Attributes:
         key: The wait's key (``approval:<n>.<i>:<id>``, ``…#1`` when asked again).
-        state: ``waiting``, ``answered`` or ``timed_out``.
+        state: ``waiting``, ``answered`` or ``timed_out``; ``cancelled`` / ``failed`` when the
+            run closed while it waited (`agentq.store.shown_call`).
         approved: The answer (True / False), None while waiting or when not a decision.
         note: The answer's note ('' for none).
         override_args: The edited arguments of an approval, else None.

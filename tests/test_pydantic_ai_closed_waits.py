@@ -22,7 +22,11 @@ from agentq.cli import cli
 from agentq.cli.commands import Settings
 from agentq.clock import FakeClock
 from agentq.errors import NotWaitingError, WorkflowClosedError
-from agentq.integrations.pydantic_ai import DurableAgent, PendingApproval
+from agentq.integrations.pydantic_ai import (
+    ChildCancelledWithParent,
+    DurableAgent,
+    PendingApproval,
+)
 from agentq.queue import Queue
 from agentq.store import SqliteStore
 from agentq.widgets import pending_waits
@@ -212,3 +216,13 @@ def test_show_shortens_a_long_approval_note_like_arguments(tmp_path: Path) -> No
     assert line.startswith("approval approval:0.0:p1: answered denied (note: why why")
     assert "why…)" in text and text.count("why") < 100  # 300 characters, as arguments
     assert len(text) < 20_000
+
+
+def test_a_child_cancelled_with_its_parent_shows_its_stored_reason_escaped() -> None:
+    """The stored cancel reason goes into the error's message with its control and bidi
+    characters escaped (a terminal printing the message must not act on them)."""
+    exc = ChildCancelledWithParent("P/k", "cancelled", "\x1b[31mRED\x1b[0m \u202eevil")
+    text = str(exc)
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "\\x1b[31mRED\\x1b[0m \\u202eevil" in text
+    assert exc.reason == "\x1b[31mRED\x1b[0m \u202eevil"  # the attribute keeps it as stored

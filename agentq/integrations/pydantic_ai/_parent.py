@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from agentq.errors import AgentqError, ChildFailed, EngineError
+from agentq.literal import visible
 from agentq.store import closed_with_parent
 from agentq.workflows import RunStatus, StepContext, WorkflowDef, WorkflowEngine
 
@@ -45,7 +46,7 @@ class ChildCancelledWithParent(AgentqError):
 
     def __init__(self, run_id: str, status: str, reason: str | None) -> None:
         super().__init__(
-            f"child run {run_id!r} is {status} ({reason or 'no reason given'}): it has no "
+            f"child run {run_id!r} is {status} ({visible(reason or 'no reason given')}): it has no "
             "answer for its parent's call; retry the parent to run the call and the child again"
         )
         self.run_id = run_id

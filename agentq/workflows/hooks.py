@@ -37,6 +37,7 @@ from agentq.workflows.model import RunResult
 from agentq.workflows.registry import Registry
 from agentq.workflows.renewals import Renewals
 from agentq.workflows.results import end_result
+from agentq.workflows.waits import committed
 from agentq.workflows.workers import LOGGER
 
 __all__ = ["DEFAULT_HOOK_BACKOFF", "EndHook", "EndHooks"]
@@ -237,15 +238,15 @@ class EndHooks:
         """Claim a batch of due rows; cancelled meanwhile, hand back what the claim took
         once its answer arrives (it may have committed), then stop."""
         driver = self._driver
-        claiming = asyncio.ensure_future(driver.store.claim_hooks(
+        claiming = committed(driver.store.claim_hooks(  # a cancel waits for the answer
             driver.worker_id, driver.clock.time(), driver.lease_ttl,
             definitions=names, plain=plain, workflow_id=workflow_id, limit=BATCH,
         ))
         try:
-            return await asyncio.shield(claiming)
+            return await claiming
         except asyncio.CancelledError:
             try:
-                rows = await claiming
+                rows = claiming.result()  # (ended: `committed` let the cancel wait for it)
             except AgentqError:  # the claim failed: nothing was taken
                 rows = []
             await self._hand_back(rows)

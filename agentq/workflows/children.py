@@ -229,4 +229,3 @@ def _output(key: str, outcome: Any) -> Any:
     raise ChildFailed(
         str(outcome.get("child")), key, str(outcome.get("state")), outcome.get("reason")
     )
-

@@ -35,13 +35,7 @@ from agentq.store.contract.children import (
     engine_wait,
     waited_child,
 )
-from agentq.store.contract.rows import (
-    CallRow,
-    StepRow,
-    StepState,
-    WorkflowRow,
-    WorkflowState,
-)
+from agentq.store.contract.rows import CallRow, StepRow, StepState, WorkflowRow, WorkflowState
 from agentq.store.rules.links import ended_children
 from agentq.store.rules.messages import keep_input
 from agentq.store.rules.projection import Rows
